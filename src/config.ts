@@ -1,0 +1,113 @@
+import { isIP } from 'node:net'
+import path from 'node:path'
+
+import { KeyError, createSingleKeySet, parseKeyList, type KeySet } from './auth/keys.js'
+import { LOG_LEVELS, type LogLevel } from './logger.js'
+
+/** The service's configuration, validated and frozen; built once from the environment. */
+export interface Config {
+  readonly port: number
+  readonly host: string
+  readonly dataDir: string
+  readonly basePath: string
+  /** Undefined when neither JWT_SECRET nor JWT_SECRETS is set (see first-start.ts). */
+  readonly keys: KeySet | undefined
+  readonly issuer: string | undefined
+  readonly audience: string | undefined
+  readonly leewaySeconds: number
+  readonly logLevel: LogLevel
+  readonly maxInflight: number
+  readonly maxEventLoopDelayMs: number
+  readonly headersTimeoutMs: number
+  readonly requestTimeoutMs: number
+  readonly keepAliveTimeoutMs: number
+  readonly shutdownTimeoutMs: number
+  readonly production: boolean
+}
+
+/** A value that cannot be used; the message starts with the variable's name. */
+export class ConfigError extends Error {
+  override name = 'ConfigError'
+}
+
+type Env = Readonly<Record<string, string | undefined>>
+
+/** Reads every variable the service knows, refusing the first bad one by name. */
+export function parseConfig(env: Env, cwd = process.cwd()): Config {
+  const read = (name: string): string | undefined => {
+    const value = env[name]
+    return value === undefined || value.trim() === '' ? undefined : value.trim()
+  }
+  return Object.freeze({
+    port: parseInteger(read('PORT'), 'PORT', 8080, 0, 65535),
+    host: parseHost(read('HOST')),
+    dataDir: path.resolve(cwd, read('DATA_DIR') ?? 'data'),
+    basePath: parseBasePath(read('BASE_PATH')),
+    keys: parseKeys(read('JWT_SECRET'), read('JWT_SECRETS')),
+    issuer: read('JWT_ISSUER'),
+    audience: read('JWT_AUDIENCE'),
+    leewaySeconds: parseInteger(read('JWT_LEEWAY_S'), 'JWT_LEEWAY_S', 30, 0, 86_400),
+    logLevel: parseLogLevel(read('LOG_LEVEL')),
+    maxInflight: parseInteger(read('MAX_INFLIGHT'), 'MAX_INFLIGHT', 1000, 1, 1_000_000),
+    maxEventLoopDelayMs: parseInteger(
+      read('MAX_EVENT_LOOP_DELAY_MS'), 'MAX_EVENT_LOOP_DELAY_MS', 1000, 1, 3_600_000,
+    ),
+    headersTimeoutMs: parseInteger(read('HEADERS_TIMEOUT_MS'), 'HEADERS_TIMEOUT_MS', 10_000, 1, 3_600_000),
+    requestTimeoutMs: parseInteger(read('REQUEST_TIMEOUT_MS'), 'REQUEST_TIMEOUT_MS', 30_000, 1, 3_600_000),
+    keepAliveTimeoutMs: parseInteger(
+      read('KEEP_ALIVE_TIMEOUT_MS'), 'KEEP_ALIVE_TIMEOUT_MS', 5_000, 1, 3_600_000,
+    ),
+    shutdownTimeoutMs: parseInteger(
+      read('SHUTDOWN_TIMEOUT_MS'), 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 3_600_000,
+    ),
+    production: read('NODE_ENV') === 'production',
+  })
+}
+
+function parseInteger(
+  text: string | undefined, name: string, fallback: number, min: number, max: number,
+): number {
+  if (text === undefined) return fallback
+  if (!/^\d+$/.test(text)) throw new ConfigError(`${name} must be a whole number, got "${text}"`)
+  const value = Number(text)
+  if (value < min || value > max) {
+    throw new ConfigError(`${name} must be between ${min} and ${max}, got ${text}`)
+  }
+  return value
+}
+
+const HOSTNAME = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/
+
+function parseHost(text: string | undefined): string {
+  if (text === undefined) return '127.0.0.1'
+  if (isIP(text) !== 0 || HOSTNAME.test(text)) return text
+  throw new ConfigError(`HOST must be an IP address or a host name, got "${text}"`)
+}
+
+function parseBasePath(text: string | undefined): string {
+  if (text === undefined || text === '/') return ''
+  if (!/^(\/[A-Za-z0-9._~-]+)+\/?$/.test(text)) {
+    throw new ConfigError(`BASE_PATH must look like /v1 (segments of [A-Za-z0-9._~-]), got "${text}"`)
+  }
+  return text.endsWith('/') ? text.slice(0, -1) : text
+}
+
+function parseLogLevel(text: string | undefined): LogLevel {
+  if (text === undefined) return 'info'
+  const level = LOG_LEVELS.find((candidate) => candidate === text.toLowerCase())
+  if (level === undefined) {
+    throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got "${text}"`)
+  }
+  return level
+}
+
+function parseKeys(single: string | undefined, list: string | undefined): KeySet | undefined {
+  try {
+    if (list !== undefined) return parseKeyList(list)
+    if (single !== undefined) return createSingleKeySet(single)
+    return undefined
+  } catch (error) {
+    if (error instanceof KeyError) throw new ConfigError(error.message)
+    throw error
+  }
+}

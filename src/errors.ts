@@ -1,0 +1,74 @@
+/**
+ * The one table of error codes: each stable `code` owns its HTTP status and title, so the two can
+ * never drift apart. Callers branch on `code`, never on messages.
+ */
+export const ERROR_CODES = {
+  bad_request: { status: 400, title: 'Bad request' },
+  token_missing: { status: 401, title: 'Authentication required' },
+  token_invalid: { status: 401, title: 'Invalid token' },
+  token_expired: { status: 401, title: 'Token expired' },
+  insufficient_scope: { status: 403, title: 'Insufficient scope' },
+  subject_suspended: { status: 403, title: 'Subject suspended' },
+  not_found: { status: 404, title: 'Not found' },
+  method_not_allowed: { status: 405, title: 'Method not allowed' },
+  duplicate_email: { status: 409, title: 'Email already in use' },
+  invalid_transition: { status: 409, title: 'Invalid state transition' },
+  precondition_failed: { status: 412, title: 'Precondition failed' },
+  payload_too_large: { status: 413, title: 'Payload too large' },
+  unsupported_media_type: { status: 415, title: 'Unsupported media type' },
+  validation_failed: { status: 422, title: 'Validation failed' },
+  internal: { status: 500, title: 'Internal server error' },
+  maintenance: { status: 503, title: 'Down for maintenance' },
+  overloaded: { status: 503, title: 'Overloaded' },
+  starting: { status: 503, title: 'Starting' },
+  shutting_down: { status: 503, title: 'Shutting down' },
+} as const satisfies Record<string, { status: number, title: string }>
+
+export type ErrorCode = keyof typeof ERROR_CODES
+
+/** One entry of a 422 answer: which field, why (a stable code) and a message for people. */
+export interface FieldError {
+  pointer: string
+  code: string
+  message: string
+}
+
+export interface HttpErrorOptions {
+  /** Field errors of a 422. */
+  errors?: readonly FieldError[]
+  /** Headers the answer must carry (`Allow`, `WWW-Authenticate`, `Retry-After`). */
+  headers?: Readonly<Record<string, string>>
+  /** The underlying fault, kept for the log and never sent. */
+  cause?: unknown
+}
+
+/** The one error type of the service: a stable code, its status, and a detail for people. */
+export class HttpError extends Error {
+  readonly code: ErrorCode
+  readonly status: number
+  readonly title: string
+  readonly detail: string
+  readonly errors: readonly FieldError[] | undefined
+  readonly headers: Readonly<Record<string, string>>
+
+  constructor(code: ErrorCode, detail: string, options: HttpErrorOptions = {}) {
+    super(detail, options.cause === undefined ? undefined : { cause: options.cause })
+    this.name = 'HttpError'
+    this.code = code
+    this.status = ERROR_CODES[code].status
+    this.title = ERROR_CODES[code].title
+    this.detail = detail
+    this.errors = options.errors
+    this.headers = options.headers ?? {}
+  }
+}
+
+export function isHttpError(value: unknown): value is HttpError {
+  return value instanceof HttpError
+}
+
+/** Turns anything thrown into an HttpError; an unknown fault becomes a bare 500. */
+export function toHttpError(value: unknown): HttpError {
+  if (value instanceof HttpError) return value
+  return new HttpError('internal', 'The server could not complete the request.', { cause: value })
+}

@@ -1,0 +1,106 @@
+import type { IncomingMessage } from 'node:http'
+
+import { HttpError } from '../errors.js'
+import type { BodyRule } from './route-table.js'
+
+export const MAX_BODY_BYTES = 64 * 1024
+
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
+
+/** True when the request announces a body (a non-zero Content-Length, or chunked transfer). */
+export function hasBody(req: IncomingMessage): boolean {
+  const length = req.headers['content-length']
+  if (length !== undefined) return length !== '0'
+  return req.headers['transfer-encoding'] !== undefined
+}
+
+/**
+ * Refuses a request whose Content-Type the route does not take, before any byte is read: another
+ * media type, a charset other than UTF-8, or a body sent without a Content-Type.
+ */
+export function validateContentType(req: IncomingMessage, mediaTypes: readonly string[]): void {
+  const header = req.headers['content-type']
+  if (header === undefined) {
+    if (hasBody(req)) throw unsupported('A request body needs a Content-Type.', mediaTypes)
+    return
+  }
+  const [type = '', ...params] = header.split(';')
+  if (!mediaTypes.includes(type.trim().toLowerCase())) {
+    throw unsupported(`The Content-Type ${type.trim()} is not taken here.`, mediaTypes)
+  }
+  for (const param of params) {
+    const [name = '', value = ''] = param.split('=')
+    if (name.trim().toLowerCase() === 'charset' && value.trim().replace(/"/g, '').toLowerCase() !== 'utf-8') {
+      throw unsupported('Request bodies must be UTF-8.', mediaTypes)
+    }
+  }
+}
+
+function unsupported(detail: string, mediaTypes: readonly string[]): HttpError {
+  return new HttpError('unsupported_media_type', `${detail} Send ${mediaTypes.join(' or ')}.`)
+}
+
+/**
+ * Reads the body up to `limit` bytes. A larger body is refused as soon as it is announced or seen,
+ * without reading the rest.
+ */
+export function readBody(req: IncomingMessage, limit = MAX_BODY_BYTES): Promise<Buffer> {
+  const announced = Number(req.headers['content-length'] ?? 0)
+  if (announced > limit) return Promise.reject(tooLarge(limit))
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = []
+    let size = 0
+    const onData = (chunk: Buffer): void => {
+      size += chunk.length
+      if (size <= limit) {
+        chunks.push(chunk)
+        return
+      }
+      // Stop collecting; the rest of the body is left to Node, which discards it.
+      cleanup()
+      chunks.length = 0
+      reject(tooLarge(limit))
+    }
+    const onEnd = (): void => {
+      cleanup()
+      resolve(chunks.length === 1 && chunks[0] !== undefined ? chunks[0] : Buffer.concat(chunks, size))
+    }
+    const onError = (error: Error): void => {
+      cleanup()
+      reject(error)
+    }
+    const onClose = (): void => {
+      onError(new Error('the client closed the request before its body ended'))
+    }
+    const cleanup = (): void => {
+      req.off('data', onData)
+      req.off('end', onEnd)
+      req.off('error', onError)
+      req.off('close', onClose)
+    }
+    req.on('data', onData)
+    req.on('end', onEnd)
+    req.on('error', onError)
+    req.on('close', onClose)
+  })
+}
+
+function tooLarge(limit: number): HttpError {
+  return new HttpError('payload_too_large', `The request body is larger than ${limit} bytes.`)
+}
+
+/**
+ * Parses a body as JSON: an empty body is undefined when the route allows one and a 400 when it
+ * needs one; bytes that are not UTF-8 JSON are a 400.
+ */
+export function parseJsonBody(bytes: Buffer, rule: BodyRule): unknown {
+  if (bytes.length === 0) {
+    if (rule === 'required') throw new HttpError('bad_request', 'This request needs a JSON body.')
+    return undefined
+  }
+  try {
+    return JSON.parse(utf8.decode(bytes)) as unknown
+  } catch {
+    throw new HttpError('bad_request', 'The request body is not valid JSON.')
+  }
+}
