@@ -1,0 +1,51 @@
+import { randomBytes } from 'node:crypto'
+import { mkdirSync, readFileSync } from 'node:fs'
+import path from 'node:path'
+
+import { ConfigError, type Config } from '../config.js'
+import { writeFileAtomic } from '../store/atomic-write.js'
+import { hasCode } from '../store/data-dir-lock.js'
+import { KeyError, createSingleKeySet, type KeySet } from './keys.js'
+
+export const SECRET_FILE = '.jwt-secret'
+
+export interface ResolvedKeys {
+  keys: KeySet
+  /** The file a new secret was written to on this start, if one was. */
+  generatedFile: string | undefined
+}
+
+/**
+ * The keys to use: the configured ones; else the secret kept in DATA_DIR/.jwt-secret; else, outside
+ * production, a new random secret written there (0600); in production, a refusal to start.
+ */
+export async function resolveKeys(config: Config): Promise<ResolvedKeys> {
+  if (config.keys !== undefined) return { keys: config.keys, generatedFile: undefined }
+  const file = path.join(config.dataDir, SECRET_FILE)
+  const kept = readSecretFile(file)
+  if (kept !== undefined) return { keys: kept, generatedFile: undefined }
+  if (config.production) {
+    throw new ConfigError('JWT_SECRET (or JWT_SECRETS) must be set when NODE_ENV=production')
+  }
+  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 })
+  const text = `base64url:${randomBytes(32).toString('base64url')}`
+  await writeFileAtomic(file, `${text}\n`)
+  return { keys: createSingleKeySet(text, file), generatedFile: file }
+}
+
+/** The secret kept by an earlier first start, or undefined when there is none. */
+export function readSecretFile(file: string): KeySet | undefined {
+  let text: string
+  try {
+    text = readFileSync(file, 'utf8').trim()
+  } catch (error) {
+    if (hasCode(error, 'ENOENT')) return undefined
+    throw error
+  }
+  try {
+    return createSingleKeySet(text, `JWT_SECRET from ${file}`)
+  } catch (error) {
+    if (error instanceof KeyError) throw new ConfigError(error.message)
+    throw error
+  }
+}

@@ -1,0 +1,175 @@
+import { createHmac, timingSafeEqual } from 'node:crypto'
+
+import type { HmacKey, KeySet } from './keys.js'
+
+/** The HMAC algorithms a token may name, and the hash behind each. */
+export const HMAC_ALGORITHMS = { HS256: 'sha256', HS384: 'sha384', HS512: 'sha512' } as const
+export type HmacAlgorithm = keyof typeof HMAC_ALGORITHMS
+
+/** Why a token was refused: precise, for logs and tests; the wire only sees `code`. */
+export type TokenRefusal =
+  | 'malformed'
+  | 'bad_header'
+  | 'unsupported_alg'
+  | 'unknown_kid'
+  | 'bad_signature'
+  | 'bad_payload'
+  | 'expired'
+  | 'missing_exp'
+  | 'not_yet_valid'
+  | 'issued_in_future'
+  | 'missing_sub'
+  | 'wrong_issuer'
+  | 'wrong_audience'
+  | 'bad_scope'
+
+export class TokenError extends Error {
+  override name = 'TokenError'
+  readonly reason: TokenRefusal
+  readonly code: 'token_invalid' | 'token_expired'
+
+  constructor(reason: TokenRefusal) {
+    super(`token refused: ${reason}`)
+    this.reason = reason
+    this.code = reason === 'expired' ? 'token_expired' : 'token_invalid'
+  }
+}
+
+/** What a verified token says about its bearer. */
+export interface TokenClaims {
+  readonly sub: string
+  readonly scopes: ReadonlySet<string>
+  /** Seconds since the epoch. */
+  readonly exp: number
+}
+
+export interface VerifyOptions {
+  keys: KeySet
+  issuer?: string | undefined
+  audience?: string | undefined
+  leewaySeconds: number
+  /** Milliseconds since the epoch. */
+  nowMs: number
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
+const BASE64URL = /^[A-Za-z0-9_-]+$/
+
+/**
+ * Verifies a compact JWS signed with HMAC: structure, header, key, signature in constant time, and
+ * only then the claims. Throws a TokenError naming the first refusal.
+ */
+export function verifyToken(token: string, options: VerifyOptions): TokenClaims {
+  const [headerPart, payloadPart, signature] = splitToken(token)
+  const header = parseHeader(headerPart)
+  const signingInput = Buffer.from(`${headerPart}.${payloadPart}`, 'ascii')
+  checkSignature(signingInput, signature, header, options.keys)
+  const payload = decodeJsonObject(payloadPart, 'bad_payload')
+  return checkClaims(payload, options)
+}
+
+function splitToken(token: string): [string, string, Buffer] {
+  const parts = token.split('.')
+  if (parts.length !== 3) throw new TokenError('malformed')
+  const [header, payload, signature] = parts
+  if (header === undefined || payload === undefined || signature === undefined) {
+    throw new TokenError('malformed')
+  }
+  return [header, payload, decodeBase64url(signature)]
+}
+
+/** Strict base64url: no padding, no stray characters, and the canonical encoding of its bytes. */
+function decodeBase64url(text: string): Buffer {
+  if (!BASE64URL.test(text)) throw new TokenError('malformed')
+  const bytes = Buffer.from(text, 'base64url')
+  if (bytes.toString('base64url') !== text) throw new TokenError('malformed')
+  return bytes
+}
+
+function decodeJsonObject(part: string, reason: TokenRefusal): Record<string, unknown> {
+  const bytes = decodeBase64url(part)
+  let value: unknown
+  try {
+    value = JSON.parse(utf8.decode(bytes))
+  } catch {
+    throw new TokenError(reason)
+  }
+  if (!isPlainObject(value)) throw new TokenError(reason)
+  return value
+}
+
+interface Header {
+  alg: HmacAlgorithm
+  kid: string | undefined
+}
+
+function parseHeader(part: string): Header {
+  const header = decodeJsonObject(part, 'bad_header')
+  const alg = header['alg']
+  if (typeof alg !== 'string' || !Object.hasOwn(HMAC_ALGORITHMS, alg)) {
+    throw new TokenError('unsupported_alg')
+  }
+  const kid = header['kid']
+  if (kid !== undefined && typeof kid !== 'string') throw new TokenError('bad_header')
+  if (header['crit'] !== undefined) throw new TokenError('bad_header')
+  return { alg: alg as HmacAlgorithm, kid }
+}
+
+function checkSignature(input: Buffer, signature: Buffer, header: Header, keys: KeySet): void {
+  const hash = HMAC_ALGORITHMS[header.alg]
+  for (const key of candidateKeys(header, keys)) {
+    const expected = createHmac(hash, key.secret).update(input).digest()
+    // The length of an HMAC is public; only the bytes need a constant-time comparison.
+    if (expected.length === signature.length && timingSafeEqual(expected, signature)) return
+  }
+  throw new TokenError('bad_signature')
+}
+
+function candidateKeys(header: Header, keys: KeySet): readonly HmacKey[] {
+  if (!keys.byKid || header.kid === undefined) return keys.keys
+  const key = keys.keys.find((candidate) => candidate.kid === header.kid)
+  if (key === undefined) throw new TokenError('unknown_kid')
+  return [key]
+}
+
+function checkClaims(payload: Record<string, unknown>, options: VerifyOptions): TokenClaims {
+  const now = options.nowMs / 1000
+  const leeway = options.leewaySeconds
+  const { exp, nbf, iat, sub } = payload
+  // Expiry answers first: a stale token is reported as stale whatever else is wrong with it.
+  if (isNumericDate(exp) && now > exp + leeway) throw new TokenError('expired')
+  if (!isNumericDate(exp)) throw new TokenError('missing_exp')
+  if (nbf !== undefined && (!isNumericDate(nbf) || now + leeway < nbf)) {
+    throw new TokenError('not_yet_valid')
+  }
+  if (iat !== undefined && (!isNumericDate(iat) || iat > now + leeway)) {
+    throw new TokenError('issued_in_future')
+  }
+  if (typeof sub !== 'string' || sub === '') throw new TokenError('missing_sub')
+  if (options.issuer !== undefined && payload['iss'] !== options.issuer) {
+    throw new TokenError('wrong_issuer')
+  }
+  if (options.audience !== undefined && !hasAudience(payload['aud'], options.audience)) {
+    throw new TokenError('wrong_audience')
+  }
+  return { sub, exp, scopes: parseScopes(payload['scope']) }
+}
+
+function hasAudience(aud: unknown, audience: string): boolean {
+  if (typeof aud === 'string') return aud === audience
+  return Array.isArray(aud) && aud.includes(audience)
+}
+
+function parseScopes(scope: unknown): ReadonlySet<string> {
+  if (scope === undefined) return new Set()
+  if (typeof scope !== 'string') throw new TokenError('bad_scope')
+  return new Set(scope.split(' ').filter((item) => item !== ''))
+}
+
+function isNumericDate(value: unknown): value is number {
+  return typeof value === 'number' && Number.isFinite(value)
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
