@@ -1,0 +1,114 @@
+import { HttpError } from '../errors.js'
+import { percentDecode } from '../http/percent-decode.js'
+import type { ListQuery } from '../store/store.js'
+import { SORTS, type CursorCodec, type CursorState, type Sort } from './cursor.js'
+import { USER_STATUSES, type UserStatus } from './user.js'
+
+export const LIST_PARAMETERS = ['limit', 'cursor', 'status', 'email', 'q', 'sort'] as const
+type Parameter = (typeof LIST_PARAMETERS)[number]
+
+export const DEFAULT_LIMIT = 20
+export const MAX_LIMIT = 100
+const MAX_Q_LENGTH = 200
+
+/** A parsed `GET /users` query: what to ask the store, and what the next cursor must carry. */
+export interface ListRequest {
+  readonly query: ListQuery
+  readonly walk: Omit<CursorState, 'after'>
+}
+
+/**
+ * Parses the raw query string strictly: unknown, repeated, empty or malformed parameters are a
+ * 400 naming the parameter. A cursor brings its filters and sort; others sent with it must agree.
+ */
+export function parseListQuery(rawQuery: string, cursors: CursorCodec): ListRequest {
+  const params = readParameters(rawQuery)
+  const limit = parseLimit(params.get('limit'))
+  const given: Omit<CursorState, 'after'> = {
+    sort: parseSort(params.get('sort')),
+    statuses: parseStatuses(params.get('status')),
+    email: params.get('email')?.trim().toLowerCase(),
+    q: parseQ(params.get('q')),
+  }
+  const cursorText = params.get('cursor')
+  if (cursorText === undefined) return { query: toQuery(given, undefined, limit), walk: given }
+  const cursor = cursors.decode(cursorText)
+  const differs: string[] = []
+  if (params.has('sort') && given.sort !== cursor.sort) differs.push('sort')
+  if (given.statuses !== undefined && String(given.statuses) !== String(cursor.statuses)) differs.push('status')
+  if (given.email !== undefined && given.email !== cursor.email) differs.push('email')
+  if (given.q !== undefined && given.q !== cursor.q) differs.push('q')
+  if (differs.length > 0) {
+    const names = differs.join(', ')
+    throw bad('cursor', `was made for other ${names}; send it alone or with the same filters and sort`)
+  }
+  return { query: toQuery(cursor, cursor.after, limit), walk: cursor }
+}
+
+function toQuery(walk: Omit<CursorState, 'after'>, after: string | undefined, limit: number): ListQuery {
+  return {
+    filter: {
+      ...(walk.statuses === undefined ? {} : { statuses: walk.statuses }),
+      ...(walk.email === undefined ? {} : { email: walk.email }),
+      ...(walk.q === undefined ? {} : { q: walk.q }),
+    },
+    order: walk.sort === 'createdAt' ? 'asc' : 'desc',
+    ...(after === undefined ? {} : { after }),
+    limit,
+  }
+}
+
+function readParameters(rawQuery: string): Map<Parameter, string> {
+  const params = new Map<Parameter, string>()
+  for (const pair of rawQuery.split('&')) {
+    if (pair === '') continue
+    const eq = pair.indexOf('=')
+    const rawName = eq === -1 ? pair : pair.slice(0, eq)
+    const name = percentDecode(rawName, true)
+    if (name === undefined) throw bad(rawName, 'is not valid percent-encoded UTF-8')
+    const known = LIST_PARAMETERS.find((candidate) => candidate === name)
+    if (known === undefined) throw bad(name, `is not a parameter of this list (use ${LIST_PARAMETERS.join(', ')})`)
+    if (params.has(known)) throw bad(known, 'is given more than once')
+    const value = percentDecode(eq === -1 ? '' : pair.slice(eq + 1), true)
+    if (value === undefined) throw bad(known, 'is not valid percent-encoded UTF-8')
+    if (value.trim() === '') throw bad(known, 'is empty')
+    params.set(known, value)
+  }
+  return params
+}
+
+function parseLimit(text: string | undefined): number {
+  if (text === undefined) return DEFAULT_LIMIT
+  const limit = /^\d{1,3}$/.test(text) ? Number(text) : Number.NaN
+  if (!(limit >= 1 && limit <= MAX_LIMIT)) throw bad('limit', `must be a whole number from 1 to ${MAX_LIMIT}`)
+  return limit
+}
+
+function parseSort(text: string | undefined): Sort {
+  if (text === undefined) return 'createdAt'
+  const sort = SORTS.find((candidate) => candidate === text)
+  if (sort === undefined) throw bad('sort', `must be ${SORTS.join(' or ')}`)
+  return sort
+}
+
+function parseStatuses(text: string | undefined): UserStatus[] | undefined {
+  if (text === undefined) return undefined
+  const statuses = new Set<UserStatus>()
+  for (const item of text.split(',')) {
+    const status = USER_STATUSES.find((candidate) => candidate === item.trim())
+    if (status === undefined) throw bad('status', `must be a comma list of ${USER_STATUSES.join(', ')}`)
+    statuses.add(status)
+  }
+  // Sorted, so that `active,pending` and `pending,active` are the same walk.
+  return [...statuses].sort()
+}
+
+function parseQ(text: string | undefined): string | undefined {
+  if (text === undefined) return undefined
+  if (text.length > MAX_Q_LENGTH) throw bad('q', `must have at most ${MAX_Q_LENGTH} characters`)
+  return text.toLowerCase()
+}
+
+function bad(parameter: string, problem: string): HttpError {
+  return new HttpError('bad_request', `The query parameter ${parameter} ${problem}.`)
+}

@@ -1,0 +1,41 @@
+import { isUserStatus, type Metadata, type User } from './user.js'
+import { isCanonicalUuid } from './uuid7.js'
+
+const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
+
+/**
+ * Reads a user file written by the store. Returns undefined for anything that is not a whole,
+ * well-formed user (a torn or hand-edited file), which the store then quarantines.
+ */
+export function parseStoredUser(text: string, expectedId: string): User | undefined {
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch {
+    return undefined
+  }
+  if (!isRecord(value)) return undefined
+  const { id, email, name, status, metadata, createdAt, updatedAt, version } = value
+  if (typeof id !== 'string' || id !== expectedId || !isCanonicalUuid(id)) return undefined
+  if (typeof email !== 'string' || typeof name !== 'string' || !isUserStatus(status)) return undefined
+  if (typeof createdAt !== 'string' || !TIMESTAMP.test(createdAt)) return undefined
+  if (typeof updatedAt !== 'string' || !TIMESTAMP.test(updatedAt)) return undefined
+  if (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 1) return undefined
+  const cleanMetadata = toMetadata(metadata)
+  if (cleanMetadata === undefined) return undefined
+  return { id, email, name, status, metadata: cleanMetadata, createdAt, updatedAt, version }
+}
+
+function toMetadata(value: unknown): Metadata | undefined {
+  if (!isRecord(value)) return undefined
+  const metadata = Object.create(null) as Record<string, string>
+  for (const [key, item] of Object.entries(value)) {
+    if (typeof item !== 'string') return undefined
+    metadata[key] = item
+  }
+  return metadata
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}

@@ -1,0 +1,86 @@
+import { USER_STATUSES } from './user.js'
+
+/**
+ * The rules of each user field, as data: validation interprets them and the OpenAPI schema is
+ * built from them, so the two cannot disagree. Lengths count code points, after trimming.
+ */
+export interface FieldSpec {
+  readonly type: 'string' | 'integer' | 'metadata'
+  /** Output-only fields are set by the server; a client may only echo their stored value. */
+  readonly access: 'writable' | 'output'
+  readonly required: boolean
+  readonly description: string
+  readonly trim?: boolean
+  readonly format?: 'email' | 'uuid' | 'date-time'
+  readonly minLength?: number
+  readonly maxLength?: number
+  /** An ECMAScript pattern (with the `u` flag) the whole value must match. */
+  readonly pattern?: string
+  readonly enum?: readonly string[]
+  /** Email: the longest local part. */
+  readonly maxLocalLength?: number
+  /** Metadata: at most this many keys, each matching keyPattern, each value a short string. */
+  readonly maxKeys?: number
+  readonly keyPattern?: string
+  readonly maxValueLength?: number
+  /** Said in the read-only error, for fields that have their own way of changing. */
+  readonly changeHint?: string
+  readonly example: unknown
+}
+
+export const USER_FIELDS = {
+  id: {
+    type: 'string', access: 'output', required: false, format: 'uuid',
+    description: 'Assigned by the server at creation: a lower-case UUIDv7, so ids sort by creation time.',
+    example: '0193a5f2-7c1e-7d3a-9b2f-1c2d3e4f5a6b',
+  },
+  email: {
+    type: 'string', access: 'writable', required: true, trim: true, format: 'email',
+    minLength: 3, maxLength: 254, maxLocalLength: 64,
+    description: 'local@domain.tld (the domain has a dot, no spaces). Unique across users, compared case-insensitively; stored as given.',
+    example: 'ada@example.com',
+  },
+  name: {
+    type: 'string', access: 'writable', required: true, trim: true, minLength: 1, maxLength: 200,
+    pattern: '^[^\\u0000-\\u001F\\u0080-\\u009F]*$',
+    description: '1-200 characters (code points) after trimming, without control characters (C0 or C1).',
+    example: 'Ada Lovelace',
+  },
+  status: {
+    type: 'string', access: 'output', required: false, enum: USER_STATUSES,
+    changeHint: 'change it with POST /users/{id}:activate or POST /users/{id}:suspend',
+    description: 'pending when created; changed only by the :activate and :suspend methods.',
+    example: 'pending',
+  },
+  metadata: {
+    type: 'metadata', access: 'writable', required: false,
+    maxKeys: 32, keyPattern: '^[A-Za-z0-9_.-]{1,64}$', maxValueLength: 512,
+    description: 'Up to 32 keys of 1-64 characters of [A-Za-z0-9_.-], each with a string of at most 512 characters. Defaults to {}.',
+    example: { team: 'analytics' },
+  },
+  createdAt: {
+    type: 'string', access: 'output', required: false, format: 'date-time',
+    description: 'When the user was created (RFC 3339, UTC, milliseconds).',
+    example: '2026-11-21T13:47:00.000Z',
+  },
+  updatedAt: {
+    type: 'string', access: 'output', required: false, format: 'date-time',
+    description: 'When a change last altered the stored user.',
+    example: '2026-11-21T13:47:00.000Z',
+  },
+  version: {
+    type: 'integer', access: 'output', required: false,
+    description: '1 at creation, +1 on every change that alters the stored user; the ETag follows it.',
+    example: 1,
+  },
+} as const satisfies Record<string, FieldSpec>
+
+export type FieldName = keyof typeof USER_FIELDS
+
+export const FIELD_NAMES = Object.keys(USER_FIELDS) as FieldName[]
+export const WRITABLE_FIELDS = FIELD_NAMES.filter((name) => USER_FIELDS[name].access === 'writable')
+export const OUTPUT_FIELDS = FIELD_NAMES.filter((name) => USER_FIELDS[name].access === 'output')
+
+export function isFieldName(name: string): name is FieldName {
+  return Object.hasOwn(USER_FIELDS, name)
+}

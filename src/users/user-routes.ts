@@ -1,0 +1,86 @@
+import type { Handler, HandlerContext } from '../http/handler.js'
+import { matchesIfNoneMatch } from '../http/conditional.js'
+import type { Reply } from '../http/respond.js'
+import type { CursorCodec } from './cursor.js'
+import type { LifecycleAction } from './lifecycle.js'
+import { parseListQuery } from './list-query.js'
+import type { UserRecord } from './user.js'
+import type { UserOperations } from './user-operations.js'
+
+export type UserOperationId =
+  | 'listUsers' | 'createUser' | 'getUser' | 'replaceUser' | 'updateUser' | 'deleteUser'
+  | 'activateUser' | 'suspendUser'
+
+export interface UserRoutesOptions {
+  operations: UserOperations
+  cursors: CursorCodec
+  basePath: string
+}
+
+/** The handlers of the `/users` routes: HTTP in and out around the user operations. */
+export function createUserHandlers(options: UserRoutesOptions): Record<UserOperationId, Handler> {
+  const { operations, cursors, basePath } = options
+  const transition = (action: LifecycleAction): Handler => async (context) =>
+    userReply(200, await operations.transition(id(context), action, context.body, ifMatch(context)))
+
+  return {
+    async listUsers(context) {
+      const { query, walk } = parseListQuery(context.rawQuery, cursors)
+      const page = await operations.list(query)
+      const last = page.items[page.items.length - 1]
+      const nextCursor = page.hasMore && last !== undefined ? cursors.encode({ ...walk, after: last.user.id }) : null
+      const body = `{"items":[${page.items.map((record) => record.json).join(',')}],"nextCursor":${JSON.stringify(nextCursor)}}`
+      if (nextCursor === null) return { status: 200, body }
+      const next = `${basePath}/users?limit=${query.limit}&cursor=${nextCursor}`
+      return { status: 200, body, headers: { link: `<${next}>; rel="next"` } }
+    },
+
+    async getUser(context) {
+      const record = await operations.get(id(context))
+      const ifNoneMatch = header(context, 'if-none-match')
+      if (ifNoneMatch !== undefined && matchesIfNoneMatch(ifNoneMatch, record.etag)) {
+        return { status: 304, headers: { etag: record.etag } }
+      }
+      return userReply(200, record)
+    },
+
+    async createUser(context) {
+      const record = await operations.create(context.body)
+      const reply = userReply(201, record)
+      return { ...reply, headers: { ...reply.headers, location: `${basePath}/users/${record.user.id}` } }
+    },
+
+    async replaceUser(context) {
+      return userReply(200, await operations.replace(id(context), context.body, ifMatch(context)))
+    },
+
+    async updateUser(context) {
+      return userReply(200, await operations.patch(id(context), context.body, ifMatch(context)))
+    },
+
+    async deleteUser(context) {
+      await operations.remove(id(context), ifMatch(context))
+      return { status: 204 }
+    },
+
+    activateUser: transition('activate'),
+    suspendUser: transition('suspend'),
+  }
+}
+
+function userReply(status: number, record: UserRecord): Reply {
+  return { status, body: record.json, headers: { etag: record.etag } }
+}
+
+function id(context: HandlerContext): string {
+  return context.params['id'] ?? ''
+}
+
+function ifMatch(context: HandlerContext): string | undefined {
+  return header(context, 'if-match')
+}
+
+function header(context: HandlerContext, name: 'if-match' | 'if-none-match'): string | undefined {
+  const value = context.headers[name]
+  return typeof value === 'string' ? value : undefined
+}

@@ -1,0 +1,53 @@
+export const USER_STATUSES = ['pending', 'active', 'suspended'] as const
+export type UserStatus = (typeof USER_STATUSES)[number]
+
+/** Metadata: string keys to string values, held in a null-prototype object. */
+export type Metadata = Readonly<Record<string, string>>
+
+/** A user as stored and as shown (§1 of the contract). */
+export interface User {
+  readonly id: string
+  readonly email: string
+  readonly name: string
+  readonly status: UserStatus
+  readonly metadata: Metadata
+  readonly createdAt: string
+  readonly updatedAt: string
+  readonly version: number
+}
+
+/** A user with what every read needs, computed once per version: its JSON, ETag and email key. */
+export interface UserRecord {
+  readonly user: User
+  readonly json: string
+  readonly etag: string
+  readonly emailKey: string
+}
+
+/** Emails are unique compared case-insensitively, and stored as given. */
+export function toEmailKey(email: string): string {
+  return email.toLowerCase()
+}
+
+export function toEtag(version: number): string {
+  return `"v${version}"`
+}
+
+export function toRecord(user: User): UserRecord {
+  // Fields in the contract's order, whatever order the object was built in.
+  const json = JSON.stringify({
+    id: user.id,
+    email: user.email,
+    name: user.name,
+    status: user.status,
+    metadata: user.metadata,
+    createdAt: user.createdAt,
+    updatedAt: user.updatedAt,
+    version: user.version,
+  })
+  return Object.freeze({ user, json, etag: toEtag(user.version), emailKey: toEmailKey(user.email) })
+}
+
+export function isUserStatus(value: unknown): value is UserStatus {
+  return typeof value === 'string' && (USER_STATUSES as readonly string[]).includes(value)
+}

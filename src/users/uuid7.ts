@@ -1,0 +1,43 @@
+import { randomBytes } from 'node:crypto'
+
+/** Canonical lower-case UUID text, any version. */
+export const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+export function isCanonicalUuid(text: string): boolean {
+  return text.length === 36 && UUID_PATTERN.test(text)
+}
+
+/** Makes UUIDv7 ids (RFC 9562) that strictly increase within the process, even within one ms. */
+export type IdGenerator = (nowMs: number) => { id: string, ms: number }
+
+export function createIdGenerator(): IdGenerator {
+  let lastMs = -1
+  let counter = 0
+  return (nowMs) => {
+    let ms = Math.max(Math.floor(nowMs), lastMs)
+    if (ms === lastMs) {
+      counter += 1
+      // 12 bits of counter (rand_a); on overflow borrow the next millisecond (RFC 9562 §6.2).
+      if (counter > 0xfff) {
+        ms += 1
+        counter = randomBytes(1)[0] ?? 0
+      }
+    } else {
+      // Start low in the 12-bit space, leaving room to count up within the millisecond.
+      counter = randomBytes(1)[0] ?? 0
+    }
+    lastMs = ms
+    return { id: formatUuid7(ms, counter, randomBytes(8)), ms }
+  }
+}
+
+function formatUuid7(ms: number, counter: number, random: Buffer): string {
+  const bytes = Buffer.alloc(16)
+  bytes.writeUIntBE(ms, 0, 6)
+  bytes[6] = 0x70 | ((counter >> 8) & 0x0f)
+  bytes[7] = counter & 0xff
+  random.copy(bytes, 8)
+  bytes[8] = 0x80 | ((bytes[8] ?? 0) & 0x3f)
+  const hex = bytes.toString('hex')
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`
+}
