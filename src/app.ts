@@ -1,0 +1,124 @@
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http'
+import { performance } from 'node:perf_hooks'
+
+import { requireScope, type Authenticator } from './auth/authenticate.js'
+import { readBearerToken } from './auth/bearer.js'
+import { toHttpError, HttpError } from './errors.js'
+import { parseJsonBody, readBody, validateContentType } from './http/body.js'
+import type { Handler } from './http/handler.js'
+import { decodePathParam } from './http/percent-decode.js'
+import { readRequestId } from './http/request-id.js'
+import { sendReply, toProblemReply, type Reply } from './http/respond.js'
+import { ROUTES, type OperationId, type RouteSpec } from './http/route-table.js'
+import { createRouter } from './http/router.js'
+import { describeError, type Logger } from './logger.js'
+import type { Availability } from './ops/availability.js'
+import type { UserOperations } from './users/user-operations.js'
+
+export interface AppParts {
+  basePath: string
+  authenticator: Authenticator
+  availability: Availability
+  operations: UserOperations
+  /** A handler for each operation of the route table. */
+  handlers: Readonly<Record<OperationId, Handler>>
+  logger: Logger
+}
+
+const NO_STORE = { 'cache-control': 'no-store' } as const
+const PRIVATE = { 'cache-control': 'private, no-cache', vary: 'Authorization' } as const
+const EMPTY: Buffer = Buffer.alloc(0)
+
+/**
+ * The `(req, res)` listener: route → availability → token → scope → body → handler, each step
+ * throwing one HttpError, and one catch that turns any error into problem+json.
+ */
+export function createRequestListener(parts: AppParts): RequestListener {
+  const router = createRouter(ROUTES, parts.basePath)
+  const { authenticator, availability, logger } = parts
+
+  const serve = async (req: IncomingMessage, res: ServerResponse, state: RequestState): Promise<void> => {
+    const { route, rawParams } = router.match(req.method ?? 'GET', state.path)
+    if (!route.root) {
+      availability.enter()
+      state.counted = true
+      const refusal = availability.refusal()
+      if (refusal !== undefined) throw refusal
+    }
+    if (route.scope !== undefined) {
+      const claims = authenticator.authenticate(readBearerToken(req.headers.authorization))
+      state.sub = claims.sub
+      requireScope(claims, route.scope)
+      if (await parts.operations.isSuspended(claims.sub)) {
+        throw new HttpError('subject_suspended', 'The subject of this token is a suspended user.')
+      }
+    }
+    let bytes = EMPTY
+    if (route.body !== 'none') {
+      validateContentType(req, route.mediaTypes)
+      bytes = await readBody(req)
+    }
+    const params: Record<string, string> = Object.create(null) as Record<string, string>
+    for (const [name, raw] of Object.entries(rawParams)) params[name] = decodePathParam(name, raw)
+    const body = route.body === 'none' ? undefined : parseJsonBody(bytes, route.body)
+    const reply = await parts.handlers[route.operationId]({ params, rawQuery: state.query, body, headers: req.headers })
+    sendReply(res, reply, cacheHeaders(route, reply))
+  }
+
+  return (req, res) => {
+    const state = startRequest(req)
+    res.setHeader('x-request-id', state.requestId)
+    res.once('close', () => {
+      if (state.counted) availability.leave()
+      logger.info('request', {
+        requestId: state.requestId,
+        method: req.method,
+        path: state.path,
+        status: res.writableFinished ? res.statusCode : 499,
+        durationMs: Math.round((performance.now() - state.started) * 1000) / 1000,
+        sub: state.sub,
+      })
+    })
+    serve(req, res, state).catch((caught: unknown) => {
+      const error = toHttpError(caught)
+      if (error.code === 'internal') {
+        logger.error('request failed', { requestId: state.requestId, ...describeError(error.cause) })
+      }
+      if (res.headersSent) {
+        res.destroy()
+        return
+      }
+      const headers: Record<string, string> = { ...NO_STORE }
+      // The rest of a refused body is not read; closing the connection discards it.
+      if (error.code === 'payload_too_large' || availability.phase === 'stopping') headers['connection'] = 'close'
+      sendReply(res, toProblemReply(error, state.requestId), headers)
+    })
+  }
+}
+
+interface RequestState {
+  readonly requestId: string
+  readonly started: number
+  readonly path: string
+  readonly query: string
+  sub: string | undefined
+  counted: boolean
+}
+
+function startRequest(req: IncomingMessage): RequestState {
+  const url = req.url ?? '/'
+  const mark = url.indexOf('?')
+  return {
+    requestId: readRequestId(req.headers['x-request-id']),
+    started: performance.now(),
+    path: mark === -1 ? url : url.slice(0, mark),
+    query: mark === -1 ? '' : url.slice(mark + 1),
+    sub: undefined,
+    counted: false,
+  }
+}
+
+/** Successful reads of users may be kept privately and revalidated; nothing else may be stored. */
+function cacheHeaders(route: RouteSpec, reply: Reply): Readonly<Record<string, string>> {
+  return route.cacheable && (reply.status === 200 || reply.status === 304) ? PRIVATE : NO_STORE
+}

@@ -1,0 +1,103 @@
+/**
+ * The process entry: the only module that reads process.env, listens and handles signals.
+ * Configuration comes from the environment (see README); a bad value stops the start.
+ */
+import { SCOPES } from './auth/authenticate.js'
+import { resolveKeys } from './auth/first-start.js'
+import type { KeySet } from './auth/keys.js'
+import { signToken } from './auth/sign-token.js'
+import { ConfigError, parseConfig, type Config } from './config.js'
+import { createJsonLogger } from './logger.js'
+import { createUserService } from './service.js'
+import { LockError } from './store/data-dir-lock.js'
+
+async function main(): Promise<void> {
+  const config = parseConfig(process.env)
+  const logger = createJsonLogger({ level: config.logLevel })
+  const { keys, generatedFile } = await resolveKeys(config)
+  const service = createUserService({
+    dataDir: config.dataDir,
+    keys,
+    issuer: config.issuer,
+    audience: config.audience,
+    leewaySeconds: config.leewaySeconds,
+    basePath: config.basePath,
+    logger,
+    maxInflight: config.maxInflight,
+    maxEventLoopDelayMs: config.maxEventLoopDelayMs,
+    headersTimeoutMs: config.headersTimeoutMs,
+    requestTimeoutMs: config.requestTimeoutMs,
+    keepAliveTimeoutMs: config.keepAliveTimeoutMs,
+    shutdownTimeoutMs: config.shutdownTimeoutMs,
+  })
+  service.server.on('error', (error) => {
+    logger.error('the server failed', { error: String(error) })
+    process.exit(1)
+  })
+  const { url } = await service.listen(config.port, config.host)
+  // Always printed, whatever LOG_LEVEL says: tools read the URL from it.
+  process.stdout.write(`${JSON.stringify({
+    time: new Date().toISOString(), level: 'info', msg: 'listening', url,
+    basePath: config.basePath, dataDir: config.dataDir, pid: process.pid,
+  })}\n`)
+  if (generatedFile !== undefined) printFirstStart(url, config, keys, generatedFile)
+
+  let stopping = false
+  const stop = (signal: NodeJS.Signals): void => {
+    if (stopping) {
+      process.exit(1)
+    }
+    stopping = true
+    logger.info('shutting down', { signal })
+    service.close().then(
+      () => {
+        logger.info('stopped', { signal })
+        process.exit(0)
+      },
+      (error: unknown) => {
+        logger.error('shutdown failed', { error: String(error) })
+        process.exit(1)
+      },
+    )
+  }
+  process.on('SIGTERM', stop)
+  process.on('SIGINT', stop)
+}
+
+/** Once, on stderr and outside the JSON logs: the new secret's file, a token and a curl line. */
+function printFirstStart(url: string, config: Config, keys: KeySet, file: string): void {
+  const key = keys.keys[0]
+  if (key === undefined) return
+  const now = Math.floor(Date.now() / 1000)
+  const token = signToken({
+    sub: 'first-start-admin',
+    scope: SCOPES.join(' '),
+    iat: now,
+    exp: now + 24 * 3600,
+    ...(config.issuer === undefined ? {} : { iss: config.issuer }),
+    ...(config.audience === undefined ? {} : { aud: config.audience }),
+  }, { key })
+  process.stderr.write([
+    '',
+    `No JWT_SECRET was set, so a new random secret was written to ${file} (mode 0600).`,
+    'It is used on every later start with this DATA_DIR. Set JWT_SECRET in production.',
+    '',
+    'A token with every scope, valid for 24 hours (npm run token makes more):',
+    '',
+    `  ${token}`,
+    '',
+    'Try it:',
+    '',
+    `  curl -H "Authorization: Bearer ${token}" ${url}${config.basePath}/users`,
+    '',
+  ].join('\n') + '\n')
+}
+
+main().catch((error: unknown) => {
+  if (error instanceof ConfigError || error instanceof LockError) {
+    process.stderr.write(`user-service: cannot start: ${error.message}\n`)
+  } else {
+    process.stderr.write(`user-service: cannot start: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`)
+  }
+  process.exit(1)
+})

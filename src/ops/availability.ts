@@ -1,0 +1,100 @@
+import { access } from 'node:fs/promises'
+import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks'
+
+import { HttpError } from '../errors.js'
+
+export interface AvailabilityOptions {
+  /** While this file exists the service is in maintenance; undefined: never. */
+  maintenanceFile?: string | undefined
+  maxInflight: number
+  maxEventLoopDelayMs: number
+  /** How often the maintenance file and the event-loop delay are looked at (default 1000 ms). */
+  checkIntervalMs?: number
+}
+
+type Phase = 'starting' | 'ready' | 'stopping'
+
+/**
+ * Whether the service takes traffic: starting, maintenance, overload (requests in flight, event
+ * loop delay) and shutdown. The checks run on a timer, so a refusal costs a few comparisons.
+ */
+export class Availability {
+  readonly #options: AvailabilityOptions
+  #phase: Phase = 'starting'
+  #maintenance = false
+  #lagging = false
+  #inflight = 0
+  #timer: NodeJS.Timeout | undefined
+  #histogram: IntervalHistogram | undefined
+
+  constructor(options: AvailabilityOptions) {
+    this.#options = options
+  }
+
+  get inflight(): number {
+    return this.#inflight
+  }
+
+  get phase(): Phase {
+    return this.#phase
+  }
+
+  /** Starts the periodic checks (timers that do not keep the process alive). */
+  start(): void {
+    if (this.#timer !== undefined) return
+    this.#histogram = monitorEventLoopDelay({ resolution: 20 })
+    this.#histogram.enable()
+    this.#timer = setInterval(() => { void this.#check() }, this.#options.checkIntervalMs ?? 1000)
+    this.#timer.unref()
+    void this.#check()
+  }
+
+  stop(): void {
+    clearInterval(this.#timer)
+    this.#timer = undefined
+    this.#histogram?.disable()
+  }
+
+  markReady(): void {
+    if (this.#phase === 'starting') this.#phase = 'ready'
+  }
+
+  beginShutdown(): void {
+    this.#phase = 'stopping'
+  }
+
+  enter(): void {
+    this.#inflight += 1
+  }
+
+  leave(): void {
+    this.#inflight -= 1
+  }
+
+  /** Why a request must be refused with a 503 now, or undefined to serve it. */
+  refusal(): HttpError | undefined {
+    if (this.#phase === 'stopping') return unavailable('shutting_down', 'The service is shutting down.', 5)
+    if (this.#phase === 'starting') return unavailable('starting', 'The service is loading its data.', 1)
+    if (this.#maintenance) return unavailable('maintenance', 'The service is in maintenance.', 30)
+    if (this.#inflight > this.#options.maxInflight) {
+      return unavailable('overloaded', 'Too many requests are in flight.', 1)
+    }
+    if (this.#lagging) return unavailable('overloaded', 'The service is too busy to answer in time.', 1)
+    return undefined
+  }
+
+  async #check(): Promise<void> {
+    const histogram = this.#histogram
+    if (histogram !== undefined) {
+      this.#lagging = histogram.percentile(99) / 1e6 > this.#options.maxEventLoopDelayMs
+      histogram.reset()
+    }
+    const file = this.#options.maintenanceFile
+    if (file === undefined) return
+    this.#maintenance = await access(file).then(() => true, () => false)
+  }
+}
+
+function unavailable(code: 'shutting_down' | 'starting' | 'maintenance' | 'overloaded', detail: string, retryAfterS: number): HttpError {
+  return new HttpError(code, detail, { headers: { 'retry-after': String(retryAfterS) } })
+}

@@ -1,0 +1,180 @@
+import { createServer, type RequestListener, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import path from 'node:path'
+
+import { createRequestListener } from './app.js'
+import { createAuthenticator } from './auth/authenticate.js'
+import { createSingleKeySet, parseKeyList, type KeySet } from './auth/keys.js'
+import type { Handler } from './http/handler.js'
+import type { OperationId } from './http/route-table.js'
+import { silentLogger, type Logger } from './logger.js'
+import { createOpenApiDocument } from './openapi.js'
+import { Availability } from './ops/availability.js'
+import { FileStore } from './store/file-store.js'
+import type { Store } from './store/store.js'
+import { createCursorCodec } from './users/cursor.js'
+import { createUserOperations } from './users/user-operations.js'
+import { createUserHandlers } from './users/user-routes.js'
+
+export const SERVICE_VERSION = '0.1.0'
+
+export interface UserServiceOptions {
+  /** Where the file store keeps users (and where `maintenance` is looked for). */
+  dataDir?: string
+  /** Any store; wins over dataDir. */
+  store?: Store
+  /** One HMAC secret (≥ 32 bytes; `base64url:` text is decoded), or keys by kid, or a KeySet. */
+  secret?: string
+  secrets?: Readonly<Record<string, string>>
+  keys?: KeySet
+  issuer?: string | undefined
+  audience?: string | undefined
+  leewaySeconds?: number
+  /** A prefix for the /users routes and /openapi.json, such as `/v1`. */
+  basePath?: string
+  /** Milliseconds since the epoch (Date.now by default). */
+  now?: () => number
+  logger?: Logger
+  maxInflight?: number
+  maxEventLoopDelayMs?: number
+  /** The file whose presence means maintenance; default `<dataDir>/maintenance` with a dataDir. */
+  maintenanceFile?: string
+  headersTimeoutMs?: number
+  requestTimeoutMs?: number
+  keepAliveTimeoutMs?: number
+  /** How long close() waits for requests in flight before cutting connections. */
+  shutdownTimeoutMs?: number
+}
+
+export interface ListenResult {
+  url: string
+  port: number
+}
+
+/** The service: a request handler to mount anywhere, and a server that listens when asked. */
+export interface UserService {
+  /** A plain node:http listener; it answers 503 until open() has loaded the store. */
+  readonly handler: RequestListener
+  /** A node:http server around the handler, with the time-outs set; it does not listen yet. */
+  readonly server: Server
+  readonly store: Store
+  /** Loads the store; the handler is ready when it resolves. Idempotent. */
+  open(): Promise<void>
+  /** Takes the data directory's lock, listens, then loads the store. */
+  listen(port?: number, host?: string): Promise<ListenResult>
+  /** Refuses new requests, lets those in flight finish (bounded), closes the store. */
+  close(): Promise<void>
+}
+
+export function createUserService(options: UserServiceOptions): UserService {
+  const logger = options.logger ?? silentLogger
+  const now = options.now ?? Date.now
+  const basePath = options.basePath ?? ''
+  const keys = resolveKeys(options)
+  const store = options.store ?? createFileStore(options, logger)
+  const availability = new Availability({
+    maintenanceFile: options.maintenanceFile ?? (options.dataDir === undefined ? undefined : path.join(options.dataDir, 'maintenance')),
+    maxInflight: options.maxInflight ?? 1000,
+    maxEventLoopDelayMs: options.maxEventLoopDelayMs ?? 1000,
+  })
+  const operations = createUserOperations({ store, now })
+  const firstKey = keys.keys[0]
+  if (firstKey === undefined) throw new Error('createUserService: at least one key is needed')
+  const openApi = JSON.stringify(createOpenApiDocument({ basePath, version: SERVICE_VERSION }))
+  const handlers: Record<OperationId, Handler> = {
+    ...createUserHandlers({ operations, cursors: createCursorCodec(firstKey.secret), basePath }),
+    getOpenApi: () => ({ status: 200, body: openApi }),
+    getHealth: () => ({ status: 200, body: '{"status":"ok"}' }),
+    getReadiness: () => {
+      const refusal = availability.refusal()
+      if (refusal !== undefined) throw refusal
+      return { status: 200, body: '{"status":"ready"}' }
+    },
+  }
+  const handler = createRequestListener({
+    basePath,
+    authenticator: createAuthenticator({
+      keys,
+      issuer: options.issuer,
+      audience: options.audience,
+      leewaySeconds: options.leewaySeconds ?? 30,
+      now,
+    }),
+    availability,
+    operations,
+    handlers,
+    logger,
+  })
+  const server = createServer(handler)
+  server.headersTimeout = options.headersTimeoutMs ?? 10_000
+  server.requestTimeout = options.requestTimeoutMs ?? 30_000
+  server.keepAliveTimeout = options.keepAliveTimeoutMs ?? 5_000
+
+  let opening: Promise<void> | undefined
+  const open = (): Promise<void> => {
+    opening ??= (async () => {
+      availability.start()
+      await store.open()
+      availability.markReady()
+    })()
+    return opening
+  }
+
+  return {
+    handler,
+    server,
+    store,
+    open,
+    async listen(port = 0, host = '127.0.0.1') {
+      if (store instanceof FileStore) store.lock()
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject)
+        server.listen(port, host, () => {
+          server.off('error', reject)
+          resolve()
+        })
+      })
+      const address = server.address() as AddressInfo
+      // Loading runs after listening, so that readiness can say 503 while it lasts.
+      open().catch((error: unknown) => {
+        logger.error('could not load the store', { error: String(error) })
+        server.emit('error', error)
+      })
+      const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address
+      return { url: `http://${shown}:${address.port}`, port: address.port }
+    },
+    async close() {
+      availability.beginShutdown()
+      const closed = new Promise<void>((resolve) => {
+        if (!server.listening) resolve()
+        else server.close(() => { resolve() })
+      })
+      server.closeIdleConnections()
+      const deadline = Date.now() + (options.shutdownTimeoutMs ?? 10_000)
+      while (availability.inflight > 0 && Date.now() < deadline) await sleep(25)
+      server.closeAllConnections()
+      await closed
+      availability.stop()
+      await opening?.catch(() => undefined)
+      await store.close()
+    },
+  }
+}
+
+function resolveKeys(options: UserServiceOptions): KeySet {
+  if (options.keys !== undefined) return options.keys
+  if (options.secrets !== undefined) {
+    return parseKeyList(Object.entries(options.secrets).map(([kid, secret]) => `${kid}=${secret}`).join(','), 'secrets')
+  }
+  if (options.secret !== undefined) return createSingleKeySet(options.secret, 'secret')
+  throw new Error('createUserService: give secret, secrets or keys')
+}
+
+function createFileStore(options: UserServiceOptions, logger: Logger): Store {
+  if (options.dataDir === undefined) throw new Error('createUserService: give dataDir or store')
+  return new FileStore({ dataDir: options.dataDir, logger })
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms))
+}
