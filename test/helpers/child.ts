@@ -1,0 +1,88 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+import { TEST_SECRET } from './tokens.js'
+
+export const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..')
+
+/** Variables of the service that must not leak in from the shell running the tests. */
+const SERVICE_VARS = [
+  'PORT', 'HOST', 'DATA_DIR', 'BASE_PATH', 'JWT_SECRET', 'JWT_SECRETS', 'JWT_ISSUER', 'JWT_AUDIENCE',
+  'JWT_LEEWAY_S', 'LOG_LEVEL', 'MAX_INFLIGHT', 'MAX_EVENT_LOOP_DELAY_MS', 'NODE_ENV',
+  'HEADERS_TIMEOUT_MS', 'REQUEST_TIMEOUT_MS', 'KEEP_ALIVE_TIMEOUT_MS', 'SHUTDOWN_TIMEOUT_MS', 'NODE_TEST_CONTEXT',
+]
+
+export interface ChildOptions {
+  dataDir: string
+  /** Extra variables; undefined removes one. JWT_SECRET is TEST_SECRET unless set here. */
+  env?: Record<string, string | undefined>
+  /** The script to run with node (default: src/main.ts through tsx). */
+  args?: readonly string[]
+  cwd?: string
+}
+
+export interface Child {
+  readonly proc: ChildProcess
+  stdout(): string
+  stderr(): string
+  /** Resolves with the exit code and signal. */
+  readonly exited: Promise<{ code: number | null, signal: NodeJS.Signals | null }>
+}
+
+/** Runs the service (or another script) as a child process with a clean environment. */
+export function spawnService(options: ChildOptions): Child {
+  const env: Record<string, string | undefined> = { ...process.env }
+  for (const name of SERVICE_VARS) delete env[name]
+  Object.assign(env, { PORT: '0', HOST: '127.0.0.1', DATA_DIR: options.dataDir, JWT_SECRET: TEST_SECRET }, options.env)
+  for (const [name, value] of Object.entries(env)) if (value === undefined) delete env[name]
+  const args = options.args ?? ['--import', 'tsx', path.join(PROJECT_ROOT, 'src', 'main.ts')]
+  const proc = spawn(process.execPath, [...args], { cwd: options.cwd ?? PROJECT_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] })
+  let out = ''
+  let err = ''
+  proc.stdout?.setEncoding('utf8').on('data', (chunk: string) => { out += chunk })
+  proc.stderr?.setEncoding('utf8').on('data', (chunk: string) => { err += chunk })
+  const exited = new Promise<{ code: number | null, signal: NodeJS.Signals | null }>((resolve) => {
+    proc.on('exit', (code, signal) => { resolve({ code, signal }) })
+  })
+  return { proc, stdout: () => out, stderr: () => err, exited }
+}
+
+export interface RunningChild extends Child {
+  readonly url: string
+  /** SIGTERM (or another signal) and the exit. */
+  stop(signal?: NodeJS.Signals): Promise<{ code: number | null, signal: NodeJS.Signals | null }>
+}
+
+/** Starts the service as a child and waits for its listening line and a 200 from /readyz. */
+export async function startChild(options: ChildOptions, timeoutMs = 15_000): Promise<RunningChild> {
+  const child = spawnService(options)
+  const deadline = Date.now() + timeoutMs
+  let url: string | undefined
+  while (url === undefined) {
+    url = /"msg":"listening","url":"([^"]+)"/.exec(child.stdout())?.[1]
+    if (url !== undefined) break
+    if (child.proc.exitCode !== null || Date.now() > deadline) {
+      child.proc.kill('SIGKILL')
+      throw new Error(`the service did not start:\n${child.stderr()}\n${child.stdout()}`)
+    }
+    await sleep(20)
+  }
+  while ((await fetch(`${url}/readyz`).then((res) => res.status, () => 0)) !== 200) {
+    if (Date.now() > deadline) throw new Error(`the service never became ready:\n${child.stderr()}`)
+    await sleep(20)
+  }
+  const found = url
+  return {
+    ...child,
+    url: found,
+    async stop(signal = 'SIGTERM') {
+      if (child.proc.exitCode === null && child.proc.signalCode === null) child.proc.kill(signal)
+      return child.exited
+    },
+  }
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms))
+}
