@@ -106,7 +106,7 @@ interface RequestState {
 }
 
 function startRequest(req: IncomingMessage): RequestState {
-  const url = req.url ?? '/'
+  const url = toOriginForm(req.url ?? '/')
   const mark = url.indexOf('?')
   return {
     requestId: readRequestId(req.headers['x-request-id']),
@@ -116,6 +116,15 @@ function startRequest(req: IncomingMessage): RequestState {
     sub: undefined,
     counted: false,
   }
+}
+
+/** An absolute-form target (`GET http://host/users`, RFC 9112 §3.2.2) becomes its path and query. */
+function toOriginForm(target: string): string {
+  if (target.startsWith('/')) return target
+  const authority = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/.exec(target)
+  if (authority === null) return target
+  const rest = target.slice(authority[0].length)
+  return rest.startsWith('/') ? rest : `/${rest}`
 }
 
 /** Successful reads of users may be kept privately and revalidated; nothing else may be stored. */

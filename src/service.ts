@@ -86,7 +86,7 @@ export function createUserService(options: UserServiceOptions): UserService {
     getOpenApi: () => ({ status: 200, body: openApi }),
     getHealth: () => ({ status: 200, body: '{"status":"ok"}' }),
     getReadiness: () => {
-      const refusal = availability.refusal()
+      const refusal = availability.refusal(true)
       if (refusal !== undefined) throw refusal
       return { status: 200, body: '{"status":"ready"}' }
     },

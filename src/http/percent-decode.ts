@@ -1,6 +1,6 @@
 import { HttpError } from '../errors.js'
 
-const utf8 = new TextDecoder('utf-8', { fatal: true })
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 const HEX = /^[0-9A-Fa-f]{2}$/
 
 /**

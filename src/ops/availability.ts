@@ -14,6 +14,8 @@ export interface AvailabilityOptions {
 
 type Phase = 'starting' | 'ready' | 'stopping'
 
+const SAMPLE_MS = 20
+
 /**
  * Whether the service takes traffic: starting, maintenance, overload (requests in flight, event
  * loop delay) and shutdown. The checks run on a timer, so a refusal costs a few comparisons.
@@ -42,7 +44,7 @@ export class Availability {
   /** Starts the periodic checks (timers that do not keep the process alive). */
   start(): void {
     if (this.#timer !== undefined) return
-    this.#histogram = monitorEventLoopDelay({ resolution: 20 })
+    this.#histogram = monitorEventLoopDelay({ resolution: SAMPLE_MS })
     this.#histogram.enable()
     this.#timer = setInterval(() => { void this.#check() }, this.#options.checkIntervalMs ?? 1000)
     this.#timer.unref()
@@ -71,12 +73,16 @@ export class Availability {
     this.#inflight -= 1
   }
 
-  /** Why a request must be refused with a 503 now, or undefined to serve it. */
-  refusal(): HttpError | undefined {
+  /**
+   * Why a request must be refused with a 503 now, or undefined to serve it. A request that has
+   * entered counts itself; readiness asks whether one more request would be taken.
+   */
+  refusal(forNewRequest = false): HttpError | undefined {
+    const inflight = this.#inflight + (forNewRequest ? 1 : 0)
     if (this.#phase === 'stopping') return unavailable('shutting_down', 'The service is shutting down.', 5)
     if (this.#phase === 'starting') return unavailable('starting', 'The service is loading its data.', 1)
     if (this.#maintenance) return unavailable('maintenance', 'The service is in maintenance.', 30)
-    if (this.#inflight > this.#options.maxInflight) {
+    if (inflight > this.#options.maxInflight) {
       return unavailable('overloaded', 'Too many requests are in flight.', 1)
     }
     if (this.#lagging) return unavailable('overloaded', 'The service is too busy to answer in time.', 1)
@@ -86,7 +92,9 @@ export class Availability {
   async #check(): Promise<void> {
     const histogram = this.#histogram
     if (histogram !== undefined) {
-      this.#lagging = histogram.percentile(99) / 1e6 > this.#options.maxEventLoopDelayMs
+      // The histogram measures each sampling timer's whole wait, so an idle loop reads SAMPLE_MS.
+      const delayMs = histogram.percentile(99) / 1e6 - SAMPLE_MS
+      this.#lagging = delayMs > this.#options.maxEventLoopDelayMs
       histogram.reset()
     }
     const file = this.#options.maintenanceFile

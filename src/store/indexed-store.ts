@@ -47,7 +47,8 @@ export abstract class IndexedStore implements Store {
 
   delete(id: string, check?: (current: UserRecord) => void): Promise<void> {
     return this.#serialise(id, async () => {
-      check?.(this.#require(id))
+      const current = this.#require(id)
+      check?.(current)
       await this.unpersist(id)
       this.index.remove(id)
     })

@@ -1,12 +1,18 @@
-import type { User, UserRecord } from '../users/user.js'
+import { toRecord, type User, type UserRecord } from '../users/user.js'
 import { IndexedStore } from './indexed-store.js'
 
 /** A store that keeps users in memory only: for tests, and for embedding without a disk. */
 export class MemoryStore extends IndexedStore {
-  /** Optionally starts with some users (they must have unique ids and emails). */
+  /** Optionally starts with some users; ids and emails (case-insensitive) must be unique. */
   constructor(users: readonly User[] = []) {
     super()
-    for (const user of users) void this.create(user)
+    for (const user of users) {
+      const record = toRecord(user)
+      if (this.index.get(user.id) !== undefined || this.index.idOfEmail(record.emailKey) !== undefined) {
+        throw new Error(`MemoryStore: user ${user.id} repeats an id or an email`)
+      }
+      this.index.put(record)
+    }
   }
 
   open(): Promise<void> {

@@ -1,0 +1,69 @@
+import { MemoryStore } from '../../src/store/memory-store.js'
+import type { ChangeUser, ListPage, ListQuery } from '../../src/store/store.js'
+import type { User, UserRecord } from '../../src/users/user.js'
+
+export type StoreMethod = 'get' | 'list' | 'create' | 'update' | 'delete'
+
+export interface StoreCall {
+  readonly method: StoreMethod
+  /** The id the call named (the new user's id for create; undefined for list). */
+  readonly id: string | undefined
+}
+
+export interface StoreFault {
+  readonly error: Error
+  /** Throw synchronously from the method instead of returning a rejected promise. */
+  readonly sync?: boolean
+}
+
+/**
+ * A MemoryStore that records every call through the Store interface and fails the methods it is
+ * told to fail: for tests that prove a request never reached storage, or provoke a 500.
+ */
+export class FaultyStore extends MemoryStore {
+  readonly calls: StoreCall[] = []
+  readonly #faults = new Map<StoreMethod, StoreFault>()
+
+  /** From now on, `method` fails with `fault.error`. */
+  fail(method: StoreMethod, fault: StoreFault): void {
+    this.#faults.set(method, fault)
+  }
+
+  /** `method` works again. */
+  heal(method: StoreMethod): void {
+    this.#faults.delete(method)
+  }
+
+  /** The recorded calls of some methods (all when none are named). */
+  callsOf(...methods: StoreMethod[]): StoreCall[] {
+    return this.calls.filter((call) => methods.length === 0 || methods.includes(call.method))
+  }
+
+  override get(id: string): Promise<UserRecord | undefined> {
+    return this.#run('get', id, () => super.get(id))
+  }
+
+  override list(query: ListQuery): Promise<ListPage> {
+    return this.#run('list', undefined, () => super.list(query))
+  }
+
+  override create(user: User): Promise<UserRecord> {
+    return this.#run('create', user.id, () => super.create(user))
+  }
+
+  override update(id: string, change: ChangeUser): Promise<UserRecord> {
+    return this.#run('update', id, () => super.update(id, change))
+  }
+
+  override delete(id: string, check?: (current: UserRecord) => void): Promise<void> {
+    return this.#run('delete', id, () => super.delete(id, check))
+  }
+
+  #run<T>(method: StoreMethod, id: string | undefined, next: () => Promise<T>): Promise<T> {
+    this.calls.push({ method, id })
+    const fault = this.#faults.get(method)
+    if (fault === undefined) return next()
+    if (fault.sync === true) throw fault.error
+    return Promise.reject(fault.error)
+  }
+}

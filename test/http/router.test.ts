@@ -1,0 +1,180 @@
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+
+import { HttpError } from '../../src/errors.js'
+import { ROUTES, type Method, type RouteSpec } from '../../src/http/route-table.js'
+import { createRouter } from '../../src/http/router.js'
+
+function spec(method: Method, path: string, fields: Partial<RouteSpec> = {}): RouteSpec {
+  return {
+    operationId: `${method} ${path}`,
+    method,
+    path,
+    root: false,
+    scope: undefined,
+    body: 'none',
+    mediaTypes: [],
+    cacheable: false,
+    conditional: false,
+    status: 200,
+    summary: 'A test route',
+    ...fields,
+  }
+}
+
+/** Runs `match` and returns the HttpError it throws. */
+function refusal(run: () => unknown): HttpError {
+  try {
+    run()
+  } catch (error) {
+    assert.ok(error instanceof HttpError, `expected an HttpError, got ${String(error)}`)
+    return error
+  }
+  assert.fail('expected the router to refuse the request')
+}
+
+const ID = '0193a5f2-7c1e-7d3a-9b2f-1c2d3e4f5a6b'
+
+describe('createRouter', () => {
+  describe('compiling the table', () => {
+    for (const template of ['users', '/users/{id', '/users/id}', '/us ers', '/users/{1id}', '/users/{id}:Verb', '/users/{id}:', '/users/{id}:act-ivate', '/users/*', '/users/%41']) {
+      it(`throws at creation for the bad template "${template}"`, () => {
+        assert.throws(() => createRouter([spec('GET', template)]), /route template/)
+      })
+    }
+
+    it('throws at creation for a route defined twice', () => {
+      assert.throws(
+        () => createRouter([spec('GET', '/users'), spec('POST', '/users'), spec('GET', '/users')]),
+        /GET \/users is defined twice/,
+      )
+    })
+
+    it('throws for a route defined twice once the base path is applied', () => {
+      const routes = [spec('GET', '/v1/users', { root: true }), spec('GET', '/users')]
+      assert.throws(() => createRouter(routes, '/v1'), /defined twice/)
+      assert.doesNotThrow(() => createRouter(routes, '/v2'))
+    })
+
+    it('compiles the service route table, with and without a base path', () => {
+      assert.doesNotThrow(() => createRouter(ROUTES))
+      assert.doesNotThrow(() => createRouter(ROUTES, '/v1'))
+    })
+  })
+
+  describe('matching', () => {
+    const router = createRouter(ROUTES)
+
+    it('finds each route of the table by method and path', () => {
+      const cases: [string, string, string][] = [
+        ['GET', '/users', 'listUsers'],
+        ['POST', '/users', 'createUser'],
+        ['GET', `/users/${ID}`, 'getUser'],
+        ['PUT', `/users/${ID}`, 'replaceUser'],
+        ['PATCH', `/users/${ID}`, 'updateUser'],
+        ['DELETE', `/users/${ID}`, 'deleteUser'],
+        ['POST', `/users/${ID}:activate`, 'activateUser'],
+        ['POST', `/users/${ID}:suspend`, 'suspendUser'],
+        ['GET', '/openapi.json', 'getOpenApi'],
+        ['GET', '/healthz', 'getHealth'],
+        ['GET', '/readyz', 'getReadiness'],
+      ]
+      for (const [method, path, operationId] of cases) {
+        assert.equal(router.match(method, path).route.operationId, operationId, `${method} ${path}`)
+      }
+    })
+
+    it('serves HEAD with the GET route', () => {
+      assert.equal(router.match('HEAD', '/users').route.operationId, 'listUsers')
+      assert.equal(router.match('HEAD', `/users/${ID}`).route.operationId, 'getUser')
+      assert.equal(router.match('HEAD', '/healthz').route.operationId, 'getHealth')
+    })
+
+    it('gives the id without the verb, still percent-encoded', () => {
+      assert.deepEqual({ ...router.match('POST', `/users/${ID}:activate`).rawParams }, { id: ID })
+      assert.deepEqual({ ...router.match('GET', '/users/a%20b%3Aactivate').rawParams }, { id: 'a%20b%3Aactivate' })
+    })
+
+    it('splits the verb at the first literal colon only', () => {
+      const error = refusal(() => router.match('POST', `/users/${ID}:activate:activate`))
+      assert.equal(error.code, 'not_found')
+      const itemWithColons = refusal(() => router.match('GET', `/users/${ID}:x:y`))
+      assert.equal(itemWithColons.code, 'not_found')
+    })
+
+    for (const path of ['/nope', '/usersx', '/user', '/users/', `/users/${ID}/`, `/users/${ID}/extra`, '/users/x/y', '//users', 'users', '*', '', '/users/:activate', `/users/${ID}:`, `/users/${ID}:explode`, `/users/${ID}:Activate`, '/healthz/', '/v1/users']) {
+      it(`answers 404 not_found for "${path}"`, () => {
+        const error = refusal(() => router.match('GET', path))
+        assert.equal(error.code, 'not_found')
+        assert.equal(error.status, 404)
+      })
+    }
+
+    const allows: [string, string, string[]][] = [
+      ['DELETE', '/users', ['GET', 'HEAD', 'POST']],
+      ['POST', `/users/${ID}`, ['DELETE', 'GET', 'HEAD', 'PATCH', 'PUT']],
+      ['GET', `/users/${ID}:activate`, ['POST']],
+      ['HEAD', `/users/${ID}:suspend`, ['POST']],
+      ['POST', '/healthz', ['GET', 'HEAD']],
+      ['OPTIONS', '/openapi.json', ['GET', 'HEAD']],
+    ]
+    for (const [method, path, allow] of allows) {
+      it(`answers 405 for ${method} ${path} with Allow: ${allow.join(', ')}`, () => {
+        const error = refusal(() => router.match(method, path))
+        assert.equal(error.code, 'method_not_allowed')
+        assert.equal(error.status, 405)
+        const header = error.headers['allow'] ?? ''
+        assert.deepEqual(header.split(',').map((token) => token.trim()).sort(), allow)
+      })
+    }
+
+    it('puts only the non-root routes under the base path', () => {
+      const v1 = createRouter(ROUTES, '/v1')
+      assert.equal(v1.match('GET', '/v1/users').route.operationId, 'listUsers')
+      assert.equal(v1.match('POST', `/v1/users/${ID}:suspend`).route.operationId, 'suspendUser')
+      assert.equal(v1.match('GET', '/v1/openapi.json').route.operationId, 'getOpenApi')
+      assert.equal(v1.match('GET', '/healthz').route.operationId, 'getHealth')
+      assert.equal(v1.match('GET', '/readyz').route.operationId, 'getReadiness')
+      for (const path of ['/users', '/openapi.json', '/v1/healthz', '/v1/readyz', '/v1', '/v1/']) {
+        assert.equal(refusal(() => v1.match('GET', path)).code, 'not_found', path)
+      }
+    })
+  })
+
+  describe('untrusted parameter values', () => {
+    it('gives parameters in a null-prototype object', () => {
+      const { rawParams } = createRouter(ROUTES).match('GET', `/users/${ID}`)
+      assert.equal(Object.getPrototypeOf(rawParams), null)
+    })
+
+    for (const id of ['__proto__', 'constructor', 'prototype', 'hasOwnProperty', 'toString']) {
+      it(`keeps "${id}" as an ordinary parameter value, never a prototype key`, () => {
+        const router = createRouter(ROUTES)
+        for (const path of [`/users/${id}`, `/users/${id}:activate`]) {
+          const { rawParams } = router.match(path.includes(':') ? 'POST' : 'GET', path)
+          assert.equal(Object.getPrototypeOf(rawParams), null)
+          assert.deepEqual(Object.keys(rawParams), ['id'])
+          assert.equal(rawParams['id'], id)
+        }
+        assert.equal(Object.getPrototypeOf({}), Object.prototype)
+        assert.equal(({} as Record<string, unknown>)['id'], undefined)
+      })
+    }
+
+    it('stores a parameter named constructor as an own key', () => {
+      const router = createRouter([spec('GET', '/things/{constructor}')])
+      const { rawParams } = router.match('GET', '/things/x')
+      assert.equal(Object.getPrototypeOf(rawParams), null)
+      assert.ok(Object.hasOwn(rawParams, 'constructor'))
+      assert.equal(rawParams['constructor'], 'x')
+    })
+
+    it('has no parameters, and no prototype keys, on a route without any', () => {
+      const { rawParams } = createRouter(ROUTES).match('GET', '/users')
+      assert.equal(Object.getPrototypeOf(rawParams), null)
+      assert.deepEqual(Object.keys(rawParams), [])
+      assert.equal(rawParams['constructor'], undefined)
+      assert.equal(rawParams['__proto__'], undefined)
+    })
+  })
+})
