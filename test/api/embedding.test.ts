@@ -1,0 +1,114 @@
+import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { describe, it } from 'node:test'
+import { promisify } from 'node:util'
+
+import { createUserService, MemoryStore } from '../../src/index.js'
+import type { User } from '../../src/index.js'
+import { PROJECT_ROOT } from '../helpers/child.js'
+import { assertProblem, request, type UserPage } from '../helpers/http.js'
+import { TEST_SECRET, makeToken } from '../helpers/tokens.js'
+
+const run = promisify(execFile)
+
+function listen(server: Server): Promise<string> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo
+      resolve(`http://127.0.0.1:${port}`)
+    })
+  })
+}
+
+function closeServer(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    server.close(() => { resolve() })
+    server.closeAllConnections()
+  })
+}
+
+describe('embedding the service (README example)', () => {
+  it('serves /api/users from the handler mounted in a host app, next to the host app\'s own routes', async (t) => {
+    // The README example, as written there.
+    const users = createUserService({
+      store: new MemoryStore(),
+      secret: TEST_SECRET,
+      basePath: '/api',
+    })
+    await users.open()
+
+    const host = createServer((req, res) => {
+      if (req.url?.startsWith('/api/')) return users.handler(req, res)
+      res.end('the rest of my app')
+    })
+    const url = await listen(host)
+    t.after(async () => {
+      await closeServer(host)
+      await users.close()
+    })
+    const token = makeToken()
+
+    const created = await request('POST', `${url}/api/users`, { token, json: { email: 'ada@example.com', name: 'Ada Lovelace' } })
+    assert.equal(created.status, 201, created.text)
+    const user = created.json<User>()
+    assert.equal(created.headers.get('location'), `/api/users/${user.id}`)
+    assert.equal(user.email, 'ada@example.com')
+
+    const read = await request('GET', `${url}/api/users/${user.id}`, { token })
+    assert.equal(read.status, 200)
+    assert.deepEqual(read.body, user)
+
+    const list = await request('GET', `${url}/api/users`, { token })
+    assert.equal(list.status, 200)
+    assert.deepEqual(list.json<UserPage>(), { items: [user], nextCursor: null })
+
+    assertProblem(await request('GET', `${url}/api/users`), 401, 'token_missing')
+
+    const own = await request('GET', `${url}/`)
+    assert.equal(own.status, 200)
+    assert.equal(own.text, 'the rest of my app')
+    const other = await request('GET', `${url}/users`, { token })
+    assert.equal(other.text, 'the rest of my app', 'without the base path the host app answers')
+
+    await closeServer(host)
+    await users.close()
+    const stored = await users.store.list({ filter: {}, order: 'asc', limit: 10 })
+    assert.deepEqual(stored.items.map((record) => JSON.parse(record.json) as unknown), [user])
+  })
+
+  it('answers 503 starting from the handler before open() is called', async (t) => {
+    const users = createUserService({ store: new MemoryStore(), secret: TEST_SECRET, basePath: '/api' })
+    const host = createServer((req, res) => { users.handler(req, res) })
+    const url = await listen(host)
+    t.after(async () => {
+      await closeServer(host)
+      await users.close()
+    })
+    assertProblem(await request('GET', `${url}/api/users`, { token: makeToken() }), 503, 'starting')
+    await users.open()
+    assert.equal((await request('GET', `${url}/api/users`, { token: makeToken() })).status, 200)
+  })
+})
+
+describe('the package entry (src/index.ts)', () => {
+  it('has no side effects on import: a process that imports it exits by itself', async () => {
+    const started = Date.now()
+    const { stdout } = await run(process.execPath, [
+      '--import', 'tsx', '-e', "import('./src/index.ts').then((m) => console.log('ok', typeof m.createUserService))",
+    ], { cwd: PROJECT_ROOT, timeout: 15_000 })
+    assert.equal(stdout.trim(), 'ok function')
+    assert.ok(Date.now() - started < 15_000)
+  })
+
+  it('exports the service, both stores and the error table', async () => {
+    const entry = await import('../../src/index.js')
+    for (const name of ['createUserService', 'MemoryStore', 'FileStore', 'createOpenApiDocument', 'signToken', 'createJsonLogger']) {
+      assert.equal(typeof (entry as Record<string, unknown>)[name], 'function', name)
+    }
+    assert.equal(typeof entry.ERROR_CODES, 'object')
+    assert.ok(Array.isArray(entry.ROUTES))
+  })
+})
