@@ -81,7 +81,9 @@ export class FileStore extends IndexedStore {
 
   async #load(): Promise<void> {
     const started = Date.now()
-    const names = await readdir(this.usersDir)
+    const names = (await readdir(this.usersDir, { withFileTypes: true }))
+      .filter((entry) => entry.isFile())
+      .map((entry) => entry.name)
     const users: User[] = []
     let removedTemps = 0
     for (let i = 0; i < names.length; i += this.#concurrency) {

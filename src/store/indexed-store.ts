@@ -1,5 +1,6 @@
 import { HttpError } from '../errors.js'
 import { toRecord, type User, type UserRecord } from '../users/user.js'
+import { isCanonicalUuid } from '../users/uuid7.js'
 import type { ChangeUser, ListPage, ListQuery, Store } from './store.js'
 import { UserIndex } from './user-index.js'
 
@@ -30,6 +31,8 @@ export abstract class IndexedStore implements Store {
   }
 
   create(user: User): Promise<UserRecord> {
+    // Ids name files in the file store: only canonical UUIDs ever get that far.
+    if (!isCanonicalUuid(user.id)) return Promise.reject(new Error(`not a canonical UUID: ${user.id}`))
     return this.#serialise(user.id, () => {
       if (this.index.get(user.id) !== undefined) throw new Error(`user ${user.id} already exists`)
       return this.#write(toRecord(user), undefined)
@@ -41,6 +44,7 @@ export abstract class IndexedStore implements Store {
       const current = this.#require(id)
       const next = change(current)
       if (next === undefined) return Promise.resolve(current)
+      if (next.id !== id) throw new Error(`a change may not alter the id of user ${id}`)
       return this.#write(toRecord(next), current)
     })
   }

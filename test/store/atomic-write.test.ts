@@ -1,0 +1,149 @@
+import assert from 'node:assert/strict'
+import { mkdir, readFile, readdir, rename, stat, writeFile } from 'node:fs/promises'
+import path from 'node:path'
+import { describe, it, type TestContext } from 'node:test'
+
+import { DurableDirectory, writeFileAtomic } from '../../src/store/atomic-write.js'
+import { makeTempDir } from '../helpers/service.js'
+
+/** A DurableDirectory on a fresh temp directory, closed when the test ends. */
+async function openDirectory(t: TestContext): Promise<DurableDirectory> {
+  const dir = path.join(await makeTempDir(t, 'atomic-write-test-'), 'files')
+  await mkdir(dir)
+  const durable = await DurableDirectory.open(dir)
+  t.after(() => durable.close())
+  return durable
+}
+
+const tempFiles = async (dir: string): Promise<string[]> =>
+  (await readdir(dir)).filter((name) => name.endsWith('.tmp'))
+
+describe('DurableDirectory.writeFile', () => {
+  it('creates the file with its content, mode 0600, and leaves no temp file', async (t) => {
+    const dir = await openDirectory(t)
+    await dir.writeFile('a.json', '{"a":1}')
+    assert.equal(await readFile(path.join(dir.path, 'a.json'), 'utf8'), '{"a":1}')
+    assert.equal((await stat(path.join(dir.path, 'a.json'))).mode & 0o777, 0o600)
+    assert.deepEqual(await readdir(dir.path), ['a.json'])
+  })
+
+  it('replaces the content of an existing file as a new file (readers never see a mix)', async (t) => {
+    const dir = await openDirectory(t)
+    const file = path.join(dir.path, 'a.json')
+    await dir.writeFile('a.json', 'x'.repeat(10_000))
+    const before = await stat(file)
+    await dir.writeFile('a.json', 'short')
+    assert.equal(await readFile(file, 'utf8'), 'short')
+    // A rename puts a new inode in place; an in-place rewrite would keep the old one.
+    assert.notEqual((await stat(file)).ino, before.ino)
+    assert.deepEqual(await readdir(dir.path), ['a.json'])
+  })
+
+  it('writes UTF-8 text as given', async (t) => {
+    const dir = await openDirectory(t)
+    const text = '{"name":"Zoë 🚀 \\u0000"}'
+    await dir.writeFile('u.json', text)
+    assert.equal(await readFile(path.join(dir.path, 'u.json'), 'utf8'), text)
+  })
+
+  it('rejects and leaves no temp file when the directory is gone, the old file intact elsewhere', async (t) => {
+    const dir = await openDirectory(t)
+    await dir.writeFile('a.json', 'old')
+    const moved = `${dir.path}.moved`
+    await rename(dir.path, moved)
+    await assert.rejects(dir.writeFile('a.json', 'new'), { code: 'ENOENT' })
+    assert.deepEqual(await readdir(moved), ['a.json'])
+    assert.equal(await readFile(path.join(moved, 'a.json'), 'utf8'), 'old')
+    await assert.rejects(stat(dir.path), { code: 'ENOENT' })
+  })
+
+  it('removes its temp file and keeps the target when the rename fails', async (t) => {
+    const dir = await openDirectory(t)
+    // A non-empty directory as the target: the temp file is written and synced, the rename fails.
+    await mkdir(path.join(dir.path, 'a.json'))
+    await writeFile(path.join(dir.path, 'a.json', 'inside'), 'old')
+    await dir.writeFile('b.json', 'neighbour')
+    await assert.rejects(dir.writeFile('a.json', 'new'))
+    assert.deepEqual((await readdir(dir.path)).sort(), ['a.json', 'b.json'])
+    assert.equal(await readFile(path.join(dir.path, 'a.json', 'inside'), 'utf8'), 'old')
+    assert.equal(await readFile(path.join(dir.path, 'b.json'), 'utf8'), 'neighbour')
+  })
+
+  it('resolves every one of many concurrent writes with every file present (group commit)', async (t) => {
+    const dir = await openDirectory(t)
+    const names = Array.from({ length: 50 }, (_, i) => `f${i}.json`)
+    await Promise.all(names.map((name) => dir.writeFile(name, `content of ${name}`)))
+    assert.deepEqual((await readdir(dir.path)).sort(), [...names].sort())
+    for (const name of names) assert.equal(await readFile(path.join(dir.path, name), 'utf8'), `content of ${name}`)
+    assert.deepEqual(await tempFiles(dir.path), [])
+  })
+
+  it('keeps the last of many concurrent writes to one file whole', async (t) => {
+    const dir = await openDirectory(t)
+    const contents = Array.from({ length: 20 }, (_, i) => `${i}`.repeat(1000 + i))
+    await Promise.all(contents.map((content) => dir.writeFile('same.json', content)))
+    const final = await readFile(path.join(dir.path, 'same.json'), 'utf8')
+    assert.ok(contents.includes(final), 'the file holds one whole write')
+    assert.deepEqual(await readdir(dir.path), ['same.json'])
+  })
+})
+
+describe('DurableDirectory.removeFile', () => {
+  it('removes the file', async (t) => {
+    const dir = await openDirectory(t)
+    await dir.writeFile('a.json', 'x')
+    await dir.writeFile('b.json', 'y')
+    await dir.removeFile('a.json')
+    assert.deepEqual(await readdir(dir.path), ['b.json'])
+  })
+
+  it('rejects with ENOENT for a missing file, removing nothing', async (t) => {
+    const dir = await openDirectory(t)
+    await dir.writeFile('b.json', 'y')
+    await assert.rejects(dir.removeFile('a.json'), { code: 'ENOENT' })
+    assert.deepEqual(await readdir(dir.path), ['b.json'])
+  })
+})
+
+describe('DurableDirectory.sync', () => {
+  it('lets callers that arrive during an fsync share the next one, and all resolve', async (t) => {
+    const dir = await openDirectory(t)
+    const first = dir.sync()
+    const second = dir.sync()
+    const third = dir.sync()
+    assert.notEqual(second, first)
+    assert.equal(third, second)
+    await Promise.all([first, second, third])
+    // Once idle, a new call starts a new fsync.
+    const later = dir.sync()
+    assert.notEqual(later, second)
+    await later
+  })
+
+  it('rejects when the directory handle is closed', async (t) => {
+    const dir = path.join(await makeTempDir(t, 'atomic-write-test-'), 'files')
+    await mkdir(dir)
+    const durable = await DurableDirectory.open(dir)
+    await durable.close()
+    await assert.rejects(durable.sync())
+  })
+})
+
+describe('writeFileAtomic', () => {
+  it('writes and then replaces one file, leaving no temp file', async (t) => {
+    const dir = await makeTempDir(t, 'atomic-write-test-')
+    const file = path.join(dir, 'secret')
+    await writeFileAtomic(file, 'first')
+    assert.equal(await readFile(file, 'utf8'), 'first')
+    await writeFileAtomic(file, 'second')
+    assert.equal(await readFile(file, 'utf8'), 'second')
+    assert.equal((await stat(file)).mode & 0o777, 0o600)
+    assert.deepEqual(await readdir(dir), ['secret'])
+  })
+
+  it('rejects when the directory does not exist, creating nothing', async (t) => {
+    const dir = await makeTempDir(t, 'atomic-write-test-')
+    await assert.rejects(writeFileAtomic(path.join(dir, 'missing', 'file'), 'x'), { code: 'ENOENT' })
+    assert.deepEqual(await readdir(dir), [])
+  })
+})
