@@ -1,11 +1,10 @@
-import { mkdirSync } from 'node:fs'
-import { access, mkdir, readFile, readdir, rename, unlink } from 'node:fs/promises'
+import { mkdirSync, readFileSync, readdirSync } from 'node:fs'
+import { access, mkdir, rename, unlink } from 'node:fs/promises'
 import path from 'node:path'
 
 import { silentLogger, type Logger } from '../logger.js'
 import { parseStoredUser } from '../users/stored-user.js'
 import { toRecord, type User, type UserRecord } from '../users/user.js'
-import { isCanonicalUuid } from '../users/uuid7.js'
 import { DurableDirectory } from './atomic-write.js'
 import { DataDirLock, hasCode } from './data-dir-lock.js'
 import { IndexedStore } from './indexed-store.js'
@@ -13,8 +12,8 @@ import { IndexedStore } from './indexed-store.js'
 export interface FileStoreOptions {
   dataDir: string
   logger?: Logger
-  /** Files read at once while loading. */
-  loadConcurrency?: number
+  /** Files read between two yields to the event loop while loading (default 2000). */
+  loadChunk?: number
 }
 
 const USER_FILE = /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.json$/
@@ -30,7 +29,7 @@ export class FileStore extends IndexedStore {
   readonly quarantineDir: string
   readonly #lock: DataDirLock
   readonly #logger: Logger
-  readonly #concurrency: number
+  readonly #chunk: number
   #dir: DurableDirectory | undefined
 
   constructor(options: FileStoreOptions) {
@@ -40,7 +39,7 @@ export class FileStore extends IndexedStore {
     this.quarantineDir = path.join(this.dataDir, 'quarantine')
     this.#lock = new DataDirLock(this.dataDir)
     this.#logger = options.logger ?? silentLogger
-    this.#concurrency = options.loadConcurrency ?? 64
+    this.#chunk = options.loadChunk ?? 2000
   }
 
   /**
@@ -79,41 +78,50 @@ export class FileStore extends IndexedStore {
     return this.#dir
   }
 
+  /**
+   * Reads every user file. Start-up is not the request path: synchronous reads are several times
+   * faster than fs/promises for many small files, and yielding between chunks keeps /healthz and
+   * /readyz answering while a large directory loads.
+   */
   async #load(): Promise<void> {
     const started = Date.now()
-    const names = (await readdir(this.usersDir, { withFileTypes: true }))
+    const names = readdirSync(this.usersDir, { withFileTypes: true })
       .filter((entry) => entry.isFile())
       .map((entry) => entry.name)
     const users: User[] = []
-    let removedTemps = 0
-    for (let i = 0; i < names.length; i += this.#concurrency) {
-      await Promise.all(names.slice(i, i + this.#concurrency).map(async (name) => {
-        if (TEMP_FILE.test(name)) {
-          await unlink(path.join(this.usersDir, name))
-          removedTemps += 1
-          return
-        }
+    const bad: string[] = []
+    const temps: string[] = []
+    for (let i = 0; i < names.length; i += this.#chunk) {
+      for (const name of names.slice(i, i + this.#chunk)) {
         const id = USER_FILE.exec(name)?.[1]
-        if (id === undefined || !isCanonicalUuid(id)) {
+        if (id !== undefined) {
+          const user = parseStoredUser(readFileSync(path.join(this.usersDir, name), 'utf8'), id)
+          if (user === undefined) bad.push(name)
+          else users.push(user)
+        } else if (TEMP_FILE.test(name)) {
+          temps.push(name)
+        } else {
           this.#logger.warn('ignoring a file that is not a user', { file: path.join(this.usersDir, name) })
-          return
         }
-        const user = parseStoredUser(await readFile(path.join(this.usersDir, name), 'utf8'), id)
-        if (user === undefined) await this.#quarantine(name, 'the file is not a whole, valid user')
-        else users.push(user)
-      }))
+      }
+      await yieldToLoop()
     }
+    for (const name of temps) await unlink(path.join(this.usersDir, name))
+    for (const name of bad) await this.#quarantine(name, 'the file is not a whole, valid user')
     // Oldest first, so that of two files with one email the older user keeps it.
     users.sort((a, b) => (a.id < b.id ? -1 : 1))
-    for (const user of users) {
+    for (let i = 0; i < users.length; i += 1) {
+      const user = users[i]
+      if (user === undefined) continue
       const record = toRecord(user)
       const holder = this.index.idOfEmail(record.emailKey)
       if (holder === undefined) this.index.put(record)
       else await this.#quarantine(`${user.id}.json`, `its email is already used by user ${holder}`)
+      if (i % this.#chunk === 0) await yieldToLoop()
     }
-    if (removedTemps > 0) await this.#directory().sync()
+    if (temps.length > 0) await this.#directory().sync()
     this.#logger.info('users loaded', {
-      users: this.index.size, removedTempFiles: removedTemps, ms: Date.now() - started,
+      users: this.index.size, removedTempFiles: temps.length, quarantined: bad.length, ms: Date.now() - started,
     })
   }
 
@@ -142,4 +150,8 @@ async function freeName(target: string): Promise<string> {
 function mkdirSyncOnce(dir: string): void {
   // Synchronous on purpose: the lock is taken before the server listens.
   mkdirSync(dir, { recursive: true, mode: 0o700 })
+}
+
+function yieldToLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve))
 }

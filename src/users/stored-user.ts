@@ -1,4 +1,4 @@
-import { isUserStatus, type Metadata, type User } from './user.js'
+import { EMPTY_METADATA, isUserStatus, type Metadata, type User } from './user.js'
 import { isCanonicalUuid } from './uuid7.js'
 
 const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
@@ -23,13 +23,16 @@ export function parseStoredUser(text: string, expectedId: string): User | undefi
   if (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 1) return undefined
   const cleanMetadata = toMetadata(metadata)
   if (cleanMetadata === undefined) return undefined
-  return { id, email, name, status, metadata: cleanMetadata, createdAt, updatedAt, version }
+  // Equal time stamps share one string: 100,000 users loaded at start add up.
+  return { id, email, name, status, metadata: cleanMetadata, createdAt, updatedAt: updatedAt === createdAt ? createdAt : updatedAt, version }
 }
 
 function toMetadata(value: unknown): Metadata | undefined {
   if (!isRecord(value)) return undefined
+  const entries = Object.entries(value)
+  if (entries.length === 0) return EMPTY_METADATA
   const metadata = Object.create(null) as Record<string, string>
-  for (const [key, item] of Object.entries(value)) {
+  for (const [key, item] of entries) {
     if (typeof item !== 'string') return undefined
     metadata[key] = item
   }

@@ -24,13 +24,20 @@ export interface UserRecord {
   readonly emailKey: string
 }
 
+/** Metadata of a user that has none: one shared, frozen object instead of one per user. */
+export const EMPTY_METADATA: Metadata = Object.freeze(Object.create(null) as Record<string, string>)
+
 /** Emails are unique compared case-insensitively, and stored as given. */
 export function toEmailKey(email: string): string {
-  return email.toLowerCase()
+  const key = email.toLowerCase()
+  // Most emails are already lower case: keep one string instead of two equal ones.
+  return key === email ? email : key
 }
 
+const SMALL_ETAGS = Array.from({ length: 64 }, (_, version) => `"v${version}"`)
+
 export function toEtag(version: number): string {
-  return `"v${version}"`
+  return SMALL_ETAGS[version] ?? `"v${version}"`
 }
 
 export function toRecord(user: User): UserRecord {

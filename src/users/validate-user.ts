@@ -1,5 +1,5 @@
 import { HttpError, type FieldError } from '../errors.js'
-import type { Metadata, User } from './user.js'
+import { EMPTY_METADATA, type Metadata, type User } from './user.js'
 import { USER_FIELDS, isFieldName, type FieldSpec } from './user-fields.js'
 
 /** The writable fields, checked and normalised (trimmed): what a create, replace or patch sets. */
@@ -58,7 +58,7 @@ function validateWhole(body: unknown, current: User | undefined): UserInput {
   const email = checkString('email', USER_FIELDS.email, fields['email'], errors)
   const name = checkString('name', USER_FIELDS.name, fields['name'], errors)
   const metadata = fields['metadata'] === undefined
-    ? emptyMetadata()
+    ? EMPTY_METADATA
     : checkMetadata(fields['metadata'], errors)
   throwIfAny(errors)
   if (email === undefined || name === undefined || metadata === undefined) {
