@@ -1,0 +1,156 @@
+// Child-process bookkeeping for the benchmark: every child is tracked and killed on
+// exit (normal, error or signal); the temp root is removed at the same time.
+import { type ChildProcess, spawn } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { createInterface } from 'node:readline'
+
+const children = new Set<ChildProcess>()
+let tempRoot: string | undefined
+
+export const track = <T extends ChildProcess>(child: T): T => {
+  children.add(child)
+  child.on('exit', () => children.delete(child))
+  return child
+}
+
+/** One temp root for the whole run; everything the bench writes goes below it. */
+export const makeTempRoot = (): string => {
+  tempRoot = mkdtempSync(join(process.env.BENCH_TMPDIR ?? tmpdir(), 'user-service-bench-'))
+  return tempRoot
+}
+
+const cleanupSync = (): void => {
+  for (const child of children) {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+  }
+  children.clear()
+  if (tempRoot !== undefined) {
+    rmSync(tempRoot, { recursive: true, force: true })
+    tempRoot = undefined
+  }
+}
+
+export const installCleanup = (): void => {
+  process.on('exit', cleanupSync)
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.on(signal, () => {
+      process.stderr.write(`\n${signal}: stopping children and removing temp files\n`)
+      cleanupSync()
+      process.exit(130)
+    })
+  }
+}
+
+export interface Server {
+  name: string
+  child: ChildProcess
+  pid: number
+  url: string
+  /** ms from spawn to the first 200 of /readyz (or to the listening line if no readiness check). */
+  startMs: number
+  stderrTail: () => string
+}
+
+export interface StartOptions {
+  name: string
+  command: string
+  args: string[]
+  env?: NodeJS.ProcessEnv
+  cwd?: string
+  /** Poll GET <url>/readyz until 200. */
+  readyz: boolean
+  timeoutMs?: number
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
+
+export const startServer = async (opts: StartOptions): Promise<Server> => {
+  const timeoutMs = opts.timeoutMs ?? 60_000
+  const t0 = performance.now()
+  const child = track(spawn(opts.command, opts.args, {
+    cwd: opts.cwd,
+    env: opts.env ?? process.env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  }))
+  const pid = child.pid
+  if (pid === undefined) throw new Error(`${opts.name}: spawn failed`)
+  let stderr = ''
+  child.stderr?.setEncoding('utf8').on('data', (s: string) => {
+    stderr = (stderr + s).slice(-4000)
+  })
+  const stderrTail = (): string => stderr.trim()
+
+  let exited = false
+  const exitedPromise = new Promise<never>((_resolve, reject) => {
+    child.on('exit', (code, signal) => {
+      exited = true
+      reject(new Error(`${opts.name} exited early (code ${String(code)}, signal ${String(signal)}):\n${stderrTail()}`))
+    })
+  })
+  exitedPromise.catch(() => undefined)
+
+  const stdout = child.stdout
+  if (stdout === null) throw new Error(`${opts.name}: no stdout`)
+  const listening = new Promise<string>((resolve) => {
+    const lines = createInterface({ input: stdout })
+    lines.on('line', (line) => {
+      let parsed: unknown
+      try {
+        parsed = JSON.parse(line)
+      } catch {
+        return
+      }
+      if (typeof parsed === 'object' && parsed !== null && 'msg' in parsed && 'url' in parsed &&
+        parsed.msg === 'listening' && typeof parsed.url === 'string') {
+        resolve(parsed.url)
+      }
+    })
+  })
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`${opts.name}: not ready after ${timeoutMs} ms:\n${stderrTail()}`)), timeoutMs)
+  })
+  try {
+    const url = await Promise.race([listening, exitedPromise, timeout])
+    if (opts.readyz) {
+      const poll = async (): Promise<void> => {
+        for (;;) {
+          if (exited) return
+          const res = await fetch(`${url}/readyz`).catch(() => undefined)
+          if (res !== undefined) {
+            await res.arrayBuffer()
+            if (res.status === 200) return
+          }
+          await sleep(5)
+        }
+      }
+      await Promise.race([poll(), exitedPromise, timeout])
+    }
+    return { name: opts.name, child, pid, url, startMs: performance.now() - t0, stderrTail }
+  } catch (err) {
+    child.kill('SIGKILL')
+    throw err
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+export const stopServer = async (server: Server): Promise<void> => {
+  const { child } = server
+  if (child.exitCode !== null || child.signalCode !== null) return
+  const done = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  child.kill('SIGTERM')
+  const timer = setTimeout(() => child.kill('SIGKILL'), 5000)
+  await done
+  clearTimeout(timer)
+}
+
+/** Resident set size of a process in MB (VmRSS from /proc/<pid>/status). */
+export const rssMb = (pid: number): number => {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+  const match = /^VmRSS:\s+(\d+)\s+kB/m.exec(status)
+  if (match?.[1] === undefined) throw new Error(`no VmRSS for pid ${pid}`)
+  return Number(match[1]) / 1024
+}
