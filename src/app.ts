@@ -36,6 +36,7 @@ const EMPTY: Buffer = Buffer.alloc(0)
 export function createRequestListener(parts: AppParts): RequestListener {
   const router = createRouter(ROUTES, parts.basePath)
   const { authenticator, availability, logger } = parts
+  const logRequests = logger.isEnabled?.('info') ?? true
 
   const serve = async (req: IncomingMessage, res: ServerResponse, state: RequestState): Promise<void> => {
     const { route, rawParams } = router.match(req.method ?? 'GET', state.path)
@@ -62,14 +63,14 @@ export function createRequestListener(parts: AppParts): RequestListener {
     for (const [name, raw] of Object.entries(rawParams)) params[name] = decodePathParam(name, raw)
     const body = route.body === 'none' ? undefined : parseJsonBody(bytes, route.body)
     const reply = await parts.handlers[route.operationId]({ params, rawQuery: state.query, body, headers: req.headers })
-    sendReply(res, reply, cacheHeaders(route, reply))
+    sendReply(res, reply, { 'x-request-id': state.requestId, ...cacheHeaders(route, reply) })
   }
 
   return (req, res) => {
     const state = startRequest(req)
-    res.setHeader('x-request-id', state.requestId)
     res.once('close', () => {
       if (state.counted) availability.leave()
+      if (!logRequests) return
       logger.info('request', {
         requestId: state.requestId,
         method: req.method,
@@ -88,7 +89,7 @@ export function createRequestListener(parts: AppParts): RequestListener {
         res.destroy()
         return
       }
-      const headers: Record<string, string> = { ...NO_STORE }
+      const headers: Record<string, string> = { 'x-request-id': state.requestId, ...NO_STORE }
       // The rest of a refused body is not read; closing the connection discards it.
       if (error.code === 'payload_too_large' || availability.phase === 'stopping') headers['connection'] = 'close'
       sendReply(res, toProblemReply(error, state.requestId), headers)

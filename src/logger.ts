@@ -5,6 +5,8 @@ type Fields = Readonly<Record<string, unknown>>
 
 /** Where the service writes what it does; pass your own to route lines into another logger. */
 export interface Logger {
+  /** False when lines of this level are dropped, so callers can skip building them. */
+  isEnabled?(level: LogLevel): boolean
   debug(msg: string, fields?: Fields): void
   info(msg: string, fields?: Fields): void
   warn(msg: string, fields?: Fields): void
@@ -27,6 +29,7 @@ export function createJsonLogger(options: JsonLoggerOptions = {}): Logger {
     write(`${JSON.stringify({ time: now().toISOString(), level, msg, ...fields })}\n`)
   }
   return {
+    isEnabled: (level) => LOG_LEVELS.indexOf(level) >= threshold,
     debug: (msg, fields) => { emit('debug', msg, fields) },
     info: (msg, fields) => { emit('info', msg, fields) },
     warn: (msg, fields) => { emit('warn', msg, fields) },
@@ -36,6 +39,7 @@ export function createJsonLogger(options: JsonLoggerOptions = {}): Logger {
 
 /** A logger that drops everything (the default when embedding). */
 export const silentLogger: Logger = Object.freeze({
+  isEnabled: () => false,
   debug() {},
   info() {},
   warn() {},

@@ -12,21 +12,22 @@ export interface Reply {
 
 export const PROBLEM_TYPE_PREFIX = 'urn:user-service:problem:'
 
-/** Writes a reply; HEAD and bodiless statuses get the headers alone (Node drops the body). */
+/**
+ * Writes a reply with one writeHead call (cheaper than a setHeader per header); HEAD and bodiless
+ * statuses get the headers alone (Node drops the body of a HEAD).
+ */
 export function sendReply(
   res: ServerResponse, reply: Reply, headers: Readonly<Record<string, string>>,
 ): void {
-  res.statusCode = reply.status
-  for (const [name, value] of Object.entries(headers)) res.setHeader(name, value)
-  if (reply.headers !== undefined) {
-    for (const [name, value] of Object.entries(reply.headers)) res.setHeader(name, value)
-  }
+  const all: Record<string, string | number> = reply.headers === undefined ? { ...headers } : { ...headers, ...reply.headers }
   if (reply.body === undefined || reply.status === 204 || reply.status === 304) {
+    res.writeHead(reply.status, all)
     res.end()
     return
   }
-  res.setHeader('content-type', reply.contentType ?? 'application/json')
-  res.setHeader('content-length', Buffer.byteLength(reply.body))
+  all['content-type'] = reply.contentType ?? 'application/json'
+  all['content-length'] = Buffer.byteLength(reply.body)
+  res.writeHead(reply.status, all)
   res.end(reply.body)
 }
 
