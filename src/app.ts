@@ -6,9 +6,9 @@ import { readBearerToken } from './auth/bearer.js'
 import { toHttpError, HttpError } from './errors.js'
 import { parseJsonBody, readBody, validateContentType } from './http/body.js'
 import type { Handler } from './http/handler.js'
-import { decodePathParam } from './http/percent-decode.js'
+import { decodePathParams } from './http/percent-decode.js'
 import { readRequestId } from './http/request-id.js'
-import { sendReply, toProblemReply, type Reply } from './http/respond.js'
+import { sendReply, toProblemReply, type CachePolicy, type Reply } from './http/respond.js'
 import { ROUTES, type OperationId, type RouteSpec } from './http/route-table.js'
 import { createRouter } from './http/router.js'
 import { describeError, type Logger } from './logger.js'
@@ -25,8 +25,6 @@ export interface AppParts {
   logger: Logger
 }
 
-const NO_STORE = { 'cache-control': 'no-store' } as const
-const PRIVATE = { 'cache-control': 'private, no-cache', vary: 'Authorization' } as const
 const EMPTY: Buffer = Buffer.alloc(0)
 
 /**
@@ -59,11 +57,10 @@ export function createRequestListener(parts: AppParts): RequestListener {
       validateContentType(req, route.mediaTypes)
       bytes = await readBody(req)
     }
-    const params: Record<string, string> = Object.create(null) as Record<string, string>
-    for (const [name, raw] of Object.entries(rawParams)) params[name] = decodePathParam(name, raw)
+    const params = decodePathParams(rawParams)
     const body = route.body === 'none' ? undefined : parseJsonBody(bytes, route.body)
     const reply = await parts.handlers[route.operationId]({ params, rawQuery: state.query, body, headers: req.headers })
-    sendReply(res, reply, { 'x-request-id': state.requestId, ...cacheHeaders(route, reply) })
+    sendReply(res, reply, state.requestId, cachePolicy(route, reply))
   }
 
   return (req, res) => {
@@ -89,10 +86,9 @@ export function createRequestListener(parts: AppParts): RequestListener {
         res.destroy()
         return
       }
-      const headers: Record<string, string> = { 'x-request-id': state.requestId, ...NO_STORE }
       // The rest of a refused body is not read; closing the connection discards it.
-      if (error.code === 'payload_too_large' || availability.phase === 'stopping') headers['connection'] = 'close'
-      sendReply(res, toProblemReply(error, state.requestId), headers)
+      const close = error.code === 'payload_too_large' || availability.phase === 'stopping'
+      sendReply(res, toProblemReply(error, state.requestId), state.requestId, 'no-store', close)
     })
   }
 }
@@ -129,6 +125,6 @@ function toOriginForm(target: string): string {
 }
 
 /** Successful reads of users may be kept privately and revalidated; nothing else may be stored. */
-function cacheHeaders(route: RouteSpec, reply: Reply): Readonly<Record<string, string>> {
-  return route.cacheable && (reply.status === 200 || reply.status === 304) ? PRIVATE : NO_STORE
+function cachePolicy(route: RouteSpec, reply: Reply): CachePolicy {
+  return route.cacheable && (reply.status === 200 || reply.status === 304) ? 'private' : 'no-store'
 }

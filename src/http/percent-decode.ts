@@ -38,3 +38,12 @@ export function decodePathParam(name: string, raw: string): string {
   }
   return value
 }
+
+/** Decodes every parameter of a route match in place (the router makes a fresh object each time). */
+export function decodePathParams(params: Record<string, string>): Record<string, string> {
+  for (const name in params) {
+    const raw = params[name]
+    if (raw !== undefined) params[name] = decodePathParam(name, raw)
+  }
+  return params
+}

@@ -12,22 +12,34 @@ export interface Reply {
 
 export const PROBLEM_TYPE_PREFIX = 'urn:user-service:problem:'
 
+/** How an answer may be cached: successful reads of users privately with revalidation, else never. */
+export type CachePolicy = 'private' | 'no-store'
+
 /**
- * Writes a reply with one writeHead call (cheaper than a setHeader per header); HEAD and bodiless
- * statuses get the headers alone (Node drops the body of a HEAD).
+ * Writes a reply with one writeHead call and a flat header list (Node's cheapest path); HEAD and
+ * bodiless statuses get the headers alone (Node drops the body of a HEAD).
  */
 export function sendReply(
-  res: ServerResponse, reply: Reply, headers: Readonly<Record<string, string>>,
+  res: ServerResponse, reply: Reply, requestId: string, cache: CachePolicy, closeConnection = false,
 ): void {
-  const all: Record<string, string | number> = reply.headers === undefined ? { ...headers } : { ...headers, ...reply.headers }
+  const headers: (string | number)[] = cache === 'private'
+    ? ['x-request-id', requestId, 'cache-control', 'private, no-cache', 'vary', 'Authorization']
+    : ['x-request-id', requestId, 'cache-control', 'no-store']
+  if (closeConnection) headers.push('connection', 'close')
+  const extra = reply.headers
+  if (extra !== undefined) {
+    for (const name in extra) {
+      const value = extra[name]
+      if (value !== undefined) headers.push(name, value)
+    }
+  }
   if (reply.body === undefined || reply.status === 204 || reply.status === 304) {
-    res.writeHead(reply.status, all)
+    res.writeHead(reply.status, headers)
     res.end()
     return
   }
-  all['content-type'] = reply.contentType ?? 'application/json'
-  all['content-length'] = Buffer.byteLength(reply.body)
-  res.writeHead(reply.status, all)
+  headers.push('content-type', reply.contentType ?? 'application/json', 'content-length', Buffer.byteLength(reply.body))
+  res.writeHead(reply.status, headers)
   res.end(reply.body)
 }
 

@@ -15,8 +15,8 @@ interface PathEntry<R extends RouteSpec> {
 
 export interface RouteMatch<R extends RouteSpec> {
   readonly route: R
-  /** Parameters exactly as sent: still percent-encoded (see decodePathParam). */
-  readonly rawParams: Readonly<Record<string, string>>
+  /** Parameters exactly as sent, still percent-encoded; a fresh null-prototype object. */
+  readonly rawParams: Record<string, string>
 }
 
 export interface Router<R extends RouteSpec> {

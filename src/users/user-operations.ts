@@ -84,12 +84,15 @@ export function createUserOperations(options: UserOperationsOptions): UserOperat
       return store.delete(id, (current) => { checkIfMatch(current, ifMatch) })
     },
 
-    async isSuspended(sub) {
-      if (!isCanonicalUuid(sub)) return false
-      return (await store.get(sub))?.user.status === 'suspended'
+    isSuspended(sub) {
+      // Most subjects are not user ids at all: answer without a store call.
+      if (!isCanonicalUuid(sub)) return NOT_SUSPENDED
+      return store.get(sub).then((record) => record?.user.status === 'suspended')
     },
   }
 }
+
+const NOT_SUSPENDED = Promise.resolve(false)
 
 /** Ids are canonical UUIDs; anything else names no user and never reaches the store. */
 function requireUserId(id: string): void {
