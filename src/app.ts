@@ -65,7 +65,7 @@ export function createRequestListener(parts: AppParts): RequestListener {
 
   return (req, res) => {
     const state = startRequest(req)
-    res.once('close', () => {
+    res.on('close', () => {
       if (state.counted) availability.leave()
       if (!logRequests) return
       logger.info('request', {
