@@ -48,7 +48,8 @@ export function createRequestListener(parts: AppParts): RequestListener {
       const claims = authenticator.authenticate(readBearerToken(req.headers.authorization))
       state.sub = claims.sub
       requireScope(claims, route.scope)
-      if (await parts.operations.isSuspended(claims.sub)) {
+      const suspended = parts.operations.isSuspended(claims.sub)
+      if (suspended === true || (suspended !== false && await suspended)) {
         throw new HttpError('subject_suspended', 'The subject of this token is a suspended user.')
       }
     }

@@ -52,7 +52,11 @@ export class HttpError extends Error {
   readonly headers: Readonly<Record<string, string>>
 
   constructor(code: ErrorCode, detail: string, options: HttpErrorOptions = {}) {
+    // An HttpError is an answer, not a fault: a stack trace would only cost time on every 4xx.
+    const limit = Error.stackTraceLimit
+    Error.stackTraceLimit = 0
     super(detail, options.cause === undefined ? undefined : { cause: options.cause })
+    Error.stackTraceLimit = limit
     this.name = 'HttpError'
     this.code = code
     this.status = ERROR_CODES[code].status

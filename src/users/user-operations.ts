@@ -24,8 +24,11 @@ export interface UserOperations {
   patch(id: string, body: unknown, ifMatch: string | undefined): Promise<UserRecord>
   remove(id: string, ifMatch: string | undefined): Promise<void>
   transition(id: string, action: LifecycleAction, body: unknown, ifMatch: string | undefined): Promise<UserRecord>
-  /** True when `sub` names a suspended user, whose tokens are refused everywhere. */
-  isSuspended(sub: string): Promise<boolean>
+  /**
+   * True when `sub` names a suspended user, whose tokens are refused everywhere. Answers at once
+   * (without a promise) for subjects that cannot be user ids.
+   */
+  isSuspended(sub: string): boolean | Promise<boolean>
 }
 
 export function createUserOperations(options: UserOperationsOptions): UserOperations {
@@ -55,11 +58,9 @@ export function createUserOperations(options: UserOperationsOptions): UserOperat
   return {
     list: (query) => store.list(query),
 
-    async get(id) {
+    get(id) {
       requireUserId(id)
-      const record = await store.get(id)
-      if (record === undefined) throw notFound()
-      return record
+      return store.get(id).then((record) => record ?? Promise.reject(notFound()))
     },
 
     create(body) {
@@ -86,13 +87,11 @@ export function createUserOperations(options: UserOperationsOptions): UserOperat
 
     isSuspended(sub) {
       // Most subjects are not user ids at all: answer without a store call.
-      if (!isCanonicalUuid(sub)) return NOT_SUSPENDED
+      if (!isCanonicalUuid(sub)) return false
       return store.get(sub).then((record) => record?.user.status === 'suspended')
     },
   }
 }
-
-const NOT_SUSPENDED = Promise.resolve(false)
 
 /** Ids are canonical UUIDs; anything else names no user and never reaches the store. */
 function requireUserId(id: string): void {
