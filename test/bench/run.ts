@@ -144,12 +144,23 @@ const stopService = async (service: Service): Promise<void> => {
   await rm(service.dataDir, { recursive: true, force: true })
 }
 
-const startReference = async (mode: 'read' | 'write'): Promise<{ server: Server, dir: string | undefined }> => {
-  const dir = mode === 'write' ? await newDir('write-ref') : undefined
+/**
+ * Starts a reference server. The write reference gets a directory already holding `files` user
+ * files, like the service's data directory, so that both write into directories of one size.
+ */
+const startReference = async (mode: 'read' | 'write', files = 0): Promise<{ server: Server, dir: string | undefined }> => {
+  let dir: string | undefined
+  if (mode === 'write') {
+    dir = await newDir('write-ref')
+    if (files > 0) {
+      await seedDataDir(dir, files)
+      await syncFs(dir)
+    }
+  }
   const server = await startServer({
     name: `${mode} reference`,
     command: process.execPath,
-    args: ['--import', 'tsx', REFERENCE, mode, ...(dir === undefined ? [] : [dir])],
+    args: ['--import', 'tsx', REFERENCE, mode, ...(dir === undefined ? [] : [files > 0 ? join(dir, 'users') : dir])],
     cwd: ROOT,
     readyz: false,
   })
@@ -425,7 +436,7 @@ const listCase = (users: number): Promise<CaseResult> =>
 const postCase = (users: number): Promise<CaseResult> =>
   runCase(`post-${users}`, 'POST /users', users, true, async () => {
     const service = await startService(users, users === LARGE)
-    const writeRef = await closingOnError(() => stopService(service), () => startReference('write'))
+    const writeRef = await closingOnError(() => stopService(service), () => startReference('write', users))
     const close = async (): Promise<void> => {
       await stopService(service)
       await stopReference(writeRef)
