@@ -196,16 +196,21 @@ wrk.path = ${luaString(path)}
 wrk.headers["Authorization"] = ${luaString(AUTH)}
 `
 
-const getByIdScript = (ids: string[]): string => `
-local ids = {
-${ids.map((id) => `  ${luaString(id)},`).join('\n')}
+/**
+ * A Lua script that builds one request per entry of `items` (a Lua table literal body) once, in
+ * init, with `format` (a Lua expression over `it`, the entry), then sends them round-robin.
+ */
+const roundRobinScript = (items: string, format: string): string => `
+local items = {
+${items}
 }
 local reqs = {}
-local n = #ids
+local n = #items
 local i = 0
 init = function(args)
   for k = 1, n do
-    reqs[k] = wrk.format("GET", "/users/" .. ids[k], { ["Authorization"] = ${luaString(AUTH)} })
+    local it = items[k]
+    reqs[k] = ${format}
   end
 end
 request = function()
@@ -213,6 +218,11 @@ request = function()
   return reqs[i]
 end
 `
+
+const getByIdScript = (ids: string[]): string => roundRobinScript(
+  ids.map((id) => `  ${luaString(id)},`).join('\n'),
+  `wrk.format("GET", "/users/" .. it, { ["Authorization"] = ${luaString(AUTH)} })`,
+)
 
 const postScript = (): string => {
   const prefix = randomBytes(4).toString('hex')
@@ -234,26 +244,11 @@ interface PatchTarget {
   name: string
 }
 
-const patchScript = (targets: PatchTarget[]): string => `
-local targets = {
-${targets.map((t) => `  { ${luaString(t.id)}, ${luaString(t.etag)}, ${luaString(nameBody(t.name))} },`).join('\n')}
-}
-local reqs = {}
-local n = #targets
-local i = 0
-init = function(args)
-  for k = 1, n do
-    local t = targets[k]
-    local headers = ${luaHeaders({ Authorization: AUTH, 'Content-Type': 'application/merge-patch+json' })}
-    headers["If-Match"] = t[2]
-    reqs[k] = wrk.format("PATCH", "/users/" .. t[1], headers, t[3])
-  end
-end
-request = function()
-  i = i % n + 1
-  return reqs[i]
-end
-`
+const patchScript = (targets: PatchTarget[]): string => roundRobinScript(
+  targets.map((t) => `  { ${luaString(t.id)}, ${luaString(t.etag)}, ${luaString(nameBody(t.name))} },`).join('\n'),
+  `wrk.format("PATCH", "/users/" .. it[1], { ["Authorization"] = ${luaString(AUTH)}, `
+    + `["Content-Type"] = "application/merge-patch+json", ["If-Match"] = it[2] }, it[3])`,
+)
 
 /**
  * PATCH that really changes each user: the name flips between its seeded value and a variant,
