@@ -39,7 +39,11 @@ export function createOpenApiDocument(options: OpenApiOptions): Json {
       version: options.version,
       description: 'Users over REST with HMAC-signed bearer tokens, kept as one JSON file each. '
         + `Request bodies are at most ${MAX_BODY_BYTES} bytes. Every error is application/problem+json `
-        + 'with a stable `code`; x-error-codes lists them all.',
+        + 'with a stable `code`; x-error-codes lists them all. Choices where the contract is silent: '
+        + 'every 400 has code bad_request and a detail naming what was wrong; 503s say maintenance, '
+        + 'overloaded, starting or shutting_down, with Retry-After; an empty or repeated query '
+        + 'parameter is a 400; the ETag is "v<version>"; a 413 closes the connection; bodies of GET '
+        + 'and DELETE are ignored; list cursors are signed with a key derived from the first JWT key.',
     },
     paths,
     components: {
