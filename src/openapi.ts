@@ -129,9 +129,6 @@ function errorResponses(route: RouteSpec): Record<string, Json> {
   if (route.body !== 'none') [400, 413, 415, 422].forEach((status) => statuses.add(status))
   if (route.conditional && route.method !== 'GET') statuses.add(412)
   if (['createUser', 'replaceUser', 'updateUser', 'suspendUser'].includes(route.operationId)) statuses.add(409)
-  if (route.path.startsWith('/healthz') || route.path.startsWith('/readyz') || route.path === '/openapi.json') {
-    statuses.delete(400)
-  }
   const codes = Object.entries(ERROR_CODES)
   return Object.fromEntries([...statuses].sort().map((status) => [status, {
     description: codes.filter(([, entry]) => entry.status === status).map(([code]) => code).join(', '),

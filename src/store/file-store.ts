@@ -47,7 +47,8 @@ export class FileStore extends IndexedStore {
    * second process refuses to start before it answers anything; open() calls it too.
    */
   lock(): void {
-    mkdirSyncOnce(this.dataDir)
+    // Synchronous on purpose: the lock is taken before the server listens.
+    mkdirSync(this.dataDir, { recursive: true, mode: 0o700 })
     this.#lock.acquire()
   }
 
@@ -145,11 +146,6 @@ async function freeName(target: string): Promise<string> {
     throw error
   }
   return `${target}.${Date.now()}`
-}
-
-function mkdirSyncOnce(dir: string): void {
-  // Synchronous on purpose: the lock is taken before the server listens.
-  mkdirSync(dir, { recursive: true, mode: 0o700 })
 }
 
 function yieldToLoop(): Promise<void> {
