@@ -2,21 +2,35 @@
  * The process entry: the only module that reads process.env, listens and handles signals.
  * Configuration comes from the environment (see README); a bad value stops the start.
  */
+import path from 'node:path'
+
 import { SCOPES } from './auth/authenticate.js'
 import { resolveKeys } from './auth/first-start.js'
 import type { KeySet } from './auth/keys.js'
 import { signToken } from './auth/sign-token.js'
 import { ConfigError, parseConfig, type Config } from './config.js'
-import { createJsonLogger } from './logger.js'
+import { createJsonLogger, type JsonLogger } from './logger.js'
 import { createUserService } from './service.js'
 import { LockError } from './store/data-dir-lock.js'
+import { FileStore } from './store/file-store.js'
+
+/** How long an exit waits for buffered log lines to reach a slow reader. */
+const LOG_FLUSH_MS = 1000
 
 async function main(): Promise<void> {
   const config = parseConfig(process.env)
   const logger = createJsonLogger({ level: config.logLevel })
-  const { keys, generatedFile } = await resolveKeys(config)
+  const store = new FileStore({ dataDir: config.dataDir, logger })
+  // The lock comes first: only the process that owns the directory may write to it, the
+  // first-start secret included.
+  store.lock()
+  const { keys, generatedFile } = await resolveKeys(config).catch(async (error: unknown) => {
+    await store.close()
+    throw error
+  })
   const service = createUserService({
-    dataDir: config.dataDir,
+    store,
+    maintenanceFile: path.join(config.dataDir, 'maintenance'),
     keys,
     issuer: config.issuer,
     audience: config.audience,
@@ -29,17 +43,16 @@ async function main(): Promise<void> {
     requestTimeoutMs: config.requestTimeoutMs,
     keepAliveTimeoutMs: config.keepAliveTimeoutMs,
     shutdownTimeoutMs: config.shutdownTimeoutMs,
+    maxConnections: config.maxConnections,
+    listScanBudget: config.listScanBudget,
   })
   service.server.on('error', (error) => {
     logger.error('the server failed', { error: String(error) })
-    process.exit(1)
+    void exit(logger, 1)
   })
   const { url } = await service.listen(config.port, config.host)
   // Always printed, whatever LOG_LEVEL says: tools read the URL from it.
-  process.stdout.write(`${JSON.stringify({
-    time: new Date().toISOString(), level: 'info', msg: 'listening', url,
-    basePath: config.basePath, dataDir: config.dataDir, pid: process.pid,
-  })}\n`)
+  logger.always('listening', { url, basePath: config.basePath, dataDir: config.dataDir, pid: process.pid })
   if (generatedFile !== undefined) printFirstStart(url, config, keys, generatedFile)
 
   let stopping = false
@@ -52,16 +65,24 @@ async function main(): Promise<void> {
     service.close().then(
       () => {
         logger.info('stopped', { signal })
-        process.exit(0)
+        void exit(logger, 0)
       },
       (error: unknown) => {
         logger.error('shutdown failed', { error: String(error) })
-        process.exit(1)
+        void exit(logger, 1)
       },
     )
   }
   process.on('SIGTERM', stop)
   process.on('SIGINT', stop)
+}
+
+/** Exits once the log lines are out, or after LOG_FLUSH_MS if the reader does not take them. */
+async function exit(logger: JsonLogger, code: number): Promise<void> {
+  const timer = setTimeout(() => process.exit(code), LOG_FLUSH_MS)
+  await logger.flush()
+  clearTimeout(timer)
+  process.exit(code)
 }
 
 /** Once, on stderr and outside the JSON logs: the new secret's file, a token and a curl line. */

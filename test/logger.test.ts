@@ -1,9 +1,14 @@
 import assert from 'node:assert/strict'
+import { spawn, type ChildProcess } from 'node:child_process'
 import path from 'node:path'
+import { Writable, type Readable } from 'node:stream'
 import { describe, it } from 'node:test'
 
-import { createJsonLogger, describeError, silentLogger, type LogLevel } from '../src/logger.js'
-import { startChild } from './helpers/child.js'
+import {
+  createJsonLogger, describeError, silentLogger, type LogLevel, type RequestLogEntry,
+} from '../src/logger.js'
+import { PROJECT_ROOT, startChild } from './helpers/child.js'
+import type { ClosedPipeReport, SlowReaderReport } from './helpers/log-child.js'
 import { request } from './helpers/http.js'
 import { waitFor } from './helpers/ops.js'
 import { makeTempDir, startService } from './helpers/service.js'
@@ -27,6 +32,140 @@ function parseLines(text: string): Record<string, unknown>[] {
     assert.ok(typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed), line)
     return parsed as Record<string, unknown>
   })
+}
+
+type WriteCallback = (error?: Error | null) => void
+
+/** A Writable whose writes complete only when the test releases them, oldest first. */
+class HeldStream extends Writable {
+  readonly chunks: string[] = []
+  readonly #callbacks: WriteCallback[] = []
+
+  constructor(highWaterMark = 16 * 1024) {
+    super({ highWaterMark })
+  }
+
+  override _write(chunk: Buffer, _encoding: BufferEncoding, callback: WriteCallback): void {
+    this.chunks.push(chunk.toString('utf8'))
+    this.#callbacks.push(callback)
+    this.emit('chunk')
+  }
+
+  release(): void {
+    this.#callbacks.shift()?.()
+  }
+
+  /** Resolves once the stream has been handed at least `count` chunks. */
+  received(count: number): Promise<void> {
+    return new Promise((resolve) => {
+      const check = (): void => {
+        if (this.chunks.length < count) return
+        this.off('chunk', check)
+        resolve()
+      }
+      this.on('chunk', check)
+      check()
+    })
+  }
+}
+
+/** A Writable that fails every write as a pipe whose reader has gone does. */
+class ClosedPipeStream extends Writable {
+  override _write(_chunk: Buffer, _encoding: BufferEncoding, callback: WriteCallback): void {
+    callback(Object.assign(new Error('write EPIPE'), { code: 'EPIPE' }))
+  }
+}
+
+/** Lets the event loop go round: anything the logger scheduled has had its chance to run. */
+async function turns(count: number): Promise<void> {
+  for (let i = 0; i < count; i += 1) await new Promise((resolve) => { setImmediate(resolve) })
+}
+
+/** A plain listener on purpose: events.once would add an 'error' listener of its own. */
+function closed(stream: Writable): Promise<void> {
+  return new Promise((resolve) => { stream.on('close', resolve) })
+}
+
+/** The same lines as a stream logger writes, from a logger with the `write` option. */
+function expectedLines(from: number, to: number): string {
+  const { lines, logger } = capture()
+  for (let n = from; n < to; n += 1) logNumbered(logger, n)
+  return lines.join('')
+}
+
+/** Lines of one length whatever n is, so that byte counts are line counts. */
+function logNumbered(logger: ReturnType<typeof createJsonLogger>, n: number): void {
+  logger.info('line', { n: String(n).padStart(4, '0') })
+}
+
+const LINE_BYTES = Buffer.byteLength(expectedLines(0, 1))
+
+const LOG_CHILD = path.join(PROJECT_ROOT, 'test', 'helpers', 'log-child.ts')
+
+interface LogChild {
+  readonly proc: ChildProcess
+  readonly stdout: Readable
+  stderr(): string
+  /** The first line on stderr: the child's report. */
+  readonly report: Promise<string>
+  readonly closed: Promise<{ code: number | null, signal: NodeJS.Signals | null }>
+}
+
+/** Runs test/helpers/log-child.ts; its stdout is left unread for the test to consume. */
+function spawnLogChild(mode: 'closed-pipe' | 'slow-reader'): LogChild {
+  const env: Record<string, string | undefined> = { ...process.env }
+  delete env['NODE_TEST_CONTEXT']
+  const proc = spawn(process.execPath, ['--import', 'tsx', LOG_CHILD, mode], {
+    cwd: PROJECT_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  const { stdout, stderr } = proc
+  if (stdout === null || stderr === null) throw new Error('the child has no stdout or stderr pipe')
+  let err = ''
+  const report = new Promise<string>((resolve) => {
+    stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      err += chunk
+      const end = err.indexOf('\n')
+      if (end >= 0) resolve(err.slice(0, end))
+    })
+  })
+  const closed = new Promise<{ code: number | null, signal: NodeJS.Signals | null }>((resolve) => {
+    proc.on('close', (code, signal) => { resolve({ code, signal }) })
+  })
+  return { proc, stdout, stderr: () => err, report, closed }
+}
+
+function firstLine(stream: Readable): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let text = ''
+    stream.setEncoding('utf8').on('data', (chunk: string) => {
+      text += chunk
+      const end = text.indexOf('\n')
+      if (end >= 0) resolve(text.slice(0, end))
+    })
+    stream.on('end', () => { reject(new Error(`stdout ended before a whole line: ${text}`)) })
+  })
+}
+
+function readAll(stream: Readable): Promise<string> {
+  return new Promise((resolve) => {
+    let text = ''
+    stream.setEncoding('utf8').on('data', (chunk: string) => { text += chunk })
+    stream.on('end', () => { resolve(text) })
+  })
+}
+
+const ENTRY: RequestLogEntry = {
+  requestId: 'r', method: 'GET', path: '/', status: 200, durationMs: 1, sub: 'u',
+}
+
+/** What `info('request', entry)` wrote before request() existed. */
+function stringifyRequest(entry: RequestLogEntry): string {
+  return `${JSON.stringify({ time: FIXED.toISOString(), level: 'info', msg: 'request', ...entry })}\n`
+}
+
+/** Only the fields JSON.stringify keeps: the object a request line parses back to. */
+function definedFields(entry: RequestLogEntry): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(entry).filter(([, value]) => value !== undefined))
 }
 
 describe('createJsonLogger', () => {
@@ -72,6 +211,295 @@ describe('createJsonLogger', () => {
     assert.deepEqual(levels('error'), ['error'])
     assert.deepEqual(levels('debug'), ['debug', 'info', 'warn', 'error'])
     assert.deepEqual(levels('silent'), [])
+  })
+
+  it('writes always() lines at info whatever the level, even silent', () => {
+    const { lines, logger } = capture('silent')
+    logger.info('hidden')
+    logger.always('listening', { url: 'http://127.0.0.1:8080' })
+    assert.deepEqual(parseLines(lines.join('')), [
+      { time: FIXED.toISOString(), level: 'info', msg: 'listening', url: 'http://127.0.0.1:8080' },
+    ])
+  })
+
+  it('formats the time of each line from the clock, also when it stands still or runs back', () => {
+    const times = [
+      '2026-11-21T13:47:00.000Z', '2026-11-21T13:47:00.000Z', '2026-11-21T13:47:00.001Z',
+      '2026-11-21T13:46:59.999Z', '2026-11-21T13:47:00.001Z', '2027-01-01T00:00:00.000Z',
+    ]
+    let next = 0
+    const lines: string[] = []
+    const logger = createJsonLogger({
+      write: (line) => { lines.push(line) },
+      now: () => new Date(times[next++] ?? 0),
+    })
+    for (let i = 0; i < times.length; i += 1) {
+      if (i % 2 === 0) logger.info('tick')
+      else logger.request({ ...ENTRY, sub: undefined })
+    }
+    assert.deepEqual(parseLines(lines.join('')).map((entry) => entry['time']), times)
+  })
+
+  it('never throws for fields JSON cannot hold: it keeps the message and says why', () => {
+    const { lines, logger } = capture()
+    const cycle: Record<string, unknown> = {}
+    cycle['self'] = cycle
+    assert.doesNotThrow(() => { logger.warn('big', { n: 10n }) })
+    assert.doesNotThrow(() => { logger.error('loop', { cycle }) })
+    const entries = parseLines(lines.join(''))
+    assert.deepEqual(
+      entries.map((entry) => [entry['level'], entry['msg']]),
+      [['warn', 'big'], ['error', 'loop']],
+    )
+    for (const entry of entries) {
+      assert.match(String(entry['logError']), /^fields not serializable: /)
+    }
+    assert.equal(logger.dropped, 0)
+  })
+
+  it('counts a line whose write function throws as dropped, and does not throw', () => {
+    const logger = createJsonLogger({ write: () => { throw new Error('full') } })
+    assert.doesNotThrow(() => { logger.info('lost') })
+    assert.equal(logger.dropped, 1)
+  })
+
+  it('refuses bad options when built', () => {
+    const stream = new HeldStream()
+    const unknown: string = 'loud'
+    assert.throws(() => createJsonLogger({ level: unknown as LogLevel }), /unknown level "loud"/)
+    for (const maxBufferBytes of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+      assert.throws(() => createJsonLogger({ stream, maxBufferBytes }), /maxBufferBytes/)
+    }
+    assert.throws(() => createJsonLogger({ stream, write: () => {} }), /write or stream, not both/)
+  })
+})
+
+describe('createJsonLogger: request()', () => {
+  const TRICKY = [
+    'plain', '', 'say "hi"', 'back\\slash', 'new\nline', 'tab\there', 'cr\rlf', 'nul\u0000', 'unit\u001f',
+    'del\u007f', 'line\u2028sep\u2029', 'emoji 😀', 'lone \ud800 high', 'lone \udc00 low', 'end \ud83d',
+    '</script>', 'é ü 中文', '\\"\\n',
+  ]
+
+  it('writes the line byte for byte as info("request", entry) does, also for strings to escape', () => {
+    for (const value of TRICKY) {
+      const entries: RequestLogEntry[] = [
+        { requestId: value, method: value, path: value, status: 200, durationMs: 1.25, sub: value,
+          traceId: value },
+        { ...ENTRY, requestId: value, path: `/users/${value}`, status: 404, sub: undefined },
+        { ...ENTRY, method: 'PUT', status: 201, sub: value, traceId: undefined },
+      ]
+      for (const entry of entries) {
+        const { lines, logger } = capture()
+        logger.request(entry)
+        logger.info('request', { ...entry })
+        const expected = stringifyRequest(entry)
+        assert.equal(lines[0], expected, `value ${JSON.stringify(value)}`)
+        assert.equal(lines[1], expected)
+        assert.deepEqual(JSON.parse(lines[0] ?? ''), {
+          time: FIXED.toISOString(), level: 'info', msg: 'request', ...definedFields(entry),
+        })
+      }
+    }
+  })
+
+  it('writes numbers as JSON.stringify does (null for NaN and Infinity)', () => {
+    const numbers = [0, -0, 0.1 + 0.2, 5e-7, 1e21, 123.456, Number.NaN, Number.POSITIVE_INFINITY]
+    for (const durationMs of numbers) {
+      const entry: RequestLogEntry = { ...ENTRY, status: 499, durationMs }
+      const { lines, logger } = capture()
+      logger.request(entry)
+      assert.equal(lines[0], stringifyRequest(entry))
+    }
+  })
+
+  it('is an info line: nothing is written at warn', () => {
+    const entry = ENTRY
+    const quiet = capture('warn')
+    quiet.logger.request(entry)
+    assert.deepEqual(quiet.lines, [])
+    const chatty = capture('debug')
+    chatty.logger.request(entry)
+    assert.equal(chatty.lines.length, 1)
+  })
+})
+
+describe('createJsonLogger with a stream', () => {
+  it('hands lines over in batches, one write per turn of the event loop, in order', async () => {
+    const stream = new HeldStream()
+    const logger = createJsonLogger({ stream, now: () => FIXED })
+    for (let n = 0; n < 100; n += 1) logNumbered(logger, n)
+    assert.equal(stream.chunks.length, 0, 'a log call does not write')
+    await stream.received(1)
+    stream.release()
+    for (let n = 100; n < 150; n += 1) logNumbered(logger, n)
+    await stream.received(2)
+    stream.release()
+    await logger.flush()
+    assert.deepEqual(stream.chunks, [expectedLines(0, 100), expectedLines(100, 150)])
+    assert.equal(logger.dropped, 0)
+  })
+
+  it('holds at most maxBufferBytes (queue plus stream buffer) and counts each line refused', async () => {
+    const stream = new HeldStream()
+    const maxBufferBytes = 10 * LINE_BYTES + Math.floor(LINE_BYTES / 2)
+    const logger = createJsonLogger({ stream, now: () => FIXED, maxBufferBytes })
+    let logged = 0
+    let releasedBytes = 0
+    const log = (count: number): void => {
+      for (let i = 0; i < count; i += 1) {
+        logNumbered(logger, logged)
+        logged += 1
+        const held = (logged - logger.dropped) * LINE_BYTES - releasedBytes
+        assert.ok(held <= maxBufferBytes, `held ${held} bytes after line ${logged}`)
+        assert.ok(stream.writableLength <= maxBufferBytes)
+      }
+    }
+    log(25)
+    assert.equal(logger.dropped, 15, 'ten lines fit, the fifteen after them do not')
+    await stream.received(1)
+    assert.equal(stream.writableLength, 10 * LINE_BYTES, 'the batch now waits in the stream buffer')
+    log(5)
+    assert.equal(logger.dropped, 20, 'the stream buffer counts against the bound')
+    stream.release()
+    releasedBytes += 10 * LINE_BYTES
+    log(3)
+    assert.equal(logger.dropped, 20, 'room again once the stream has written')
+    await stream.received(2)
+    stream.release()
+    await logger.flush()
+    assert.deepEqual(stream.chunks, [expectedLines(0, 10), expectedLines(30, 33)])
+  })
+
+  it('waits for drain while the stream pushes back, then writes the queue as one batch', async () => {
+    const stream = new HeldStream(64)
+    const logger = createJsonLogger({ stream, now: () => FIXED })
+    for (let n = 0; n < 3; n += 1) logNumbered(logger, n)
+    await stream.received(1)
+    assert.ok(stream.writableNeedDrain, 'the stream pushes back')
+    for (let n = 3; n < 10; n += 1) logNumbered(logger, n)
+    let flushed = false
+    const flushing = logger.flush().then(() => { flushed = true })
+    await turns(5)
+    assert.equal(stream.writableLength, 3 * LINE_BYTES, 'no second batch while the stream pushes back')
+    stream.release()
+    await stream.received(2)
+    assert.equal(stream.chunks[1], expectedLines(3, 10))
+    await turns(5)
+    assert.equal(flushed, false, 'flush() waits for the lines queued when it was called')
+    stream.release()
+    await flushing
+    assert.equal(stream.writableLength, 0)
+    assert.equal(logger.dropped, 0)
+  })
+
+  it('resolves flush() once the stream has written every line, and at once when idle', async () => {
+    const stream = new HeldStream()
+    const logger = createJsonLogger({ stream, now: () => FIXED })
+    await logger.flush()
+    for (let n = 0; n < 3; n += 1) logNumbered(logger, n)
+    let flushed = false
+    const flushing = logger.flush().then(() => { flushed = true })
+    assert.equal(stream.chunks.length, 1, 'flush() hands the queue over at once')
+    await turns(5)
+    assert.equal(flushed, false)
+    stream.release()
+    await flushing
+    assert.deepEqual(stream.chunks, [expectedLines(0, 3)])
+  })
+})
+
+describe('createJsonLogger with a broken stream', () => {
+  it('survives an error on the stream and drops, counting, every line after it', async () => {
+    const stream = new HeldStream()
+    const logger = createJsonLogger({ stream, now: () => FIXED })
+    logNumbered(logger, 0)
+    await stream.received(1)
+    const flushing = logger.flush()
+    logNumbered(logger, 1)
+    logNumbered(logger, 2)
+    const gone = closed(stream)
+    stream.destroy(Object.assign(new Error('write EPIPE'), { code: 'EPIPE' }))
+    await flushing
+    await gone
+    for (let n = 3; n < 13; n += 1) assert.doesNotThrow(() => { logNumbered(logger, n) })
+    assert.equal(logger.dropped, 12, 'the two queued when it broke and the ten after')
+    await logger.flush()
+    assert.deepEqual(stream.chunks, [expectedLines(0, 1)])
+  })
+
+  it('stops at an error event even when the stream still looks writable', async () => {
+    const stream = new HeldStream()
+    const logger = createJsonLogger({ stream, now: () => FIXED })
+    stream.emit('error', Object.assign(new Error('write EBADF'), { code: 'EBADF' }))
+    for (let n = 0; n < 5; n += 1) logNumbered(logger, n)
+    assert.equal(logger.dropped, 5)
+    await logger.flush()
+    await turns(3)
+    assert.deepEqual(stream.chunks, [])
+  })
+
+  it('drops and counts every line once the stream is destroyed without an error', async () => {
+    const stream = new HeldStream()
+    const logger = createJsonLogger({ stream, now: () => FIXED })
+    const gone = closed(stream)
+    stream.destroy()
+    for (let n = 0; n < 4; n += 1) assert.doesNotThrow(() => { logNumbered(logger, n) })
+    assert.equal(logger.dropped, 4)
+    await logger.flush()
+    await gone
+    assert.deepEqual(stream.chunks, [])
+  })
+
+  it('survives a write that fails with EPIPE, as a pipe whose reader has gone', async () => {
+    const stream = new ClosedPipeStream()
+    const logger = createJsonLogger({ stream, now: () => FIXED })
+    const gone = closed(stream)
+    logNumbered(logger, 0)
+    await gone
+    for (let n = 1; n < 6; n += 1) logNumbered(logger, n)
+    assert.equal(logger.dropped, 5)
+    await logger.flush()
+  })
+})
+
+describe('createJsonLogger on the stdout of a process', () => {
+  it('survives a reader that closes the pipe (EPIPE): keeps logging, counts the drops, exits 0', {
+    timeout: 60_000,
+  }, async (t) => {
+    const child = spawnLogChild('closed-pipe')
+    t.after(() => { child.proc.kill('SIGKILL') })
+    const first = await firstLine(child.stdout)
+    child.stdout.destroy()
+    assert.equal(JSON.parse(first).msg, 'ready')
+    const { code, signal } = await child.closed
+    assert.deepEqual({ code, signal }, { code: 0, signal: null }, child.stderr())
+    assert.doesNotMatch(child.stderr(), /EPIPE|Error/)
+    const report = JSON.parse(await child.report) as ClosedPipeReport
+    assert.equal(report.timedOut, false, 'the child dropped a line once the pipe was closed')
+    assert.equal(report.droppedAfterBreak, report.afterBreak, 'every line after the break is counted')
+    assert.ok(report.dropped > report.afterBreak)
+  })
+
+  it('holds no more than the bound for a reader that does not read, and loses only what it counts', {
+    timeout: 60_000,
+  }, async (t) => {
+    const child = spawnLogChild('slow-reader')
+    t.after(() => { child.proc.kill('SIGKILL') })
+    // stdout stays unread until the child has reported: the pipe fills and stays full.
+    const report = JSON.parse(await child.report) as SlowReaderReport
+    const text = await readAll(child.stdout)
+    const { code, signal } = await child.closed
+    assert.deepEqual({ code, signal }, { code: 0, signal: null }, child.stderr())
+    assert.ok(report.dropped > 0, 'lines were dropped')
+    assert.ok(report.maxHeldBytes <= report.maxBufferBytes, `held ${report.maxHeldBytes} bytes`)
+    assert.ok(report.maxHeldBytes > report.maxBufferBytes - report.lineBytes, 'bound reached')
+    assert.ok(report.maxWritableLength > 0, 'the stream itself buffered too')
+    const numbers = parseLines(text).map((entry) => entry['n'])
+    assert.equal(numbers.length, report.logged - report.dropped, 'every line not dropped arrived')
+    for (let i = 1; i < numbers.length; i += 1) {
+      assert.ok(Number(numbers[i]) > Number(numbers[i - 1]), 'in order')
+    }
   })
 })
 
