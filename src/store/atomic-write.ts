@@ -1,11 +1,40 @@
 import { randomBytes } from 'node:crypto'
-import { open, rename, unlink, type FileHandle } from 'node:fs/promises'
+import { mkdir, open, rename, unlink, type FileHandle } from 'node:fs/promises'
 import path from 'node:path'
+
+/** The step of a durable write that failed; `file-sync` and `dir-sync` are fsyncs. */
+export type WriteStep = 'write' | 'file-sync' | 'rename' | 'dir-sync'
+
+/**
+ * A durable write that failed. `applied` says whether the new content is what the directory now
+ * shows: only when the rename happened and the directory fsync after it failed.
+ */
+export class WriteError extends Error {
+  override name = 'WriteError'
+  readonly step: WriteStep
+  readonly applied: boolean
+  /** The errno code of the failed call (EIO, ENOSPC, EROFS…), as on Node's own errors. */
+  readonly code: string | undefined
+
+  constructor(step: WriteStep, cause: unknown) {
+    super(`a durable write failed at ${step}: ${cause instanceof Error ? cause.message : String(cause)}`, { cause })
+    this.step = step
+    this.applied = step === 'dir-sync'
+    const code: unknown = typeof cause === 'object' && cause !== null ? (cause as { code?: unknown }).code : undefined
+    this.code = typeof code === 'string' ? code : undefined
+  }
+
+  /** True when an fsync failed: after that, nothing the kernel holds for these files is trusted. */
+  get fsyncFailed(): boolean {
+    return this.step === 'file-sync' || this.step === 'dir-sync'
+  }
+}
 
 /**
  * A directory whose file writes are atomic and durable: a temp file in the same directory, opened
  * exclusively, written and fsynced, renamed over the target, then the directory fsynced. Readers
  * see the old file or the new one, never a torn one, and a resolved write survives a power loss.
+ * Every failure is a WriteError naming its step.
  */
 export class DurableDirectory {
   readonly path: string
@@ -26,30 +55,54 @@ export class DurableDirectory {
   async writeFile(name: string, data: string): Promise<void> {
     const target = path.join(this.path, name)
     const temp = path.join(this.path, `.${name}.${randomBytes(6).toString('hex')}.tmp`)
-    const file = await open(temp, 'wx', 0o600)
+    let file: FileHandle | undefined
+    let step: WriteStep = 'write'
     try {
+      file = await open(temp, 'wx', 0o600)
       await file.writeFile(data, 'utf8')
+      step = 'file-sync'
       await file.sync()
+      step = 'write'
       await file.close()
+      file = undefined
+      step = 'rename'
       await rename(temp, target)
     } catch (error) {
-      await file.close().catch(() => undefined)
+      await file?.close().catch(() => undefined)
       await unlink(temp).catch(() => undefined)
-      throw error
+      throw new WriteError(step, error)
     }
-    await this.sync()
+    await this.#syncOrThrow()
   }
 
-  async removeFile(name: string): Promise<void> {
-    await unlink(path.join(this.path, name))
-    await this.sync()
+  /** Moves a file of this directory into another one, durably in both (rename, two fsyncs). */
+  async moveOut(name: string, to: DurableDirectory, toName: string): Promise<void> {
+    try {
+      await rename(path.join(this.path, name), path.join(to.path, toName))
+    } catch (error) {
+      throw new WriteError('rename', error)
+    }
+    await Promise.all([this.#syncOrThrow(), to.#syncOrThrow()])
+  }
+
+  /** Fsyncs the directory: after renames and unlinks, and after a recovery at start. */
+  async sync(): Promise<void> {
+    await this.#syncOrThrow()
+  }
+
+  async #syncOrThrow(): Promise<void> {
+    try {
+      await this.#groupSync()
+    } catch (error) {
+      throw new WriteError('dir-sync', error)
+    }
   }
 
   /**
-   * Fsyncs the directory. Callers that arrive while an fsync runs share the next one (a group
-   * commit): it starts after their rename, so it covers them, and N writers cost about two fsyncs.
+   * Callers that arrive while an fsync runs share the next one (a group commit): it starts after
+   * their rename, so it covers them, and N writers cost about two fsyncs.
    */
-  sync(): Promise<void> {
+  #groupSync(): Promise<void> {
     if (this.#queued !== undefined) return this.#queued
     if (this.#running === undefined) return this.#start()
     const queued = this.#running.catch(() => undefined).then(() => this.#start())
@@ -69,6 +122,29 @@ export class DurableDirectory {
 
   close(): Promise<void> {
     return this.#handle.close()
+  }
+}
+
+/**
+ * Creates a directory (and its missing parents) so that the creation itself survives a power
+ * loss: the parent of every directory made here is fsynced. Returns whether anything was made.
+ */
+export async function makeDurableDirectory(dir: string): Promise<boolean> {
+  const first = await mkdir(dir, { recursive: true, mode: 0o700 })
+  if (first === undefined) return false
+  for (let made = path.resolve(dir); ; made = path.dirname(made)) {
+    await syncDirectory(path.dirname(made))
+    if (made === path.resolve(first)) return true
+  }
+}
+
+/** Fsyncs one directory by path. */
+export async function syncDirectory(dir: string): Promise<void> {
+  const handle = await open(dir, 'r')
+  try {
+    await handle.sync()
+  } finally {
+    await handle.close()
   }
 }
 

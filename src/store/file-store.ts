@@ -1,11 +1,11 @@
-import { mkdirSync, readFileSync, readdirSync } from 'node:fs'
-import { access, mkdir, rename, unlink } from 'node:fs/promises'
+import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, readdirSync } from 'node:fs'
+import { access, stat, unlink } from 'node:fs/promises'
 import path from 'node:path'
 
 import { silentLogger, type Logger } from '../logger.js'
-import { parseStoredUser } from '../users/stored-user.js'
+import { parseStoredEntry, toTombstoneJson, type Tombstone } from '../users/stored-user.js'
 import { toRecord, type User, type UserRecord } from '../users/user.js'
-import { DurableDirectory } from './atomic-write.js'
+import { DurableDirectory, makeDurableDirectory } from './atomic-write.js'
 import { DataDirLock, hasCode } from './data-dir-lock.js'
 import { IndexedStore } from './indexed-store.js'
 
@@ -14,14 +14,25 @@ export interface FileStoreOptions {
   logger?: Logger
   /** Files read between two yields to the event loop while loading (default 2000). */
   loadChunk?: number
+  /** Milliseconds since the epoch, for tombstones (Date.now by default). */
+  now?: () => number
+  /** How often the data directory and the lock are checked while open (default 1000 ms). */
+  watchIntervalMs?: number
 }
 
 const USER_FILE = /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.json$/
 const TEMP_FILE = /^\..*\.tmp$/
 
+interface Place {
+  readonly dev: number
+  readonly ino: number
+}
+
 /**
  * The default store: one JSON file per user in `DATA_DIR/users/`, written atomically and durably,
- * and an index in memory loaded at open. It owns the data directory through a lock file.
+ * and an index in memory loaded at open. A deleted user's file becomes its tombstone (id and
+ * time), in one atomic replace. It owns the data directory through a lock, and watches that the
+ * directory it loaded is still the one at its path.
  */
 export class FileStore extends IndexedStore {
   readonly dataDir: string
@@ -30,53 +41,88 @@ export class FileStore extends IndexedStore {
   readonly #lock: DataDirLock
   readonly #logger: Logger
   readonly #chunk: number
+  readonly #watchIntervalMs: number
   #dir: DurableDirectory | undefined
+  #place: Place | undefined
+  #watch: NodeJS.Timeout | undefined
 
   constructor(options: FileStoreOptions) {
-    super()
+    super({ now: options.now })
     this.dataDir = path.resolve(options.dataDir)
     this.usersDir = path.join(this.dataDir, 'users')
     this.quarantineDir = path.join(this.dataDir, 'quarantine')
     this.#lock = new DataDirLock(this.dataDir)
     this.#logger = options.logger ?? silentLogger
     this.#chunk = options.loadChunk ?? 2000
+    this.#watchIntervalMs = options.watchIntervalMs ?? 1000
   }
 
   /**
-   * Takes the data directory's lock, or throws LockError. Call it before listening, so that a
-   * second process refuses to start before it answers anything; open() calls it too.
+   * Takes the data directory's lock, or throws LockError. Call it before listening and before
+   * anything else is written to the directory; open() calls it too.
    */
   lock(): void {
     // Synchronous on purpose: the lock is taken before the server listens.
-    mkdirSync(this.dataDir, { recursive: true, mode: 0o700 })
+    if (this.#lock.held) return
+    const made = mkdirSync(this.dataDir, { recursive: true, mode: 0o700 })
+    if (made !== undefined) syncDirectorySync(path.dirname(this.dataDir))
     this.#lock.acquire()
   }
 
   async open(): Promise<void> {
     this.lock()
-    await mkdir(this.usersDir, { recursive: true, mode: 0o700 })
+    await makeDurableDirectory(this.usersDir)
     this.#dir = await DurableDirectory.open(this.usersDir)
+    this.#place = await readPlace(this.usersDir)
     await this.#load()
+    this.#watch = setInterval(() => { void this.#checkPlace() }, this.#watchIntervalMs)
+    this.#watch.unref()
   }
 
   async close(): Promise<void> {
+    clearInterval(this.#watch)
+    this.#watch = undefined
     const dir = this.#dir
     this.#dir = undefined
     await dir?.close()
-    this.#lock.release()
+    // Never fails: a read-only or vanished directory must not turn a clean stop into an error.
+    const held = this.#lock.held
+    if (held && !this.#lock.release()) {
+      this.#logger.warn('could not remove the lock file', { file: this.#lock.file })
+    }
   }
 
   protected persist(record: UserRecord): Promise<void> {
     return this.#directory().writeFile(`${record.user.id}.json`, record.json)
   }
 
-  protected unpersist(id: string): Promise<void> {
-    return this.#directory().removeFile(`${id}.json`)
+  protected bury(tombstone: Tombstone): Promise<void> {
+    return this.#directory().writeFile(`${tombstone.id}.json`, toTombstoneJson(tombstone))
   }
 
   #directory(): DurableDirectory {
     if (this.#dir === undefined) throw new Error('the file store is not open')
     return this.#dir
+  }
+
+  /**
+   * Turns the store read-only when the directory it loaded is no longer at its path (removed,
+   * replaced, remounted) or its lock is gone: another process may own the path by now.
+   */
+  async #checkPlace(): Promise<void> {
+    const loaded = this.#place
+    if (loaded === undefined || this.health().state === 'read_only') return
+    let problem: string | undefined
+    try {
+      const now = await readPlace(this.usersDir)
+      if (now.dev !== loaded.dev || now.ino !== loaded.ino) problem = 'the data directory was replaced'
+    } catch {
+      problem = 'the data directory was removed'
+    }
+    if (problem === undefined && !this.#lock.check()) problem = 'the data directory\'s lock file was removed or taken'
+    if (problem === undefined) return
+    this.turnReadOnly(problem)
+    this.#logger.error('the store turned read-only', { reason: problem, dataDir: this.dataDir })
   }
 
   /**
@@ -96,9 +142,10 @@ export class FileStore extends IndexedStore {
       for (const name of names.slice(i, i + this.#chunk)) {
         const id = USER_FILE.exec(name)?.[1]
         if (id !== undefined) {
-          const user = parseStoredUser(readFileSync(path.join(this.usersDir, name), 'utf8'), id)
-          if (user === undefined) bad.push(name)
-          else users.push(user)
+          const entry = parseStoredEntry(readFileSync(path.join(this.usersDir, name), 'utf8'), id)
+          if (entry === undefined) bad.push(name)
+          else if (entry.kind === 'user') users.push(entry.user)
+          else this.tombstones.set(id, entry.tombstone.deletedAt)
         } else if (TEMP_FILE.test(name)) {
           temps.push(name)
         } else {
@@ -108,7 +155,8 @@ export class FileStore extends IndexedStore {
       await yieldToLoop()
     }
     for (const name of temps) await unlink(path.join(this.usersDir, name))
-    for (const name of bad) await this.#quarantine(name, 'the file is not a whole, valid user')
+    if (temps.length > 0) await this.#directory().sync()
+    const quarantine: { name: string, reason: string }[] = bad.map((name) => ({ name, reason: 'the file is not a whole, valid user' }))
     // Oldest first, so that of two files with one email the older user keeps it.
     users.sort((a, b) => (a.id < b.id ? -1 : 1))
     for (let i = 0; i < users.length; i += 1) {
@@ -117,35 +165,61 @@ export class FileStore extends IndexedStore {
       const record = toRecord(user)
       const holder = this.index.idOfEmail(record.emailKey)
       if (holder === undefined) this.index.put(record)
-      else await this.#quarantine(`${user.id}.json`, `its email is already used by user ${holder}`)
+      else quarantine.push({ name: `${user.id}.json`, reason: `its email is already used by user ${holder}` })
       if (i % this.#chunk === 0) await yieldToLoop()
     }
-    if (temps.length > 0) await this.#directory().sync()
+    await this.#quarantine(quarantine)
     this.#logger.info('users loaded', {
-      users: this.index.size, removedTempFiles: temps.length, quarantined: bad.length, ms: Date.now() - started,
+      users: this.index.size,
+      deleted: this.tombstones.size,
+      removedTempFiles: temps.length,
+      quarantined: quarantine.length,
+      ms: Date.now() - started,
     })
   }
 
-  /** Moves a bad file aside, never deleting it, and says so in the log. */
-  async #quarantine(name: string, reason: string): Promise<void> {
-    await mkdir(this.quarantineDir, { recursive: true, mode: 0o700 })
-    const from = path.join(this.usersDir, name)
-    const to = await freeName(path.join(this.quarantineDir, name))
-    await rename(from, to)
-    await this.#directory().sync()
-    this.#logger.warn('quarantined a user file', { file: from, quarantine: to, reason })
+  /** Moves bad files aside, durably, never deleting one, and says so in the log. */
+  async #quarantine(files: readonly { name: string, reason: string }[]): Promise<void> {
+    if (files.length === 0) return
+    await makeDurableDirectory(this.quarantineDir)
+    const to = await DurableDirectory.open(this.quarantineDir)
+    try {
+      for (const { name, reason } of files) {
+        const target = await freeName(to.path, name)
+        await this.#directory().moveOut(name, to, target)
+        this.#logger.warn('quarantined a user file', {
+          file: path.join(this.usersDir, name), quarantine: path.join(to.path, target), reason,
+        })
+      }
+    } finally {
+      await to.close()
+    }
   }
 }
 
-/** The target itself when free, else the target with a time stamp: quarantine never overwrites. */
-async function freeName(target: string): Promise<string> {
+async function readPlace(dir: string): Promise<Place> {
+  const info = await stat(dir)
+  return { dev: info.dev, ino: info.ino }
+}
+
+/** The name itself when free in `dir`, else with a time stamp: quarantine never overwrites. */
+async function freeName(dir: string, name: string): Promise<string> {
   try {
-    await access(target)
+    await access(path.join(dir, name))
   } catch (error) {
-    if (hasCode(error, 'ENOENT')) return target
+    if (hasCode(error, 'ENOENT')) return name
     throw error
   }
-  return `${target}.${Date.now()}`
+  return `${name}.${Date.now()}`
+}
+
+function syncDirectorySync(dir: string): void {
+  const fd = openSync(dir, 'r')
+  try {
+    fsyncSync(fd)
+  } finally {
+    closeSync(fd)
+  }
 }
 
 function yieldToLoop(): Promise<void> {

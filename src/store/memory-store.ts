@@ -1,11 +1,12 @@
+import type { Tombstone } from '../users/stored-user.js'
 import { toRecord, type User, type UserRecord } from '../users/user.js'
-import { IndexedStore } from './indexed-store.js'
+import { IndexedStore, type IndexedStoreOptions } from './indexed-store.js'
 
 /** A store that keeps users in memory only: for tests, and for embedding without a disk. */
 export class MemoryStore extends IndexedStore {
   /** Optionally starts with some users; ids and emails (case-insensitive) must be unique. */
-  constructor(users: readonly User[] = []) {
-    super()
+  constructor(users: readonly User[] = [], options: IndexedStoreOptions = {}) {
+    super(options)
     for (const user of users) {
       const record = toRecord(user)
       if (this.index.get(user.id) !== undefined || this.index.idOfEmail(record.emailKey) !== undefined) {
@@ -27,7 +28,7 @@ export class MemoryStore extends IndexedStore {
     return Promise.resolve()
   }
 
-  protected unpersist(_id: string): Promise<void> {
+  protected bury(_tombstone: Tombstone): Promise<void> {
     return Promise.resolve()
   }
 }

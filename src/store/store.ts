@@ -12,15 +12,30 @@ export interface ListFilter {
 export interface ListQuery {
   readonly filter: ListFilter
   readonly order: 'asc' | 'desc'
-  /** Keyset paging: only ids after this one (in `order`). */
+  /** Keyset paging: only ids after this one (in `order`); it need not be stored any more. */
   readonly after?: string
+  /** The most items of the page, at least 1. */
   readonly limit: number
+  /**
+   * The most users a page may test against a filter no index answers (today `q`) before it stops,
+   * a positive integer; undefined: no bound. Users picked by status or email alone are not counted.
+   */
+  readonly scanBudget?: number
 }
 
 export interface ListPage {
+  /** The matches in `order`, at most `limit` of them. */
   readonly items: readonly UserRecord[]
-  /** True when at least one more user matches after the last item. */
+  /**
+   * True when the walk must go on: another match follows the last item, or the scan budget ran out
+   * before the end (the page may then be short, even empty). False only at the end of the walk.
+   */
   readonly hasMore: boolean
+  /**
+   * Set whenever `hasMore` is: the `after` of the next page, past every match already returned.
+   * The last item when another match follows it, else the last user examined (the budget ran out).
+   */
+  readonly resumeAfter?: string
 }
 
 /**
@@ -30,20 +45,42 @@ export interface ListPage {
 export type ChangeUser = (current: UserRecord) => User | undefined
 
 /**
+ * How a store is doing. `degraded`: the last write was refused by the disk (full, read-only) and
+ * the next may work; `read_only`: a durability step failed or the data directory went away, and
+ * only a restart brings writes back. Readiness is 503 unless `ok`.
+ */
+export interface StoreHealth {
+  readonly state: 'ok' | 'degraded' | 'read_only'
+  readonly reason?: string
+}
+
+/**
  * Where users live. Writes to one user are serialised, a change is checked against the state it
  * replaces, and email uniqueness (case-insensitive) holds across concurrent writers. A resolved
- * write is durable; a failed one leaves the store as it was.
+ * write is durable. A failed one leaves the store as it was, except when the disk shows it
+ * anyway (a rename done before a failed directory fsync): then memory shows it too, and the
+ * error is an HttpError storage_unavailable.
  */
 export interface Store {
   /** Loads what the store holds; must finish before any other call. */
   open(): Promise<void>
   close(): Promise<void>
   get(id: string): Promise<UserRecord | undefined>
+  /** True when the id belonged to a user that was deleted (a tombstone is kept forever). */
+  isDeleted(id: string): Promise<boolean>
   list(query: ListQuery): Promise<ListPage>
-  /** Throws HttpError duplicate_email when another user has the email. */
-  create(user: User): Promise<UserRecord>
+  /**
+   * Throws HttpError duplicate_email when another user has the email. `check` runs inside the
+   * lock just before the write and may throw to refuse it.
+   */
+  create(user: User, check?: () => void): Promise<UserRecord>
   /** Throws HttpError not_found for an unknown id, duplicate_email on a collision. */
   update(id: string, change: ChangeUser): Promise<UserRecord>
-  /** `check` runs inside the lock before the delete and may throw to refuse it. */
+  /**
+   * Replaces the user by a tombstone. `check` runs inside the lock before the delete and may
+   * throw to refuse it.
+   */
   delete(id: string, check?: (current: UserRecord) => void): Promise<void>
+  /** How the store is doing; a store without it is always `ok`. */
+  health?(): StoreHealth
 }

@@ -1,14 +1,25 @@
-import type { UserRecord } from '../users/user.js'
-import type { ListFilter, ListPage, ListQuery } from './store.js'
+import type { UserRecord, UserStatus } from '../users/user.js'
+import type { ListPage, ListQuery } from './store.js'
+
+/** What one `list` call looked at: tests pass it to bound the work of a page. */
+export interface ListWork {
+  /** Records read, matching or not; `list` adds to it. */
+  examined: number
+}
+
+type Order = ListQuery['order']
+
+const NO_IDS: readonly string[] = []
 
 /**
- * Users in memory: by id, by email key (uniqueness) and as ids in ascending order, so that a page
- * costs O(log n + page size) when no filter is given. UUIDv7 ids sort by creation time.
+ * Users in memory: by id, by email key (uniqueness) and as ids in ascending order, all of them and
+ * per status, so that a page without `q` costs O(log n + limit). UUIDv7 ids sort by creation time.
  */
 export class UserIndex {
   readonly #byId = new Map<string, UserRecord>()
   readonly #byEmail = new Map<string, string>()
   readonly #sortedIds: string[] = []
+  readonly #idsByStatus = new Map<UserStatus, string[]>()
 
   get size(): number {
     return this.#byId.size
@@ -26,11 +37,17 @@ export class UserIndex {
   /** Adds or replaces a record (the caller has checked email uniqueness). */
   put(record: UserRecord): void {
     const id = record.user.id
+    const status = record.user.status
     const previous = this.#byId.get(id)
     if (previous === undefined) {
-      this.#insertId(id)
-    } else if (previous.emailKey !== record.emailKey) {
-      this.#byEmail.delete(previous.emailKey)
+      insertId(this.#sortedIds, id)
+      insertId(this.#statusIds(status), id)
+    } else {
+      if (previous.emailKey !== record.emailKey) this.#byEmail.delete(previous.emailKey)
+      if (previous.user.status !== status) {
+        removeId(this.#statusIds(previous.user.status), id)
+        insertId(this.#statusIds(status), id)
+      }
     }
     this.#byId.set(id, record)
     this.#byEmail.set(record.emailKey, id)
@@ -41,63 +58,125 @@ export class UserIndex {
     if (record === undefined) return
     this.#byId.delete(id)
     if (this.#byEmail.get(record.emailKey) === id) this.#byEmail.delete(record.emailKey)
-    const at = lowerBound(this.#sortedIds, id)
-    if (this.#sortedIds[at] === id) this.#sortedIds.splice(at, 1)
+    removeId(this.#sortedIds, id)
+    removeId(this.#statusIds(record.user.status), id)
   }
 
-  list(query: ListQuery): ListPage {
-    const matches = toPredicate(query.filter)
-    if (query.filter.email !== undefined) return this.#listByEmail(query, matches)
-    const ids = this.#sortedIds
+  /**
+   * One page: an email is looked up, statuses walk their own id arrays, and only `q` is tested
+   * record by record, at most `scanBudget` of them. `work`, if given, learns what was examined.
+   */
+  list(query: ListQuery, work?: ListWork): ListPage {
+    const { email, statuses, q } = query.filter
+    if (email !== undefined) return this.#listByEmail(query, email.toLowerCase(), work)
+    const sources = statuses === undefined
+      ? [this.#sortedIds]
+      : [...new Set(statuses)].map((status) => this.#idsByStatus.get(status) ?? NO_IDS)
+    const next = walkIds(sources, query.order, query.after)
+    const needle = q?.toLowerCase()
+    // Ids from the arrays match by construction; only records tested against q spend the budget.
+    let left = needle === undefined ? Infinity : Math.max(1, query.scanBudget ?? Infinity)
+    let lastTested: string | undefined
+    let examined = 0
     const items: UserRecord[] = []
-    const step = query.order === 'asc' ? 1 : -1
-    let i = this.#startIndex(query)
-    for (; i >= 0 && i < ids.length; i += step) {
-      const record = this.#byId.get(ids[i] ?? '')
-      if (record === undefined || !matches(record)) continue
-      if (items.length === query.limit) return { items, hasMore: true }
-      items.push(record)
+    let page: ListPage | undefined
+    while (page === undefined) {
+      const id = next()
+      if (id === undefined) {
+        page = { items, hasMore: false }
+      } else if (left <= 0) {
+        page = pageWithMore(items, lastTested)
+      } else {
+        const record = this.#byId.get(id)
+        examined += 1
+        if (record === undefined) continue
+        if (needle !== undefined) {
+          left -= 1
+          lastTested = id
+          if (!matchesText(record, needle)) continue
+        }
+        // The page is full and this match proves there is more: resume after the last item.
+        if (items.length === query.limit) page = pageWithMore(items, items.at(-1)?.user.id ?? query.after)
+        else items.push(record)
+      }
     }
-    return { items, hasMore: false }
-  }
-
-  #startIndex(query: ListQuery): number {
-    const ids = this.#sortedIds
-    if (query.after === undefined) return query.order === 'asc' ? 0 : ids.length - 1
-    return query.order === 'asc' ? upperBound(ids, query.after) : lowerBound(ids, query.after) - 1
+    if (work !== undefined) work.examined += examined
+    return page
   }
 
   /** An email names at most one user: look it up instead of scanning. */
-  #listByEmail(query: ListQuery, matches: (record: UserRecord) => boolean): ListPage {
-    const id = this.#byEmail.get((query.filter.email ?? '').toLowerCase())
+  #listByEmail(query: ListQuery, emailKey: string, work: ListWork | undefined): ListPage {
+    const id = this.#byEmail.get(emailKey)
     const record = id === undefined ? undefined : this.#byId.get(id)
-    if (record === undefined || !matches(record) || query.limit === 0) return { items: [], hasMore: false }
-    const after = query.after
-    if (after !== undefined && (query.order === 'asc' ? record.user.id <= after : record.user.id >= after)) {
-      return { items: [], hasMore: false }
-    }
-    return { items: [record], hasMore: false }
+    if (record === undefined) return { items: [], hasMore: false }
+    if (work !== undefined) work.examined += 1
+    const { statuses, q } = query.filter
+    const found = query.limit > 0
+      && isAfter(record.user.id, query.order, query.after)
+      && (statuses === undefined || statuses.includes(record.user.status))
+      && (q === undefined || matchesText(record, q.toLowerCase()))
+    return { items: found ? [record] : [], hasMore: false }
   }
 
-  #insertId(id: string): void {
-    const ids = this.#sortedIds
-    const last = ids[ids.length - 1]
-    // New ids are time ordered, so they nearly always belong at the end.
-    if (last === undefined || id > last) ids.push(id)
-    else ids.splice(lowerBound(ids, id), 0, id)
+  #statusIds(status: UserStatus): string[] {
+    let ids = this.#idsByStatus.get(status)
+    if (ids === undefined) {
+      ids = []
+      this.#idsByStatus.set(status, ids)
+    }
+    return ids
   }
 }
 
-function toPredicate(filter: ListFilter): (record: UserRecord) => boolean {
-  const statuses = filter.statuses === undefined ? undefined : new Set(filter.statuses)
-  const email = filter.email?.toLowerCase()
-  const q = filter.q?.toLowerCase()
-  if (statuses === undefined && email === undefined && q === undefined) return () => true
-  return (record) => {
-    if (statuses !== undefined && !statuses.has(record.user.status)) return false
-    if (email !== undefined && record.emailKey !== email) return false
-    return q === undefined || record.emailKey.includes(q) || record.user.name.toLowerCase().includes(q)
+function pageWithMore(items: readonly UserRecord[], resumeAfter: string | undefined): ListPage {
+  return resumeAfter === undefined ? { items, hasMore: true } : { items, hasMore: true, resumeAfter }
+}
+
+function matchesText(record: UserRecord, needle: string): boolean {
+  return record.emailKey.includes(needle) || record.user.name.toLowerCase().includes(needle)
+}
+
+function isAfter(id: string, order: Order, after: string | undefined): boolean {
+  return after === undefined || (order === 'asc' ? id > after : id < after)
+}
+
+/**
+ * The ids of several sorted, disjoint arrays as one walk in `order`, starting after `after`: each
+ * step takes the best of the heads (k ≤ 3), so ids of other arrays are never looked at.
+ */
+function walkIds(
+  sources: readonly (readonly string[])[], order: Order, after: string | undefined,
+): () => string | undefined {
+  const step = order === 'asc' ? 1 : -1
+  const heads = sources.map((ids) => {
+    if (after === undefined) return step === 1 ? 0 : ids.length - 1
+    return step === 1 ? upperBound(ids, after) : lowerBound(ids, after) - 1
+  })
+  return () => {
+    let best: string | undefined
+    let from = -1
+    for (let i = 0; i < sources.length; i += 1) {
+      const id = sources[i]?.[heads[i] ?? -1]
+      if (id !== undefined && (best === undefined || (step === 1 ? id < best : id > best))) {
+        best = id
+        from = i
+      }
+    }
+    if (from !== -1) heads[from] = (heads[from] ?? 0) + step
+    return best
   }
+}
+
+function insertId(ids: string[], id: string): void {
+  const last = ids[ids.length - 1]
+  // New ids are time ordered, so they nearly always belong at the end.
+  if (last === undefined || id > last) ids.push(id)
+  else ids.splice(lowerBound(ids, id), 0, id)
+}
+
+function removeId(ids: string[], id: string): void {
+  const at = lowerBound(ids, id)
+  if (ids[at] === id) ids.splice(at, 1)
 }
 
 /** The first index whose id is not less than `id`. */

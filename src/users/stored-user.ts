@@ -3,20 +3,52 @@ import { isCanonicalUuid } from './uuid7.js'
 
 const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 
+/** What a deleted user leaves behind: its id and when, nothing personal (§9). */
+export interface Tombstone {
+  readonly id: string
+  readonly deletedAt: string
+}
+
+/** What a file of `users/` holds once read: a user, or the tombstone of a deleted one. */
+export type StoredEntry =
+  | { readonly kind: 'user', readonly user: User }
+  | { readonly kind: 'tombstone', readonly tombstone: Tombstone }
+
+/** The text of a tombstone file, in the key order the reader expects. */
+export function toTombstoneJson(tombstone: Tombstone): string {
+  return JSON.stringify({ id: tombstone.id, deletedAt: tombstone.deletedAt })
+}
+
 /**
- * Reads a user file written by the store. Returns undefined for anything that is not a whole,
- * well-formed user (a torn or hand-edited file), which the store then quarantines.
+ * Reads a file written by the store. Returns undefined for anything that is not a whole,
+ * well-formed user or tombstone (a torn or hand-edited file), which the store then quarantines.
  */
-export function parseStoredUser(text: string, expectedId: string): User | undefined {
+export function parseStoredEntry(text: string, expectedId: string): StoredEntry | undefined {
   let value: unknown
   try {
     value = JSON.parse(text)
   } catch {
     return undefined
   }
-  if (!isRecord(value)) return undefined
-  const { id, email, name, status, metadata, createdAt, updatedAt, version } = value
-  if (typeof id !== 'string' || id !== expectedId || !isCanonicalUuid(id)) return undefined
+  if (!isRecord(value) || value['id'] !== expectedId || !isCanonicalUuid(expectedId)) return undefined
+  const keys = Object.keys(value)
+  if (keys.length === 2 && keys[1] === 'deletedAt') {
+    const deletedAt = value['deletedAt']
+    if (typeof deletedAt !== 'string' || !TIMESTAMP.test(deletedAt)) return undefined
+    return { kind: 'tombstone', tombstone: { id: expectedId, deletedAt } }
+  }
+  const user = toUser(value, expectedId)
+  return user === undefined ? undefined : { kind: 'user', user }
+}
+
+/** Reads a user file; undefined for anything else (tombstones included). */
+export function parseStoredUser(text: string, expectedId: string): User | undefined {
+  const entry = parseStoredEntry(text, expectedId)
+  return entry?.kind === 'user' ? entry.user : undefined
+}
+
+function toUser(value: Record<string, unknown>, id: string): User | undefined {
+  const { email, name, status, metadata, createdAt, updatedAt, version } = value
   if (typeof email !== 'string' || typeof name !== 'string' || !isUserStatus(status)) return undefined
   if (typeof createdAt !== 'string' || !TIMESTAMP.test(createdAt)) return undefined
   if (typeof updatedAt !== 'string' || !TIMESTAMP.test(updatedAt)) return undefined

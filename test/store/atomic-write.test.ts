@@ -88,38 +88,7 @@ describe('DurableDirectory.writeFile', () => {
   })
 })
 
-describe('DurableDirectory.removeFile', () => {
-  it('removes the file', async (t) => {
-    const dir = await openDirectory(t)
-    await dir.writeFile('a.json', 'x')
-    await dir.writeFile('b.json', 'y')
-    await dir.removeFile('a.json')
-    assert.deepEqual(await readdir(dir.path), ['b.json'])
-  })
-
-  it('rejects with ENOENT for a missing file, removing nothing', async (t) => {
-    const dir = await openDirectory(t)
-    await dir.writeFile('b.json', 'y')
-    await assert.rejects(dir.removeFile('a.json'), { code: 'ENOENT' })
-    assert.deepEqual(await readdir(dir.path), ['b.json'])
-  })
-})
-
 describe('DurableDirectory.sync', () => {
-  it('lets callers that arrive during an fsync share the next one, and all resolve', async (t) => {
-    const dir = await openDirectory(t)
-    const first = dir.sync()
-    const second = dir.sync()
-    const third = dir.sync()
-    assert.notEqual(second, first)
-    assert.equal(third, second)
-    await Promise.all([first, second, third])
-    // Once idle, a new call starts a new fsync.
-    const later = dir.sync()
-    assert.notEqual(later, second)
-    await later
-  })
-
   it('rejects when the directory handle is closed', async (t) => {
     const dir = path.join(await makeTempDir(t, 'atomic-write-test-'), 'files')
     await mkdir(dir)

@@ -7,6 +7,7 @@ import { describe, it, type TestContext } from 'node:test'
 import { FileStore } from '../../src/store/file-store.js'
 import type { UserRecord } from '../../src/users/user.js'
 import { createMemoryLogger, makeTempDir } from '../helpers/service.js'
+import { listLockFiles } from '../helpers/data-files.js'
 import { describeStoreContract, listAll, snapshotStore } from '../helpers/store-suite.js'
 import { changeUser, makeUser, toContractJson } from '../helpers/store-users.js'
 
@@ -91,7 +92,7 @@ describe('FileStore: files on disk', () => {
     assert.equal(await modeOf(path.join(dataDir, 'users')), 0o700)
   })
 
-  it('rewrites the file on update and removes it on delete, leaving no temp files', async (t) => {
+  it('rewrites the file on update and replaces it by a tombstone on delete, leaving no temp files', async (t) => {
     const dataDir = await newDataDir(t)
     const { store } = await openFileStore(t, dataDir)
     const created = await store.create(makeUser())
@@ -100,8 +101,13 @@ describe('FileStore: files on disk', () => {
     assert.equal(await readFile(file, 'utf8'), next.json)
     assert.equal(await modeOf(file), 0o600)
     await store.delete(created.user.id, () => undefined)
-    await assert.rejects(stat(file), { code: 'ENOENT' })
-    assert.deepEqual(await readdir(store.usersDir), [])
+    const tombstone = JSON.parse(await readFile(file, 'utf8')) as Record<string, unknown>
+    assert.deepEqual(Object.keys(tombstone), ['id', 'deletedAt'])
+    assert.equal(tombstone['id'], created.user.id)
+    assert.equal(await modeOf(file), 0o600)
+    assert.deepEqual(await readdir(store.usersDir), [`${created.user.id}.json`])
+    assert.equal(await store.get(created.user.id), undefined)
+    assert.equal(await store.isDeleted(created.user.id), true)
   })
 
   it('keeps disk and memory equal after many concurrent writes, with no temp files left', async (t) => {
@@ -117,13 +123,15 @@ describe('FileStore: files on disk', () => {
     assert.ok(records.every((record) => record.user.version === 3))
   })
 
-  it('holds DATA_DIR/.lock with its pid while open and removes it at close', async (t) => {
+  it('holds a DATA_DIR/.lock.<n> with its pid while open and removes it at close', async (t) => {
     const dataDir = await newDataDir(t)
     const store = new FileStore({ dataDir })
     await store.open()
-    assert.equal(await readFile(path.join(dataDir, '.lock'), 'utf8'), `${process.pid}\n`)
+    const [lock, ...others] = listLockFiles(dataDir)
+    assert.deepEqual(others, [])
+    assert.match(await readFile(path.join(dataDir, lock ?? ''), 'utf8'), new RegExp(`^${process.pid} [0-9a-f]+\n$`))
     await store.close()
-    await assert.rejects(stat(path.join(dataDir, '.lock')), { code: 'ENOENT' })
+    assert.deepEqual(listLockFiles(dataDir), [])
   })
 
   it('refuses to open a data directory locked by a live process, leaving the lock', async (t) => {
