@@ -14,36 +14,79 @@ export interface AuthenticatorOptions {
   now: () => number
   /** How many verified tokens to remember (default 10,000). */
   cacheSize?: number
+  /** How many bytes of tokens and claims the cache may hold (default 8 MiB). */
+  cacheBytes?: number
+}
+
+/** What the authenticator has done: for /metrics and for tests that must see the cache work. */
+export interface AuthenticatorStats {
+  /** Tokens held in the cache, and an estimate of their bytes. */
+  readonly cached: number
+  readonly cachedBytes: number
+  /** Signature checks run (cache misses that got as far as verification). */
+  readonly verifications: number
 }
 
 /** Checks bearer tokens; verified tokens are remembered by their bytes until they expire. */
 export interface Authenticator {
   /** The claims of the request's token, or a 401 HttpError. */
   authenticate(token: string | undefined): TokenClaims
+  stats(): AuthenticatorStats
 }
 
+/** Longer bearer tokens are refused before any work (§9): real HMAC JWTs are a few hundred bytes. */
+export const MAX_TOKEN_BYTES = 8 * 1024
 const REALM = 'Bearer realm="users"'
+/** What a cache entry costs besides the token text: the claims, the scope set, the map entry. */
+const ENTRY_OVERHEAD_BYTES = 256
+
+interface CacheEntry {
+  readonly claims: TokenClaims
+  readonly staleAtMs: number
+  readonly bytes: number
+}
 
 export function createAuthenticator(options: AuthenticatorOptions): Authenticator {
   const cacheSize = options.cacheSize ?? 10_000
+  const cacheBytes = options.cacheBytes ?? 8 * 1024 * 1024
   // Map keeps insertion order, so its first key is the oldest entry: a cheap bounded cache.
-  const cache = new Map<string, { claims: TokenClaims, staleAtMs: number }>()
+  const cache = new Map<string, CacheEntry>()
+  let bytes = 0
+  let verifications = 0
+
+  const forget = (token: string, entry: CacheEntry): void => {
+    cache.delete(token)
+    bytes -= entry.bytes
+  }
+
+  const remember = (token: string, claims: TokenClaims): void => {
+    const entry = { claims, staleAtMs: (claims.exp + options.leewaySeconds) * 1000, bytes: token.length + claims.sub.length + ENTRY_OVERHEAD_BYTES }
+    if (entry.bytes > cacheBytes) return
+    for (const [oldest, old] of cache) {
+      if (cache.size < cacheSize && bytes + entry.bytes <= cacheBytes) break
+      forget(oldest, old)
+    }
+    cache.set(token, entry)
+    bytes += entry.bytes
+  }
 
   const verify = (token: string): TokenClaims => {
     const nowMs = options.now()
     const hit = cache.get(token)
-    if (hit !== undefined && nowMs <= hit.staleAtMs) return hit.claims
-    cache.delete(token)
-    const claims = verifyToken(token, { ...options, nowMs })
-    if (cache.size >= cacheSize) {
-      const oldest = cache.keys().next()
-      if (oldest.done !== true) cache.delete(oldest.value)
+    if (hit !== undefined) {
+      if (nowMs <= hit.staleAtMs) return hit.claims
+      forget(token, hit)
     }
-    cache.set(token, { claims, staleAtMs: (claims.exp + options.leewaySeconds) * 1000 })
+    // The length is public and a long token is no valid token of ours: no HMAC work for it.
+    if (token.length > MAX_TOKEN_BYTES) throw new TokenError('malformed')
+    verifications += 1
+    const claims = verifyToken(token, { ...options, nowMs })
+    remember(token, claims)
     return claims
   }
 
   return {
+    stats: () => ({ cached: cache.size, cachedBytes: bytes, verifications }),
     authenticate(token) {
       if (token === undefined) {
         throw new HttpError('token_missing', 'This route needs a bearer token.', {

@@ -16,6 +16,11 @@ export interface FieldSpec {
   readonly maxLength?: number
   /** An ECMAScript pattern (with the `u` flag) the whole value must match. */
   readonly pattern?: string
+  /**
+   * At least one code point that is neither White_Space nor Default_Ignorable_Code_Point, so that
+   * a value cannot be blank to the eye (zero-width spaces, joiners, fillers).
+   */
+  readonly requireVisible?: boolean
   readonly enum?: readonly string[]
   /** Email: the longest local part. */
   readonly maxLocalLength?: number
@@ -37,13 +42,16 @@ export const USER_FIELDS = {
   email: {
     type: 'string', access: 'writable', required: true, trim: true, format: 'email',
     minLength: 3, maxLength: 254, maxLocalLength: 64,
-    description: 'local@domain.tld (the domain has a dot, no spaces). Unique across users, compared case-insensitively; stored as given.',
+    description: 'local@domain.tld (the domain has a dot, no spaces; the local part and each '
+      + 'domain label hold a visible character). Unique across users, compared '
+      + 'case-insensitively; stored as given.',
     example: 'ada@example.com',
   },
   name: {
     type: 'string', access: 'writable', required: true, trim: true, minLength: 1, maxLength: 200,
-    pattern: '^[^\\u0000-\\u001F\\u0080-\\u009F]*$',
-    description: '1-200 characters (code points) after trimming, without control characters (C0 or C1).',
+    pattern: '^[^\\u0000-\\u001F\\u007F-\\u009F]*$', requireVisible: true,
+    description: '1-200 characters (code points) after trimming, without control characters '
+      + '(C0, DEL or C1), and not only white space or zero-width characters.',
     example: 'Ada Lovelace',
   },
   status: {

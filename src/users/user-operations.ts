@@ -1,5 +1,5 @@
 import { HttpError } from '../errors.js'
-import { matchesIfMatch } from '../http/conditional.js'
+import { evaluatePreconditions, type Preconditions } from '../http/conditional.js'
 import type { ListPage, ListQuery, Store } from '../store/store.js'
 import { nextStatus, type LifecycleAction } from './lifecycle.js'
 import type { User, UserRecord } from './user.js'
@@ -13,34 +13,43 @@ export interface UserOperationsOptions {
   /** Milliseconds since the epoch. */
   now: () => number
   newId?: IdGenerator
+  /**
+   * Runs at the moment a change is about to be written (inside the store's lock for the user) and
+   * throws to refuse it: how maintenance stops writes that were already in flight.
+   */
+  writeGate?: () => void
 }
 
 /** What can be done to users, independent of HTTP: rules, preconditions and the lifecycle. */
 export interface UserOperations {
   list(query: ListQuery): Promise<ListPage>
-  get(id: string): Promise<UserRecord>
+  /** The user; a 412 when If-Match fails. A matching If-None-Match is left to the caller (304). */
+  get(id: string, conditions: Preconditions): Promise<UserRecord>
   create(body: unknown): Promise<UserRecord>
-  replace(id: string, body: unknown, ifMatch: string | undefined): Promise<UserRecord>
-  patch(id: string, body: unknown, ifMatch: string | undefined): Promise<UserRecord>
-  remove(id: string, ifMatch: string | undefined): Promise<void>
-  transition(id: string, action: LifecycleAction, body: unknown, ifMatch: string | undefined): Promise<UserRecord>
+  replace(id: string, body: unknown, conditions: Preconditions): Promise<UserRecord>
+  patch(id: string, body: unknown, conditions: Preconditions): Promise<UserRecord>
+  remove(id: string, conditions: Preconditions): Promise<void>
+  transition(id: string, action: LifecycleAction, body: unknown, conditions: Preconditions): Promise<UserRecord>
   /**
-   * True when `sub` names a suspended user, whose tokens are refused everywhere. Answers at once
-   * (without a promise) for subjects that cannot be user ids.
+   * Refuses a token whose `sub` names a suspended (403 subject_suspended) or deleted (403
+   * subject_deleted) user. Undefined, without a promise, for subjects that cannot be user ids.
    */
-  isSuspended(sub: string): boolean | Promise<boolean>
+  checkSubject(sub: string): Promise<void> | undefined
 }
 
 export function createUserOperations(options: UserOperationsOptions): UserOperations {
   const { store, now } = options
   const newId = options.newId ?? createIdGenerator()
+  const writeGate = options.writeGate ?? ((): void => undefined)
 
   /** Runs a change under the store's lock: 404, then 412, then the change's own checks. */
-  const change = (id: string, ifMatch: string | undefined, next: (current: User) => User | undefined): Promise<UserRecord> => {
+  const change = (id: string, conditions: Preconditions, next: (current: User) => User | undefined): Promise<UserRecord> => {
     requireUserId(id)
     return store.update(id, (current) => {
-      checkIfMatch(current, ifMatch)
-      return next(current.user)
+      checkWritePreconditions(current, conditions)
+      const changed = next(current.user)
+      if (changed !== undefined) writeGate()
+      return changed
     })
   }
 
@@ -58,37 +67,51 @@ export function createUserOperations(options: UserOperationsOptions): UserOperat
   return {
     list: (query) => store.list(query),
 
-    get(id) {
+    get(id, conditions) {
       requireUserId(id)
-      return store.get(id).then((record) => record ?? Promise.reject(notFound()))
+      return store.get(id).then((record) => {
+        if (record === undefined) throw notFound()
+        if (conditions.ifMatch !== undefined && evaluatePreconditions(conditions, record.etag, true) === 'failed') {
+          throw preconditionFailed(record)
+        }
+        return record
+      })
     },
 
     create(body) {
       const input = validateCreate(body)
       const { id, ms } = newId(now())
       const at = new Date(ms).toISOString()
-      return store.create({ id, ...input, status: 'pending', createdAt: at, updatedAt: at, version: 1 })
+      return store.create({ id, ...input, status: 'pending', createdAt: at, updatedAt: at, version: 1 }, writeGate)
     },
 
-    replace: (id, body, ifMatch) => change(id, ifMatch, (current) => apply(current, validateReplace(body, current))),
+    replace: (id, body, conditions) => change(id, conditions, (current) => apply(current, validateReplace(body, current))),
 
-    patch: (id, body, ifMatch) => change(id, ifMatch, (current) => apply(current, validatePatch(body, current))),
+    patch: (id, body, conditions) => change(id, conditions, (current) => apply(current, validatePatch(body, current))),
 
-    transition: (id, action, body, ifMatch) => change(id, ifMatch, (current) => {
+    transition: (id, action, body, conditions) => change(id, conditions, (current) => {
       validateEmptyBody(body)
       const status = nextStatus(current.status, action)
       return status === current.status ? undefined : touch(current, { status })
     }),
 
-    remove(id, ifMatch) {
+    remove(id, conditions) {
       requireUserId(id)
-      return store.delete(id, (current) => { checkIfMatch(current, ifMatch) })
+      return store.delete(id, (current) => {
+        checkWritePreconditions(current, conditions)
+        writeGate()
+      })
     },
 
-    isSuspended(sub) {
+    checkSubject(sub) {
       // Most subjects are not user ids at all: answer without a store call.
-      if (!isCanonicalUuid(sub)) return false
-      return store.get(sub).then((record) => record?.user.status === 'suspended')
+      if (!isCanonicalUuid(sub)) return undefined
+      return Promise.all([store.get(sub), store.isDeleted(sub)]).then(([record, deleted]) => {
+        if (record?.user.status === 'suspended') {
+          throw new HttpError('subject_suspended', 'The subject of this token is a suspended user.')
+        }
+        if (deleted) throw new HttpError('subject_deleted', 'The subject of this token is a deleted user.')
+      })
     },
   }
 }
@@ -102,9 +125,13 @@ function notFound(): HttpError {
   return new HttpError('not_found', 'There is no user with this id.')
 }
 
-function checkIfMatch(current: UserRecord, ifMatch: string | undefined): void {
-  if (ifMatch === undefined || matchesIfMatch(ifMatch, current.etag)) return
-  throw new HttpError('precondition_failed', `If-Match does not match the current ETag ${current.etag}.`)
+function preconditionFailed(current: UserRecord): HttpError {
+  return new HttpError('precondition_failed', `A precondition does not hold for the current ETag ${current.etag}.`)
+}
+
+/** A write goes ahead only when If-Match matches and If-None-Match does not (`*` included). */
+function checkWritePreconditions(current: UserRecord, conditions: Preconditions): void {
+  if (evaluatePreconditions(conditions, current.etag, false) !== 'pass') throw preconditionFailed(current)
 }
 
 function sameInput(current: User, input: UserInput): boolean {

@@ -1,5 +1,5 @@
 import type { Handler, HandlerContext } from '../http/handler.js'
-import { matchesIfNoneMatch } from '../http/conditional.js'
+import { evaluatePreconditions, type Preconditions } from '../http/conditional.js'
 import type { Reply } from '../http/respond.js'
 import type { CursorCodec } from './cursor.js'
 import type { LifecycleAction } from './lifecycle.js'
@@ -15,20 +15,23 @@ export interface UserRoutesOptions {
   operations: UserOperations
   cursors: CursorCodec
   basePath: string
+  /** The most users a `q` page examines before it answers (§9); undefined: no bound. */
+  scanBudget?: number | undefined
 }
 
 /** The handlers of the `/users` routes: HTTP in and out around the user operations. */
 export function createUserHandlers(options: UserRoutesOptions): Record<UserOperationId, Handler> {
-  const { operations, cursors, basePath } = options
+  const { operations, cursors, basePath, scanBudget } = options
   const transition = (action: LifecycleAction): Handler => async (context) =>
-    userReply(200, await operations.transition(id(context), action, context.body, ifMatch(context)))
+    userReply(200, await operations.transition(id(context), action, context.body, preconditions(context)))
 
   return {
     async listUsers(context) {
       const { query, walk } = parseListQuery(context.rawQuery, cursors)
-      const page = await operations.list(query)
-      const last = page.items[page.items.length - 1]
-      const nextCursor = page.hasMore && last !== undefined ? cursors.encode({ ...walk, after: last.user.id }) : null
+      const page = await operations.list(scanBudget === undefined ? query : { ...query, scanBudget })
+      // A page cut short by the scan budget may be empty and still say where to go on.
+      const resumeAfter = page.resumeAfter ?? page.items[page.items.length - 1]?.user.id
+      const nextCursor = page.hasMore && resumeAfter !== undefined ? cursors.encode({ ...walk, after: resumeAfter }) : null
       const body = `{"items":[${page.items.map((record) => record.json).join(',')}],"nextCursor":${JSON.stringify(nextCursor)}}`
       if (nextCursor === null) return { status: 200, body }
       const next = `${basePath}/users?limit=${query.limit}&cursor=${nextCursor}`
@@ -36,10 +39,10 @@ export function createUserHandlers(options: UserRoutesOptions): Record<UserOpera
     },
 
     getUser(context) {
-      const ifNoneMatch = header(context, 'if-none-match')
+      const conditions = preconditions(context)
       // The hottest route: one promise, no async frames.
-      return operations.get(id(context)).then((record) =>
-        ifNoneMatch !== undefined && matchesIfNoneMatch(ifNoneMatch, record.etag)
+      return operations.get(id(context), conditions).then((record) =>
+        conditions.ifNoneMatch !== undefined && evaluatePreconditions(conditions, record.etag, true) === 'not_modified'
           ? { status: 304, headers: { etag: record.etag } }
           : userReply(200, record))
     },
@@ -51,15 +54,15 @@ export function createUserHandlers(options: UserRoutesOptions): Record<UserOpera
     },
 
     async replaceUser(context) {
-      return userReply(200, await operations.replace(id(context), context.body, ifMatch(context)))
+      return userReply(200, await operations.replace(id(context), context.body, preconditions(context)))
     },
 
     async updateUser(context) {
-      return userReply(200, await operations.patch(id(context), context.body, ifMatch(context)))
+      return userReply(200, await operations.patch(id(context), context.body, preconditions(context)))
     },
 
     async deleteUser(context) {
-      await operations.remove(id(context), ifMatch(context))
+      await operations.remove(id(context), preconditions(context))
       return { status: 204 }
     },
 
@@ -76,8 +79,8 @@ function id(context: HandlerContext): string {
   return context.params['id'] ?? ''
 }
 
-function ifMatch(context: HandlerContext): string | undefined {
-  return header(context, 'if-match')
+function preconditions(context: HandlerContext): Preconditions {
+  return { ifMatch: header(context, 'if-match'), ifNoneMatch: header(context, 'if-none-match') }
 }
 
 function header(context: HandlerContext, name: 'if-match' | 'if-none-match'): string | undefined {

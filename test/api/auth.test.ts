@@ -324,15 +324,55 @@ describe('403: subject_suspended', () => {
       assert.equal(res.status, 200, res.text)
     }
   })
+})
 
-  it('lets a deleted user\'s id through as an ordinary subject', async (t) => {
+describe('403: subject_deleted', () => {
+  it('refuses every /users route to the token of a suspended-then-deleted user, also after a restart', async (t) => {
+    const first = await startService(t)
+    const subject = await first.createUser()
+    assert.equal((await first.call('POST', `/users/${subject.id}:activate`)).status, 200)
+    assert.equal((await first.call('POST', `/users/${subject.id}:suspend`)).status, 200)
+    const token = makeToken({ sub: subject.id })
+    assertProblem(await first.call('GET', '/users', { token }), 403, 'subject_suspended')
+    assert.equal((await first.call('DELETE', `/users/${subject.id}`)).status, 204)
+    const target = await first.createUser()
+    const before = await first.snapshot()
+    for (const route of ROUTES) {
+      for (const id of [target.id, subject.id, UNKNOWN_ID]) {
+        const res = await callRoute(first, route, id, token)
+        assertProblem(res, 403, 'subject_deleted')
+        assert.equal(res.headers.get('cache-control'), 'no-store')
+      }
+    }
+    const created = await first.call('POST', '/users', { token, json: { email: uniqueEmail(), name: 'Ghost' } })
+    assertProblem(created, 403, 'subject_deleted')
+    assert.deepEqual(await first.snapshot(), before, 'a refused call changed the data')
+
+    await first.service.close()
+    const second = await startService(t, { dataDir: first.dataDir })
+    assertProblem(await second.call('GET', '/users', { token }), 403, 'subject_deleted')
+    assertProblem(await second.call('GET', `/users/${target.id}`, { token }), 403, 'subject_deleted')
+    assert.deepEqual(await second.snapshot(), before)
+  })
+
+  it('refuses the token of a user deleted without a suspension first', async (t) => {
     const s = await startService(t)
-    const user = await s.createUser()
-    assert.equal((await s.call('POST', `/users/${user.id}:activate`)).status, 200)
-    assert.equal((await s.call('POST', `/users/${user.id}:suspend`)).status, 200)
-    assertProblem(await s.call('GET', '/users', { token: makeToken({ sub: user.id }) }), 403, 'subject_suspended')
-    assert.equal((await s.call('DELETE', `/users/${user.id}`)).status, 204)
-    assert.equal((await s.call('GET', '/users', { token: makeToken({ sub: user.id }) })).status, 200)
+    const subject = await s.createUser()
+    const token = makeToken({ sub: subject.id, scope: 'users:read' })
+    assert.equal((await s.call('GET', '/users', { token })).status, 200)
+    assert.equal((await s.call('DELETE', `/users/${subject.id}`)).status, 204)
+    assertProblem(await s.call('GET', '/users', { token }), 403, 'subject_deleted')
+  })
+
+  it('leaves other subjects alone, user ids or not', async (t) => {
+    const s = await startService(t)
+    const gone = await s.createUser()
+    const kept = await s.createUser()
+    assert.equal((await s.call('DELETE', `/users/${gone.id}`)).status, 204)
+    for (const sub of [kept.id, UNKNOWN_ID, 'service-account']) {
+      const res = await s.call('GET', '/users', { token: makeToken({ sub, scope: 'users:read' }) })
+      assert.equal(res.status, 200, `${sub}: ${res.text}`)
+    }
   })
 })
 

@@ -5,6 +5,7 @@ import { describe, it } from 'node:test'
 import { MemoryStore } from '../../src/store/memory-store.js'
 import type { User } from '../../src/users/user.js'
 import { assertProblem, type TestResponse } from '../helpers/http.js'
+import { TIMESTAMP } from '../helpers/data-files.js'
 import { makeTempDir, startService, type TestService } from '../helpers/service.js'
 import {
   UUID7_PATTERN, assertFieldErrors, assertUnchangedBy, captureState, createTestClock, makeEmail, readUserFiles,
@@ -155,7 +156,10 @@ describe('POST /users', () => {
       ['a local part of 64 characters', { email: makeEmail(64, 80, 'a'), name: 'x' }],
       ['an address of 254 characters', { email: makeEmail(64, 254, 'b'), name: 'x' }],
       ['a name of 200 emoji code points', { email: 'c@example.com', name: EMOJI.repeat(200) }],
-      ['a name with DEL (U+007F)', { email: 'd@example.com', name: 'Ada\u007fLovelace' }],
+      [
+        'a name with U+007E and U+00A0, next to the refused DEL and C1',
+        { email: 'd@example.com', name: 'Ada~\u00a0Lovelace' },
+      ],
       [
         '32 metadata keys, a 64-character key, a 512-code-point value, an empty value',
         { email: 'e@example.com', name: 'x', metadata: bigMetadata },
@@ -171,6 +175,13 @@ describe('POST /users', () => {
         assert.deepEqual(await s.getUser(user.id), user)
       })
     }
+    // §9: DEL (U+007F) is a control character like C0 and C1, so it is no boundary value any more.
+    await t.test('but not a name with DEL (U+007F): 422 invalid_characters', async () => {
+      const body = { email: 'g@example.com', name: 'Ada\u007fLovelace' }
+      await assertRefusedUnchanged(s, () => post(s, body), [
+        { pointer: '/name', code: 'invalid_characters' },
+      ])
+    })
   })
 
   it('refuses every field rule with a 422 at its field, storing nothing', async (t) => {
@@ -672,7 +683,7 @@ describe('email uniqueness', () => {
 })
 
 describe('DELETE /users/{id}', () => {
-  it('answers 204 with no body, then 404, and removes the file', async (t) => {
+  it('answers 204 with no body, then 404, and leaves a tombstone with no personal data', async (t) => {
     const s = await startService(t)
     const keep = await s.createUser()
     const user = await s.createUser()
@@ -685,7 +696,12 @@ describe('DELETE /users/{id}', () => {
     assertProblem(again, 404, 'not_found')
     assert.deepEqual(await captureState(s), after, 'a repeated DELETE changes nothing')
     assert.deepEqual(after.users, [keep])
-    assert.deepEqual(Object.keys(after.files), [`${keep.id}.json`])
+    assert.deepEqual(Object.keys(after.files).sort(), [`${keep.id}.json`, `${user.id}.json`].sort())
+    const tombstone = JSON.parse(after.files[`${user.id}.json`] ?? '{}') as Record<string, unknown>
+    assert.deepEqual(Object.keys(tombstone), ['id', 'deletedAt'])
+    assert.equal(tombstone['id'], user.id)
+    assert.match(String(tombstone['deletedAt']), TIMESTAMP)
+    assert.ok(!(after.files[`${user.id}.json`] ?? '').includes(user.email), 'the tombstone holds no email')
   })
 
   it('returns 404 for an unknown id and changes nothing', async (t) => {

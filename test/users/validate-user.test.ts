@@ -23,8 +23,8 @@ const CURRENT: User = Object.freeze({
 
 type Expected = ReadonlyArray<[pointer: string, code: string]>
 
-/** The field errors `action` throws (as [pointer, code], sorted); fails if it does not throw one. */
-function fieldErrorsOf(action: () => unknown): Array<[string, string]> {
+/** The 422 HttpError `action` throws; fails if it throws anything else or nothing. */
+function problemOf(action: () => unknown): HttpError {
   let caught: unknown
   try {
     action()
@@ -34,7 +34,12 @@ function fieldErrorsOf(action: () => unknown): Array<[string, string]> {
   assert.ok(caught instanceof HttpError, `expected an HttpError, got ${String(caught)}`)
   assert.equal(caught.code, 'validation_failed')
   assert.equal(caught.status, 422)
-  const errors: readonly FieldError[] = caught.errors ?? []
+  return caught
+}
+
+/** The field errors `action` throws (as [pointer, code], sorted); fails if it does not throw one. */
+function fieldErrorsOf(action: () => unknown): Array<[string, string]> {
+  const errors: readonly FieldError[] = problemOf(action).errors ?? []
   for (const error of errors) assert.ok(error.message.length > 0, `a message for ${error.pointer}`)
   return errors.map((error): [string, string] => [error.pointer, error.code]).sort()
 }
@@ -66,7 +71,8 @@ describe('validateCreate', () => {
       { email: makeEmail(10, 254), name: 'x' },
       { email: makeEmail(64, 254), name: 'x' },
       { email: 'a@b.co', name: EMOJI.repeat(200) },
-      { email: 'a@b.co', name: `Ada\u007fLovelace` },
+      // U+007E and U+00A0 stand just outside the refused DEL and C1 range.
+      { email: 'a@b.co', name: 'Ada~\u00a0Lovelace' },
       { email: 'a@b.co', name: `  ${'n'.repeat(200)}  ` },
       { email: 'a@b.co', name: 'x', metadata },
       { email: 'a@b.co', name: 'x', metadata: { 'A-z_0.9': 'v' } },
@@ -119,6 +125,8 @@ describe('validateCreate', () => {
       ['Ada\nLovelace', 'invalid_characters'],
       ['Ada\tLovelace', 'invalid_characters'],
       ['Ada\u001fLovelace', 'invalid_characters'],
+      ['Ada\u007fLovelace', 'invalid_characters'],
+      ['\u007f', 'invalid_characters'],
       ['Ada\u0080Lovelace', 'invalid_characters'],
       ['Ada\u0085Lovelace', 'invalid_characters'],
       ['Ada\u009bLovelace', 'invalid_characters'],
@@ -332,5 +340,296 @@ describe('validateEmptyBody', () => {
 
   it('refuses JSON that is not an object', () => {
     for (const body of [null, [], 'x', 0, false]) assertRefused(() => { validateEmptyBody(body) }, [['', 'invalid_type']])
+  })
+})
+
+describe('email edges', () => {
+  it('refuses addresses a practical check must not take as invalid_format', () => {
+    const cases = [
+      'a@.example.com', 'a@example.com.', 'a@example..com', '@example.com', 'a@b@example.com',
+      'v@io', 'a@b', 'zoë@example', 'a@example.com@', 'a @example.com',
+    ]
+    for (const email of cases) {
+      assertRefused(() => validateCreate({ email, name: 'Ada' }), [['/email', 'invalid_format']])
+    }
+  })
+
+  it('refuses one or two characters as too_short, after trimming', () => {
+    for (const email of ['a@', '@a', 'ab', 'a', ' a@ ', 'é@', `${EMOJI}@`]) {
+      assertRefused(() => validateCreate({ email, name: 'Ada' }), [['/email', 'too_short']])
+    }
+  })
+
+  it('accepts letters beyond ASCII, as given', () => {
+    for (const email of ['zoë@example.com', 'zoe\u0308@example.com', 'ada@bücher.example']) {
+      assert.equal(validateCreate({ email, name: 'Ada' }).email, email)
+    }
+  })
+
+  it('takes a local part of 64 characters and refuses 65', () => {
+    assert.equal(validateCreate({ email: makeEmail(64, 80), name: 'x' }).email, makeEmail(64, 80))
+    const email = makeEmail(65, 81)
+    assertRefused(() => validateCreate({ email, name: 'x' }), [['/email', 'too_long']])
+  })
+
+  it('takes an address of 254 characters and refuses 255', () => {
+    assert.equal(validateCreate({ email: makeEmail(20, 254), name: 'x' }).email.length, 254)
+    const email = makeEmail(20, 255)
+    assertRefused(() => validateCreate({ email, name: 'x' }), [['/email', 'too_long']])
+  })
+})
+
+describe('well-formed Unicode', () => {
+  // Each high (D800-DBFF) and low (DC00-DFFF) surrogate edge alone, and a pair in the wrong order.
+  const ILL_FORMED = ['\ud800', '\udbff', '\udc00', '\udfff', '\ude00\ud83d', `${EMOJI}\ud83d`]
+
+  it('accepts the code points either side of the surrogates, and valid pairs', () => {
+    const name = `x\ud7ff\ue000${EMOJI}\ud800\udc00y`
+    const value = '\ud7ff\ue000\udbff\udfff'
+    const input = validateCreate({ email: 'a\ue000@example.com', name, metadata: { k: value } })
+    assert.equal(input.name, name)
+    assert.equal(input.email, 'a\ue000@example.com')
+    assert.equal(input.metadata['k'], value)
+  })
+
+  it('refuses a lone surrogate in email, name or a metadata value, each at its field', () => {
+    for (const bad of ILL_FORMED) {
+      const email = `ada${bad}@example.com`
+      const body = { email, name: `Ada ${bad}`, metadata: { k: `v${bad}` } }
+      assertRefused(() => validateCreate(body), [
+        ['/email', 'invalid_characters'], ['/name', 'invalid_characters'],
+        ['/metadata/k', 'invalid_characters'],
+      ])
+      assertRefused(() => validateCreate({ email: 'a@example.com', name: bad }), [
+        ['/name', 'invalid_characters'],
+      ])
+      assertRefused(() => validateReplace({ ...CURRENT, email: `a@exam${bad}ple.com` }, CURRENT), [
+        ['/email', 'invalid_characters'],
+      ])
+      assertRefused(() => validatePatch({ name: `${bad}Ada` }, CURRENT), [
+        ['/name', 'invalid_characters'],
+      ])
+    }
+  })
+
+  it('refuses a lone surrogate before any other rule of the field', () => {
+    assertRefused(() => validateCreate({ email: 'x\ud800', name: `${'n'.repeat(300)}\ud800` }), [
+      ['/email', 'invalid_characters'], ['/name', 'invalid_characters'],
+    ])
+    const metadata = { 'bad key\ud800': 's'.repeat(600) }
+    assertRefused(() => validateCreate({ ...valid, metadata }), [
+      ['/metadata/bad key\ud800', 'invalid_characters'],
+    ])
+    assertRefused(() => validateCreate({ ...valid, metadata: { o: { x: ['\udc00'] } } }), [
+      ['/metadata/o', 'invalid_characters'],
+    ])
+    assertRefused(() => validateCreate({ ...valid, metadata: ['\udfff'] }), [
+      ['/metadata', 'invalid_characters'],
+    ])
+    assertRefused(() => validatePatch({ metadata: '\udfff' }, CURRENT), [
+      ['/metadata', 'invalid_characters'],
+    ])
+  })
+
+  it('refuses a lone surrogate in a metadata key, even one a patch removes', () => {
+    assertRefused(() => validatePatch({ metadata: { 'team\ud800': null } }, CURRENT), [
+      ['/metadata/team\ud800', 'invalid_characters'],
+    ])
+    assertRefused(() => validateCreate({ ...valid, metadata: { '\udbff': 'v' } }), [
+      ['/metadata/\udbff', 'invalid_characters'],
+    ])
+  })
+
+  it('refuses a lone surrogate in unknown and read-only fields, names included', () => {
+    const deep = { a: [1, { b: '\udfff' }] }
+    assertRefused(() => validateCreate({ ...valid, nickname: '\ud800', deep }), [
+      ['/nickname', 'invalid_characters'], ['/deep', 'invalid_characters'],
+    ])
+    assertRefused(() => validateCreate({ ...valid, 'x\ud800': 1, ok: { 'k\udc00': 1 } }), [
+      ['/x\ud800', 'invalid_characters'], ['/ok', 'invalid_characters'],
+    ])
+    assertRefused(() => validateCreate({ ...valid, status: 'active\ud800' }), [
+      ['/status', 'invalid_characters'],
+    ])
+    const createdAt = `${CURRENT.createdAt}\udbff`
+    assertRefused(() => validateReplace({ ...CURRENT, createdAt }, CURRENT), [
+      ['/createdAt', 'invalid_characters'],
+    ])
+    assertRefused(() => validatePatch({ id: '\udc00' }, CURRENT), [['/id', 'invalid_characters']])
+    assertRefused(() => { validateEmptyBody({ reason: '\ud800', ok: 1 }) }, [
+      ['/reason', 'invalid_characters'], ['/ok', 'unknown_field'],
+    ])
+  })
+
+  it('finds a lone surrogate under any depth of nesting without overflowing the stack', () => {
+    const depth = 30_000
+    const nested = (inner: string): unknown => JSON.parse(
+      `{"email":"a@example.com","name":"A","x":${'['.repeat(depth)}${inner}${']'.repeat(depth)}}`,
+    )
+    assertRefused(() => validateCreate(nested('"\\ud800"')), [['/x', 'invalid_characters']])
+    assertRefused(() => validateCreate(nested('"ok"')), [['/x', 'unknown_field']])
+  })
+})
+
+describe('visible characters', () => {
+  // Every one is White_Space or Default_Ignorable_Code_Point; String.prototype.trim keeps most.
+  const INVISIBLE = [
+    '\u200b', '\u200c', '\u200d', '\u2060', '\u00ad', '\u034f', '\u180e', '\u3164', '\u115f',
+    '\uffa0', '\u{e0001}', '\u{e0020}', '\u200b\u200d\u2060', '\u200b \u200b', '\u00a0\u200b\u3000',
+  ]
+
+  it('refuses a name of only white space and zero-width characters, saying why', () => {
+    for (const name of INVISIBLE) {
+      const problem = problemOf(() => validateCreate({ email: 'ada@example.com', name }))
+      assert.deepEqual(problem.errors?.map((error) => [error.pointer, error.code]), [
+        ['/name', 'invalid_characters'],
+      ], JSON.stringify(name))
+      assert.match(problem.errors?.[0]?.message ?? '', /nothing visible/)
+      assertRefused(() => validatePatch({ name }, CURRENT), [['/name', 'invalid_characters']])
+    }
+  })
+
+  it('refuses a name of only a byte order mark as required: trimming removes it', () => {
+    assertRefused(() => validateCreate({ email: 'ada@example.com', name: '\ufeff' }), [
+      ['/name', 'required'],
+    ])
+  })
+
+  it('accepts zero-width characters between or beside visible ones', () => {
+    const names = [
+      '👨\u200d👩\u200d👧', '\u0915\u094d\u200d\u0937', 'Ada\u200bLovelace', '\u200bAda', 'x\u00ad',
+      '\u0930\u094d\u200d', 'Ada\u2060',
+    ]
+    for (const name of names) {
+      assert.equal(validateCreate({ email: 'a@example.com', name }).name, name)
+    }
+  })
+
+  it('refuses an email whose local part or a domain label is only invisible characters', () => {
+    const cases = [
+      '\u200b@example.com', '\u200d\u2060@example.com', 'a@\u200b.com', 'a@example.\u200b',
+      'a@\u00ad.example.com', 'a@example.\u3164', '\u{e0001}@example.com', 'a@b.\u034f\u180e',
+    ]
+    for (const email of cases) {
+      const problem = problemOf(() => validateCreate({ email, name: 'Ada' }))
+      assert.deepEqual(problem.errors?.map((error) => [error.pointer, error.code]), [
+        ['/email', 'invalid_format'],
+      ], JSON.stringify(email))
+      assert.match(problem.errors?.[0]?.message ?? '', /visible/)
+    }
+  })
+
+  it('accepts an email whose every part holds a visible character', () => {
+    for (const email of ['a\u200b@example.com', 'a@\u00adb.example.com', 'a@example.c\u200dom']) {
+      assert.equal(validateCreate({ email, name: 'Ada' }).email, email)
+    }
+  })
+})
+
+describe('the size of a 422', () => {
+  const RULES = 'The request breaks the rules of:'
+  const badKeys = (count: number): Record<string, number> =>
+    Object.fromEntries(Array.from({ length: count }, (_, i) => [`!${i.toString(36)}`, 0]))
+  const pointersOf = (problem: HttpError): string[] =>
+    (problem.errors ?? []).map((error) => error.pointer)
+
+  it('lists the first 20 field errors in body order and says more were left out', () => {
+    const problem = problemOf(() => validatePatch({ metadata: badKeys(7000) }, CURRENT))
+    assert.deepEqual(pointersOf(problem), Object.keys(badKeys(20)).map((key) => `/metadata/${key}`))
+    assert.ok(problem.errors?.every((error) => error.code === 'invalid_key'))
+    assert.equal(problem.detail, `${RULES} /metadata/!0, /metadata/!1, /metadata/!2 and 17 more `
+      + 'fields. Only the first 20 errors are listed.')
+  })
+
+  it('sends 20 errors without the note, and 20 of 21 with it', () => {
+    const fields = (count: number): Record<string, number> =>
+      Object.fromEntries(Array.from({ length: count }, (_, i) => [`f${i}`, i]))
+    const twenty = problemOf(() => validateCreate({ ...valid, ...fields(20) }))
+    assert.equal(twenty.errors?.length, 20)
+    assert.equal(twenty.detail, `${RULES} /f0, /f1, /f2 and 17 more fields.`)
+    const more = problemOf(() => validateCreate({ ...valid, ...fields(21) }))
+    assert.deepEqual(pointersOf(more), Object.keys(fields(20)).map((key) => `/${key}`))
+    assert.match(more.detail, /and 17 more fields\. Only the first 20 errors are listed\.$/)
+  })
+
+  it('keeps body order across fields, with missing required fields last', () => {
+    const problem = problemOf(() => validateCreate({
+      zz: 1, email: 'bad', metadata: { 'b k': 'x', ok: 'y', n: 1 }, id: 'x',
+    }))
+    assert.deepEqual(problem.errors?.map((error) => [error.pointer, error.code]), [
+      ['/zz', 'unknown_field'], ['/email', 'invalid_format'], ['/metadata/b k', 'invalid_key'],
+      ['/metadata/n', 'invalid_type'], ['/id', 'read_only'], ['/name', 'required'],
+    ])
+    assert.equal(problem.detail, `${RULES} /zz, /email, /metadata/b k and 3 more fields.`)
+  })
+
+  it('names up to three fields in the detail, and the body as "the body"', () => {
+    const detail = (action: () => unknown): string => problemOf(action).detail
+    assert.equal(detail(() => validateCreate({ email: 'bad', name: 'A' })), `${RULES} /email.`)
+    assert.equal(detail(() => validateCreate({ name: '' })), `${RULES} /name, /email.`)
+    const five = detail(() => validateCreate({ a: 1, b: 2, c: 3 }))
+    assert.equal(five, `${RULES} /a, /b, /c and 2 more fields.`)
+    const four = detail(() => validateCreate({ a: 1, b: 2, c: 3, email: 'a@example.com' }))
+    assert.equal(four, `${RULES} /a, /b, /c and 1 more field.`)
+    assert.equal(detail(() => validateCreate(null)), `${RULES} the body.`)
+  })
+
+  it('cuts a long pointer in the detail to 40 characters, but sends it whole in errors[]', () => {
+    const key = 'k'.repeat(10_000)
+    const problem = problemOf(() => validateCreate({ ...valid, [key]: 1 }))
+    assert.deepEqual(pointersOf(problem), [`/${key}`])
+    assert.equal(problem.detail, `${RULES} /${'k'.repeat(38)}….`)
+    const fits = problemOf(() => validateCreate({ ...valid, ['k'.repeat(39)]: 1 }))
+    assert.equal(fits.detail, `${RULES} /${'k'.repeat(39)}.`)
+  })
+
+  it('counts code points when it cuts, never splitting a pair', () => {
+    const fits = problemOf(() => validateCreate({ ...valid, [EMOJI.repeat(39)]: 1 }))
+    assert.equal(fits.detail, `${RULES} /${EMOJI.repeat(39)}.`)
+    const cut = problemOf(() => validateCreate({ ...valid, [EMOJI.repeat(40)]: 1 }))
+    assert.equal(cut.detail, `${RULES} /${EMOJI.repeat(38)}….`)
+    assert.doesNotMatch(cut.detail, /\p{Surrogate}/u)
+  })
+
+  it('never repeats a client\'s key in a message', () => {
+    const key = 'k'.repeat(10_000)
+    const messages = [
+      ...problemOf(() => validateCreate({ ...valid, [key]: 1 })).errors ?? [],
+      ...problemOf(() => validateCreate({ ...valid, metadata: { [key]: 'v' } })).errors ?? [],
+      ...problemOf(() => { validateEmptyBody({ [key]: 1 }) }).errors ?? [],
+    ].map((error) => error.message)
+    assert.equal(messages.length, 3)
+    for (const message of messages) {
+      assert.ok(message.length < 120 && !message.includes('kkkk'), message)
+    }
+  })
+})
+
+describe('read-only hints', () => {
+  it('points status, and only status, to :activate and :suspend', () => {
+    const messageOf = (action: () => unknown): string =>
+      problemOf(action).errors?.[0]?.message ?? ''
+    const changed: Record<string, unknown> = {
+      id: '0193a5f2-7c1e-7d3a-9b2f-1c2d3e4f5a6c', createdAt: '2026-11-21T13:47:00.001Z',
+      updatedAt: '2026-11-21T14:00:00Z', version: 5,
+    }
+    for (const [field, value] of Object.entries(changed)) {
+      for (const message of [
+        messageOf(() => validateReplace({ ...CURRENT, [field]: value }, CURRENT)),
+        messageOf(() => validatePatch({ [field]: value }, CURRENT)),
+        messageOf(() => validateCreate({ ...valid, [field]: value })),
+      ]) {
+        assert.match(message, new RegExp(`^${field} is read-only`))
+        assert.doesNotMatch(message, /:activate|:suspend/)
+      }
+    }
+    for (const message of [
+      messageOf(() => validateReplace({ ...CURRENT, status: 'suspended' }, CURRENT)),
+      messageOf(() => validateCreate({ ...valid, status: 'active' })),
+    ]) {
+      assert.match(message, /^status is read-only/)
+      assert.match(message, /:activate/)
+      assert.match(message, /:suspend/)
+    }
   })
 })
