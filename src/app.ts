@@ -3,10 +3,12 @@ import { performance } from 'node:perf_hooks'
 
 import { requireScope, type Authenticator } from './auth/authenticate.js'
 import { readBearerToken } from './auth/bearer.js'
-import { toHttpError, HttpError } from './errors.js'
-import { parseJsonBody, readBody, validateContentType } from './http/body.js'
+import { toHttpError, type HttpError } from './errors.js'
+import { ClientClosedError, isBodyPending, parseJsonBody, readBody, validateContentType } from './http/body.js'
 import type { Handler } from './http/handler.js'
+import { isClosing, lingerAfterResponse } from './http/lingering-close.js'
 import { decodePathParams } from './http/percent-decode.js'
+import { onSettled } from './http/request-accounting.js'
 import { readRequestId } from './http/request-id.js'
 import { sendReply, toProblemReply, type CachePolicy, type Reply } from './http/respond.js'
 import { ROUTES, type OperationId, type RouteSpec } from './http/route-table.js'
@@ -33,7 +35,7 @@ const EMPTY: Buffer = Buffer.alloc(0)
  */
 export function createRequestListener(parts: AppParts): RequestListener {
   const router = createRouter(ROUTES, parts.basePath)
-  const { authenticator, availability, logger } = parts
+  const { authenticator, availability, logger, operations } = parts
   const logRequests = logger.isEnabled?.('info') ?? true
 
   const serve = async (req: IncomingMessage, res: ServerResponse, state: RequestState): Promise<void> => {
@@ -41,17 +43,15 @@ export function createRequestListener(parts: AppParts): RequestListener {
     if (!route.root) {
       availability.enter()
       state.counted = true
-      const refusal = availability.refusal()
+      const refusal = availability.refusal(route.method === 'GET' ? 'read' : 'write')
       if (refusal !== undefined) throw refusal
     }
     if (route.scope !== undefined) {
       const claims = authenticator.authenticate(readBearerToken(req.headers.authorization))
       state.sub = claims.sub
       requireScope(claims, route.scope)
-      const suspended = parts.operations.isSuspended(claims.sub)
-      if (suspended === true || (suspended !== false && await suspended)) {
-        throw new HttpError('subject_suspended', 'The subject of this token is a suspended user.')
-      }
+      const check = operations.checkSubject(claims.sub)
+      if (check !== undefined) await check
     }
     let bytes = EMPTY
     if (route.body !== 'none') {
@@ -61,37 +61,65 @@ export function createRequestListener(parts: AppParts): RequestListener {
     const params = decodePathParams(rawParams)
     const body = route.body === 'none' ? undefined : parseJsonBody(bytes, route.body)
     const reply = await parts.handlers[route.operationId]({ params, rawQuery: state.query, body, headers: req.headers })
-    sendReply(res, reply, state.requestId, cachePolicy(route, reply))
+    answer(req, res, state, reply, cachePolicy(route, reply))
+  }
+
+  const fail = (req: IncomingMessage, res: ServerResponse, state: RequestState, caught: unknown): void => {
+    if (caught instanceof ClientClosedError) {
+      res.destroy()
+      return
+    }
+    const error = toHttpError(caught)
+    if (error.code === 'internal') {
+      logger.error('request failed', { requestId: state.requestId, ...describeError(error.cause) })
+    }
+    if (res.headersSent) {
+      res.destroy()
+      return
+    }
+    answer(req, res, state, toProblemReply(error, state.requestId), 'no-store', mustClose(error, availability))
   }
 
   return (req, res) => {
+    // A request pipelined behind an answer that closes the connection is never answered.
+    if (isClosing(req.socket)) return
     const state = startRequest(req)
-    res.on('close', () => {
+    onSettled(req, res, (finished) => {
       if (state.counted) availability.leave()
       if (!logRequests) return
-      logger.info('request', {
+      const entry = {
         requestId: state.requestId,
-        method: req.method,
+        method: req.method ?? '',
         path: state.path,
-        status: res.writableFinished ? res.statusCode : 499,
+        status: finished ? res.statusCode : 499,
         durationMs: Math.round((performance.now() - state.started) * 1000) / 1000,
         sub: state.sub,
-      })
-    })
-    serve(req, res, state).catch((caught: unknown) => {
-      const error = toHttpError(caught)
-      if (error.code === 'internal') {
-        logger.error('request failed', { requestId: state.requestId, ...describeError(error.cause) })
       }
-      if (res.headersSent) {
-        res.destroy()
-        return
-      }
-      // The rest of a refused body is not read; closing the connection discards it.
-      const close = error.code === 'payload_too_large' || availability.phase === 'stopping'
-      sendReply(res, toProblemReply(error, state.requestId), state.requestId, 'no-store', close)
+      if (logger.request !== undefined) logger.request(entry)
+      else logger.info('request', entry)
     })
+    serve(req, res, state).catch((caught: unknown) => { fail(req, res, state, caught) })
   }
+}
+
+/**
+ * Sends a reply. An answer given before the whole request body has arrived closes the connection,
+ * in stages, so that the client reads the answer instead of a reset (RFC 9112 §9.6).
+ */
+function answer(
+  req: IncomingMessage, res: ServerResponse, state: RequestState, reply: Reply, cache: CachePolicy, close = false,
+): void {
+  if (isClosing(req.socket)) {
+    res.destroy()
+    return
+  }
+  const closing = close || isBodyPending(req)
+  if (closing) lingerAfterResponse(req.socket)
+  sendReply(res, reply, state.requestId, cache, closing)
+}
+
+function mustClose(error: HttpError, availability: Availability): boolean {
+  return error.code === 'payload_too_large' || availability.phase === 'stopping'
 }
 
 interface RequestState {

@@ -22,6 +22,8 @@ export interface Config {
   readonly requestTimeoutMs: number
   readonly keepAliveTimeoutMs: number
   readonly shutdownTimeoutMs: number
+  readonly maxConnections: number
+  readonly listScanBudget: number
   readonly production: boolean
 }
 
@@ -60,6 +62,8 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
     shutdownTimeoutMs: parseInteger(
       read('SHUTDOWN_TIMEOUT_MS'), 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 3_600_000,
     ),
+    maxConnections: parseInteger(read('MAX_CONNECTIONS'), 'MAX_CONNECTIONS', 10_000, 1, 1_000_000),
+    listScanBudget: parseInteger(read('LIST_SCAN_BUDGET'), 'LIST_SCAN_BUDGET', 10_000, 1, 100_000_000),
     production: read('NODE_ENV') === 'production',
   })
 }

@@ -9,19 +9,23 @@ export const ERROR_CODES = {
   token_expired: { status: 401, title: 'Token expired' },
   insufficient_scope: { status: 403, title: 'Insufficient scope' },
   subject_suspended: { status: 403, title: 'Subject suspended' },
+  subject_deleted: { status: 403, title: 'Subject deleted' },
   not_found: { status: 404, title: 'Not found' },
   method_not_allowed: { status: 405, title: 'Method not allowed' },
   duplicate_email: { status: 409, title: 'Email already in use' },
   invalid_transition: { status: 409, title: 'Invalid state transition' },
+  request_timeout: { status: 408, title: 'Request timeout' },
   precondition_failed: { status: 412, title: 'Precondition failed' },
   payload_too_large: { status: 413, title: 'Payload too large' },
   unsupported_media_type: { status: 415, title: 'Unsupported media type' },
   validation_failed: { status: 422, title: 'Validation failed' },
+  headers_too_large: { status: 431, title: 'Request header fields too large' },
   internal: { status: 500, title: 'Internal server error' },
   maintenance: { status: 503, title: 'Down for maintenance' },
   overloaded: { status: 503, title: 'Overloaded' },
   starting: { status: 503, title: 'Starting' },
   shutting_down: { status: 503, title: 'Shutting down' },
+  storage_unavailable: { status: 503, title: 'Storage unavailable' },
 } as const satisfies Record<string, { status: number, title: string }>
 
 export type ErrorCode = keyof typeof ERROR_CODES

@@ -5,6 +5,7 @@ import path from 'node:path'
 import { createRequestListener } from './app.js'
 import { createAuthenticator } from './auth/authenticate.js'
 import { createSingleKeySet, parseKeyList, type KeySet } from './auth/keys.js'
+import { createClientErrorHandler } from './http/client-errors.js'
 import type { Handler } from './http/handler.js'
 import type { OperationId } from './http/route-table.js'
 import { silentLogger, type Logger } from './logger.js'
@@ -42,9 +43,20 @@ export interface UserServiceOptions {
   headersTimeoutMs?: number
   requestTimeoutMs?: number
   keepAliveTimeoutMs?: number
+  /** Open connections above this are closed at once (default 10,000). */
+  maxConnections?: number
   /** How long close() waits for requests in flight before cutting connections. */
   shutdownTimeoutMs?: number
+  /** The most users one `q` list page examines (default 10,000; §9). */
+  listScanBudget?: number
 }
+
+/**
+ * How often the server looks for connections past their header or request time-out. Node's
+ * default of 30 s lets a 1 s limit hold a connection for up to 31 s; this keeps every limit to
+ * within half a second of its value, for the cost of a walk over the open connections.
+ */
+export const CONNECTION_CHECK_MS = 500
 
 export interface ListenResult {
   url: string
@@ -76,17 +88,20 @@ export function createUserService(options: UserServiceOptions): UserService {
     maintenanceFile: options.maintenanceFile ?? (options.dataDir === undefined ? undefined : path.join(options.dataDir, 'maintenance')),
     maxInflight: options.maxInflight ?? 1000,
     maxEventLoopDelayMs: options.maxEventLoopDelayMs ?? 1000,
+    storeHealth: store.health === undefined ? undefined : () => store.health?.() ?? { state: 'ok' },
   })
-  const operations = createUserOperations({ store, now })
+  const operations = createUserOperations({ store, now, writeGate: availability.writeGate })
   const firstKey = keys.keys[0]
   if (firstKey === undefined) throw new Error('createUserService: at least one key is needed')
   const openApi = JSON.stringify(createOpenApiDocument({ basePath, version: SERVICE_VERSION }))
   const handlers: Record<OperationId, Handler> = {
-    ...createUserHandlers({ operations, cursors: createCursorCodec(firstKey.secret), basePath }),
+    ...createUserHandlers({
+      operations, cursors: createCursorCodec(firstKey.secret), basePath, scanBudget: options.listScanBudget ?? 10_000,
+    }),
     getOpenApi: () => ({ status: 200, body: openApi }),
     getHealth: () => ({ status: 200, body: '{"status":"ok"}' }),
     getReadiness: () => {
-      const refusal = availability.refusal(true)
+      const refusal = availability.refusal('readiness')
       if (refusal !== undefined) throw refusal
       return { status: 200, body: '{"status":"ready"}' }
     },
@@ -105,10 +120,12 @@ export function createUserService(options: UserServiceOptions): UserService {
     handlers,
     logger,
   })
-  const server = createServer(handler)
+  const server = createServer({ connectionsCheckingInterval: CONNECTION_CHECK_MS }, handler)
   server.headersTimeout = options.headersTimeoutMs ?? 10_000
   server.requestTimeout = options.requestTimeoutMs ?? 30_000
   server.keepAliveTimeout = options.keepAliveTimeoutMs ?? 5_000
+  server.maxConnections = options.maxConnections ?? 10_000
+  server.on('clientError', createClientErrorHandler(logger))
 
   let opening: Promise<void> | undefined
   const open = (): Promise<void> => {
@@ -172,7 +189,7 @@ function resolveKeys(options: UserServiceOptions): KeySet {
 
 function createFileStore(options: UserServiceOptions, logger: Logger): Store {
   if (options.dataDir === undefined) throw new Error('createUserService: give dataDir or store')
-  return new FileStore({ dataDir: options.dataDir, logger })
+  return new FileStore({ dataDir: options.dataDir, logger, ...(options.now === undefined ? {} : { now: options.now }) })
 }
 
 function sleep(ms: number): Promise<void> {

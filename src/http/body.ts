@@ -14,6 +14,16 @@ export function hasBody(req: IncomingMessage): boolean {
   return req.headers['transfer-encoding'] !== undefined
 }
 
+/** True when part of an announced body has not arrived yet: answering now must close the connection. */
+export function isBodyPending(req: IncomingMessage): boolean {
+  return !req.complete && hasBody(req)
+}
+
+/** The client went away before its request body ended: not a fault of the service (logged as 499). */
+export class ClientClosedError extends Error {
+  override name = 'ClientClosedError'
+}
+
 /**
  * Refuses a request whose Content-Type the route does not take, before any byte is read: another
  * media type, a charset other than UTF-8, or a body sent without a Content-Type.
@@ -21,23 +31,27 @@ export function hasBody(req: IncomingMessage): boolean {
 export function validateContentType(req: IncomingMessage, mediaTypes: readonly string[]): void {
   const header = req.headers['content-type']
   if (header === undefined) {
-    if (hasBody(req)) throw unsupported('A request body needs a Content-Type.', mediaTypes)
+    if (hasBody(req)) throw unsupported('A request body needs a Content-Type.', req, mediaTypes)
     return
   }
   const [type = '', ...params] = header.split(';')
   if (!mediaTypes.includes(type.trim().toLowerCase())) {
-    throw unsupported(`The Content-Type ${type.trim()} is not taken here.`, mediaTypes)
+    throw unsupported(`The Content-Type ${type.trim()} is not taken here.`, req, mediaTypes)
   }
   for (const param of params) {
     const [name = '', value = ''] = param.split('=')
     if (name.trim().toLowerCase() === 'charset' && value.trim().replace(/"/g, '').toLowerCase() !== 'utf-8') {
-      throw unsupported('Request bodies must be UTF-8.', mediaTypes)
+      throw unsupported('Request bodies must be UTF-8.', req, mediaTypes)
     }
   }
 }
 
-function unsupported(detail: string, mediaTypes: readonly string[]): HttpError {
-  return new HttpError('unsupported_media_type', `${detail} Send ${mediaTypes.join(' or ')}.`)
+function unsupported(detail: string, req: IncomingMessage, mediaTypes: readonly string[]): HttpError {
+  // RFC 5789 §2.2: a refused PATCH says which patch formats are taken.
+  const headers = req.method === 'PATCH' ? { 'accept-patch': mediaTypes.join(', ') } : undefined
+  return new HttpError('unsupported_media_type', `${detail} Send ${mediaTypes.join(' or ')}.`, {
+    ...(headers === undefined ? {} : { headers }),
+  })
 }
 
 /**
@@ -56,7 +70,7 @@ export function readBody(req: IncomingMessage, limit = MAX_BODY_BYTES): Promise<
         chunks.push(chunk)
         return
       }
-      // Stop collecting; the rest of the body is left to Node, which discards it.
+      // Stop collecting; the rest is read and discarded while the connection closes in stages.
       cleanup()
       chunks.length = 0
       reject(tooLarge(limit))
@@ -67,10 +81,11 @@ export function readBody(req: IncomingMessage, limit = MAX_BODY_BYTES): Promise<
     }
     const onError = (error: Error): void => {
       cleanup()
-      reject(error)
+      reject(new ClientClosedError('the client closed the request before its body ended', { cause: error }))
     }
     const onClose = (): void => {
-      onError(new Error('the client closed the request before its body ended'))
+      cleanup()
+      reject(new ClientClosedError('the client closed the request before its body ended'))
     }
     const cleanup = (): void => {
       req.off('data', onData)

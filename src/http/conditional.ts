@@ -1,12 +1,32 @@
+/** The validators a request carries (RFC 9110 §13.1), as sent. */
+export interface Preconditions {
+  readonly ifMatch: string | undefined
+  readonly ifNoneMatch: string | undefined
+}
+
+export const NO_PRECONDITIONS: Preconditions = Object.freeze({ ifMatch: undefined, ifNoneMatch: undefined })
+
 /**
- * Conditional requests (RFC 9110 §13): If-Match compares strongly, If-None-Match weakly; `*`
- * matches any current representation. `etag` is the strong tag of the current one.
+ * RFC 9110 §13.2.2 for a resource that exists with the strong tag `etag`: If-Match first (false →
+ * 412 whatever the method), then If-None-Match (true → 304 for GET and HEAD, 412 for the rest).
  */
+export function evaluatePreconditions(
+  conditions: Preconditions, etag: string, safe: boolean,
+): 'pass' | 'not_modified' | 'failed' {
+  if (conditions.ifMatch !== undefined && !matchesIfMatch(conditions.ifMatch, etag)) return 'failed'
+  if (conditions.ifNoneMatch !== undefined && matchesIfNoneMatch(conditions.ifNoneMatch, etag)) {
+    return safe ? 'not_modified' : 'failed'
+  }
+  return 'pass'
+}
+
+/** If-Match compares strongly; `*` matches any current representation. */
 export function matchesIfMatch(header: string, etag: string): boolean {
   if (header.trim() === '*') return true
   return splitTags(header).some((tag) => tag === etag)
 }
 
+/** If-None-Match compares weakly; `*` matches any current representation. */
 export function matchesIfNoneMatch(header: string, etag: string): boolean {
   if (header.trim() === '*') return true
   return splitTags(header).some((tag) => stripWeak(tag) === etag)

@@ -2,6 +2,8 @@ import { access } from 'node:fs/promises'
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks'
 
 import { HttpError } from '../errors.js'
+import { storageUnavailable } from '../store/indexed-store.js'
+import type { StoreHealth } from '../store/store.js'
 
 export interface AvailabilityOptions {
   /** While this file exists the service is in maintenance; undefined: never. */
@@ -10,9 +12,14 @@ export interface AvailabilityOptions {
   maxEventLoopDelayMs: number
   /** How often the maintenance file and the event-loop delay are looked at (default 1000 ms). */
   checkIntervalMs?: number
+  /** The store's condition: readiness follows it, and a read-only store refuses writes at once. */
+  storeHealth?: (() => StoreHealth) | undefined
 }
 
 type Phase = 'starting' | 'ready' | 'stopping'
+
+/** What a refusal is asked for: a request that reads, one that writes, or the readiness probe. */
+export type Intent = 'read' | 'write' | 'readiness'
 
 const SAMPLE_MS = 20
 
@@ -75,18 +82,31 @@ export class Availability {
 
   /**
    * Why a request must be refused with a 503 now, or undefined to serve it. A request that has
-   * entered counts itself; readiness asks whether one more request would be taken.
+   * entered counts itself; readiness asks whether one more request would be taken, and whether
+   * the store takes writes.
    */
-  refusal(forNewRequest = false): HttpError | undefined {
-    const inflight = this.#inflight + (forNewRequest ? 1 : 0)
+  refusal(intent: Intent = 'read'): HttpError | undefined {
+    const inflight = this.#inflight + (intent === 'readiness' ? 1 : 0)
     if (this.#phase === 'stopping') return unavailable('shutting_down', 'The service is shutting down.', 5)
     if (this.#phase === 'starting') return unavailable('starting', 'The service is loading its data.', 1)
-    if (this.#maintenance) return unavailable('maintenance', 'The service is in maintenance.', 30)
+    if (this.#maintenance) return maintenance()
     if (inflight > this.#options.maxInflight) {
       return unavailable('overloaded', 'Too many requests are in flight.', 1)
     }
     if (this.#lagging) return unavailable('overloaded', 'The service is too busy to answer in time.', 1)
+    if (intent === 'read') return undefined
+    const store = this.#options.storeHealth?.()
+    if (store === undefined || store.state === 'ok') return undefined
+    if (intent === 'readiness' || store.state === 'read_only') return storageUnavailable(undefined, store)
     return undefined
+  }
+
+  /**
+   * Throws 503 maintenance once maintenance has been noticed: the store calls it at the moment a
+   * change would be written, so that a write begun before maintenance does not reach the disk.
+   */
+  readonly writeGate = (): void => {
+    if (this.#maintenance) throw maintenance()
   }
 
   async #check(): Promise<void> {
@@ -101,6 +121,10 @@ export class Availability {
     if (file === undefined) return
     this.#maintenance = await access(file).then(() => true, () => false)
   }
+}
+
+function maintenance(): HttpError {
+  return unavailable('maintenance', 'The service is in maintenance.', 30)
 }
 
 function unavailable(code: 'shutting_down' | 'starting' | 'maintenance' | 'overloaded', detail: string, retryAfterS: number): HttpError {

@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict'
-import { access } from 'node:fs/promises'
-import path from 'node:path'
 import { describe, it } from 'node:test'
 
 import type { User } from '../../src/users/user.js'
 import { assertProblem, request, type TestResponse } from '../helpers/http.js'
+import { readUserFile } from '../helpers/data-files.js'
 import { startService, uniqueEmail, type TestService } from '../helpers/service.js'
 
 const UNKNOWN_ID = '0193a5f2-7c1e-7d3a-9b2f-1c2d3e4f5a6b'
@@ -321,7 +320,7 @@ describe('concurrent writers with the same If-Match', () => {
       assertProblem(res, res.status, res.status === 412 ? 'precondition_failed' : 'not_found')
     }
     assertProblem(await s.call('GET', `/users/${user.id}`), 404, 'not_found')
-    await assert.rejects(access(path.join(s.dataDir, 'users', `${user.id}.json`)))
+    assert.deepEqual(Object.keys(readUserFile(s.dataDir, user.id) ?? {}), ['id', 'deletedAt'], 'the file is a tombstone')
     assert.deepEqual(await s.snapshot(), [other])
   })
 })

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
-import { existsSync } from 'node:fs'
 import { readdir } from 'node:fs/promises'
 import { connect } from 'node:net'
 import path from 'node:path'
@@ -8,6 +7,7 @@ import { describe, it, type TestContext } from 'node:test'
 
 import type { User } from '../../src/users/user.js'
 import { startChild, type RunningChild } from '../helpers/child.js'
+import { listLockFiles } from '../helpers/data-files.js'
 import { assertProblem, type TestResponse } from '../helpers/http.js'
 import { CountingStore, holdRequest, tryRequest, waitFor, type HeldRequest } from '../helpers/ops.js'
 import { makeTempDir, startService, uniqueEmail } from '../helpers/service.js'
@@ -53,8 +53,7 @@ async function exitWithin(child: RunningChild, ms: number): Promise<{ code: numb
 describe('SIGTERM', () => {
   it('finishes the request in flight with its 201, turns new ones away, releases the lock and exits 0', async (t) => {
     const { child, dataDir } = await startLimitedChild(t)
-    const lock = path.join(dataDir, '.lock')
-    assert.ok(existsSync(lock), 'a running service holds DATA_DIR/.lock')
+    assert.equal(listLockFiles(dataDir).length, 1, 'a running service holds a DATA_DIR/.lock.<n>')
     const email = uniqueEmail('slow')
     const held = await holdInChild(t, child, email)
 
@@ -73,7 +72,7 @@ describe('SIGTERM', () => {
 
     const { code } = await exitWithin(child, 5000)
     assert.equal(code, 0, child.stderr())
-    assert.equal(existsSync(lock), false, 'the lock file is removed')
+    assert.deepEqual(listLockFiles(dataDir), [], 'the lock file is removed')
     assert.deepEqual(await readdir(path.join(dataDir, 'users')), [`${user.id}.json`])
     assert.match(child.stdout(), /"msg":"stopped"/)
   })
@@ -89,7 +88,7 @@ describe('SIGTERM', () => {
     assert.ok(elapsed >= 400, `exited after ${elapsed} ms, before the shutdown time-out`)
     assert.ok(elapsed < 3000, `exited after ${elapsed} ms`)
     await assert.rejects(held.response)
-    assert.equal(existsSync(path.join(dataDir, '.lock')), false)
+    assert.deepEqual(listLockFiles(dataDir), [])
     assert.deepEqual(await readdir(path.join(dataDir, 'users')), [])
   })
 
@@ -117,11 +116,11 @@ describe('SIGINT', () => {
     const dataDir = path.join(await makeTempDir(t), 'data')
     const child = await startChild({ dataDir })
     t.after(() => child.stop('SIGKILL'))
-    assert.ok(existsSync(path.join(dataDir, '.lock')))
+    assert.equal(listLockFiles(dataDir).length, 1)
     child.proc.kill('SIGINT')
     const { code } = await exitWithin(child, 5000)
     assert.equal(code, 0, child.stderr())
-    assert.equal(existsSync(path.join(dataDir, '.lock')), false)
+    assert.deepEqual(listLockFiles(dataDir), [])
   })
 })
 
@@ -201,6 +200,6 @@ describe('service.close()', () => {
     const elapsed = Date.now() - started
     assert.ok(elapsed >= 150 && elapsed < 2000, `close() took ${elapsed} ms`)
     await assert.rejects(held.response)
-    assert.equal(existsSync(path.join(s.dataDir, '.lock')), false)
+    assert.deepEqual(listLockFiles(s.dataDir), [])
   })
 })

@@ -8,6 +8,7 @@ import { promisify } from 'node:util'
 
 import type { User } from '../../src/users/user.js'
 import { PROJECT_ROOT, spawnService, sleep } from '../helpers/child.js'
+import { listLockFiles } from '../helpers/data-files.js'
 import { request } from '../helpers/http.js'
 import { makeTempDir, uniqueEmail } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'
@@ -78,6 +79,6 @@ describe('node dist/main.js with no node_modules', () => {
     child.proc.kill('SIGTERM')
     const { code } = await child.exited
     assert.equal(code, 0, child.stderr())
-    assert.equal(existsSync(path.join(dataDir, '.lock')), false)
+    assert.deepEqual(listLockFiles(dataDir), [])
   })
 })

@@ -1,0 +1,76 @@
+import { STATUS_CODES } from 'node:http'
+import type { Socket } from 'node:net'
+
+import { HttpError, type ErrorCode } from '../errors.js'
+import type { Logger } from '../logger.js'
+import { closeInStages } from './lingering-close.js'
+import { isResponding } from './request-accounting.js'
+import { readRequestId } from './request-id.js'
+import { toProblemReply } from './respond.js'
+
+/** What Node's HTTP parser and connection checks raise, as the service's own answers. */
+const CLIENT_ERRORS: Readonly<Record<string, { code: ErrorCode, detail: string }>> = {
+  HPE_HEADER_OVERFLOW: {
+    code: 'headers_too_large', detail: 'The request line and headers together are larger than this server takes.',
+  },
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: {
+    code: 'payload_too_large', detail: 'The chunk extensions of the request body are too large.',
+  },
+  ERR_HTTP_REQUEST_TIMEOUT: {
+    code: 'request_timeout', detail: 'The request did not arrive in time.',
+  },
+}
+
+const handled = new WeakSet<Socket>()
+
+/**
+ * The server's `clientError` listener: a request Node could not parse (or that did not arrive in
+ * time) gets a problem+json answer where the connection still allows one, then the connection is
+ * closed in stages. Without it Node answers with a bare status line.
+ */
+export function createClientErrorHandler(logger: Logger): (error: Error, socket: Socket) => void {
+  return (error, socket) => {
+    // The parser reports the same fault again for every later chunk: answer it once.
+    if (handled.has(socket)) return
+    handled.add(socket)
+    const nodeCode = readCode(error)
+    if (nodeCode === 'ECONNRESET' || !socket.writable || isResponding(socket)) {
+      socket.destroy()
+      return
+    }
+    const known = CLIENT_ERRORS[nodeCode]
+    const reason = readReason(error)
+    const problem = new HttpError(
+      known?.code ?? 'bad_request',
+      known?.detail ?? `The request is not valid HTTP/1.1${reason === undefined ? '' : ` (${reason})`}.`,
+    )
+    const requestId = readRequestId(undefined)
+    const reply = toProblemReply(problem, requestId)
+    const body = reply.body ?? ''
+    socket.write([
+      `HTTP/1.1 ${problem.status} ${STATUS_CODES[problem.status] ?? ''}`,
+      `content-type: ${reply.contentType ?? 'application/problem+json'}`,
+      `content-length: ${Buffer.byteLength(body)}`,
+      `x-request-id: ${requestId}`,
+      'cache-control: no-store',
+      'connection: close',
+      '',
+      body,
+    ].join('\r\n'))
+    closeInStages(socket)
+    logger.info('refused a request the HTTP parser could not take', {
+      requestId, status: problem.status, code: problem.code, parserError: nodeCode,
+    })
+  }
+}
+
+function readCode(error: Error): string {
+  const code: unknown = (error as { code?: unknown }).code
+  return typeof code === 'string' ? code : ''
+}
+
+/** llhttp's short, fixed reason ("Invalid method encountered"); never request bytes. */
+function readReason(error: Error): string | undefined {
+  const reason: unknown = (error as { reason?: unknown }).reason
+  return typeof reason === 'string' && /^[\w .,'-]{1,80}$/.test(reason) ? reason : undefined
+}

@@ -1,0 +1,55 @@
+import type { Socket } from 'node:net'
+
+/**
+ * How long, and how many more bytes, a closing connection keeps reading what the client still
+ * sends (RFC 9112 §9.6; nginx calls it lingering close). Closing a socket whose receive buffer
+ * holds unread bytes makes the kernel send a reset, which destroys the answer the client has not
+ * read yet; reading on for a while lets the answer arrive first. The bounds stop a client from
+ * holding the socket open by sending forever: 2 s is far more than a client needs to notice the
+ * answer and stop, and 1 MiB is what a fast sender pushes in that time on a slow link.
+ */
+export const LINGER_MS = 2000
+export const LINGER_BYTES = 1024 * 1024
+const CHECK_MS = 100
+
+const lingering = new WeakSet<Socket>()
+
+/** True while a socket is being closed in stages: nothing more may be answered on it. */
+export function isClosing(socket: Socket): boolean {
+  return lingering.has(socket)
+}
+
+/**
+ * Half-closes the socket once everything written has been sent, then reads and discards until the
+ * client closes its side or a bound is passed, and only then closes it for good.
+ */
+export function closeInStages(socket: Socket): void {
+  if (lingering.has(socket) || socket.destroyed) return
+  lingering.add(socket)
+  socket.end()
+  const start = socket.bytesRead
+  const destroy = (): void => { socket.destroy() }
+  const timer = setTimeout(destroy, LINGER_MS)
+  const meter = setInterval(() => {
+    if (socket.bytesRead - start > LINGER_BYTES) destroy()
+  }, CHECK_MS)
+  timer.unref()
+  meter.unref()
+  socket.once('end', destroy)
+  socket.once('close', () => {
+    clearTimeout(timer)
+    clearInterval(meter)
+  })
+  // Node's HTTP parser reads the socket itself; any other socket must be kept flowing here.
+  if (socket.readableFlowing !== true) socket.resume()
+}
+
+/**
+ * Makes the connection under a response that says `Connection: close` close in stages. Node ends
+ * such a connection with `socket.destroySoon()` once the response is finished (in every version
+ * from 20 on); this socket's own property takes its place.
+ */
+export function lingerAfterResponse(socket: Socket | null): void {
+  if (socket === null) return
+  socket.destroySoon = () => { closeInStages(socket) }
+}
