@@ -2,7 +2,10 @@ import { randomBytes } from 'node:crypto'
 import { mkdir, open, rename, unlink, type FileHandle } from 'node:fs/promises'
 import path from 'node:path'
 
-/** The step of a durable write that failed; `file-sync` and `dir-sync` are fsyncs. */
+/**
+ * The step of a durable write that failed; `file-sync` and `dir-sync` are fsyncs, `rename` is the
+ * directory change itself (a rename or an unlink).
+ */
 export type WriteStep = 'write' | 'file-sync' | 'rename' | 'dir-sync'
 
 /**
@@ -16,10 +19,10 @@ export class WriteError extends Error {
   /** The errno code of the failed call (EIO, ENOSPC, EROFS…), as on Node's own errors. */
   readonly code: string | undefined
 
-  constructor(step: WriteStep, cause: unknown) {
+  constructor(step: WriteStep, cause: unknown, applied = step === 'dir-sync') {
     super(`a durable write failed at ${step}: ${cause instanceof Error ? cause.message : String(cause)}`, { cause })
     this.step = step
-    this.applied = step === 'dir-sync'
+    this.applied = applied
     const code: unknown = typeof cause === 'object' && cause !== null ? (cause as { code?: unknown }).code : undefined
     this.code = typeof code === 'string' ? code : undefined
   }
@@ -71,6 +74,16 @@ export class DurableDirectory {
       await file?.close().catch(() => undefined)
       await unlink(temp).catch(() => undefined)
       throw new WriteError(step, error)
+    }
+    await this.#syncOrThrow()
+  }
+
+  /** Removes a file durably: unlink, then the directory fsync (shared with concurrent writers). */
+  async removeFile(name: string): Promise<void> {
+    try {
+      await unlink(path.join(this.path, name))
+    } catch (error) {
+      throw new WriteError('rename', error)
     }
     await this.#syncOrThrow()
   }

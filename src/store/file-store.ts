@@ -3,9 +3,9 @@ import { access, stat, unlink } from 'node:fs/promises'
 import path from 'node:path'
 
 import { silentLogger, type Logger } from '../logger.js'
-import { parseStoredEntry, toTombstoneJson, type Tombstone } from '../users/stored-user.js'
+import { parseStoredUser, parseTombstone, toTombstoneJson, type Tombstone } from '../users/stored-user.js'
 import { toRecord, type User, type UserRecord } from '../users/user.js'
-import { DurableDirectory, makeDurableDirectory } from './atomic-write.js'
+import { DurableDirectory, makeDurableDirectory, WriteError } from './atomic-write.js'
 import { DataDirLock, hasCode } from './data-dir-lock.js'
 import { IndexedStore } from './indexed-store.js'
 
@@ -23,6 +23,12 @@ export interface FileStoreOptions {
 const USER_FILE = /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.json$/
 const TEMP_FILE = /^\..*\.tmp$/
 
+/** A file that does not belong where it was found, and why. */
+interface Misfit {
+  readonly name: string
+  readonly reason: string
+}
+
 interface Place {
   readonly dev: number
   readonly ino: number
@@ -30,19 +36,21 @@ interface Place {
 
 /**
  * The default store: one JSON file per user in `DATA_DIR/users/`, written atomically and durably,
- * and an index in memory loaded at open. A deleted user's file becomes its tombstone (id and
- * time), in one atomic replace. It owns the data directory through a lock, and watches that the
- * directory it loaded is still the one at its path.
+ * and an index in memory loaded at open. A delete first writes the user's tombstone (id and time)
+ * to `DATA_DIR/tombstones/`, then unlinks the user file. It owns the data directory through a
+ * lock, and watches that the directory it loaded is still the one at its path.
  */
 export class FileStore extends IndexedStore {
   readonly dataDir: string
   readonly usersDir: string
   readonly quarantineDir: string
+  readonly tombstonesDir: string
   readonly #lock: DataDirLock
   readonly #logger: Logger
   readonly #chunk: number
   readonly #watchIntervalMs: number
   #dir: DurableDirectory | undefined
+  #graves: DurableDirectory | undefined
   #place: Place | undefined
   #watch: NodeJS.Timeout | undefined
 
@@ -51,6 +59,7 @@ export class FileStore extends IndexedStore {
     this.dataDir = path.resolve(options.dataDir)
     this.usersDir = path.join(this.dataDir, 'users')
     this.quarantineDir = path.join(this.dataDir, 'quarantine')
+    this.tombstonesDir = path.join(this.dataDir, 'tombstones')
     this.#lock = new DataDirLock(this.dataDir)
     this.#logger = options.logger ?? silentLogger
     this.#chunk = options.loadChunk ?? 2000
@@ -72,7 +81,9 @@ export class FileStore extends IndexedStore {
   async open(): Promise<void> {
     this.lock()
     await makeDurableDirectory(this.usersDir)
+    await makeDurableDirectory(this.tombstonesDir)
     this.#dir = await DurableDirectory.open(this.usersDir)
+    this.#graves = await DurableDirectory.open(this.tombstonesDir)
     this.#place = await readPlace(this.usersDir)
     await this.#load()
     this.#watch = setInterval(() => { void this.#checkPlace() }, this.#watchIntervalMs)
@@ -82,9 +93,10 @@ export class FileStore extends IndexedStore {
   async close(): Promise<void> {
     clearInterval(this.#watch)
     this.#watch = undefined
-    const dir = this.#dir
+    const dirs = [this.#dir, this.#graves]
     this.#dir = undefined
-    await dir?.close()
+    this.#graves = undefined
+    await Promise.all(dirs.map((dir) => dir?.close()))
     // Never fails: a read-only or vanished directory must not turn a clean stop into an error.
     const held = this.#lock.held
     if (held && !this.#lock.release()) {
@@ -96,13 +108,30 @@ export class FileStore extends IndexedStore {
     return this.#directory().writeFile(`${record.user.id}.json`, record.json)
   }
 
-  protected bury(tombstone: Tombstone): Promise<void> {
-    return this.#directory().writeFile(`${tombstone.id}.json`, toTombstoneJson(tombstone))
+  /**
+   * The tombstone is made durable before the user file goes, so that no crash can forget a
+   * deletion whose user file is gone. Until the unlink, the user file wins at load: a failed
+   * tombstone write, or a failed unlink, leaves the user as it was.
+   */
+  protected async bury(tombstone: Tombstone): Promise<void> {
+    const name = `${tombstone.id}.json`
+    try {
+      await this.#tombstones().writeFile(name, toTombstoneJson(tombstone))
+    } catch (error) {
+      if (error instanceof WriteError && error.applied) throw new WriteError(error.step, error.cause, false)
+      throw error
+    }
+    await this.#directory().removeFile(name)
   }
 
   #directory(): DurableDirectory {
     if (this.#dir === undefined) throw new Error('the file store is not open')
     return this.#dir
+  }
+
+  #tombstones(): DurableDirectory {
+    if (this.#graves === undefined) throw new Error('the file store is not open')
+    return this.#graves
   }
 
   /**
@@ -132,6 +161,7 @@ export class FileStore extends IndexedStore {
    */
   async #load(): Promise<void> {
     const started = Date.now()
+    const badTombstones = await this.#loadTombstones()
     const names = readdirSync(this.usersDir, { withFileTypes: true })
       .filter((entry) => entry.isFile())
       .map((entry) => entry.name)
@@ -142,10 +172,9 @@ export class FileStore extends IndexedStore {
       for (const name of names.slice(i, i + this.#chunk)) {
         const id = USER_FILE.exec(name)?.[1]
         if (id !== undefined) {
-          const entry = parseStoredEntry(readFileSync(path.join(this.usersDir, name), 'utf8'), id)
-          if (entry === undefined) bad.push(name)
-          else if (entry.kind === 'user') users.push(entry.user)
-          else this.tombstones.set(id, entry.tombstone.deletedAt)
+          const user = parseStoredUser(readFileSync(path.join(this.usersDir, name), 'utf8'), id)
+          if (user === undefined) bad.push(name)
+          else users.push(user)
         } else if (TEMP_FILE.test(name)) {
           temps.push(name)
         } else {
@@ -156,7 +185,11 @@ export class FileStore extends IndexedStore {
     }
     for (const name of temps) await unlink(path.join(this.usersDir, name))
     if (temps.length > 0) await this.#directory().sync()
-    const quarantine: { name: string, reason: string }[] = bad.map((name) => ({ name, reason: 'the file is not a whole, valid user' }))
+    // A tombstone beside its user file is a delete that never finished: the user stays.
+    for (const user of users) {
+      if (this.tombstones.delete(user.id)) await this.#tombstones().removeFile(`${user.id}.json`)
+    }
+    const quarantine: Misfit[] = bad.map((name) => ({ name, reason: 'the file is not a whole, valid user' }))
     // Oldest first, so that of two files with one email the older user keeps it.
     users.sort((a, b) => (a.id < b.id ? -1 : 1))
     for (let i = 0; i < users.length; i += 1) {
@@ -168,27 +201,50 @@ export class FileStore extends IndexedStore {
       else quarantine.push({ name: `${user.id}.json`, reason: `its email is already used by user ${holder}` })
       if (i % this.#chunk === 0) await yieldToLoop()
     }
-    await this.#quarantine(quarantine)
+    await this.#quarantine(this.#directory(), quarantine)
+    await this.#quarantine(this.#tombstones(), badTombstones)
     this.#logger.info('users loaded', {
       users: this.index.size,
       deleted: this.tombstones.size,
       removedTempFiles: temps.length,
-      quarantined: quarantine.length,
+      quarantined: quarantine.length + badTombstones.length,
       ms: Date.now() - started,
     })
   }
 
+  /** Reads the tombstones into memory; returns the files that are not tombstones of ours. */
+  async #loadTombstones(): Promise<Misfit[]> {
+    const bad: Misfit[] = []
+    let temps = 0
+    for (const entry of readdirSync(this.tombstonesDir, { withFileTypes: true })) {
+      if (!entry.isFile()) continue
+      if (TEMP_FILE.test(entry.name)) {
+        await unlink(path.join(this.tombstonesDir, entry.name))
+        temps += 1
+        continue
+      }
+      const id = USER_FILE.exec(entry.name)?.[1]
+      const tombstone = id === undefined
+        ? undefined
+        : parseTombstone(readFileSync(path.join(this.tombstonesDir, entry.name), 'utf8'), id)
+      if (tombstone === undefined) bad.push({ name: entry.name, reason: 'the file is not a whole, valid tombstone' })
+      else this.tombstones.set(tombstone.id, tombstone.deletedAt)
+    }
+    if (temps > 0) await this.#tombstones().sync()
+    return bad
+  }
+
   /** Moves bad files aside, durably, never deleting one, and says so in the log. */
-  async #quarantine(files: readonly { name: string, reason: string }[]): Promise<void> {
+  async #quarantine(from: DurableDirectory, files: readonly Misfit[]): Promise<void> {
     if (files.length === 0) return
     await makeDurableDirectory(this.quarantineDir)
     const to = await DurableDirectory.open(this.quarantineDir)
     try {
       for (const { name, reason } of files) {
         const target = await freeName(to.path, name)
-        await this.#directory().moveOut(name, to, target)
-        this.#logger.warn('quarantined a user file', {
-          file: path.join(this.usersDir, name), quarantine: path.join(to.path, target), reason,
+        await from.moveOut(name, to, target)
+        this.#logger.warn('quarantined a file', {
+          file: path.join(from.path, name), quarantine: path.join(to.path, target), reason,
         })
       }
     } finally {

@@ -9,21 +9,30 @@ export interface Tombstone {
   readonly deletedAt: string
 }
 
-/** What a file of `users/` holds once read: a user, or the tombstone of a deleted one. */
-export type StoredEntry =
-  | { readonly kind: 'user', readonly user: User }
-  | { readonly kind: 'tombstone', readonly tombstone: Tombstone }
-
 /** The text of a tombstone file, in the key order the reader expects. */
 export function toTombstoneJson(tombstone: Tombstone): string {
   return JSON.stringify({ id: tombstone.id, deletedAt: tombstone.deletedAt })
 }
 
 /**
- * Reads a file written by the store. Returns undefined for anything that is not a whole,
- * well-formed user or tombstone (a torn or hand-edited file), which the store then quarantines.
+ * Reads a user file written by the store. Returns undefined for anything that is not a whole,
+ * well-formed user (a torn or hand-edited file), which the store then quarantines.
  */
-export function parseStoredEntry(text: string, expectedId: string): StoredEntry | undefined {
+export function parseStoredUser(text: string, expectedId: string): User | undefined {
+  const value = parseOwnObject(text, expectedId)
+  return value === undefined ? undefined : toUser(value, expectedId)
+}
+
+/** Reads a tombstone file: exactly `{"id","deletedAt"}`; undefined for anything else. */
+export function parseTombstone(text: string, expectedId: string): Tombstone | undefined {
+  const value = parseOwnObject(text, expectedId)
+  if (value === undefined || Object.keys(value).length !== 2) return undefined
+  const deletedAt = value['deletedAt']
+  return typeof deletedAt === 'string' && TIMESTAMP.test(deletedAt) ? { id: expectedId, deletedAt } : undefined
+}
+
+/** The JSON object of a file named after `expectedId`, when it says it is that id. */
+function parseOwnObject(text: string, expectedId: string): Record<string, unknown> | undefined {
   let value: unknown
   try {
     value = JSON.parse(text)
@@ -31,20 +40,7 @@ export function parseStoredEntry(text: string, expectedId: string): StoredEntry 
     return undefined
   }
   if (!isRecord(value) || value['id'] !== expectedId || !isCanonicalUuid(expectedId)) return undefined
-  const keys = Object.keys(value)
-  if (keys.length === 2 && keys[1] === 'deletedAt') {
-    const deletedAt = value['deletedAt']
-    if (typeof deletedAt !== 'string' || !TIMESTAMP.test(deletedAt)) return undefined
-    return { kind: 'tombstone', tombstone: { id: expectedId, deletedAt } }
-  }
-  const user = toUser(value, expectedId)
-  return user === undefined ? undefined : { kind: 'user', user }
-}
-
-/** Reads a user file; undefined for anything else (tombstones included). */
-export function parseStoredUser(text: string, expectedId: string): User | undefined {
-  const entry = parseStoredEntry(text, expectedId)
-  return entry?.kind === 'user' ? entry.user : undefined
+  return value
 }
 
 function toUser(value: Record<string, unknown>, id: string): User | undefined {

@@ -320,7 +320,8 @@ describe('concurrent writers with the same If-Match', () => {
       assertProblem(res, res.status, res.status === 412 ? 'precondition_failed' : 'not_found')
     }
     assertProblem(await s.call('GET', `/users/${user.id}`), 404, 'not_found')
-    assert.deepEqual(Object.keys(readUserFile(s.dataDir, user.id) ?? {}), ['id', 'deletedAt'], 'the file is a tombstone')
+    assert.equal(readUserFile(s.dataDir, user.id), undefined, 'the user file is gone')
+    assert.deepEqual(Object.keys(readUserFile(s.dataDir, user.id, 'tombstones') ?? {}), ['id', 'deletedAt'])
     assert.deepEqual(await s.snapshot(), [other])
   })
 })

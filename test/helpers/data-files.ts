@@ -10,11 +10,13 @@ export function listLockFiles(dataDir: string): string[] {
   }
 }
 
-/** The parsed content of `users/<id>.json` (a user or a tombstone), or undefined when missing. */
-export function readUserFile(dataDir: string, id: string): Record<string, unknown> | undefined {
+/** The parsed content of `users/<id>.json` (or of `tombstones/<id>.json`), or undefined when missing. */
+export function readUserFile(
+  dataDir: string, id: string, folder: 'users' | 'tombstones' = 'users',
+): Record<string, unknown> | undefined {
   let text: string
   try {
-    text = readFileSync(path.join(dataDir, 'users', `${id}.json`), 'utf8')
+    text = readFileSync(path.join(dataDir, folder, `${id}.json`), 'utf8')
   } catch {
     return undefined
   }

@@ -92,7 +92,7 @@ describe('FileStore: files on disk', () => {
     assert.equal(await modeOf(path.join(dataDir, 'users')), 0o700)
   })
 
-  it('rewrites the file on update and replaces it by a tombstone on delete, leaving no temp files', async (t) => {
+  it('rewrites the file on update, and on delete writes a tombstone then removes the file, leaving no temp files', async (t) => {
     const dataDir = await newDataDir(t)
     const { store } = await openFileStore(t, dataDir)
     const created = await store.create(makeUser())
@@ -101,11 +101,13 @@ describe('FileStore: files on disk', () => {
     assert.equal(await readFile(file, 'utf8'), next.json)
     assert.equal(await modeOf(file), 0o600)
     await store.delete(created.user.id, () => undefined)
-    const tombstone = JSON.parse(await readFile(file, 'utf8')) as Record<string, unknown>
+    const grave = path.join(store.tombstonesDir, `${created.user.id}.json`)
+    const tombstone = JSON.parse(await readFile(grave, 'utf8')) as Record<string, unknown>
     assert.deepEqual(Object.keys(tombstone), ['id', 'deletedAt'])
     assert.equal(tombstone['id'], created.user.id)
-    assert.equal(await modeOf(file), 0o600)
-    assert.deepEqual(await readdir(store.usersDir), [`${created.user.id}.json`])
+    assert.equal(await modeOf(grave), 0o600)
+    assert.deepEqual(await readdir(store.usersDir), [])
+    assert.deepEqual(await readdir(store.tombstonesDir), [`${created.user.id}.json`])
     assert.equal(await store.get(created.user.id), undefined)
     assert.equal(await store.isDeleted(created.user.id), true)
   })
@@ -243,6 +245,53 @@ describe('FileStore: reopening', () => {
     // The reloaded store keeps accepting writes at the next version.
     const next = await second.update(a ?? '', (current) => changeUser(current.user))
     assert.equal(next.etag, '"v3"')
+  })
+
+  it('remembers deleted ids after a reopen, and refuses to create a user with one', async (t) => {
+    const dataDir = await newDataDir(t)
+    const first = new FileStore({ dataDir })
+    await first.open()
+    const gone = await first.create(makeUser())
+    await first.delete(gone.user.id, () => undefined)
+    await first.close()
+
+    const { store: second, logs } = await openFileStore(t, dataDir)
+    assert.equal(await second.isDeleted(gone.user.id), true)
+    assert.equal(await second.get(gone.user.id), undefined)
+    await assert.rejects(second.create(makeUser({ id: gone.user.id })), /already exists or existed/)
+    const loaded = logs.find((line) => line['msg'] === 'users loaded')
+    assert.equal(loaded?.['deleted'], 1)
+    assert.equal(loaded?.['users'], 0)
+  })
+
+  it('keeps the user when its tombstone was written but its file never removed (an unfinished delete)', async (t) => {
+    const dataDir = await newDataDir(t)
+    const first = new FileStore({ dataDir })
+    await first.open()
+    const kept = await first.create(makeUser())
+    await first.close()
+    // What a crash between the tombstone write and the unlink leaves behind.
+    const graves = path.join(dataDir, 'tombstones')
+    await writeFile(path.join(graves, `${kept.user.id}.json`), JSON.stringify({ id: kept.user.id, deletedAt: kept.user.createdAt }))
+    await writeFile(path.join(graves, `.${kept.user.id}.json.0a1b2c.tmp`), '{"id":')
+
+    const { store: second } = await openFileStore(t, dataDir)
+    assert.equal((await second.get(kept.user.id))?.json, kept.json)
+    assert.equal(await second.isDeleted(kept.user.id), false)
+    assert.deepEqual(await readdir(graves), [], 'the stale tombstone and the temp file are gone')
+  })
+
+  it('moves a file in tombstones/ that is not a tombstone to quarantine/ and counts it', async (t) => {
+    const dataDir = await newDataDir(t)
+    const graves = path.join(dataDir, 'tombstones')
+    await mkdir(graves, { recursive: true })
+    const user = makeUser()
+    await writeFile(path.join(graves, `${user.id}.json`), toContractJson(user))
+    const { store, logs } = await openFileStore(t, dataDir)
+    assert.equal(await store.isDeleted(user.id), false)
+    assert.deepEqual(await readdir(graves), [])
+    assert.equal(await readFile(path.join(dataDir, 'quarantine', `${user.id}.json`), 'utf8'), toContractJson(user))
+    assert.equal(logs.find((line) => line['msg'] === 'users loaded')?.['quarantined'], 1)
   })
 
   it('reloads metadata keys __proto__ and constructor as own keys', async (t) => {
