@@ -41,9 +41,12 @@ export function createOpenApiDocument(options: OpenApiOptions): Json {
         + `Request bodies are at most ${MAX_BODY_BYTES} bytes. Every error is application/problem+json `
         + 'with a stable `code`; x-error-codes lists them all. Choices where the contract is silent: '
         + 'every 400 has code bad_request and a detail naming what was wrong; 503s say maintenance, '
-        + 'overloaded, starting or shutting_down, with Retry-After; an empty or repeated query '
-        + 'parameter is a 400; the ETag is "v<version>"; a 413 closes the connection; bodies of GET '
-        + 'and DELETE are ignored; list cursors are signed with a key derived from the first JWT key.',
+        + 'overloaded, starting, shutting_down or storage_unavailable, with Retry-After; an empty or '
+        + 'repeated query parameter is a 400; the ETag is "v<version>"; an answer sent before the whole '
+        + 'body arrived (a 413, say) closes the connection in stages; bodies of GET and DELETE are '
+        + 'ignored; list cursors are signed with a key derived from the first JWT key; a q page '
+        + 'examines at most LIST_SCAN_BUDGET users and may come back short, even empty, with a '
+        + 'nextCursor: follow nextCursor until it is null.',
     },
     paths,
     components: {
@@ -127,7 +130,8 @@ function errorResponses(route: RouteSpec): Record<string, Json> {
   if (route.path.includes('{')) [400, 404].forEach((status) => statuses.add(status))
   if (route.operationId === 'listUsers') statuses.add(400)
   if (route.body !== 'none') [400, 413, 415, 422].forEach((status) => statuses.add(status))
-  if (route.conditional && route.method !== 'GET') statuses.add(412)
+  // RFC 9110 §13.1.1: a failed If-Match is a 412 on GET and HEAD too.
+  if (route.conditional) statuses.add(412)
   if (['createUser', 'replaceUser', 'updateUser', 'suspendUser'].includes(route.operationId)) statuses.add(409)
   const codes = Object.entries(ERROR_CODES)
   return Object.fromEntries([...statuses].sort().map((status) => [status, {
