@@ -1,0 +1,113 @@
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+
+import { PROJECT_ROOT } from './child.js'
+
+/** The shim's source: fsync failures on demand and a log of the durable-write calls. */
+export const SHIM_SOURCE = path.join(PROJECT_ROOT, 'test', 'helpers', 'syscall-shim.c')
+
+/** The compiled shim, or why there is none (the caller skips with that reason). */
+export type Shim = { readonly library: string, readonly skip?: undefined } | { readonly library?: undefined, readonly skip: string }
+
+let compiled: Shim | undefined
+
+/**
+ * Compiles the shim once per test process into a temp directory (removed at exit) with
+ * `cc -shared -fPIC … -ldl`. Without a C compiler, or on a system that is not Linux (the shim
+ * reads /proc/self/fd and wraps glibc), it gives a reason to skip instead.
+ */
+export function compileShim(): Shim {
+  compiled ??= compile()
+  return compiled
+}
+
+function compile(): Shim {
+  if (process.platform !== 'linux') return { skip: 'the syscall shim needs Linux (LD_PRELOAD over glibc, /proc/self/fd)' }
+  try {
+    execFileSync('cc', ['--version'], { stdio: 'ignore' })
+  } catch {
+    return { skip: 'no C compiler (`cc`) on this machine: the syscall shim cannot be built' }
+  }
+  const dir = mkdtempSync(path.join(tmpdir(), 'syscall-shim-'))
+  process.on('exit', () => { rmSync(dir, { recursive: true, force: true }) })
+  const library = path.join(dir, 'syscall-shim.so')
+  try {
+    execFileSync('cc', ['-shared', '-fPIC', '-O1', '-Wall', '-o', library, SHIM_SOURCE, '-ldl'], { stdio: ['ignore', 'ignore', 'pipe'] })
+  } catch (error) {
+    const stderr = (error as { stderr?: Buffer }).stderr?.toString() ?? String(error)
+    return { skip: `the syscall shim did not compile with cc: ${stderr.slice(0, 500)}` }
+  }
+  return { library }
+}
+
+/** The environment that turns the shim on in a child; only the keys given are set. */
+export interface ShimEnvOptions {
+  /** fsync and fdatasync fail while this file exists. */
+  failMarker?: string
+  /** Which descriptors fail (default both). */
+  failKind?: 'file' | 'dir' | 'both'
+  /** The errno number (default EIO). */
+  failErrno?: number
+  /** Where the calls are recorded. */
+  log?: string
+  /** Record only calls naming a path under this one. */
+  logUnder?: string
+}
+
+export function shimEnv(library: string, options: ShimEnvOptions): Record<string, string> {
+  const env: Record<string, string> = { LD_PRELOAD: library }
+  if (options.failMarker !== undefined) env['SHIM_FAIL_MARKER'] = options.failMarker
+  if (options.failKind !== undefined) env['SHIM_FAIL_KIND'] = options.failKind
+  if (options.failErrno !== undefined) env['SHIM_FAIL_ERRNO'] = String(options.failErrno)
+  if (options.log !== undefined) env['SHIM_LOG'] = options.log
+  if (options.logUnder !== undefined) env['SHIM_LOG_UNDER'] = options.logUnder
+  return env
+}
+
+/** One recorded call. `paths` are absolute; `flags` is set for opens, `dir` for fsyncs. */
+export interface ShimCall {
+  /** The line's position in the log (0 first). */
+  readonly seq: number
+  readonly pid: number
+  readonly call: string
+  readonly result: number
+  readonly errno: number
+  readonly paths: readonly string[]
+  readonly flags?: number
+  readonly dir?: boolean
+  /** The byte offset just past this line in the log. */
+  readonly end: number
+}
+
+/** Parses the shim's log (only whole lines; a line being written at read time is left out). */
+export function readShimLog(file: string): ShimCall[] {
+  let text: string
+  try {
+    text = readFileSync(file, 'utf8')
+  } catch {
+    return []
+  }
+  const calls: ShimCall[] = []
+  let offset = 0
+  for (const line of text.split('\n').slice(0, -1)) {
+    offset += Buffer.byteLength(line) + 1
+    const [pid = '', call = '', result = '', errno = '', a = '', b = '', extra = ''] = line.split('\t')
+    const paths = [a, b].filter((item) => item !== '')
+    const base = { seq: calls.length, pid: Number(pid), call, result: Number(result), errno: Number(errno), paths, end: offset }
+    if (call.startsWith('open') || call.startsWith('__open')) calls.push({ ...base, flags: Number.parseInt(extra, 16) })
+    else if (call === 'fsync' || call === 'fdatasync') calls.push({ ...base, dir: extra === 'dir' })
+    else calls.push(base)
+  }
+  return calls
+}
+
+/** The log's size in bytes now: calls with `end` up to it happened before this moment. */
+export function shimLogSize(file: string): number {
+  try {
+    return readFileSync(file).length
+  } catch {
+    return 0
+  }
+}

@@ -1,0 +1,388 @@
+import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, rmSync, writeFileSync, writeSync } from 'node:fs'
+import { mkdtemp } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+import { describe, it, type TestContext } from 'node:test'
+
+import type { User } from '../../src/users/user.js'
+import { startChild, type ChildOptions, type RunningChild } from '../helpers/child.js'
+import { listLockFiles, readUserFile } from '../helpers/data-files.js'
+import { assertProblem, request, type TestResponse, type UserPage } from '../helpers/http.js'
+import { holdRequest, waitFor } from '../helpers/ops.js'
+import { uniqueEmail } from '../helpers/service.js'
+import { makeUser, toContractJson } from '../helpers/store-users.js'
+import { compileShim, shimEnv } from '../helpers/syscall-shim.js'
+import { makeToken } from '../helpers/tokens.js'
+
+const token = makeToken()
+const shim = compileShim()
+
+/** Runs clean-up steps once the test ends, last registered first (stop children before unmounting). */
+function cleanups(t: TestContext): (step: () => unknown) => void {
+  const steps: (() => unknown)[] = []
+  t.after(async () => {
+    for (const step of steps.reverse()) {
+      try {
+        await step()
+      } catch {
+        // Keep cleaning: one failed step must not leave a mount or a process behind.
+      }
+    }
+  })
+  return (step) => { steps.push(step) }
+}
+
+async function makeWorld(t: TestContext): Promise<{ root: string, dataDir: string, later: (step: () => unknown) => void }> {
+  const later = cleanups(t)
+  const root = await mkdtemp(path.join(tmpdir(), 'storage-faults-'))
+  later(() => { rmSync(root, { recursive: true, force: true }) })
+  return { root, dataDir: path.join(root, 'data'), later }
+}
+
+/** Mounts a small tmpfs at `dir`; undefined when it worked, else why not (the test skips). */
+function mountTmpfs(dir: string, later: (step: () => unknown) => void): string | undefined {
+  mkdirSync(dir, { recursive: true })
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m,mode=0700', 'tmpfs', dir], { stdio: 'pipe' })
+  } catch (error) {
+    const why = (error as { stderr?: Buffer }).stderr?.toString().trim() ?? String(error)
+    return `mounting a tmpfs is not allowed here (${why || 'mount failed'})`
+  }
+  later(() => { execFileSync('umount', ['-l', dir], { stdio: 'ignore' }) })
+  return undefined
+}
+
+async function start(options: ChildOptions, later: (step: () => unknown) => void): Promise<RunningChild> {
+  const child = await startChild(options)
+  later(() => child.stop('SIGKILL'))
+  return child
+}
+
+/** SIGTERM, and the clean exit the contract asks for (exit code 0) whatever the disk did. */
+async function stopCleanly(child: RunningChild): Promise<void> {
+  const exit = await child.stop('SIGTERM')
+  assert.deepEqual(exit, { code: 0, signal: null }, `the service did not stop cleanly:\n${child.stderr()}`)
+}
+
+/** What the API shows: every user (following nextCursor), and the answer for each id asked about. */
+async function readView(url: string, ids: readonly string[] = []): Promise<{ users: User[], items: Record<string, string> }> {
+  const users: User[] = []
+  let cursor: string | null = null
+  do {
+    const query: string = cursor === null ? '' : `&cursor=${encodeURIComponent(cursor)}`
+    const res = await request('GET', `${url}/users?limit=100${query}`, { token })
+    assert.equal(res.status, 200, res.text)
+    const page = res.json<UserPage>()
+    users.push(...page.items)
+    cursor = page.nextCursor
+  } while (cursor !== null)
+  users.sort((a, b) => (a.id < b.id ? -1 : 1))
+  const items: Record<string, string> = {}
+  for (const id of ids) {
+    const res = await request('GET', `${url}/users/${id}`, { token })
+    // A problem's requestId differs from answer to answer; everything else must not.
+    const body = res.text.replace(/"requestId":"[^"]*"/, '')
+    items[id] = `${res.status} ${res.headers.get('etag') ?? ''} ${body}`
+  }
+  return { users, items }
+}
+
+const createUser = (url: string, email = uniqueEmail('fault')): Promise<TestResponse> =>
+  request('POST', `${url}/users`, { token, json: { email, name: 'Storage Fault' } })
+
+const patchUser = (url: string, id: string, name: string): Promise<TestResponse> =>
+  request('PATCH', `${url}/users/${id}`, { token, json: { name } })
+
+async function created(url: string): Promise<User> {
+  const res = await createUser(url)
+  assert.equal(res.status, 201, res.text)
+  return res.json<User>()
+}
+
+/** A 503 storage_unavailable with a Retry-After; returns the problem's detail. */
+function assertStorageUnavailable(res: TestResponse): string {
+  const problem = assertProblem(res, 503, 'storage_unavailable')
+  assert.match(res.headers.get('retry-after') ?? '', /^\d+$/, 'a 503 storage_unavailable needs Retry-After')
+  return problem.detail
+}
+
+async function readiness(url: string): Promise<TestResponse> {
+  return request('GET', `${url}/readyz`)
+}
+
+/** The names in a directory that are user files or leftover temp files. */
+function listFiles(dir: string): string[] {
+  try {
+    return readdirSync(dir).sort()
+  } catch {
+    return []
+  }
+}
+
+/** The fields of the child's "users loaded" log lines, in order. */
+function loadedLines(child: RunningChild): Record<string, unknown>[] {
+  return child.stdout().split('\n').filter((line) => line.includes('"users loaded"'))
+    .map((line) => JSON.parse(line) as Record<string, unknown>)
+}
+
+describe('storage faults, through a running service and a restart', () => {
+  it('answers 503 storage_unavailable when the fsync of the new file fails, keeps nothing of it and turns read-only until a restart', { timeout: 60_000 }, async (t) => {
+    if (shim.skip !== undefined) return t.skip(shim.skip)
+    const { root, dataDir, later } = await makeWorld(t)
+    const marker = path.join(root, 'fail-fsync')
+    const env = shimEnv(shim.library, { failMarker: marker, failKind: 'file' })
+    const child = await start({ dataDir, env }, later)
+    const kept = await created(child.url)
+    assert.equal((await patchUser(child.url, kept.id, 'Second Version')).status, 200)
+    const before = await readView(child.url, [kept.id])
+
+    writeFileSync(marker, '')
+    const email = uniqueEmail('lost')
+    const refused = await createUser(child.url, email)
+    assertStorageUnavailable(refused)
+    rmSync(marker)
+    assert.deepEqual(listFiles(path.join(dataDir, 'users')), [`${kept.id}.json`], 'no new file and no temp file is left behind')
+
+    // The fsync failed once: the store trusts the disk no more, even with fsync working again.
+    const ready = await readiness(child.url)
+    assert.match(assertStorageUnavailable(ready), /restart/)
+    assertStorageUnavailable(await createUser(child.url))
+    assertStorageUnavailable(await patchUser(child.url, kept.id, 'Third Version'))
+    assertStorageUnavailable(await request('DELETE', `${child.url}/users/${kept.id}`, { token }))
+    const after = await readView(child.url, [kept.id])
+    assert.deepEqual(after, before, 'reads are still served and show nothing of the refused writes')
+    assert.equal((await request('GET', `${child.url}/users?email=${encodeURIComponent(email)}`, { token })).json<UserPage>().items.length, 0)
+    await stopCleanly(child)
+
+    const restarted = await start({ dataDir }, later)
+    assert.deepEqual(await readView(restarted.url, [kept.id]), before, 'a restart shows what the API showed')
+    assert.equal((await readiness(restarted.url)).status, 200, 'a restart ends read-only')
+    assert.equal((await createUser(restarted.url, email)).status, 201, 'the refused email was never taken')
+  })
+
+  it('keeps the new record in memory and on disk when only the directory fsync after the rename fails', { timeout: 60_000 }, async (t) => {
+    if (shim.skip !== undefined) return t.skip(shim.skip)
+    const { root, dataDir, later } = await makeWorld(t)
+    const marker = path.join(root, 'fail-fsync')
+    const env = shimEnv(shim.library, { failMarker: marker, failKind: 'dir' })
+
+    // A replace whose directory fsync fails: the API shows the new version, as the disk does.
+    const first = await start({ dataDir, env }, later)
+    const user = await created(first.url)
+    writeFileSync(marker, '')
+    assertStorageUnavailable(await patchUser(first.url, user.id, 'Renamed Before The Fault'))
+    rmSync(marker)
+    const shown = await request('GET', `${first.url}/users/${user.id}`, { token })
+    assert.equal(shown.status, 200)
+    assert.equal(shown.json<User>().version, 2)
+    assert.equal(shown.json<User>().name, 'Renamed Before The Fault')
+    assert.equal(readUserFile(dataDir, user.id)?.['version'], 2, 'the disk holds version 2')
+    assert.match(assertStorageUnavailable(await readiness(first.url)), /restart/)
+    const lateEmail = uniqueEmail('late')
+    assertStorageUnavailable(await createUser(first.url, lateEmail))
+    const beforeFirst = await readView(first.url, [user.id])
+    assert.equal(beforeFirst.users.length, 1, 'a write refused while read-only is not applied')
+    await stopCleanly(first)
+
+    const second = await start({ dataDir, env }, later)
+    assert.deepEqual(await readView(second.url, [user.id]), beforeFirst)
+
+    // A create whose directory fsync fails: the user is there, to the API and after a restart.
+    writeFileSync(marker, '')
+    const email = uniqueEmail('applied')
+    assertStorageUnavailable(await createUser(second.url, email))
+    rmSync(marker)
+    const found = (await request('GET', `${second.url}/users?email=${encodeURIComponent(email)}`, { token })).json<UserPage>()
+    assert.equal(found.items.length, 1, 'the created user is visible: memory follows the disk')
+    const applied = found.items[0]
+    assert.ok(applied !== undefined)
+    assert.equal((await request('GET', `${second.url}/users/${applied.id}`, { token })).status, 200)
+    assert.equal(readUserFile(dataDir, applied.id)?.['email'], email)
+    // Read-only now, so the same email is refused for storage, never as a duplicate of a ghost.
+    assertStorageUnavailable(await createUser(second.url, email))
+    const beforeSecond = await readView(second.url, [user.id, applied.id])
+    assert.equal(beforeSecond.users.length, 2)
+    await stopCleanly(second)
+
+    const third = await start({ dataDir }, later)
+    assert.deepEqual(await readView(third.url, [user.id, applied.id]), beforeSecond, 'no user vanished and none was added')
+    assert.equal(loadedLines(third)[0]?.['quarantined'], 0, 'no duplicate-email file was quarantined')
+    assert.equal(existsSync(path.join(dataDir, 'quarantine')), false)
+    assert.equal((await readiness(third.url)).status, 200)
+  })
+
+  it('answers 503 storage_unavailable on a full disk, is not ready until a write succeeds, then takes writes again', { timeout: 60_000 }, async (t) => {
+    const { root, later } = await makeWorld(t)
+    const mount = path.join(root, 'mnt')
+    const refused = mountTmpfs(mount, later)
+    if (refused !== undefined) return t.skip(refused)
+    const dataDir = path.join(mount, 'data')
+    const child = await start({ dataDir }, later)
+    const kept = await created(child.url)
+    const before = await readView(child.url, [kept.id])
+
+    const filler = path.join(mount, 'filler')
+    fillDisk(filler)
+    const email = uniqueEmail('full')
+    const detail = assertStorageUnavailable(await createUser(child.url, email))
+    assert.doesNotMatch(detail, /restart/, 'a full disk is not a failed fsync: no read-only')
+    assert.deepEqual(listFiles(path.join(dataDir, 'users')), [`${kept.id}.json`], 'no new file and no temp file is left behind')
+    assertStorageUnavailable(await readiness(child.url))
+    assert.deepEqual(await readView(child.url, [kept.id]), before, 'reads still work and show nothing new')
+
+    rmSync(filler)
+    const res = await createUser(child.url, email)
+    assert.equal(res.status, 201, `a write succeeds again once space is freed: ${res.text}`)
+    assert.equal((await readiness(child.url)).status, 200, 'a successful write makes the service ready again')
+    const added = res.json<User>()
+    const after = await readView(child.url, [kept.id, added.id])
+    assert.equal(after.users.length, 2)
+    await stopCleanly(child)
+
+    const restarted = await start({ dataDir }, later)
+    assert.deepEqual(await readView(restarted.url, [kept.id, added.id]), after)
+  })
+
+  it('answers 503 storage_unavailable on a read-only mount, still serves reads and exits 0 on SIGTERM', { timeout: 60_000 }, async (t) => {
+    const { root, later } = await makeWorld(t)
+    const mount = path.join(root, 'mnt')
+    const refused = mountTmpfs(mount, later)
+    if (refused !== undefined) return t.skip(refused)
+    const dataDir = path.join(mount, 'data')
+    const child = await start({ dataDir }, later)
+    const kept = await created(child.url)
+    const before = await readView(child.url, [kept.id])
+
+    execFileSync('mount', ['-o', 'remount,ro', mount])
+    later(() => { execFileSync('mount', ['-o', 'remount,rw', mount], { stdio: 'ignore' }) })
+    assertStorageUnavailable(await createUser(child.url))
+    assertStorageUnavailable(await patchUser(child.url, kept.id, 'Never Written'))
+    assertStorageUnavailable(await readiness(child.url))
+    assert.deepEqual(await readView(child.url, [kept.id]), before, 'reads are served and show nothing new')
+    // The lock file cannot be removed on a read-only mount; the stop must stay clean anyway.
+    await stopCleanly(child)
+
+    execFileSync('mount', ['-o', 'remount,rw', mount])
+    const restarted = await start({ dataDir }, later)
+    assert.deepEqual(await readView(restarted.url, [kept.id]), before)
+    assert.equal((await createUser(restarted.url)).status, 201, 'the stale lock was taken over and writes work')
+  })
+
+  it('turns read-only within a few seconds when the data directory is removed, and never writes into the new one', { timeout: 60_000 }, async (t) => {
+    const { dataDir, later } = await makeWorld(t)
+    const first = await start({ dataDir }, later)
+    const kept = await created(first.url)
+
+    rmSync(dataDir, { recursive: true, force: true })
+    await waitFor('/readyz to turn 503', async () => ((await readiness(first.url)).status === 503 ? true : undefined), 10_000)
+    assert.match(assertStorageUnavailable(await readiness(first.url)), /restart/)
+    assertStorageUnavailable(await createUser(first.url))
+    assert.equal((await request('GET', `${first.url}/users/${kept.id}`, { token })).status, 200, 'reads are still served from memory')
+
+    // The first process's lock went with the directory, so a second one may own the new directory.
+    const second = await start({ dataDir }, later)
+    const added = await created(second.url)
+    assertStorageUnavailable(await createUser(first.url))
+    assertStorageUnavailable(await patchUser(first.url, kept.id, 'Into The New Directory'))
+    assert.deepEqual(listFiles(path.join(dataDir, 'users')), [`${added.id}.json`], 'the first process wrote nothing into the new directory')
+    const locks = listLockFiles(dataDir)
+    assert.equal(locks.length, 1)
+    await stopCleanly(first)
+    assert.deepEqual(listLockFiles(dataDir), locks, 'the first process left the second one\'s lock alone')
+    assert.equal((await readiness(second.url)).status, 200)
+
+    const before = await readView(second.url, [kept.id, added.id])
+    assert.deepEqual(before.users.map((user) => user.id), [added.id])
+    await stopCleanly(second)
+    const restarted = await start({ dataDir }, later)
+    assert.deepEqual(await readView(restarted.url, [kept.id, added.id]), before)
+  })
+
+  it('refuses a write in flight when maintenance begins with 503 maintenance, and writes no file', { timeout: 60_000 }, async (t) => {
+    const { dataDir, later } = await makeWorld(t)
+    // One request in flight is then enough to make /readyz say overloaded: the sign that the held
+    // POST has passed the refusals made when a request arrives.
+    const child = await start({ dataDir, env: { MAX_INFLIGHT: '1' } }, later)
+    const kept = await created(child.url)
+    const before = await readView(child.url, [kept.id])
+
+    const email = uniqueEmail('maintenance')
+    const held = holdRequest(child.url, { path: '/users', token, body: JSON.stringify({ email, name: 'In Flight' }) })
+    later(() => { held.abort() })
+    await waitFor('the held POST to count as in flight', async () => {
+      const res = await readiness(child.url)
+      return res.status === 503 && res.json<{ code: string }>().code === 'overloaded' ? true : undefined
+    }, 10_000)
+    const maintenanceFile = path.join(dataDir, 'maintenance')
+    writeFileSync(maintenanceFile, '')
+    await waitFor('/readyz to say maintenance', async () => {
+      const res = await readiness(child.url)
+      return res.status === 503 && res.json<{ code: string }>().code === 'maintenance' ? true : undefined
+    }, 10_000)
+    held.finish()
+    const answer = await held.response
+    assert.equal(answer.status, 503, answer.text)
+    assert.equal((JSON.parse(answer.text) as { code: string }).code, 'maintenance')
+    assert.match(String(answer.headers['retry-after']), /^\d+$/)
+    assert.deepEqual(listFiles(path.join(dataDir, 'users')), [`${kept.id}.json`], 'no user file was written')
+
+    rmSync(maintenanceFile)
+    await waitFor('/readyz to be 200 again', async () => ((await readiness(child.url)).status === 200 ? true : undefined), 10_000)
+    assert.deepEqual(await readView(child.url, [kept.id]), before)
+    await stopCleanly(child)
+    const restarted = await start({ dataDir }, later)
+    assert.deepEqual(await readView(restarted.url, [kept.id]), before)
+    assert.equal((await createUser(restarted.url, email)).status, 201, 'the refused email was never taken')
+  })
+
+  it('counts every quarantined file, torn and duplicate-email alike, in the "users loaded" line', { timeout: 60_000 }, async (t) => {
+    const { dataDir, later } = await makeWorld(t)
+    const usersDir = path.join(dataDir, 'users')
+    mkdirSync(usersDir, { recursive: true })
+    const torn = makeUser()
+    const older = makeUser()
+    const newer = makeUser({ email: older.email.toUpperCase() })
+    assert.ok(older.id < newer.id)
+    writeFileSync(path.join(usersDir, `${torn.id}.json`), toContractJson(torn).slice(0, 40))
+    writeFileSync(path.join(usersDir, `${older.id}.json`), toContractJson(older))
+    writeFileSync(path.join(usersDir, `${newer.id}.json`), toContractJson(newer))
+
+    const child = await start({ dataDir }, later)
+    const loaded = loadedLines(child)
+    assert.equal(loaded.length, 1, child.stdout())
+    assert.equal(loaded[0]?.['quarantined'], 2, 'the torn file and the duplicate both count')
+    assert.equal(loaded[0]?.['users'], 1)
+    assert.deepEqual(listFiles(path.join(dataDir, 'quarantine')), [`${torn.id}.json`, `${newer.id}.json`].sort())
+    assert.deepEqual(listFiles(usersDir), [`${older.id}.json`])
+    const ids = [torn.id, older.id, newer.id]
+    const before = await readView(child.url, ids)
+    assert.deepEqual(before.users.map((user) => user.id), [older.id], 'the older user keeps the email')
+    await stopCleanly(child)
+
+    const restarted = await start({ dataDir }, later)
+    assert.deepEqual(await readView(restarted.url, ids), before)
+    assert.equal(loadedLines(restarted)[0]?.['quarantined'], 0, 'nothing is left to quarantine')
+  })
+})
+
+/** Writes into `file` until the file system has no space left. */
+function fillDisk(file: string): void {
+  const fd = openSync(file, 'w')
+  try {
+    for (const size of [64 * 1024, 4096, 1]) {
+      const chunk = Buffer.alloc(size, 120)
+      for (;;) {
+        try {
+          if (writeSync(fd, chunk) < size) break
+        } catch (error) {
+          if ((error as { code?: unknown }).code === 'ENOSPC') break
+          throw error
+        }
+      }
+    }
+  } finally {
+    closeSync(fd)
+  }
+}
