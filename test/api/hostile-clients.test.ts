@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { readdir } from 'node:fs/promises'
 import path from 'node:path'
-import { describe, it, type TestContext } from 'node:test'
+import { describe, it } from 'node:test'
 
 import { startChild } from '../helpers/child.js'
 import { assertProblem, type Problem } from '../helpers/http.js'
