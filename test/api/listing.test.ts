@@ -398,42 +398,51 @@ describe('GET /users: paging', () => {
     })
   }
 
-  it('returns every user that existed throughout exactly once while others are created and deleted concurrently', async (t) => {
+  it('returns every user that existed throughout exactly once to two walks whose pages are fetched while users are created and deleted', async (t) => {
     const s = await startMemoryService(t)
     const seeded = await seed(s, 60)
     const doomed = seeded.filter((_, i) => i % 4 === 0).map((user) => user.id)
     const stable = new Set(seeded.filter((_, i) => i % 4 !== 0).map((user) => user.id))
     const everyId = new Set(idsOf(seeded))
-    let walking = true
-    let changesWhileWalking = 0
-    const mutate = async (): Promise<void> => {
-      let i = 0
-      while (walking || doomed.length > 0) {
-        const id = i % 2 === 0 ? doomed.shift() : doomed.pop()
-        const created = s.createUser({ email: `concurrent.${i}@example.com` })
-        const deleted = id === undefined ? Promise.resolve(204) : s.call('DELETE', `/users/${id}`).then((res) => res.status)
-        const [user, status] = await Promise.all([created, deleted])
-        everyId.add(user.id)
-        assert.equal(status, 204)
-        if (walking) changesWhileWalking += 1
-        i += 1
+    const ascending: string[] = []
+    const descending: string[] = []
+    // undefined: the walk has not begun; null: it has ended.
+    let ascendingCursor: string | null | undefined
+    let descendingCursor: string | null | undefined
+    const step = async (sort: string, cursor: string | null | undefined, seen: string[]): Promise<string | null> => {
+      if (cursor === null) return null
+      const listed: Listed = await list(s, `?limit=3&sort=${sort}${cursor === undefined ? '' : `&cursor=${cursor}`}`)
+      seen.push(...idsOf(listed.page.items))
+      return listed.page.nextCursor
+    }
+    let rounds = 0
+    let deletions = 0
+    while (ascendingCursor !== null || descendingCursor !== null) {
+      // In each round the next page of both walks is asked for while one user is created and one
+      // deleted (alternately behind and ahead of the walks), all in flight at once.
+      const id = rounds % 2 === 0 ? doomed.shift() : doomed.pop()
+      const [nextAscending, nextDescending, created, deleted] = await Promise.all([
+        step('createdAt', ascendingCursor, ascending),
+        step('-createdAt', descendingCursor, descending),
+        s.createUser({ email: `concurrent.${rounds}@example.com` }),
+        id === undefined ? undefined : s.call('DELETE', `/users/${id}`),
+      ])
+      everyId.add(created.id)
+      if (deleted !== undefined) {
+        assert.equal(deleted.status, 204, deleted.text)
+        deletions += 1
       }
+      ascendingCursor = nextAscending
+      descendingCursor = nextDescending
+      rounds += 1
+      assert.ok(rounds < 200, 'the walks end')
     }
-    const walk = async (sort: string): Promise<string[]> => {
-      const seen: string[] = []
-      let cursor: string | null = null
-      do {
-        const listed: Listed = await list(s, `?limit=3&sort=${sort}${cursor === null ? '' : `&cursor=${cursor}`}`)
-        seen.push(...idsOf(listed.page.items))
-        cursor = listed.page.nextCursor
-      } while (cursor !== null)
-      return seen
-    }
-    const walks = Promise.all([walk('createdAt'), walk('-createdAt')]).finally(() => { walking = false })
-    const [[ascending, descending]] = await Promise.all([walks, mutate()])
-    assert.ok(changesWhileWalking > 3, `users came and went during the walks: ${changesWhileWalking}`)
+    assert.equal(deletions, 15, 'every doomed user was deleted while the walks were under way')
+    assert.ok(rounds > 15, `users were created in each of the ${rounds} rounds of the walks`)
     assertWalk(ascending, stable, everyId)
     assertWalk(descending, stable, everyId)
+    const remaining = new Set(idsOf(await s.snapshot()))
+    for (const id of stable) assert.ok(remaining.has(id), `the stable user ${id} is still there`)
   })
 })
 

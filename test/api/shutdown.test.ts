@@ -8,7 +8,7 @@ import { describe, it, type TestContext } from 'node:test'
 import type { User } from '../../src/users/user.js'
 import { startChild, type RunningChild } from '../helpers/child.js'
 import { listLockFiles } from '../helpers/data-files.js'
-import { assertProblem, type TestResponse } from '../helpers/http.js'
+import { assertProblem } from '../helpers/http.js'
 import { CountingStore, holdRequest, tryRequest, waitFor, type HeldRequest } from '../helpers/ops.js'
 import { makeTempDir, startService, uniqueEmail } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'
@@ -21,93 +21,139 @@ async function startLimitedChild(t: TestContext, env: Record<string, string> = {
   return { child, dataDir }
 }
 
+/** Waits until a GET /users is refused 503 overloaded: with a limit of one, the held request is in flight. */
+async function waitUntilHeld(baseUrl: string): Promise<void> {
+  await waitFor('the held request to be in flight', async () => {
+    const res = await tryRequest('GET', `${baseUrl}/users`, { token: makeToken() })
+    if (!('status' in res) || res.status !== 503) return undefined
+    assertProblem(res, 503, 'overloaded')
+    return true
+  }, 10_000)
+}
+
 async function holdInChild(t: TestContext, child: RunningChild, email: string): Promise<HeldRequest> {
   const held = holdRequest(child.url, { path: '/users', token: makeToken(), body: JSON.stringify({ email, name: 'Slow Writer' }) })
   t.after(() => { held.abort() })
-  await waitFor('the held request to be in flight', async () => {
-    const res = await tryRequest('GET', `${child.url}/users`, { token: makeToken() })
-    return 'status' in res && res.status === 503 ? true : undefined
-  })
+  await waitUntilHeld(child.url)
   return held
 }
 
-/** A new request during shutdown: refused at the socket, or answered 503 shutting_down. */
-function isTurnedAway(res: TestResponse | { error: string }): boolean {
-  if ('error' in res) return true
-  return res.status === 503 && res.json<{ code?: string }>().code === 'shutting_down'
+/** Resolves with the error code of a new connection to `url`: ECONNREFUSED once nothing listens, or 'connected'. */
+function tryConnect(url: string): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = connect(Number(new URL(url).port), '127.0.0.1')
+    socket.once('connect', () => {
+      socket.destroy()
+      resolve('connected')
+    })
+    socket.once('error', (error: NodeJS.ErrnoException) => { resolve(error.code ?? error.message) })
+  })
 }
 
-/** Resolves with the exit, or fails after `ms`. */
+/** Waits until the server no longer accepts connections. */
+async function waitUntilNotListening(url: string): Promise<void> {
+  await waitFor('the server to stop accepting connections', async () => {
+    const outcome = await tryConnect(url)
+    if (outcome === 'connected') return undefined
+    assert.equal(outcome, 'ECONNREFUSED')
+    return true
+  }, 10_000)
+}
+
+function isRunning(child: RunningChild): boolean {
+  return child.proc.exitCode === null && child.proc.signalCode === null
+}
+
+/** Resolves with the exit, or fails after `ms`: a clock far longer than the exit should take. */
 async function exitWithin(child: RunningChild, ms: number): Promise<{ code: number | null, signal: NodeJS.Signals | null }> {
+  return within(child.exited, ms, () => `the process did not exit within ${ms} ms:\n${child.stderr()}`)
+}
+
+async function within<T>(promise: Promise<T>, ms: number, message: () => string): Promise<T> {
   let timer: NodeJS.Timeout | undefined
   const late = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => { reject(new Error(`the process did not exit within ${ms} ms:\n${child.stderr()}`)) }, ms)
+    timer = setTimeout(() => { reject(new Error(message())) }, ms)
   })
   try {
-    return await Promise.race([child.exited, late])
+    return await Promise.race([promise, late])
   } finally {
     clearTimeout(timer)
   }
 }
 
+/** Records the order in which the named promises settle. */
+function recordOrder(events: Record<string, Promise<unknown>>): string[] {
+  const order: string[] = []
+  for (const [name, promise] of Object.entries(events)) {
+    promise.then(() => { order.push(name) }, () => { order.push(name) })
+  }
+  return order
+}
+
 describe('SIGTERM', () => {
   it('finishes the request in flight with its 201, turns new ones away, releases the lock and exits 0', async (t) => {
-    const { child, dataDir } = await startLimitedChild(t)
+    // A shutdown time-out no test run reaches: only the finished request can let the process go.
+    const { child, dataDir } = await startLimitedChild(t, { SHUTDOWN_TIMEOUT_MS: '3600000' })
     assert.equal(listLockFiles(dataDir).length, 1, 'a running service holds a DATA_DIR/.lock.<n>')
     const email = uniqueEmail('slow')
     const held = await holdInChild(t, child, email)
 
     child.proc.kill('SIGTERM')
-    await waitFor('new requests to be turned away', async () => {
-      const res = await tryRequest('GET', `${child.url}/users`, { token: makeToken() })
-      return isTurnedAway(res) ? true : undefined
-    })
-    assert.equal(child.proc.exitCode, null, 'the process waits for the request in flight')
+    await waitUntilNotListening(child.url)
+    await waitFor('the shutting-down log line', () => (/"msg":"shutting down"/.test(child.stdout()) ? true : undefined), 10_000)
+    assert.ok(isRunning(child), 'the process waits for the request in flight')
+    assert.equal(listLockFiles(dataDir).length, 1, 'the lock is held while a request is in flight')
 
+    const order = recordOrder({ response: held.response, exit: child.exited })
     held.finish()
     const res = await held.response
     assert.equal(res.status, 201, res.text)
     const user = JSON.parse(res.text) as User
     assert.equal(user.email, email)
 
-    const { code } = await exitWithin(child, 5000)
+    const { code } = await exitWithin(child, 20_000)
     assert.equal(code, 0, child.stderr())
+    assert.deepEqual(order, ['response', 'exit'])
     assert.deepEqual(listLockFiles(dataDir), [], 'the lock file is removed')
     assert.deepEqual(await readdir(path.join(dataDir, 'users')), [`${user.id}.json`])
     assert.match(child.stdout(), /"msg":"stopped"/)
   })
 
-  it('cuts a request held forever after SHUTDOWN_TIMEOUT_MS and still exits 0', async (t) => {
-    const { child, dataDir } = await startLimitedChild(t, { SHUTDOWN_TIMEOUT_MS: '500' })
+  it('cuts a request held forever once SHUTDOWN_TIMEOUT_MS has passed, and still exits 0', async (t) => {
+    const { child, dataDir } = await startLimitedChild(t, { SHUTDOWN_TIMEOUT_MS: '1000' })
     const held = await holdInChild(t, child, uniqueEmail('forever'))
-    const started = Date.now()
+    const signalled = Date.now()
     child.proc.kill('SIGTERM')
-    const { code } = await exitWithin(child, 5000)
-    const elapsed = Date.now() - started
+    // The default time-out is 10 s: an exit within this clock shows the configured one was used.
+    const { code } = await exitWithin(child, 8000)
+    const waited = Date.now() - signalled
     assert.equal(code, 0, child.stderr())
-    assert.ok(elapsed >= 400, `exited after ${elapsed} ms, before the shutdown time-out`)
-    assert.ok(elapsed < 3000, `exited after ${elapsed} ms`)
+    // The process cannot have let go before its own clock, started after this one, passed 1000 ms.
+    assert.ok(waited >= 1000, `exited ${waited} ms after SIGTERM, before the shutdown time-out`)
     await assert.rejects(held.response)
     assert.deepEqual(listLockFiles(dataDir), [])
     assert.deepEqual(await readdir(path.join(dataDir, 'users')), [])
+    assert.match(child.stdout(), /"msg":"stopped"/)
   })
 
-  it('is not delayed by an idle keep-alive connection', async (t) => {
+  it('is not held up by an idle keep-alive connection', async (t) => {
     const dataDir = path.join(await makeTempDir(t), 'data')
-    const child = await startChild({ dataDir })
+    // Both time-outs far past the clock below: only closing the idle connection lets the exit happen.
+    const child = await startChild({ dataDir, env: { KEEP_ALIVE_TIMEOUT_MS: '3600000', SHUTDOWN_TIMEOUT_MS: '3600000' } })
     t.after(() => child.stop('SIGKILL'))
     const socket = connect(Number(new URL(child.url).port), '127.0.0.1')
     t.after(() => { socket.destroy() })
     let received = ''
     socket.setEncoding('utf8').on('data', (chunk: string) => { received += chunk })
     socket.on('error', () => undefined)
+    const socketClosed = new Promise<void>((resolve) => { socket.once('close', () => { resolve() }) })
     socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n')
-    await waitFor('the answer', () => (received.includes('"status":"ok"') ? true : undefined))
-    const started = Date.now()
+    await waitFor('the answer', () => (received.includes('"status":"ok"') ? true : undefined), 10_000)
+    assert.doesNotMatch(received, /\r\nconnection: close\r\n/i, 'the connection is kept alive')
     child.proc.kill('SIGTERM')
-    const { code } = await exitWithin(child, 5000)
+    const { code } = await exitWithin(child, 15_000)
     assert.equal(code, 0, child.stderr())
-    assert.ok(Date.now() - started < 2000, `exited after ${Date.now() - started} ms`)
+    await socketClosed
   })
 })
 
@@ -125,21 +171,19 @@ describe('SIGINT', () => {
 })
 
 describe('service.close()', () => {
-  it('lets the request in flight finish and turns later ones away', async (t) => {
+  it('lets the request in flight finish and stops accepting connections', async (t) => {
     const store = new CountingStore()
-    const s = await startService(t, { store })
+    const s = await startService(t, { store, shutdownTimeoutMs: 3_600_000 })
     const email = uniqueEmail('closing')
     const held = holdRequest(s.baseUrl, {
       path: '/users', token: makeToken({ sub: randomUUID() }), body: JSON.stringify({ email, name: 'In Flight' }),
     })
     t.after(() => { held.abort() })
-    await waitFor('the held request to be in flight', () => (store.calls > 0 ? true : undefined))
+    await waitFor('the held request to be in flight', () => (store.calls > 0 ? true : undefined), 10_000)
 
     let closed = false
     const closing = s.service.close().then(() => { closed = true })
-    const later = await tryRequest('GET', `${s.baseUrl}/users`, { token: s.token })
-    assert.ok(isTurnedAway(later), `a request after close() was served: ${JSON.stringify(later)}`)
-    if ('status' in later) assertProblem(later, 503, 'shutting_down')
+    assert.equal(await tryConnect(s.url), 'ECONNREFUSED', 'a new connection after close() is refused')
     assert.equal(closed, false, 'close() waits for the request in flight')
 
     held.finish()
@@ -153,53 +197,53 @@ describe('service.close()', () => {
   })
 
   it('answers a request begun before close() with 503 shutting_down and Connection: close', async (t) => {
-    const s = await startService(t, { shutdownTimeoutMs: 300 })
+    const s = await startService(t, { maxInflight: 1, shutdownTimeoutMs: 3_600_000 })
+    const email = uniqueEmail('held')
     const held = holdRequest(s.baseUrl, {
-      path: '/users', token: makeToken(), body: JSON.stringify({ email: uniqueEmail(), name: 'Held' }),
+      path: '/users', token: makeToken(), body: JSON.stringify({ email, name: 'Held' }),
     })
     t.after(() => { held.abort() })
+    // The held request keeps close() waiting, so that the request below can still be answered.
+    await waitUntilHeld(s.baseUrl)
     const socket = connect(Number(new URL(s.url).port), '127.0.0.1')
     t.after(() => { socket.destroy() })
     socket.on('error', () => undefined)
-    await new Promise<void>((resolve) => { socket.once('connect', () => { resolve() }) })
-    // A request begun before close() keeps its connection from counting as idle.
-    socket.write('GET /users HTTP/1.1\r\n')
-    await waitFor('the server to see both connections', async () => {
-      const count = await new Promise<number>((resolve) => {
-        s.service.server.getConnections((_error, n) => { resolve(n) })
-      })
-      return count >= 2 ? true : undefined
-    })
-    const closing = s.service.close()
     let received = ''
     socket.setEncoding('utf8').on('data', (chunk: string) => { received += chunk })
+    // One write: a whole request, then the first line of the next. The answer to the first shows
+    // that the server has read the second line too, so the connection is busy, not idle.
+    socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /users HTTP/1.1\r\n')
+    await waitFor('the health answer', () => (received.includes('"status":"ok"') ? true : undefined), 10_000)
+    const healthEnd = received.length
+    const closing = s.service.close()
     socket.write(`Host: x\r\nAuthorization: Bearer ${s.token}\r\n\r\n`)
-    await waitFor('the answer', () => (received.includes('\r\n\r\n') ? true : undefined), 2000)
-    assert.match(received, /^HTTP\/1\.1 503 /)
-    assert.match(received, /\r\nconnection: close\r\n/i)
-    assert.match(received, /\r\nretry-after: \d+\r\n/i)
-    assert.match(received, /"code":"shutting_down"/)
+    await waitFor('the second answer', () => (received.slice(healthEnd).includes('"code"') ? true : undefined), 10_000)
+    const second = received.slice(healthEnd)
+    assert.match(second, /^HTTP\/1\.1 503 /)
+    assert.match(second, /\r\nconnection: close\r\n/i)
+    assert.match(second, /\r\nretry-after: \d+\r\n/i)
+    assert.match(second, /"code":"shutting_down"/)
+    held.finish()
+    const res = await held.response
+    assert.equal(res.status, 201, res.text)
     await closing
-    await assert.rejects(held.response)
+    assert.deepEqual(await readdir(path.join(s.dataDir, 'users')), [`${(JSON.parse(res.text) as User).id}.json`])
   })
 
-  it('cuts a request held past shutdownTimeoutMs and resolves', async (t) => {
-    const s = await startService(t, { shutdownTimeoutMs: 200 })
+  it('cuts a request held past shutdownTimeoutMs, then resolves', async (t) => {
+    const s = await startService(t, { maxInflight: 1, shutdownTimeoutMs: 1000 })
     const held = holdRequest(s.baseUrl, {
       path: '/users', token: makeToken(), body: JSON.stringify({ email: uniqueEmail(), name: 'Forever' }),
     })
     t.after(() => { held.abort() })
-    await waitFor('the held request to reach the server', async () => {
-      const count = await new Promise<number>((resolve) => {
-        s.service.server.getConnections((_error, n) => { resolve(n) })
-      })
-      return count >= 1 ? true : undefined
-    })
+    await waitUntilHeld(s.baseUrl)
     const started = Date.now()
-    await s.service.close()
-    const elapsed = Date.now() - started
-    assert.ok(elapsed >= 150 && elapsed < 2000, `close() took ${elapsed} ms`)
+    // The default is 10 s: resolving within this clock shows that the option was used.
+    await within(s.service.close(), 8000, () => 'close() did not resolve within 8000 ms')
+    const waited = Date.now() - started
+    assert.ok(waited >= 1000, `close() resolved after ${waited} ms, before shutdownTimeoutMs`)
     await assert.rejects(held.response)
     assert.deepEqual(listLockFiles(s.dataDir), [])
+    assert.deepEqual(await readdir(path.join(s.dataDir, 'users')), [])
   })
 })
