@@ -1,20 +1,34 @@
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
-import { readFile, stat, writeFile } from 'node:fs/promises'
+import { fork, spawn, type ChildProcess } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { mkdir, readFile, readdir, rename, stat, unlink, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
 import { DataDirLock, LockError } from '../../src/store/data-dir-lock.js'
-import { startChild, spawnService, type RunningChild } from '../helpers/child.js'
+import { PROJECT_ROOT, startChild, spawnService, type RunningChild } from '../helpers/child.js'
 import { request } from '../helpers/http.js'
+import type { RacerAnswer, RacerCommand } from '../helpers/lock-racer.js'
 import { makeTempDir } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'
 
-/** A lock on a fresh temp directory, released when the test ends. */
-async function newLock(t: TestContext): Promise<DataDirLock> {
-  const lock = new DataDirLock(await makeTempDir(t, 'data-dir-lock-test-'))
+/** What a lock file of this process holds: `<pid> <token>\n`. */
+const OURS = new RegExp(`^${process.pid} [0-9a-f]{32}\\n$`)
+
+/** A lock file's content as another owner would have written it. */
+const ownerLine = (pid: number, token = randomBytes(16).toString('hex')): string => `${pid} ${token}\n`
+
+/** The lock files and lock temp files in a directory, sorted. */
+async function lockNames(dir: string): Promise<string[]> {
+  return (await readdir(dir)).filter((name) => name.startsWith('.lock')).sort()
+}
+
+/** A fresh temp directory and a lock on it, released when the test ends. */
+async function newLock(t: TestContext): Promise<{ dir: string, lock: DataDirLock }> {
+  const dir = await makeTempDir(t, 'data-dir-lock-test-')
+  const lock = new DataDirLock(dir)
   t.after(() => { lock.release() })
-  return lock
+  return { dir, lock }
 }
 
 /** The pid of a child that stays alive until the test ends. */
@@ -34,111 +48,336 @@ async function deadPid(): Promise<number> {
   return pid
 }
 
-const readLock = (lock: DataDirLock): Promise<string> => readFile(lock.file, 'utf8')
+/** Asserts that `run` throws a LockError whose message matches and names the file. */
+function assertRefused(run: () => void, pattern: RegExp, file: string): void {
+  assert.throws(run, (error: unknown) => {
+    assert.ok(error instanceof LockError, String(error))
+    assert.equal(error.name, 'LockError')
+    assert.match(error.message, pattern)
+    assert.ok(error.message.includes(file), `the message should name ${file}: ${error.message}`)
+    return true
+  })
+}
 
 describe('DataDirLock', () => {
-  it('writes its pid to DATA_DIR/.lock with mode 0600', async (t) => {
-    const lock = await newLock(t)
+  it('writes `<pid> <token>` to DATA_DIR/.lock.1 with mode 0600', async (t) => {
+    const { dir, lock } = await newLock(t)
+    assert.equal(lock.held, false)
     lock.acquire()
     assert.equal(lock.held, true)
-    assert.equal(path.basename(lock.file), '.lock')
-    assert.equal(await readLock(lock), `${process.pid}\n`)
+    assert.equal(lock.file, path.join(dir, '.lock.1'))
+    assert.match(await readFile(lock.file, 'utf8'), OURS)
     assert.equal((await stat(lock.file)).mode & 0o777, 0o600)
+    // The temp file it was written under is gone.
+    assert.deepEqual(await lockNames(dir), ['.lock.1'])
   })
 
   it('treats a second acquire from the same lock as a no-op', async (t) => {
-    const lock = await newLock(t)
+    const { dir, lock } = await newLock(t)
     lock.acquire()
-    // A second acquire must not look at the file again: it would find its own pid and rewrite it.
-    await writeFile(lock.file, 'marker')
+    const content = await readFile(lock.file, 'utf8')
     lock.acquire()
     assert.equal(lock.held, true)
-    assert.equal(await readLock(lock), 'marker')
+    assert.equal(lock.file, path.join(dir, '.lock.1'))
+    assert.equal(await readFile(lock.file, 'utf8'), content)
+    assert.deepEqual(await lockNames(dir), ['.lock.1'])
   })
 
-  it('refuses with a LockError naming the pid when a live process holds the lock', async (t) => {
-    const lock = await newLock(t)
+  it('refuses with a LockError naming the pid and the file when a live process holds the lock', async (t) => {
+    const { dir, lock } = await newLock(t)
     const pid = livePid(t)
-    await writeFile(lock.file, `${pid}\n`)
-    assert.throws(() => { lock.acquire() }, (error: unknown) => {
-      assert.ok(error instanceof LockError)
-      assert.equal(error.name, 'LockError')
-      assert.match(error.message, /in use/)
-      assert.ok(error.message.includes(String(pid)), error.message)
-      assert.ok(error.message.includes(lock.file), error.message)
-      return true
-    })
+    const file = path.join(dir, '.lock.1')
+    await writeFile(file, ownerLine(pid))
+    const content = await readFile(file, 'utf8')
+    assertRefused(() => { lock.acquire() }, new RegExp(`in use by another running process \\(pid ${pid}\\)`), file)
     assert.equal(lock.held, false)
-    assert.equal(await readLock(lock), `${pid}\n`)
+    assert.equal(await readFile(file, 'utf8'), content)
+    assert.deepEqual(await lockNames(dir), ['.lock.1'])
     // Releasing a lock never taken leaves the other process's file alone.
-    lock.release()
-    assert.equal(await readLock(lock), `${pid}\n`)
+    assert.equal(lock.release(), false)
+    assert.equal(await readFile(file, 'utf8'), content)
   })
 
-  it('takes over the lock of a process that has exited', async (t) => {
-    const lock = await newLock(t)
-    await writeFile(lock.file, `${await deadPid()}\n`)
+  it('takes over the lock of a process that has exited with the next generation, removing the stale file', async (t) => {
+    const { dir, lock } = await newLock(t)
+    await writeFile(path.join(dir, '.lock.1'), ownerLine(await deadPid()))
     lock.acquire()
     assert.equal(lock.held, true)
-    assert.equal(await readLock(lock), `${process.pid}\n`)
+    assert.equal(lock.file, path.join(dir, '.lock.2'))
+    assert.match(await readFile(lock.file, 'utf8'), OURS)
+    assert.deepEqual(await lockNames(dir), ['.lock.2'])
   })
 
-  const unusable = [['garbage', 'not a pid\n'], ['an empty file', ''], ['pid 0', '0\n'], ['a negative pid', '-5\n']] as const
-  for (const [label, content] of unusable) {
-    it(`takes over a lock file holding ${label}`, async (t) => {
-      const lock = await newLock(t)
-      await writeFile(lock.file, content)
-      lock.acquire()
-      assert.equal(lock.held, true)
-      assert.equal(await readLock(lock), `${process.pid}\n`)
+  it('takes over after the highest of several stale generations and removes them all', async (t) => {
+    const { dir, lock } = await newLock(t)
+    for (const generation of [1, 3, 9]) {
+      await writeFile(path.join(dir, `.lock.${generation}`), ownerLine(await deadPid()))
+    }
+    // A temp file left by a process killed while writing its lock file goes too.
+    await writeFile(path.join(dir, `.lock-tmp.${randomBytes(16).toString('hex')}`), '')
+    lock.acquire()
+    assert.equal(lock.file, path.join(dir, '.lock.10'))
+    assert.match(await readFile(lock.file, 'utf8'), OURS)
+    assert.deepEqual(await lockNames(dir), ['.lock.10'])
+  })
+
+  it('takes over a lock holding its own pid with an unknown token (a restarted container is pid 1 again)', async (t) => {
+    const { dir, lock } = await newLock(t)
+    await writeFile(path.join(dir, '.lock.1'), ownerLine(process.pid))
+    lock.acquire()
+    assert.equal(lock.file, path.join(dir, '.lock.2'))
+    assert.deepEqual(await lockNames(dir), ['.lock.2'])
+  })
+
+  // Lock files are linked into place fully written, so a file that does not read as `<pid>
+  // <token>` (an empty one included) was not written by this service, or is being tampered with:
+  // it may belong to someone, so it is never taken as stale.
+  const unreadable = [
+    ['garbage', 'not a lock\n'],
+    ['nothing (an empty file)', ''],
+    ['a pid without a token (the 0.1.0 format)', '4242\n'],
+    ['pid 0', `0 ${randomBytes(16).toString('hex')}\n`],
+    ['a live owner followed by more bytes', `${process.ppid} ${randomBytes(16).toString('hex')}\nmore\n`],
+  ] as const
+  for (const [label, content] of unreadable) {
+    it(`refuses, and leaves alone, a lock file holding ${label}`, async (t) => {
+      const { dir, lock } = await newLock(t)
+      const file = path.join(dir, '.lock.1')
+      await writeFile(file, content)
+      assertRefused(() => { lock.acquire() }, /was not written by this service.*remove it if no process uses this directory/, file)
+      assert.equal(lock.held, false)
+      assert.equal(await readFile(file, 'utf8'), content)
+      assert.deepEqual(await lockNames(dir), ['.lock.1'])
     })
   }
 
-  it('takes over a lock file holding its own pid (a restarted container is pid 1 again)', async (t) => {
-    const lock = await newLock(t)
-    await writeFile(lock.file, `${process.pid}\n`)
+  it('refuses an unreadable lock file under a stale one, and removes the file it had linked', async (t) => {
+    const { dir, lock } = await newLock(t)
+    const garbage = path.join(dir, '.lock.1')
+    await writeFile(garbage, 'garbage\n')
+    await writeFile(path.join(dir, '.lock.2'), ownerLine(await deadPid()))
+    assertRefused(() => { lock.acquire() }, /was not written by this service/, garbage)
+    assert.equal(lock.held, false)
+    assert.deepEqual(await lockNames(dir), ['.lock.1', '.lock.2'])
+  })
+
+  it('refuses a live lock under a stale one (a late process re-created an old generation)', async (t) => {
+    const { dir, lock } = await newLock(t)
+    const pid = livePid(t)
+    const live = path.join(dir, '.lock.1')
+    await writeFile(live, ownerLine(pid))
+    await writeFile(path.join(dir, '.lock.2'), ownerLine(await deadPid()))
+    assertRefused(() => { lock.acquire() }, new RegExp(`\\(pid ${pid}\\)`), live)
+    assert.equal(lock.held, false)
+    // It linked .lock.3 and gave it up when it saw the live owner of .lock.1.
+    assert.deepEqual(await lockNames(dir), ['.lock.1', '.lock.2'])
+  })
+
+  it('refuses a second lock in the same process on the same directory', async (t) => {
+    const { dir, lock: first } = await newLock(t)
+    first.acquire()
+    const content = await readFile(first.file, 'utf8')
+    const second = new DataDirLock(dir)
+    t.after(() => { second.release() })
+    assertRefused(() => { second.acquire() }, new RegExp(`another store in this process \\(pid ${process.pid}\\)`), first.file)
+    assert.equal(second.held, false)
+    assert.equal(second.check(), false)
+    assert.equal(first.check(), true)
+    assert.equal(await readFile(first.file, 'utf8'), content)
+    assert.deepEqual(await lockNames(dir), ['.lock.1'])
+
+    // Once the first lets go, the second takes it.
+    assert.equal(first.release(), true)
+    second.acquire()
+    assert.equal(second.held, true)
+    assert.equal(second.file, path.join(dir, '.lock.1'))
+    assert.notEqual(await readFile(second.file, 'utf8'), content)
+  })
+
+  it('removes its file on release, and can take the lock again', async (t) => {
+    const { dir, lock } = await newLock(t)
+    lock.acquire()
+    const content = await readFile(lock.file, 'utf8')
+    assert.equal(lock.release(), true)
+    assert.equal(lock.held, false)
+    assert.deepEqual(await lockNames(dir), [])
+    assert.equal(lock.release(), false)
     lock.acquire()
     assert.equal(lock.held, true)
-    assert.equal(await readLock(lock), `${process.pid}\n`)
+    assert.match(await readFile(lock.file, 'utf8'), OURS)
+    assert.notEqual(await readFile(lock.file, 'utf8'), content, 'a new acquire uses a new token')
   })
 
-  it('removes the file on release, and can take it again', async (t) => {
-    const lock = await newLock(t)
+  it('leaves the file on release when it no longer holds its token', async (t) => {
+    const { dir, lock } = await newLock(t)
+    lock.acquire()
+    const other = ownerLine(livePid(t))
+    await writeFile(lock.file, other)
+    assert.equal(lock.release(), false)
+    assert.equal(lock.held, false)
+    assert.equal(await readFile(path.join(dir, '.lock.1'), 'utf8'), other)
+  })
+
+  it('checks true while its file is in place, and false once it is removed', async (t) => {
+    const { lock } = await newLock(t)
+    assert.equal(lock.check(), false, 'not acquired yet')
+    lock.acquire()
+    assert.equal(lock.check(), true)
+    assert.equal(lock.check(), true)
+    await unlink(lock.file)
+    assert.equal(lock.check(), false)
+    assert.equal(lock.release(), false)
+  })
+
+  it('checks false once its file is replaced, even by a copy with the same content', async (t) => {
+    const { dir, lock } = await newLock(t)
+    lock.acquire()
+    const copy = path.join(dir, 'copy')
+    await writeFile(copy, await readFile(lock.file))
+    await rename(copy, lock.file)
+    assert.equal(lock.check(), false)
+  })
+
+  it('checks false once its file holds another token', async (t) => {
+    const { lock } = await newLock(t)
+    lock.acquire()
+    await writeFile(lock.file, ownerLine(process.pid))
+    assert.equal(lock.check(), false)
+  })
+
+  it('checks false when another live lock file appears, not when a stale one does', async (t) => {
+    const { dir, lock } = await newLock(t)
+    lock.acquire()
+    await writeFile(path.join(dir, '.lock.5'), ownerLine(await deadPid()))
+    assert.equal(lock.check(), true)
+    await writeFile(path.join(dir, '.lock.6'), ownerLine(livePid(t)))
+    assert.equal(lock.check(), false)
+  })
+
+  it('checks false after release', async (t) => {
+    const { lock } = await newLock(t)
     lock.acquire()
     lock.release()
-    assert.equal(lock.held, false)
-    await assert.rejects(stat(lock.file), { code: 'ENOENT' })
-    lock.acquire()
-    assert.equal(await readLock(lock), `${process.pid}\n`)
+    assert.equal(lock.check(), false)
   })
 
-  it('leaves the file on release when it no longer holds its pid', async (t) => {
-    const lock = await newLock(t)
-    lock.acquire()
-    const other = livePid(t)
-    await writeFile(lock.file, `${other}\n`)
-    lock.release()
+  it('refuses while the legacy .lock of version 0.1.0 names a live process, and leaves it', async (t) => {
+    const { dir, lock } = await newLock(t)
+    const pid = livePid(t)
+    const legacy = path.join(dir, '.lock')
+    await writeFile(legacy, `${pid}\n`)
+    assertRefused(() => { lock.acquire() }, new RegExp(`in use by another running process \\(pid ${pid}\\)`), legacy)
     assert.equal(lock.held, false)
-    assert.equal(await readLock(lock), `${other}\n`)
+    assert.equal(await readFile(legacy, 'utf8'), `${pid}\n`)
+    assert.deepEqual(await lockNames(dir), ['.lock'])
   })
 
-  it('lets another lock on the same directory take over once released', async (t) => {
-    const dir = await makeTempDir(t, 'data-dir-lock-test-')
-    const first = new DataDirLock(dir)
-    const second = new DataDirLock(dir)
-    first.acquire()
-    first.release()
-    second.acquire()
-    t.after(() => { second.release() })
-    assert.equal(second.held, true)
-    assert.equal(await readFile(path.join(dir, '.lock'), 'utf8'), `${process.pid}\n`)
+  it('removes the legacy .lock of a process that has exited and takes the lock', async (t) => {
+    const { dir, lock } = await newLock(t)
+    await writeFile(path.join(dir, '.lock'), `${await deadPid()}\n`)
+    lock.acquire()
+    assert.equal(lock.file, path.join(dir, '.lock.1'))
+    assert.deepEqual(await lockNames(dir), ['.lock.1'])
+  })
+})
+
+/** A lock-racer child process serving rounds over IPC. */
+interface Racer {
+  readonly pid: number
+  ask(command: RacerCommand): Promise<RacerAnswer>
+}
+
+const RACER = path.join(PROJECT_ROOT, 'test', 'helpers', 'lock-racer.ts')
+
+/** Starts a racer, killed when the test ends, and waits for it to be ready. */
+async function startRacer(t: TestContext): Promise<Racer> {
+  const env = { ...process.env }
+  delete env['NODE_TEST_CONTEXT']
+  const proc: ChildProcess = fork(RACER, [], { execArgv: ['--import', 'tsx'], env, stdio: ['ignore', 'ignore', 'pipe', 'ipc'] })
+  t.after(() => { proc.kill('SIGKILL') })
+  let stderr = ''
+  proc.stderr?.setEncoding('utf8').on('data', (chunk: string) => { stderr += chunk })
+  const next = (): Promise<RacerAnswer> => new Promise((resolve, reject) => {
+    const onExit = (code: number | null): void => { reject(new Error(`a racer exited (${code}):\n${stderr}`)) }
+    proc.once('exit', onExit)
+    proc.once('message', (answer: RacerAnswer) => {
+      proc.off('exit', onExit)
+      resolve(answer)
+    })
+  })
+  const ready = await next()
+  assert.equal(ready.kind, 'ready')
+  return {
+    pid: ready.pid,
+    ask(command) {
+      const answer = next()
+      proc.send(command)
+      return answer
+    },
+  }
+}
+
+/** Runs `rounds` rounds of all racers trying the lock at once on a new directory made by `prepare`. */
+async function race(
+  t: TestContext, rounds: number, prepare: (dir: string) => Promise<void>, expectedFile: string,
+): Promise<void> {
+  const base = await makeTempDir(t, 'data-dir-lock-race-')
+  const racers = await Promise.all(Array.from({ length: 8 }, () => startRacer(t)))
+  for (let round = 0; round < rounds; round += 1) {
+    const dir = path.join(base, `round-${round}`)
+    await mkdir(dir)
+    await prepare(dir)
+    // Far enough ahead for every racer to have the message and be spinning when it comes.
+    const at = Date.now() + 40
+    const answers = await Promise.all(racers.map((racer) => racer.ask({ kind: 'go', dir, at })))
+    const held = answers.filter((answer) => answer.kind === 'held')
+    assert.equal(held.length, 1, `round ${round}: ${held.length} holders: ${JSON.stringify(answers)}`)
+    const [winner] = held
+    assert.ok(winner !== undefined)
+    for (const answer of answers) {
+      if (answer.kind !== 'refused') continue
+      assert.equal(answer.name, 'LockError', answer.message)
+      assert.ok(answer.message.includes(`(pid ${winner.pid})`), `round ${round}: ${answer.message}`)
+    }
+    // Only the winner's lock file is left: no stale generation, no loser's file or temp file.
+    assert.equal(winner.file, path.join(dir, expectedFile))
+    assert.deepEqual(await lockNames(dir), [expectedFile], `round ${round}`)
+    assert.match(await readFile(winner.file, 'utf8'), new RegExp(`^${winner.pid} [0-9a-f]{32}\\n$`))
+
+    const racer = racers.find((candidate) => candidate.pid === winner.pid)
+    assert.ok(racer !== undefined)
+    assert.deepEqual(await racer.ask({ kind: 'release' }), { kind: 'released', pid: winner.pid, removed: true })
+    assert.deepEqual(await lockNames(dir), [])
+  }
+}
+
+describe('DataDirLock with many processes racing', { timeout: 120_000 }, () => {
+  const ROUNDS = 40
+
+  it('gives a fresh directory to exactly one of 8 processes, round after round', async (t) => {
+    await race(t, ROUNDS, async () => {}, '.lock.1')
+  })
+
+  it('gives a stale lock to exactly one of 8 processes, round after round', async (t) => {
+    const dead = await deadPid()
+    await race(t, ROUNDS, async (dir) => {
+      await writeFile(path.join(dir, '.lock.1'), ownerLine(dead))
+    }, '.lock.2')
+  })
+
+  it('gives several stale generations and a stale legacy .lock to exactly one of 8 processes', async (t) => {
+    const dead = await deadPid()
+    await race(t, ROUNDS, async (dir) => {
+      await writeFile(path.join(dir, '.lock'), `${dead}\n`)
+      for (const generation of [1, 2, 4]) await writeFile(path.join(dir, `.lock.${generation}`), ownerLine(dead))
+    }, '.lock.5')
   })
 })
 
 describe('one service per data directory', () => {
   /** Starts the service as a child on `dataDir`, killed when the test ends. */
   async function startOwned(t: TestContext, dataDir: string): Promise<RunningChild> {
-    const child = await startChild({ dataDir })
+    const child = await startChild({ dataDir }, 60_000)
     t.after(() => child.stop('SIGKILL'))
     return child
   }
@@ -148,42 +387,51 @@ describe('one service per data directory', () => {
     return { status: res.status, id: res.json<{ id: string }>().id }
   }
 
+  const lockOf = (pid: number | undefined): RegExp => new RegExp(`^${String(pid)} [0-9a-f]{32}\\n$`)
+
   it('refuses a second process on the same DATA_DIR, keeps the first, and takes over after SIGKILL', async (t) => {
     const dataDir = path.join(await makeTempDir(t, 'data-dir-lock-test-'), 'data')
     const first = await startOwned(t, dataDir)
-    const lockFile = path.join(dataDir, '.lock')
-    assert.equal(await readFile(lockFile, 'utf8'), `${first.proc.pid}\n`)
+    const firstLock = path.join(dataDir, '.lock.1')
+    const firstContent = await readFile(firstLock, 'utf8')
+    assert.match(firstContent, lockOf(first.proc.pid))
     const created = await createUser(first.url, 'owner@example.com')
     assert.equal(created.status, 201)
 
     const second = spawnService({ dataDir })
     t.after(() => { second.proc.kill('SIGKILL') })
     const exit = await second.exited
-    assert.notEqual(exit.code, 0)
+    assert.equal(exit.code, 1)
     assert.equal(exit.signal, null)
     assert.doesNotMatch(second.stdout(), /"msg":"listening"/)
-    assert.match(second.stderr(), /in use|lock/i)
-    assert.ok(second.stderr().includes(String(first.proc.pid)), second.stderr())
+    assert.match(second.stderr(), /cannot start: the data directory .* is already in use by another running process/)
+    assert.ok(second.stderr().includes(`(pid ${String(first.proc.pid)})`), second.stderr())
+    assert.ok(second.stderr().includes(firstLock), second.stderr())
 
+    // The first goes on, its lock untouched.
     assert.equal((await request('GET', `${first.url}/readyz`)).status, 200)
     assert.equal((await createUser(first.url, 'after-refusal@example.com')).status, 201)
-    assert.equal(await readFile(lockFile, 'utf8'), `${first.proc.pid}\n`)
+    assert.equal(await readFile(firstLock, 'utf8'), firstContent)
+    assert.deepEqual(await lockNames(dataDir), ['.lock.1'])
 
     first.proc.kill('SIGKILL')
     await first.exited
     // The stale lock of the dead process is still there, and the next start takes it over.
-    assert.equal(await readFile(lockFile, 'utf8'), `${first.proc.pid}\n`)
+    assert.equal(await readFile(firstLock, 'utf8'), firstContent)
     const third = await startOwned(t, dataDir)
-    assert.equal(await readFile(lockFile, 'utf8'), `${third.proc.pid}\n`)
+    assert.match(await readFile(path.join(dataDir, '.lock.2'), 'utf8'), lockOf(third.proc.pid))
+    assert.deepEqual(await lockNames(dataDir), ['.lock.2'])
     const res = await request('GET', `${third.url}/users/${created.id}`, { token: makeToken() })
     assert.equal(res.status, 200)
+    assert.equal(res.json<{ email: string }>().email, 'owner@example.com')
   })
 
-  it('releases the lock when stopped with SIGTERM', async (t) => {
+  it('removes its lock file when stopped with SIGTERM', async (t) => {
     const dataDir = path.join(await makeTempDir(t, 'data-dir-lock-test-'), 'data')
     const child = await startOwned(t, dataDir)
+    assert.deepEqual(await lockNames(dataDir), ['.lock.1'])
     const exit = await child.stop('SIGTERM')
     assert.equal(exit.code, 0)
-    await assert.rejects(stat(path.join(dataDir, '.lock')), { code: 'ENOENT' })
+    assert.deepEqual(await lockNames(dataDir), [])
   })
 })
