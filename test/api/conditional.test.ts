@@ -53,39 +53,47 @@ describe('Cache-Control and Vary', () => {
     assert.equal(created.status, 201)
     assertNoStore(created, 'POST /users')
     const id = created.json<User>().id
-    const writes: [string, string, unknown][] = [
-      ['PUT', `/users/${id}`, { email: uniqueEmail(), name: 'Put' }],
-      ['PATCH', `/users/${id}`, { name: 'Patch' }],
-      ['PATCH', `/users/${id}`, {}],
-      ['POST', `/users/${id}:activate`, undefined],
-      ['POST', `/users/${id}:activate`, undefined],
-      ['POST', `/users/${id}:suspend`, undefined],
-      ['DELETE', `/users/${id}`, undefined],
+    const writes: [string, string, unknown, number][] = [
+      ['PUT', `/users/${id}`, { email: uniqueEmail(), name: 'Put' }, 200],
+      ['PATCH', `/users/${id}`, { name: 'Patch' }, 200],
+      ['PATCH', `/users/${id}`, {}, 200],
+      ['POST', `/users/${id}:activate`, undefined, 200],
+      ['POST', `/users/${id}:activate`, undefined, 200],
+      ['POST', `/users/${id}:suspend`, undefined, 200],
+      ['DELETE', `/users/${id}`, undefined, 204],
     ]
-    for (const [method, target, json] of writes) {
+    for (const [method, target, json, status] of writes) {
       const res = await s.call(method, target, json === undefined ? {} : { json })
-      assert.ok(res.status === 200 || res.status === 204, `${method} ${target}: ${res.status} ${res.text}`)
+      assert.equal(res.status, status, `${method} ${target}: ${res.text}`)
       assertNoStore(res, `${method} ${target}`)
     }
+    assertProblem(await s.call('GET', `/users/${id}`), 404, 'not_found')
   })
 
   it('marks errors on /users no-store, also for GETs', async (t) => {
     const s = await startService(t)
     const user = await s.createUser()
-    const errors = [
-      await s.call('GET', `/users/${UNKNOWN_ID}`),
-      await s.call('HEAD', `/users/${UNKNOWN_ID}`),
-      await s.call('GET', '/users', { token: undefined }),
-      await s.call('GET', '/users?limit=1000'),
-      await s.call('GET', '/users/%ZZ'),
-      await s.call('PATCH', `/users/${user.id}`, { json: { name: 'X' }, headers: { 'if-match': '"stale"' } }),
-      await s.call('DELETE', '/users'),
+    const errors: [TestResponse, number, string][] = [
+      [await s.call('GET', `/users/${UNKNOWN_ID}`), 404, 'not_found'],
+      [await s.call('GET', '/users', { token: undefined }), 401, 'token_missing'],
+      [await s.call('GET', '/users?limit=1000'), 400, 'bad_request'],
+      [await s.call('GET', '/users/%ZZ'), 400, 'bad_request'],
+      [await s.call('PATCH', `/users/${user.id}`, { json: { name: 'X' }, headers: { 'if-match': '"stale"' } }), 412, 'precondition_failed'],
+      [await s.call('GET', `/users/${user.id}`, { headers: { 'if-match': '"stale"' } }), 412, 'precondition_failed'],
+      [await s.call('DELETE', '/users'), 405, 'method_not_allowed'],
     ]
-    for (const res of errors) {
-      assert.ok(res.status >= 400, `${res.status} ${res.text}`)
-      assertNoStore(res, String(res.status))
+    for (const [res, status, code] of errors) {
+      assertProblem(res, status, code)
+      assertNoStore(res, `${status} ${code}`)
       assert.equal(res.headers.get('etag'), null)
     }
+    // HEAD has no body to carry a code: the status and the headers are what it has.
+    const head = await s.call('HEAD', `/users/${UNKNOWN_ID}`)
+    assert.equal(head.status, 404)
+    assert.equal(head.text, '')
+    assertNoStore(head, 'HEAD 404')
+    assert.equal(head.headers.get('etag'), null)
+    assert.deepEqual(await s.getUser(user.id), user)
   })
 
   it('marks health and readiness no-store', async (t) => {
@@ -315,10 +323,14 @@ describe('concurrent writers with the same If-Match', () => {
       s.call('DELETE', `/users/${user.id}`, { headers: { 'if-match': etag } })))
     const statuses = answers.map((res) => res.status)
     assert.equal(statuses.filter((status) => status === 204).length, 1, statuses.join(' '))
+    // A loser that read the user before the winner removed it fails its If-Match (412); one that
+    // came after finds no user (404, which comes before 412): either is right, nothing else is.
     for (const res of answers.filter((answer) => answer.status !== 204)) {
       assert.ok(res.status === 412 || res.status === 404, `${res.status} ${res.text}`)
       assertProblem(res, res.status, res.status === 412 ? 'precondition_failed' : 'not_found')
     }
+    // Once the race is over the answer is settled: the user is gone.
+    assertProblem(await s.call('DELETE', `/users/${user.id}`, { headers: { 'if-match': etag } }), 404, 'not_found')
     assertProblem(await s.call('GET', `/users/${user.id}`), 404, 'not_found')
     assert.equal(readUserFile(s.dataDir, user.id), undefined, 'the user file is gone')
     assert.deepEqual(Object.keys(readUserFile(s.dataDir, user.id, 'tombstones') ?? {}), ['id', 'deletedAt'])

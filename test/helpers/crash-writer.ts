@@ -1,7 +1,8 @@
 /**
- * A child process for the crash test: `node --import tsx crash-writer.ts DATA_DIR` opens a
+ * A child process for the crash test: `node --import tsx crash-writer.ts DATA_DIR [SEED]` opens a
  * FileStore there, prints `ready`, then creates and updates users as fast as it can until killed,
- * printing `<id> <version>` for every write once the store has acknowledged it.
+ * printing `<id> <version>` for every write once the store has acknowledged it. The choice of
+ * create or update, the user updated and the padding come from SEED, so a round can be replayed.
  */
 import { FileStore } from '../../src/store/file-store.js'
 import type { UserRecord } from '../../src/users/user.js'
@@ -10,7 +11,8 @@ import { changeUser, makeUser } from './store-users.js'
 const WRITERS = 8
 
 const dataDir = process.argv[2]
-if (dataDir === undefined) throw new Error('usage: crash-writer.ts DATA_DIR')
+if (dataDir === undefined) throw new Error('usage: crash-writer.ts DATA_DIR [SEED]')
+const random = createRandom(Number(process.argv[3] ?? '1'))
 
 const store = new FileStore({ dataDir })
 await store.open()
@@ -26,11 +28,11 @@ for (;;) {
 process.stdout.write('ready\n')
 
 /** A name of varying length, so that a torn file would be easy to tell from a whole one. */
-const filler = (): string => 'x'.repeat(Math.floor(Math.random() * 400))
+const filler = (): string => 'x'.repeat(Math.floor(random() * 400))
 
 async function writeOne(): Promise<UserRecord> {
-  const id = ids[Math.floor(Math.random() * ids.length)]
-  if (id === undefined || ids.length < 40 || Math.random() < 0.3) {
+  const id = ids[Math.floor(random() * ids.length)]
+  if (id === undefined || ids.length < 40 || random() < 0.3) {
     const record = await store.create(makeUser({ metadata: { pad: filler() } }))
     ids.push(record.user.id)
     return record
@@ -48,3 +50,15 @@ async function runWriter(): Promise<void> {
 }
 
 await Promise.all(Array.from({ length: WRITERS }, runWriter))
+
+/** mulberry32: a small seeded generator of numbers in [0, 1). */
+function createRandom(seed: number): () => number {
+  let state = seed >>> 0
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0
+    let t = state
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}

@@ -17,8 +17,14 @@ const ACK = /^([0-9a-f-]{36}) (\d+)$/
 const tempFiles = async (dir: string): Promise<string[]> =>
   (await readdir(dir)).filter((name) => name.endsWith('.tmp'))
 
-/** 200 to 600 ms. */
-const randomDelay = (): number => 200 + Math.floor(Math.random() * 400)
+/**
+ * After how many acknowledged writes each round kills the writer: a fixed spread, from the very
+ * first write to a store grown well past its first page, so that every run tests the same points.
+ */
+const KILL_AFTER_ACKS = [1, 17, 60, 5, 150] as const
+
+/** How many creates the service has answered 201 for when the second test kills it. */
+const KILL_AFTER_CREATES = 25
 
 async function waitForReady(child: Child, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs
@@ -28,6 +34,35 @@ async function waitForReady(child: Child, timeoutMs = 20_000): Promise<void> {
     }
     await sleep(10)
   }
+}
+
+/**
+ * Sends SIGKILL as soon as the writer has printed `count` acknowledged writes (more may be printed
+ * before the signal lands; each is a real acknowledgement all the same).
+ */
+function killAfterAcks(child: Child, count: number, timeoutMs = 60_000): Promise<void> {
+  const stdout = child.proc.stdout
+  if (stdout === null) throw new Error('the crash writer has no stdout')
+  return new Promise((resolve, reject) => {
+    const finish = (error?: Error): void => {
+      clearTimeout(timer)
+      stdout.off('data', check)
+      child.proc.off('exit', exited)
+      if (error === undefined) resolve()
+      else reject(error)
+    }
+    // spawnService's own listener was added first, so child.stdout() already holds this chunk.
+    const check = (): void => {
+      if (readAcks(child.stdout()).length < count) return
+      child.proc.kill('SIGKILL')
+      finish()
+    }
+    const exited = (): void => { finish(new Error(`the crash writer stopped by itself:\n${child.stderr()}`)) }
+    const timer = setTimeout(() => { finish(new Error(`fewer than ${count} writes within ${timeoutMs} ms`)) }, timeoutMs)
+    stdout.on('data', check)
+    child.proc.once('exit', exited)
+    check()
+  })
 }
 
 /** The `<id> <version>` lines the writer printed in full (a line cut by the kill is left out). */
@@ -65,20 +100,20 @@ async function checkUserFiles(usersDir: string): Promise<number> {
 
 describe('durability after SIGKILL', () => {
   const across = 'keeps every acknowledged store write, with whole files and no quarantine, across five kills'
-  it(across, { timeout: 120_000 }, async (t) => {
+  it(across, { timeout: 300_000 }, async (t) => {
     const dataDir = path.join(await makeTempDir(t, 'crash-test-'), 'data')
     const usersDir = path.join(dataDir, 'users')
     const acked = new Map<string, number>()
-    for (let round = 1; round <= 5; round += 1) {
-      const child = spawnService({ dataDir, args: ['--import', 'tsx', WRITER, dataDir] })
+    for (const [index, killAfter] of KILL_AFTER_ACKS.entries()) {
+      const round = index + 1
+      const child = spawnService({ dataDir, args: ['--import', 'tsx', WRITER, dataDir, String(round)] })
       t.after(() => { child.proc.kill('SIGKILL') })
       await waitForReady(child)
-      await sleep(randomDelay())
-      child.proc.kill('SIGKILL')
+      await killAfterAcks(child, killAfter)
       const exit = await child.exited
       assert.equal(exit.signal, 'SIGKILL', `round ${round}: the writer stopped by itself:\n${child.stderr()}`)
       const acks = readAcks(child.stdout())
-      assert.ok(acks.length > 0, `round ${round}: no write was acknowledged`)
+      assert.ok(acks.length >= killAfter, `round ${round}: ${acks.length} writes acknowledged, killed after ${killAfter}`)
       for (const [id, version] of acks) acked.set(id, Math.max(version, acked.get(id) ?? 0))
 
       const files = await checkUserFiles(usersDir)
@@ -106,7 +141,7 @@ describe('durability after SIGKILL', () => {
     }
   })
 
-  it('keeps every user the service answered 201 for when it is SIGKILLed mid-stream', { timeout: 60_000 }, async (t) => {
+  it('keeps every user the service answered 201 for when it is SIGKILLed mid-stream', { timeout: 120_000 }, async (t) => {
     const dataDir = path.join(await makeTempDir(t, 'crash-test-'), 'data')
     const first = await startChild({ dataDir })
     t.after(() => first.stop('SIGKILL'))
@@ -118,21 +153,22 @@ describe('durability after SIGKILL', () => {
         try {
           const json = { email: uniqueEmail('crash'), name: 'Crash Test' }
           const res = await request('POST', `${first.url}/users`, { token, json })
-          if (res.status === 201) acked.push(res.json<User>())
-          else if (!killed) throw new Error(`POST /users: ${res.status} ${res.text}`)
+          if (res.status !== 201) throw new Error(`POST /users: ${res.status} ${res.text}`)
+          acked.push(res.json<User>())
+          // Killed while the other posters still have creates in flight.
+          if (acked.length >= KILL_AFTER_CREATES && !killed) {
+            killed = true
+            first.proc.kill('SIGKILL')
+          }
         } catch (error) {
           // Requests cut by the kill fail; nothing was promised for them.
           if (!killed) throw error
         }
       }
     }
-    const posting = Promise.all(Array.from({ length: 4 }, post))
-    await sleep(randomDelay())
-    killed = true
-    first.proc.kill('SIGKILL')
+    await Promise.all(Array.from({ length: 4 }, post))
     assert.equal((await first.exited).signal, 'SIGKILL')
-    await posting
-    assert.ok(acked.length > 0, 'no create was acknowledged before the kill')
+    assert.ok(acked.length >= KILL_AFTER_CREATES, `${acked.length} creates acknowledged`)
 
     const second = await startChild({ dataDir })
     t.after(() => second.stop('SIGKILL'))
