@@ -10,7 +10,6 @@ import type { Socket } from 'node:net'
  */
 export const LINGER_MS = 2000
 export const LINGER_BYTES = 1024 * 1024
-const CHECK_MS = 100
 
 const lingering = new WeakSet<Socket>()
 
@@ -30,18 +29,16 @@ export function closeInStages(socket: Socket): void {
   const start = socket.bytesRead
   const destroy = (): void => { socket.destroy() }
   const timer = setTimeout(destroy, LINGER_MS)
-  const meter = setInterval(() => {
-    if (socket.bytesRead - start > LINGER_BYTES) destroy()
-  }, CHECK_MS)
   timer.unref()
-  meter.unref()
-  socket.once('end', destroy)
-  socket.once('close', () => {
-    clearTimeout(timer)
-    clearInterval(meter)
+  // The bytes are counted on every read, not on a clock: a sender on a local link pushes tens of
+  // MiB in 100 ms. A 'data' listener also makes Node's HTTP server hand the socket back from its
+  // native parser to the stream (it "unconsumes" on 'data'), so every read passes through here;
+  // it resumes a socket nobody reads yet, and leaves one Node paused for back-pressure alone.
+  socket.on('data', () => {
+    if (socket.bytesRead - start > LINGER_BYTES) destroy()
   })
-  // Node's HTTP parser reads the socket itself; any other socket must be kept flowing here.
-  if (socket.readableFlowing !== true) socket.resume()
+  socket.once('end', destroy)
+  socket.once('close', () => { clearTimeout(timer) })
 }
 
 /**
