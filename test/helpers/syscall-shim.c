@@ -6,14 +6,18 @@
  *   SHIM_FAIL_MARKER  while this file exists, fsync and fdatasync fail (without syncing)
  *   SHIM_FAIL_KIND    which descriptors fail: file, dir or both (default both)
  *   SHIM_FAIL_ERRNO   the errno number to fail with (default EIO)
+ *   SHIM_DIR_SYNC_DELAY_MS  how long a directory fsync takes at least (a slow disk: writers
+ *                     arrive while one runs), added after the real call
  *   SHIM_LOG          a file that gets one line per recorded call
  *   SHIM_LOG_UNDER    record only calls that name a path starting with this (default: all)
  *
  * A log line is tab-separated: pid, call, result, errno, then the paths (fd resolved through
- * /proc/self/fd), then for opens the flags in hex and for fsyncs "dir" or "file". Each line goes
- * out in one write(2) on a file opened with O_APPEND, so lines of concurrent threads never mix.
- * The line is written after the real call returned and before the caller sees its result, so the
- * log's order is the program's order for calls that depend on each other.
+ * /proc/self/fd), then for opens the flags in hex and for fsyncs "dir N" or "file N". Each line
+ * goes out in one write(2) on a file opened with O_APPEND, so lines of concurrent threads never
+ * mix. A line is written after the real call returned and before the caller sees its result, so
+ * the log's order is the program's order for calls that depend on each other. An fsync also
+ * writes a "<call>-begin" line, with the same N, just before it starts: an fsync whose begin line
+ * follows a rename's line started after that rename, so it covers it.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -108,8 +112,16 @@ static int fail_errno(void) {
   return value > 0 ? value : EIO;
 }
 
-static int sync_call(const char *call, int fd, int (*real)(int)) {
+static unsigned long sync_counter;
+
+static int sync_call(const char *call, const char *begin, int fd, int (*real)(int)) {
   int directory = is_directory(fd);
+  unsigned long id = __atomic_add_fetch(&sync_counter, 1, __ATOMIC_SEQ_CST);
+  char path[PATH_MAX];
+  char extra[48];
+  fd_path(fd, path, sizeof path);
+  snprintf(extra, sizeof extra, "%s %lu", directory ? "dir" : "file", id);
+  record(begin, 0, 0, path, NULL, extra);
   int result;
   int error;
   if (must_fail(directory)) {
@@ -118,10 +130,10 @@ static int sync_call(const char *call, int fd, int (*real)(int)) {
   } else {
     result = real(fd);
     error = errno;
+    const char *delay = getenv("SHIM_DIR_SYNC_DELAY_MS");
+    if (directory && delay != NULL && atoi(delay) > 0) usleep((useconds_t)atoi(delay) * 1000);
   }
-  char path[PATH_MAX];
-  fd_path(fd, path, sizeof path);
-  record(call, result, error, path, NULL, directory ? "dir" : "file");
+  record(call, result, error, path, NULL, extra);
   errno = error;
   return result;
 }
@@ -129,13 +141,13 @@ static int sync_call(const char *call, int fd, int (*real)(int)) {
 int fsync(int fd) {
   static int (*real)(int);
   if (real == NULL) real = (int (*)(int))next_symbol("fsync");
-  return sync_call("fsync", fd, real);
+  return sync_call("fsync", "fsync-begin", fd, real);
 }
 
 int fdatasync(int fd) {
   static int (*real)(int);
   if (real == NULL) real = (int (*)(int))next_symbol("fdatasync");
-  return sync_call("fdatasync", fd, real);
+  return sync_call("fdatasync", "fdatasync-begin", fd, real);
 }
 
 static void record_open(const char *call, int dirfd, const char *path, int flags, int result, int error) {

@@ -50,6 +50,8 @@ export interface ShimEnvOptions {
   failKind?: 'file' | 'dir' | 'both'
   /** The errno number (default EIO). */
   failErrno?: number
+  /** Makes every directory fsync take at least this long, as on a slow disk. */
+  dirSyncDelayMs?: number
   /** Where the calls are recorded. */
   log?: string
   /** Record only calls naming a path under this one. */
@@ -61,12 +63,16 @@ export function shimEnv(library: string, options: ShimEnvOptions): Record<string
   if (options.failMarker !== undefined) env['SHIM_FAIL_MARKER'] = options.failMarker
   if (options.failKind !== undefined) env['SHIM_FAIL_KIND'] = options.failKind
   if (options.failErrno !== undefined) env['SHIM_FAIL_ERRNO'] = String(options.failErrno)
+  if (options.dirSyncDelayMs !== undefined) env['SHIM_DIR_SYNC_DELAY_MS'] = String(options.dirSyncDelayMs)
   if (options.log !== undefined) env['SHIM_LOG'] = options.log
   if (options.logUnder !== undefined) env['SHIM_LOG_UNDER'] = options.logUnder
   return env
 }
 
-/** One recorded call. `paths` are absolute; `flags` is set for opens, `dir` for fsyncs. */
+/**
+ * One recorded call. `paths` are absolute; `flags` is set for opens; `dir` and `syncId` for fsyncs
+ * and fdatasyncs, whose `begin` line (written just before the call starts) shares the `syncId`.
+ */
 export interface ShimCall {
   /** The line's position in the log (0 first). */
   readonly seq: number
@@ -77,6 +83,8 @@ export interface ShimCall {
   readonly paths: readonly string[]
   readonly flags?: number
   readonly dir?: boolean
+  readonly syncId?: number
+  readonly begin?: boolean
   /** The byte offset just past this line in the log. */
   readonly end: number
 }
@@ -97,7 +105,10 @@ export function readShimLog(file: string): ShimCall[] {
     const paths = [a, b].filter((item) => item !== '')
     const base = { seq: calls.length, pid: Number(pid), call, result: Number(result), errno: Number(errno), paths, end: offset }
     if (call.startsWith('open') || call.startsWith('__open')) calls.push({ ...base, flags: Number.parseInt(extra, 16) })
-    else if (call === 'fsync' || call === 'fdatasync') calls.push({ ...base, dir: extra === 'dir' })
+    else if (call.startsWith('fsync') || call.startsWith('fdatasync')) {
+      const [kind, id] = extra.split(' ')
+      calls.push({ ...base, call: call.replace(/-begin$/, ''), begin: call.endsWith('-begin'), dir: kind === 'dir', syncId: Number(id) })
+    }
     else calls.push(base)
   }
   return calls

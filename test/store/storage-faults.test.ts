@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, rmSync, writeFileSync, writeSync } from 'node:fs'
 import { mkdtemp } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { constants, tmpdir } from 'node:os'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
@@ -167,9 +167,11 @@ describe('storage faults, through a running service and a restart', () => {
     const { root, dataDir, later } = await makeWorld(t)
     const marker = path.join(root, 'fail-fsync')
     const env = shimEnv(shim.library, { failMarker: marker, failKind: 'dir' })
+    // A failed fsync is a failed fsync whatever its errno: ENOSPC from fsync turns read-only too.
+    const enospcEnv = shimEnv(shim.library, { failMarker: marker, failKind: 'dir', failErrno: constants.errno.ENOSPC })
 
     // A replace whose directory fsync fails: the API shows the new version, as the disk does.
-    const first = await start({ dataDir, env }, later)
+    const first = await start({ dataDir, env: enospcEnv }, later)
     const user = await created(first.url)
     writeFileSync(marker, '')
     assertStorageUnavailable(await patchUser(first.url, user.id, 'Renamed Before The Fault'))
