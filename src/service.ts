@@ -1,5 +1,5 @@
 import { createServer, type RequestListener, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import type { AddressInfo, Socket } from 'node:net'
 import path from 'node:path'
 
 import { createRequestListener } from './app.js'
@@ -7,6 +7,7 @@ import { createAuthenticator } from './auth/authenticate.js'
 import { createSingleKeySet, parseKeyList, type KeySet } from './auth/keys.js'
 import { createClientErrorHandler } from './http/client-errors.js'
 import type { Handler } from './http/handler.js'
+import { isClosing, LINGER_MS } from './http/lingering-close.js'
 import type { OperationId } from './http/route-table.js'
 import { silentLogger, type Logger } from './logger.js'
 import { createOpenApiDocument } from './openapi.js'
@@ -126,6 +127,12 @@ export function createUserService(options: UserServiceOptions): UserService {
   server.keepAliveTimeout = options.keepAliveTimeoutMs ?? 5_000
   server.maxConnections = options.maxConnections ?? 10_000
   server.on('clientError', createClientErrorHandler(logger))
+  // Connections still closing in stages hold an answer on its way out: shutdown waits for them.
+  const sockets = new Set<Socket>()
+  server.on('connection', (socket: Socket) => {
+    sockets.add(socket)
+    socket.once('close', () => { sockets.delete(socket) })
+  })
 
   let opening: Promise<void> | undefined
   const open = (): Promise<void> => {
@@ -169,6 +176,8 @@ export function createUserService(options: UserServiceOptions): UserService {
       server.closeIdleConnections()
       const deadline = Date.now() + (options.shutdownTimeoutMs ?? 10_000)
       while (availability.inflight > 0 && Date.now() < deadline) await sleep(25)
+      const lingerDeadline = Date.now() + LINGER_MS
+      while ([...sockets].some(isClosing) && Date.now() < lingerDeadline) await sleep(25)
       server.closeAllConnections()
       await closed
       availability.stop()
