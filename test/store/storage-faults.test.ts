@@ -208,11 +208,28 @@ describe('storage faults, through a running service and a restart', () => {
     assert.equal(beforeSecond.users.length, 2)
     await stopCleanly(second)
 
-    const third = await start({ dataDir }, later)
+    const third = await start({ dataDir, env }, later)
     assert.deepEqual(await readView(third.url, [user.id, applied.id]), beforeSecond, 'no user vanished and none was added')
     assert.equal(loadedLines(third)[0]?.['quarantined'], 0, 'no duplicate-email file was quarantined')
     assert.equal(existsSync(path.join(dataDir, 'quarantine')), false)
     assert.equal((await readiness(third.url)).status, 200)
+
+    // A delete whose tombstone cannot be made durable: the user file stays, and so does the user.
+    writeFileSync(marker, '')
+    assertStorageUnavailable(await request('DELETE', `${third.url}/users/${user.id}`, { token }))
+    rmSync(marker)
+    assert.equal((await request('GET', `${third.url}/users/${user.id}`, { token })).status, 200)
+    assert.equal(readUserFile(dataDir, user.id)?.['id'], user.id, 'the user file is still on disk')
+    assert.equal(readUserFile(dataDir, user.id, 'tombstones')?.['id'], user.id, 'the tombstone was renamed in before its fsync failed')
+    const beforeThird = await readView(third.url, [user.id, applied.id])
+    assert.deepEqual(beforeThird, beforeSecond)
+    await stopCleanly(third)
+
+    const fourth = await start({ dataDir }, later)
+    assert.deepEqual(await readView(fourth.url, [user.id, applied.id]), beforeThird, 'the unfinished delete did not happen')
+    assert.equal(readUserFile(dataDir, user.id, 'tombstones'), undefined, 'the unfinished delete\'s tombstone was cleared at load')
+    const deleted = await request('DELETE', `${fourth.url}/users/${user.id}`, { token })
+    assert.equal(deleted.status, 204, deleted.text)
   })
 
   it('answers 503 storage_unavailable on a full disk, is not ready until a write succeeds, then takes writes again', { timeout: 60_000 }, async (t) => {
