@@ -5,6 +5,7 @@ import { requireScope, type Authenticator } from './auth/authenticate.js'
 import { readBearerToken } from './auth/bearer.js'
 import { toHttpError, type HttpError } from './errors.js'
 import { ClientClosedError, isBodyPending, parseJsonBody, readBody, validateContentType } from './http/body.js'
+import { allowedMethods, createCors, type CorsOrigins } from './http/cors.js'
 import type { Handler } from './http/handler.js'
 import { isClosing, lingerAfterResponse } from './http/lingering-close.js'
 import { decodePathParams } from './http/percent-decode.js'
@@ -13,7 +14,9 @@ import { readRequestId } from './http/request-id.js'
 import { sendReply, toProblemReply, type CachePolicy, type Reply } from './http/respond.js'
 import { ROUTES, type OperationId, type RouteSpec } from './http/route-table.js'
 import { createRouter } from './http/router.js'
+import { readTraceId } from './http/trace-context.js'
 import { describeError, type Logger } from './logger.js'
+import type { RequestMetrics } from './metrics/service-metrics.js'
 import type { Availability } from './ops/availability.js'
 import type { UserOperations } from './users/user-operations.js'
 
@@ -25,21 +28,36 @@ export interface AppParts {
   /** A handler for each operation of the route table. */
   handlers: Readonly<Record<OperationId, Handler>>
   logger: Logger
+  /** Told of every request (§14); undefined: nothing is counted. */
+  metrics?: RequestMetrics | undefined
+  /** The routes served (default: all of the table); a route left out answers 404 like any unknown path. */
+  routes?: readonly AppRoute[] | undefined
+  /** Origins allowed to call from a browser (§13); undefined sends no CORS headers. */
+  corsOrigins?: CorsOrigins | undefined
 }
 
 const EMPTY: Buffer = Buffer.alloc(0)
+
+type AppRoute = (typeof ROUTES)[number]
 
 /**
  * The `(req, res)` listener: route → availability → token → scope → body → handler, each step
  * throwing one HttpError, and one catch that turns any error into problem+json.
  */
 export function createRequestListener(parts: AppParts): RequestListener {
-  const router = createRouter(ROUTES, parts.basePath)
-  const { authenticator, availability, logger, operations } = parts
+  const router = createRouter(parts.routes ?? ROUTES, parts.basePath)
+  const { authenticator, availability, logger, metrics, operations } = parts
   const logRequests = logger.isEnabled?.('info') ?? true
+  const cors = createCors(parts.corsOrigins)
 
   const serve = async (req: IncomingMessage, res: ServerResponse, state: RequestState): Promise<void> => {
+    if (cors?.isPreflight(req) === true) {
+      const headers = cors.preflightHeaders(allowedMethods(router, state.path))
+      answer(req, res, state, { status: 204, headers }, 'no-store')
+      return
+    }
     const { route, rawParams } = router.match(req.method ?? 'GET', state.path)
+    state.route = route
     if (!route.root) {
       availability.enter()
       state.counted = true
@@ -84,16 +102,23 @@ export function createRequestListener(parts: AppParts): RequestListener {
     // A request pipelined behind an answer that closes the connection is never answered.
     if (isClosing(req.socket)) return
     const state = startRequest(req)
+    if (cors !== undefined) state.cors = cors.headersFor(req.headers.origin)
+    metrics?.requestStarted()
     onSettled(req, res, (finished) => {
       if (state.counted) availability.leave()
+      if (!logRequests && metrics === undefined) return
+      const status = finished ? res.statusCode : 499
+      const elapsedMs = performance.now() - state.started
+      metrics?.requestFinished(state.route, req.method, status, elapsedMs)
       if (!logRequests) return
       const entry = {
         requestId: state.requestId,
         method: req.method ?? '',
         path: state.path,
-        status: finished ? res.statusCode : 499,
-        durationMs: Math.round((performance.now() - state.started) * 1000) / 1000,
+        status,
+        durationMs: Math.round(elapsedMs * 1000) / 1000,
         sub: state.sub,
+        traceId: state.traceId,
       }
       if (logger.request !== undefined) logger.request(entry)
       else logger.info('request', entry)
@@ -115,7 +140,7 @@ function answer(
   }
   const closing = close || isBodyPending(req)
   if (closing) lingerAfterResponse(req.socket)
-  sendReply(res, reply, state.requestId, cache, closing)
+  sendReply(res, reply, state.requestId, cache, closing, state.cors)
 }
 
 function mustClose(error: HttpError, availability: Availability): boolean {
@@ -129,6 +154,12 @@ interface RequestState {
   readonly query: string
   sub: string | undefined
   counted: boolean
+  /** The trace id of a valid `traceparent` (W3C Trace Context), for the log line. */
+  readonly traceId: string | undefined
+  /** The route matched; undefined until routing, and for 404 and 405. */
+  route: RouteSpec | undefined
+  /** CORS headers for every answer to this request (cors.ts); undefined when CORS is off. */
+  cors?: readonly string[]
 }
 
 function startRequest(req: IncomingMessage): RequestState {
@@ -141,6 +172,8 @@ function startRequest(req: IncomingMessage): RequestState {
     query: mark === -1 ? '' : url.slice(mark + 1),
     sub: undefined,
     counted: false,
+    traceId: readTraceId(req.headers.traceparent),
+    route: undefined,
   }
 }
 

@@ -2,6 +2,7 @@ import { isIP } from 'node:net'
 import path from 'node:path'
 
 import { KeyError, createSingleKeySet, parseKeyList, type KeySet } from './auth/keys.js'
+import { CorsConfigError, parseCorsOrigins, type CorsOrigins } from './http/cors.js'
 import { LOG_LEVELS, type LogLevel } from './logger.js'
 
 /** The service's configuration, validated and frozen; built once from the environment. */
@@ -24,6 +25,8 @@ export interface Config {
   readonly shutdownTimeoutMs: number
   readonly maxConnections: number
   readonly listScanBudget: number
+  /** CORS_ORIGINS: undefined (no CORS headers), `*`, or a list of origins. */
+  readonly corsOrigins: CorsOrigins | undefined
   readonly production: boolean
 }
 
@@ -64,6 +67,7 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
     ),
     maxConnections: parseInteger(read('MAX_CONNECTIONS'), 'MAX_CONNECTIONS', 10_000, 1, 1_000_000),
     listScanBudget: parseInteger(read('LIST_SCAN_BUDGET'), 'LIST_SCAN_BUDGET', 10_000, 1, 100_000_000),
+    corsOrigins: parseCors(read('CORS_ORIGINS')),
     production: read('NODE_ENV') === 'production',
   })
 }
@@ -112,6 +116,16 @@ function parseKeys(single: string | undefined, list: string | undefined): KeySet
     return undefined
   } catch (error) {
     if (error instanceof KeyError) throw new ConfigError(error.message)
+    throw error
+  }
+}
+
+function parseCors(text: string | undefined): CorsOrigins | undefined {
+  if (text === undefined) return undefined
+  try {
+    return parseCorsOrigins(text)
+  } catch (error) {
+    if (error instanceof CorsConfigError) throw new ConfigError(`CORS_ORIGINS: ${error.message}`)
     throw error
   }
 }

@@ -15,17 +15,22 @@ export const PROBLEM_TYPE_PREFIX = 'urn:user-service:problem:'
 /** How an answer may be cached: successful reads of users privately with revalidation, else never. */
 export type CachePolicy = 'private' | 'no-store'
 
+const NO_HEADERS: readonly string[] = []
+
 /**
  * Writes a reply with one writeHead call and a flat header list (Node's cheapest path); HEAD and
  * bodiless statuses get the headers alone (Node drops the body of a HEAD).
  */
 export function sendReply(
   res: ServerResponse, reply: Reply, requestId: string, cache: CachePolicy, closeConnection = false,
+  cors: readonly string[] = NO_HEADERS,
 ): void {
   const headers: (string | number)[] = cache === 'private'
     ? ['x-request-id', requestId, 'cache-control', 'private, no-cache', 'vary', 'Authorization']
     : ['x-request-id', requestId, 'cache-control', 'no-store']
   if (closeConnection) headers.push('connection', 'close')
+  // CORS headers (see cors.ts) are a flat name/value list; a second Vary line adds to the first.
+  for (const item of cors) headers.push(item)
   const extra = reply.headers
   if (extra !== undefined) {
     for (const name in extra) {
