@@ -1,0 +1,392 @@
+import { mkdirSync } from 'node:fs'
+
+import type { Pool, PoolClient, PoolConfig, QueryResultRow } from 'pg'
+
+import { HttpError } from '../errors.js'
+import { silentLogger, type Logger } from '../logger.js'
+import { toRecord, type User, type UserRecord, type UserStatus } from '../users/user.js'
+import { isCanonicalUuid } from '../users/uuid7.js'
+import { DataDirLock } from './data-dir-lock.js'
+import { loadPg, type PgModule } from './postgres-driver.js'
+import { migrate, quoteIdentifier } from './postgres-schema.js'
+import { pageShape, searchShape, USER_COLUMNS, type SqlShape } from './postgres-sql.js'
+import type { ChangeUser, ListPage, ListQuery, Store, StoreHealth } from './store.js'
+
+export interface PostgresStoreOptions {
+  /** postgres:// or postgresql:// */
+  url: string
+  logger?: Logger
+  /** A schema of its own (created when missing) instead of the role's default search_path. */
+  schema?: string
+  /** Most connections of this process (default 10). */
+  poolSize?: number
+  /**
+   * A directory this process locks while it runs (the service's DATA_DIR: it still holds the
+   * first-start secret and the maintenance file), or undefined for none.
+   */
+  dataDir?: string
+  /** Milliseconds since the epoch, for tombstones (Date.now by default). */
+  now?: () => number
+  /** How often the database is probed for /readyz (default 1000 ms). */
+  probeIntervalMs?: number
+  /** The driver; loaded with import('pg') when not given. */
+  pg?: PgModule
+}
+
+interface UserRow extends QueryResultRow {
+  id: string
+  email: string
+  name: string
+  status: UserStatus
+  metadata: string
+  created_at: string
+  updated_at: string
+  version: number
+}
+
+interface SearchRow extends UserRow {
+  position: string
+  hit: boolean
+}
+
+const HEALTHY: StoreHealth = Object.freeze({ state: 'ok' })
+/** A change lost to another replica is re-read and tried again, this many times at most. */
+const MAX_ATTEMPTS = 100
+const UNIQUE_VIOLATION = '23505'
+
+/**
+ * Users in PostgreSQL, shared by any number of replicas. Nothing is cached: every read asks the
+ * database, so what one replica writes every other one sees on its next request. Writes to one
+ * user are queued in this process (so that it does not race itself) and checked against the
+ * database by compare-and-set on `version`, so that replicas cannot overwrite each other; email
+ * uniqueness is the unique index on the email key. Every write goes through `#transaction`.
+ */
+export class PostgresStore implements Store {
+  readonly #options: PostgresStoreOptions
+  readonly #logger: Logger
+  readonly #now: () => number
+  readonly #queues = new Map<string, Promise<unknown>>()
+  readonly #lock: DataDirLock | undefined
+  readonly #dataDir: string | undefined
+  #pool: Pool | undefined
+  #probe: NodeJS.Timeout | undefined
+  #health: StoreHealth = HEALTHY
+
+  constructor(options: PostgresStoreOptions) {
+    this.#options = options
+    this.#logger = options.logger ?? silentLogger
+    this.#now = options.now ?? Date.now
+    this.#dataDir = options.dataDir
+    this.#lock = options.dataDir === undefined ? undefined : new DataDirLock(options.dataDir)
+  }
+
+  /** Takes the data directory's lock (when there is one), as FileStore.lock does. */
+  lock(): void {
+    if (this.#lock === undefined || this.#dataDir === undefined || this.#lock.held) return
+    mkdirSync(this.#dataDir, { recursive: true, mode: 0o700 })
+    this.#lock.acquire()
+  }
+
+  /** Loads the driver (refusing the start when it is missing) and makes the pool; idempotent. */
+  async connect(): Promise<void> {
+    if (this.#pool !== undefined) return
+    const pg = this.#options.pg ?? await loadPg()
+    const config: PoolConfig = {
+      connectionString: this.#options.url,
+      max: this.#options.poolSize ?? 10,
+      connectionTimeoutMillis: 5000,
+      application_name: 'user-service',
+    }
+    if (this.#options.schema !== undefined) config.options = `-c search_path=${quoteIdentifier(this.#options.schema)},public`
+    const pool = new pg.Pool(config)
+    // An idle connection the server closed must not crash the process: the next query reconnects.
+    pool.on('error', (error) => {
+      this.#logger.warn('a database connection failed', { error: String(error) })
+    })
+    this.#pool = pool
+  }
+
+  async open(): Promise<void> {
+    this.lock()
+    await this.connect()
+    const client = await this.#connection().connect()
+    try {
+      await migrate(client, this.#logger, this.#options.schema)
+    } finally {
+      client.release()
+    }
+    this.#probe = setInterval(() => { void this.#check() }, this.#options.probeIntervalMs ?? 1000)
+    this.#probe.unref()
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.#probe)
+    this.#probe = undefined
+    const pool = this.#pool
+    this.#pool = undefined
+    await pool?.end()
+    if (this.#lock?.held === true && !this.#lock.release()) {
+      this.#logger.warn('could not remove the lock file', { file: this.#lock.file })
+    }
+  }
+
+  health(): StoreHealth {
+    return this.#health
+  }
+
+  async get(id: string): Promise<UserRecord | undefined> {
+    const result = await this.#query<UserRow>({
+      name: 'users_get', text: `SELECT ${USER_COLUMNS} FROM users WHERE id = $1`, values: [id],
+    })
+    const row = result.rows[0]
+    return row === undefined ? undefined : toUserRecord(row)
+  }
+
+  async isDeleted(id: string): Promise<boolean> {
+    const result = await this.#query({ name: 'tombstones_has', text: 'SELECT 1 FROM tombstones WHERE id = $1', values: [id] })
+    return result.rows.length > 0
+  }
+
+  async list(query: ListQuery): Promise<ListPage> {
+    const { email, q } = query.filter
+    const statuses = query.filter.statuses === undefined ? undefined : [...new Set(query.filter.statuses)]
+    if (email !== undefined) return this.#listByEmail(query, email.toLowerCase())
+    const shape = { order: query.order, after: query.after, statuses }
+    if (q === undefined) {
+      const rows = (await this.#query<UserRow>(pageShape(shape, query.limit))).rows
+      const items = rows.slice(0, query.limit).map(toUserRecord)
+      if (rows.length <= query.limit) return { items, hasMore: false }
+      return withMore(items, items.at(-1)?.user.id ?? query.after)
+    }
+    const budget = Math.max(1, query.scanBudget ?? Number.MAX_SAFE_INTEGER - 1)
+    const rows = (await this.#query<SearchRow>(searchShape(shape, query.limit, budget, q.toLowerCase()))).rows
+    const hits = rows.filter((row) => row.hit)
+    if (hits.length > query.limit) {
+      const items = hits.slice(0, query.limit).map(toUserRecord)
+      return withMore(items, items.at(-1)?.user.id ?? query.after)
+    }
+    const items = hits.map(toUserRecord)
+    // A user past the budget exists: the walk goes on after the last one examined.
+    const beyond = rows.some((row) => !row.hit && Number(row.position) === budget + 1)
+    if (!beyond) return { items, hasMore: false }
+    return withMore(items, rows.find((row) => !row.hit && Number(row.position) === budget)?.id)
+  }
+
+  create(user: User, check?: () => void): Promise<UserRecord> {
+    if (!isCanonicalUuid(user.id)) return Promise.reject(new Error(`not a canonical UUID: ${user.id}`))
+    return this.#serialise(user.id, async () => {
+      check?.()
+      const record = toRecord(user)
+      const inserted = await this.#transaction((client) => client.query({
+        name: 'users_insert',
+        text: `INSERT INTO users (id, email, email_key, name, name_key, status, metadata, created_at, updated_at, version)
+          SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10
+          WHERE NOT EXISTS (SELECT 1 FROM tombstones WHERE id = $1)`,
+        values: rowValues(record),
+      }))
+      if (inserted.rowCount !== 1) throw new Error(`user ${user.id} already exists or existed`)
+      return record
+    })
+  }
+
+  update(id: string, change: ChangeUser): Promise<UserRecord> {
+    return this.#serialise(id, async () => {
+      for (let attempt = 1; ; attempt += 1) {
+        const current = await this.#require(id)
+        const next = change(current)
+        if (next === undefined) return current
+        if (next.id !== id) throw new Error(`a change may not alter the id of user ${id}`)
+        const record = toRecord(next)
+        const updated = await this.#transaction((client) => client.query({
+          name: 'users_update',
+          text: `UPDATE users SET email = $2, email_key = $3, name = $4, name_key = $5, status = $6, metadata = $7,
+            created_at = $8, updated_at = $9, version = $10 WHERE id = $1 AND version = $11`,
+          values: [...rowValues(record), current.user.version],
+        }))
+        if (updated.rowCount === 1) return record
+        // Another replica changed or deleted the user since it was read: read it again.
+        if (attempt >= MAX_ATTEMPTS) throw contention(id)
+      }
+    })
+  }
+
+  delete(id: string, check?: (current: UserRecord) => void): Promise<void> {
+    return this.#serialise(id, async () => {
+      for (let attempt = 1; ; attempt += 1) {
+        const current = await this.#require(id)
+        check?.(current)
+        const deletedAt = new Date(this.#now()).toISOString()
+        const deleted = await this.#transaction(async (client) => {
+          const removed = await client.query({
+            name: 'users_delete', text: 'DELETE FROM users WHERE id = $1 AND version = $2', values: [id, current.user.version],
+          })
+          if (removed.rowCount !== 1) return false
+          await client.query({
+            name: 'tombstones_insert',
+            text: 'INSERT INTO tombstones (id, deleted_at) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING',
+            values: [id, deletedAt],
+          })
+          return true
+        })
+        if (deleted) return
+        if (attempt >= MAX_ATTEMPTS) throw contention(id)
+      }
+    })
+  }
+
+  /** An email names at most one user: look it up, then apply the other filters to it. */
+  async #listByEmail(query: ListQuery, emailKey: string): Promise<ListPage> {
+    const result = await this.#query<UserRow>({
+      name: 'users_by_email', text: `SELECT ${USER_COLUMNS} FROM users WHERE email_key = $1`, values: [emailKey],
+    })
+    const row = result.rows[0]
+    if (row === undefined) return { items: [], hasMore: false }
+    const record = toUserRecord(row)
+    const { statuses, q } = query.filter
+    const { after, order } = query
+    const needle = q?.toLowerCase()
+    const found = (after === undefined || (order === 'asc' ? row.id > after : row.id < after))
+      && (statuses === undefined || statuses.includes(row.status))
+      && (needle === undefined || record.emailKey.includes(needle) || row.name.toLowerCase().includes(needle))
+    return { items: found ? [record] : [], hasMore: false }
+  }
+
+  async #require(id: string): Promise<UserRecord> {
+    const current = await this.get(id)
+    if (current === undefined) throw new HttpError('not_found', 'There is no user with this id.')
+    return current
+  }
+
+  /**
+   * Runs the statements of one write in one transaction. The change feed of §10 will append its
+   * event here, in the same transaction as the change.
+   */
+  async #transaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
+    let client: PoolClient
+    try {
+      client = await this.#connection().connect()
+    } catch (error) {
+      throw this.#unavailable(error)
+    }
+    let broken = false
+    try {
+      await client.query('BEGIN')
+      const result = await work(client)
+      await client.query('COMMIT')
+      this.#noteSuccess()
+      return result
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => { broken = true })
+      if (isUniqueViolation(error, 'users_email_key')) {
+        throw new HttpError('duplicate_email', 'Another user already has this email.')
+      }
+      if (isUniqueViolation(error, 'users_pkey')) throw new Error('a user with this id already exists')
+      throw this.#unavailable(error)
+    } finally {
+      // A connection whose state is unknown is dropped rather than given to the next write.
+      client.release(broken)
+    }
+  }
+
+  async #query<R extends QueryResultRow>(shape: SqlShape | { name: string, text: string, values: unknown[] }) {
+    try {
+      const result = await this.#connection().query<R>({ name: shape.name, text: shape.text, values: [...shape.values] })
+      this.#noteSuccess()
+      return result
+    } catch (error) {
+      throw this.#unavailable(error)
+    }
+  }
+
+  /** Asks the database whether it answers, for /readyz between requests. */
+  async #check(): Promise<void> {
+    const pool = this.#pool
+    if (pool === undefined) return
+    try {
+      await pool.query('SELECT 1')
+      this.#noteSuccess()
+    } catch (error) {
+      this.#noteFailure(error)
+    }
+  }
+
+  #noteSuccess(): void {
+    if (this.#health.state !== 'ok') {
+      this.#logger.info('the database answers again')
+      this.#health = HEALTHY
+    }
+  }
+
+  #noteFailure(error: unknown): void {
+    if (this.#health.state === 'ok') this.#logger.error('the database does not answer', { error: String(error) })
+    this.#health = { state: 'degraded', reason: 'the database does not answer' }
+  }
+
+  /** Any failure of the database is a 503 the client may retry: nothing was changed. */
+  #unavailable(error: unknown): unknown {
+    if (error instanceof HttpError) return error
+    this.#noteFailure(error)
+    return new HttpError(
+      'storage_unavailable',
+      'The database did not answer or refused the request, so nothing was changed. Try again later.',
+      { headers: { 'retry-after': '5' }, cause: error },
+    )
+  }
+
+  #connection(): Pool {
+    if (this.#pool === undefined) throw new Error('the PostgreSQL store is not open')
+    return this.#pool
+  }
+
+  /** Runs `task` after every earlier task for the same id has settled. */
+  #serialise<T>(id: string, task: () => Promise<T>): Promise<T> {
+    const previous = this.#queues.get(id) ?? Promise.resolve()
+    const run = previous.then(task, task)
+    const settled = run.then(() => undefined, () => undefined)
+    this.#queues.set(id, settled)
+    void settled.then(() => {
+      if (this.#queues.get(id) === settled) this.#queues.delete(id)
+    })
+    return run
+  }
+}
+
+function rowValues(record: UserRecord): unknown[] {
+  const { user } = record
+  return [
+    user.id, user.email, record.emailKey, user.name, user.name.toLowerCase(), user.status,
+    JSON.stringify(user.metadata), user.createdAt, user.updatedAt, user.version,
+  ]
+}
+
+/**
+ * The record of a row. JSON.parse makes every metadata key an own data property (`__proto__`
+ * included), in the order stored: json keeps the text as written.
+ */
+function toUserRecord(row: UserRow): UserRecord {
+  return toRecord({
+    id: row.id,
+    email: row.email,
+    name: row.name,
+    status: row.status,
+    metadata: JSON.parse(row.metadata) as Record<string, string>,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    version: row.version,
+  })
+}
+
+function withMore(items: readonly UserRecord[], resumeAfter: string | undefined): ListPage {
+  return resumeAfter === undefined ? { items, hasMore: true } : { items, hasMore: true, resumeAfter }
+}
+
+function isUniqueViolation(error: unknown, constraint: string): boolean {
+  const found = error as { code?: unknown, constraint?: unknown } | null
+  return found?.code === UNIQUE_VIOLATION && found.constraint === constraint
+}
+
+function contention(id: string): HttpError {
+  return new HttpError('storage_unavailable', `User ${id} changed too often at once to apply this change; try again.`, {
+    headers: { 'retry-after': '1' },
+  })
+}

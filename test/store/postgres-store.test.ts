@@ -1,0 +1,286 @@
+import assert from 'node:assert/strict'
+import { existsSync } from 'node:fs'
+import path from 'node:path'
+import { describe, it, type TestContext } from 'node:test'
+
+import { ConfigError } from '../../src/config.js'
+import { MemoryStore } from '../../src/store/memory-store.js'
+import { loadPg } from '../../src/store/postgres-driver.js'
+import { SCHEMA_VERSION, SchemaTooNewError } from '../../src/store/postgres-schema.js'
+import { likePattern } from '../../src/store/postgres-sql.js'
+import { PostgresStore, type PostgresStoreOptions } from '../../src/store/postgres-store.js'
+import type { ListQuery, Store } from '../../src/store/store.js'
+import type { UserStatus } from '../../src/users/user.js'
+import { listLockFiles } from '../helpers/data-files.js'
+import { freshDatabase, freshSchema, requireDatabaseUrl, SKIP_POSTGRES, sql } from '../helpers/postgres.js'
+import { makeTempDir } from '../helpers/service.js'
+import { describeStoreContract, listAll, openStore, snapshotStore } from '../helpers/store-suite.js'
+import { changeUser, makeUser } from '../helpers/store-users.js'
+
+/** A store on a schema of its own, closed when the test ends (not opened). */
+function newStore(t: TestContext, options: Partial<PostgresStoreOptions> = {}): PostgresStore {
+  const store = new PostgresStore({ url: requireDatabaseUrl(), schema: freshSchema(t), probeIntervalMs: 100, ...options })
+  t.after(() => store.close())
+  return store
+}
+
+async function waitFor(what: string, condition: () => boolean | Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+}
+
+describe('the pg driver', () => {
+  it('refuses the start saying npm install pg when the module is missing', async () => {
+    const missing = Object.assign(new Error('Cannot find package \'pg\''), { code: 'ERR_MODULE_NOT_FOUND' })
+    await assert.rejects(loadPg(() => Promise.reject(missing)), (error: unknown) =>
+      error instanceof ConfigError && /npm install pg/.test(error.message))
+  })
+
+  it('passes other import failures on, and refuses a module without Pool', async () => {
+    const broken = new Error('syntax error in pg')
+    await assert.rejects(loadPg(() => Promise.reject(broken)), (error) => error === broken)
+    await assert.rejects(loadPg(() => Promise.resolve({ default: {} })), /no Pool/)
+  })
+
+  it('loads the installed pg', async () => {
+    const pg = await loadPg()
+    assert.equal(typeof pg.Pool, 'function')
+  })
+})
+
+describe('LIKE patterns for q', () => {
+  it('takes %, _ and backslash literally', () => {
+    assert.equal(likePattern('a%b_c\\d'), '%a\\%b\\_c\\\\d%')
+  })
+})
+
+describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
+  describeStoreContract('PostgresStore', (t) => Promise.resolve(newStore(t)))
+
+  describe('schema and migrations', () => {
+    it('records the schema version and opens again without migrating twice', async (t) => {
+      const schema = freshSchema(t)
+      const first = new PostgresStore({ url: requireDatabaseUrl(), schema })
+      await first.open()
+      const user = (await first.create(makeUser())).user
+      await first.close()
+      const second = new PostgresStore({ url: requireDatabaseUrl(), schema })
+      t.after(() => second.close())
+      await second.open()
+      assert.deepEqual((await second.get(user.id))?.user, user)
+      const versions = await sql(`SELECT version FROM ${schema}.user_service_schema ORDER BY version`)
+      assert.deepEqual(versions.rows.map((row: { version: number }) => row.version), [SCHEMA_VERSION])
+    })
+
+    it('lets many stores start at once on one empty schema: one migrates, all work', async (t) => {
+      const schema = freshSchema(t)
+      const stores = Array.from({ length: 4 }, () => new PostgresStore({ url: requireDatabaseUrl(), schema }))
+      t.after(() => Promise.all(stores.map((store) => store.close())))
+      await Promise.all(stores.map((store) => store.open()))
+      const created = await Promise.all(stores.map((store) => store.create(makeUser())))
+      assert.equal((await listAll(stores[0] as Store)).length, created.length)
+      const versions = await sql(`SELECT count(*)::int AS n FROM ${schema}.user_service_schema`)
+      assert.equal(versions.rows[0]?.n, 1)
+    })
+
+    it('refuses to open a database whose schema is newer than the code, changing nothing', async (t) => {
+      const schema = freshSchema(t)
+      const store = newStore(t, { schema })
+      await store.open()
+      await store.close()
+      await sql(`INSERT INTO ${schema}.user_service_schema (version) VALUES ($1)`, [SCHEMA_VERSION + 1])
+      const newer = newStore(t, { schema })
+      await assert.rejects(newer.open(), (error: unknown) =>
+        error instanceof SchemaTooNewError && error.message.includes(`version ${SCHEMA_VERSION + 1}`))
+      const versions = await sql(`SELECT max(version) AS v FROM ${schema}.user_service_schema`)
+      assert.equal(versions.rows[0]?.v, SCHEMA_VERSION + 1)
+    })
+
+    it('stores metadata as json (key order kept), time stamps exactly, and the email key computed in JavaScript', async (t) => {
+      const schema = freshSchema(t)
+      const store = newStore(t, { schema })
+      await store.open()
+      const metadata = { zeta: '1', alpha: '2', Mid: '3' }
+      const user = makeUser({
+        email: 'İSTANBUL.ΣΊΣΥΦΟΣ@Example.com', metadata, createdAt: '2026-01-02T03:04:05.678Z', updatedAt: '2026-01-02T03:04:05.679Z',
+      })
+      await store.create(user)
+      const row = await sql(
+        `SELECT pg_typeof(metadata)::text AS type, metadata::text AS metadata, email_key, created_at, updated_at FROM ${schema}.users`,
+      )
+      assert.equal(row.rows[0]?.type, 'json')
+      assert.equal(row.rows[0]?.metadata, '{"zeta":"1","alpha":"2","Mid":"3"}')
+      assert.equal(row.rows[0]?.email_key, user.email.toLowerCase())
+      const read = await store.get(user.id)
+      assert.deepEqual(Object.keys(read?.user.metadata ?? {}), ['zeta', 'alpha', 'Mid'])
+      assert.equal(read?.user.createdAt, '2026-01-02T03:04:05.678Z')
+      assert.equal(read?.user.updatedAt, '2026-01-02T03:04:05.679Z')
+      const found = await store.list({ filter: { email: user.email.toLowerCase() }, order: 'asc', limit: 5 })
+      assert.deepEqual(found.items.map((record) => record.user.id), [user.id])
+      await assert.rejects(store.create(makeUser({ email: user.email.toLowerCase() })), { code: 'duplicate_email' })
+    })
+  })
+
+  describe('tombstones', () => {
+    it('keeps the id and the deletion time only, forever, and never re-creates the id', async (t) => {
+      const schema = freshSchema(t)
+      const store = newStore(t, { schema, now: () => Date.parse('2026-03-04T05:06:07.089Z') })
+      await store.open()
+      const user = (await store.create(makeUser({ email: 'gone@example.com' }))).user
+      assert.equal(await store.isDeleted(user.id), false)
+      await store.delete(user.id)
+      assert.equal(await store.isDeleted(user.id), true)
+      const rows = await sql(`SELECT * FROM ${schema}.tombstones`)
+      assert.deepEqual(rows.rows, [{ id: user.id, deleted_at: '2026-03-04T05:06:07.089Z' }])
+      await assert.rejects(store.create({ ...user }), /already exists or existed/)
+      assert.deepEqual(await snapshotStore(store), [])
+      assert.equal(await store.isDeleted(makeUser().id), false)
+    })
+  })
+
+  describe('two stores on one database (replicas in one process)', () => {
+    it('lands every one of 30 increments spread over two stores, by compare-and-set', async (t) => {
+      const schema = freshSchema(t)
+      const a = await openStore(t, () => Promise.resolve(new PostgresStore({ url: requireDatabaseUrl(), schema })))
+      const b = await openStore(t, () => Promise.resolve(new PostgresStore({ url: requireDatabaseUrl(), schema })))
+      const created = await a.create(makeUser())
+      const increment = (store: Store): Promise<unknown> => store.update(created.user.id, (current) =>
+        changeUser(current.user, { metadata: { n: String(Number(current.user.metadata['n'] ?? '0') + 1) } }))
+      await Promise.all(Array.from({ length: 30 }, (_, i) => increment(i % 2 === 0 ? a : b)))
+      const stored = await b.get(created.user.id)
+      assert.equal(stored?.user.metadata['n'], '30')
+      assert.equal(stored?.user.version, 31)
+    })
+
+    it('lets exactly one of concurrent same-email creates on two stores succeed', async (t) => {
+      const schema = freshSchema(t)
+      const a = await openStore(t, () => Promise.resolve(new PostgresStore({ url: requireDatabaseUrl(), schema })))
+      const b = await openStore(t, () => Promise.resolve(new PostgresStore({ url: requireDatabaseUrl(), schema })))
+      const results = await Promise.allSettled(Array.from({ length: 10 }, (_, i) =>
+        (i % 2 === 0 ? a : b).create(makeUser({ email: i % 3 === 0 ? 'Same@Example.com' : 'same@example.com' }))))
+      assert.equal(results.filter((result) => result.status === 'fulfilled').length, 1)
+      for (const result of results) {
+        if (result.status === 'rejected') assert.equal((result.reason as { code?: unknown }).code, 'duplicate_email')
+      }
+      assert.equal((await listAll(a)).length, 1)
+    })
+
+    it('deletes once when a delete races an update on the other store', async (t) => {
+      const schema = freshSchema(t)
+      const a = await openStore(t, () => Promise.resolve(new PostgresStore({ url: requireDatabaseUrl(), schema })))
+      const b = await openStore(t, () => Promise.resolve(new PostgresStore({ url: requireDatabaseUrl(), schema })))
+      const created = await a.create(makeUser())
+      const results = await Promise.allSettled([
+        a.update(created.user.id, (current) => changeUser(current.user, { name: 'Renamed' })),
+        b.delete(created.user.id),
+      ])
+      assert.equal(results[1]?.status, 'fulfilled')
+      assert.equal(await a.get(created.user.id), undefined)
+      assert.equal(await a.isDeleted(created.user.id), true)
+      await assert.rejects(b.update(created.user.id, (current) => changeUser(current.user)), { code: 'not_found' })
+    })
+  })
+
+  describe('q pages under the scan budget', () => {
+    it('answers every page exactly as the memory store does', async (t) => {
+      const store = newStore(t)
+      await store.open()
+      const memory = new MemoryStore()
+      const statuses: UserStatus[] = ['pending', 'active', 'suspended']
+      for (let i = 0; i < 60; i += 1) {
+        const name = i % 7 === 0 ? `Needle_${i} 100%` : `Plain ${i}`
+        const user = makeUser({ name, status: statuses[i % 3] ?? 'pending', email: i % 11 === 0 ? `needle_${i}@example.com` : `p${i}.${makeUser().email}` })
+        await store.create(user)
+        await memory.create(user)
+      }
+      const ids = (await listAll(memory)).map((record) => record.user.id)
+      const queries: ListQuery[] = []
+      for (const q of ['needle_', 'NEEDLE', '100%', '_', 'nothing-matches', 'e']) {
+        for (const order of ['asc', 'desc'] as const) {
+          for (const scanBudget of [1, 5, 13, 59, 60, 61, undefined]) {
+            for (const limit of [1, 3, 100]) {
+              for (const after of [undefined, ids[20], ids[59]]) {
+                for (const filterStatuses of [undefined, ['active'] as UserStatus[], ['suspended', 'pending', 'suspended'] as UserStatus[]]) {
+                  queries.push({
+                    filter: { q, ...(filterStatuses === undefined ? {} : { statuses: filterStatuses }) },
+                    order, limit,
+                    ...(after === undefined ? {} : { after }),
+                    ...(scanBudget === undefined ? {} : { scanBudget }),
+                  })
+                }
+              }
+            }
+          }
+        }
+      }
+      const summary = (page: Awaited<ReturnType<Store['list']>>): unknown => ({
+        ids: page.items.map((record) => record.json), hasMore: page.hasMore, resumeAfter: page.resumeAfter,
+      })
+      // Not all at once: the pool has 10 connections, and the point is the answers, not speed.
+      for (let i = 0; i < queries.length; i += 50) {
+        const batch = queries.slice(i, i + 50)
+        const pages = await Promise.all(batch.map((query) => store.list(query)))
+        for (const [j, query] of batch.entries()) {
+          assert.deepEqual(summary(pages[j] ?? { items: [], hasMore: false }), summary(await memory.list(query)), JSON.stringify(query))
+        }
+      }
+    })
+  })
+
+  describe('when the database does not answer', () => {
+    it('answers reads and writes with 503 storage_unavailable, turns health degraded, and recovers', async (t) => {
+      const url = await freshDatabase(t)
+      const name = new URL(url).pathname.slice(1)
+      const store = new PostgresStore({ url, probeIntervalMs: 50 })
+      t.after(() => store.close())
+      await store.open()
+      const user = (await store.create(makeUser())).user
+      await sql(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`)
+      await sql('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [name])
+      await waitFor('health degraded', () => store.health().state === 'degraded')
+      const unavailable = { name: 'HttpError', code: 'storage_unavailable' }
+      await assert.rejects(store.get(user.id), unavailable)
+      await assert.rejects(store.isDeleted(user.id), unavailable)
+      await assert.rejects(store.list({ filter: {}, order: 'asc', limit: 5 }), unavailable)
+      await assert.rejects(store.create(makeUser()), (error: unknown) =>
+        (error as { code?: unknown }).code === 'storage_unavailable'
+          && (error as { headers?: Record<string, string> }).headers?.['retry-after'] !== undefined)
+      await assert.rejects(store.update(user.id, (current) => changeUser(current.user, { name: 'Never' })), unavailable)
+      await assert.rejects(store.delete(user.id), unavailable)
+      assert.deepEqual(store.health(), { state: 'degraded', reason: 'the database does not answer' })
+
+      await sql(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`)
+      await waitFor('health ok', () => store.health().state === 'ok')
+      assert.deepEqual((await store.get(user.id))?.user, user)
+      assert.equal((await listAll(store)).length, 1)
+    })
+
+    it('fails open() when the database cannot be reached', async (t) => {
+      const url = new URL(requireDatabaseUrl())
+      url.port = '1'
+      const store = new PostgresStore({ url: url.toString() })
+      t.after(() => store.close())
+      await assert.rejects(store.open(), /ECONNREFUSED|connect/)
+    })
+  })
+
+  describe('the data directory lock', () => {
+    it('holds DATA_DIR while open, refuses a second store on it, and releases it on close', async (t) => {
+      const dataDir = path.join(await makeTempDir(t), 'data')
+      const schema = freshSchema(t)
+      const first = new PostgresStore({ url: requireDatabaseUrl(), schema, dataDir })
+      await first.open()
+      assert.ok(existsSync(dataDir))
+      assert.equal((await listLockFiles(dataDir)).length, 1)
+      const second = new PostgresStore({ url: requireDatabaseUrl(), schema, dataDir })
+      assert.throws(() => { second.lock() }, { name: 'LockError' })
+      await first.close()
+      assert.deepEqual(await listLockFiles(dataDir), [])
+      second.lock()
+      await second.close()
+    })
+  })
+})
