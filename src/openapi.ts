@@ -1,10 +1,10 @@
 import { ERROR_CODES } from './errors.js'
 import { MAX_BODY_BYTES } from './http/body.js'
 import { ROUTES, type RouteSpec } from './http/route-table.js'
+import { createSchemas, ref } from './openapi-schemas.js'
 import { DEFAULT_LIMIT, MAX_LIMIT } from './users/list-query.js'
 import { SORTS } from './users/cursor.js'
 import { USER_STATUSES } from './users/user.js'
-import { FIELD_NAMES, USER_FIELDS, WRITABLE_FIELDS, type FieldSpec } from './users/user-fields.js'
 
 type Json = Readonly<Record<string, unknown>>
 
@@ -21,179 +21,271 @@ const REQUEST_SCHEMAS: Readonly<Record<string, string>> = {
   suspendUser: 'EmptyBody',
 }
 
+const SCOPES = {
+  'users:read': 'List and read users.',
+  'users:write': 'Create, replace, change and delete users.',
+  'users:admin': 'Activate and suspend users.',
+} as const
+
 /**
  * The OpenAPI 3.1 document, built from the route table and the user field rules that routing and
- * validation run on, so that it describes what the service does.
+ * validation run on, so that it describes what the service does. Paths are relative to the one
+ * server, the base path; root routes (probes) name the server root as their own server.
  */
 export function createOpenApiDocument(options: OpenApiOptions): Json {
-  const paths: Record<string, Record<string, Json>> = {}
+  const paths: Record<string, Record<string, unknown>> = {}
   for (const route of ROUTES) {
-    const path = route.root ? route.path : `${options.basePath}${route.path}`
-    paths[path] ??= {}
-    paths[path][route.method.toLowerCase()] = toOperation(route)
+    paths[route.path] ??= pathItem(route)
+    paths[route.path][route.method.toLowerCase()] = toOperation(route)
   }
   return {
     openapi: '3.1.0',
     info: {
       title: 'User service',
       version: options.version,
-      description: 'Users over REST with HMAC-signed bearer tokens, kept as one JSON file each. '
-        + `Request bodies are at most ${MAX_BODY_BYTES} bytes. Every error is application/problem+json `
-        + 'with a stable `code`; x-error-codes lists them all. Choices where the contract is silent: '
-        + 'every 400 has code bad_request and a detail naming what was wrong; 503s say maintenance, '
-        + 'overloaded, starting, shutting_down or storage_unavailable, with Retry-After; an empty or '
-        + 'repeated query parameter is a 400; the ETag is "v<version>"; an answer sent before the whole '
-        + 'body arrived (a 413, say) closes the connection in stages; bodies of GET and DELETE are '
-        + 'ignored; list cursors are signed with a key derived from the first JWT key; a q page '
-        + 'examines at most LIST_SCAN_BUDGET users and may come back short, even empty, with a '
-        + 'nextCursor: follow nextCursor until it is null.',
+      description: describeService(),
+      license: { name: 'MIT', identifier: 'MIT' },
+      contact: { name: 'User service maintainers' },
     },
+    servers: [{ url: options.basePath === '' ? '/' : options.basePath, description: 'This service (its base path).' }],
+    tags: [
+      { name: 'users', description: 'The user resource and its lifecycle.' },
+      { name: 'service', description: 'Probes and this document; no token needed.' },
+    ],
     paths,
     components: {
-      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT (HS256, HS384 or HS512)' } },
-      schemas: schemas(),
-      headers: {
-        ETag: { description: 'Strong entity tag of the user version.', schema: { type: 'string' } },
+      securitySchemes: {
+        bearer: {
+          type: 'http', scheme: 'bearer', bearerFormat: 'JWT (HS256, HS384 or HS512)',
+          description: 'A JWT whose space-separated scope claim holds the scopes an operation needs '
+            + '(none implies another). Security requirements name that scope, as OpenAPI 3.1 allows '
+            + 'for http schemes; x-scopes lists them all.',
+          'x-scopes': SCOPES,
+        },
       },
+      schemas: createSchemas(),
+      parameters: {
+        RequestId: {
+          name: 'X-Request-Id', in: 'header', required: false, schema: { type: 'string' },
+          description: 'Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one.',
+        },
+      },
+      headers: createHeaders(),
+      responses: createErrorResponses(),
     },
     'x-error-codes': ERROR_CODES,
+  }
+}
+
+function describeService(): string {
+  return 'Users over REST with HMAC-signed bearer tokens. '
+    + `Request bodies are at most ${MAX_BODY_BYTES} bytes. Every error is application/problem+json `
+    + 'with a stable `code`; x-error-codes lists them all with their statuses. Any request may also '
+    + 'be refused before routing (400 for a malformed request, 408, 431). A method not listed for a '
+    + 'path is 405 method_not_allowed with an Allow header; HEAD is answered wherever GET is; an '
+    + 'unknown path is 404. Choices where the contract is silent: every 400 has code bad_request and '
+    + 'a detail naming what was wrong; 503s say maintenance, overloaded, starting, shutting_down or '
+    + 'storage_unavailable, with Retry-After; an empty or repeated query parameter is a 400; the ETag '
+    + 'is "v<version>"; an answer sent before the whole body arrived (a 413, say) closes the '
+    + 'connection in stages; bodies of GET and DELETE are ignored; a lone surrogate in any string is '
+    + '422 invalid_characters; list cursors are signed with a key derived from the first JWT key; '
+    + 'a q page examines at most LIST_SCAN_BUDGET users and may come back short, even empty, with a '
+    + 'nextCursor: follow nextCursor until it is null. Patterns are ECMAScript expressions with the '
+    + 'u flag over the value as sent.'
+}
+
+function pathItem(route: RouteSpec): Record<string, unknown> {
+  const methods = ROUTES.filter((other) => other.path === route.path).map((other) => other.method)
+  return {
+    description: `Allows ${[...methods, ...(methods.includes('GET') ? ['HEAD'] : [])].join(', ')}; `
+      + 'any other method is 405 method_not_allowed with an Allow header.',
+    ...(route.root ? { servers: [{ url: '/', description: 'The server root, outside the base path.' }] } : {}),
   }
 }
 
 function toOperation(route: RouteSpec): Json {
   const parameters: Json[] = [...pathParameters(route.path)]
   if (route.operationId === 'listUsers') parameters.push(...listParameters())
-  if (route.conditional) parameters.push(conditionalHeader(route.method === 'GET' ? 'If-None-Match' : 'If-Match'))
+  if (route.conditional) parameters.push(...conditionalHeaders(route))
+  parameters.push({ $ref: '#/components/parameters/RequestId' })
   const schemaName = REQUEST_SCHEMAS[route.operationId]
   return {
     operationId: route.operationId,
     summary: route.summary,
+    description: describeOperation(route),
+    tags: [route.path.startsWith('/users') ? 'users' : 'service'],
     security: route.scope === undefined ? [] : [{ bearer: [route.scope] }],
-    ...(parameters.length === 0 ? {} : { parameters }),
+    parameters,
     ...(route.body === 'none' || schemaName === undefined ? {} : {
       requestBody: {
         required: route.body === 'required',
         content: Object.fromEntries(route.mediaTypes.map((type) => [type, { schema: ref(schemaName) }])),
       },
     }),
-    responses: { ...successResponse(route), ...errorResponses(route) },
+    responses: { ...successResponses(route), ...errorResponses(route) },
   }
+}
+
+function describeOperation(route: RouteSpec): string {
+  const scope = route.scope === undefined ? 'No token needed.' : `Needs a bearer token with the scope ${route.scope}.`
+  const cache = route.cacheable
+    ? 'A success may be kept privately and must be revalidated (Cache-Control: private, no-cache; Vary: Authorization).'
+    : 'Answers are never stored (Cache-Control: no-store).'
+  return `${route.summary}. ${scope} ${cache}`
 }
 
 function pathParameters(template: string): Json[] {
   return [...template.matchAll(/\{([A-Za-z0-9]+)\}/g)].map((match) => ({
     name: match[1], in: 'path', required: true, schema: { type: 'string', format: 'uuid' },
+    description: 'The user id (a lower-case UUIDv7); any other text is 404 not_found.',
   }))
 }
 
+// The service trims each value and refuses one that is then empty (`?email=` or `?email=%20`).
+const NOT_BLANK = { minLength: 1, pattern: '\\S' } as const
+
 function listParameters(): Json[] {
   const query = (name: string, schema: Json, description: string): Json => ({ name, in: 'query', required: false, schema, description })
+  const status = `(${USER_STATUSES.join('|')})`
+  const repeated = 'Each parameter at most once; an unknown, empty or malformed one is 400 bad_request.'
   return [
-    query('limit', { type: 'integer', minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT }, 'Users per page.'),
-    query('cursor', { type: 'string' }, 'The nextCursor of the previous page; it carries its filters and sort.'),
-    query('status', { type: 'string', pattern: `^(${USER_STATUSES.join('|')})(,(${USER_STATUSES.join('|')}))*$` }, 'One status or a comma list.'),
-    query('email', { type: 'string' }, 'Exact match, case-insensitive.'),
-    query('q', { type: 'string', maxLength: 200 }, 'Case-insensitive substring of name or email.'),
+    query('limit', { type: 'integer', minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT }, `Users per page. ${repeated}`),
+    query('cursor', { type: 'string', ...NOT_BLANK }, 'The nextCursor of the previous page; it carries its filters and sort, so it may be sent alone. Filters or sort that differ from its own are 400.'),
+    query('status', { type: 'string', pattern: `^\\s*${status}\\s*(,\\s*${status}\\s*)*$` }, 'One status or a comma list.'),
+    query('email', { type: 'string', ...NOT_BLANK }, 'Exact match, case-insensitive.'),
+    query('q', { type: 'string', maxLength: 200, ...NOT_BLANK }, 'Case-insensitive substring of name or email.'),
     query('sort', { type: 'string', enum: SORTS, default: 'createdAt' }, 'Creation order, oldest or newest first.'),
   ]
 }
 
-function conditionalHeader(name: string): Json {
-  return { name, in: 'header', required: false, schema: { type: 'string' } }
+function conditionalHeaders(route: RouteSpec): Json[] {
+  const read = route.method === 'GET'
+  return [
+    {
+      name: 'If-Match', in: 'header', required: false, schema: { type: 'string', ...NOT_BLANK },
+      description: 'The ETag you last saw, a comma list of them, or *; when none matches: 412 precondition_failed.',
+    },
+    {
+      name: 'If-None-Match', in: 'header', required: false, schema: { type: 'string', ...NOT_BLANK },
+      description: read
+        ? 'When it matches (weakly) the current ETag, or is *: 304 without a body.'
+        : 'When it matches the current ETag, or is *: 412 precondition_failed.',
+    },
+  ]
 }
 
-function successResponse(route: RouteSpec): Record<string, Json> {
-  const json = (schema: Json): Json => ({ 'application/json': { schema } })
-  switch (route.operationId) {
-    case 'listUsers':
-      return { 200: { description: 'A page of users; a page with more after it carries Link rel="next".', content: json(ref('UserPage')) } }
-    case 'deleteUser':
-      return { 204: { description: 'Deleted.' } }
-    case 'getHealth':
-    case 'getReadiness':
-      return { 200: { description: route.summary, content: json({ type: 'object', properties: { status: { type: 'string' } } }) } }
-    case 'getOpenApi':
-      return { 200: { description: 'This document.', content: json({ type: 'object' }) } }
-    default:
-      return {
-        [route.status]: { description: 'The user.', headers: { ETag: { $ref: '#/components/headers/ETag' } }, content: json(ref('User')) },
-        ...(route.method === 'GET' ? { 304: { description: 'Not modified (If-None-Match).' } } : {}),
-      }
+function headerRef(name: string): Json {
+  return { $ref: `#/components/headers/${name}` }
+}
+
+function createHeaders(): Record<string, Json> {
+  const string = { type: 'string' }
+  return {
+    'X-Request-Id': { required: true, schema: string, description: 'The request id, also in the log line and in errors.' },
+    'Cache-Control-Private': { required: true, schema: { const: 'private, no-cache' }, description: 'Cache-Control of a successful read.' },
+    'Cache-Control-No-Store': { required: true, schema: { const: 'no-store' }, description: 'Cache-Control of every other answer.' },
+    Vary: { required: true, schema: { const: 'Authorization' }, description: 'Reads depend on the token.' },
+    ETag: { required: true, schema: { type: 'string', pattern: '^"v[0-9]+"$' }, description: 'Strong entity tag of the user version.' },
+    Location: { required: true, schema: string, description: 'The path of the new user: <base path>/users/<id>.' },
+    Link: {
+      required: false, schema: string,
+      description: 'On a page with more after it: <<base path>/users?limit=<limit>&cursor=<next>>; rel="next" (RFC 8288).',
+    },
+    'Retry-After': { required: true, schema: { type: 'string', pattern: '^[0-9]+$' }, description: 'Seconds to wait before trying again.' },
+    'WWW-Authenticate': { required: true, schema: string, description: 'Bearer realm="users", with error="invalid_token" when a token was sent.' },
+    'WWW-Authenticate-Scope': {
+      required: false, schema: string,
+      description: 'For insufficient_scope: Bearer realm="users", error="insufficient_scope", scope="<the scope>".',
+    },
+    'Accept-Patch': { required: true, schema: string, description: 'The media types PATCH takes.' },
   }
 }
 
-function errorResponses(route: RouteSpec): Record<string, Json> {
-  const statuses = new Set<number>([500])
-  if (!route.root) statuses.add(503)
-  if (route.operationId === 'getReadiness') statuses.add(503)
+function successResponses(route: RouteSpec): Record<string, Json> {
+  const cache = route.cacheable ? { 'Cache-Control': headerRef('Cache-Control-Private'), Vary: headerRef('Vary') } : { 'Cache-Control': headerRef('Cache-Control-No-Store') }
+  const headers = (extra: Record<string, Json> = {}): Json => ({ 'X-Request-Id': headerRef('X-Request-Id'), ...cache, ...extra })
+  const json = (schema: Json): Json => ({ 'application/json': { schema } })
+  const etag = { ETag: headerRef('ETag') }
+  switch (route.operationId) {
+    case 'listUsers':
+      return { 200: { description: 'A page of users; a page with more after it carries Link rel="next".', headers: headers({ Link: headerRef('Link') }), content: json(ref('UserPage')) } }
+    case 'createUser':
+      return { 201: { description: 'Created.', headers: headers({ ...etag, Location: headerRef('Location') }), content: json(ref('User')) } }
+    case 'deleteUser':
+      return { 204: { description: 'Deleted.', headers: headers() } }
+    case 'getHealth':
+    case 'getReadiness':
+      return { 200: { description: route.summary, headers: headers(), content: json(ref('Status')) } }
+    case 'getOpenApi':
+      return { 200: { description: 'This document.', headers: headers(), content: json({ type: 'object' }) } }
+    case 'getUser':
+    case 'replaceUser':
+    case 'updateUser':
+    case 'activateUser':
+    case 'suspendUser':
+      return {
+        [route.status]: { description: 'The user.', headers: headers(etag), content: json(ref('User')) },
+        ...(route.method === 'GET' && route.conditional ? { 304: { description: 'Not modified (If-None-Match matched).', headers: headers(etag) } } : {}),
+      }
+    default:
+      // A route this document has no schema for yet: its status and headers, no body promise.
+      return { [route.status]: { description: route.summary, headers: headers() } }
+  }
+}
+
+/** One shared response per error status; the statuses each route can answer pick from these. */
+const ERROR_RESPONSES = {
+  400: 'BadRequest', 401: 'Unauthorized', 403: 'Forbidden', 404: 'NotFound', 408: 'RequestTimeout',
+  409: 'Conflict', 412: 'PreconditionFailed', 413: 'PayloadTooLarge', 415: 'UnsupportedMediaType',
+  422: 'UnprocessableContent', 431: 'HeadersTooLarge', 500: 'InternalError', 503: 'Unavailable',
+} as const
+
+function createErrorResponses(): Record<string, Json> {
+  const extra: Partial<Record<number, Record<string, Json>>> = {
+    401: { 'WWW-Authenticate': headerRef('WWW-Authenticate') },
+    403: { 'WWW-Authenticate': headerRef('WWW-Authenticate-Scope') },
+    503: { 'Retry-After': headerRef('Retry-After') },
+  }
+  const responses: Record<string, Json> = {}
+  for (const [status, name] of Object.entries(ERROR_RESPONSES)) {
+    responses[name] = problemResponse(Number(status), extra[Number(status)] ?? {})
+  }
+  responses['UnsupportedPatchMediaType'] = problemResponse(415, { 'Accept-Patch': headerRef('Accept-Patch') })
+  return responses
+}
+
+function problemResponse(status: number, extra: Record<string, Json>): Json {
+  const codes = Object.entries(ERROR_CODES).filter(([, entry]) => entry.status === status).map(([code]) => code)
+  return {
+    description: codes.join(', '),
+    headers: { 'X-Request-Id': headerRef('X-Request-Id'), 'Cache-Control': headerRef('Cache-Control-No-Store'), ...extra },
+    content: { 'application/problem+json': { schema: ref('Problem') } },
+  }
+}
+
+/** The error statuses a route can answer, in the fault order of the contract (§3). */
+export function errorStatuses(route: RouteSpec): number[] {
+  // Node's parser refuses a malformed request, slow headers or huge headers on any route.
+  const statuses = new Set<number>([400, 408, 431, 500])
+  if (!route.root || route.operationId === 'getReadiness') statuses.add(503)
   if (route.scope !== undefined) [401, 403].forEach((status) => statuses.add(status))
-  if (route.path.includes('{')) [400, 404].forEach((status) => statuses.add(status))
-  if (route.operationId === 'listUsers') statuses.add(400)
-  if (route.body !== 'none') [400, 413, 415, 422].forEach((status) => statuses.add(status))
+  if (route.path.includes('{')) statuses.add(404)
+  if (route.body !== 'none') [413, 415, 422].forEach((status) => statuses.add(status))
   // RFC 9110 §13.1.1: a failed If-Match is a 412 on GET and HEAD too.
   if (route.conditional) statuses.add(412)
   if (['createUser', 'replaceUser', 'updateUser', 'suspendUser'].includes(route.operationId)) statuses.add(409)
-  const codes = Object.entries(ERROR_CODES)
-  return Object.fromEntries([...statuses].sort().map((status) => [status, {
-    description: codes.filter(([, entry]) => entry.status === status).map(([code]) => code).join(', '),
-    content: { 'application/problem+json': { schema: ref('Problem') } },
-  }]))
+  return [...statuses].sort((a, b) => a - b)
 }
 
-function ref(name: string): Json {
-  return { $ref: `#/components/schemas/${name}` }
+function errorResponses(route: RouteSpec): Record<string, Json> {
+  return Object.fromEntries(errorStatuses(route).map((status) => {
+    const name = status === 415 && route.method === 'PATCH' ? 'UnsupportedPatchMediaType' : errorResponseName(status)
+    return [status, { $ref: `#/components/responses/${name}` }]
+  }))
 }
 
-function schemas(): Record<string, Json> {
-  const properties = Object.fromEntries(FIELD_NAMES.map((name) => [name, toSchema(USER_FIELDS[name])]))
-  const writable = Object.fromEntries(WRITABLE_FIELDS.map((name) => [name, toSchema(USER_FIELDS[name])]))
-  const required = WRITABLE_FIELDS.filter((name) => USER_FIELDS[name].required)
-  const echo = 'Output-only fields may be sent only with their stored values.'
-  return {
-    User: { type: 'object', required: FIELD_NAMES, additionalProperties: false, properties },
-    UserCreate: { type: 'object', required, additionalProperties: false, properties: writable, description: 'Output-only fields are refused (read_only).' },
-    UserReplace: { type: 'object', required, additionalProperties: false, properties, description: `Replaces every writable field; a missing metadata becomes {}. ${echo}` },
-    UserPatch: {
-      type: 'object', additionalProperties: false,
-      properties: { ...properties, metadata: { ...toSchema(USER_FIELDS.metadata), type: ['object', 'null'] } },
-      description: `JSON Merge Patch (RFC 7396): null removes a metadata key, or all of metadata. ${echo}`,
-    },
-    EmptyBody: { type: 'object', maxProperties: 0, description: 'Send no body or {}.' },
-    UserPage: {
-      type: 'object', required: ['items', 'nextCursor'],
-      properties: { items: { type: 'array', items: ref('User') }, nextCursor: { type: ['string', 'null'] } },
-    },
-    FieldError: {
-      type: 'object', required: ['pointer', 'code', 'message'],
-      properties: { pointer: { type: 'string' }, code: { type: 'string' }, message: { type: 'string' } },
-    },
-    Problem: {
-      type: 'object', required: ['type', 'title', 'status', 'detail', 'code', 'requestId'],
-      properties: {
-        type: { type: 'string' }, title: { type: 'string' }, status: { type: 'integer' },
-        detail: { type: 'string' }, code: { type: 'string', enum: Object.keys(ERROR_CODES) },
-        requestId: { type: 'string' }, errors: { type: 'array', items: ref('FieldError') },
-      },
-    },
-  }
-}
-
-function toSchema(spec: FieldSpec): Json {
-  const common = { description: spec.description, examples: [spec.example], ...(spec.access === 'output' ? { readOnly: true } : {}) }
-  if (spec.type === 'integer') return { type: 'integer', minimum: 1, ...common }
-  if (spec.type === 'metadata') {
-    return {
-      type: 'object', maxProperties: spec.maxKeys, propertyNames: { pattern: spec.keyPattern },
-      additionalProperties: { type: 'string', maxLength: spec.maxValueLength }, ...common,
-    }
-  }
-  return {
-    type: 'string',
-    ...(spec.format === undefined ? {} : { format: spec.format }),
-    ...(spec.minLength === undefined ? {} : { minLength: spec.minLength }),
-    ...(spec.maxLength === undefined ? {} : { maxLength: spec.maxLength }),
-    ...(spec.pattern === undefined ? {} : { pattern: spec.pattern }),
-    ...(spec.enum === undefined ? {} : { enum: spec.enum }),
-    ...common,
-  }
+function errorResponseName(status: number): string {
+  const name = Object.entries(ERROR_RESPONSES).find(([code]) => Number(code) === status)?.[1]
+  if (name === undefined) throw new Error(`createOpenApiDocument: no error response for ${status}`)
+  return name
 }
