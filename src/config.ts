@@ -25,6 +25,8 @@ export interface Config {
   readonly shutdownTimeoutMs: number
   readonly maxConnections: number
   readonly listScanBudget: number
+  /** METRICS: `GET /metrics` is served (on, the default) or answers 404 (off). */
+  readonly metrics: boolean
   /** CORS_ORIGINS: undefined (no CORS headers), `*`, or a list of origins. */
   readonly corsOrigins: CorsOrigins | undefined
   readonly production: boolean
@@ -67,6 +69,7 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
     ),
     maxConnections: parseInteger(read('MAX_CONNECTIONS'), 'MAX_CONNECTIONS', 10_000, 1, 1_000_000),
     listScanBudget: parseInteger(read('LIST_SCAN_BUDGET'), 'LIST_SCAN_BUDGET', 10_000, 1, 100_000_000),
+    metrics: parseOnOff(read('METRICS'), 'METRICS', true),
     corsOrigins: parseCors(read('CORS_ORIGINS')),
     production: read('NODE_ENV') === 'production',
   })
@@ -98,6 +101,14 @@ function parseBasePath(text: string | undefined): string {
     throw new ConfigError(`BASE_PATH must look like /v1 (segments of [A-Za-z0-9._~-]), got "${text}"`)
   }
   return text.endsWith('/') ? text.slice(0, -1) : text
+}
+
+function parseOnOff(text: string | undefined, name: string, fallback: boolean): boolean {
+  if (text === undefined) return fallback
+  const value = text.toLowerCase()
+  if (value === 'on') return true
+  if (value === 'off') return false
+  throw new ConfigError(`${name} must be on or off, got "${text}"`)
 }
 
 function parseLogLevel(text: string | undefined): LogLevel {

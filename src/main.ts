@@ -45,6 +45,7 @@ async function main(): Promise<void> {
     shutdownTimeoutMs: config.shutdownTimeoutMs,
     maxConnections: config.maxConnections,
     listScanBudget: config.listScanBudget,
+    metrics: config.metrics,
     corsOrigins: config.corsOrigins,
   })
   service.server.on('error', (error) => {

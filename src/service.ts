@@ -8,8 +8,9 @@ import { createSingleKeySet, parseKeyList, type KeySet } from './auth/keys.js'
 import { createClientErrorHandler } from './http/client-errors.js'
 import type { Handler } from './http/handler.js'
 import { isClosing, LINGER_MS } from './http/lingering-close.js'
-import type { OperationId } from './http/route-table.js'
+import { ROUTES, type OperationId } from './http/route-table.js'
 import { silentLogger, type Logger } from './logger.js'
+import { createServiceMetrics, EXPOSITION_CONTENT_TYPE, droppedLinesOf, usersStoredIn } from './metrics/service-metrics.js'
 import { createOpenApiDocument } from './openapi.js'
 import { Availability } from './ops/availability.js'
 import { FileStore } from './store/file-store.js'
@@ -50,6 +51,8 @@ export interface UserServiceOptions {
   shutdownTimeoutMs?: number
   /** The most users one `q` list page examines (default 10,000; §9). */
   listScanBudget?: number
+  /** `GET /metrics` in the Prometheus text format (§14); false: a 404 and nothing counted. Default true. */
+  metrics?: boolean
 }
 
 /**
@@ -95,6 +98,21 @@ export function createUserService(options: UserServiceOptions): UserService {
   const firstKey = keys.keys[0]
   if (firstKey === undefined) throw new Error('createUserService: at least one key is needed')
   const openApi = JSON.stringify(createOpenApiDocument({ basePath, version: SERVICE_VERSION }))
+  const authenticator = createAuthenticator({
+    keys,
+    issuer: options.issuer,
+    audience: options.audience,
+    leewaySeconds: options.leewaySeconds ?? 30,
+    now,
+  })
+  const routes = options.metrics === false ? ROUTES.filter((route) => route.operationId !== 'getMetrics') : ROUTES
+  const metrics = options.metrics === false ? undefined : createServiceMetrics({
+    routes,
+    usersStored: () => usersStoredIn(store),
+    tokenCache: () => authenticator.stats(),
+    droppedLogLines: () => droppedLinesOf(logger),
+    dataDir: store instanceof FileStore ? store.dataDir : undefined,
+  })
   const handlers: Record<OperationId, Handler> = {
     ...createUserHandlers({
       operations, cursors: createCursorCodec(firstKey.secret), basePath, scanBudget: options.listScanBudget ?? 10_000,
@@ -106,20 +124,17 @@ export function createUserService(options: UserServiceOptions): UserService {
       if (refusal !== undefined) throw refusal
       return { status: 200, body: '{"status":"ready"}' }
     },
+    getMetrics: () => ({ status: 200, body: metrics?.render() ?? '', contentType: EXPOSITION_CONTENT_TYPE }),
   }
   const handler = createRequestListener({
     basePath,
-    authenticator: createAuthenticator({
-      keys,
-      issuer: options.issuer,
-      audience: options.audience,
-      leewaySeconds: options.leewaySeconds ?? 30,
-      now,
-    }),
+    authenticator,
     availability,
     operations,
     handlers,
     logger,
+    metrics,
+    routes,
   })
   const server = createServer({ connectionsCheckingInterval: CONNECTION_CHECK_MS }, handler)
   server.headersTimeout = options.headersTimeoutMs ?? 10_000
@@ -138,6 +153,7 @@ export function createUserService(options: UserServiceOptions): UserService {
   const open = (): Promise<void> => {
     opening ??= (async () => {
       availability.start()
+      metrics?.start()
       await store.open()
       availability.markReady()
     })()
@@ -181,6 +197,7 @@ export function createUserService(options: UserServiceOptions): UserService {
       server.closeAllConnections()
       await closed
       availability.stop()
+      metrics?.stop()
       await opening?.catch(() => undefined)
       await store.close()
     },

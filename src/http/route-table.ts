@@ -78,6 +78,7 @@ export const ROUTES = [
   { ...users, operationId: 'getOpenApi', method: 'GET', path: '/openapi.json', scope: undefined, summary: 'This OpenAPI document' },
   { ...probe, operationId: 'getHealth', method: 'GET', path: '/healthz', summary: 'Liveness: 200 while the process runs' },
   { ...probe, operationId: 'getReadiness', method: 'GET', path: '/readyz', summary: 'Readiness: 200 when the service takes traffic' },
+  { ...probe, operationId: 'getMetrics', method: 'GET', path: '/metrics', summary: 'Metrics in the Prometheus text format (METRICS=off hides it)' },
 ] as const satisfies readonly RouteSpec[]
 
 export type OperationId = (typeof ROUTES)[number]['operationId']

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { mkdir, open, rename, unlink, type FileHandle } from 'node:fs/promises'
 import path from 'node:path'
+import { performance } from 'node:perf_hooks'
 
 /**
  * The step of a durable write that failed; `file-sync` and `dir-sync` are fsyncs, `rename` is the
@@ -33,6 +34,38 @@ export class WriteError extends Error {
   }
 }
 
+/** How long one durable write (failed ones included), or one fsync of it, took. */
+export interface DurableWriteTiming {
+  /** `write`: a whole writeFile, from the temp file to the directory fsync; else one fsync. */
+  readonly kind: 'write' | 'file-sync' | 'dir-sync'
+  /** The directory written to. */
+  readonly dir: string
+  readonly seconds: number
+}
+
+export type DurableWriteObserver = (timing: DurableWriteTiming) => void
+
+// Module-wide so that the store needs no hook of its own; observers filter on `dir`.
+const observers = new Set<DurableWriteObserver>()
+
+/** Tells `observer` the duration of every durable write and fsync from now on; returns the way out. */
+export function observeDurableWrites(observer: DurableWriteObserver): () => void {
+  observers.add(observer)
+  return () => { observers.delete(observer) }
+}
+
+function report(kind: DurableWriteTiming['kind'], dir: string, started: number): void {
+  if (observers.size === 0) return
+  const timing = { kind, dir, seconds: (performance.now() - started) / 1000 }
+  for (const observer of observers) {
+    try {
+      observer(timing)
+    } catch {
+      // Measuring must never fail a write.
+    }
+  }
+}
+
 /**
  * A directory whose file writes are atomic and durable: a temp file in the same directory, opened
  * exclusively, written and fsynced, renamed over the target, then the directory fsynced. Readers
@@ -60,11 +93,14 @@ export class DurableDirectory {
     const temp = path.join(this.path, `.${name}.${randomBytes(6).toString('hex')}.tmp`)
     let file: FileHandle | undefined
     let step: WriteStep = 'write'
+    const started = performance.now()
     try {
       file = await open(temp, 'wx', 0o600)
       await file.writeFile(data, 'utf8')
       step = 'file-sync'
+      const syncStarted = performance.now()
       await file.sync()
+      report('file-sync', this.path, syncStarted)
       step = 'write'
       await file.close()
       file = undefined
@@ -73,9 +109,14 @@ export class DurableDirectory {
     } catch (error) {
       await file?.close().catch(() => undefined)
       await unlink(temp).catch(() => undefined)
+      report('write', this.path, started)
       throw new WriteError(step, error)
     }
-    await this.#syncOrThrow()
+    try {
+      await this.#syncOrThrow()
+    } finally {
+      report('write', this.path, started)
+    }
   }
 
   /** Removes a file durably: unlink, then the directory fsync (shared with concurrent writers). */
@@ -125,9 +166,11 @@ export class DurableDirectory {
 
   #start(): Promise<void> {
     this.#queued = undefined
+    const started = performance.now()
     const run = this.#handle.sync()
     this.#running = run
     void run.catch(() => undefined).then(() => {
+      report('dir-sync', this.path, started)
       if (this.#running === run) this.#running = undefined
     })
     return run
