@@ -35,8 +35,9 @@ const SCOPES = {
 export function createOpenApiDocument(options: OpenApiOptions): Json {
   const paths: Record<string, Record<string, unknown>> = {}
   for (const route of ROUTES) {
-    paths[route.path] ??= pathItem(route)
-    paths[route.path][route.method.toLowerCase()] = toOperation(route)
+    const item = paths[route.path] ?? pathItem(route)
+    item[route.method.toLowerCase()] = toOperation(route)
+    paths[route.path] = item
   }
   return {
     openapi: '3.1.0',
@@ -216,6 +217,8 @@ function successResponses(route: RouteSpec): Record<string, Json> {
     case 'getHealth':
     case 'getReadiness':
       return { 200: { description: route.summary, headers: headers(), content: json(ref('Status')) } }
+    case 'getMetrics':
+      return { 200: { description: route.summary, headers: headers(), content: { 'text/plain': { schema: { type: 'string' } } } } }
     case 'getOpenApi':
       return { 200: { description: 'This document.', headers: headers(), content: json({ type: 'object' }) } }
     case 'getUser':

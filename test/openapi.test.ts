@@ -1,12 +1,15 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { ERROR_CODES } from '../src/errors.js'
+import { ERROR_CODES, HttpError } from '../src/errors.js'
 import { ROUTES } from '../src/http/route-table.js'
 import { createOpenApiDocument } from '../src/openapi.js'
 import { SERVICE_VERSION } from '../src/service.js'
 import { MemoryStore } from '../src/store/memory-store.js'
+import { createCursorCodec } from '../src/users/cursor.js'
+import { LIST_PARAMETERS, parseListQuery } from '../src/users/list-query.js'
 import { FIELD_NAMES, USER_FIELDS } from '../src/users/user-fields.js'
+import { validateCreate } from '../src/users/validate-user.js'
 import { request } from './helpers/http.js'
 import { startService } from './helpers/service.js'
 
@@ -31,22 +34,26 @@ function objectAt(value: unknown, ...keys: string[]): Json {
   return found
 }
 
+const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace']
+
 /** `METHOD path` for every operation of the document. */
 function documentedOperations(doc: Json): string[] {
   const operations: string[] = []
   for (const [path, item] of Object.entries(objectAt(doc, 'paths'))) {
     assert.ok(isObject(item), path)
-    for (const method of Object.keys(item)) operations.push(`${method.toUpperCase()} ${path}`)
+    for (const method of Object.keys(item).filter((key) => HTTP_METHODS.includes(key))) operations.push(`${method.toUpperCase()} ${path}`)
   }
   return operations.sort()
 }
 
-function routePath(route: (typeof ROUTES)[number], basePath: string): string {
-  return route.root ? route.path : `${basePath}${route.path}`
+function operationOf(doc: Json, route: (typeof ROUTES)[number]): Json {
+  return objectAt(doc, 'paths', route.path, route.method.toLowerCase())
 }
 
-function operationOf(doc: Json, route: (typeof ROUTES)[number], basePath = ''): Json {
-  return objectAt(doc, 'paths', routePath(route, basePath), route.method.toLowerCase())
+/** A value, or what its `$ref` points at. */
+function resolve(doc: Json, value: unknown): unknown {
+  const target = member(value, '$ref')
+  return typeof target === 'string' ? member(doc, ...target.slice(2).split('/')) : value
 }
 
 /** Every `$ref` anywhere in the value. */
@@ -77,30 +84,40 @@ describe('GET /openapi.json', () => {
     assert.deepEqual(res.body, JSON.parse(JSON.stringify(doc)))
   })
 
-  it('sits under the base path, and its /users paths carry the prefix while /healthz does not', async (t) => {
+  it('sits under the base path, names it as its server, and gives the root routes the server root', async (t) => {
     const s = await startService(t, { store: new MemoryStore(), basePath: '/v1' })
     const res = await request('GET', `${s.url}/v1/openapi.json`)
     assert.equal(res.status, 200)
-    const paths = Object.keys(objectAt(res.body, 'paths')).sort()
-    assert.deepEqual(paths, [
-      '/healthz', '/readyz', '/v1/openapi.json', '/v1/users', '/v1/users/{id}',
-      '/v1/users/{id}:activate', '/v1/users/{id}:suspend',
-    ])
+    assert.deepEqual(member(res.body, 'servers'), [{ url: '/v1', description: 'This service (its base path).' }])
+    const paths = objectAt(res.body, 'paths')
+    assert.deepEqual(Object.keys(paths).sort(), [...new Set(ROUTES.map((route) => route.path))].sort())
+    for (const route of ROUTES) {
+      const servers = member(paths, route.path, 'servers')
+      assert.deepEqual(servers, route.root ? [{ url: '/', description: 'The server root, outside the base path.' }] : undefined, route.path)
+    }
     assert.equal((await request('GET', `${s.url}/openapi.json`)).status, 404)
+    assert.equal((await request('GET', `${s.url}/v1/healthz`)).status, 404)
   })
 })
 
 describe('the OpenAPI document and the route table', () => {
-  it('describes exactly the routes of the table, with their methods', () => {
-    const expected = ROUTES.map((route) => `${route.method} ${routePath(route, '')}`).sort()
+  it('describes exactly the routes of the table, with their methods, with or without a base path', () => {
+    const expected = ROUTES.map((route) => `${route.method} ${route.path}`).sort()
     assert.deepEqual(documentedOperations(doc), expected)
+    const prefixed = createOpenApiDocument({ basePath: '/v1', version: SERVICE_VERSION })
+    assert.deepEqual(documentedOperations(prefixed), expected)
+    assert.deepEqual(member(doc, 'servers'), [{ url: '/', description: 'This service (its base path).' }])
   })
 
-  it('describes exactly the routes of the table under a base path', () => {
-    const prefixed = createOpenApiDocument({ basePath: '/v1', version: SERVICE_VERSION })
-    const expected = ROUTES.map((route) => `${route.method} ${routePath(route, '/v1')}`).sort()
-    assert.deepEqual(documentedOperations(prefixed), expected)
-    assert.ok(expected.includes('GET /healthz') && expected.includes('GET /v1/users'))
+  it('gives every operation a description and a tag, and the document a license and a contact', () => {
+    const tags = (member(doc, 'tags') as Json[]).map((tag) => tag['name'])
+    for (const route of ROUTES) {
+      const operation = operationOf(doc, route)
+      assert.ok(String(operation['description']).startsWith(`${route.summary}. `), route.operationId)
+      assert.ok(Array.isArray(operation['tags']) && operation['tags'].every((tag) => tags.includes(tag)), route.operationId)
+    }
+    assert.deepEqual(member(doc, 'info', 'license'), { name: 'MIT', identifier: 'MIT' })
+    assert.equal(typeof member(doc, 'info', 'contact', 'name'), 'string')
   })
 
   it('names each operation after the table and documents its path parameters', () => {
@@ -117,10 +134,15 @@ describe('the OpenAPI document and the route table', () => {
 
   it('documents the scope of every /users operation, and none for the probes', () => {
     assert.equal(member(doc, 'components', 'securitySchemes', 'bearer', 'scheme'), 'bearer')
+    const scopes = Object.keys(objectAt(doc, 'components', 'securitySchemes', 'bearer', 'x-scopes'))
+    assert.deepEqual(scopes.sort(), ['users:admin', 'users:read', 'users:write'])
     for (const route of ROUTES) {
       const security = operationOf(doc, route)['security']
       if (route.scope === undefined) assert.deepEqual(security, [], route.operationId)
-      else assert.deepEqual(security, [{ bearer: [route.scope] }], route.operationId)
+      else {
+        assert.deepEqual(security, [{ bearer: [route.scope] }], route.operationId)
+        assert.ok(scopes.includes(route.scope), route.operationId)
+      }
     }
     assert.ok(userRoutes.length === 8 && userRoutes.every((route) => route.scope !== undefined))
   })
@@ -128,17 +150,23 @@ describe('the OpenAPI document and the route table', () => {
   it('documents the error answers of every /users operation as Problem', () => {
     for (const route of userRoutes) {
       const responses = objectAt(operationOf(doc, route), 'responses')
-      const expected = [401, 403, 500, 503]
-      if (route.body !== 'none') expected.push(400, 413, 415, 422)
+      const expected = [400, 401, 403, 408, 431, 500, 503]
+      if (route.body !== 'none') expected.push(413, 415, 422)
       if (route.path.includes('{')) expected.push(404)
-      if (route.conditional && route.method !== 'GET') expected.push(412)
+      if (route.conditional) expected.push(412)
+      if (['createUser', 'replaceUser', 'updateUser', 'suspendUser'].includes(route.operationId)) expected.push(409)
+      const documented = Object.keys(responses).map(Number).filter((status) => status >= 400)
+      assert.deepEqual(documented, expected.sort((a, b) => a - b), route.operationId)
       for (const status of expected) {
-        const schema = member(responses, String(status), 'content', 'application/problem+json', 'schema', '$ref')
+        const response = resolve(doc, responses[String(status)])
+        const schema = member(response, 'content', 'application/problem+json', 'schema', '$ref')
         assert.equal(schema, PROBLEM_REF, `${route.method} ${route.path} should document ${status} as Problem`)
+        assert.ok(isObject(member(response, 'headers', 'X-Request-Id')), `${route.operationId} ${status}`)
       }
-      for (const [status, response] of Object.entries(responses)) {
-        if (Number(status) >= 400) assert.equal(member(response, 'content', 'application/problem+json', 'schema', '$ref'), PROBLEM_REF)
-      }
+      assert.ok(isObject(member(resolve(doc, responses['401']), 'headers', 'WWW-Authenticate')))
+      assert.ok(isObject(member(resolve(doc, responses['503']), 'headers', 'Retry-After')))
+      const accept = member(resolve(doc, responses['415']), 'headers', 'Accept-Patch')
+      assert.equal(isObject(accept), route.method === 'PATCH', route.operationId)
     }
   })
 
@@ -161,13 +189,12 @@ describe('the OpenAPI document and the route table', () => {
     }
   })
 
-  it('documents If-Match on conditional writes and If-None-Match on conditional reads', () => {
+  it('documents If-Match and If-None-Match on every conditional route (RFC 9110 §13: both are honoured)', () => {
     for (const route of ROUTES) {
       const parameters = operationOf(doc, route)['parameters']
       const headers = (Array.isArray(parameters) ? parameters : [])
         .filter((parameter) => member(parameter, 'in') === 'header').map((parameter) => member(parameter, 'name'))
-      const expected = !route.conditional ? [] : [route.method === 'GET' ? 'If-None-Match' : 'If-Match']
-      assert.deepEqual(headers, expected, route.operationId)
+      assert.deepEqual(headers, route.conditional ? ['If-Match', 'If-None-Match'] : [], route.operationId)
     }
   })
 
@@ -207,5 +234,126 @@ describe('the OpenAPI schemas and the user fields', () => {
   it('lists every error code of ERROR_CODES in x-error-codes and in the Problem schema', () => {
     assert.deepEqual(doc['x-error-codes'], ERROR_CODES)
     assert.deepEqual(member(doc, 'components', 'schemas', 'Problem', 'properties', 'code', 'enum'), Object.keys(ERROR_CODES))
+  })
+})
+
+describe('the OpenAPI field patterns and the validator', () => {
+  const schemas = objectAt(doc, 'components', 'schemas')
+  const patternOf = (field: string): RegExp => new RegExp(String(member(schemas, 'User', 'properties', field, 'pattern')), 'u')
+  const accepts = (field: 'email' | 'name', value: string): boolean => {
+    try {
+      validateCreate({ email: 'ada@example.com', name: 'Ada', [field]: value })
+      return true
+    } catch (error) {
+      if (error instanceof HttpError && error.code === 'validation_failed') return false
+      throw error
+    }
+  }
+  const emailSamples = [
+    'ada@example.com', 'v@io', 'zoë@example.com', 'ada@bücher.de', ' ada@example.com\\n', 'a..b@example.com',
+    '.a@b.co', 'a@b.c', 'a@b..c', 'a@.b.c', 'a@b.c.', '@b.co', 'a@@b.co', 'a@b@c.co', 'a b@c.co', 'a@b c.co',
+    'a\\u0000@b.co', 'a\\u0085@b.co', '\\u200B@b.co', 'a@\\u200B.co', 'a@b.\\u200B', 'a\\u200B@b.co',
+    '\\uD800@b.co', '😀@b.co', `${'l'.repeat(64)}@b.co`, `${'l'.repeat(65)}@b.co`, `a@${'d'.repeat(248)}.co`,
+    `a@${'d'.repeat(249)}.co`, `   a@${'d'.repeat(248)}.co   `, `a@${'é'.repeat(248)}.co`, '\\u00A0a@b.co\\u3000', 'a\\u00A0@b.co',
+    '', ' ', 'ab', 'a"b@c.d', '\\uFEFFa@b.co', 'a@b.co\\uFEFF', 'a\\u180E@b.co', '\\u180E@b.co',
+  ].map((sample) => JSON.parse(`"${sample.replace(/"/g, '\\"')}"`) as string)
+
+  it('gives email a pattern that accepts exactly what the service accepts', () => {
+    const pattern = patternOf('email')
+    assert.equal(member(schemas, 'User', 'properties', 'email', 'format'), undefined, 'format: email would refuse zoë@example.com')
+    for (const sample of emailSamples) assert.equal(pattern.test(sample), accepts('email', sample), JSON.stringify(sample))
+    assert.ok(accepts('email', 'zoë@example.com') && !accepts('email', 'v@io'))
+  })
+
+  it('agrees with the validator on every code point in the local part and in a domain label', () => {
+    const pattern = patternOf('email')
+    for (let point = 0; point <= 0x10ffff; point += point < 0x3000 ? 1 : 97) {
+      const char = String.fromCodePoint(point)
+      for (const sample of [`${char}@b.co`, `a${char}@b.co`, `a@${char}.co`, `a@b.c${char}`]) {
+        assert.equal(pattern.test(sample), accepts('email', sample), `${JSON.stringify(sample)} U+${point.toString(16)}`)
+      }
+    }
+  })
+
+  it('gives name a pattern that accepts exactly what the service accepts', () => {
+    const pattern = patternOf('name')
+    const samples = [
+      'Ada', ' Ada ', '\\tAda\\n', 'A\\nda', 'A\\u007Fda', 'A\\u0085da', '', ' ', '\\u200B', '\\u200B\\u3000 ', 'Ada\\u200B',
+      'a'.repeat(200), 'a'.repeat(201), ` ${'a'.repeat(200)} `, '😀'.repeat(200), '😀'.repeat(201), '\\uD800', 'A\\uDC00', 'A B', 'A\\u00A0B',
+    ].map((sample) => JSON.parse(`"${sample}"`) as string)
+    for (const sample of samples) assert.equal(pattern.test(sample), accepts('name', sample), JSON.stringify(sample))
+  })
+
+  it('lets a PATCH send null for metadata and for a metadata value (RFC 7396)', () => {
+    const metadata = objectAt(schemas, 'UserPatch', 'properties', 'metadata')
+    assert.deepEqual(metadata['type'], ['object', 'null'])
+    assert.deepEqual(member(metadata, 'additionalProperties', 'type'), ['string', 'null'])
+    assert.equal(member(schemas, 'User', 'properties', 'metadata', 'additionalProperties', 'type'), 'string')
+  })
+})
+
+describe('the OpenAPI list parameters and the list query parser', () => {
+  const listRoute = ROUTES.find((route) => route.operationId === 'listUsers')
+  assert.ok(listRoute !== undefined)
+  const parameters = (operationOf(doc, listRoute)['parameters'] as Json[]).filter((parameter) => parameter['in'] === 'query')
+
+  it('documents exactly the parameters the parser takes, and the blank values it refuses', () => {
+    assert.deepEqual(parameters.map((parameter) => parameter['name']), [...LIST_PARAMETERS])
+    for (const name of ['cursor', 'email', 'q']) {
+      const schema = objectAt(parameters.find((parameter) => parameter['name'] === name), 'schema')
+      assert.equal(schema['minLength'], 1, name)
+      assert.ok(!new RegExp(String(schema['pattern']), 'u').test(' \t'), name)
+    }
+    const status = new RegExp(String(member(parameters.find((parameter) => parameter['name'] === 'status'), 'schema', 'pattern')), 'u')
+    for (const value of ['active', 'active, pending', ' suspended ,active', 'active,', 'Active', ',']) {
+      const parsed = (() => {
+        try {
+          parseListQuery(`status=${encodeURIComponent(value)}`, createCursorCodec(Buffer.alloc(32, 1)))
+          return true
+        } catch {
+          return false
+        }
+      })()
+      assert.equal(status.test(value), parsed, value)
+    }
+  })
+})
+
+describe('the OpenAPI headers and the answers', () => {
+  const declared = (response: unknown): string[] =>
+    Object.entries(objectAt(resolve(doc, response), 'headers'))
+      .filter(([, header]) => member(resolve(doc, header), 'required') === true).map(([name]) => name.toLowerCase())
+
+  it('sends every required header it declares on 201, 200, 304, 412, 401 and the list Link', async (t) => {
+    const s = await startService(t, { store: new MemoryStore() })
+    const route = (id: string): (typeof ROUTES)[number] => {
+      const found = ROUTES.find((candidate) => candidate.operationId === id)
+      assert.ok(found !== undefined)
+      return found
+    }
+    const responses = (id: string): Json => objectAt(operationOf(doc, route(id)), 'responses')
+    const check = (res: { headers: Headers }, response: unknown, label: string): void => {
+      for (const name of declared(response)) assert.ok(res.headers.has(name), `${label} lacks ${name}`)
+    }
+    const created = await s.call('POST', '/users', { json: { email: 'ada@example.com', name: 'Ada' } })
+    assert.equal(created.status, 201)
+    check(created, responses('createUser')['201'], '201')
+    const id = String(member(created.body, 'id'))
+    const read = await s.call('GET', `/users/${id}`)
+    check(read, responses('getUser')['200'], '200')
+    const notModified = await s.call('GET', `/users/${id}`, { headers: { 'if-none-match': '"v1"' } })
+    assert.equal(notModified.status, 304)
+    check(notModified, responses('getUser')['304'], '304')
+    const failed = await s.call('DELETE', `/users/${id}`, { headers: { 'if-match': '"v9"' } })
+    assert.equal(failed.status, 412)
+    check(failed, responses('deleteUser')['412'], '412')
+    const anonymous = await request('GET', `${s.baseUrl}/users`)
+    assert.equal(anonymous.status, 401)
+    check(anonymous, responses('listUsers')['401'], '401')
+    await s.call('POST', '/users', { json: { email: 'bob@example.com', name: 'Bob' } })
+    const page = await s.call('GET', '/users?limit=1')
+    assert.match(page.headers.get('link') ?? '', /^<\/users\?limit=1&cursor=[^>]+>; rel="next"$/)
+    assert.ok(isObject(member(responses('listUsers'), '200', 'headers', 'Link')))
+    assert.deepEqual((await s.snapshot()).map((user) => user.email), ['ada@example.com', 'bob@example.com'])
   })
 })

@@ -1074,7 +1074,9 @@ export interface operations {
                     "Cache-Control": components["headers"]["Cache-Control-No-Store"];
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "text/plain": string;
+                };
             };
             400: components["responses"]["BadRequest"];
             408: components["responses"]["RequestTimeout"];
