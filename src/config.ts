@@ -1,4 +1,5 @@
 import { isIP } from 'node:net'
+import { availableParallelism } from 'node:os'
 import path from 'node:path'
 
 import { KeyError, createSingleKeySet, parseKeyList, type KeySet } from './auth/keys.js'
@@ -29,6 +30,10 @@ export interface Config {
   readonly metrics: boolean
   /** CORS_ORIGINS: undefined (no CORS headers), `*`, or a list of origins. */
   readonly corsOrigins: CorsOrigins | undefined
+  /** DATABASE_URL: the PostgreSQL store's database (§11); undefined: the file store. */
+  readonly databaseUrl: string | undefined
+  /** WORKERS: how many worker processes serve (node:cluster); 1: this process alone. */
+  readonly workers: number
   readonly production: boolean
 }
 
@@ -71,6 +76,7 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
     listScanBudget: parseInteger(read('LIST_SCAN_BUDGET'), 'LIST_SCAN_BUDGET', 10_000, 1, 100_000_000),
     metrics: parseOnOff(read('METRICS'), 'METRICS', true),
     corsOrigins: parseCors(read('CORS_ORIGINS')),
+    ...parseStoreChoice(read('DATABASE_URL'), read('WORKERS')),
     production: read('NODE_ENV') === 'production',
   })
 }
@@ -101,6 +107,34 @@ function parseBasePath(text: string | undefined): string {
     throw new ConfigError(`BASE_PATH must look like /v1 (segments of [A-Za-z0-9._~-]), got "${text}"`)
   }
   return text.endsWith('/') ? text.slice(0, -1) : text
+}
+
+/**
+ * DATABASE_URL picks the PostgreSQL store. More than one worker needs it: the file store holds its
+ * users in one process's memory and locks DATA_DIR for that process. The URL is never echoed (it
+ * may hold a password).
+ */
+function parseStoreChoice(url: string | undefined, workersText: string | undefined): { databaseUrl: string | undefined, workers: number } {
+  if (url !== undefined) {
+    let protocol: string | undefined
+    try {
+      protocol = new URL(url).protocol
+    } catch {
+      protocol = undefined
+    }
+    if (protocol !== 'postgres:' && protocol !== 'postgresql:') {
+      throw new ConfigError('DATABASE_URL must be a postgres:// or postgresql:// URL')
+    }
+  }
+  const workers = workersText?.toLowerCase() === 'auto'
+    ? availableParallelism()
+    : parseInteger(workersText, 'WORKERS', 1, 1, 1024)
+  if (workers > 1 && url === undefined) {
+    throw new ConfigError(
+      `WORKERS=${workersText ?? workers} needs DATABASE_URL: the file store keeps users in one process's memory and locks DATA_DIR for that one process`,
+    )
+  }
+  return { databaseUrl: url, workers }
 }
 
 function parseOnOff(text: string | undefined, name: string, fallback: boolean): boolean {

@@ -8,11 +8,13 @@ import { SCOPES } from './auth/authenticate.js'
 import { resolveKeys } from './auth/first-start.js'
 import type { KeySet } from './auth/keys.js'
 import { signToken } from './auth/sign-token.js'
+import { isClusterWorker, shouldFork, startPrimary } from './cluster.js'
 import { ConfigError, parseConfig, type Config } from './config.js'
 import { createJsonLogger, type JsonLogger } from './logger.js'
 import { createUserService } from './service.js'
 import { LockError } from './store/data-dir-lock.js'
 import { FileStore } from './store/file-store.js'
+import { PostgresStore } from './store/postgres-store.js'
 
 /** How long an exit waits for buffered log lines to reach a slow reader. */
 const LOG_FLUSH_MS = 1000
@@ -20,10 +22,19 @@ const LOG_FLUSH_MS = 1000
 async function main(): Promise<void> {
   const config = parseConfig(process.env)
   const logger = createJsonLogger({ level: config.logLevel })
-  const store = new FileStore({ dataDir: config.dataDir, logger })
+  if (shouldFork(config.workers)) {
+    await startPrimary(config, logger, (code) => { void exit(logger, code) })
+    return
+  }
+  // Workers leave DATA_DIR's lock to their primary.
+  const store = config.databaseUrl === undefined
+    ? new FileStore({ dataDir: config.dataDir, logger })
+    : new PostgresStore({ url: config.databaseUrl, logger, ...(isClusterWorker() ? {} : { dataDir: config.dataDir }) })
   // The lock comes first: only the process that owns the directory may write to it, the
   // first-start secret included.
   store.lock()
+  // Refuses the start (saying npm install pg) before listening when the driver is missing.
+  if (store instanceof PostgresStore) await store.connect()
   const { keys, generatedFile } = await resolveKeys(config).catch(async (error: unknown) => {
     await store.close()
     throw error
@@ -52,6 +63,8 @@ async function main(): Promise<void> {
     logger.error('the server failed', { error: String(error) })
     void exit(logger, 1)
   })
+  // The database is migrated before listening: a schema newer than the code refuses the start.
+  if (store instanceof PostgresStore) await service.open()
   const { url } = await service.listen(config.port, config.host)
   // Always printed, whatever LOG_LEVEL says: tools read the URL from it.
   logger.always('listening', { url, basePath: config.basePath, dataDir: config.dataDir, pid: process.pid })
