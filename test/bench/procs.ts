@@ -105,6 +105,10 @@ export const startServer = async (opts: StartOptions): Promise<Server> => {
       if (typeof parsed === 'object' && parsed !== null && 'msg' in parsed && 'url' in parsed &&
         parsed.msg === 'listening' && typeof parsed.url === 'string') {
         resolve(parsed.url)
+        // Later lines (request logs at LOG_LEVEL=info) are read and thrown away unparsed, so
+        // that the service writes at full speed and the bench spends no CPU on them.
+        lines.close()
+        stdout.resume()
       }
     })
   })
@@ -145,6 +149,20 @@ export const stopServer = async (server: Server): Promise<void> => {
   const timer = setTimeout(() => child.kill('SIGKILL'), 5000)
   await done
   clearTimeout(timer)
+}
+
+/** Clock ticks per second of /proc/<pid>/stat times (USER_HZ: 100 on Linux everywhere). */
+const CLOCK_TICKS = 100
+
+/** CPU time (user + system) a process has used so far, in seconds, from /proc/<pid>/stat. */
+export const cpuSeconds = (pid: number): number => {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  // The command name, field 2, is in parentheses and may hold spaces: count after its last ')'.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  const utime = Number(fields[11])
+  const stime = Number(fields[12])
+  if (!Number.isFinite(utime) || !Number.isFinite(stime)) throw new Error(`no CPU times for pid ${pid}`)
+  return (utime + stime) / CLOCK_TICKS
 }
 
 /** Resident set size of a process in MB (VmRSS from /proc/<pid>/status). */

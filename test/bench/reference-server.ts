@@ -2,14 +2,18 @@
 //
 //   node --import tsx test/bench/reference-server.ts read
 //   node --import tsx test/bench/reference-server.ts write <dir>
+//   JWT_SECRET=... node --import tsx test/bench/reference-server.ts auth <data dir>
 //
 // `read` answers every request with a fixed JSON body the size of one user.
 // `write` reads the request body, then does one durable atomic file write
 // (exclusive temp file, write, fsync, close, rename, fsync of the directory)
 // and answers 201 with the same JSON.
+// `auth` is the limit for GET /users/{id} with a token: it loads <data dir>/users/*.json into a
+// Map, verifies an HS256 bearer token once (signature, exp, scope) and caches the verdict by the
+// token's text, then answers the user's stored JSON with an ETag, or 401 / 404.
 // Both print one JSON line {"msg":"listening","url":...} on stdout, like the service.
-import { randomUUID } from 'node:crypto'
-import { open, rename, unlink } from 'node:fs/promises'
+import { createHmac, randomUUID, timingSafeEqual } from 'node:crypto'
+import { open, readdir, readFile, rename, unlink } from 'node:fs/promises'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
@@ -74,16 +78,81 @@ const handleWrite = async (req: IncomingMessage, res: ServerResponse): Promise<v
   send(res, 201)
 }
 
-if (mode !== 'read' && mode !== 'write') {
-  process.stderr.write('usage: reference-server.ts read | write <dir>\n')
-  process.exit(2)
-}
-if (mode === 'write' && dir === undefined) {
-  process.stderr.write('reference-server.ts write: missing <dir>\n')
-  process.exit(2)
+interface StoredUser {
+  body: Buffer
+  etag: string
 }
 
+const users = new Map<string, StoredUser>()
+/** Verified tokens by their text, with their expiry (seconds); a bad token is not cached. */
+const verified = new Map<string, number>()
+const secret = process.env.JWT_SECRET ?? ''
+
+const loadUsers = async (dataDir: string): Promise<void> => {
+  const usersDir = join(dataDir, 'users')
+  for (const name of await readdir(usersDir)) {
+    if (!name.endsWith('.json')) continue
+    const text = await readFile(join(usersDir, name), 'utf8')
+    const user = JSON.parse(text) as { id: string, version: number }
+    users.set(user.id, { body: Buffer.from(text), etag: `"v${user.version}"` })
+  }
+}
+
+/** HS256 with a cache: a token seen before costs one Map lookup and an expiry check. */
+const authorized = (header: string | undefined): boolean => {
+  if (header === undefined || !header.startsWith('Bearer ')) return false
+  const token = header.slice(7)
+  const nowS = Date.now() / 1000
+  const exp = verified.get(token)
+  if (exp !== undefined) return exp > nowS
+  const [head, claims, signature] = token.split('.')
+  if (head === undefined || claims === undefined || signature === undefined) return false
+  const expected = createHmac('sha256', secret).update(`${head}.${claims}`).digest()
+  const given = Buffer.from(signature, 'base64url')
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return false
+  const header64 = JSON.parse(Buffer.from(head, 'base64url').toString()) as { alg?: unknown }
+  const payload = JSON.parse(Buffer.from(claims, 'base64url').toString()) as { exp?: unknown, scope?: unknown }
+  if (header64.alg !== 'HS256' || typeof payload.exp !== 'number' || payload.exp <= nowS) return false
+  if (typeof payload.scope !== 'string' || !payload.scope.split(' ').includes('users:read')) return false
+  verified.set(token, payload.exp)
+  return true
+}
+
+const handleAuthRead = (req: IncomingMessage, res: ServerResponse): void => {
+  req.resume()
+  if (!authorized(req.headers.authorization)) {
+    res.writeHead(401, { 'content-length': 0 }).end()
+    return
+  }
+  const url = req.url ?? '/'
+  const user = url.startsWith('/users/') ? users.get(url.slice(7)) : undefined
+  if (user === undefined) {
+    res.writeHead(404, { 'content-length': 0 }).end()
+    return
+  }
+  res.writeHead(200, {
+    'content-type': 'application/json',
+    'content-length': user.body.length,
+    etag: user.etag,
+  })
+  res.end(user.body)
+}
+
+if (mode !== 'read' && mode !== 'write' && mode !== 'auth') {
+  process.stderr.write('usage: reference-server.ts read | write <dir> | auth <data dir>\n')
+  process.exit(2)
+}
+if ((mode === 'write' || mode === 'auth') && dir === undefined) {
+  process.stderr.write(`reference-server.ts ${mode}: missing <dir>\n`)
+  process.exit(2)
+}
+if (mode === 'auth') await loadUsers(dir ?? '.')
+
 const server = createServer((req, res) => {
+  if (mode === 'auth') {
+    handleAuthRead(req, res)
+    return
+  }
   if (mode === 'read') {
     // Drain the request (there normally is no body) and answer at once.
     req.resume()

@@ -8,7 +8,7 @@ import { mkdir, rm, writeFile } from 'node:fs/promises'
 import { cpus, loadavg, platform, release, totalmem } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { installCleanup, makeTempRoot, rssMb, type Server, startServer, stopServer, track } from './procs.js'
+import { cpuSeconds, installCleanup, makeTempRoot, rssMb, type Server, startServer, stopServer, track } from './procs.js'
 import { type SeededUser, seedDataDir } from './seed.js'
 import { makeToken } from './token.js'
 import { ensureWrk, luaHeaders, luaString, runWrk, type WrkResult } from './wrk.js'
@@ -122,7 +122,9 @@ const startService = async (users: number, sample = false): Promise<Service> => 
       HOST: '127.0.0.1',
       DATA_DIR: dataDir,
       JWT_SECRET: SECRET,
-      LOG_LEVEL: 'error',
+      // The defaults operators run with: a JSON line per request, and metrics counted.
+      LOG_LEVEL: 'info',
+      METRICS: 'on',
       MAX_INFLIGHT: '100000',
       MAX_EVENT_LOOP_DELAY_MS: '100000',
     },
@@ -166,6 +168,17 @@ const startReference = async (mode: 'read' | 'write', files = 0): Promise<{ serv
   })
   return { server, dir }
 }
+
+/** The auth reference over a service's data directory (read only: it loads the user files). */
+const startAuthReference = async (dataDir: string): Promise<Server> => startServer({
+  name: 'auth reference',
+  command: process.execPath,
+  args: ['--import', 'tsx', REFERENCE, 'auth', dataDir],
+  cwd: ROOT,
+  env: { ...process.env, JWT_SECRET: SECRET },
+  readyz: false,
+  timeoutMs: 120_000,
+})
 
 const stopReference = async (ref: { server: Server, dir: string | undefined }): Promise<void> => {
   await stopServer(ref.server)
@@ -290,6 +303,8 @@ const flipName = (name: string): string =>
 
 interface Target {
   url: string
+  /** The server process, whose CPU time is read before and after every run. */
+  pid: number
   /**
    * Called before every wrk invocation (warm-up included): a POST script gets a fresh email
    * prefix, a changing PATCH script the current ETags.
@@ -300,11 +315,20 @@ interface Target {
 interface CaseSetup {
   service: Target
   reference: Target
+  /** GET /users/{id} only: bare node:http + cached HS256 + a Map (the limit with auth). */
+  authReference?: Target
   close: () => Promise<void>
+}
+
+/** One wrk run and the CPU the server used for it. */
+interface Run extends WrkResult {
+  /** Server CPU time (user + system) per request, in µs. */
+  cpuUsPerReq: number
 }
 
 interface Summary {
   rps: number
+  cpuUsPerReq: number
   p50Ms: number
   p99Ms: number
   errors: number
@@ -317,22 +341,31 @@ interface CaseResult {
   service: Summary
   reference: Summary
   ratio: number
-  runs: { service: WrkResult[], reference: WrkResult[] }
+  authReference?: Summary
+  /** service rps / auth reference rps. */
+  authRatio?: number
+  runs: { service: Run[], reference: Run[], authReference: Run[] }
 }
 
-const summarize = (results: WrkResult[]): Summary => ({
+const summarize = (results: Run[]): Summary => ({
   rps: median(results.map((r) => r.rps)),
+  cpuUsPerReq: median(results.map((r) => r.cpuUsPerReq)),
   p50Ms: median(results.map((r) => r.p50Ms)),
   p99Ms: median(results.map((r) => r.p99Ms)),
   errors: results.reduce((sum, r) => sum + r.errors, 0),
 })
 
-const fmtRun = (r: WrkResult): string =>
-  `${r.rps.toFixed(0)} rps, p50 ${r.p50Ms.toFixed(2)} ms, p99 ${r.p99Ms.toFixed(2)} ms, ` +
+const fmtRun = (r: Run): string =>
+  `${r.rps.toFixed(0)} rps, ${r.cpuUsPerReq.toFixed(1)} µs CPU/req, p50 ${r.p50Ms.toFixed(2)} ms, p99 ${r.p99Ms.toFixed(2)} ms, ` +
   `non-2xx ${r.non2xx}, socket errors ${r.socketErrors}`
 
-const wrk = async (target: Target, durationS: number): Promise<WrkResult> =>
-  runWrk({ url: target.url, script: await target.script(), tmpDir: tempRoot, durationS, connections: CONNECTIONS })
+const wrk = async (target: Target, durationS: number): Promise<Run> => {
+  const script = await target.script()
+  const before = cpuSeconds(target.pid)
+  const result = await runWrk({ url: target.url, script, tmpDir: tempRoot, durationS, connections: CONNECTIONS })
+  const used = cpuSeconds(target.pid) - before
+  return { ...result, cpuUsPerReq: result.requests > 0 ? (used * 1e6) / result.requests : Number.NaN }
+}
 
 /**
  * Runs one case RUNS times, alternating service and reference (the order flips every
@@ -346,8 +379,9 @@ const runCase = async (
   setup: () => Promise<CaseSetup>,
 ): Promise<CaseResult> => {
   log(`\n== ${label} (${users} users)`)
-  const svc: WrkResult[] = []
-  const ref: WrkResult[] = []
+  const svc: Run[] = []
+  const ref: Run[] = []
+  const auth: Run[] = []
   let current: CaseSetup | undefined
   try {
     for (let run = 0; run < RUNS; run++) {
@@ -355,13 +389,18 @@ const runCase = async (
         current = await setup()
         await wrk(current.service, WARMUP_S)
         await wrk(current.reference, WARMUP_S)
+        if (current.authReference !== undefined) await wrk(current.authReference, WARMUP_S)
       }
-      const order = run % 2 === 0 ? (['service', 'reference'] as const) : (['reference', 'service'] as const)
+      const all = ['service', 'reference', 'authReference'] as const
+      const order = run % 2 === 0 ? all : [...all].reverse()
       for (const which of order) {
-        const result = await wrk(current[which], DURATION_S)
+        const target = current[which]
+        if (target === undefined) continue
+        const result = await wrk(target, DURATION_S)
         if (which === 'service') svc.push(result)
-        else ref.push(result)
-        log(`  run ${run + 1}/${RUNS} ${which.padEnd(9)} ${fmtRun(result)}`)
+        else if (which === 'reference') ref.push(result)
+        else auth.push(result)
+        log(`  run ${run + 1}/${RUNS} ${which.padEnd(13)} ${fmtRun(result)}`)
       }
       if (freshPerRun) {
         await current.close()
@@ -373,29 +412,41 @@ const runCase = async (
   }
   const service = summarize(svc)
   const reference = summarize(ref)
-  return { key, label, users, service, reference, ratio: service.rps / reference.rps, runs: { service: svc, reference: ref } }
+  const authReference = auth.length === 0 ? undefined : summarize(auth)
+  return {
+    key, label, users, service, reference, ratio: service.rps / reference.rps,
+    ...(authReference === undefined ? {} : { authReference, authRatio: service.rps / authReference.rps }),
+    runs: { service: svc, reference: ref, authReference: auth },
+  }
 }
 
 let readRef: { server: Server, dir: string | undefined } | undefined
 
-const readRefUrl = (): string => {
+const readRefTarget = (script: string): Target => {
   if (readRef === undefined) throw new Error('read reference not started')
-  return readRef.server.url
+  return { url: readRef.server.url, pid: readRef.server.pid, script: () => script }
 }
 
 const getByIdCase = (users: number): Promise<CaseResult> =>
   runCase('get-by-id', 'GET /users/{id}', users, false, async () => {
     const service = await startService(users)
-    const close = (): Promise<void> => stopService(service)
+    const authRef = await closingOnError(() => stopService(service), () => startAuthReference(service.dataDir))
+    const close = async (): Promise<void> => {
+      await stopServer(authRef)
+      await stopService(service)
+    }
     return closingOnError(close, async () => {
       const first = service.users[0]
       if (first === undefined) throw new Error('no seeded users')
-      await (await expectStatus(`${service.server.url}/users/${first.id}`,
-        { headers: { authorization: AUTH } }, 200, 'GET /users/{id}')).arrayBuffer()
+      for (const url of [service.server.url, authRef.url]) {
+        await (await expectStatus(`${url}/users/${first.id}`,
+          { headers: { authorization: AUTH } }, 200, 'GET /users/{id}')).arrayBuffer()
+      }
       const script = getByIdScript(service.users.map((u) => u.id))
       return {
-        service: { url: service.server.url, script: () => script },
-        reference: { url: readRefUrl(), script: () => script },
+        service: { url: service.server.url, pid: service.server.pid, script: () => script },
+        reference: readRefTarget(script),
+        authReference: { url: authRef.url, pid: authRef.pid, script: () => script },
         close,
       }
     })
@@ -404,12 +455,30 @@ const getByIdCase = (users: number): Promise<CaseResult> =>
 /** RSS in MB of the list-case services after their load runs, by user count (informative). */
 const rssAfterLoad: Record<string, number> = {}
 
+/** Median time of GET /metrics (ms), by user count, measured after the list case's load. */
+const scrapeMs: Record<string, number> = {}
+
+const SCRAPES = 21
+
+const timeScrapes = async (url: string): Promise<number> => {
+  const times: number[] = []
+  for (let i = 0; i < SCRAPES; i++) {
+    const started = performance.now()
+    const res = await fetch(`${url}/metrics`)
+    await res.arrayBuffer()
+    if (res.status !== 200) throw new Error(`GET /metrics: ${res.status}`)
+    times.push(performance.now() - started)
+  }
+  return median(times)
+}
+
 const listCase = (users: number): Promise<CaseResult> =>
   runCase(`list-${users}`, 'GET /users?limit=100', users, false, async () => {
     const service = await startService(users, users === LARGE)
     const close = async (): Promise<void> => {
       try {
         rssAfterLoad[`list-${users}`] = rssMb(service.server.pid)
+        scrapeMs[`list-${users}`] = await timeScrapes(service.server.url)
       } catch {
         // The process is gone; stopService below reports nothing either way.
       }
@@ -421,8 +490,8 @@ const listCase = (users: number): Promise<CaseResult> =>
         { headers: { authorization: AUTH } }, 200, 'GET /users?limit=100')).arrayBuffer()
       const script = staticGetScript(path)
       return {
-        service: { url: service.server.url, script: () => script },
-        reference: { url: readRefUrl(), script: () => script },
+        service: { url: service.server.url, pid: service.server.pid, script: () => script },
+        reference: readRefTarget(script),
         close,
       }
     })
@@ -444,8 +513,8 @@ const postCase = (users: number): Promise<CaseResult> =>
       }, 201, 'POST /users')).arrayBuffer()
       // Every wrk run gets its own random prefix, so emails stay unique across runs.
       return {
-        service: { url: service.server.url, script: postScript },
-        reference: { url: writeRef.server.url, script: postScript },
+        service: { url: service.server.url, pid: service.server.pid, script: postScript },
+        reference: { url: writeRef.server.url, pid: writeRef.server.pid, script: postScript },
         close,
       }
     })
@@ -503,15 +572,15 @@ const patchCase = (users: number, changing: boolean): Promise<CaseResult> =>
       if (!changing) {
         const script = patchScript(await current())
         return {
-          service: { url: base, script: () => script },
-          reference: { url: writeRef.server.url, script: () => script },
+          service: { url: base, pid: service.server.pid, script: () => script },
+          reference: { url: writeRef.server.url, pid: writeRef.server.pid, script: () => script },
           close,
         }
       }
       const refScript = changingPatchScript(await current())
       return {
-        service: { url: base, script: async () => changingPatchScript(await current()) },
-        reference: { url: writeRef.server.url, script: () => refScript },
+        service: { url: base, pid: service.server.pid, script: async () => changingPatchScript(await current()) },
+        reference: { url: writeRef.server.url, pid: writeRef.server.pid, script: () => refScript },
         close,
       }
     })
@@ -536,6 +605,9 @@ interface Row {
   ratio: string
   p50Ms: number | null
   p99Ms: number | null
+  /** Server CPU per request (µs), service and reference. */
+  serviceCpuUs: number | null
+  referenceCpuUs: number | null
   errors: number
   target: string
   result: 'PASS' | 'FAIL' | 'info' | 'ERRORS' | 'ERROR'
@@ -554,6 +626,8 @@ const caseRow = (c: CaseResult, target: string, pass: boolean | null): Row => ({
   ratio: `${c.ratio.toFixed(2)}x`,
   p50Ms: c.service.p50Ms,
   p99Ms: c.service.p99Ms,
+  serviceCpuUs: c.service.cpuUsPerReq,
+  referenceCpuUs: c.reference.cpuUsPerReq,
   errors: c.service.errors + c.reference.errors,
   target,
   result: verdict(pass, c.service.errors + c.reference.errors),
@@ -567,6 +641,8 @@ const valueRow = (label: string, users: number | null, value: string, target: st
   ratio: value,
   p50Ms: null,
   p99Ms: null,
+  serviceCpuUs: null,
+  referenceCpuUs: null,
   errors,
   target,
   result: verdict(pass, errors),
@@ -580,6 +656,8 @@ const errorRow = (label: string, users: number | null, message: string): Row => 
   ratio: '-',
   p50Ms: null,
   p99Ms: null,
+  serviceCpuUs: null,
+  referenceCpuUs: null,
   errors: 0,
   target: message.split('\n')[0]?.slice(0, 60) ?? 'error',
   result: 'ERROR',
@@ -592,13 +670,14 @@ const fmtUsers = (n: number | null): string => {
 const fmtNum = (n: number | null, digits: number): string => (n === null ? '-' : n.toFixed(digits))
 
 const renderTable = (rows: Row[]): string => {
-  const header = ['case', 'users', 'svc rps', 'ref rps', 'ratio', 'p50 ms', 'p99 ms', 'errors', 'target', 'result']
+  const header = ['case', 'users', 'svc rps', 'ref rps', 'ratio', 'svc µs/req', 'ref µs/req', 'p50 ms', 'p99 ms', 'errors', 'target', 'result']
   const cells = rows.map((r) => [
     r.case, fmtUsers(r.users), fmtNum(r.serviceRps, 0), fmtNum(r.referenceRps, 0), r.ratio,
+    fmtNum(r.serviceCpuUs, 1), fmtNum(r.referenceCpuUs, 1),
     fmtNum(r.p50Ms, 2), fmtNum(r.p99Ms, 2), String(r.errors), r.target, r.result,
   ])
   const widths = header.map((h, i) => Math.max(h.length, ...cells.map((row) => (row[i] ?? '').length)))
-  const left = new Set([0, 8, 9])
+  const left = new Set([0, 10, 11])
   const line = (row: string[]): string =>
     row.map((cell, i) => (left.has(i) ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join('  ').trimEnd()
   const rule = widths.map((w) => '-'.repeat(w)).join('  ')
@@ -644,6 +723,17 @@ const main = async (): Promise<void> => {
   if (getById !== undefined) {
     cases.push(getById)
     rows.push(caseRow(getById, '>= 0.60x read ref', getById.ratio >= 0.6))
+    if (getById.authReference !== undefined && getById.authRatio !== undefined) {
+      rows.push({
+        ...caseRow(getById, '>= 0.80x auth ref', getById.authRatio >= 0.8),
+        case: 'GET /users/{id} vs auth ref',
+        referenceRps: getById.authReference.rps,
+        referenceCpuUs: getById.authReference.cpuUsPerReq,
+        ratio: `${getById.authRatio.toFixed(2)}x`,
+        errors: getById.service.errors + getById.authReference.errors,
+        result: verdict(getById.authRatio >= 0.8, getById.service.errors + getById.authReference.errors),
+      })
+    }
   }
 
   const list1k = await attempt('GET /users?limit=100', SMALL, () => listCase(SMALL))
@@ -679,6 +769,11 @@ const main = async (): Promise<void> => {
       cases.push(patch)
       rows.push(caseRow(patch, 'vs write ref (info)', null))
     }
+  }
+
+  const scrape100k = scrapeMs[`list-${LARGE}`]
+  if (scrape100k !== undefined) {
+    rows.push(valueRow('GET /metrics (median of 21)', LARGE, `${scrape100k.toFixed(2)} ms`, '< 5 ms', scrape100k < 5))
   }
 
   await attempt('start-up / RSS', 0, idleStartCase)
@@ -728,6 +823,7 @@ const main = async (): Promise<void> => {
     cases,
     startSamples,
     rssAfterLoadMb: rssAfterLoad,
+    metricsScrapeMs: scrapeMs,
     failures,
   }
   await mkdir(dirname(RESULTS), { recursive: true })
