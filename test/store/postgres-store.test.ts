@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict'
 import { existsSync } from 'node:fs'
+import { availableParallelism } from 'node:os'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
-import { ConfigError } from '../../src/config.js'
+import { ConfigError, parseConfig } from '../../src/config.js'
 import { MemoryStore } from '../../src/store/memory-store.js'
 import { loadPg } from '../../src/store/postgres-driver.js'
 import { SCHEMA_VERSION, SchemaTooNewError } from '../../src/store/postgres-schema.js'
@@ -13,7 +14,8 @@ import type { ListQuery, Store } from '../../src/store/store.js'
 import type { UserStatus } from '../../src/users/user.js'
 import { listLockFiles } from '../helpers/data-files.js'
 import { freshDatabase, freshSchema, requireDatabaseUrl, SKIP_POSTGRES, sql } from '../helpers/postgres.js'
-import { makeTempDir } from '../helpers/service.js'
+import { assertProblem, request } from '../helpers/http.js'
+import { makeTempDir, startService } from '../helpers/service.js'
 import { describeStoreContract, listAll, openStore, snapshotStore } from '../helpers/store-suite.js'
 import { changeUser, makeUser } from '../helpers/store-users.js'
 
@@ -48,6 +50,28 @@ describe('the pg driver', () => {
   it('loads the installed pg', async () => {
     const pg = await loadPg()
     assert.equal(typeof pg.Pool, 'function')
+  })
+})
+
+describe('DATABASE_URL and WORKERS', () => {
+  it('takes postgres:// and postgresql:// URLs, and WORKERS as a count or auto (one per core)', () => {
+    assert.equal(parseConfig({}).databaseUrl, undefined)
+    assert.equal(parseConfig({}).workers, 1)
+    assert.equal(parseConfig({ DATABASE_URL: 'postgres://u@db/x' }).databaseUrl, 'postgres://u@db/x')
+    const config = parseConfig({ DATABASE_URL: 'postgresql://u@db/x', WORKERS: 'auto' })
+    assert.equal(config.workers, availableParallelism())
+    assert.equal(parseConfig({ DATABASE_URL: 'postgresql://u@db/x', WORKERS: '3' }).workers, 3)
+  })
+
+  it('refuses other URLs, bad counts, and more than one worker on the file store', () => {
+    for (const url of ['http://db/x', 'not a url', 'postgres']) {
+      assert.throws(() => parseConfig({ DATABASE_URL: url }), (error: unknown) =>
+        error instanceof ConfigError && error.message === 'DATABASE_URL must be a postgres:// or postgresql:// URL')
+    }
+    assert.throws(() => parseConfig({ DATABASE_URL: 'postgres://db/x', WORKERS: '0' }), /WORKERS must be between 1/)
+    assert.throws(() => parseConfig({ DATABASE_URL: 'postgres://db/x', WORKERS: 'many' }), /WORKERS must be a whole number/)
+    assert.throws(() => parseConfig({ WORKERS: '2' }), /WORKERS=2 needs DATABASE_URL/)
+    assert.equal(parseConfig({ WORKERS: '1' }).workers, 1)
   })
 })
 
@@ -256,6 +280,25 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       await waitFor('health ok', () => store.health().state === 'ok')
       assert.deepEqual((await store.get(user.id))?.user, user)
       assert.equal((await listAll(store)).length, 1)
+    })
+
+    it('answers 503 on /readyz and 503 storage_unavailable on /users through HTTP, then recovers', async (t) => {
+      const url = await freshDatabase(t)
+      const name = new URL(url).pathname.slice(1)
+      const store = new PostgresStore({ url, probeIntervalMs: 50 })
+      const s = await startService(t, { store })
+      const user = await s.createUser()
+      assert.equal((await request('GET', `${s.url}/readyz`)).status, 200)
+      await sql(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`)
+      await sql('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [name])
+      await waitFor('/readyz 503', async () => (await request('GET', `${s.url}/readyz`)).status === 503)
+      assertProblem(await s.call('GET', `/users/${user.id}`), 503, 'storage_unavailable')
+      const refused = assertProblem(await s.call('POST', '/users', { json: { email: 'later@example.com', name: 'Later' } }), 503, 'storage_unavailable')
+      assert.ok(refused.detail.includes('nothing was changed'))
+      assert.equal((await request('GET', `${s.url}/healthz`)).status, 200)
+      await sql(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`)
+      await waitFor('/readyz 200', async () => (await request('GET', `${s.url}/readyz`)).status === 200)
+      assert.deepEqual(await s.snapshot(), [user])
     })
 
     it('fails open() when the database cannot be reached', async (t) => {
