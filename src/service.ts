@@ -6,6 +6,7 @@ import { createRequestListener } from './app.js'
 import { createAuthenticator } from './auth/authenticate.js'
 import { createSingleKeySet, parseKeyList, type KeySet } from './auth/keys.js'
 import { createClientErrorHandler } from './http/client-errors.js'
+import type { CorsOrigins } from './http/cors.js'
 import type { Handler } from './http/handler.js'
 import { isClosing, LINGER_MS } from './http/lingering-close.js'
 import { ROUTES, type OperationId } from './http/route-table.js'
@@ -53,6 +54,8 @@ export interface UserServiceOptions {
   listScanBudget?: number
   /** `GET /metrics` in the Prometheus text format (§14); false: a 404 and nothing counted. Default true. */
   metrics?: boolean
+  /** Origins that may call the service from a browser, or `*` (§13); default none, no CORS headers. */
+  corsOrigins?: CorsOrigins | undefined
 }
 
 /**
@@ -135,6 +138,7 @@ export function createUserService(options: UserServiceOptions): UserService {
     logger,
     metrics,
     routes,
+    corsOrigins: options.corsOrigins,
   })
   const server = createServer({ connectionsCheckingInterval: CONNECTION_CHECK_MS }, handler)
   server.headersTimeout = options.headersTimeoutMs ?? 10_000
