@@ -3,7 +3,7 @@ import { performance } from 'node:perf_hooks'
 
 import { requireScope, type Authenticator } from './auth/authenticate.js'
 import { readBearerToken } from './auth/bearer.js'
-import { toHttpError, type HttpError } from './errors.js'
+import { HttpError, toHttpError } from './errors.js'
 import { ClientClosedError, isBodyPending, parseJsonBody, readBody, validateContentType } from './http/body.js'
 import { allowedMethods, createCors, type CorsOrigins } from './http/cors.js'
 import type { Handler } from './http/handler.js'
@@ -123,6 +123,13 @@ export function createRequestListener(parts: AppParts): RequestListener {
       if (logger.request !== undefined) logger.request(entry)
       else logger.info('request', entry)
     })
+    // RFC 9112 §3.2: an HTTP/1.1 request without Host is a 400. Node's own check would answer it
+    // with a bare status line, so the server leaves it to us (requireHostHeader: false).
+    if (req.httpVersion === '1.1' && req.headers.host === undefined) {
+      const problem = new HttpError('bad_request', 'An HTTP/1.1 request needs a Host header.')
+      answer(req, res, state, toProblemReply(problem, state.requestId), 'no-store', true)
+      return
+    }
     serve(req, res, state).catch((caught: unknown) => { fail(req, res, state, caught) })
   }
 }

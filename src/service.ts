@@ -140,7 +140,7 @@ export function createUserService(options: UserServiceOptions): UserService {
     routes,
     corsOrigins: options.corsOrigins,
   })
-  const server = createServer({ connectionsCheckingInterval: CONNECTION_CHECK_MS }, handler)
+  const server = createServer({ connectionsCheckingInterval: CONNECTION_CHECK_MS, requireHostHeader: false }, handler)
   server.headersTimeout = options.headersTimeoutMs ?? 10_000
   server.requestTimeout = options.requestTimeoutMs ?? 30_000
   server.keepAliveTimeout = options.keepAliveTimeoutMs ?? 5_000
