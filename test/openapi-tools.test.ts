@@ -32,7 +32,7 @@ interface ToolRun {
 function run(command: string, args: readonly string[], cwd = ROOT): Promise<ToolRun> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, {
-      cwd, env: { ...process.env, npm_config_update_notifier: 'false', NO_COLOR: '1' }, stdio: ['ignore', 'pipe', 'pipe'],
+      cwd, env: { ...process.env, ...NPM_ENV, NO_COLOR: '1' }, stdio: ['ignore', 'pipe', 'pipe'],
     })
     let stdout = ''
     let stderr = ''
@@ -43,16 +43,26 @@ function run(command: string, args: readonly string[], cwd = ROOT): Promise<Tool
   })
 }
 
+// Few, short retries: without a registry a test should skip in seconds, not after npm's minutes.
+const NPM_ENV = {
+  npm_config_update_notifier: 'false',
+  npm_config_fetch_retries: '1',
+  npm_config_fetch_retry_mintimeout: '2000',
+  npm_config_fetch_retry_maxtimeout: '5000',
+}
 const OFFLINE = /E(NOTFOUND|AI_AGAIN|CONNREFUSED|CONNRESET|TIMEDOUT|NETUNREACH|HOSTUNREACH)|network|request to https?:\/\/\S+ failed/i
+let offline: string | undefined
 
 /** Runs a pinned tool through npx; undefined (and the test skipped) when npx could not fetch it. */
 async function npx(t: TestContext, args: readonly string[]): Promise<ToolRun | undefined> {
-  const result = await run('npx', ['--yes', '--prefer-offline', ...args])
-  if (result.code !== 0 && result.stdout.trim() === '' && OFFLINE.test(result.stderr)) {
-    t.skip(`skipped: npx could not fetch ${args.join(' ')} from the npm registry (${result.stderr.trim().split('\n')[0] ?? ''})`)
-    return undefined
+  const tool = args.filter((arg) => arg.includes('@') && !arg.startsWith('-')).join(' and ')
+  if (offline === undefined) {
+    const result = await run('npx', ['--yes', '--prefer-offline', ...args])
+    if (result.code === 0 || result.stdout.trim() !== '' || !OFFLINE.test(result.stderr)) return result
+    offline = result.stderr.split('\n').find((line) => OFFLINE.test(line))?.trim() ?? 'no answer'
   }
-  return result
+  t.skip(`skipped: npx could not fetch ${tool} from the npm registry (${offline})`)
+  return undefined
 }
 
 /** The document as served, with and without a base path, written to files for the linters. */
