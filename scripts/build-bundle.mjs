@@ -1,0 +1,25 @@
+// npm run build:bundle: the whole service as one ES module, dist/user-service.mjs, runnable with
+// `node dist/user-service.mjs` and no node_modules (the service has no runtime dependencies).
+// An argument writes the file elsewhere (the tests build into a temporary directory).
+import { build } from 'esbuild'
+import { stat } from 'node:fs/promises'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
+const BUNDLE = path.resolve(process.argv[2] ?? path.join(ROOT, 'dist', 'user-service.mjs'))
+
+await build({
+  entryPoints: [path.join(ROOT, 'src', 'cli.ts')],
+  outfile: BUNDLE,
+  bundle: true,
+  platform: 'node',
+  target: 'node20',
+  format: 'esm',
+  // The PostgreSQL driver is an optional peer, loaded with import('pg') only when asked for.
+  external: ['pg'],
+  legalComments: 'none',
+  logLevel: 'warning',
+})
+const { size } = await stat(BUNDLE)
+process.stdout.write(`${path.relative(process.cwd(), BUNDLE)}: ${(size / 1024).toFixed(1)} KiB\n`)

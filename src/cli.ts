@@ -1,0 +1,20 @@
+/**
+ * The one-file entry (dist/user-service.mjs and the single executable): `user-service` starts the
+ * service, `user-service token --sub ID --scope "…" --ttl 1h` prints a token.
+ * Each command is its own process entry; importing one runs it, so only the chosen one is loaded.
+ */
+const USAGE = 'usage: user-service [serve] | user-service token --sub ID [--scope "users:read …"] [--ttl 1h] [--kid KID]\n'
+
+const command = process.argv[2]
+if (command === 'token') {
+  // The token command reads its flags from process.argv: the subcommand is not one of them.
+  process.argv.splice(2, 1)
+  void import('./token-cli.js')
+} else if (command === undefined || command === 'serve') {
+  void import('./main.js')
+} else if (command === '--help' || command === '-h' || command === 'help') {
+  process.stdout.write(USAGE)
+} else {
+  process.stderr.write(`user-service: unknown command "${command}"\n${USAGE}`)
+  process.exitCode = 2
+}
