@@ -105,7 +105,10 @@ function parseStatuses(text: string | undefined): UserStatus[] | undefined {
 
 function parseQ(text: string | undefined): string | undefined {
   if (text === undefined) return undefined
-  if (text.length > MAX_Q_LENGTH) throw bad('q', `must have at most ${MAX_Q_LENGTH} characters`)
+  // Code points, as every other length rule counts (a UTF-16 length would refuse 150 emoji).
+  if (text.length > MAX_Q_LENGTH && [...text].length > MAX_Q_LENGTH) {
+    throw bad('q', `must have at most ${MAX_Q_LENGTH} characters`)
+  }
   return text.toLowerCase()
 }
 

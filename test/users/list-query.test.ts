@@ -144,4 +144,10 @@ describe('parseListQuery', () => {
     assert.equal(parseListQuery(`q=${'a'.repeat(200)}`, codec).query.filter.q, 'a'.repeat(200))
     assertBadQuery(`q=${'a'.repeat(201)}`, 'q')
   })
+
+  it('counts q in code points, not UTF-16 units', () => {
+    const emoji = encodeURIComponent('😀')
+    assert.equal(parseListQuery(`q=${emoji.repeat(200)}`, codec).query.filter.q, '😀'.repeat(200))
+    assertBadQuery(`q=${emoji.repeat(201)}`, 'q')
+  })
 })
