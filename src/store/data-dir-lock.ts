@@ -119,20 +119,18 @@ export class DataDirLock {
   }
 
   /**
-   * True while our lock file is in place (the same file, with our token) and no other lock file
-   * has an owner. Cheap enough for a watchdog to call every second.
+   * True while our lock file is in place: the same file, still holding our token. A process that
+   * takes the lock over (having found our pid dead) removes it. Other lock files are no sign: a
+   * late starter may link one for a moment before its settle step makes it give up. Cheap enough
+   * for a watchdog to call every second.
    */
   check(): boolean {
     const file = this.#file
-    const token = this.#token
-    if (file === undefined || token === undefined) return false
+    if (file === undefined || this.#token === undefined) return false
+    const reading = readLock(file)
+    if (typeof reading !== 'object' || reading.token !== this.#token) return false
     try {
-      if (identify(statSync(file, { bigint: true })) !== this.#identity) return false
-      return this.#list().every((lock) => {
-        const reading = readLock(lock.file)
-        if (lock.file === file) return typeof reading === 'object' && reading.token === token
-        return reading === 'gone' || (reading !== 'garbage' && !isLive(reading))
-      })
+      return identify(statSync(file, { bigint: true })) === this.#identity
     } catch {
       return false
     }
@@ -157,7 +155,10 @@ export class DataDirLock {
     }
   }
 
-  /** Gives our new file up if another lock file has an owner; otherwise removes the stale ones. */
+  /**
+   * Gives our new file up if another lock file has an owner; otherwise removes the stale ones and
+   * makes the directory durable (a failure leaves our file, stale once this process is gone).
+   */
   #settle(file: string, token: string): void {
     const stale: string[] = []
     for (const lock of this.#list()) {
@@ -175,6 +176,7 @@ export class DataDirLock {
       if (name.startsWith(TEMP_PREFIX)) stale.push(path.join(this.#dir, name))
     }
     for (const staleFile of stale) removeQuietly(staleFile)
+    syncDirectory(this.#dir)
   }
 
   /** The `.lock` of version 0.1.0: refused while its process lives, otherwise removed. */
@@ -188,16 +190,11 @@ export class DataDirLock {
     }
     if (text === undefined) return
     const pid = Number(LEGACY_CONTENT.exec(text)?.[1])
-    if (pid !== process.pid && isProcessAlive(pid)) {
-      throw new LockError(
-        `the data directory ${this.#dir} is already in use by another running process ` +
-        `(pid ${pid}); lock file ${file}. Stop that process or point DATA_DIR elsewhere.`,
-      )
-    }
+    if (pid !== process.pid && isProcessAlive(pid)) throw this.#refusal(file, { pid })
     removeQuietly(file)
   }
 
-  #refusal(file: string, reading: Owner | 'garbage'): LockError {
+  #refusal(file: string, reading: { readonly pid: number } | 'garbage'): LockError {
     if (reading === 'garbage') {
       return new LockError(
         `the lock file ${file} was not written by this service (no owner can be read from it); ` +
@@ -286,6 +283,15 @@ function writeDurably(file: string, text: string): string {
   } finally {
     closeSync(fd)
     if (!written) removeQuietly(file)
+  }
+}
+
+function syncDirectory(dir: string): void {
+  const fd = openSync(dir, 'r')
+  try {
+    fsyncSync(fd)
+  } finally {
+    closeSync(fd)
   }
 }
 

@@ -3,7 +3,7 @@ import { fork, spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { mkdir, readFile, readdir, rename, stat, unlink, writeFile } from 'node:fs/promises'
 import path from 'node:path'
-import { describe, it, type TestContext } from 'node:test'
+import { after, before, describe, it, type TestContext } from 'node:test'
 
 import { DataDirLock, LockError } from '../../src/store/data-dir-lock.js'
 import { PROJECT_ROOT, startChild, spawnService, type RunningChild } from '../helpers/child.js'
@@ -59,6 +59,30 @@ function assertRefused(run: () => void, pattern: RegExp, file: string): void {
   })
 }
 
+const RACER = path.join(PROJECT_ROOT, 'test', 'helpers', 'lock-racer.ts')
+
+function racerEnv(): NodeJS.ProcessEnv {
+  const env = { ...process.env }
+  delete env['NODE_TEST_CONTEXT']
+  return env
+}
+
+/** A lock-racer in its single-round mode that has taken the lock on `dir`; it holds it until its stdin ends. */
+async function startHolder(t: TestContext, dir: string): Promise<{ proc: ChildProcess, pid: number, file: string, exited: Promise<unknown> }> {
+  const proc = spawn(process.execPath, ['--import', 'tsx', RACER, dir], { env: racerEnv(), stdio: ['pipe', 'pipe', 'inherit'] })
+  t.after(() => { proc.kill('SIGKILL') })
+  const exited = new Promise((resolve) => proc.on('exit', resolve))
+  let out = ''
+  proc.stdout.setEncoding('utf8').on('data', (chunk: string) => { out += chunk })
+  await Promise.race([
+    new Promise((resolve) => proc.stdout.on('data', () => { if (out.includes('\n')) resolve(undefined) })),
+    exited,
+  ])
+  const file = /^held (.+)\n/.exec(out)?.[1]
+  assert.ok(file !== undefined && proc.pid !== undefined, `the holder did not take the lock: ${out}`)
+  return { proc, pid: proc.pid, file, exited }
+}
+
 describe('DataDirLock', () => {
   it('writes `<pid> <token>` to DATA_DIR/.lock.1 with mode 0600', async (t) => {
     const { dir, lock } = await newLock(t)
@@ -96,6 +120,33 @@ describe('DataDirLock', () => {
     // Releasing a lock never taken leaves the other process's file alone.
     assert.equal(lock.release(), false)
     assert.equal(await readFile(file, 'utf8'), content)
+  })
+
+  it('refuses while another process holds the lock, and takes it over once that process is killed', async (t) => {
+    const { dir, lock } = await newLock(t)
+    const holder = await startHolder(t, dir)
+    assert.equal(holder.file, path.join(dir, '.lock.1'))
+    const content = await readFile(holder.file, 'utf8')
+    assert.match(content, new RegExp(`^${holder.pid} [0-9a-f]{32}\\n$`))
+    assertRefused(() => { lock.acquire() }, new RegExp(`in use by another running process \\(pid ${holder.pid}\\)`), holder.file)
+    assert.equal(await readFile(holder.file, 'utf8'), content)
+
+    holder.proc.kill('SIGKILL')
+    await holder.exited
+    assert.deepEqual(await lockNames(dir), ['.lock.1'], 'a killed holder leaves its lock behind')
+    lock.acquire()
+    assert.equal(lock.file, path.join(dir, '.lock.2'))
+    assert.deepEqual(await lockNames(dir), ['.lock.2'])
+  })
+
+  it('takes the lock once another process releases it', async (t) => {
+    const { dir, lock } = await newLock(t)
+    const holder = await startHolder(t, dir)
+    holder.proc.stdin?.end()
+    await holder.exited
+    assert.deepEqual(await lockNames(dir), [])
+    lock.acquire()
+    assert.equal(lock.file, path.join(dir, '.lock.1'))
   })
 
   it('takes over the lock of a process that has exited with the next generation, removing the stale file', async (t) => {
@@ -245,13 +296,18 @@ describe('DataDirLock', () => {
     assert.equal(lock.check(), false)
   })
 
-  it('checks false when another live lock file appears, not when a stale one does', async (t) => {
+  it('keeps checking true while a late starter links a lock file and gives it up', async (t) => {
     const { dir, lock } = await newLock(t)
+    await writeFile(path.join(dir, '.lock.1'), ownerLine(await deadPid()))
     lock.acquire()
-    await writeFile(path.join(dir, '.lock.5'), ownerLine(await deadPid()))
+    assert.equal(lock.file, path.join(dir, '.lock.2'))
+    // A starter that listed the directory before the takeover links the generation it aimed at
+    // once its holder is gone, then sees the live lock and gives it up.
+    const late = path.join(dir, '.lock.1')
+    await writeFile(late, ownerLine(livePid(t)))
     assert.equal(lock.check(), true)
-    await writeFile(path.join(dir, '.lock.6'), ownerLine(livePid(t)))
-    assert.equal(lock.check(), false)
+    await unlink(late)
+    assert.equal(lock.check(), true)
   })
 
   it('checks false after release', async (t) => {
@@ -285,16 +341,12 @@ describe('DataDirLock', () => {
 interface Racer {
   readonly pid: number
   ask(command: RacerCommand): Promise<RacerAnswer>
+  kill(): void
 }
 
-const RACER = path.join(PROJECT_ROOT, 'test', 'helpers', 'lock-racer.ts')
-
-/** Starts a racer, killed when the test ends, and waits for it to be ready. */
-async function startRacer(t: TestContext): Promise<Racer> {
-  const env = { ...process.env }
-  delete env['NODE_TEST_CONTEXT']
-  const proc: ChildProcess = fork(RACER, [], { execArgv: ['--import', 'tsx'], env, stdio: ['ignore', 'ignore', 'pipe', 'ipc'] })
-  t.after(() => { proc.kill('SIGKILL') })
+/** Starts a racer and waits for it to be ready. */
+async function startRacer(): Promise<Racer> {
+  const proc: ChildProcess = fork(RACER, [], { execArgv: ['--import', 'tsx'], env: racerEnv(), stdio: ['ignore', 'ignore', 'pipe', 'ipc'] })
   let stderr = ''
   proc.stderr?.setEncoding('utf8').on('data', (chunk: string) => { stderr += chunk })
   const next = (): Promise<RacerAnswer> => new Promise((resolve, reject) => {
@@ -305,7 +357,10 @@ async function startRacer(t: TestContext): Promise<Racer> {
       resolve(answer)
     })
   })
-  const ready = await next()
+  const ready = await next().catch((error: unknown) => {
+    proc.kill('SIGKILL')
+    throw error
+  })
   assert.equal(ready.kind, 'ready')
   return {
     pid: ready.pid,
@@ -314,15 +369,18 @@ async function startRacer(t: TestContext): Promise<Racer> {
       proc.send(command)
       return answer
     },
+    kill() { proc.kill('SIGKILL') },
   }
 }
 
-/** Runs `rounds` rounds of all racers trying the lock at once on a new directory made by `prepare`. */
+/**
+ * Runs `rounds` rounds of all racers trying the lock at once, each on a new directory made by
+ * `prepare`: exactly one takes it, as `expectedFile`, and the others are refused naming it.
+ */
 async function race(
-  t: TestContext, rounds: number, prepare: (dir: string) => Promise<void>, expectedFile: string,
+  t: TestContext, racers: readonly Racer[], rounds: number, prepare: (dir: string) => Promise<void>, expectedFile: string,
 ): Promise<void> {
   const base = await makeTempDir(t, 'data-dir-lock-race-')
-  const racers = await Promise.all(Array.from({ length: 8 }, () => startRacer(t)))
   for (let round = 0; round < rounds; round += 1) {
     const dir = path.join(base, `round-${round}`)
     await mkdir(dir)
@@ -352,22 +410,30 @@ async function race(
 }
 
 describe('DataDirLock with many processes racing', { timeout: 120_000 }, () => {
-  const ROUNDS = 40
+  const ROUNDS = 30
+  const racers: Racer[] = []
+  before(async () => {
+    const started = await Promise.allSettled(Array.from({ length: 8 }, startRacer))
+    for (const result of started) if (result.status === 'fulfilled') racers.push(result.value)
+    const failed = started.find((result) => result.status === 'rejected')
+    if (failed !== undefined) throw failed.reason
+  })
+  after(() => { for (const racer of racers) racer.kill() })
 
   it('gives a fresh directory to exactly one of 8 processes, round after round', async (t) => {
-    await race(t, ROUNDS, async () => {}, '.lock.1')
+    await race(t, racers, ROUNDS, async () => {}, '.lock.1')
   })
 
   it('gives a stale lock to exactly one of 8 processes, round after round', async (t) => {
     const dead = await deadPid()
-    await race(t, ROUNDS, async (dir) => {
+    await race(t, racers, ROUNDS, async (dir) => {
       await writeFile(path.join(dir, '.lock.1'), ownerLine(dead))
     }, '.lock.2')
   })
 
   it('gives several stale generations and a stale legacy .lock to exactly one of 8 processes', async (t) => {
     const dead = await deadPid()
-    await race(t, ROUNDS, async (dir) => {
+    await race(t, racers, ROUNDS, async (dir) => {
       await writeFile(path.join(dir, '.lock'), `${dead}\n`)
       for (const generation of [1, 2, 4]) await writeFile(path.join(dir, `.lock.${generation}`), ownerLine(dead))
     }, '.lock.5')
