@@ -1,22 +1,22 @@
-# Build stage: install the dev tools from the lock file and compile to dist/.
+# Build stage: install the dev tools from the lock file and bundle the service into one file.
 FROM node:24-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
-RUN npm run build
+COPY scripts ./scripts
+RUN npm run build:bundle
 
-# Runtime stage: the compiled code and package.json only. The service has no runtime
-# dependencies, so there is no node_modules here at all.
+# Runtime stage: one file, dist/user-service.mjs. The service has no runtime dependencies, so
+# there is no node_modules here at all. `docker exec … node user-service.mjs token --sub …` makes tokens.
 FROM node:24-slim
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=8080 \
     DATA_DIR=/data
 WORKDIR /app
-COPY --from=build /app/package.json ./
-COPY --from=build /app/dist ./dist
+COPY --from=build /app/dist/user-service.mjs ./
 RUN mkdir -p /data && chown node:node /data
 USER node
 VOLUME ["/data"]
@@ -25,4 +25,4 @@ EXPOSE 8080
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
-CMD ["node", "dist/main.js"]
+CMD ["node", "user-service.mjs"]
