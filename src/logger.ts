@@ -26,6 +26,8 @@ export interface Logger {
   error(msg: string, fields?: Fields): void
   /** The per-request line at level info; without it, callers use `info('request', entry)`. */
   request?(entry: RequestLogEntry): void
+  /** Lines dropped because the reader could not keep up (for /metrics), when the logger counts them. */
+  readonly dropped?: number
 }
 
 /** The JSON logger: it never blocks and never throws; what it cannot hold it drops and counts. */

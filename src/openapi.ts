@@ -11,6 +11,8 @@ type Json = Readonly<Record<string, unknown>>
 export interface OpenApiOptions {
   basePath: string
   version: string
+  /** The routes served (default all of them): /metrics is left out when it is off. */
+  routes?: readonly RouteSpec[]
 }
 
 const REQUEST_SCHEMAS: Readonly<Record<string, string>> = {
@@ -34,7 +36,7 @@ const SCOPES = {
  */
 export function createOpenApiDocument(options: OpenApiOptions): Json {
   const paths: Record<string, Record<string, unknown>> = {}
-  for (const route of ROUTES) {
+  for (const route of options.routes ?? ROUTES) {
     const item = paths[route.path] ?? pathItem(route)
     item[route.method.toLowerCase()] = toOperation(route)
     paths[route.path] = item

@@ -11,7 +11,7 @@ import type { Handler } from './http/handler.js'
 import { isClosing, LINGER_MS } from './http/lingering-close.js'
 import { ROUTES, type OperationId } from './http/route-table.js'
 import { silentLogger, type Logger } from './logger.js'
-import { createServiceMetrics, EXPOSITION_CONTENT_TYPE, droppedLinesOf, usersStoredIn } from './metrics/service-metrics.js'
+import { createServiceMetrics, EXPOSITION_CONTENT_TYPE } from './metrics/service-metrics.js'
 import { createOpenApiDocument } from './openapi.js'
 import { Availability } from './ops/availability.js'
 import { FileStore } from './store/file-store.js'
@@ -100,7 +100,6 @@ export function createUserService(options: UserServiceOptions): UserService {
   const operations = createUserOperations({ store, now, writeGate: availability.writeGate })
   const firstKey = keys.keys[0]
   if (firstKey === undefined) throw new Error('createUserService: at least one key is needed')
-  const openApi = JSON.stringify(createOpenApiDocument({ basePath, version: SERVICE_VERSION }))
   const authenticator = createAuthenticator({
     keys,
     issuer: options.issuer,
@@ -109,11 +108,12 @@ export function createUserService(options: UserServiceOptions): UserService {
     now,
   })
   const routes = options.metrics === false ? ROUTES.filter((route) => route.operationId !== 'getMetrics') : ROUTES
+  const openApi = JSON.stringify(createOpenApiDocument({ basePath, version: SERVICE_VERSION, routes }))
   const metrics = options.metrics === false ? undefined : createServiceMetrics({
     routes,
-    usersStored: () => usersStoredIn(store),
+    usersStored: () => store.count?.(),
     tokenCache: () => authenticator.stats(),
-    droppedLogLines: () => droppedLinesOf(logger),
+    droppedLogLines: () => logger.dropped,
     dataDir: store instanceof FileStore ? store.dataDir : undefined,
   })
   const handlers: Record<OperationId, Handler> = {

@@ -189,17 +189,3 @@ function isInside(dir: string, candidate: string): boolean {
   return candidate === dir || candidate.startsWith(`${dir}${path.sep}`)
 }
 
-/**
- * The users a store holds. The stores of this package keep an in-memory index whose size is that
- * count, but Store has no method for it, so it is read structurally; any other store shows 0.
- */
-export function usersStoredIn(store: object): number | undefined {
-  const size = (store as { index?: { size?: unknown } }).index?.size
-  return typeof size === 'number' ? size : undefined
-}
-
-/** The dropped-line count of the JSON logger (`dropped`); undefined for a logger without one. */
-export function droppedLinesOf(logger: object): number | undefined {
-  const dropped = (logger as { dropped?: unknown }).dropped
-  return typeof dropped === 'number' ? dropped : undefined
-}

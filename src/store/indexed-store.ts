@@ -41,6 +41,10 @@ export abstract class IndexedStore implements Store {
   /** Durably replaces the user by its tombstone; a failure is a WriteError. */
   protected abstract bury(tombstone: Tombstone): Promise<void>
 
+  count(): number {
+    return this.index.size
+  }
+
   health(): StoreHealth {
     return this.#health
   }

@@ -83,4 +83,6 @@ export interface Store {
   delete(id: string, check?: (current: UserRecord) => void): Promise<void>
   /** How the store is doing; a store without it is always `ok`. */
   health?(): StoreHealth
+  /** How many users it holds, when it knows without a query (for /metrics). */
+  count?(): number
 }

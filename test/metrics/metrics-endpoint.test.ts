@@ -198,6 +198,9 @@ describe('GET /metrics', () => {
       if (method !== 'HEAD') assertProblem(res, 404, 'not_found')
     }
     assert.equal((await request('GET', `${svc.url}/healthz`)).status, 200)
+    const document = (await request('GET', `${svc.url}/openapi.json`)).json<{ paths: Record<string, unknown> }>()
+    assert.equal(document.paths['/metrics'], undefined, 'the OpenAPI document does not list /metrics')
+    assert.ok(document.paths['/healthz'] !== undefined)
   })
 
   it('reads METRICS=on or off from the environment and refuses anything else by name', () => {
