@@ -235,7 +235,6 @@ describe('durable writes, seen in the system calls', () => {
 
   it('fsyncs the data directory after linking the lock file, also on a start that changes nothing else', {
     timeout: 60_000,
-    todo: 'src/store/data-dir-lock.ts links the lock file without a directory fsync after it',
   }, async (t) => {
     if (shim.skip !== undefined) return t.skip(shim.skip)
     const root = await makeTempDir(t, 'durability-')
