@@ -2,7 +2,7 @@ import { ERROR_CODES } from './errors.js'
 import { MAX_BODY_BYTES } from './http/body.js'
 import { ROUTES, type RouteSpec } from './http/route-table.js'
 import { createSchemas, ref } from './openapi-schemas.js'
-import { DEFAULT_LIMIT, MAX_LIMIT } from './users/list-query.js'
+import { DEFAULT_LIMIT, MAX_IDS, MAX_LIMIT } from './users/list-query.js'
 import { SORTS } from './users/cursor.js'
 import { USER_STATUSES } from './users/user.js'
 
@@ -158,6 +158,7 @@ function listParameters(): Json[] {
     query('email', { type: 'string', ...NOT_BLANK }, 'Exact match, case-insensitive.'),
     query('q', { type: 'string', maxLength: 200, ...NOT_BLANK }, 'Case-insensitive substring of name or email.'),
     query('sort', { type: 'string', enum: SORTS, default: 'createdAt' }, 'Creation order, oldest or newest first.'),
+    query('ids', { type: 'string', ...NOT_BLANK }, `A batch get: a comma list of up to ${MAX_IDS} user ids; the users that exist, in the order asked, as one page (nextCursor null). Unknown ids are left out; a malformed id, or any other parameter beside it, is 400.`),
   ]
 }
 

@@ -119,6 +119,7 @@ export function createUserService(options: UserServiceOptions): UserService {
   const handlers: Record<OperationId, Handler> = {
     ...createUserHandlers({
       operations, cursors: createCursorCodec(firstKey.secret), basePath, scanBudget: options.listScanBudget ?? 10_000,
+      getMany: store.getMany?.bind(store),
     }),
     getOpenApi: () => ({ status: 200, body: openApi }),
     getHealth: () => ({ status: 200, body: '{"status":"ok"}' }),

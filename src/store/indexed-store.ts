@@ -53,6 +53,15 @@ export abstract class IndexedStore implements Store {
     return Promise.resolve(this.index.get(id))
   }
 
+  getMany(ids: readonly string[]): Promise<UserRecord[]> {
+    const found: UserRecord[] = []
+    for (const id of ids) {
+      const record = this.index.get(id)
+      if (record !== undefined) found.push(record)
+    }
+    return Promise.resolve(found)
+  }
+
   isDeleted(id: string): Promise<boolean> {
     return Promise.resolve(this.tombstones.has(id))
   }

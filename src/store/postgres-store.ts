@@ -142,6 +142,14 @@ export class PostgresStore implements Store {
     return row === undefined ? undefined : toUserRecord(row)
   }
 
+  async getMany(ids: readonly string[]): Promise<UserRecord[]> {
+    // One round trip for the whole batch, whatever its size (at most 100 ids from the API).
+    const result = await this.#query<UserRow>({
+      name: 'users_get_many', text: `SELECT ${USER_COLUMNS} FROM users WHERE id = ANY($1::text[])`, values: [ids],
+    })
+    return result.rows.map(toUserRecord)
+  }
+
   async isDeleted(id: string): Promise<boolean> {
     const result = await this.#query({ name: 'tombstones_has', text: 'SELECT 1 FROM tombstones WHERE id = $1', values: [id] })
     return result.rows.length > 0

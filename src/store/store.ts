@@ -66,6 +66,8 @@ export interface Store {
   open(): Promise<void>
   close(): Promise<void>
   get(id: string): Promise<UserRecord | undefined>
+  /** The users of these ids that exist, in any order (batch get, §12); a store without it is asked per id. */
+  getMany?(ids: readonly string[]): Promise<UserRecord[]>
   /** True when the id belonged to a user that was deleted (a tombstone is kept forever). */
   isDeleted(id: string): Promise<boolean>
   list(query: ListQuery): Promise<ListPage>

@@ -3,8 +3,9 @@ import { percentDecode } from '../http/percent-decode.js'
 import type { ListQuery } from '../store/store.js'
 import { SORTS, type CursorCodec, type CursorState, type Sort } from './cursor.js'
 import { USER_STATUSES, type UserStatus } from './user.js'
+import { isCanonicalUuid } from './uuid7.js'
 
-export const LIST_PARAMETERS = ['limit', 'cursor', 'status', 'email', 'q', 'sort'] as const
+export const LIST_PARAMETERS = ['limit', 'cursor', 'status', 'email', 'q', 'sort', 'ids'] as const
 type Parameter = (typeof LIST_PARAMETERS)[number]
 
 export const DEFAULT_LIMIT = 20
@@ -15,7 +16,12 @@ const MAX_Q_LENGTH = 200
 export interface ListRequest {
   readonly query: ListQuery
   readonly walk: Omit<CursorState, 'after'>
+  /** A batch get (`?ids=`, §12): these users in this order, one page; nothing else is asked. */
+  readonly ids?: readonly string[]
 }
+
+/** The most ids one batch get may name. */
+export const MAX_IDS = 100
 
 /**
  * Parses the raw query string strictly: unknown, repeated, empty or malformed parameters are a
@@ -23,6 +29,8 @@ export interface ListRequest {
  */
 export function parseListQuery(rawQuery: string, cursors: CursorCodec): ListRequest {
   const params = readParameters(rawQuery)
+  const idsText = params.get('ids')
+  if (idsText !== undefined) return parseIds(idsText, params)
   const limit = parseLimit(params.get('limit'))
   const given: Omit<CursorState, 'after'> = {
     sort: parseSort(params.get('sort')),
@@ -75,6 +83,27 @@ function readParameters(rawQuery: string): Map<Parameter, string> {
     params.set(known, value)
   }
   return params
+}
+
+/** A batch get names its users and nothing else: any other parameter is a conflict. */
+function parseIds(text: string, params: ReadonlyMap<Parameter, string>): ListRequest {
+  const others = [...params.keys()].filter((name) => name !== 'ids')
+  if (others.length > 0) throw bad('ids', `cannot be combined with ${others.join(', ')}`)
+  const ids: string[] = []
+  const seen = new Set<string>()
+  const items = text.split(',')
+  // Counted before any work, so that a hostile list costs no more than its first check.
+  if (items.length > MAX_IDS) throw bad('ids', `must name at most ${MAX_IDS} users`)
+  for (const item of items) {
+    const id = item.trim()
+    if (!isCanonicalUuid(id)) throw bad('ids', 'must be a comma list of user ids (lower-case UUIDs)')
+    // Named twice, shown once: the page holds each user at most once.
+    if (seen.has(id)) continue
+    seen.add(id)
+    ids.push(id)
+  }
+  const walk: Omit<CursorState, 'after'> = { sort: 'createdAt', statuses: undefined, email: undefined, q: undefined }
+  return { query: toQuery(walk, undefined, MAX_IDS), walk, ids }
 }
 
 function parseLimit(text: string | undefined): number {

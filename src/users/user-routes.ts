@@ -1,3 +1,4 @@
+import { HttpError } from '../errors.js'
 import type { Handler, HandlerContext } from '../http/handler.js'
 import { evaluatePreconditions, type Preconditions } from '../http/conditional.js'
 import type { Reply } from '../http/respond.js'
@@ -17,17 +18,25 @@ export interface UserRoutesOptions {
   basePath: string
   /** The most users a `q` page examines before it answers (§9); undefined: no bound. */
   scanBudget?: number | undefined
+  /** The users of these ids that exist, in any order (a batch get); undefined: one get per id. */
+  getMany?: ((ids: readonly string[]) => Promise<readonly UserRecord[]>) | undefined
 }
 
 /** The handlers of the `/users` routes: HTTP in and out around the user operations. */
 export function createUserHandlers(options: UserRoutesOptions): Record<UserOperationId, Handler> {
   const { operations, cursors, basePath, scanBudget } = options
+  const fetchMany = options.getMany ?? ((ids: readonly string[]) => Promise.all(ids.map((one) =>
+    operations.get(one, { ifMatch: undefined, ifNoneMatch: undefined }).catch((error: unknown) => {
+      if (error instanceof HttpError && error.code === 'not_found') return undefined
+      throw error
+    }))).then((found) => found.filter((record) => record !== undefined)))
   const transition = (action: LifecycleAction): Handler => async (context) =>
     userReply(200, await operations.transition(id(context), action, context.body, preconditions(context)))
 
   return {
     async listUsers(context) {
-      const { query, walk } = parseListQuery(context.rawQuery, cursors)
+      const { query, walk, ids } = parseListQuery(context.rawQuery, cursors)
+      if (ids !== undefined) return batchPage(ids, await fetchMany(ids))
       const page = await operations.list(scanBudget === undefined ? query : { ...query, scanBudget })
       // A page cut short by the scan budget may be empty and still say where to go on.
       const resumeAfter = page.resumeAfter ?? page.items[page.items.length - 1]?.user.id
@@ -69,6 +78,17 @@ export function createUserHandlers(options: UserRoutesOptions): Record<UserOpera
     activateUser: transition('activate'),
     suspendUser: transition('suspend'),
   }
+}
+
+/** The page of a batch get: the users found, in the order asked, and no next page. */
+function batchPage(ids: readonly string[], found: readonly UserRecord[]): Reply {
+  const byId = new Map(found.map((record) => [record.user.id, record]))
+  const items: string[] = []
+  for (const one of ids) {
+    const record = byId.get(one)
+    if (record !== undefined) items.push(record.json)
+  }
+  return { status: 200, body: `{"items":[${items.join(',')}],"nextCursor":null}` }
 }
 
 function userReply(status: number, record: UserRecord): Reply {
