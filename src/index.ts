@@ -4,6 +4,9 @@ export type { ListenResult, UserService, UserServiceOptions } from './service.js
 export { MemoryStore } from './store/memory-store.js'
 export { FileStore } from './store/file-store.js'
 export type { FileStoreOptions } from './store/file-store.js'
+// The class only: the `pg` driver it needs is imported when a PostgresStore connects, never here.
+export { PostgresStore } from './store/postgres-store.js'
+export type { PostgresStoreOptions } from './store/postgres-store.js'
 export type { ChangeUser, ListFilter, ListPage, ListQuery, Store } from './store/store.js'
 export type { User, UserRecord, UserStatus, Metadata } from './users/user.js'
 export { toRecord } from './users/user.js'

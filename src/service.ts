@@ -15,18 +15,26 @@ import { createServiceMetrics, EXPOSITION_CONTENT_TYPE } from './metrics/service
 import { createOpenApiDocument } from './openapi.js'
 import { Availability } from './ops/availability.js'
 import { FileStore } from './store/file-store.js'
+import { PostgresStore } from './store/postgres-store.js'
 import type { Store } from './store/store.js'
 import { createCursorCodec } from './users/cursor.js'
 import { createUserOperations } from './users/user-operations.js'
 import { createUserHandlers } from './users/user-routes.js'
+import { createBulkHandlers, type BulkOperationId } from './users/export-import.js'
+import { createIdGenerator } from './users/uuid7.js'
 
 export const SERVICE_VERSION = '0.1.0'
 
 export interface UserServiceOptions {
   /** Where the file store keeps users (and where `maintenance` is looked for). */
   dataDir?: string
-  /** Any store; wins over dataDir. */
+  /** Any store; wins over databaseUrl and dataDir. */
   store?: Store
+  /**
+   * A PostgreSQL store on this database (§11) instead of the file store; `pg` must be installed
+   * (an optional peer). It connects in open() or listen(); a dataDir is still locked when given.
+   */
+  databaseUrl?: string
   /** One HMAC secret (≥ 32 bytes; `base64url:` text is decoded), or keys by kid, or a KeySet. */
   secret?: string
   secrets?: Readonly<Record<string, string>>
@@ -52,6 +60,8 @@ export interface UserServiceOptions {
   shutdownTimeoutMs?: number
   /** The most users one `q` list page examines (default 10,000; §9). */
   listScanBudget?: number
+  /** The largest `POST /users:import` body (IMPORT_MAX_BYTES, default 256 MiB; §12). */
+  importMaxBytes?: number | undefined
   /** `GET /metrics` in the Prometheus text format (§14); false: a 404 and nothing counted. Default true. */
   metrics?: boolean
   /** Origins that may call the service from a browser, or `*` (§13); default none, no CORS headers. */
@@ -90,14 +100,16 @@ export function createUserService(options: UserServiceOptions): UserService {
   const now = options.now ?? Date.now
   const basePath = options.basePath ?? ''
   const keys = resolveKeys(options)
-  const store = options.store ?? createFileStore(options, logger)
+  const store = options.store ?? createStore(options, logger)
   const availability = new Availability({
     maintenanceFile: options.maintenanceFile ?? (options.dataDir === undefined ? undefined : path.join(options.dataDir, 'maintenance')),
     maxInflight: options.maxInflight ?? 1000,
     maxEventLoopDelayMs: options.maxEventLoopDelayMs ?? 1000,
     storeHealth: store.health === undefined ? undefined : () => store.health?.() ?? { state: 'ok' },
   })
-  const operations = createUserOperations({ store, now, writeGate: availability.writeGate })
+  // One id generator for the API and imports: ids keep increasing within the process.
+  const newId = createIdGenerator()
+  const operations = createUserOperations({ store, now, newId, writeGate: availability.writeGate })
   const firstKey = keys.keys[0]
   if (firstKey === undefined) throw new Error('createUserService: at least one key is needed')
   const authenticator = createAuthenticator({
@@ -116,7 +128,7 @@ export function createUserService(options: UserServiceOptions): UserService {
     droppedLogLines: () => logger.dropped,
     dataDir: store instanceof FileStore ? store.dataDir : undefined,
   })
-  const handlers: Record<OperationId, Handler> = {
+  const handlers: Record<Exclude<OperationId, BulkOperationId>, Handler> = {
     ...createUserHandlers({
       operations, cursors: createCursorCodec(firstKey.secret), basePath, scanBudget: options.listScanBudget ?? 10_000,
       getMany: store.getMany?.bind(store),
@@ -136,6 +148,9 @@ export function createUserService(options: UserServiceOptions): UserService {
     availability,
     operations,
     handlers,
+    streams: createBulkHandlers({
+      store, now, newId, writeGate: availability.writeGate, importMaxBytes: options.importMaxBytes,
+    }),
     logger,
     metrics,
     routes,
@@ -218,8 +233,16 @@ function resolveKeys(options: UserServiceOptions): KeySet {
   throw new Error('createUserService: give secret, secrets or keys')
 }
 
-function createFileStore(options: UserServiceOptions, logger: Logger): Store {
-  if (options.dataDir === undefined) throw new Error('createUserService: give dataDir or store')
+function createStore(options: UserServiceOptions, logger: Logger): Store {
+  if (options.databaseUrl !== undefined) {
+    return new PostgresStore({
+      url: options.databaseUrl,
+      logger,
+      ...(options.dataDir === undefined ? {} : { dataDir: options.dataDir }),
+      ...(options.now === undefined ? {} : { now: options.now }),
+    })
+  }
+  if (options.dataDir === undefined) throw new Error('createUserService: give dataDir, databaseUrl or store')
   return new FileStore({ dataDir: options.dataDir, logger, ...(options.now === undefined ? {} : { now: options.now }) })
 }
 
