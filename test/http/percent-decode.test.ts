@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
 import { HttpError } from '../../src/errors.js'
-import { decodePathParam, percentDecode } from '../../src/http/percent-decode.js'
+import { decodePathParam, decodePathParams, percentDecode } from '../../src/http/percent-decode.js'
 
 describe('percentDecode', () => {
   const valid: [string, string][] = [
@@ -79,4 +79,22 @@ describe('decodePathParam', () => {
       })
     })
   }
+})
+
+describe('decodePathParams', () => {
+  it('decodes every parameter in place and returns the same object', () => {
+    const params = { id: 'a%3Ab', name: '%C3%A9', plain: 'x' }
+    const result = decodePathParams(params)
+    assert.equal(result, params)
+    assert.deepEqual(result, { id: 'a:b', name: 'é', plain: 'x' })
+  })
+
+  it('throws a 400 naming the first malformed parameter', () => {
+    assert.throws(() => decodePathParams({ ok: 'a', bad: '%FF' }), (error: unknown) => {
+      assert.ok(error instanceof HttpError)
+      assert.equal(error.status, 400)
+      assert.match(error.detail, /\bbad\b/)
+      return true
+    })
+  })
 })

@@ -53,3 +53,13 @@ describe('nextStatus', () => {
     }
   })
 })
+
+describe('the 409 invalid_transition message', () => {
+  it('names the status and the refused action in words', () => {
+    assert.throws(() => nextStatus('pending', 'suspend'), (error: unknown) => {
+      assert.ok(error instanceof HttpError)
+      assert.equal(error.detail, 'A pending user cannot be suspended.')
+      return true
+    })
+  })
+})
