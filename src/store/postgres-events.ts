@@ -1,0 +1,171 @@
+import type { PoolClient, QueryResultRow } from 'pg'
+
+import type { ChangeEvent, EventDraft, EventType } from '../events/event.js'
+import { formatEventId, parseEventId } from '../events/event.js'
+import { cursorExpired, type EventFeed, type EventPage, type EventQuery } from '../events/journal.js'
+
+/**
+ * The feed's tables (migration 2). Ids come from a one-row counter updated in the same transaction
+ * as the change, as its last statement: the row lock it takes is held until COMMIT, so ids are
+ * handed out in commit order and a reader that has seen id n has seen every id below it (a
+ * bigserial would not: a lower id can commit after a higher one, and a reader would skip it).
+ */
+export const EVENT_MIGRATION: readonly string[] = [
+  `CREATE TABLE events (
+    id bigint PRIMARY KEY,
+    type text COLLATE "C" NOT NULL,
+    time text COLLATE "C" NOT NULL,
+    user_id text COLLATE "C" NOT NULL,
+    version integer NOT NULL,
+    actor text,
+    request_id text,
+    changed text,
+    user_json text
+  )`,
+  'CREATE INDEX events_user_id ON events (user_id, id)',
+  'CREATE INDEX events_time ON events (time)',
+  `CREATE TABLE event_counter (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    last_id bigint NOT NULL,
+    pruned_through bigint NOT NULL
+  )`,
+  'INSERT INTO event_counter (one, last_id, pruned_through) VALUES (true, 0, 0)',
+]
+
+interface EventRow {
+  id: string
+  type: EventType
+  time: string
+  user_id: string
+  version: number
+  actor: string | null
+  request_id: string | null
+  changed: string | null
+  user_json: string | null
+}
+
+interface PageRow extends QueryResultRow {
+  head: string
+  pruned: string
+  items: string
+}
+
+/** Appends the event inside the change's transaction, last, so that the counter's lock is held briefly. */
+export async function appendEvent(client: PoolClient, draft: EventDraft): Promise<void> {
+  await client.query({
+    name: 'events_append',
+    text: `WITH next AS (UPDATE event_counter SET last_id = last_id + 1 RETURNING last_id)
+      INSERT INTO events (id, type, time, user_id, version, actor, request_id, changed, user_json)
+      SELECT last_id, $1, $2, $3, $4, $5, $6, $7, $8 FROM next`,
+    values: [
+      draft.type, draft.time, draft.userId, draft.version, draft.actor ?? null, draft.requestId ?? null,
+      draft.changed === undefined ? null : JSON.stringify(draft.changed), draft.userJson ?? null,
+    ],
+  })
+}
+
+type Query = <R extends QueryResultRow>(shape: { name: string, text: string, values: unknown[] }) => Promise<{ rows: R[] }>
+
+/**
+ * The feed read from the database, so that a stream on any replica sees what every replica
+ * committed. Followers are woken by this process's own commits at once, and by a poll of the
+ * counter (every `pollMs`) for the commits of other replicas: the poll is the truth.
+ */
+export class PostgresEventFeed implements EventFeed {
+  readonly #query: Query
+  readonly #pollMs: number
+  readonly #wakers = new Set<() => void>()
+  #poll: NodeJS.Timeout | undefined
+  #head = ''
+
+  constructor(query: Query, pollMs = 200) {
+    this.#query = query
+    this.#pollMs = pollMs
+  }
+
+  async read(query: EventQuery): Promise<EventPage> {
+    const after = query.after === undefined ? 0 : parseEventId(query.after)
+    // One statement, one snapshot: the head and the page agree, so a short page ends at the head.
+    const result = await this.#query<PageRow>({
+      name: 'events_page',
+      text: `SELECT c.last_id::text AS head, c.pruned_through::text AS pruned,
+        coalesce((SELECT json_agg(row_to_json(e) ORDER BY e.id)::text FROM (
+          SELECT id::text AS id, type, time, user_id, version, actor, request_id, changed, user_json FROM events
+          WHERE id > $1 AND ($3::text IS NULL OR user_id = $3) AND ($4::text[] IS NULL OR type = ANY($4))
+          ORDER BY id LIMIT $2) e), '[]') AS items
+        FROM event_counter c`,
+      values: [after, query.limit, query.userId ?? null, query.types === undefined ? null : [...query.types]],
+    })
+    const row = result.rows[0]
+    const pruned = Number(row?.pruned ?? '0')
+    if (query.after !== undefined && after < pruned) throw cursorExpired()
+    const items = (JSON.parse(row?.items ?? '[]') as EventRow[]).map(toEvent)
+    const last = items.at(-1)
+    const nextCursor = items.length === query.limit && last !== undefined
+      ? last.id
+      : formatEventId(Math.max(after, Number(row?.head ?? '0'), query.after === undefined ? pruned : 0))
+    return { items, nextCursor }
+  }
+
+  subscribe(wake: () => void): () => void {
+    this.#wakers.add(wake)
+    if (this.#poll === undefined) {
+      this.#poll = setInterval(() => { void this.#check() }, this.#pollMs)
+      this.#poll.unref()
+    }
+    return () => {
+      this.#wakers.delete(wake)
+      if (this.#wakers.size === 0) this.stop()
+    }
+  }
+
+  /** This process committed an event: its followers need not wait for the poll. */
+  committed(): void {
+    for (const wake of this.#wakers) wake()
+  }
+
+  stop(): void {
+    clearInterval(this.#poll)
+    this.#poll = undefined
+  }
+
+  /** Deletes every event up to the newest one older than `cutoff`, in one statement. */
+  async prune(cutoff: string): Promise<void> {
+    await this.#query({
+      name: 'events_prune',
+      text: `WITH cut AS (SELECT max(id) AS through FROM events WHERE time < $1),
+        gone AS (DELETE FROM events WHERE id <= (SELECT through FROM cut) RETURNING 1)
+        UPDATE event_counter SET pruned_through = greatest(pruned_through, coalesce((SELECT through FROM cut), 0))
+        WHERE (SELECT through FROM cut) IS NOT NULL`,
+      values: [cutoff],
+    })
+  }
+
+  async #check(): Promise<void> {
+    try {
+      const result = await this.#query<{ head: string }>({
+        name: 'events_head', text: 'SELECT last_id::text AS head FROM event_counter', values: [],
+      })
+      const head = result.rows[0]?.head ?? ''
+      if (head === this.#head) return
+      this.#head = head
+      this.committed()
+    } catch {
+      // The database is away: the next poll tries again, and readiness says so meanwhile.
+    }
+  }
+}
+
+function toEvent(row: EventRow): ChangeEvent {
+  return {
+    id: formatEventId(Number(row.id)),
+    type: row.type,
+    time: row.time,
+    userId: row.user_id,
+    version: row.version,
+    ...(row.actor === null ? {} : { actor: row.actor }),
+    ...(row.request_id === null ? {} : { requestId: row.request_id }),
+    ...(row.changed === null ? {} : { changed: JSON.parse(row.changed) as string[] }),
+    ...(row.user_json === null ? {} : { userJson: row.user_json }),
+  }
+}
