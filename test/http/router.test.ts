@@ -178,3 +178,84 @@ describe('createRouter', () => {
     })
   })
 })
+
+describe('createRouter: edges of the template grammar', () => {
+  for (const template of ['/users/x{id}', '/users/{id}x', '/users/{id}:activate!', '/users/{id}:-x', '/users:Export', '/:export', '/users:', '/users:export x', 'x/users/{id}', '/users/{i-d}']) {
+    it(`throws at creation for the bad template "${template}"`, () => {
+      assert.throws(() => createRouter([spec('GET', template)]), (error: unknown) => {
+        assert.ok(error instanceof Error)
+        assert.equal(error.message.includes(`route template "${template}"`), true)
+        return true
+      })
+    })
+  }
+
+  it('accepts a parameter with a camelCase name and verb, and a collection method', () => {
+    const router = createRouter([
+      spec('POST', '/things/{thingId}:doItNow2'),
+      spec('POST', '/things:export'),
+      spec('GET', '/a.b_c~d-e/{x}'),
+    ])
+    assert.deepEqual({ ...router.match('POST', '/things/t1:doItNow2').rawParams }, { thingId: 't1' })
+    assert.deepEqual({ ...router.match('POST', '/things:export').rawParams }, {})
+    assert.deepEqual({ ...router.match('GET', '/a.b_c~d-e/1').rawParams }, { x: '1' })
+  })
+
+  it('matches a collection method only as written, never encoded or split', () => {
+    const router = createRouter([spec('POST', '/things:export'), spec('GET', '/things')])
+    for (const path of ['/things%3Aexport', '/things:exportx', '/things/export', '/things:']) {
+      assert.equal(refusal(() => router.match('POST', path)).code, 'not_found', path)
+    }
+  })
+})
+
+describe('createRouter: a verb is never a path segment', () => {
+  const router = createRouter(ROUTES)
+
+  for (const verb of ['activate', 'suspend']) {
+    it(`answers 404 not_found for POST /users/{id}/${verb} (no colon)`, () => {
+      const error = refusal(() => router.match('POST', `/users/${ID}/${verb}`))
+      assert.equal(error.code, 'not_found')
+      assert.equal(error.status, 404)
+    })
+  }
+
+  it('answers 404 for a verb on a route that takes none, and for an empty id before a verb', () => {
+    assert.equal(refusal(() => router.match('GET', `/users/${ID}:activate`)).code, 'method_not_allowed')
+    assert.equal(refusal(() => router.match('POST', '/users/:suspend')).code, 'not_found')
+    assert.equal(refusal(() => router.match('POST', `/users/${ID}:suspendx`)).code, 'not_found')
+    assert.equal(refusal(() => router.match('POST', `/users/${ID}:suspen`)).code, 'not_found')
+  })
+
+  it('names the method and the template in a 405', () => {
+    const error = refusal(() => router.match('DELETE', '/users'))
+    assert.equal(error.detail, 'DELETE is not allowed on /users.')
+  })
+
+  it('answers 404 with its message for a path that does not start with /', () => {
+    const error = refusal(() => router.match('GET', 'users'))
+    assert.equal(error.detail, 'There is nothing at this path.')
+  })
+})
+
+describe('createRouter: the colon of a verb', () => {
+  const router = createRouter([spec('POST', '/things/{id}:go')])
+
+  it('needs the colon: a segment that is only the verb is not a match', () => {
+    assert.equal(refusal(() => router.match('POST', '/things/go')).code, 'not_found')
+  })
+
+  it('takes a one-character id before the verb', () => {
+    assert.deepEqual({ ...router.match('POST', '/things/a:go').rawParams }, { id: 'a' })
+  })
+
+  it('refuses a path that does not start with / even when its segments would match', () => {
+    const users = createRouter([spec('GET', '/users')])
+    assert.equal(refusal(() => users.match('GET', 'x/users')).code, 'not_found')
+    assert.equal(users.match('GET', '/users').route.operationId, 'GET /users')
+  })
+
+  it('throws at creation for a collection method whose literal holds a stray character', () => {
+    assert.throws(() => createRouter([spec('POST', '/a b:export')]), /route template/)
+  })
+})
