@@ -54,7 +54,9 @@ function parseState(json: string): CursorState {
   let value: unknown
   try {
     value = JSON.parse(json)
-  } catch {
+  }
+  // Stryker disable next-line BlockStatement: without it value stays undefined, which the array check below refuses alike
+  catch {
     throw badCursor()
   }
   if (!Array.isArray(value) || value.length !== 6 || value[0] !== 1) throw badCursor()

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { createHmac } from 'node:crypto'
 import { describe, it } from 'node:test'
 
 import { HttpError } from '../../src/errors.js'
@@ -127,5 +128,54 @@ describe('createCursorCodec', () => {
     const [payloadA = ''] = codec.encode(FULL).split('.')
     const [, signatureB = ''] = codec.encode(BARE).split('.')
     assertBadCursor(() => codec.decode(`${payloadA}.${signatureB}`))
+  })
+})
+
+/**
+ * A correctly signed cursor around any payload text: the key derivation the service documents in
+ * src/users/cursor.ts, so that the checks behind the signature can be reached.
+ */
+function forge(secret: Buffer, json: string): string {
+  const key = createHmac('sha256', secret).update('user-service cursor key v1').digest()
+  const payload = Buffer.from(json).toString('base64url')
+  return `${payload}.${createHmac('sha256', key).update(payload).digest('base64url')}`
+}
+
+describe('createCursorCodec: signed payloads it did not make', () => {
+  const codec = createCursorCodec(SECRET)
+  const AFTER = FULL.after
+
+  it('derives its key from the secret with the documented label', () => {
+    const text = forge(SECRET, JSON.stringify([1, AFTER, 'createdAt', null, null, null]))
+    assert.deepEqual(codec.decode(text), { ...BARE, after: AFTER })
+    assert.deepEqual(codec.decode(forge(SECRET, JSON.stringify([1, AFTER, '-createdAt', ['pending'], 'a@b.c', 'x']))), {
+      after: AFTER, sort: '-createdAt', statuses: ['pending'], email: 'a@b.c', q: 'x',
+    })
+  })
+
+  const refused: [string, string][] = [
+    ['not JSON', '[1,'],
+    ['an object, not an array', JSON.stringify({ 0: 1, 1: AFTER, 2: 'createdAt', 3: null, 4: null, 5: null, length: 6 })],
+    ['five elements', JSON.stringify([1, AFTER, 'createdAt', null, null])],
+    ['seven elements', JSON.stringify([1, AFTER, 'createdAt', null, null, null, null])],
+    ['version 2', JSON.stringify([2, AFTER, 'createdAt', null, null, null])],
+    ['version "1"', JSON.stringify(['1', AFTER, 'createdAt', null, null, null])],
+    ['a numeric after', JSON.stringify([1, 7, 'createdAt', null, null, null])],
+    ['an after that is not a canonical UUID', JSON.stringify([1, AFTER.toUpperCase(), 'createdAt', null, null, null])],
+    ['an unknown sort', JSON.stringify([1, AFTER, 'name', null, null, null])],
+    ['a missing sort', JSON.stringify([1, AFTER, null, null, null, null])],
+    ['statuses that are not an array', JSON.stringify([1, AFTER, 'createdAt', 'active', null, null])],
+    ['an unknown status', JSON.stringify([1, AFTER, 'createdAt', ['active', 'deleted'], null, null])],
+    ['a numeric email', JSON.stringify([1, AFTER, 'createdAt', null, 5, null])],
+    ['a numeric q', JSON.stringify([1, AFTER, 'createdAt', null, null, false])],
+  ]
+  for (const [what, json] of refused) {
+    it(`refuses a correctly signed payload with ${what}`, () => {
+      assertBadCursor(() => codec.decode(forge(SECRET, json)))
+    })
+  }
+
+  it('refuses a cursor without a signature part', () => {
+    assertBadCursor(() => codec.decode(Buffer.from('[1]').toString('base64url')))
   })
 })
