@@ -72,7 +72,9 @@ function splitToken(token: string): [string, string, Buffer] {
   const parts = token.split('.')
   if (parts.length !== 3) throw new TokenError('malformed')
   const [header, payload, signature] = parts
+  // Stryker disable next-line ConditionalExpression,LogicalOperator,BlockStatement: unreachable after the length check; it only satisfies noUncheckedIndexedAccess
   if (header === undefined || payload === undefined || signature === undefined) {
+    // Stryker disable next-line StringLiteral: unreachable, as above
     throw new TokenError('malformed')
   }
   return [header, payload, decodeBase64url(signature)]
@@ -91,7 +93,9 @@ function decodeJsonObject(part: string, reason: TokenRefusal): Record<string, un
   let value: unknown
   try {
     value = JSON.parse(utf8.decode(bytes))
-  } catch {
+  }
+  // Stryker disable next-line BlockStatement: without it value stays undefined, which the object check below refuses with the same reason
+  catch {
     throw new TokenError(reason)
   }
   if (!isPlainObject(value)) throw new TokenError(reason)

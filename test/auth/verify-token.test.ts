@@ -435,3 +435,41 @@ describe('verifyToken', () => {
     })
   })
 })
+
+describe('verifyToken: byte order marks', () => {
+  const payload = JSON.stringify({ sub: 'tester', iat: NOW_S, exp: NOW_S + 300 })
+
+  it('refuses a header that starts with a UTF-8 BOM as bad_header', () => {
+    const text = signText('\uFEFF{"alg":"HS256","typ":"JWT"}', payload)
+    assertRefused(text, 'bad_header')
+  })
+
+  it('refuses a payload that starts with a UTF-8 BOM as bad_payload', () => {
+    const text = signText('{"alg":"HS256","typ":"JWT"}', `\uFEFF${payload}`)
+    assertRefused(text, 'bad_payload')
+  })
+
+  it('accepts the same token without the BOM (the BOM alone is the fault)', () => {
+    assert.equal(verify(signText('{"alg":"HS256","typ":"JWT"}', payload)).sub, 'tester')
+  })
+})
+
+describe('verifyToken: a kid with a single secret', () => {
+  it('ignores any kid when keys are not looked up by kid (JWT_SECRET)', () => {
+    assert.equal(verify(token({}, { kid: 'whatever' })).sub, 'tester')
+  })
+
+  it('still looks the kid up with a key list', () => {
+    assertRefused(token({}, { kid: 'whatever' }), 'unknown_kid', { keys: parseKeyList(`k1=${TEST_SECRET}`) })
+  })
+})
+
+describe('TokenError', () => {
+  it('is named TokenError and says the reason in its message', () => {
+    const error = new TokenError('malformed')
+    assert.equal(error.name, 'TokenError')
+    assert.equal(error.message, 'token refused: malformed')
+    assert.equal(error.code, 'token_invalid')
+    assert.equal(new TokenError('expired').code, 'token_expired')
+  })
+})
