@@ -24,12 +24,12 @@ describe('startTestService (user-service/testing)', () => {
     assertProblem(await request('GET', `${service.url}/users`, { token: makeToken() }), 401, 'token_invalid')
   })
 
-  it('gives tokens with the scopes and subject asked for (all three by default)', async (t) => {
+  it('gives tokens with the scopes and subject asked for (all four by default)', async (t) => {
     const service = await startTestService()
     t.after(service.close)
     const claims = (token: string): Record<string, unknown> =>
       JSON.parse(Buffer.from(token.split('.')[1] ?? '', 'base64url').toString('utf8')) as Record<string, unknown>
-    assert.equal(claims(service.token())['scope'], 'users:read users:write users:admin')
+    assert.equal(claims(service.token())['scope'], 'users:read users:write users:admin events:read')
     assert.equal(claims(service.token())['sub'], 'test-user')
     assert.equal(claims(service.token('users:read', 'alice'))['sub'], 'alice')
     const readOnly = service.token(['users:read'])

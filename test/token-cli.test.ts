@@ -108,7 +108,7 @@ describe('npm run token (src/token-cli.ts)', () => {
     const claims = runs.map((run) => decodePart(tokenOf(run), 1))
     const lifetimes = claims.map((claim) => Number(claim['exp']) - Number(claim['iat']))
     assert.deepEqual(lifetimes, [90, 900, 604_800, 3600, 3600])
-    assert.deepEqual(String(claims[3]?.['scope']).split(' ').sort(), ['users:admin', 'users:read', 'users:write'])
+    assert.deepEqual(String(claims[3]?.['scope']).split(' ').sort(), ['events:read', 'users:admin', 'users:read', 'users:write'])
     assert.equal(claims[4]?.['scope'], 'users:write users:admin')
 
     const s = await startService(t)

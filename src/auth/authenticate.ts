@@ -2,7 +2,7 @@ import { HttpError } from '../errors.js'
 import type { KeySet } from './keys.js'
 import { TokenError, verifyToken, type TokenClaims } from './verify-token.js'
 
-export const SCOPES = ['users:read', 'users:write', 'users:admin'] as const
+export const SCOPES = ['users:read', 'users:write', 'users:admin', 'events:read'] as const
 export type Scope = (typeof SCOPES)[number]
 
 export interface AuthenticatorOptions {

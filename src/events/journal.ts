@@ -21,6 +21,8 @@ export interface EventFeed {
   read(query: EventQuery): Promise<EventPage>
   /** Calls `wake` whenever new events may be readable; returns the unsubscribe. */
   subscribe(wake: () => void): () => void
+  /** Events this process appended since it started (for /metrics). */
+  readonly appended: number
 }
 
 export const ZERO_CURSOR = formatEventId(0)
@@ -45,6 +47,7 @@ export class EventJournal implements EventFeed {
   #through = 0
   /** Every id up to this one was pruned. */
   #prunedThrough = 0
+  appended = 0
 
   /** Loads what a durable log holds: `events` in id order, the next id, what was pruned. */
   load(events: readonly ChangeEvent[], nextId: number, prunedThrough: number): void {
@@ -71,6 +74,7 @@ export class EventJournal implements EventFeed {
   }
 
   commit(event: ChangeEvent): void {
+    this.appended += 1
     this.#settle(parseEventId(event.id), event)
   }
 

@@ -23,6 +23,10 @@ export interface ServiceMetricsSources {
   droppedLogLines: () => number | undefined
   /** Only durable writes into directories under this one are measured (the file store's). */
   dataDir: string | undefined
+  /** Events this process appended to the change feed (§10); undefined: no feed. */
+  eventsAppended?: (() => number | undefined) | undefined
+  /** `GET /events` streams open now. */
+  eventStreams?: (() => number) | undefined
 }
 
 export interface ServiceMetrics extends RequestMetrics {
@@ -77,6 +81,9 @@ export function createServiceMetrics(sources: ServiceMetricsSources): ServiceMet
   const cacheBytes = registry.gauge('user_service_token_cache_bytes', 'Bytes of the tokens held in the cache.').labels()
   const verifications = registry.counter('user_service_token_verifications_total',
     'Token signatures verified (cache misses).').labels()
+  const appended = registry.counter('user_service_events_appended_total',
+    'Events this process appended to the change feed, one per change.').labels()
+  const streams = registry.gauge('user_service_event_streams', 'GET /events streams (text/event-stream) open now.').labels()
   const cpuUser = registry.counter('process_cpu_user_seconds_total', 'User CPU time spent by the process.').labels()
   const cpuSystem = registry.counter('process_cpu_system_seconds_total', 'System CPU time spent by the process.').labels()
   const cpuTotal = registry.counter('process_cpu_seconds_total', 'User and system CPU time spent by the process.').labels()
@@ -116,6 +123,8 @@ export function createServiceMetrics(sources: ServiceMetricsSources): ServiceMet
 
   registry.onCollect(() => {
     users.set(sources.usersStored() ?? 0)
+    appended.setTotal(sources.eventsAppended?.() ?? 0)
+    streams.set(sources.eventStreams?.() ?? 0)
     const droppedLines = sources.droppedLogLines()
     if (droppedLines !== undefined) dropped.setTotal(droppedLines)
     const cache = sources.tokenCache()

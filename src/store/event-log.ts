@@ -130,7 +130,12 @@ export class EventLog {
         for (const entry of batch) entry.reject(error)
       }
     }
+    // Idle: no file stays open for writing (a read-only remount, or an unmount, is not refused).
+    const handle = this.#handle
+    this.#handle = undefined
+    await handle?.close().catch(() => undefined)
     this.#flushing = false
+    if (this.#waiting.length > 0) void this.#flush()
   }
 
   async #writeBatch(text: string, batch: readonly { event: ChangeEvent | undefined }[]): Promise<void> {
@@ -174,10 +179,17 @@ export class EventLog {
     let handle: FileHandle
     try {
       handle = await open(path.join(this.dir, name), 'a+', 0o600)
-      // The new name must survive a crash before any event in it is acknowledged.
-      syncDirectory(this.dir)
     } catch (error) {
       throw new WriteError('write', error, false)
+    }
+    if (roll) {
+      try {
+        // The new name must survive a crash before any event in it is acknowledged.
+        syncDirectory(this.dir)
+      } catch (error) {
+        await handle.close()
+        throw new WriteError('dir-sync', error, false)
+      }
     }
     this.#handle = handle
     if (reuse) return current

@@ -2,11 +2,13 @@ import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, readdirSync } 
 import { access, stat, unlink } from 'node:fs/promises'
 import path from 'node:path'
 
+import type { ChangeEvent } from '../events/event.js'
 import { silentLogger, type Logger } from '../logger.js'
 import { parseStoredUser, parseTombstone, toTombstoneJson, type Tombstone } from '../users/stored-user.js'
 import { toRecord, type User, type UserRecord } from '../users/user.js'
 import { DurableDirectory, makeDurableDirectory, WriteError } from './atomic-write.js'
 import { DataDirLock, hasCode } from './data-dir-lock.js'
+import { EventLog } from './event-log.js'
 import { IndexedStore } from './indexed-store.js'
 
 export interface FileStoreOptions {
@@ -18,6 +20,8 @@ export interface FileStoreOptions {
   now?: () => number
   /** How often the data directory and the lock are checked while open (default 1000 ms). */
   watchIntervalMs?: number
+  /** Events older than this many days are pruned, whole segments at a time (default 30). */
+  eventsRetentionDays?: number
 }
 
 const USER_FILE = /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.json$/
@@ -45,6 +49,11 @@ export class FileStore extends IndexedStore {
   readonly usersDir: string
   readonly quarantineDir: string
   readonly tombstonesDir: string
+  readonly eventsDir: string
+  readonly #eventLog: EventLog
+  readonly #retentionMs: number
+  readonly #clock: () => number
+  #pruning: Promise<void> | undefined
   readonly #lock: DataDirLock
   readonly #logger: Logger
   readonly #chunk: number
@@ -60,6 +69,10 @@ export class FileStore extends IndexedStore {
     this.usersDir = path.join(this.dataDir, 'users')
     this.quarantineDir = path.join(this.dataDir, 'quarantine')
     this.tombstonesDir = path.join(this.dataDir, 'tombstones')
+    this.eventsDir = path.join(this.dataDir, 'events')
+    this.#clock = options.now ?? Date.now
+    this.#eventLog = new EventLog(this.eventsDir, { now: this.#clock })
+    this.#retentionMs = (options.eventsRetentionDays ?? 30) * 86_400_000
     this.#lock = new DataDirLock(this.dataDir)
     this.#logger = options.logger ?? silentLogger
     this.#chunk = options.loadChunk ?? 2000
@@ -86,13 +99,22 @@ export class FileStore extends IndexedStore {
     this.#graves = await DurableDirectory.open(this.tombstonesDir)
     this.#place = await readPlace(this.usersDir)
     await this.#load()
-    this.#watch = setInterval(() => { void this.#checkPlace() }, this.#watchIntervalMs)
+    await makeDurableDirectory(this.eventsDir)
+    await this.#loadEvents()
+    this.#watch = setInterval(() => {
+      void this.#checkPlace()
+      this.#pruning ??= this.pruneEvents().catch((error: unknown) => {
+        this.#logger.warn('could not prune events', { error: String(error) })
+      }).finally(() => { this.#pruning = undefined })
+    }, this.#watchIntervalMs)
     this.#watch.unref()
   }
 
   async close(): Promise<void> {
     clearInterval(this.#watch)
     this.#watch = undefined
+    await this.#pruning
+    await this.#eventLog.close()
     const dirs = [this.#dir, this.#graves]
     this.#dir = undefined
     this.#graves = undefined
@@ -102,6 +124,46 @@ export class FileStore extends IndexedStore {
     if (held && !this.#lock.release()) {
       this.#logger.warn('could not remove the lock file', { file: this.#lock.file })
     }
+  }
+
+  protected override logEvent(event: ChangeEvent): Promise<void> {
+    return this.#eventLog.append(event)
+  }
+
+  protected override voidEvent(event: ChangeEvent): Promise<void> {
+    return this.#eventLog.void(event.id)
+  }
+
+  /** Drops whole segments older than the retention; requests go on meanwhile. */
+  async pruneEvents(): Promise<void> {
+    const through = await this.#eventLog.prune(new Date(this.#clock() - this.#retentionMs).toISOString())
+    this.events.dropThrough(through)
+  }
+
+  /**
+   * Loads the feed and reconciles it with the users loaded: an event is written (durably) before
+   * its change, so after a crash an event may describe a change that never reached users/ or
+   * tombstones/. Such an event is voided, durably, so that no later start takes it back.
+   */
+  async #loadEvents(): Promise<void> {
+    const loaded = this.#eventLog.load()
+    const kept: ChangeEvent[] = []
+    let voided = 0
+    for (const event of loaded.events) {
+      const user = this.index.get(event.userId)
+      const gone = this.tombstones.has(event.userId)
+      const made = event.type === 'user.deleted'
+        ? gone
+        : gone || (user !== undefined && user.user.version >= event.version)
+      if (made) {
+        kept.push(event)
+      } else {
+        await this.#eventLog.void(event.id)
+        voided += 1
+      }
+    }
+    this.events.load(kept, loaded.nextId, loaded.prunedThrough)
+    this.#logger.info('events loaded', { events: kept.length, voided })
   }
 
   protected persist(record: UserRecord): Promise<void> {

@@ -1,4 +1,6 @@
 import { HttpError } from '../errors.js'
+import { draftEvent, type ChangeContext, type ChangeEvent } from '../events/event.js'
+import { EventJournal } from '../events/journal.js'
 import type { Tombstone } from '../users/stored-user.js'
 import { toRecord, type User, type UserRecord } from '../users/user.js'
 import { isCanonicalUuid } from '../users/uuid7.js'
@@ -29,6 +31,8 @@ export abstract class IndexedStore implements Store {
   readonly #reserved = new Set<string>()
   readonly #now: () => number
   #health: StoreHealth = HEALTHY
+  /** The change feed (§10): in memory; a subclass may also make each event durable (logEvent). */
+  readonly events = new EventJournal()
 
   constructor(options: IndexedStoreOptions = {}) {
     this.#now = options.now ?? Date.now
@@ -40,6 +44,19 @@ export abstract class IndexedStore implements Store {
   protected abstract persist(record: UserRecord): Promise<void>
   /** Durably replaces the user by its tombstone; a failure is a WriteError. */
   protected abstract bury(tombstone: Tombstone): Promise<void>
+
+  /**
+   * Makes an event durable before its change is written (a failure is a WriteError); the memory
+   * store keeps events in memory only.
+   */
+  protected logEvent(_event: ChangeEvent): Promise<void> {
+    return Promise.resolve()
+  }
+
+  /** Durably marks an event whose change was not written as void (see FileStore). */
+  protected voidEvent(_event: ChangeEvent): Promise<void> {
+    return Promise.resolve()
+  }
 
   count(): number {
     return this.index.size
@@ -70,7 +87,7 @@ export abstract class IndexedStore implements Store {
     return Promise.resolve(this.index.list(query))
   }
 
-  create(user: User, check?: () => void): Promise<UserRecord> {
+  create(user: User, check?: () => void, context?: ChangeContext): Promise<UserRecord> {
     // Ids name files in the file store: only canonical UUIDs ever get that far.
     if (!isCanonicalUuid(user.id)) return Promise.reject(new Error(`not a canonical UUID: ${user.id}`))
     return this.#serialise(user.id, () => {
@@ -79,31 +96,32 @@ export abstract class IndexedStore implements Store {
         throw new Error(`user ${user.id} already exists or existed`)
       }
       check?.()
-      return this.#write(toRecord(user), undefined)
+      return this.#write(toRecord(user), undefined, context)
     })
   }
 
-  update(id: string, change: ChangeUser): Promise<UserRecord> {
+  update(id: string, change: ChangeUser, context?: ChangeContext): Promise<UserRecord> {
     return this.#serialise(id, () => {
       this.#requireWritable()
       const current = this.#require(id)
       const next = change(current)
       if (next === undefined) return Promise.resolve(current)
       if (next.id !== id) throw new Error(`a change may not alter the id of user ${id}`)
-      return this.#write(toRecord(next), current)
+      return this.#write(toRecord(next), current, context)
     })
   }
 
-  delete(id: string, check?: (current: UserRecord) => void): Promise<void> {
+  delete(id: string, check?: (current: UserRecord) => void, context?: ChangeContext): Promise<void> {
     return this.#serialise(id, async () => {
       this.#requireWritable()
       const current = this.#require(id)
       check?.(current)
       const tombstone = { id, deletedAt: new Date(this.#now()).toISOString() }
+      const draft = draftEvent(current.user, undefined, id, tombstone.deletedAt, context, current.user.version + 1)
       await this.#durably(() => this.bury(tombstone), () => {
         this.index.remove(id)
         this.tombstones.set(id, tombstone.deletedAt)
-      })
+      }, draft === undefined ? undefined : this.events.assign(draft))
     })
   }
 
@@ -116,29 +134,64 @@ export abstract class IndexedStore implements Store {
     this.#health = { state: 'read_only', reason }
   }
 
-  async #write(record: UserRecord, current: UserRecord | undefined): Promise<UserRecord> {
+  async #write(record: UserRecord, current: UserRecord | undefined, context: ChangeContext | undefined): Promise<UserRecord> {
     const claims = record.emailKey !== current?.emailKey
     if (claims) this.#reserve(record)
     try {
-      await this.#durably(() => this.persist(record), () => { this.index.put(record) })
+      const draft = draftEvent(current?.user, record, record.user.id, new Date(this.#now()).toISOString(), context)
+      const event = draft === undefined ? undefined : this.events.assign(draft)
+      await this.#durably(() => this.persist(record), () => { this.index.put(record) }, event)
       return record
     } finally {
       if (claims) this.#reserved.delete(record.emailKey)
     }
   }
 
-  /** Runs a durable step and applies it to memory when the disk shows it, whether or not it failed. */
-  async #durably(step: () => Promise<void>, apply: () => void): Promise<void> {
+  /**
+   * Runs a durable step and applies it to memory when the disk shows it, whether or not it failed.
+   * Its event, if any, is made durable first: after a crash the only possible mismatch is an event
+   * whose change is missing, which the file store drops at start. An event whose change failed
+   * here is voided; the feed shows an event once its change is in memory.
+   */
+  async #durably(step: () => Promise<void>, apply: () => void, event?: ChangeEvent): Promise<void> {
     try {
+      if (event !== undefined) await this.#logged(event)
       await step()
     } catch (error) {
+      const applied = error instanceof WriteError && error.applied
+      if (event !== undefined && applied) this.events.commit(event)
+      else if (event !== undefined) await this.#voided(event)
       if (!(error instanceof WriteError)) throw error
       if (error.applied) apply()
       this.#noteFault(error)
       throw storageUnavailable(error, this.#health)
     }
     apply()
+    if (event !== undefined) this.events.commit(event)
     if (this.#health.state === 'degraded') this.#health = HEALTHY
+  }
+
+  /** The event made durable; a failure never counts as the change applied. */
+  async #logged(event: ChangeEvent): Promise<void> {
+    try {
+      await this.logEvent(event)
+    } catch (error) {
+      if (error instanceof WriteError && error.applied) throw new WriteError(error.step, error.cause, false)
+      throw error
+    }
+  }
+
+  /**
+   * Voids an event whose change was not made. When even that fails, the store takes no more
+   * writes: at the next start the event, whose change is not on disk, is dropped.
+   */
+  async #voided(event: ChangeEvent): Promise<void> {
+    this.events.void(event)
+    try {
+      await this.voidEvent(event)
+    } catch {
+      this.turnReadOnly('an event whose change failed could not be voided')
+    }
   }
 
   #noteFault(error: WriteError): void {

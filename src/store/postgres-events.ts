@@ -77,6 +77,7 @@ export class PostgresEventFeed implements EventFeed {
   readonly #wakers = new Set<() => void>()
   #poll: NodeJS.Timeout | undefined
   #head = ''
+  appended = 0
 
   constructor(query: Query, pollMs = 200) {
     this.#query = query
@@ -121,6 +122,11 @@ export class PostgresEventFeed implements EventFeed {
 
   /** This process committed an event: its followers need not wait for the poll. */
   committed(): void {
+    this.appended += 1
+    this.#wake()
+  }
+
+  #wake(): void {
     for (const wake of this.#wakers) wake()
   }
 
@@ -149,7 +155,7 @@ export class PostgresEventFeed implements EventFeed {
       const head = result.rows[0]?.head ?? ''
       if (head === this.#head) return
       this.#head = head
-      this.committed()
+      this.#wake()
     } catch {
       // The database is away: the next poll tries again, and readiness says so meanwhile.
     }

@@ -1,6 +1,7 @@
 import type { PoolClient } from 'pg'
 
 import type { Logger } from '../logger.js'
+import { EVENT_MIGRATION } from './postgres-events.js'
 
 /**
  * The schema, one migration per version, applied in order at start. A migration is never edited
@@ -30,6 +31,8 @@ export const MIGRATIONS: readonly (readonly string[])[] = [
     // §9: a deleted id and when; nothing personal.
     'CREATE TABLE tombstones (id text COLLATE "C" PRIMARY KEY, deleted_at text NOT NULL)',
   ],
+  // §10: the change feed, appended in the transaction of each change.
+  EVENT_MIGRATION,
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.length

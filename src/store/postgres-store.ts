@@ -3,11 +3,13 @@ import { mkdirSync } from 'node:fs'
 import type { Pool, PoolClient, PoolConfig, QueryResultRow } from 'pg'
 
 import { HttpError } from '../errors.js'
+import { draftEvent, type ChangeContext, type EventDraft } from '../events/event.js'
 import { silentLogger, type Logger } from '../logger.js'
 import { toRecord, type User, type UserRecord, type UserStatus } from '../users/user.js'
 import { isCanonicalUuid } from '../users/uuid7.js'
 import { DataDirLock } from './data-dir-lock.js'
 import { loadPg, type PgModule } from './postgres-driver.js'
+import { appendEvent, PostgresEventFeed } from './postgres-events.js'
 import { migrate, quoteIdentifier } from './postgres-schema.js'
 import { pageShape, searchShape, USER_COLUMNS, type SqlShape } from './postgres-sql.js'
 import type { ChangeUser, ListPage, ListQuery, Store, StoreHealth } from './store.js'
@@ -31,6 +33,10 @@ export interface PostgresStoreOptions {
   probeIntervalMs?: number
   /** The driver; loaded with import('pg') when not given. */
   pg?: PgModule
+  /** Events older than this many days are pruned (default 30). */
+  eventsRetentionDays?: number
+  /** How often a stream looks for events other replicas committed (default 200 ms). */
+  eventPollMs?: number
 }
 
 interface UserRow extends QueryResultRow {
@@ -71,6 +77,9 @@ export class PostgresStore implements Store {
   #pool: Pool | undefined
   #probe: NodeJS.Timeout | undefined
   #health: StoreHealth = HEALTHY
+  #prune: NodeJS.Timeout | undefined
+  /** The change feed (§10), read from the database. */
+  readonly events: PostgresEventFeed
 
   constructor(options: PostgresStoreOptions) {
     this.#options = options
@@ -78,6 +87,13 @@ export class PostgresStore implements Store {
     this.#now = options.now ?? Date.now
     this.#dataDir = options.dataDir
     this.#lock = options.dataDir === undefined ? undefined : new DataDirLock(options.dataDir)
+    this.events = new PostgresEventFeed((shape) => this.#query(shape), options.eventPollMs)
+  }
+
+  /** Deletes the events past the retention; every replica may do it, the result is the same. */
+  async pruneEvents(): Promise<void> {
+    const retentionMs = (this.#options.eventsRetentionDays ?? 30) * 86_400_000
+    await this.events.prune(new Date(this.#now() - retentionMs).toISOString())
   }
 
   /** Takes the data directory's lock (when there is one), as FileStore.lock does. */
@@ -117,11 +133,15 @@ export class PostgresStore implements Store {
     }
     this.#probe = setInterval(() => { void this.#check() }, this.#options.probeIntervalMs ?? 1000)
     this.#probe.unref()
+    this.#prune = setInterval(() => { this.pruneEvents().catch(() => undefined) }, 60_000)
+    this.#prune.unref()
   }
 
   async close(): Promise<void> {
     clearInterval(this.#probe)
     this.#probe = undefined
+    clearInterval(this.#prune)
+    this.events.stop()
     const pool = this.#pool
     this.#pool = undefined
     await pool?.end()
@@ -180,7 +200,7 @@ export class PostgresStore implements Store {
     return withMore(items, rows.find((row) => !row.hit && Number(row.position) === budget)?.id)
   }
 
-  create(user: User, check?: () => void): Promise<UserRecord> {
+  create(user: User, check?: () => void, context?: ChangeContext): Promise<UserRecord> {
     if (!isCanonicalUuid(user.id)) return Promise.reject(new Error(`not a canonical UUID: ${user.id}`))
     return this.#serialise(user.id, async () => {
       check?.()
@@ -191,13 +211,13 @@ export class PostgresStore implements Store {
           SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10
           WHERE NOT EXISTS (SELECT 1 FROM tombstones WHERE id = $1)`,
         values: rowValues(record),
-      }))
+      }), (result) => result.rowCount === 1 ? draftEvent(undefined, record, user.id, this.#time(), context) : undefined)
       if (inserted.rowCount !== 1) throw new Error(`user ${user.id} already exists or existed`)
       return record
     })
   }
 
-  update(id: string, change: ChangeUser): Promise<UserRecord> {
+  update(id: string, change: ChangeUser, context?: ChangeContext): Promise<UserRecord> {
     return this.#serialise(id, async () => {
       for (let attempt = 1; ; attempt += 1) {
         const current = await this.#require(id)
@@ -210,7 +230,7 @@ export class PostgresStore implements Store {
           text: `UPDATE users SET email = $2, email_key = $3, name = $4, name_key = $5, status = $6, metadata = $7,
             created_at = $8, updated_at = $9, version = $10 WHERE id = $1 AND version = $11`,
           values: [...rowValues(record), current.user.version],
-        }))
+        }), (result) => result.rowCount === 1 ? draftEvent(current.user, record, id, this.#time(), context) : undefined)
         if (updated.rowCount === 1) return record
         // Another replica changed or deleted the user since it was read: read it again.
         if (attempt >= MAX_ATTEMPTS) throw contention(id)
@@ -218,7 +238,7 @@ export class PostgresStore implements Store {
     })
   }
 
-  delete(id: string, check?: (current: UserRecord) => void): Promise<void> {
+  delete(id: string, check?: (current: UserRecord) => void, context?: ChangeContext): Promise<void> {
     return this.#serialise(id, async () => {
       for (let attempt = 1; ; attempt += 1) {
         const current = await this.#require(id)
@@ -235,7 +255,7 @@ export class PostgresStore implements Store {
             values: [id, deletedAt],
           })
           return true
-        })
+        }, (removed) => removed ? draftEvent(current.user, undefined, id, deletedAt, context, current.user.version + 1) : undefined)
         if (deleted) return
         if (attempt >= MAX_ATTEMPTS) throw contention(id)
       }
@@ -265,11 +285,15 @@ export class PostgresStore implements Store {
     return current
   }
 
+  #time(): string {
+    return new Date(this.#now()).toISOString()
+  }
+
   /**
-   * Runs the statements of one write in one transaction. The change feed of §10 will append its
-   * event here, in the same transaction as the change.
+   * Runs the statements of one write in one transaction, and appends the event of the change
+   * (§10), when `event` says there is one, in the same transaction, last.
    */
-  async #transaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
+  async #transaction<T>(work: (client: PoolClient) => Promise<T>, event?: (result: T) => EventDraft | undefined): Promise<T> {
     let client: PoolClient
     try {
       client = await this.#connection().connect()
@@ -280,8 +304,11 @@ export class PostgresStore implements Store {
     try {
       await client.query('BEGIN')
       const result = await work(client)
+      const draft = event?.(result)
+      if (draft !== undefined) await appendEvent(client, draft)
       await client.query('COMMIT')
       this.#noteSuccess()
+      if (draft !== undefined) this.events.committed()
       return result
     } catch (error) {
       await client.query('ROLLBACK').catch(() => { broken = true })

@@ -1,3 +1,5 @@
+import type { ChangeContext } from '../events/event.js'
+import type { EventFeed } from '../events/journal.js'
 import type { User, UserRecord, UserStatus } from '../users/user.js'
 
 /** Which users a page holds; every filter is optional and they combine with AND. */
@@ -75,14 +77,19 @@ export interface Store {
    * Throws HttpError duplicate_email when another user has the email. `check` runs inside the
    * lock just before the write and may throw to refuse it.
    */
-  create(user: User, check?: () => void): Promise<UserRecord>
+  create(user: User, check?: () => void, context?: ChangeContext): Promise<UserRecord>
   /** Throws HttpError not_found for an unknown id, duplicate_email on a collision. */
-  update(id: string, change: ChangeUser): Promise<UserRecord>
+  update(id: string, change: ChangeUser, context?: ChangeContext): Promise<UserRecord>
   /**
    * Replaces the user by a tombstone. `check` runs inside the lock before the delete and may
    * throw to refuse it.
    */
-  delete(id: string, check?: (current: UserRecord) => void): Promise<void>
+  delete(id: string, check?: (current: UserRecord) => void, context?: ChangeContext): Promise<void>
+  /**
+   * The change feed (§10): every change above appends exactly one event, atomically with it, and
+   * a change that changes nothing appends none. Undefined: a store without a feed.
+   */
+  readonly events?: EventFeed | undefined
   /** How the store is doing; a store without it is always `ok`. */
   health?(): StoreHealth
   /** How many users it holds, when it knows without a query (for /metrics). */

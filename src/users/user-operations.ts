@@ -1,4 +1,5 @@
 import { HttpError } from '../errors.js'
+import { currentChangeContext } from '../events/context.js'
 import { evaluatePreconditions, type Preconditions } from '../http/conditional.js'
 import type { ListPage, ListQuery, Store } from '../store/store.js'
 import { nextStatus, type LifecycleAction } from './lifecycle.js'
@@ -50,7 +51,7 @@ export function createUserOperations(options: UserOperationsOptions): UserOperat
       const changed = next(current.user)
       if (changed !== undefined) writeGate()
       return changed
-    })
+    }, currentChangeContext())
   }
 
   const touch = (current: User, fields: Partial<Pick<User, 'email' | 'name' | 'metadata' | 'status'>>): User => ({
@@ -82,7 +83,7 @@ export function createUserOperations(options: UserOperationsOptions): UserOperat
       const input = validateCreate(body)
       const { id, ms } = newId(now())
       const at = new Date(ms).toISOString()
-      return store.create({ id, ...input, status: 'pending', createdAt: at, updatedAt: at, version: 1 }, writeGate)
+      return store.create({ id, ...input, status: 'pending', createdAt: at, updatedAt: at, version: 1 }, writeGate, currentChangeContext())
     },
 
     replace: (id, body, conditions) => change(id, conditions, (current) => apply(current, validateReplace(body, current))),
@@ -100,7 +101,7 @@ export function createUserOperations(options: UserOperationsOptions): UserOperat
       return store.delete(id, (current) => {
         checkWritePreconditions(current, conditions)
         writeGate()
-      })
+      }, currentChangeContext())
     },
 
     checkSubject(sub) {

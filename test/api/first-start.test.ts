@@ -60,7 +60,7 @@ describe('first start without a secret', () => {
     const claims = decodePart(token, 1)
     assert.equal(typeof claims['sub'], 'string')
     assert.equal(typeof claims['exp'], 'number')
-    assert.deepEqual(String(claims['scope']).split(' ').sort(), ['users:admin', 'users:read', 'users:write'])
+    assert.deepEqual(String(claims['scope']).split(' ').sort(), ['events:read', 'users:admin', 'users:read', 'users:write'])
     const curl = stderr.split('\n').find((line) => line.includes('curl'))
     assert.ok(curl !== undefined)
     assert.ok(curl.includes(token), `the curl line should carry the token: ${curl}`)
