@@ -33,7 +33,8 @@ export const EVENT_MIGRATION: readonly string[] = [
 ]
 
 interface EventRow {
-  id: string
+  /** A JSON number: ids stay far below 2^53. */
+  id: number
   type: EventType
   time: string
   user_id: string
@@ -91,7 +92,7 @@ export class PostgresEventFeed implements EventFeed {
       name: 'events_page',
       text: `SELECT c.last_id::text AS head, c.pruned_through::text AS pruned,
         coalesce((SELECT json_agg(row_to_json(e) ORDER BY e.id)::text FROM (
-          SELECT id::text AS id, type, time, user_id, version, actor, request_id, changed, user_json FROM events
+          SELECT id, type, time, user_id, version, actor, request_id, changed, user_json FROM events
           WHERE id > $1 AND ($3::text IS NULL OR user_id = $3) AND ($4::text[] IS NULL OR type = ANY($4))
           ORDER BY id LIMIT $2) e), '[]') AS items
         FROM event_counter c`,
