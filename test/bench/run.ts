@@ -10,6 +10,7 @@ import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { cpuSeconds, installCleanup, makeTempRoot, rssMb, type Server, startServer, stopServer, track } from './procs.js'
 import { type SeededUser, seedDataDir } from './seed.js'
+import { POSTGRES_URL, pgGetSetup, pgPostSetup, pgWorkersSetup, type PgBenchContext } from './postgres-cases.js'
 import { makeToken } from './token.js'
 import { ensureWrk, luaHeaders, luaString, runWrk, type WrkResult } from './wrk.js'
 
@@ -122,6 +123,9 @@ const startService = async (users: number, sample = false): Promise<Service> => 
       HOST: '127.0.0.1',
       DATA_DIR: dataDir,
       JWT_SECRET: SECRET,
+      // The file store, even when DATABASE_URL is set for the PostgreSQL cases.
+      DATABASE_URL: undefined,
+      WORKERS: undefined,
       // The defaults operators run with: a JSON line per request, and metrics counted.
       LOG_LEVEL: 'info',
       METRICS: 'on',
@@ -768,6 +772,26 @@ const main = async (): Promise<void> => {
     if (patch !== undefined) {
       cases.push(patch)
       rows.push(caseRow(patch, 'vs write ref (info)', null))
+    }
+  }
+
+  if (POSTGRES_URL === undefined) {
+    log('\n== PostgreSQL cases skipped: DATABASE_URL is not set (scripts/with-postgres.sh npm run bench)')
+  } else {
+    const pgContext: PgBenchContext = {
+      main: MAIN, root: ROOT, benchDir: BENCH_DIR, secret: SECRET, auth: AUTH, newDir, getByIdScript, postScript,
+    }
+    const pgCases = [
+      { key: 'pg-get-by-id', label: 'PostgreSQL GET /users/{id}', target: 'vs pg ref (info)', setup: pgGetSetup, fresh: false },
+      { key: 'pg-post', label: 'PostgreSQL POST /users', target: 'vs pg ref (info)', setup: pgPostSetup, fresh: true },
+      { key: 'pg-workers', label: 'PostgreSQL GET /users/{id} WORKERS=2 vs 1', target: 'ref = WORKERS=1 (info)', setup: pgWorkersSetup, fresh: false },
+    ]
+    for (const pgCase of pgCases) {
+      const result = await attempt(pgCase.label, MEDIUM, () => runCase(pgCase.key, pgCase.label, MEDIUM, pgCase.fresh, () => pgCase.setup(pgContext, MEDIUM)))
+      if (result !== undefined) {
+        cases.push(result)
+        rows.push(caseRow(result, pgCase.target, null))
+      }
     }
   }
 
