@@ -4,8 +4,10 @@ import { describe, it } from 'node:test'
 
 import type { ChangeEvent } from '../../src/events/event.js'
 import { FileStore } from '../../src/store/file-store.js'
-import { PROJECT_ROOT, sleep, spawnService, type Child } from '../helpers/child.js'
-import { makeTempDir } from '../helpers/service.js'
+import { PROJECT_ROOT, sleep, spawnService, startChild, type Child } from '../helpers/child.js'
+import { request } from '../helpers/http.js'
+import { makeTempDir, uniqueEmail } from '../helpers/service.js'
+import { makeToken } from '../helpers/tokens.js'
 
 const WRITER = path.join(PROJECT_ROOT, 'test', 'helpers', 'crash-writer.ts')
 const ACK = /^([0-9a-f-]{36}) (\d+)$/
@@ -83,6 +85,106 @@ describe('the change feed after SIGKILL', () => {
         assert.equal(versions.size, store.count(), `round ${round}: every stored user has its events`)
       } finally {
         await store.close()
+      }
+    }
+  })
+})
+
+interface Feed {
+  items: { id: string, type: string, userId: string, version: number, actor?: string }[]
+  nextCursor: string
+}
+
+describe('the change feed after SIGKILL of the service', () => {
+  it('keeps exactly one event per acknowledged HTTP change, of every type, across rounds', { timeout: 240_000 }, async (t) => {
+    const dataDir = path.join(await makeTempDir(t, 'events-crash-http-'), 'data')
+    const token = makeToken({ sub: 'crash-actor', scope: 'users:read users:write users:admin events:read' })
+    /** Every acknowledged change, as `<userId> <version>`, and the users whose deletion was acknowledged. */
+    const acked = new Set<string>()
+    const deleted = new Set<string>()
+    for (const round of [1, 2, 3]) {
+      const child = await startChild({ dataDir })
+      t.after(() => child.stop('SIGKILL'))
+      const live: { id: string, version: number }[] = []
+      let killed = false
+      let count = 0
+      const call = async (method: string, target: string, json?: unknown): Promise<{ status: number, body: { id: string, version: number } }> => {
+        const res = await request(method, `${child.url}${target}`, {
+          token, ...(json === undefined ? {} : { json }),
+          ...(method === 'PATCH' ? { contentType: 'application/merge-patch+json' } : {}),
+        })
+        return { status: res.status, body: res.json<{ id: string, version: number }>() }
+      }
+      const worker = async (seed: number): Promise<void> => {
+        for (let i = 0; !killed; i += 1) {
+          try {
+            const pick = live[(seed * 7 + i) % Math.max(1, live.length)]
+            const action = pick === undefined || i % 5 === 0 ? 'create' : ['patch', 'activate', 'suspend', 'delete'][(seed + i) % 4]
+            if (action === 'create') {
+              const res = await call('POST', '/users', { email: uniqueEmail('crash'), name: 'Crash' })
+              if (res.status !== 201) throw new Error(`POST: ${res.status}`)
+              acked.add(`${res.body.id} 1`)
+              live.push({ id: res.body.id, version: 1 })
+            } else if (pick !== undefined && action === 'delete') {
+              const index = live.indexOf(pick)
+              if (index !== -1) live.splice(index, 1)
+              const res = await call('DELETE', `/users/${pick.id}`)
+              if (res.status === 204) deleted.add(pick.id)
+            } else if (pick !== undefined) {
+              const res = action === 'patch'
+                ? await call('PATCH', `/users/${pick.id}`, { name: `Crash ${round}.${seed}.${i}` })
+                : await call('POST', `/users/${pick.id}:${action ?? 'activate'}`)
+              if (res.status === 200) acked.add(`${pick.id} ${res.body.version}`)
+            }
+            count += 1
+            if (count >= 40 * round && !killed) {
+              killed = true
+              child.proc.kill('SIGKILL')
+            }
+          } catch (error) {
+            if (!killed) throw error
+          }
+        }
+      }
+      await Promise.all([1, 2, 3, 4, 5, 6].map(worker))
+      await child.exited
+
+      const again = await startChild({ dataDir })
+      try {
+        const events: Feed['items'] = []
+        let after = ''
+        for (;;) {
+          const res = await request('GET', `${again.url}/events?limit=1000${after === '' ? '' : `&after=${after}`}`, { token })
+          assert.equal(res.status, 200, res.text)
+          const page = res.json<Feed>()
+          events.push(...page.items)
+          if (page.items.length < 1000) break
+          after = page.nextCursor
+        }
+        const changes = new Map<string, number>()
+        const byUser = new Map<string, Feed['items']>()
+        for (const event of events) {
+          const key = `${event.userId} ${event.version}`
+          changes.set(key, (changes.get(key) ?? 0) + 1)
+          byUser.set(event.userId, [...(byUser.get(event.userId) ?? []), event])
+          assert.equal(event.actor, 'crash-actor')
+        }
+        for (const key of acked) assert.equal(changes.get(key), 1, `round ${round}: acknowledged change ${key}`)
+        for (const [userId, list] of byUser) {
+          const versions = list.map((event) => event.version)
+          assert.deepEqual(versions, Array.from({ length: versions.length }, (_, i) => i + 1), `round ${round}: versions of ${userId}`)
+          const res = await request('GET', `${again.url}/users/${userId}`, { token })
+          const last = list.at(-1)
+          if (last?.type === 'user.deleted') {
+            assert.equal(res.status, 404, `round ${round}: ${userId} has a deletion event but is stored`)
+          } else {
+            assert.equal(res.status, 200, `round ${round}: ${userId} has events but is not stored`)
+            assert.equal(res.json<{ version: number }>().version, last?.version, `round ${round}: ${userId}'s last event is its stored version`)
+          }
+        }
+        for (const id of deleted) assert.equal(byUser.get(id)?.at(-1)?.type, 'user.deleted', `round ${round}: acknowledged deletion of ${id}`)
+      } finally {
+        await again.stop()
       }
     }
   })
