@@ -633,3 +633,93 @@ describe('read-only hints', () => {
     }
   })
 })
+
+describe('read-only messages', () => {
+  function messageOf(action: () => unknown, pointer: string): string {
+    const error = problemOf(action).errors?.find((entry) => entry.pointer === pointer)
+    assert.ok(error !== undefined, `an error at ${pointer}`)
+    return error.message
+  }
+
+  it('says the server sets a field on create, with no hint for fields other than status', () => {
+    for (const field of ['id', 'createdAt', 'updatedAt', 'version']) {
+      assert.equal(
+        messageOf(() => validateCreate({ ...valid, [field]: 'x' }), `/${field}`),
+        `${field} is read-only: it is set by the server.`,
+      )
+    }
+  })
+
+  it('asks for the stored value on replace and patch, with no hint for fields other than status', () => {
+    for (const field of ['id', 'createdAt', 'updatedAt', 'version']) {
+      const expected = `${field} is read-only: send its stored value or leave it out.`
+      assert.equal(messageOf(() => validateReplace({ ...CURRENT, [field]: 'x' }, CURRENT), `/${field}`), expected)
+      assert.equal(messageOf(() => validatePatch({ [field]: 'x' }, CURRENT), `/${field}`), expected)
+    }
+  })
+
+  it('points status to the custom methods, on create and on replace', () => {
+    const hint = '; change it with POST /users/{id}:activate or POST /users/{id}:suspend'
+    assert.equal(
+      messageOf(() => validateCreate({ ...valid, status: 'active' }), '/status'),
+      `status is read-only: it is set by the server${hint}.`,
+    )
+    assert.equal(
+      messageOf(() => validateReplace({ ...CURRENT, status: 'pending' }, CURRENT), '/status'),
+      `status is read-only: send its stored value or leave it out${hint}.`,
+    )
+  })
+})
+
+describe('mutation-found edges', () => {
+  const RULES = 'The request breaks the rules of:'
+
+  it('refuses a domain with an empty first or last label by the shape rule, not the visibility rule', () => {
+    for (const email of ['a@.example.com', 'a@example.com.']) {
+      const error = problemOf(() => validateCreate({ email, name: 'Ada' })).errors?.[0]
+      assert.equal(error?.code, 'invalid_format', email)
+      assert.equal(error?.message, 'email must look like local@domain.tld, without spaces.', email)
+    }
+  })
+
+  it('refuses a missing (undefined) email or name as required', () => {
+    assertRefused(() => validateCreate({ email: undefined, name: undefined }), [
+      ['/email', 'required'], ['/name', 'required'],
+    ])
+  })
+
+  it('says metadata must be an object of strings on create, and that null removes it on patch', () => {
+    const create = problemOf(() => validateCreate({ ...valid, metadata: 7 })).errors?.[0]
+    assert.equal(create?.message, 'metadata must be an object of strings.')
+    const patch = problemOf(() => validatePatch({ metadata: 7 }, CURRENT)).errors?.[0]
+    assert.equal(patch?.message, 'metadata must be an object (or null to remove it all).')
+  })
+
+  it('reports only the bad entry, not too_many_keys, when 33 keys hold a bad one', () => {
+    const bad: Array<[string, unknown, string]> = [
+      ['b k', 'x', 'invalid_key'], ['n', 1, 'invalid_type'], ['s', 's'.repeat(513), 'too_long'],
+      ['\ud800', 'x', 'invalid_characters'],
+    ]
+    for (const [key, value, code] of bad) {
+      const metadata = { ...metadataOf(32), [key]: value }
+      assertRefused(() => validateCreate({ ...valid, metadata }), [[`/metadata/${key}`, code]])
+    }
+  })
+
+  it('counts a surrogate pair at each edge of the ranges as one character', () => {
+    for (const pair of ['\ud800\udc00', '\udbff\udfff', '\ud800\udfff', '\udbff\udc00']) {
+      assert.equal(validateCreate({ ...valid, name: pair.repeat(200) }).name, pair.repeat(200))
+      assertRefused(() => validateCreate({ ...valid, name: pair.repeat(201) }), [['/name', 'too_long']])
+    }
+  })
+
+  it('names exactly three fields without "and 0 more"', () => {
+    assert.equal(problemOf(() => validateCreate({ a: 1, b: 2, email: 'a@example.com', name: 'x', c: 3 })).detail,
+      `${RULES} /a, /b, /c.`)
+  })
+
+  it('cuts a pointer of 41 to 80 characters too', () => {
+    const key = 'k'.repeat(49)
+    assert.equal(problemOf(() => validateCreate({ ...valid, [key]: 1 })).detail, `${RULES} /${'k'.repeat(38)}….`)
+  })
+})
