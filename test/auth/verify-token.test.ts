@@ -459,6 +459,11 @@ describe('verifyToken: a kid with a single secret', () => {
     assert.equal(verify(token({}, { kid: 'whatever' })).sub, 'tester')
   })
 
+  it('tries every key of a list for a token without a kid', () => {
+    const keys = parseKeyList(`k1=${OTHER_SECRET},k2=${TEST_SECRET}`)
+    assert.equal(verify(token(), { keys }).sub, 'tester')
+  })
+
   it('still looks the kid up with a key list', () => {
     assertRefused(token({}, { kid: 'whatever' }), 'unknown_kid', { keys: parseKeyList(`k1=${TEST_SECRET}`) })
   })
