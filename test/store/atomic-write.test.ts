@@ -1,9 +1,13 @@
 import assert from 'node:assert/strict'
 import { mkdir, readFile, readdir, rename, stat, writeFile } from 'node:fs/promises'
 import path from 'node:path'
+import { performance } from 'node:perf_hooks'
 import { describe, it, type TestContext } from 'node:test'
 
-import { DurableDirectory, writeFileAtomic } from '../../src/store/atomic-write.js'
+import {
+  DurableDirectory, WriteError, makeDurableDirectory, observeDurableWrites, syncDirectory, writeFileAtomic,
+  type DurableWriteTiming,
+} from '../../src/store/atomic-write.js'
 import { makeTempDir } from '../helpers/service.js'
 
 /** A DurableDirectory on a fresh temp directory, closed when the test ends. */
@@ -118,5 +122,136 @@ describe('writeFileAtomic', () => {
     const dir = await makeTempDir(t, 'atomic-write-test-')
     await assert.rejects(writeFileAtomic(path.join(dir, 'missing', 'file'), 'x'), { code: 'ENOENT' })
     assert.deepEqual(await readdir(dir), [])
+  })
+})
+
+describe('WriteError', () => {
+  it('names the step, says whether the change is applied, and keeps the errno code', () => {
+    const cause = Object.assign(new Error('boom'), { code: 'EIO' })
+    const dirSync = new WriteError('dir-sync', cause)
+    assert.equal(dirSync.name, 'WriteError')
+    assert.equal(dirSync.message, 'a durable write failed at dir-sync: boom')
+    assert.equal(dirSync.cause, cause)
+    assert.equal(dirSync.step, 'dir-sync')
+    assert.equal(dirSync.applied, true)
+    assert.equal(dirSync.fsyncFailed, true)
+    assert.equal(dirSync.code, 'EIO')
+    for (const step of ['write', 'file-sync', 'rename'] as const) {
+      const error = new WriteError(step, cause)
+      assert.equal(error.applied, false, step)
+      assert.equal(error.fsyncFailed, step === 'file-sync', step)
+    }
+    assert.equal(new WriteError('rename', cause, true).applied, true)
+  })
+
+  it('takes causes that are not errors, without a code', () => {
+    const text = new WriteError('rename', 'plain text')
+    assert.equal(text.message, 'a durable write failed at rename: plain text')
+    assert.equal(text.code, undefined)
+    assert.equal(new WriteError('write', { code: 5 }).code, undefined)
+    assert.equal(new WriteError('write', null).code, undefined)
+  })
+})
+
+describe('DurableDirectory failures name their step', () => {
+  it('fails at rename, with the errno code, when the target is a non-empty directory', async (t) => {
+    const dir = await openDirectory(t)
+    await mkdir(path.join(dir.path, 'a.json'))
+    await writeFile(path.join(dir.path, 'a.json', 'inside'), 'old')
+    await assert.rejects(dir.writeFile('a.json', 'new'), (error: unknown) => {
+      assert.ok(error instanceof WriteError)
+      assert.equal(error.step, 'rename')
+      assert.equal(error.applied, false)
+      assert.ok(error.code === 'EISDIR' || error.code === 'ENOTEMPTY', String(error.code))
+      return true
+    })
+  })
+
+  it('fails at write when the temp file cannot be created', async (t) => {
+    const dir = await openDirectory(t)
+    await rename(dir.path, `${dir.path}.moved`)
+    await assert.rejects(dir.writeFile('a.json', 'new'), { name: 'WriteError', step: 'write', code: 'ENOENT' })
+  })
+
+  it('removes a file, and fails at rename with ENOENT for a missing one', async (t) => {
+    const dir = await openDirectory(t)
+    await dir.writeFile('a.json', 'x')
+    await dir.removeFile('a.json')
+    assert.deepEqual(await readdir(dir.path), [])
+    await assert.rejects(dir.removeFile('a.json'), { name: 'WriteError', step: 'rename', code: 'ENOENT' })
+  })
+
+  it('moves a file into another directory, and fails at rename for a missing one', async (t) => {
+    const from = await openDirectory(t)
+    const to = await openDirectory(t)
+    await from.writeFile('a.json', 'moved')
+    await from.moveOut('a.json', to, 'b.json')
+    assert.deepEqual(await readdir(from.path), [])
+    assert.equal(await readFile(path.join(to.path, 'b.json'), 'utf8'), 'moved')
+    await assert.rejects(from.moveOut('a.json', to, 'c.json'), { name: 'WriteError', step: 'rename', code: 'ENOENT' })
+    assert.deepEqual(await readdir(to.path), ['b.json'])
+  })
+})
+
+describe('observeDurableWrites', () => {
+  it('reports the file fsync, the directory fsync and the whole write, in seconds, for this directory', async (t) => {
+    const dir = await openDirectory(t)
+    const timings: DurableWriteTiming[] = []
+    const stop = observeDurableWrites((timing) => { if (timing.dir === dir.path) timings.push(timing) })
+    t.after(stop)
+    const started = performance.now()
+    await dir.writeFile('a.json', 'x')
+    await new Promise((resolve) => setImmediate(resolve))
+    const elapsedSeconds = (performance.now() - started) / 1000
+    assert.deepEqual(timings.map((timing) => timing.kind).sort(), ['dir-sync', 'file-sync', 'write'])
+    for (const timing of timings) {
+      assert.equal(timing.dir, dir.path)
+      assert.ok(timing.seconds >= 0 && timing.seconds <= elapsedSeconds, `${timing.kind}: ${timing.seconds} s`)
+    }
+  })
+
+  it('reports a failed write too', async (t) => {
+    const dir = await openDirectory(t)
+    const kinds: string[] = []
+    const stop = observeDurableWrites((timing) => { if (timing.dir === dir.path) kinds.push(timing.kind) })
+    t.after(stop)
+    await rename(dir.path, `${dir.path}.moved`)
+    await assert.rejects(dir.writeFile('a.json', 'x'))
+    assert.deepEqual(kinds, ['write'])
+  })
+
+  it('stops reporting once its way out is called, and a throwing observer never fails a write', async (t) => {
+    const dir = await openDirectory(t)
+    const kinds: string[] = []
+    const stop = observeDurableWrites((timing) => { if (timing.dir === dir.path) kinds.push(timing.kind) })
+    const stopThrowing = observeDurableWrites(() => { throw new Error('observer failure') })
+    t.after(stopThrowing)
+    await dir.writeFile('a.json', 'x')
+    await new Promise((resolve) => setImmediate(resolve))
+    assert.equal(kinds.length, 3)
+    stop()
+    await dir.writeFile('b.json', 'y')
+    await new Promise((resolve) => setImmediate(resolve))
+    assert.equal(kinds.length, 3)
+    assert.equal(await readFile(path.join(dir.path, 'b.json'), 'utf8'), 'y')
+  })
+})
+
+describe('makeDurableDirectory and syncDirectory', () => {
+  it('creates missing parents with mode 0700 and says whether it made anything', async (t) => {
+    const root = await makeTempDir(t, 'atomic-write-test-')
+    const dir = path.join(root, 'a', 'b', 'c')
+    assert.equal(await makeDurableDirectory(dir), true)
+    assert.equal((await stat(dir)).isDirectory(), true)
+    assert.equal((await stat(path.join(root, 'a'))).mode & 0o777, 0o700)
+    assert.equal(await makeDurableDirectory(dir), false)
+    assert.equal(await makeDurableDirectory(path.join(root, 'a', 'd')), true)
+    assert.deepEqual((await readdir(path.join(root, 'a'))).sort(), ['b', 'd'])
+  })
+
+  it('fsyncs an existing directory and rejects a missing one', async (t) => {
+    const root = await makeTempDir(t, 'atomic-write-test-')
+    await syncDirectory(root)
+    await assert.rejects(syncDirectory(path.join(root, 'missing')), { code: 'ENOENT' })
   })
 })
