@@ -4,6 +4,9 @@ import type { ChangeEvent, EventDraft, EventType } from '../events/event.js'
 import { formatEventId, parseEventId } from '../events/event.js'
 import { cursorExpired, type EventFeed, type EventPage, type EventQuery } from '../events/journal.js'
 
+/** The channel every replica LISTENs on for new events. */
+const CHANNEL = 'user_service_events'
+
 /**
  * The feed's tables (migration 2). Ids come from a one-row counter updated in the same transaction
  * as the change, as its last statement: the row lock it takes is held until COMMIT, so ids are
@@ -55,9 +58,12 @@ interface PageRow extends QueryResultRow {
 export async function appendEvent(client: PoolClient, draft: EventDraft): Promise<void> {
   await client.query({
     name: 'events_append',
-    text: `WITH next AS (UPDATE event_counter SET last_id = last_id + 1 RETURNING last_id)
-      INSERT INTO events (id, type, time, user_id, version, actor, request_id, changed, user_json)
-      SELECT last_id, $1, $2, $3, $4, $5, $6, $7, $8 FROM next`,
+    // The NOTIFY is delivered at COMMIT to every replica that listens: a wake-up only, the poll
+    // stays the truth. One statement, so that the feed costs a write one round trip.
+    text: `WITH next AS (UPDATE event_counter SET last_id = last_id + 1 RETURNING last_id),
+      added AS (INSERT INTO events (id, type, time, user_id, version, actor, request_id, changed, user_json)
+        SELECT last_id, $1, $2, $3, $4, $5, $6, $7, $8 FROM next RETURNING id)
+      SELECT pg_notify('${CHANNEL}', '') FROM added`,
     values: [
       draft.type, draft.time, draft.userId, draft.version, draft.actor ?? null, draft.requestId ?? null,
       draft.changed === undefined ? null : JSON.stringify(draft.changed), draft.userJson ?? null,
@@ -74,15 +80,19 @@ type Query = <R extends QueryResultRow>(shape: { name: string, text: string, val
  */
 export class PostgresEventFeed implements EventFeed {
   readonly #query: Query
+  readonly #listen: (() => Promise<PoolClient>) | undefined
+  #listener: Promise<PoolClient | undefined> | undefined
   readonly #pollMs: number
   readonly #wakers = new Set<() => void>()
   #poll: NodeJS.Timeout | undefined
   #head = ''
   appended = 0
 
-  constructor(query: Query, pollMs = 200) {
+  /** `listen` gives a connection of its own for LISTEN, held while anyone follows the feed. */
+  constructor(query: Query, pollMs = 200, listen?: () => Promise<PoolClient>) {
     this.#query = query
     this.#pollMs = pollMs
+    this.#listen = listen
   }
 
   async read(query: EventQuery): Promise<EventPage> {
@@ -114,6 +124,7 @@ export class PostgresEventFeed implements EventFeed {
     if (this.#poll === undefined) {
       this.#poll = setInterval(() => { void this.#check() }, this.#pollMs)
       this.#poll.unref()
+      this.#startListening()
     }
     return () => {
       this.#wakers.delete(wake)
@@ -134,6 +145,31 @@ export class PostgresEventFeed implements EventFeed {
   stop(): void {
     clearInterval(this.#poll)
     this.#poll = undefined
+    const listener = this.#listener
+    this.#listener = undefined
+    void listener?.then((client) => {
+      if (client === undefined) return
+      client.removeAllListeners('notification')
+      // Dropped, not reused: the connection still listens.
+      client.release(true)
+    })
+  }
+
+  #startListening(): void {
+    if (this.#listen === undefined || this.#listener !== undefined) return
+    const listen = this.#listen
+    this.#listener = (async () => {
+      try {
+        const client = await listen()
+        client.on('notification', () => { this.#wake() })
+        client.on('error', () => undefined)
+        await client.query(`LISTEN ${CHANNEL}`)
+        return client
+      } catch {
+        // No wake-ups: the poll alone finds new events.
+        return undefined
+      }
+    })()
   }
 
   /** Deletes every event up to the newest one older than `cutoff`, in one statement. */

@@ -87,7 +87,7 @@ export class PostgresStore implements Store {
     this.#now = options.now ?? Date.now
     this.#dataDir = options.dataDir
     this.#lock = options.dataDir === undefined ? undefined : new DataDirLock(options.dataDir)
-    this.events = new PostgresEventFeed((shape) => this.#query(shape), options.eventPollMs)
+    this.events = new PostgresEventFeed((shape) => this.#query(shape), options.eventPollMs, () => this.#connection().connect())
   }
 
   /** Deletes the events past the retention; every replica may do it, the result is the same. */

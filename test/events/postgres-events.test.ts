@@ -79,6 +79,26 @@ describe('the change feed on PostgreSQL', { skip: SKIP_POSTGRES }, () => {
     assert.equal(rows.rows[0]?.n, 60)
   })
 
+  it('wakes a stream on one replica with NOTIFY when another replica commits, without waiting for the poll', async (t) => {
+    const schema = freshSchema(t)
+    // A poll far longer than the test: only the notification can bring the event in time.
+    const a = await startService(t, { store: pgStore(t, schema, { eventPollMs: 600_000 }) })
+    const b = await startService(t, { store: pgStore(t, schema, { eventPollMs: 600_000 }) })
+    const stream = await openSse(`${a.baseUrl}/events`, reader)
+    t.after(() => { stream.close() })
+    // The listener connects as the stream opens: write until one event has come through it.
+    const written = new Set<string>()
+    const deadline = Date.now() + 20_000
+    while (stream.events.length === 0 && Date.now() < deadline) {
+      written.add((await b.createUser()).id)
+      await stream.waitFor(1, 300).catch(() => undefined)
+    }
+    assert.ok(stream.events.length >= 1, 'no event reached the stream on the other replica')
+    const user = await b.createUser()
+    await stream.waitFor(written.size + 1, 10_000)
+    assert.equal((JSON.parse(stream.events.at(-1)?.data ?? '{}') as FeedEvent).userId, user.id)
+  })
+
   it('prunes rows past the retention and answers 410 for a cursor before them', async (t) => {
     let clock = Date.now()
     const store = pgStore(t, freshSchema(t), { now: () => clock, eventsRetentionDays: 30 })
