@@ -19,6 +19,7 @@ import { describeError, type Logger } from './logger.js'
 import type { RequestMetrics } from './metrics/service-metrics.js'
 import type { Availability } from './ops/availability.js'
 import type { UserOperations } from './users/user-operations.js'
+import { isBulkOperation, type BulkOperationId, type StreamHandler } from './users/export-import.js'
 
 export interface AppParts {
   basePath: string
@@ -26,7 +27,9 @@ export interface AppParts {
   availability: Availability
   operations: UserOperations
   /** A handler for each operation of the route table. */
-  handlers: Readonly<Record<OperationId, Handler>>
+  handlers: Readonly<Record<Exclude<OperationId, BulkOperationId>, Handler>>
+  /** The export and import, which stream their bodies (§12). */
+  streams: Readonly<Record<BulkOperationId, StreamHandler>>
   logger: Logger
   /** Told of every request (§14); undefined: nothing is counted. */
   metrics?: RequestMetrics | undefined
@@ -71,6 +74,13 @@ export function createRequestListener(parts: AppParts): RequestListener {
       const check = operations.checkSubject(claims.sub)
       if (check !== undefined) await check
     }
+    const { operationId } = route
+    if (isBulkOperation(operationId)) {
+      if (route.body !== 'none') validateContentType(req, route.mediaTypes)
+      const headers = ['x-request-id', state.requestId, 'cache-control', 'no-store', ...(state.cors ?? [])]
+      await parts.streams[operationId]({ req, res, headers, sub: state.sub, requestId: state.requestId })
+      return
+    }
     let bytes = EMPTY
     if (route.body !== 'none') {
       validateContentType(req, route.mediaTypes)
@@ -78,7 +88,7 @@ export function createRequestListener(parts: AppParts): RequestListener {
     }
     const params = decodePathParams(rawParams)
     const body = route.body === 'none' ? undefined : parseJsonBody(bytes, route.body)
-    const reply = await parts.handlers[route.operationId]({ params, rawQuery: state.query, body, headers: req.headers })
+    const reply = await parts.handlers[operationId]({ params, rawQuery: state.query, body, headers: req.headers })
     answer(req, res, state, reply, cachePolicy(route, reply))
   }
 

@@ -26,6 +26,8 @@ export interface Config {
   readonly shutdownTimeoutMs: number
   readonly maxConnections: number
   readonly listScanBudget: number
+  /** IMPORT_MAX_BYTES: the largest `POST /users:import` body (§12). */
+  readonly importMaxBytes: number
   /** METRICS: `GET /metrics` is served (on, the default) or answers 404 (off). */
   readonly metrics: boolean
   /** CORS_ORIGINS: undefined (no CORS headers), `*`, or a list of origins. */
@@ -74,6 +76,7 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
     ),
     maxConnections: parseInteger(read('MAX_CONNECTIONS'), 'MAX_CONNECTIONS', 10_000, 1, 1_000_000),
     listScanBudget: parseInteger(read('LIST_SCAN_BUDGET'), 'LIST_SCAN_BUDGET', 10_000, 1, 100_000_000),
+    importMaxBytes: parseInteger(read('IMPORT_MAX_BYTES'), 'IMPORT_MAX_BYTES', 256 * 1024 * 1024, 1, 2 ** 40),
     metrics: parseOnOff(read('METRICS'), 'METRICS', true),
     corsOrigins: parseCors(read('CORS_ORIGINS')),
     ...parseStoreChoice(read('DATABASE_URL'), read('WORKERS')),

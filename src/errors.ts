@@ -14,6 +14,7 @@ export const ERROR_CODES = {
   method_not_allowed: { status: 405, title: 'Method not allowed' },
   duplicate_email: { status: 409, title: 'Email already in use' },
   invalid_transition: { status: 409, title: 'Invalid state transition' },
+  import_in_progress: { status: 409, title: 'Import in progress' },
   request_timeout: { status: 408, title: 'Request timeout' },
   precondition_failed: { status: 412, title: 'Precondition failed' },
   payload_too_large: { status: 413, title: 'Payload too large' },

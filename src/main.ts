@@ -56,6 +56,7 @@ async function main(): Promise<void> {
     shutdownTimeoutMs: config.shutdownTimeoutMs,
     maxConnections: config.maxConnections,
     listScanBudget: config.listScanBudget,
+    importMaxBytes: config.importMaxBytes,
     metrics: config.metrics,
     corsOrigins: config.corsOrigins,
   })

@@ -119,7 +119,14 @@ function toOperation(route: RouteSpec): Json {
     tags: [route.path.startsWith('/users') ? 'users' : 'service'],
     security: route.scope === undefined ? [] : [{ bearer: [route.scope] }],
     parameters,
-    ...(route.body === 'none' || schemaName === undefined ? {} : {
+    ...(route.body === 'stream' ? {
+      requestBody: {
+        required: true,
+        description: 'NDJSON: one user per line, as exported (id, status, time stamps and version kept) or new (email, name and metadata only). At most IMPORT_MAX_BYTES, read as a stream; a line over 64 KiB gets a 413 result of its own.',
+        content: Object.fromEntries(route.mediaTypes.map((type) => [type, { schema: { type: 'string' } }])),
+      },
+    } : {}),
+    ...(route.body === 'none' || route.body === 'stream' || schemaName === undefined ? {} : {
       requestBody: {
         required: route.body === 'required',
         content: Object.fromEntries(route.mediaTypes.map((type) => [type, { schema: ref(schemaName) }])),
@@ -222,6 +229,10 @@ function successResponses(route: RouteSpec): Record<string, Json> {
       return { 200: { description: route.summary, headers: headers(), content: json(ref('Status')) } }
     case 'getMetrics':
       return { 200: { description: route.summary, headers: headers(), content: { 'text/plain': { schema: { type: 'string' } } } } }
+    case 'exportUsers':
+      return { 200: { description: 'Every user that existed throughout the export, exactly once, one JSON user per line, in id order.', headers: headers(), content: { 'application/x-ndjson': { schema: { type: 'string' } } } } }
+    case 'importUsers':
+      return { 200: { description: 'One result per non-blank input line, in input order, each sent once its user is durable: {"line":1,"status":201,"id":"…"}; 200 when that id already holds exactly that user; 400 a malformed line, 409 (code duplicate_email or duplicate_id), 413 a line over 64 KiB, 422 with errors, 503 storage_unavailable or maintenance.', headers: headers(), content: { 'application/x-ndjson': { schema: { type: 'string' } } } } }
     case 'getOpenApi':
       return { 200: { description: 'This document.', headers: headers(), content: json({ type: 'object' }) } }
     case 'getUser':
@@ -279,7 +290,7 @@ export function errorStatuses(route: RouteSpec): number[] {
   if (route.body !== 'none') [413, 415, 422].forEach((status) => statuses.add(status))
   // RFC 9110 §13.1.1: a failed If-Match is a 412 on GET and HEAD too.
   if (route.conditional) statuses.add(412)
-  if (['createUser', 'replaceUser', 'updateUser', 'suspendUser'].includes(route.operationId)) statuses.add(409)
+  if (['createUser', 'replaceUser', 'updateUser', 'suspendUser', 'importUsers'].includes(route.operationId)) statuses.add(409)
   return [...statuses].sort((a, b) => a - b)
 }
 

@@ -62,6 +62,8 @@ export interface UserServiceOptions {
   listScanBudget?: number
   /** The largest `POST /users:import` body (IMPORT_MAX_BYTES, default 256 MiB; §12). */
   importMaxBytes?: number | undefined
+  /** How long an export waits for a client that stopped reading before it drops it (default 120 s). */
+  exportStallTimeoutMs?: number | undefined
   /** `GET /metrics` in the Prometheus text format (§14); false: a 404 and nothing counted. Default true. */
   metrics?: boolean
   /** Origins that may call the service from a browser, or `*` (§13); default none, no CORS headers. */
@@ -150,6 +152,7 @@ export function createUserService(options: UserServiceOptions): UserService {
     handlers,
     streams: createBulkHandlers({
       store, now, newId, writeGate: availability.writeGate, importMaxBytes: options.importMaxBytes,
+      stallTimeoutMs: options.exportStallTimeoutMs,
     }),
     logger,
     metrics,

@@ -2,8 +2,11 @@ import type { Scope } from '../auth/authenticate.js'
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'
 
-/** What a route's request body may be. */
-export type BodyRule = 'none' | 'required' | 'optional'
+/**
+ * What a route's request body may be. `stream`: the handler reads the body itself, as it arrives
+ * (an import), instead of the 64 KiB JSON reader.
+ */
+export type BodyRule = 'none' | 'required' | 'optional' | 'stream'
 
 /** One row of the route table: routing, permission, body rules and documentation in one place. */
 export interface RouteSpec {
@@ -47,6 +50,15 @@ export const ROUTES = [
   {
     ...users, operationId: 'createUser', method: 'POST', path: '/users', scope: 'users:write',
     body: 'required', mediaTypes: JSON_ONLY, status: 201, summary: 'Create a user',
+  },
+  {
+    ...users, operationId: 'exportUsers', method: 'GET', path: '/users:export', scope: 'users:admin',
+    summary: 'Every user as NDJSON, one per line, streamed',
+  },
+  {
+    ...users, operationId: 'importUsers', method: 'POST', path: '/users:import', scope: 'users:admin',
+    body: 'stream', mediaTypes: ['application/x-ndjson'],
+    summary: 'Import users from NDJSON; one result line per input line, streamed',
   },
   {
     ...users, operationId: 'getUser', method: 'GET', path: '/users/{id}', scope: 'users:read',

@@ -398,3 +398,24 @@ describe('BASE_PATH', () => {
     assert.match(page.headers.get('link') ?? '', /^<\/v1\/users\?/)
   })
 })
+
+describe('collection custom methods after a literal colon', () => {
+  it('answers an encoded colon (/users%3Aexport) as an unknown path: 404, not the export', async (t) => {
+    const app = await startService(t)
+    for (const target of ['/users%3Aexport', '/users%3aimport']) {
+      assertProblem(await app.call('GET', target), 404, 'not_found')
+      assertProblem(await app.call('POST', target, { body: '{}', contentType: 'application/x-ndjson' }), 404, 'not_found')
+    }
+  })
+
+  it('answers a wrong method on /users:export and /users:import with 405 and Allow, importing nothing', async (t) => {
+    const app = await startService(t)
+    const onExport = await app.call('POST', '/users:export', { body: '{"email":"a@example.com","name":"A"}\n', contentType: 'application/x-ndjson' })
+    assertProblem(onExport, 405, 'method_not_allowed')
+    assert.deepEqual(allowOf(onExport), ['GET', 'HEAD'])
+    const onImport = await app.call('PUT', '/users:import', { body: '{"email":"a@example.com","name":"A"}\n', contentType: 'application/x-ndjson' })
+    assertProblem(onImport, 405, 'method_not_allowed')
+    assert.deepEqual(allowOf(onImport), ['POST'])
+    assert.deepEqual(await app.snapshot(), [])
+  })
+})

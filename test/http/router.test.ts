@@ -259,3 +259,32 @@ describe('createRouter: the colon of a verb', () => {
     assert.throws(() => createRouter([spec('POST', '/a b:export')]), /route template/)
   })
 })
+
+describe('collection custom methods', () => {
+  const router = createRouter(ROUTES)
+
+  it('matches /users:export and /users:import only at a literal colon', () => {
+    assert.equal(router.match('GET', '/users:export').route.operationId, 'exportUsers')
+    assert.equal(router.match('HEAD', '/users:export').route.operationId, 'exportUsers')
+    assert.equal(router.match('POST', '/users:import').route.operationId, 'importUsers')
+    assert.equal(createRouter(ROUTES, '/v1').match('GET', '/v1/users:export').route.operationId, 'exportUsers')
+    for (const path of ['/users%3Aexport', '/users%3aimport', '/users:exportx', '/users:', '/users:Export', '/v1/users:export']) {
+      assert.equal(refusal(() => router.match('GET', path)).code, 'not_found', path)
+      assert.equal(refusal(() => router.match('POST', path)).code, 'not_found', path)
+    }
+  })
+
+  it('answers a wrong method with 405 and the Allow of that method', () => {
+    const onExport = refusal(() => router.match('POST', '/users:export'))
+    assert.equal(onExport.code, 'method_not_allowed')
+    assert.equal(onExport.headers['allow'], 'GET, HEAD')
+    const onImport = refusal(() => router.match('GET', '/users:import'))
+    assert.equal(onImport.code, 'method_not_allowed')
+    assert.equal(onImport.headers['allow'], 'POST')
+  })
+
+  it('refuses a collection verb template that is not a literal and a verb', () => {
+    assert.throws(() => createRouter([spec('GET', '/users:Export')]), /bad segment/)
+    assert.throws(() => createRouter([spec('GET', '/users:ex:port')]), /bad segment/)
+  })
+})
