@@ -313,9 +313,7 @@ function countCodePoints(text: string): number {
     const unit = text.charCodeAt(i)
     // A high surrogate followed by a low one is one code point.
     // Stryker disable next-line LogicalOperator: in well-formed text only a high surrogate is followed by a low one
-    if (unit >= 0xd800 && unit <= 0xdbff
-      // Stryker disable next-line ConditionalExpression,EqualityOperator,ArithmeticOperator: the text is well-formed here, so a high surrogate is never the last unit
-      && i + 1 < text.length) {
+    if (unit >= 0xd800 && unit <= 0xdbff && i + 1 < text.length) {
       const next = text.charCodeAt(i + 1)
       // Stryker disable next-line LogicalOperator: in well-formed text a high surrogate is always followed by a low one
       if (next >= 0xdc00 && next <= 0xdfff) i += 1
