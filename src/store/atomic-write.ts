@@ -96,6 +96,7 @@ export class DurableDirectory {
     const started = performance.now()
     try {
       file = await open(temp, 'wx', 0o600)
+      // Stryker disable next-line StringLiteral: FileHandle.writeFile takes an empty encoding name as UTF-8
       await file.writeFile(data, 'utf8')
       step = 'file-sync'
       const syncStarted = performance.now()

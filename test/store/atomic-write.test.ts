@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { existsSync } from 'node:fs'
 import { mkdir, readFile, readdir, rename, stat, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { performance } from 'node:perf_hooks'
@@ -253,5 +254,46 @@ describe('makeDurableDirectory and syncDirectory', () => {
     const root = await makeTempDir(t, 'atomic-write-test-')
     await syncDirectory(root)
     await assert.rejects(syncDirectory(path.join(root, 'missing')), { code: 'ENOENT' })
+  })
+})
+
+describe('DurableDirectory group commit and handles', () => {
+  it('runs one directory fsync for the first caller and one shared fsync for all who came while it ran', async (t) => {
+    const dir = await openDirectory(t)
+    let syncs = 0
+    const stop = observeDurableWrites((timing) => { if (timing.dir === dir.path && timing.kind === 'dir-sync') syncs += 1 })
+    t.after(stop)
+    await Promise.all(Array.from({ length: 10 }, () => dir.sync()))
+    await new Promise((resolve) => setImmediate(resolve))
+    assert.equal(syncs, 2)
+    await dir.sync()
+    await new Promise((resolve) => setImmediate(resolve))
+    assert.equal(syncs, 3)
+  })
+
+  it('fails a directory fsync at dir-sync, as applied', async (t) => {
+    const dir = path.join(await makeTempDir(t, 'atomic-write-test-'), 'files')
+    await mkdir(dir)
+    const durable = await DurableDirectory.open(dir)
+    await durable.close()
+    await assert.rejects(durable.sync(), (error: unknown) => {
+      assert.ok(error instanceof WriteError)
+      assert.equal(error.step, 'dir-sync')
+      assert.equal(error.applied, true)
+      return true
+    })
+  })
+
+  it('closes every file descriptor it opens (syncDirectory, writeFileAtomic)', { skip: !existsSync('/proc/self/fd') && 'no /proc/self/fd here' }, async (t) => {
+    const root = await makeTempDir(t, 'atomic-write-test-')
+    const openFds = async (): Promise<number> => (await readdir('/proc/self/fd')).length
+    await syncDirectory(root)
+    await writeFileAtomic(path.join(root, 'warm-up.json'), 'x')
+    const before = await openFds()
+    for (let i = 0; i < 20; i += 1) {
+      await syncDirectory(root)
+      await writeFileAtomic(path.join(root, `f${i}.json`), 'x')
+    }
+    assert.equal(await openFds(), before)
   })
 })
