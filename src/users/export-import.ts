@@ -151,11 +151,17 @@ export function createBulkHandlers(options: BulkOptions): Record<BulkOperationId
         if (!res.write(`${JSON.stringify(result)}\n`) && !(await drained(res, stallMs))) stalled = true
       }
       /** Sends every result at the head that is done, in input order. */
-      const flush = async (): Promise<void> => {
+      const flushNow = async (): Promise<void> => {
         for (let head = pending[0]; head?.result !== undefined; head = pending[0]) {
           pending.shift()
           await send(head.result)
         }
+      }
+      // One flush at a time, each after the last: results go out as soon as they and those before are done.
+      let flushing = Promise.resolve()
+      const flush = (): Promise<void> => {
+        flushing = flushing.then(flushNow)
+        return flushing
       }
       try {
         res.writeHead(200, [...headers, 'content-type', NDJSON])
@@ -168,14 +174,16 @@ export function createBulkHandlers(options: BulkOptions): Record<BulkOperationId
             promise: typeof line === 'string' ? importLine(lineNumber, line, sub, requestId) : Promise.resolve(refusedLine(lineNumber, line)),
             result: undefined,
           }
-          void entry.promise.then((result) => { entry.result = result })
           pending.push(entry)
+          void entry.promise.then((result) => {
+            entry.result = result
+            void flush()
+          })
           // A bounded window of creates in flight: the body is not read further until one is done.
           while (pending.length >= concurrency) {
             await pending[0]?.promise
             await flush()
           }
-          await flush()
         }
         const splitter = new LineSplitter(MAX_LINE_BYTES)
         let total = 0
