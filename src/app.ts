@@ -4,6 +4,7 @@ import { performance } from 'node:perf_hooks'
 import { requireScope, type Authenticator } from './auth/authenticate.js'
 import { readBearerToken } from './auth/bearer.js'
 import { HttpError, toHttpError } from './errors.js'
+import { withChangeContext } from './events/context.js'
 import { ClientClosedError, isBodyPending, parseJsonBody, readBody, validateContentType } from './http/body.js'
 import { allowedMethods, createCors, type CorsOrigins } from './http/cors.js'
 import type { Handler } from './http/handler.js'
@@ -18,6 +19,7 @@ import { readTraceId } from './http/trace-context.js'
 import { describeError, type Logger } from './logger.js'
 import type { RequestMetrics } from './metrics/service-metrics.js'
 import type { Availability } from './ops/availability.js'
+import type { EventRoutes } from './events/routes.js'
 import type { UserOperations } from './users/user-operations.js'
 import { isBulkOperation, type BulkOperationId, type StreamHandler } from './users/export-import.js'
 
@@ -37,6 +39,8 @@ export interface AppParts {
   routes?: readonly AppRoute[] | undefined
   /** Origins allowed to call from a browser (§13); undefined sends no CORS headers. */
   corsOrigins?: CorsOrigins | undefined
+  /** The change feed's live streams (§10); undefined: `GET /events` answers pages only. */
+  events?: EventRoutes | undefined
 }
 
 const EMPTY: Buffer = Buffer.alloc(0)
@@ -81,6 +85,10 @@ export function createRequestListener(parts: AppParts): RequestListener {
       await parts.streams[operationId]({ req, res, headers, sub: state.sub, requestId: state.requestId })
       return
     }
+    if (route.operationId === 'listEvents' && parts.events?.wantsStream(req) === true) {
+      await parts.events.stream(req, res, state.query, state.requestId)
+      return
+    }
     let bytes = EMPTY
     if (route.body !== 'none') {
       validateContentType(req, route.mediaTypes)
@@ -88,7 +96,12 @@ export function createRequestListener(parts: AppParts): RequestListener {
     }
     const params = decodePathParams(rawParams)
     const body = route.body === 'none' ? undefined : parseJsonBody(bytes, route.body)
-    const reply = await parts.handlers[operationId]({ params, rawQuery: state.query, body, headers: req.headers })
+    const context = { params, rawQuery: state.query, body, headers: req.headers }
+    const handle = parts.handlers[operationId]
+    // Who changes what (§10): the events of this request's writes name its subject and request id.
+    const reply = route.method === 'GET'
+      ? await handle(context)
+      : await withChangeContext({ actor: state.sub, requestId: state.requestId }, () => handle(context))
     answer(req, res, state, reply, cachePolicy(route, reply))
   }
 

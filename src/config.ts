@@ -26,6 +26,10 @@ export interface Config {
   readonly shutdownTimeoutMs: number
   readonly maxConnections: number
   readonly listScanBudget: number
+  /** MAX_EVENT_STREAMS: most `GET /events` streams open at once (§10). */
+  readonly maxEventStreams: number
+  /** EVENTS_RETENTION_DAYS: events older than this are pruned (§10). */
+  readonly eventsRetentionDays: number
   /** IMPORT_MAX_BYTES: the largest `POST /users:import` body (§12). */
   readonly importMaxBytes: number
   /** METRICS: `GET /metrics` is served (on, the default) or answers 404 (off). */
@@ -76,6 +80,8 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
     ),
     maxConnections: parseInteger(read('MAX_CONNECTIONS'), 'MAX_CONNECTIONS', 10_000, 1, 1_000_000),
     listScanBudget: parseInteger(read('LIST_SCAN_BUDGET'), 'LIST_SCAN_BUDGET', 10_000, 1, 100_000_000),
+    maxEventStreams: parseInteger(read('MAX_EVENT_STREAMS'), 'MAX_EVENT_STREAMS', 100, 1, 100_000),
+    eventsRetentionDays: parseInteger(read('EVENTS_RETENTION_DAYS'), 'EVENTS_RETENTION_DAYS', 30, 1, 36_500),
     importMaxBytes: parseInteger(read('IMPORT_MAX_BYTES'), 'IMPORT_MAX_BYTES', 256 * 1024 * 1024, 1, 2 ** 40),
     metrics: parseOnOff(read('METRICS'), 'METRICS', true),
     corsOrigins: parseCors(read('CORS_ORIGINS')),

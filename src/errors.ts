@@ -17,6 +17,7 @@ export const ERROR_CODES = {
   import_in_progress: { status: 409, title: 'Import in progress' },
   request_timeout: { status: 408, title: 'Request timeout' },
   precondition_failed: { status: 412, title: 'Precondition failed' },
+  cursor_expired: { status: 410, title: 'Cursor expired' },
   payload_too_large: { status: 413, title: 'Payload too large' },
   unsupported_media_type: { status: 415, title: 'Unsupported media type' },
   validation_failed: { status: 422, title: 'Validation failed' },

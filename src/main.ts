@@ -28,8 +28,11 @@ async function main(): Promise<void> {
   }
   // Workers leave DATA_DIR's lock to their primary.
   const store = config.databaseUrl === undefined
-    ? new FileStore({ dataDir: config.dataDir, logger })
-    : new PostgresStore({ url: config.databaseUrl, logger, ...(isClusterWorker() ? {} : { dataDir: config.dataDir }) })
+    ? new FileStore({ dataDir: config.dataDir, logger, eventsRetentionDays: config.eventsRetentionDays })
+    : new PostgresStore({
+      url: config.databaseUrl, logger, eventsRetentionDays: config.eventsRetentionDays,
+      ...(isClusterWorker() ? {} : { dataDir: config.dataDir }),
+    })
   // The lock comes first: only the process that owns the directory may write to it, the
   // first-start secret included.
   store.lock()
@@ -56,6 +59,7 @@ async function main(): Promise<void> {
     shutdownTimeoutMs: config.shutdownTimeoutMs,
     maxConnections: config.maxConnections,
     listScanBudget: config.listScanBudget,
+    maxEventStreams: config.maxEventStreams,
     importMaxBytes: config.importMaxBytes,
     metrics: config.metrics,
     corsOrigins: config.corsOrigins,
@@ -108,7 +112,8 @@ function printFirstStart(url: string, config: Config, keys: KeySet, file: string
   const now = Math.floor(Date.now() / 1000)
   const token = signToken({
     sub: 'first-start-admin',
-    scope: SCOPES.join(' '),
+    // The three user scopes (§6); the feed's scope stands alone and is shown as its own example.
+    scope: SCOPES.filter((scope) => scope !== 'events:read').join(' '),
     iat: now,
     exp: now + 24 * 3600,
     ...(config.issuer === undefined ? {} : { iss: config.issuer }),
@@ -126,6 +131,10 @@ function printFirstStart(url: string, config: Config, keys: KeySet, file: string
     'Try it:',
     '',
     `  curl -H "Authorization: Bearer ${token}" ${url}${config.basePath}/users`,
+    '',
+    'The change feed (GET /events) needs the scope events:read, on a token of its own:',
+    '',
+    '  npm run -s token -- --sub feed-reader --scope events:read',
     '',
   ].join('\n') + '\n')
 }

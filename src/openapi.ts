@@ -1,4 +1,5 @@
 import { ERROR_CODES } from './errors.js'
+import { createEventSchemas, eventParameters, eventSuccess } from './events/openapi.js'
 import { MAX_BODY_BYTES } from './http/body.js'
 import { ROUTES, type RouteSpec } from './http/route-table.js'
 import { createSchemas, ref } from './openapi-schemas.js'
@@ -27,6 +28,7 @@ const SCOPES = {
   'users:read': 'List and read users.',
   'users:write': 'Create, replace, change and delete users.',
   'users:admin': 'Activate and suspend users.',
+  'events:read': 'Read the change feed (§10); it stands alone: no users scope implies it.',
 } as const
 
 /**
@@ -54,6 +56,7 @@ export function createOpenApiDocument(options: OpenApiOptions): Json {
     tags: [
       { name: 'users', description: 'The user resource and its lifecycle.' },
       { name: 'service', description: 'Probes and this document; no token needed.' },
+      { name: 'events', description: 'The change feed and audit trail (§10), as pages or live.' },
     ],
     paths,
     components: {
@@ -66,7 +69,7 @@ export function createOpenApiDocument(options: OpenApiOptions): Json {
           'x-scopes': SCOPES,
         },
       },
-      schemas: createSchemas(),
+      schemas: { ...createSchemas(), ...createEventSchemas() },
       parameters: {
         RequestId: {
           name: 'X-Request-Id', in: 'header', required: false, schema: { type: 'string' },
@@ -109,6 +112,7 @@ function pathItem(route: RouteSpec): Record<string, unknown> {
 function toOperation(route: RouteSpec): Json {
   const parameters: Json[] = [...pathParameters(route.path)]
   if (route.operationId === 'listUsers') parameters.push(...listParameters())
+  if (route.operationId === 'listEvents') parameters.push(...eventParameters())
   if (route.conditional) parameters.push(...conditionalHeaders(route))
   parameters.push({ $ref: '#/components/parameters/RequestId' })
   const schemaName = REQUEST_SCHEMAS[route.operationId]
@@ -116,7 +120,7 @@ function toOperation(route: RouteSpec): Json {
     operationId: route.operationId,
     summary: route.summary,
     description: describeOperation(route),
-    tags: [route.path.startsWith('/users') ? 'users' : 'service'],
+    tags: [route.path.startsWith('/users') ? 'users' : route.path === '/events' ? 'events' : 'service'],
     security: route.scope === undefined ? [] : [{ bearer: [route.scope] }],
     parameters,
     ...(route.body === 'stream' ? {
@@ -233,6 +237,8 @@ function successResponses(route: RouteSpec): Record<string, Json> {
       return { 200: { description: 'Every user that existed throughout the export, exactly once, one JSON user per line, in id order.', headers: headers(), content: { 'application/x-ndjson': { schema: { type: 'string' } } } } }
     case 'importUsers':
       return { 200: { description: 'One result per non-blank input line, in input order, each sent once its user is durable: {"line":1,"status":201,"id":"…"}; 200 when that id already holds exactly that user; 400 a malformed line, 409 (code duplicate_email or duplicate_id), 413 a line over 64 KiB, 422 with errors, 503 storage_unavailable or maintenance.', headers: headers(), content: { 'application/x-ndjson': { schema: { type: 'string' } } } } }
+    case 'listEvents':
+      return eventSuccess(headers())
     case 'getOpenApi':
       return { 200: { description: 'This document.', headers: headers(), content: json({ type: 'object' }) } }
     case 'getUser':
@@ -253,7 +259,7 @@ function successResponses(route: RouteSpec): Record<string, Json> {
 /** One shared response per error status; the statuses each route can answer pick from these. */
 const ERROR_RESPONSES = {
   400: 'BadRequest', 401: 'Unauthorized', 403: 'Forbidden', 404: 'NotFound', 408: 'RequestTimeout',
-  409: 'Conflict', 412: 'PreconditionFailed', 413: 'PayloadTooLarge', 415: 'UnsupportedMediaType',
+  409: 'Conflict', 410: 'Gone', 412: 'PreconditionFailed', 413: 'PayloadTooLarge', 415: 'UnsupportedMediaType',
   422: 'UnprocessableContent', 431: 'HeadersTooLarge', 500: 'InternalError', 503: 'Unavailable',
 } as const
 
@@ -290,6 +296,7 @@ export function errorStatuses(route: RouteSpec): number[] {
   if (route.body !== 'none') [413, 415, 422].forEach((status) => statuses.add(status))
   // RFC 9110 §13.1.1: a failed If-Match is a 412 on GET and HEAD too.
   if (route.conditional) statuses.add(412)
+  if (route.operationId === 'listEvents') statuses.add(410)
   if (['createUser', 'replaceUser', 'updateUser', 'suspendUser', 'importUsers'].includes(route.operationId)) statuses.add(409)
   return [...statuses].sort((a, b) => a - b)
 }

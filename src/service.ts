@@ -20,6 +20,7 @@ import type { Store } from './store/store.js'
 import { createCursorCodec } from './users/cursor.js'
 import { createUserOperations } from './users/user-operations.js'
 import { createUserHandlers } from './users/user-routes.js'
+import { createEventRoutes, type EventRoutesOptions } from './events/routes.js'
 import { createBulkHandlers, type BulkOperationId } from './users/export-import.js'
 import { createIdGenerator } from './users/uuid7.js'
 
@@ -60,6 +61,10 @@ export interface UserServiceOptions {
   shutdownTimeoutMs?: number
   /** The most users one `q` list page examines (default 10,000; §9). */
   listScanBudget?: number
+  /** Most `GET /events` streams open at once (MAX_EVENT_STREAMS, default 100; §10). */
+  maxEventStreams?: number | undefined
+  /** Tuning of the event streams (tests shorten them): heartbeat, buffer bound, stall time. */
+  eventStreams?: Pick<EventRoutesOptions, 'heartbeatMs' | 'maxBufferBytes' | 'stallMs'> | undefined
   /** The largest `POST /users:import` body (IMPORT_MAX_BYTES, default 256 MiB; §12). */
   importMaxBytes?: number | undefined
   /** How long an export waits for a client that stopped reading before it drops it (default 120 s). */
@@ -129,8 +134,14 @@ export function createUserService(options: UserServiceOptions): UserService {
     tokenCache: () => authenticator.stats(),
     droppedLogLines: () => logger.dropped,
     dataDir: store instanceof FileStore ? store.dataDir : undefined,
+    eventsAppended: () => store.events?.appended,
+    eventStreams: () => events.openStreams,
+  })
+  const events = createEventRoutes({
+    feed: store.events, maxStreams: options.maxEventStreams ?? 100, ...options.eventStreams,
   })
   const handlers: Record<Exclude<OperationId, BulkOperationId>, Handler> = {
+    listEvents: events.list,
     ...createUserHandlers({
       operations, cursors: createCursorCodec(firstKey.secret), basePath, scanBudget: options.listScanBudget ?? 10_000,
       getMany: store.getMany?.bind(store),
@@ -158,6 +169,7 @@ export function createUserService(options: UserServiceOptions): UserService {
     metrics,
     routes,
     corsOrigins: options.corsOrigins,
+    events,
   })
   const server = createServer({ connectionsCheckingInterval: CONNECTION_CHECK_MS, requireHostHeader: false }, handler)
   server.headersTimeout = options.headersTimeoutMs ?? 10_000
@@ -208,6 +220,8 @@ export function createUserService(options: UserServiceOptions): UserService {
     },
     async close() {
       availability.beginShutdown()
+      // Streams would hold close() until its time-out: they end now, and consumers resume later.
+      events.close()
       const closed = new Promise<void>((resolve) => {
         if (!server.listening) resolve()
         else server.close(() => { resolve() })

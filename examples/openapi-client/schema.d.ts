@@ -28,6 +28,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/users:export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every user as NDJSON, one per line, streamed
+         * @description Every user as NDJSON, one per line, streamed. Needs a bearer token with the scope users:admin. Answers are never stored (Cache-Control: no-store).
+         */
+        get: operations["exportUsers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/users:import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Import users from NDJSON; one result line per input line, streamed
+         * @description Import users from NDJSON; one result line per input line, streamed. Needs a bearer token with the scope users:admin. Answers are never stored (Cache-Control: no-store).
+         */
+        post: operations["importUsers"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/users/{id}": {
         parameters: {
             query?: never;
@@ -94,6 +134,26 @@ export interface paths {
          * @description Suspend an active user. Needs a bearer token with the scope users:admin. Answers are never stored (Cache-Control: no-store).
          */
         post: operations["suspendUser"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read the change feed, a page at a time or live (Accept: text/event-stream)
+         * @description Read the change feed, a page at a time or live (Accept: text/event-stream). Needs a bearer token with the scope events:read. Answers are never stored (Cache-Control: no-store).
+         */
+        get: operations["listEvents"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -386,9 +446,35 @@ export interface components {
             status: number;
             detail: string;
             /** @enum {string} */
-            code: "bad_request" | "token_missing" | "token_invalid" | "token_expired" | "insufficient_scope" | "subject_suspended" | "subject_deleted" | "not_found" | "method_not_allowed" | "duplicate_email" | "invalid_transition" | "request_timeout" | "precondition_failed" | "payload_too_large" | "unsupported_media_type" | "validation_failed" | "headers_too_large" | "internal" | "maintenance" | "overloaded" | "starting" | "shutting_down" | "storage_unavailable";
+            code: "bad_request" | "token_missing" | "token_invalid" | "token_expired" | "insufficient_scope" | "subject_suspended" | "subject_deleted" | "not_found" | "method_not_allowed" | "duplicate_email" | "invalid_transition" | "import_in_progress" | "request_timeout" | "precondition_failed" | "cursor_expired" | "payload_too_large" | "unsupported_media_type" | "validation_failed" | "headers_too_large" | "internal" | "maintenance" | "overloaded" | "starting" | "shutting_down" | "storage_unavailable";
             requestId: string;
             errors?: components["schemas"]["FieldError"][];
+        };
+        /** @description One change of one user. `user` is the user after the change, as GET shows it; a deletion carries no user (no personal data). */
+        Event: {
+            /** @description Opaque; strictly increasing in commit order and never reused. Also a cursor. */
+            id: string;
+            /** @enum {string} */
+            type: "user.created" | "user.updated" | "user.activated" | "user.suspended" | "user.deleted";
+            /** Format: date-time */
+            time: string;
+            /** Format: uuid */
+            userId: string;
+            /** @description The user's version after the change (a deletion: one past the last). */
+            version: number;
+            /** @description The `sub` of the token that made the change. */
+            actor?: string;
+            /** @description The X-Request-Id of the request that made the change. */
+            requestId?: string;
+            /** @description user.updated only: the fields that changed. */
+            changed?: string[];
+            user?: components["schemas"]["User"];
+        };
+        /** @description Events oldest first; resume with after=nextCursor (never null, also on an empty page). */
+        EventPage: {
+            items: components["schemas"]["Event"][];
+            /** @description Pass it as after for the next page. */
+            nextCursor: string;
         };
     };
     responses: {
@@ -449,8 +535,19 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description duplicate_email, invalid_transition */
+        /** @description duplicate_email, invalid_transition, import_in_progress */
         Conflict: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "Cache-Control": components["headers"]["Cache-Control-No-Store"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description cursor_expired */
+        Gone: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "Cache-Control": components["headers"]["Cache-Control-No-Store"];
@@ -599,6 +696,8 @@ export interface operations {
                 q?: string;
                 /** @description Creation order, oldest or newest first. */
                 sort?: "createdAt" | "-createdAt";
+                /** @description A batch get: a comma list of up to 100 user ids; the users that exist, in the order asked, as one page (nextCursor null). Unknown ids are left out; a malformed id, or any other parameter beside it, is 400. */
+                ids?: string;
             };
             header?: {
                 /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
@@ -658,6 +757,79 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["User"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableContent"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    exportUsers: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every user that existed throughout the export, exactly once, one JSON user per line, in id order. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control-No-Store"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            408: components["responses"]["RequestTimeout"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    importUsers: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description NDJSON: one user per line, as exported (id, status, time stamps and version kept) or new (email, name and metadata only). At most IMPORT_MAX_BYTES, read as a stream; a line over 64 KiB gets a 413 result of its own. */
+        requestBody: {
+            content: {
+                "application/x-ndjson": string;
+            };
+        };
+        responses: {
+            /** @description One result per non-blank input line, in input order, each sent once its user is durable: {"line":1,"status":201,"id":"…"}; 200 when that id already holds exactly that user; 400 a malformed line, 409 (code duplicate_email or duplicate_id), 413 a line over 64 KiB, 422 with errors, 503 storage_unavailable or maintenance. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control-No-Store"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": string;
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -961,6 +1133,51 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableContent"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listEvents: {
+        parameters: {
+            query?: {
+                /** @description Only events after this cursor or event id; a cursor older than the retained feed is 410 cursor_expired. Each parameter at most once; an unknown, empty or malformed one is 400 bad_request. */
+                after?: string;
+                /** @description Events per page. */
+                limit?: number;
+                /** @description One event type or a comma list. */
+                type?: string;
+                /** @description The events of one user. */
+                userId?: string;
+            };
+            header?: {
+                /** @description With Accept: text/event-stream: resume after this event (as after does); after wins when both are sent. */
+                "Last-Event-ID"?: string;
+                /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of events; or, with Accept: text/event-stream, the backlog then each new event as it is committed (`id:` the event id, `event:` its type, `data:` the event JSON), with a comment line at least every 15 s. At most MAX_EVENT_STREAMS streams (then 503 overloaded); a consumer that does not read is cut off and resumes with Last-Event-ID. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control-No-Store"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventPage"];
+                    "text/event-stream": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            408: components["responses"]["RequestTimeout"];
+            410: components["responses"]["Gone"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];

@@ -87,6 +87,10 @@ export const ROUTES = [
     scope: 'users:admin', body: 'optional', mediaTypes: JSON_ONLY, conditional: true,
     summary: 'Suspend an active user',
   },
+  {
+    ...users, operationId: 'listEvents', method: 'GET', path: '/events', scope: 'events:read',
+    summary: 'Read the change feed, a page at a time or live (Accept: text/event-stream)',
+  },
   { ...users, operationId: 'getOpenApi', method: 'GET', path: '/openapi.json', scope: undefined, summary: 'This OpenAPI document' },
   { ...probe, operationId: 'getHealth', method: 'GET', path: '/healthz', summary: 'Liveness: 200 while the process runs' },
   { ...probe, operationId: 'getReadiness', method: 'GET', path: '/readyz', summary: 'Readiness: 200 when the service takes traffic' },
