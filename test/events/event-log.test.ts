@@ -1,0 +1,102 @@
+import assert from 'node:assert/strict'
+import { appendFile, readFile, readdir } from 'node:fs/promises'
+import path from 'node:path'
+import { describe, it } from 'node:test'
+
+import { ConfigError, parseConfig } from '../../src/config.js'
+import { FileStore } from '../../src/store/file-store.js'
+import { MemoryStore } from '../../src/store/memory-store.js'
+import type { Store } from '../../src/store/store.js'
+import { makeTempDir } from '../helpers/service.js'
+import { changeUser, makeUser } from '../helpers/store-users.js'
+
+async function allEvents(store: Store): Promise<{ id: string, type: string, userId: string, version: number, actor?: string }[]> {
+  const page = await store.events?.read({ limit: 1000 })
+  return [...(page?.items ?? [])]
+}
+
+describe('the event log of the file store', () => {
+  it('cuts a torn last line at open and keeps every whole event', async (t) => {
+    const dataDir = await makeTempDir(t)
+    const store = new FileStore({ dataDir })
+    await store.open()
+    const user = (await store.create(makeUser())).user
+    await store.update(user.id, (current) => changeUser(current.user, { name: 'Renamed' }))
+    await store.close()
+    const eventsDir = path.join(dataDir, 'events')
+    const [segment] = await readdir(eventsDir)
+    assert.ok(segment !== undefined)
+    const file = path.join(eventsDir, segment)
+    const whole = await readFile(file, 'utf8')
+    await appendFile(file, '{"id":"00000000000000ff","type":"user.upd')
+    const again = new FileStore({ dataDir })
+    await again.open()
+    t.after(() => again.close())
+    assert.deepEqual((await allEvents(again)).map((event) => [event.type, event.version]), [['user.created', 1], ['user.updated', 2]])
+    assert.equal(await readFile(file, 'utf8'), whole, 'the torn line is gone from the file')
+    // Ids go on after the highest one: none is reused.
+    await again.update(user.id, (current) => changeUser(current.user, { name: 'Again' }))
+    const ids = (await allEvents(again)).map((event) => event.id)
+    assert.deepEqual(ids, ['0000000000000001', '0000000000000002', '0000000000000003'])
+  })
+
+  it('voids, durably, an event whose change is not in users/, and never gives its id again', async (t) => {
+    const dataDir = await makeTempDir(t)
+    const store = new FileStore({ dataDir })
+    await store.open()
+    const user = (await store.create(makeUser())).user
+    await store.close()
+    const eventsDir = path.join(dataDir, 'events')
+    const [segment] = await readdir(eventsDir)
+    assert.ok(segment !== undefined)
+    // As a crash between the event and the user file leaves it: an event for version 2 only.
+    const ghost = { id: '0000000000000002', type: 'user.updated', time: new Date().toISOString(), userId: user.id, version: 2, changed: ['name'], user: { ...user, version: 2 } }
+    await appendFile(path.join(eventsDir, segment), `${JSON.stringify(ghost)}\n`)
+    const second = new FileStore({ dataDir })
+    await second.open()
+    assert.deepEqual((await allEvents(second)).map((event) => event.version), [1])
+    const next = await second.update(user.id, (current) => changeUser(current.user, { name: 'Real' }))
+    assert.equal(next.user.version, 2)
+    await second.close()
+    const third = new FileStore({ dataDir })
+    await third.open()
+    t.after(() => third.close())
+    const events = await allEvents(third)
+    assert.deepEqual(events.map((event) => [event.id, event.version]), [['0000000000000001', 1], ['0000000000000003', 2]])
+    const text = (await Promise.all((await readdir(eventsDir)).map((name) => readFile(path.join(eventsDir, name), 'utf8')))).join('')
+    assert.match(text, /\{"void":"0000000000000002"\}/)
+  })
+})
+
+describe('events of stores', () => {
+  it('appends one user.created for a full user (an import keeps id, status, times and version)', async () => {
+    const store = new MemoryStore()
+    const user = makeUser({ status: 'active', version: 4 })
+    await store.create(user, undefined, { actor: 'importer', requestId: 'imp-1' })
+    const events = await allEvents(store)
+    assert.equal(events.length, 1)
+    assert.deepEqual([events[0]?.type, events[0]?.version, events[0]?.userId, events[0]?.actor], ['user.created', 4, user.id, 'importer'])
+  })
+
+  it('appends nothing for a change that returns the user as it is, or one that is refused', async () => {
+    const store = new MemoryStore()
+    const user = (await store.create(makeUser())).user
+    await store.update(user.id, () => undefined)
+    await assert.rejects(store.update(user.id, () => { throw new Error('refused') }))
+    await assert.rejects(store.delete(user.id, () => { throw new Error('refused') }))
+    assert.equal((await allEvents(store)).length, 1)
+  })
+})
+
+describe('MAX_EVENT_STREAMS and EVENTS_RETENTION_DAYS', () => {
+  it('default to 100 and 30 and take whole numbers in range', () => {
+    const defaults = parseConfig({})
+    assert.equal(defaults.maxEventStreams, 100)
+    assert.equal(defaults.eventsRetentionDays, 30)
+    const set = parseConfig({ MAX_EVENT_STREAMS: '5', EVENTS_RETENTION_DAYS: '7' })
+    assert.equal(set.maxEventStreams, 5)
+    assert.equal(set.eventsRetentionDays, 7)
+    assert.throws(() => parseConfig({ MAX_EVENT_STREAMS: '0' }), ConfigError)
+    assert.throws(() => parseConfig({ EVENTS_RETENTION_DAYS: 'month' }), ConfigError)
+  })
+})
