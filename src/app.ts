@@ -86,7 +86,7 @@ export function createRequestListener(parts: AppParts): RequestListener {
       return
     }
     if (route.operationId === 'listEvents' && parts.events?.wantsStream(req) === true) {
-      await parts.events.stream(req, res, state.query, state.requestId)
+      await parts.events.stream(req, res, state.query, state.requestId, state.cors)
       return
     }
     let bytes = EMPTY

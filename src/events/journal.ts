@@ -57,14 +57,6 @@ export class EventJournal implements EventFeed {
     this.#prunedThrough = prunedThrough
   }
 
-  get nextId(): number {
-    return this.#nextId
-  }
-
-  get size(): number {
-    return this.#visible.length
-  }
-
   /** Gives the draft the next id; the caller must settle it with commit or void. */
   assign(draft: EventDraft): ChangeEvent {
     const id = this.#nextId
@@ -97,13 +89,6 @@ export class EventJournal implements EventFeed {
       }
     }
     if (advanced) for (const wake of this.#wakers) wake()
-  }
-
-  /** Drops the events older than `cutoff` (ISO time); returns how many. */
-  prune(cutoff: string): number {
-    let count = 0
-    while (count < this.#visible.length && (this.#visible[count]?.time ?? '') < cutoff) count += 1
-    return this.dropThrough(count === 0 ? undefined : this.#visible[count - 1]?.id)
   }
 
   /** Drops every event up to this id (the file log prunes whole segments); returns how many. */

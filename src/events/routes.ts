@@ -33,8 +33,11 @@ export interface EventRoutes {
   readonly list: Handler
   /** True when the request asks for Server-Sent Events. */
   wantsStream(req: IncomingMessage): boolean
-  /** Serves a stream until the client goes, it is cut off, or close() is called. */
-  stream(req: IncomingMessage, res: ServerResponse, rawQuery: string, requestId: string): Promise<void>
+  /**
+   * Serves a stream until the client goes, it is cut off, or close() is called. `headers`: a flat
+   * name, value list sent too (CORS).
+   */
+  stream(req: IncomingMessage, res: ServerResponse, rawQuery: string, requestId: string, headers?: readonly string[]): Promise<void>
   readonly openStreams: number
   /** Ends every stream cleanly (shutdown). */
   close(): void
@@ -61,13 +64,13 @@ export function createEventRoutes(options: EventRoutesOptions): EventRoutes {
       return { status: 200, body: `{"items":[${items}],"nextCursor":"${page.nextCursor}"}` }
     },
 
-    wantsStream: (req) => (req.headers.accept ?? '').toLowerCase().includes('text/event-stream'),
+    wantsStream: (req) => req.method === 'GET' && (req.headers.accept ?? '').toLowerCase().includes('text/event-stream'),
 
     get openStreams() {
       return open.size
     },
 
-    async stream(req, res, rawQuery, requestId) {
+    async stream(req, res, rawQuery, requestId, headers = []) {
       const feed = requireFeed()
       const lastEventId = req.headers['last-event-id']
       const query = parseEventQuery(rawQuery, typeof lastEventId === 'string' ? lastEventId : undefined)
@@ -80,12 +83,14 @@ export function createEventRoutes(options: EventRoutesOptions): EventRoutes {
       // The first page is read before the answer starts, so that an expired cursor is a plain 410.
       let cursor = query.after
       const first = await feed.read({ ...query, after: cursor, limit: STREAM_PAGE })
-      res.writeHead(200, {
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-store',
-        'x-request-id': requestId,
-        'x-accel-buffering': 'no',
-      })
+      res.writeHead(200, [
+        'content-type', 'text/event-stream; charset=utf-8',
+        'cache-control', 'no-store',
+        'x-request-id', requestId,
+        // Proxies such as nginx would otherwise hold events back in their buffers.
+        'x-accel-buffering', 'no',
+        ...headers,
+      ])
       res.flushHeaders()
       await new Promise<void>((resolve) => {
         let pumping = false

@@ -122,6 +122,17 @@ describe('GET /events as text/event-stream', () => {
     assertProblem(forbidden, 403, 'insufficient_scope')
   })
 
+  it('sends the CORS headers on a stream to an allowed origin, and answers HEAD without a stream', async (t) => {
+    const svc = await startService(t, { corsOrigins: ['https://app.example.com'] })
+    const stream = await openSse(`${svc.baseUrl}/events`, reader, { origin: 'https://app.example.com' })
+    t.after(() => { stream.close() })
+    assert.equal(stream.status, 200)
+    assert.equal(stream.headers['access-control-allow-origin'], 'https://app.example.com')
+    const head = await svc.call('HEAD', '/events', { token: reader, headers: { accept: 'text/event-stream' } })
+    assert.equal(head.status, 200)
+    assert.match(head.headers.get('content-type') ?? '', /^application\/json/)
+  })
+
   it('ends open streams cleanly when the service closes', async (t) => {
     const svc = await startService(t)
     const stream = await openSse(`${svc.baseUrl}/events`, reader)
