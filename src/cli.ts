@@ -4,12 +4,18 @@
  * Each command is its own process entry; importing one runs it, so only the chosen one is loaded.
  */
 const USAGE = 'usage: user-service [serve] | user-service token --sub ID [--scope "users:read …"] [--ttl 1h] [--kid KID]\n'
+  + '       user-service export|import --url URL --token TOKEN (NDJSON on stdout / stdin)\n'
 
 const command = process.argv[2]
 if (command === 'token') {
   // The token command reads its flags from process.argv: the subcommand is not one of them.
   process.argv.splice(2, 1)
   void import('./token-cli.js')
+} else if (command === 'export' || command === 'import') {
+  // No top-level await: the one-file bundle may be built as CommonJS for the single executable.
+  void import('./bulk/cli.js')
+    .then(({ runBulkCli }) => runBulkCli(command, process.argv.slice(3), process))
+    .then((code) => { process.exitCode = code })
 } else if (command === undefined || command === 'serve') {
   void import('./main.js')
 } else if (command === '--help' || command === '-h' || command === 'help') {
