@@ -1,0 +1,137 @@
+import assert from 'node:assert/strict'
+import { once } from 'node:events'
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import { connect, type AddressInfo, type Socket } from 'node:net'
+import { describe, it, type TestContext } from 'node:test'
+
+import { isResponding, onSettled } from '../../src/http/request-accounting.js'
+
+type Handler = (req: IncomingMessage, res: ServerResponse) => void
+
+/** A real node:http server on port 0 whose requests go to `handler`, closed when the test ends. */
+async function serve(t: TestContext, handler: Handler): Promise<Server> {
+  const server = createServer(handler)
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  t.after(() => new Promise<void>((resolve) => {
+    server.closeAllConnections()
+    server.close(() => { resolve() })
+  }))
+  return server
+}
+
+async function rawClient(server: Server): Promise<Socket> {
+  const socket = connect((server.address() as AddressInfo).port, '127.0.0.1')
+  await once(socket, 'connect')
+  socket.on('error', () => undefined)
+  socket.on('data', () => undefined)
+  return socket
+}
+
+/** Resolves once `count` values have been pushed to the returned list. */
+function collector<T>(): { values: T[], push: (value: T) => void, next: (count: number) => Promise<void> } {
+  const values: T[] = []
+  const waiters: Array<() => void> = []
+  return {
+    values,
+    push(value) {
+      values.push(value)
+      for (const wake of waiters.splice(0)) wake()
+    },
+    async next(count) {
+      while (values.length < count) await new Promise<void>((resolve) => waiters.push(resolve))
+    },
+  }
+}
+
+const GET = 'GET / HTTP/1.1\r\nHost: x\r\n\r\n'
+
+describe('onSettled', () => {
+  it('calls done once, with true, when the response finished', async (t) => {
+    const settled = collector<boolean>()
+    const responses = collector<ServerResponse>()
+    const server = await serve(t, (req, res) => {
+      onSettled(req, res, settled.push)
+      responses.push(res)
+      res.end('ok')
+    })
+    const socket = await rawClient(server)
+    socket.write(GET)
+    await settled.next(1)
+    // Both 'finish' and 'close' fire for a finished response, then the connection closes: still
+    // one call. Listeners run in order, so once ours saw 'close', onSettled's had its turn.
+    const [res] = responses.values
+    assert.ok(res !== undefined)
+    if (!res.closed) await once(res, 'close')
+    const closed = once(res.socket ?? socket, 'close')
+    socket.destroy()
+    await closed
+    await new Promise((resolve) => setImmediate(resolve))
+    assert.deepEqual(settled.values, [true])
+  })
+
+  it('calls done once, with false, when the client goes away before the answer', async (t) => {
+    const settled = collector<boolean>()
+    const arrived = collector<ServerResponse>()
+    const server = await serve(t, (req, res) => {
+      onSettled(req, res, settled.push)
+      arrived.push(res)
+    })
+    const socket = await rawClient(server)
+    socket.write(GET)
+    await arrived.next(1)
+    socket.destroy()
+    await settled.next(1)
+    assert.deepEqual(settled.values, [false])
+  })
+
+  it('settles every pipelined request of a connection that dies, queued ones included', async (t) => {
+    const settled = collector<boolean>()
+    const arrived = collector<ServerResponse>()
+    const server = await serve(t, (req, res) => {
+      onSettled(req, res, settled.push)
+      arrived.push(res)
+    })
+    const socket = await rawClient(server)
+    socket.write(GET + GET + GET)
+    await arrived.next(3)
+    socket.destroy()
+    await settled.next(3)
+    assert.deepEqual(settled.values, [false, false, false])
+  })
+})
+
+describe('isResponding', () => {
+  it('is false before any response began and true once one sent its headers, pipelined requests included', async (t) => {
+    const seen = collector<boolean>()
+    const arrived = collector<ServerResponse>()
+    const server = await serve(t, (req, res) => {
+      onSettled(req, res, () => undefined)
+      seen.push(isResponding(req.socket))
+      arrived.push(res)
+      if (arrived.values.length === 1) {
+        res.writeHead(200, { 'content-length': '2' })
+        res.write('o')
+        seen.push(isResponding(req.socket))
+      }
+    })
+    const socket = await rawClient(server)
+    socket.write(GET + GET)
+    await arrived.next(2)
+    // First request: not yet, then yes; the second one arrives while the first is half-written.
+    assert.deepEqual(seen.values, [false, true, true])
+    for (const res of arrived.values) res.end(res.headersSent ? 'k' : 'ok')
+  })
+
+  it('is false for a socket that never carried a request', async (t) => {
+    const server = await serve(t, () => undefined)
+    const accepted = collector<Socket>()
+    server.on('connection', (socket: Socket) => { accepted.push(socket) })
+    const socket = await rawClient(server)
+    await accepted.next(1)
+    const [serverSide] = accepted.values
+    assert.ok(serverSide !== undefined)
+    assert.equal(isResponding(serverSide), false)
+    socket.destroy()
+  })
+})
