@@ -723,3 +723,12 @@ describe('mutation-found edges', () => {
     assert.equal(problemOf(() => validateCreate({ ...valid, [key]: 1 })).detail, `${RULES} /${'k'.repeat(38)}….`)
   })
 })
+
+describe('an email of only invisible characters', () => {
+  it('is refused by the email shape rule (the visibility rule is the name\'s)', () => {
+    const error = problemOf(() => validateCreate({ email: '\u200b\u200b\u200b', name: 'Ada' })).errors?.[0]
+    assert.equal(error?.pointer, '/email')
+    assert.equal(error?.code, 'invalid_format')
+    assert.equal(error?.message, 'email must look like local@domain.tld, without spaces.')
+  })
+})
