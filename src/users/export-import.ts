@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 
 import { HttpError, type FieldError } from '../errors.js'
+import { ClientClosedError } from '../http/body.js'
 import { lingerAfterResponse } from '../http/lingering-close.js'
 import type { Store } from '../store/store.js'
 import { isUserStatus, toRecord, type User } from './user.js'
@@ -188,14 +189,19 @@ export function createBulkHandlers(options: BulkOptions): Record<BulkOperationId
         const splitter = new LineSplitter(MAX_LINE_BYTES)
         let total = 0
         let tooLarge = false
-        for await (const chunk of req as AsyncIterable<Buffer>) {
-          total += chunk.length
-          if (total > maxBytes) {
-            tooLarge = true
-            break
+        try {
+          for await (const chunk of req as AsyncIterable<Buffer>) {
+            total += chunk.length
+            if (total > maxBytes) {
+              tooLarge = true
+              break
+            }
+            for (const line of splitter.push(chunk)) await take(line)
+            if (stalled) break
           }
-          for (const line of splitter.push(chunk)) await take(line)
-          if (stalled) break
+        } catch (error) {
+          // The client went away mid-body: lines already taken still finish, nothing more is read.
+          throw new ClientClosedError('the client closed the import before its body ended', { cause: error })
         }
         if (!tooLarge && !stalled) for (const line of splitter.end()) await take(line)
         await Promise.all(pending.map((entry) => entry.promise))

@@ -286,6 +286,29 @@ describe('POST /users:import', () => {
     assert.ok((await app.snapshot()).length < 40)
   })
 
+  it('keeps what was imported when the client goes away mid-body, logs no error, and takes the next import', async (t) => {
+    const app = await startService(t)
+    const url = new URL(`${app.baseUrl}/users:import`)
+    const first = httpRequest(url, { method: 'POST', headers: { authorization: `Bearer ${app.token}`, ...NDJSON } })
+    first.on('error', () => undefined)
+    const gotResult = new Promise<void>((resolve) => {
+      first.on('response', (res) => {
+        res.on('error', () => undefined)
+        res.once('data', () => { resolve() })
+      })
+    })
+    first.write(`${JSON.stringify({ email: uniqueEmail(), name: 'Before Abort' })}\n`)
+    await gotResult
+    first.destroy()
+    // The import ends on the server (the flag is cleared) once the abort is seen: retry until then.
+    let next: Streamed
+    do next = await streamRequest(app, 'POST', '/users:import', { body: [JSON.stringify({ email: uniqueEmail(), name: 'After Abort' })] })
+    while (next.status === 409)
+    assert.equal(lines(next.text)[0]?.['status'], 201)
+    assert.deepEqual((await app.snapshot()).map((user) => user.name).sort(), ['After Abort', 'Before Abort'])
+    assert.deepEqual(app.logs.filter((entry) => entry['level'] === 'error'), [])
+  })
+
   it('needs users:admin and an NDJSON body', async (t) => {
     const app = await startService(t)
     const body = JSON.stringify({ email: uniqueEmail(), name: 'Nope' })
