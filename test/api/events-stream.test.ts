@@ -65,7 +65,7 @@ describe('GET /events as text/event-stream', () => {
   })
 
   it('cuts off a consumer that does not read once its buffer passes the bound, while another keeps flowing', async (t) => {
-    const svc = await startService(t, { eventStreams: { maxBufferBytes: 16 * 1024, stallMs: 1000 } })
+    const svc = await startService(t, { eventStreams: { maxBufferBytes: 16 * 1024, stallMs: 3000 } })
     // About 8 MB of backlog: more than the kernel's socket buffers and the bound together.
     const count = 450
     for (let i = 0; i < count; i += 25) {
