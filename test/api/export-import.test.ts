@@ -309,6 +309,22 @@ describe('POST /users:import', () => {
     assert.deepEqual(app.logs.filter((entry) => entry['level'] === 'error'), [])
   })
 
+  it('appends one user.created event per imported user, naming the token and the request', async (t) => {
+    const app = await startService(t)
+    const token = makeToken({ sub: 'importer', scope: 'users:admin' })
+    const kept = makeUser({ status: 'active', version: 4 })
+    const body = [`${exportedLine(kept)}\n${JSON.stringify({ email: uniqueEmail(), name: 'Fresh' })}\nnot json\n`]
+    const res = await streamRequest(app, 'POST', '/users:import', { body, token, headers: { 'x-request-id': 'import-run-1' } })
+    const ids = lines(res.text).filter((result) => result['status'] === 201).map((result) => result['id'])
+    assert.equal(ids.length, 2)
+    const events = await app.call('GET', '/events?limit=100', { token: makeToken({ scope: 'events:read' }) })
+    assert.equal(events.status, 200, events.text)
+    const items = events.json<{ items: { type: string, userId: string, actor: string, requestId: string, version: number }[] }>().items
+    // Creates run in parallel: events come in commit order, which need not be the input order.
+    assert.deepEqual(items.map((event) => [event.type, event.userId, event.actor, event.requestId]).sort(), ids.map((id) => ['user.created', id, 'importer', 'import-run-1']).sort())
+    assert.equal(items.find((event) => event.userId === kept.id)?.version, 4)
+  })
+
   it('needs users:admin and an NDJSON body', async (t) => {
     const app = await startService(t)
     const body = JSON.stringify({ email: uniqueEmail(), name: 'Nope' })
