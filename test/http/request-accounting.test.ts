@@ -70,6 +70,24 @@ describe('onSettled', () => {
     assert.deepEqual(settled.values, [true])
   })
 
+  it('does not call done while the response is still pending', async (t) => {
+    const settled = collector<boolean>()
+    const arrived = collector<ServerResponse>()
+    const server = await serve(t, (req, res) => {
+      onSettled(req, res, settled.push)
+      arrived.push(res)
+    })
+    const socket = await rawClient(server)
+    socket.write(GET)
+    await arrived.next(1)
+    await new Promise((resolve) => setImmediate(resolve))
+    assert.deepEqual(settled.values, [])
+    arrived.values[0]?.end('late')
+    await settled.next(1)
+    assert.deepEqual(settled.values, [true])
+    socket.destroy()
+  })
+
   it('calls done once, with false, when the client goes away before the answer', async (t) => {
     const settled = collector<boolean>()
     const arrived = collector<ServerResponse>()
