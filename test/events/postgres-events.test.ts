@@ -99,6 +99,26 @@ describe('the change feed on PostgreSQL', { skip: SKIP_POSTGRES }, () => {
     assert.equal((JSON.parse(stream.events.at(-1)?.data ?? '{}') as FeedEvent).userId, user.id)
   })
 
+  it('streams live while another replica writes, and resumes with Last-Event-ID with no gap or duplicate', async (t) => {
+    const schema = freshSchema(t)
+    const a = await startService(t, { store: pgStore(t, schema) })
+    const b = await startService(t, { store: pgStore(t, schema) })
+    const first = await openSse(`${a.baseUrl}/events`, reader)
+    t.after(() => { first.close() })
+    const written: string[] = []
+    for (let i = 0; i < 4; i += 1) written.push((await b.createUser()).id)
+    await first.waitFor(4)
+    first.close()
+    for (let i = 0; i < 3; i += 1) written.push((await b.createUser()).id)
+    const again = await openSse(`${a.baseUrl}/events`, reader, { 'last-event-id': first.events.at(-1)?.id ?? '' })
+    t.after(() => { again.close() })
+    written.push((await a.createUser()).id)
+    await again.waitFor(4)
+    const all = [...first.events, ...again.events]
+    assert.equal(new Set(all.map((event) => event.id)).size, all.length, 'no duplicate')
+    assert.deepEqual(all.map((event) => (JSON.parse(event.data) as FeedEvent).userId), written, 'no gap, in order')
+  })
+
   it('prunes rows past the retention and answers 410 for a cursor before them', async (t) => {
     let clock = Date.now()
     const store = pgStore(t, freshSchema(t), { now: () => clock, eventsRetentionDays: 30 })
