@@ -72,6 +72,13 @@ function report(kind: DurableWriteTiming['kind'], dir: string, started: number):
  * see the old file or the new one, never a torn one, and a resolved write survives a power loss.
  * Every failure is a WriteError naming its step.
  */
+const READY: Promise<void> = Promise.resolve()
+
+/** What a write's `beforeRename` rejected with, told apart from the write's own failures. */
+class GateClosed {
+  constructor(readonly reason: unknown) {}
+}
+
 export class DurableDirectory {
   readonly path: string
   readonly #handle: FileHandle
@@ -88,7 +95,12 @@ export class DurableDirectory {
     return new DurableDirectory(dir, await open(dir, 'r'))
   }
 
-  async writeFile(name: string, data: string): Promise<void> {
+  /**
+   * Writes a file durably: a temp file written and fsynced, renamed over the target, and the
+   * directory fsynced. The rename waits for `beforeRename`, so that work can overlap the temp
+   * file's; when it rejects, the temp file is removed and its rejection is what this throws.
+   */
+  async writeFile(name: string, data: string, beforeRename: Promise<void> = READY): Promise<void> {
     const target = path.join(this.path, name)
     const temp = path.join(this.path, `.${name}.${randomBytes(6).toString('hex')}.tmp`)
     let file: FileHandle | undefined
@@ -106,11 +118,13 @@ export class DurableDirectory {
       await file.close()
       file = undefined
       step = 'rename'
+      await beforeRename.catch((error: unknown) => { throw new GateClosed(error) })
       await rename(temp, target)
     } catch (error) {
       await file?.close().catch(() => undefined)
       await unlink(temp).catch(() => undefined)
       report('write', this.path, started)
+      if (error instanceof GateClosed) throw error.reason
       throw new WriteError(step, error)
     }
     try {

@@ -166,8 +166,8 @@ export class FileStore extends IndexedStore {
     this.#logger.info('events loaded', { events: kept.length, voided })
   }
 
-  protected persist(record: UserRecord): Promise<void> {
-    return this.#directory().writeFile(`${record.user.id}.json`, record.json)
+  protected persist(record: UserRecord, logged: Promise<void>): Promise<void> {
+    return this.#directory().writeFile(`${record.user.id}.json`, record.json, logged)
   }
 
   /**

@@ -22,6 +22,8 @@ const HEALTHY: StoreHealth = Object.freeze({ state: 'ok' })
  * after a write resolves, or after one that failed once its rename had happened (WriteError's
  * `applied`), and never otherwise.
  */
+const LOGGED: Promise<void> = Promise.resolve()
+
 export abstract class IndexedStore implements Store {
   protected readonly index = new UserIndex()
   /** Deleted ids and when they were deleted: their tokens stay refused forever (§9). */
@@ -40,8 +42,12 @@ export abstract class IndexedStore implements Store {
 
   abstract open(): Promise<void>
   abstract close(): Promise<void>
-  /** Makes the record durable; a failure is a WriteError. */
-  protected abstract persist(record: UserRecord): Promise<void>
+  /**
+   * Makes the record durable; a failure is a WriteError. Nothing may show on disk before `logged`
+   * (its event made durable) resolves; the work before that may overlap it. When `logged` rejects,
+   * that rejection is the failure.
+   */
+  protected abstract persist(record: UserRecord, logged: Promise<void>): Promise<void>
   /** Durably replaces the user by its tombstone; a failure is a WriteError. */
   protected abstract bury(tombstone: Tombstone): Promise<void>
 
@@ -118,7 +124,8 @@ export abstract class IndexedStore implements Store {
       check?.(current)
       const tombstone = { id, deletedAt: new Date(this.#now()).toISOString() }
       const draft = draftEvent(current.user, undefined, id, tombstone.deletedAt, context, current.user.version + 1)
-      await this.#durably(() => this.bury(tombstone), () => {
+      // The tombstone's write is itself a change on disk: it waits for its event.
+      await this.#durably((logged) => logged.then(() => this.bury(tombstone)), () => {
         this.index.remove(id)
         this.tombstones.set(id, tombstone.deletedAt)
       }, draft === undefined ? undefined : this.events.assign(draft))
@@ -140,7 +147,7 @@ export abstract class IndexedStore implements Store {
     try {
       const draft = draftEvent(current?.user, record, record.user.id, new Date(this.#now()).toISOString(), context)
       const event = draft === undefined ? undefined : this.events.assign(draft)
-      await this.#durably(() => this.persist(record), () => { this.index.put(record) }, event)
+      await this.#durably((logged) => this.persist(record, logged), () => { this.index.put(record) }, event)
       return record
     } finally {
       if (claims) this.#reserved.delete(record.emailKey)
@@ -149,14 +156,19 @@ export abstract class IndexedStore implements Store {
 
   /**
    * Runs a durable step and applies it to memory when the disk shows it, whether or not it failed.
-   * Its event, if any, is made durable first: after a crash the only possible mismatch is an event
-   * whose change is missing, which the file store drops at start. An event whose change failed
-   * here is voided; the feed shows an event once its change is in memory.
+   * Its event, if any, is durable before the step changes anything on disk (the step waits for
+   * `logged`; a temp file may be written and synced meanwhile, so the two syncs overlap): after a
+   * crash the only possible mismatch is an event whose change is missing, which the file store
+   * drops at start. An event whose change failed here is voided; the feed shows an event once its
+   * change is in memory.
    */
-  async #durably(step: () => Promise<void>, apply: () => void, event?: ChangeEvent): Promise<void> {
+  async #durably(step: (logged: Promise<void>) => Promise<void>, apply: () => void, event?: ChangeEvent): Promise<void> {
+    const logged = event === undefined ? LOGGED : this.#logged(event)
+    // A step that fails before it waits for the event leaves the rejection to us: never unhandled.
+    logged.catch(() => undefined)
     try {
-      if (event !== undefined) await this.#logged(event)
-      await step()
+      await step(logged)
+      await logged
     } catch (error) {
       const applied = error instanceof WriteError && error.applied
       if (event !== undefined && applied) this.events.commit(event)

@@ -8,6 +8,8 @@
  *   SHIM_FAIL_ERRNO   the errno number to fail with (default EIO)
  *   SHIM_DIR_SYNC_DELAY_MS  how long a directory fsync takes at least (a slow disk: writers
  *                     arrive while one runs), added after the real call
+ *   SHIM_DATASYNC_DELAY_MS  how long an fdatasync takes at least (the change feed's log uses
+ *                     fdatasync, user files fsync: the feed's sync can be made the slow one)
  *   SHIM_LOG          a file that gets one line per recorded call
  *   SHIM_LOG_UNDER    record only calls that name a path starting with this (default: all)
  *
@@ -132,6 +134,10 @@ static int sync_call(const char *call, const char *begin, int fd, int (*real)(in
     error = errno;
     const char *delay = getenv("SHIM_DIR_SYNC_DELAY_MS");
     if (directory && delay != NULL && atoi(delay) > 0) usleep((useconds_t)atoi(delay) * 1000);
+    const char *data_delay = getenv("SHIM_DATASYNC_DELAY_MS");
+    if (strcmp(call, "fdatasync") == 0 && data_delay != NULL && atoi(data_delay) > 0) {
+      usleep((useconds_t)atoi(data_delay) * 1000);
+    }
   }
   record(call, result, error, path, NULL, extra);
   errno = error;

@@ -52,6 +52,8 @@ export interface ShimEnvOptions {
   failErrno?: number
   /** Makes every directory fsync take at least this long, as on a slow disk. */
   dirSyncDelayMs?: number
+  /** Makes every fdatasync (the change feed's log) take at least this long. */
+  dataSyncDelayMs?: number
   /** Where the calls are recorded. */
   log?: string
   /** Record only calls naming a path under this one. */
@@ -64,6 +66,7 @@ export function shimEnv(library: string, options: ShimEnvOptions): Record<string
   if (options.failKind !== undefined) env['SHIM_FAIL_KIND'] = options.failKind
   if (options.failErrno !== undefined) env['SHIM_FAIL_ERRNO'] = String(options.failErrno)
   if (options.dirSyncDelayMs !== undefined) env['SHIM_DIR_SYNC_DELAY_MS'] = String(options.dirSyncDelayMs)
+  if (options.dataSyncDelayMs !== undefined) env['SHIM_DATASYNC_DELAY_MS'] = String(options.dataSyncDelayMs)
   if (options.log !== undefined) env['SHIM_LOG'] = options.log
   if (options.logUnder !== undefined) env['SHIM_LOG_UNDER'] = options.logUnder
   return env

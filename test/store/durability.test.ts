@@ -38,6 +38,7 @@ interface TracedOptions {
   root?: string
   env?: Record<string, string | undefined>
   dirSyncDelayMs?: number
+  dataSyncDelayMs?: number
 }
 
 async function startTraced(t: TestContext, options: TracedOptions = {}): Promise<Traced> {
@@ -45,7 +46,7 @@ async function startTraced(t: TestContext, options: TracedOptions = {}): Promise
   const dataDir = path.join(root, 'data')
   const log = path.join(root, 'shim.log')
   if (shim.library === undefined) throw new Error('no shim')
-  const child = await startChild({ dataDir, env: { ...shimEnv(shim.library, { log, logUnder: root, ...(options.dirSyncDelayMs === undefined ? {} : { dirSyncDelayMs: options.dirSyncDelayMs }) }), ...options.env } })
+  const child = await startChild({ dataDir, env: { ...shimEnv(shim.library, { log, logUnder: root, ...(options.dirSyncDelayMs === undefined ? {} : { dirSyncDelayMs: options.dirSyncDelayMs }), ...(options.dataSyncDelayMs === undefined ? {} : { dataSyncDelayMs: options.dataSyncDelayMs }) }), ...options.env } })
   t.after(() => child.stop('SIGKILL'))
   const pid = child.proc.pid
   const readyAt = shimLogSize(log)
@@ -161,6 +162,51 @@ describe('durable writes, seen in the system calls', () => {
     const buried = assertDurableReplace(calls, grave, remove.answeredAt, 'DELETE (tombstone)')
     const unlink = assertDurableUnlink(calls, target, remove.answeredAt, 'DELETE (user file)')
     assert.ok(buried.dirSync.seq < unlink.seq, 'the tombstone was durable before the user file was unlinked')
+  })
+
+  it('makes each change\'s event durable before the change shows on disk, while the temp file is written meanwhile', { timeout: 60_000 }, async (t) => {
+    if (shim.skip !== undefined) return t.skip(shim.skip)
+    // A slow feed: its fdatasync takes 300 ms, so a rename that does not wait for it comes first.
+    const trace = await startTraced(t, { dataSyncDelayMs: 300 })
+    const { child, dataDir } = trace
+    const eventsDir = path.join(dataDir, 'events')
+    const usersDir = path.join(dataDir, 'users')
+    /** The feed's successful fdatasync that began after `from` (a log length) and ended before `change`. */
+    const feedSyncBefore = (calls: readonly ShimCall[], from: number, change: ShimCall): ShimCall | undefined => {
+      const begins = calls.filter((call) => call.begin === true && call.call === 'fdatasync' && call.end > from &&
+        path.dirname(call.paths[0] ?? '') === eventsDir)
+      return begins.map((begin) => calls.find((call) => isSyncEnd(call) && call.syncId === begin.syncId))
+        .find((end) => end !== undefined && end.result === 0 && end.seq < change.seq)
+    }
+
+    let from = trace.mark()
+    const create = await traced(trace, () => request('POST', `${child.url}/users`, { token, json: { email: uniqueEmail('feed'), name: 'Feed' } }))
+    assert.equal(create.res.status, 201, create.res.text)
+    const id = create.res.json<User>().id
+    const target = path.join(usersDir, `${id}.json`)
+    let calls = trace.calls()
+    const created = assertDurableReplace(calls, target, create.answeredAt, 'POST')
+    assert.ok(feedSyncBefore(calls, from, created.rename) !== undefined, 'POST: the user file was renamed before its event was durable')
+    // The overlap: the temp file was written and fsynced while the feed's sync ran.
+    const tempSync = calls.find((call) => isSyncEnd(call) && call.dir === false && call.paths[0] === created.rename.paths[0])
+    const feedBegin = calls.find((call) => call.begin === true && call.call === 'fdatasync' && call.end > from && path.dirname(call.paths[0] ?? '') === eventsDir)
+    assert.ok(tempSync !== undefined && feedBegin !== undefined, 'POST: no temp file fsync or no feed sync')
+    const feedEnd = calls.find((call) => isSyncEnd(call) && call.syncId === feedBegin.syncId)
+    assert.ok(feedEnd !== undefined && tempSync.seq < feedEnd.seq, 'POST: the temp file waited for the feed instead of being written meanwhile')
+
+    from = trace.mark()
+    const patch = await traced(trace, () => request('PATCH', `${child.url}/users/${id}`, { token, json: { name: 'Fed' } }))
+    assert.equal(patch.res.status, 200, patch.res.text)
+    calls = trace.calls()
+    const patched = assertDurableReplace(calls, target, patch.answeredAt, 'PATCH')
+    assert.ok(feedSyncBefore(calls, from, patched.rename) !== undefined, 'PATCH: the user file was renamed before its event was durable')
+
+    from = trace.mark()
+    const remove = await traced(trace, () => request('DELETE', `${child.url}/users/${id}`, { token }))
+    assert.equal(remove.res.status, 204, remove.res.text)
+    calls = trace.calls()
+    const buried = assertDurableReplace(calls, path.join(dataDir, 'tombstones', `${id}.json`), remove.answeredAt, 'DELETE (tombstone)')
+    assert.ok(feedSyncBefore(calls, from, buried.rename) !== undefined, 'DELETE: the tombstone was renamed before its event was durable')
   })
 
   it('shares directory fsyncs among concurrent writers, each covered before its answer (group commit)', { timeout: 60_000 }, async (t) => {
