@@ -17,6 +17,7 @@ export const TRANSITIONS: Readonly<Record<LifecycleAction, Partial<Record<UserSt
 export function nextStatus(from: UserStatus, action: LifecycleAction): UserStatus {
   const to = TRANSITIONS[action][from]
   if (to === undefined) {
+    // Stryker disable next-line ConditionalExpression: activate is allowed from every status, so only suspend gets here
     const verb = action === 'suspend'
       ? 'suspended'
       : /* Stryker disable next-line StringLiteral: activate is allowed from every status, so only suspend gets here */ 'activated'

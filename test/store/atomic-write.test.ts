@@ -74,6 +74,40 @@ describe('DurableDirectory.writeFile', () => {
     assert.equal(await readFile(path.join(dir.path, 'b.json'), 'utf8'), 'neighbour')
   })
 
+  it('renames only once beforeRename resolves, with the temp file written and whole meanwhile', async (t) => {
+    const dir = await openDirectory(t)
+    await dir.writeFile('a.json', 'old')
+    let open!: () => void
+    const gate = new Promise<void>((resolve) => { open = resolve })
+    const writing = dir.writeFile('a.json', 'new', gate)
+    // The temp file appears, holding the whole new content, while the target keeps the old one.
+    let temps: string[] = []
+    while (temps.length === 0) {
+      await new Promise((resolve) => setImmediate(resolve))
+      temps = await tempFiles(dir.path)
+    }
+    const [temp] = temps
+    assert.ok(temp !== undefined)
+    while (await readFile(path.join(dir.path, temp), 'utf8') !== 'new') await new Promise((resolve) => setImmediate(resolve))
+    assert.equal(await readFile(path.join(dir.path, 'a.json'), 'utf8'), 'old')
+    open()
+    await writing
+    assert.equal(await readFile(path.join(dir.path, 'a.json'), 'utf8'), 'new')
+    assert.deepEqual(await tempFiles(dir.path), [])
+  })
+
+  it('throws what beforeRename rejected with, unwrapped, removes its temp file and keeps the target', async (t) => {
+    const dir = await openDirectory(t)
+    await dir.writeFile('a.json', 'old')
+    const reason = new WriteError('file-sync', Object.assign(new Error('EIO'), { code: 'EIO' }), false)
+    const refused = Promise.reject(reason)
+    // As the store does: the rejection is handled at once, before the write gets to its rename.
+    refused.catch(() => undefined)
+    await assert.rejects(dir.writeFile('a.json', 'new', refused), (error: unknown) => error === reason)
+    assert.equal(await readFile(path.join(dir.path, 'a.json'), 'utf8'), 'old')
+    assert.deepEqual(await tempFiles(dir.path), [])
+  })
+
   it('resolves every one of many concurrent writes with every file present (group commit)', async (t) => {
     const dir = await openDirectory(t)
     const names = Array.from({ length: 50 }, (_, i) => `f${i}.json`)
