@@ -2,13 +2,12 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 
 import { HttpError } from '../errors.js'
 import type { Handler } from '../http/handler.js'
-import { percentDecode } from '../http/percent-decode.js'
+import { badParameter, readQueryParameters } from '../http/query-parameters.js'
 import { isCanonicalUuid } from '../users/uuid7.js'
 import { EVENT_ID, EVENT_TYPES, eventJson, type EventType } from './event.js'
 import type { EventFeed, EventQuery } from './journal.js'
 
 export const EVENT_PARAMETERS = ['after', 'limit', 'type', 'userId'] as const
-type Parameter = (typeof EVENT_PARAMETERS)[number]
 export const DEFAULT_EVENT_LIMIT = 100
 export const MAX_EVENT_LIMIT = 1000
 /** Events a stream reads from the feed at a time. */
@@ -174,42 +173,25 @@ export function createEventRoutes(options: EventRoutesOptions): EventRoutes {
 
 /** Parses `after`, `limit`, `type` and `userId` strictly, as the users list does: anything else is a 400. */
 export function parseEventQuery(rawQuery: string, lastEventId: string | undefined): EventQuery {
-  const params = new Map<Parameter, string>()
-  for (const pair of rawQuery.split('&')) {
-    if (pair === '') continue
-    const eq = pair.indexOf('=')
-    const rawName = eq === -1 ? pair : pair.slice(0, eq)
-    const name = percentDecode(rawName, true)
-    if (name === undefined) throw bad(rawName, 'is not valid percent-encoded UTF-8')
-    const known = EVENT_PARAMETERS.find((candidate) => candidate === name)
-    if (known === undefined) throw bad(name, `is not a parameter of the feed (use ${EVENT_PARAMETERS.join(', ')})`)
-    if (params.has(known)) throw bad(known, 'is given more than once')
-    const value = percentDecode(eq === -1 ? '' : pair.slice(eq + 1), true)
-    if (value === undefined) throw bad(known, 'is not valid percent-encoded UTF-8')
-    if (value.trim() === '') throw bad(known, 'is empty')
-    params.set(known, value)
-  }
+  const params = readQueryParameters(rawQuery, EVENT_PARAMETERS, 'the feed')
   const after = params.get('after') ?? lastEventId?.trim()
   if (after !== undefined && !EVENT_ID.test(after)) {
-    throw bad(params.has('after') ? 'after' : 'Last-Event-ID', 'must be a cursor or an event id from this feed')
+    throw badParameter(params.has('after') ? 'after' : 'Last-Event-ID', 'must be a cursor or an event id from this feed')
   }
   const limitText = params.get('limit')
   const limit = limitText === undefined ? DEFAULT_EVENT_LIMIT : (/^\d{1,4}$/.test(limitText) ? Number(limitText) : Number.NaN)
-  if (!(limit >= 1 && limit <= MAX_EVENT_LIMIT)) throw bad('limit', `must be a whole number from 1 to ${MAX_EVENT_LIMIT}`)
+  if (!(limit >= 1 && limit <= MAX_EVENT_LIMIT)) throw badParameter('limit', `must be a whole number from 1 to ${MAX_EVENT_LIMIT}`)
   const typeText = params.get('type')
   let types: EventType[] | undefined
   if (typeText !== undefined) {
     types = typeText.split(',').map((item) => {
       const type = EVENT_TYPES.find((candidate) => candidate === item.trim())
-      if (type === undefined) throw bad('type', `must be a comma list of ${EVENT_TYPES.join(', ')}`)
+      if (type === undefined) throw badParameter('type', `must be a comma list of ${EVENT_TYPES.join(', ')}`)
       return type
     })
   }
   const userId = params.get('userId')
-  if (userId !== undefined && !isCanonicalUuid(userId)) throw bad('userId', 'must be a user id (a lower-case UUID)')
+  if (userId !== undefined && !isCanonicalUuid(userId)) throw badParameter('userId', 'must be a user id (a lower-case UUID)')
   return { after, limit, types, userId }
 }
 
-function bad(name: string, message: string): HttpError {
-  return new HttpError('bad_request', `The parameter ${name} ${message}.`)
-}

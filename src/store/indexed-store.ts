@@ -5,6 +5,7 @@ import type { Tombstone } from '../users/stored-user.js'
 import { toRecord, type User, type UserRecord } from '../users/user.js'
 import { isCanonicalUuid } from '../users/uuid7.js'
 import { WriteError } from './atomic-write.js'
+import { PerKeyQueue } from './per-key-queue.js'
 import type { ChangeUser, ListPage, ListQuery, Store, StoreHealth } from './store.js'
 import { UserIndex } from './user-index.js'
 
@@ -28,7 +29,7 @@ export abstract class IndexedStore implements Store {
   protected readonly index = new UserIndex()
   /** Deleted ids and when they were deleted: their tokens stay refused forever (§9). */
   protected readonly tombstones = new Map<string, string>()
-  readonly #queues = new Map<string, Promise<unknown>>()
+  readonly #queues = new PerKeyQueue()
   /** Email keys claimed by writes in flight, so that two writers cannot both take one. */
   readonly #reserved = new Set<string>()
   readonly #now: () => number
@@ -96,7 +97,7 @@ export abstract class IndexedStore implements Store {
   create(user: User, check?: () => void, context?: ChangeContext): Promise<UserRecord> {
     // Ids name files in the file store: only canonical UUIDs ever get that far.
     if (!isCanonicalUuid(user.id)) return Promise.reject(new Error(`not a canonical UUID: ${user.id}`))
-    return this.#serialise(user.id, () => {
+    return this.#queues.run(user.id, () => {
       this.#requireWritable()
       if (this.index.get(user.id) !== undefined || this.tombstones.has(user.id)) {
         throw new Error(`user ${user.id} already exists or existed`)
@@ -107,7 +108,7 @@ export abstract class IndexedStore implements Store {
   }
 
   update(id: string, change: ChangeUser, context?: ChangeContext): Promise<UserRecord> {
-    return this.#serialise(id, () => {
+    return this.#queues.run(id, () => {
       this.#requireWritable()
       const current = this.#require(id)
       const next = change(current)
@@ -118,7 +119,7 @@ export abstract class IndexedStore implements Store {
   }
 
   delete(id: string, check?: (current: UserRecord) => void, context?: ChangeContext): Promise<void> {
-    return this.#serialise(id, async () => {
+    return this.#queues.run(id, async () => {
       this.#requireWritable()
       const current = this.#require(id)
       check?.(current)
@@ -232,18 +233,6 @@ export abstract class IndexedStore implements Store {
     const current = this.index.get(id)
     if (current === undefined) throw new HttpError('not_found', 'There is no user with this id.')
     return current
-  }
-
-  /** Runs `task` after every earlier task for the same id has settled. */
-  #serialise<T>(id: string, task: () => Promise<T>): Promise<T> {
-    const previous = this.#queues.get(id) ?? Promise.resolve()
-    const run = previous.then(task, task)
-    const settled = run.then(() => undefined, () => undefined)
-    this.#queues.set(id, settled)
-    void settled.then(() => {
-      if (this.#queues.get(id) === settled) this.#queues.delete(id)
-    })
-    return run
   }
 }
 

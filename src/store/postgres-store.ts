@@ -8,6 +8,7 @@ import { silentLogger, type Logger } from '../logger.js'
 import { toRecord, type User, type UserRecord, type UserStatus } from '../users/user.js'
 import { isCanonicalUuid } from '../users/uuid7.js'
 import { DataDirLock } from './data-dir-lock.js'
+import { PerKeyQueue } from './per-key-queue.js'
 import { loadPg, type PgModule } from './postgres-driver.js'
 import { appendEvent, PostgresEventFeed } from './postgres-events.js'
 import { migrate, quoteIdentifier } from './postgres-schema.js'
@@ -71,7 +72,7 @@ export class PostgresStore implements Store {
   readonly #options: PostgresStoreOptions
   readonly #logger: Logger
   readonly #now: () => number
-  readonly #queues = new Map<string, Promise<unknown>>()
+  readonly #queues = new PerKeyQueue()
   readonly #lock: DataDirLock | undefined
   readonly #dataDir: string | undefined
   #pool: Pool | undefined
@@ -202,7 +203,7 @@ export class PostgresStore implements Store {
 
   create(user: User, check?: () => void, context?: ChangeContext): Promise<UserRecord> {
     if (!isCanonicalUuid(user.id)) return Promise.reject(new Error(`not a canonical UUID: ${user.id}`))
-    return this.#serialise(user.id, async () => {
+    return this.#queues.run(user.id, async () => {
       check?.()
       const record = toRecord(user)
       const inserted = await this.#transaction((client) => client.query({
@@ -218,7 +219,7 @@ export class PostgresStore implements Store {
   }
 
   update(id: string, change: ChangeUser, context?: ChangeContext): Promise<UserRecord> {
-    return this.#serialise(id, async () => {
+    return this.#queues.run(id, async () => {
       for (let attempt = 1; ; attempt += 1) {
         const current = await this.#require(id)
         const next = change(current)
@@ -239,7 +240,7 @@ export class PostgresStore implements Store {
   }
 
   delete(id: string, check?: (current: UserRecord) => void, context?: ChangeContext): Promise<void> {
-    return this.#serialise(id, async () => {
+    return this.#queues.run(id, async () => {
       for (let attempt = 1; ; attempt += 1) {
         const current = await this.#require(id)
         check?.(current)
@@ -371,18 +372,6 @@ export class PostgresStore implements Store {
   #connection(): Pool {
     if (this.#pool === undefined) throw new Error('the PostgreSQL store is not open')
     return this.#pool
-  }
-
-  /** Runs `task` after every earlier task for the same id has settled. */
-  #serialise<T>(id: string, task: () => Promise<T>): Promise<T> {
-    const previous = this.#queues.get(id) ?? Promise.resolve()
-    const run = previous.then(task, task)
-    const settled = run.then(() => undefined, () => undefined)
-    this.#queues.set(id, settled)
-    void settled.then(() => {
-      if (this.#queues.get(id) === settled) this.#queues.delete(id)
-    })
-    return run
   }
 }
 

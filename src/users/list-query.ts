@@ -1,5 +1,4 @@
-import { HttpError } from '../errors.js'
-import { percentDecode } from '../http/percent-decode.js'
+import { badParameter, readQueryParameters } from '../http/query-parameters.js'
 import type { ListQuery } from '../store/store.js'
 import { SORTS, type CursorCodec, type CursorState, type Sort } from './cursor.js'
 import { USER_STATUSES, type UserStatus } from './user.js'
@@ -28,7 +27,7 @@ export const MAX_IDS = 100
  * 400 naming the parameter. A cursor brings its filters and sort; others sent with it must agree.
  */
 export function parseListQuery(rawQuery: string, cursors: CursorCodec): ListRequest {
-  const params = readParameters(rawQuery)
+  const params = readQueryParameters(rawQuery, LIST_PARAMETERS, 'this list')
   const idsText = params.get('ids')
   if (idsText !== undefined) return parseIds(idsText, params)
   const limit = parseLimit(params.get('limit'))
@@ -48,7 +47,7 @@ export function parseListQuery(rawQuery: string, cursors: CursorCodec): ListRequ
   if (given.q !== undefined && given.q !== cursor.q) differs.push('q')
   if (differs.length > 0) {
     const names = differs.join(', ')
-    throw bad('cursor', `was made for other ${names}; send it alone or with the same filters and sort`)
+    throw badParameter('cursor', `was made for other ${names}; send it alone or with the same filters and sort`)
   }
   return { query: toQuery(cursor, cursor.after, limit), walk: cursor }
 }
@@ -66,37 +65,18 @@ function toQuery(walk: Omit<CursorState, 'after'>, after: string | undefined, li
   }
 }
 
-function readParameters(rawQuery: string): Map<Parameter, string> {
-  const params = new Map<Parameter, string>()
-  for (const pair of rawQuery.split('&')) {
-    if (pair === '') continue
-    const eq = pair.indexOf('=')
-    const rawName = eq === -1 ? pair : pair.slice(0, eq)
-    const name = percentDecode(rawName, true)
-    if (name === undefined) throw bad(rawName, 'is not valid percent-encoded UTF-8')
-    const known = LIST_PARAMETERS.find((candidate) => candidate === name)
-    if (known === undefined) throw bad(name, `is not a parameter of this list (use ${LIST_PARAMETERS.join(', ')})`)
-    if (params.has(known)) throw bad(known, 'is given more than once')
-    const value = percentDecode(eq === -1 ? '' : pair.slice(eq + 1), true)
-    if (value === undefined) throw bad(known, 'is not valid percent-encoded UTF-8')
-    if (value.trim() === '') throw bad(known, 'is empty')
-    params.set(known, value)
-  }
-  return params
-}
-
 /** A batch get names its users and nothing else: any other parameter is a conflict. */
 function parseIds(text: string, params: ReadonlyMap<Parameter, string>): ListRequest {
   const others = [...params.keys()].filter((name) => name !== 'ids')
-  if (others.length > 0) throw bad('ids', `cannot be combined with ${others.join(', ')}`)
+  if (others.length > 0) throw badParameter('ids', `cannot be combined with ${others.join(', ')}`)
   const ids: string[] = []
   const seen = new Set<string>()
   const items = text.split(',')
   // Counted before any work, so that a hostile list costs no more than its first check.
-  if (items.length > MAX_IDS) throw bad('ids', `must name at most ${MAX_IDS} users`)
+  if (items.length > MAX_IDS) throw badParameter('ids', `must name at most ${MAX_IDS} users`)
   for (const item of items) {
     const id = item.trim()
-    if (!isCanonicalUuid(id)) throw bad('ids', 'must be a comma list of user ids (lower-case UUIDs)')
+    if (!isCanonicalUuid(id)) throw badParameter('ids', 'must be a comma list of user ids (lower-case UUIDs)')
     // Named twice, shown once: the page holds each user at most once.
     if (seen.has(id)) continue
     seen.add(id)
@@ -109,14 +89,14 @@ function parseIds(text: string, params: ReadonlyMap<Parameter, string>): ListReq
 function parseLimit(text: string | undefined): number {
   if (text === undefined) return DEFAULT_LIMIT
   const limit = /^\d{1,3}$/.test(text) ? Number(text) : Number.NaN
-  if (!(limit >= 1 && limit <= MAX_LIMIT)) throw bad('limit', `must be a whole number from 1 to ${MAX_LIMIT}`)
+  if (!(limit >= 1 && limit <= MAX_LIMIT)) throw badParameter('limit', `must be a whole number from 1 to ${MAX_LIMIT}`)
   return limit
 }
 
 function parseSort(text: string | undefined): Sort {
   if (text === undefined) return 'createdAt'
   const sort = SORTS.find((candidate) => candidate === text)
-  if (sort === undefined) throw bad('sort', `must be ${SORTS.join(' or ')}`)
+  if (sort === undefined) throw badParameter('sort', `must be ${SORTS.join(' or ')}`)
   return sort
 }
 
@@ -125,7 +105,7 @@ function parseStatuses(text: string | undefined): UserStatus[] | undefined {
   const statuses = new Set<UserStatus>()
   for (const item of text.split(',')) {
     const status = USER_STATUSES.find((candidate) => candidate === item.trim())
-    if (status === undefined) throw bad('status', `must be a comma list of ${USER_STATUSES.join(', ')}`)
+    if (status === undefined) throw badParameter('status', `must be a comma list of ${USER_STATUSES.join(', ')}`)
     statuses.add(status)
   }
   // Sorted, so that `active,pending` and `pending,active` are the same walk.
@@ -136,11 +116,8 @@ function parseQ(text: string | undefined): string | undefined {
   if (text === undefined) return undefined
   // Code points, as every other length rule counts (a UTF-16 length would refuse 150 emoji).
   if (text.length > MAX_Q_LENGTH && [...text].length > MAX_Q_LENGTH) {
-    throw bad('q', `must have at most ${MAX_Q_LENGTH} characters`)
+    throw badParameter('q', `must have at most ${MAX_Q_LENGTH} characters`)
   }
   return text.toLowerCase()
 }
 
-function bad(parameter: string, problem: string): HttpError {
-  return new HttpError('bad_request', `The query parameter ${parameter} ${problem}.`)
-}

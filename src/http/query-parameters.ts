@@ -1,0 +1,31 @@
+import { HttpError } from '../errors.js'
+import { percentDecode } from './percent-decode.js'
+
+/**
+ * Reads a query string strictly (§4): every name one of `known`, none given twice, every value
+ * non-empty, all of it valid percent-encoded UTF-8 (`+` is a space). Anything else is a 400 that
+ * names the parameter; `of` says whose parameters they are ("this list", "the feed").
+ */
+export function readQueryParameters<P extends string>(rawQuery: string, known: readonly P[], of: string): Map<P, string> {
+  const params = new Map<P, string>()
+  for (const pair of rawQuery.split('&')) {
+    if (pair === '') continue
+    const eq = pair.indexOf('=')
+    const rawName = eq === -1 ? pair : pair.slice(0, eq)
+    const name = percentDecode(rawName, true)
+    if (name === undefined) throw badParameter(rawName, 'is not valid percent-encoded UTF-8')
+    const parameter = known.find((candidate) => candidate === name)
+    if (parameter === undefined) throw badParameter(name, `is not a parameter of ${of} (use ${known.join(', ')})`)
+    if (params.has(parameter)) throw badParameter(parameter, 'is given more than once')
+    const value = percentDecode(eq === -1 ? '' : pair.slice(eq + 1), true)
+    if (value === undefined) throw badParameter(parameter, 'is not valid percent-encoded UTF-8')
+    if (value.trim() === '') throw badParameter(parameter, 'is empty')
+    params.set(parameter, value)
+  }
+  return params
+}
+
+/** The 400 for a query parameter that is unknown, repeated or malformed. */
+export function badParameter(name: string, problem: string): HttpError {
+  return new HttpError('bad_request', `The query parameter ${name} ${problem}.`)
+}
