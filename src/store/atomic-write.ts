@@ -66,12 +66,6 @@ function report(kind: DurableWriteTiming['kind'], dir: string, started: number):
   }
 }
 
-/**
- * A directory whose file writes are atomic and durable: a temp file in the same directory, opened
- * exclusively, written and fsynced, renamed over the target, then the directory fsynced. Readers
- * see the old file or the new one, never a torn one, and a resolved write survives a power loss.
- * Every failure is a WriteError naming its step.
- */
 const READY: Promise<void> = Promise.resolve()
 
 /** What a write's `beforeRename` rejected with, told apart from the write's own failures. */
@@ -79,6 +73,12 @@ class GateClosed {
   constructor(readonly reason: unknown) {}
 }
 
+/**
+ * A directory whose file writes are atomic and durable: a temp file in the same directory, opened
+ * exclusively, written and fsynced, renamed over the target, then the directory fsynced. Readers
+ * see the old file or the new one, never a torn one, and a resolved write survives a power loss.
+ * Every failure is a WriteError naming its step.
+ */
 export class DurableDirectory {
   readonly path: string
   readonly #handle: FileHandle

@@ -16,6 +16,9 @@ export interface IndexedStoreOptions {
 
 const HEALTHY: StoreHealth = Object.freeze({ state: 'ok' })
 
+/** The event of a change that has none: nothing to wait for. */
+const LOGGED: Promise<void> = Promise.resolve()
+
 /**
  * What the memory store and the file store share: the index, the tombstones of deleted users, one
  * queue of writers per user, email reservations, and what a failed write means. A subclass says
@@ -23,8 +26,6 @@ const HEALTHY: StoreHealth = Object.freeze({ state: 'ok' })
  * after a write resolves, or after one that failed once its rename had happened (WriteError's
  * `applied`), and never otherwise.
  */
-const LOGGED: Promise<void> = Promise.resolve()
-
 export abstract class IndexedStore implements Store {
   protected readonly index = new UserIndex()
   /** Deleted ids and when they were deleted: their tokens stay refused forever (§9). */
