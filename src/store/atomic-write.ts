@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import { closeSync, fsyncSync, openSync } from 'node:fs'
 import { mkdir, open, rename, unlink, type FileHandle } from 'node:fs/promises'
 import path from 'node:path'
 import { performance } from 'node:perf_hooks'
@@ -216,6 +217,16 @@ export async function syncDirectory(dir: string): Promise<void> {
     await handle.sync()
   } finally {
     await handle.close()
+  }
+}
+
+/** Fsyncs one directory by path, blocking: for start-up and for steps that must not interleave. */
+export function syncDirectorySync(dir: string): void {
+  const fd = openSync(dir, 'r')
+  try {
+    fsyncSync(fd)
+  } finally {
+    closeSync(fd)
   }
 }
 

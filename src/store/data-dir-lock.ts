@@ -5,6 +5,8 @@ import {
 } from 'node:fs'
 import path from 'node:path'
 
+import { syncDirectorySync } from './atomic-write.js'
+
 /** Another live process, or another store in this process, owns the data directory. */
 export class LockError extends Error {
   override name = 'LockError'
@@ -176,7 +178,7 @@ export class DataDirLock {
       if (name.startsWith(TEMP_PREFIX)) stale.push(path.join(this.#dir, name))
     }
     for (const staleFile of stale) removeQuietly(staleFile)
-    syncDirectory(this.#dir)
+    syncDirectorySync(this.#dir)
   }
 
   /** The `.lock` of version 0.1.0: refused while its process lives, otherwise removed. */
@@ -283,15 +285,6 @@ function writeDurably(file: string, text: string): string {
   } finally {
     closeSync(fd)
     if (!written) removeQuietly(file)
-  }
-}
-
-function syncDirectory(dir: string): void {
-  const fd = openSync(dir, 'r')
-  try {
-    fsyncSync(fd)
-  } finally {
-    closeSync(fd)
   }
 }
 

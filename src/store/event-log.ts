@@ -1,9 +1,9 @@
-import { closeSync, fsyncSync, openSync, readFileSync, readdirSync, statSync, truncateSync } from 'node:fs'
+import { readFileSync, readdirSync, statSync, truncateSync } from 'node:fs'
 import { open, unlink, type FileHandle } from 'node:fs/promises'
 import path from 'node:path'
 
 import { eventJson, formatEventId, parseEvent, parseEventId, type ChangeEvent } from '../events/event.js'
-import { WriteError } from './atomic-write.js'
+import { syncDirectorySync, WriteError } from './atomic-write.js'
 
 const SEGMENT = /^([0-9a-f]{16})\.ndjson$/
 
@@ -185,7 +185,7 @@ export class EventLog {
     if (roll) {
       try {
         // The new name must survive a crash before any event in it is acknowledged.
-        syncDirectory(this.dir)
+        syncDirectorySync(this.dir)
       } catch (error) {
         await handle.close()
         throw new WriteError('dir-sync', error, false)
@@ -213,7 +213,7 @@ export class EventLog {
       this.#segments.shift()
       through = next.first - 1
     }
-    if (through !== undefined) syncDirectory(this.dir)
+    if (through !== undefined) syncDirectorySync(this.dir)
     return through === undefined ? undefined : formatEventId(through)
   }
 
@@ -221,14 +221,5 @@ export class EventLog {
     const handle = this.#handle
     this.#handle = undefined
     await handle?.close()
-  }
-}
-
-function syncDirectory(dir: string): void {
-  const fd = openSync(dir, 'r')
-  try {
-    fsyncSync(fd)
-  } finally {
-    closeSync(fd)
   }
 }

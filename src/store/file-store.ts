@@ -1,4 +1,4 @@
-import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, readdirSync } from 'node:fs'
+import { mkdirSync, readFileSync, readdirSync } from 'node:fs'
 import { access, stat, unlink } from 'node:fs/promises'
 import path from 'node:path'
 
@@ -6,7 +6,7 @@ import type { ChangeEvent } from '../events/event.js'
 import { silentLogger, type Logger } from '../logger.js'
 import { parseStoredUser, parseTombstone, toTombstoneJson, type Tombstone } from '../users/stored-user.js'
 import { toRecord, type User, type UserRecord } from '../users/user.js'
-import { DurableDirectory, makeDurableDirectory, WriteError } from './atomic-write.js'
+import { DurableDirectory, makeDurableDirectory, syncDirectorySync, WriteError } from './atomic-write.js'
 import { DataDirLock, hasCode } from './data-dir-lock.js'
 import { EventLog } from './event-log.js'
 import { IndexedStore } from './indexed-store.js'
@@ -329,15 +329,6 @@ async function freeName(dir: string, name: string): Promise<string> {
     throw error
   }
   return `${name}.${Date.now()}`
-}
-
-function syncDirectorySync(dir: string): void {
-  const fd = openSync(dir, 'r')
-  try {
-    fsyncSync(fd)
-  } finally {
-    closeSync(fd)
-  }
 }
 
 function yieldToLoop(): Promise<void> {
