@@ -8,7 +8,7 @@ import { join } from 'node:path'
 
 import pg from 'pg'
 
-import { type Server, startServer, stopServer } from './procs.js'
+import { type Server, SERVICE_BENCH_ENV, startServer, stopServer } from './procs.js'
 import { type SeededUser, uuidv7 } from './seed.js'
 
 export const POSTGRES_URL = process.env['DATABASE_URL']
@@ -101,10 +101,7 @@ const startPgService = async (ctx: PgBenchContext, url: string, workers: number)
     DATABASE_URL: url,
     WORKERS: String(workers),
     JWT_SECRET: ctx.secret,
-    LOG_LEVEL: 'info',
-    METRICS: 'on',
-    MAX_INFLIGHT: '100000',
-    MAX_EVENT_LOOP_DELAY_MS: '100000',
+    ...SERVICE_BENCH_ENV,
   },
   readyz: true,
   timeoutMs: 120_000,

@@ -43,6 +43,17 @@ export const installCleanup = (): void => {
   }
 }
 
+/**
+ * What every benchmarked service runs with: the defaults operators run (a JSON line per request,
+ * metrics counted), with the overload limits raised out of the load's way.
+ */
+export const SERVICE_BENCH_ENV = {
+  LOG_LEVEL: 'info',
+  METRICS: 'on',
+  MAX_INFLIGHT: '100000',
+  MAX_EVENT_LOOP_DELAY_MS: '100000',
+} as const
+
 export interface Server {
   name: string
   child: ChildProcess

@@ -8,7 +8,7 @@ import { mkdir, rm, writeFile } from 'node:fs/promises'
 import { cpus, loadavg, platform, release, totalmem } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { cpuSeconds, installCleanup, makeTempRoot, rssMb, type Server, startServer, stopServer, track } from './procs.js'
+import { cpuSeconds, installCleanup, makeTempRoot, rssMb, type Server, SERVICE_BENCH_ENV, startServer, stopServer, track } from './procs.js'
 import { type SeededUser, seedDataDir } from './seed.js'
 import { POSTGRES_URL, pgGetSetup, pgPostSetup, pgWorkersSetup, type PgBenchContext } from './postgres-cases.js'
 import { makeToken } from './token.js'
@@ -126,11 +126,7 @@ const startService = async (users: number, sample = false): Promise<Service> => 
       // The file store, even when DATABASE_URL is set for the PostgreSQL cases.
       DATABASE_URL: undefined,
       WORKERS: undefined,
-      // The defaults operators run with: a JSON line per request, and metrics counted.
-      LOG_LEVEL: 'info',
-      METRICS: 'on',
-      MAX_INFLIGHT: '100000',
-      MAX_EVENT_LOOP_DELAY_MS: '100000',
+      ...SERVICE_BENCH_ENV,
     },
     readyz: true,
     timeoutMs: 120_000,
