@@ -54,7 +54,10 @@ export class SchemaTooNewError extends Error {
 export async function migrate(client: PoolClient, logger: Logger, schema: string | undefined): Promise<number> {
   await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK])
   try {
-    if (schema !== undefined) await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdentifier(schema)}`)
+    if (schema !== undefined) {
+      await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdentifier(schema)}`)
+      await requireCurrentSchema(client, schema)
+    }
     await client.query(`CREATE TABLE IF NOT EXISTS user_service_schema (
       version integer PRIMARY KEY,
       applied_at timestamptz NOT NULL DEFAULT now()
@@ -82,6 +85,19 @@ export async function migrate(client: PoolClient, logger: Logger, schema: string
     return SCHEMA_VERSION
   } finally {
     await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK])
+  }
+}
+
+/**
+ * Unqualified names resolve through the search_path `<schema>,public`, which skips a schema the
+ * role may not use: tables would then be made and written in `public` without an error. Refuse
+ * to start before anything is made.
+ */
+async function requireCurrentSchema(client: PoolClient, schema: string): Promise<void> {
+  const found = await client.query<{ schema: string | null }>('SELECT current_schema() AS schema')
+  const current = found.rows[0]?.schema ?? null
+  if (current !== schema) {
+    throw new Error(`the search_path resolves to schema ${String(current)}, not to the configured schema ${schema}`)
   }
 }
 

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
 import path from 'node:path'
@@ -105,9 +106,34 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       t.after(() => Promise.all(stores.map((store) => store.close())))
       await Promise.all(stores.map((store) => store.open()))
       const created = await Promise.all(stores.map((store) => store.create(makeUser())))
-      assert.equal((await listAll(stores[0] as Store)).length, created.length)
+      const seen = await Promise.all(stores.map(async (store) => (await listAll(store)).length))
+      // Were a store to write anywhere but its schema, say where: no table of ours may be in public.
+      const where = await sql(`SELECT table_schema AS schema, table_name AS name FROM information_schema.tables
+        WHERE table_name IN ('users', 'user_service_schema') AND table_schema IN ($1, 'public') ORDER BY 1, 2`, [schema])
+      assert.deepEqual({ seen, where: where.rows }, {
+        seen: stores.map(() => created.length),
+        where: [{ schema, name: 'user_service_schema' }, { schema, name: 'users' }],
+      })
       const versions = await sql(`SELECT count(*)::int AS n FROM ${schema}.user_service_schema`)
       assert.equal(versions.rows[0]?.n, SCHEMA_VERSION, 'each migration once')
+    })
+
+    it('refuses to start, making nothing, when its names would resolve to public (a schema the role may not use)', async (t) => {
+      const admin = await freshDatabase(t)
+      const role = `limited_${randomBytes(4).toString('hex')}`
+      await sql(`CREATE ROLE ${role} LOGIN`)
+      // After the database's own hook has dropped it, and with it every grant below.
+      t.after(() => sql(`DROP ROLE IF EXISTS ${role}`))
+      await sql(`GRANT CREATE ON DATABASE ${new URL(admin).pathname.slice(1)} TO ${role}`, [], admin)
+      await sql(`GRANT CREATE ON SCHEMA public TO ${role}`, [], admin)
+      await sql('CREATE SCHEMA private', [], admin)
+      const url = new URL(admin)
+      url.username = role
+      const store = new PostgresStore({ url: url.toString(), schema: 'private' })
+      t.after(() => store.close())
+      await assert.rejects(store.open(), /resolves to schema public, not to the configured schema private/)
+      const made = await sql("SELECT table_schema FROM information_schema.tables WHERE table_schema IN ('public', 'private')", [], admin)
+      assert.deepEqual(made.rows, [])
     })
 
     it('refuses to open a database whose schema is newer than the code, changing nothing', async (t) => {
