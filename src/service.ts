@@ -67,6 +67,8 @@ export interface UserServiceOptions {
   eventStreams?: Pick<EventRoutesOptions, 'heartbeatMs' | 'maxBufferBytes' | 'stallMs'> | undefined
   /** The largest `POST /users:import` body (IMPORT_MAX_BYTES, default 256 MiB; §12). */
   importMaxBytes?: number | undefined
+  /** Bytes of import lines read ahead of the creates (default 16 MiB; see the README on imports). */
+  importReadAheadBytes?: number | undefined
   /** How long an export waits for a client that stopped reading before it drops it (default 120 s). */
   exportStallTimeoutMs?: number | undefined
   /** `GET /metrics` in the Prometheus text format (§14); false: a 404 and nothing counted. Default true. */
@@ -163,7 +165,7 @@ export function createUserService(options: UserServiceOptions): UserService {
     handlers,
     streams: createBulkHandlers({
       store, now, newId, writeGate: availability.writeGate, importMaxBytes: options.importMaxBytes,
-      stallTimeoutMs: options.exportStallTimeoutMs,
+      importReadAheadBytes: options.importReadAheadBytes, stallTimeoutMs: options.exportStallTimeoutMs,
     }),
     logger,
     metrics,

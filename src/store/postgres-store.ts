@@ -10,7 +10,7 @@ import { isCanonicalUuid } from '../users/uuid7.js'
 import { DataDirLock } from './data-dir-lock.js'
 import { PerKeyQueue } from './per-key-queue.js'
 import { loadPg, type PgModule } from './postgres-driver.js'
-import { appendEvent, PostgresEventFeed } from './postgres-events.js'
+import { appendEvents, PostgresEventFeed } from './postgres-events.js'
 import { migrate, quoteIdentifier } from './postgres-schema.js'
 import { pageShape, searchShape, USER_COLUMNS, type SqlShape } from './postgres-sql.js'
 import type { ChangeUser, ListPage, ListQuery, Store, StoreHealth } from './store.js'
@@ -60,6 +60,17 @@ const HEALTHY: StoreHealth = Object.freeze({ state: 'ok' })
 /** A change lost to another replica is re-read and tried again, this many times at most. */
 const MAX_ATTEMPTS = 100
 const UNIQUE_VIOLATION = '23505'
+/** The most creates one transaction takes (a group commit). */
+const MAX_BATCH = 500
+
+/** A create waiting for the next batch; resolves with whether its row went in. */
+interface PendingCreate {
+  readonly record: UserRecord
+  readonly check: (() => void) | undefined
+  readonly context: ChangeContext | undefined
+  readonly resolve: (inserted: boolean) => void
+  readonly reject: (error: unknown) => void
+}
 
 /**
  * Users in PostgreSQL, shared by any number of replicas. Nothing is cached: every read asks the
@@ -79,6 +90,8 @@ export class PostgresStore implements Store {
   #probe: NodeJS.Timeout | undefined
   #health: StoreHealth = HEALTHY
   #prune: NodeJS.Timeout | undefined
+  #creates: PendingCreate[] = []
+  #creating = false
   /** The change feed (§10), read from the database. */
   readonly events: PostgresEventFeed
 
@@ -201,21 +214,72 @@ export class PostgresStore implements Store {
     return withMore(items, rows.find((row) => !row.hit && Number(row.position) === budget)?.id)
   }
 
+  /**
+   * Creates are group-committed: those that arrive while a batch's transaction runs go in the
+   * next one together (an import, or many POSTs at once, cost one COMMIT per batch, and the event
+   * counter's lock is taken once per batch). A row the batch skipped (its id or email is taken,
+   * or the id was deleted) is tried again alone, which says why.
+   */
   create(user: User, check?: () => void, context?: ChangeContext): Promise<UserRecord> {
     if (!isCanonicalUuid(user.id)) return Promise.reject(new Error(`not a canonical UUID: ${user.id}`))
     return this.#queues.run(user.id, async () => {
-      check?.()
       const record = toRecord(user)
-      const inserted = await this.#transaction((client) => client.query({
-        name: 'users_insert',
-        text: `INSERT INTO users (id, email, email_key, name, name_key, status, metadata, created_at, updated_at, version)
-          SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10
-          WHERE NOT EXISTS (SELECT 1 FROM tombstones WHERE id = $1)`,
-        values: rowValues(record),
-      }), (result) => result.rowCount === 1 ? draftEvent(undefined, record, user.id, this.#time(), context) : undefined)
-      if (inserted.rowCount !== 1) throw new Error(`user ${user.id} already exists or existed`)
-      return record
+      const inserted = await new Promise<boolean>((resolve, reject) => {
+        this.#creates.push({ record, check, context, resolve, reject })
+        if (!this.#creating) void this.#createBatches()
+      })
+      return inserted ? record : this.#createAlone(record, check, context)
     })
+  }
+
+  async #createBatches(): Promise<void> {
+    this.#creating = true
+    while (this.#creates.length > 0) {
+      const ready = this.#creates.splice(0, MAX_BATCH).filter((entry) => {
+        try {
+          entry.check?.()
+          return true
+        } catch (error) {
+          entry.reject(error)
+          return false
+        }
+      })
+      if (ready.length === 0) continue
+      try {
+        const time = this.#time()
+        const inserted = await this.#transaction(async (client) => {
+          const result = await client.query<{ id: string }>({
+            name: 'users_insert_many',
+            text: `INSERT INTO users (id, email, email_key, name, name_key, status, metadata, created_at, updated_at, version)
+              SELECT u.* FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::json[], $8::text[], $9::text[], $10::int[])
+                AS u(id, email, email_key, name, name_key, status, metadata, created_at, updated_at, version)
+              WHERE NOT EXISTS (SELECT 1 FROM tombstones t WHERE t.id = u.id)
+              ON CONFLICT DO NOTHING RETURNING id`,
+            values: rowColumns(ready.map((entry) => entry.record)),
+          })
+          return new Set(result.rows.map((row) => row.id))
+        }, (ids) => ready
+          .filter((entry) => ids.has(entry.record.user.id))
+          .flatMap((entry) => one(draftEvent(undefined, entry.record, entry.record.user.id, time, entry.context))))
+        for (const entry of ready) entry.resolve(inserted.has(entry.record.user.id))
+      } catch (error) {
+        for (const entry of ready) entry.reject(error)
+      }
+    }
+    this.#creating = false
+  }
+
+  async #createAlone(record: UserRecord, check: (() => void) | undefined, context: ChangeContext | undefined): Promise<UserRecord> {
+    check?.()
+    const inserted = await this.#transaction((client) => client.query({
+      name: 'users_insert',
+      text: `INSERT INTO users (id, email, email_key, name, name_key, status, metadata, created_at, updated_at, version)
+        SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10
+        WHERE NOT EXISTS (SELECT 1 FROM tombstones WHERE id = $1)`,
+      values: rowValues(record),
+    }), (result) => result.rowCount === 1 ? one(draftEvent(undefined, record, record.user.id, this.#time(), context)) : [])
+    if (inserted.rowCount !== 1) throw new Error(`user ${record.user.id} already exists or existed`)
+    return record
   }
 
   update(id: string, change: ChangeUser, context?: ChangeContext): Promise<UserRecord> {
@@ -231,7 +295,7 @@ export class PostgresStore implements Store {
           text: `UPDATE users SET email = $2, email_key = $3, name = $4, name_key = $5, status = $6, metadata = $7,
             created_at = $8, updated_at = $9, version = $10 WHERE id = $1 AND version = $11`,
           values: [...rowValues(record), current.user.version],
-        }), (result) => result.rowCount === 1 ? draftEvent(current.user, record, id, this.#time(), context) : undefined)
+        }), (result) => result.rowCount === 1 ? one(draftEvent(current.user, record, id, this.#time(), context)) : [])
         if (updated.rowCount === 1) return record
         // Another replica changed or deleted the user since it was read: read it again.
         if (attempt >= MAX_ATTEMPTS) throw contention(id)
@@ -256,7 +320,7 @@ export class PostgresStore implements Store {
             values: [id, deletedAt],
           })
           return true
-        }, (removed) => removed ? draftEvent(current.user, undefined, id, deletedAt, context, current.user.version + 1) : undefined)
+        }, (removed) => removed ? one(draftEvent(current.user, undefined, id, deletedAt, context, current.user.version + 1)) : [])
         if (deleted) return
         if (attempt >= MAX_ATTEMPTS) throw contention(id)
       }
@@ -291,10 +355,10 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * Runs the statements of one write in one transaction, and appends the event of the change
-   * (§10), when `event` says there is one, in the same transaction, last.
+   * Runs the statements of one write in one transaction, and appends the events of its changes
+   * (§10), those `events` gives, in the same transaction, last.
    */
-  async #transaction<T>(work: (client: PoolClient) => Promise<T>, event?: (result: T) => EventDraft | undefined): Promise<T> {
+  async #transaction<T>(work: (client: PoolClient) => Promise<T>, events: (result: T) => readonly EventDraft[]): Promise<T> {
     let client: PoolClient
     try {
       client = await this.#connection().connect()
@@ -305,11 +369,11 @@ export class PostgresStore implements Store {
     try {
       await client.query('BEGIN')
       const result = await work(client)
-      const draft = event?.(result)
-      if (draft !== undefined) await appendEvent(client, draft)
+      const drafts = events(result)
+      await appendEvents(client, drafts)
       await client.query('COMMIT')
       this.#noteSuccess()
-      if (draft !== undefined) this.events.committed()
+      if (drafts.length > 0) this.events.committed()
       return result
     } catch (error) {
       await client.query('ROLLBACK').catch(() => { broken = true })
@@ -373,6 +437,16 @@ export class PostgresStore implements Store {
     if (this.#pool === undefined) throw new Error('the PostgreSQL store is not open')
     return this.#pool
   }
+}
+
+/** rowValues of many records, column by column, for unnest. */
+function rowColumns(records: readonly UserRecord[]): unknown[][] {
+  const rows = records.map(rowValues)
+  return Array.from({ length: rows[0]?.length ?? 0 }, (_, column) => rows.map((row) => row[column]))
+}
+
+function one(draft: EventDraft | undefined): EventDraft[] {
+  return draft === undefined ? [] : [draft]
 }
 
 function rowValues(record: UserRecord): unknown[] {

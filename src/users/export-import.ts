@@ -40,6 +40,12 @@ export interface BulkOptions {
   exportPageSize?: number | undefined
   /** Creates of one import in flight at once (default 64): one group commit can take them all. */
   importConcurrency?: number | undefined
+  /**
+   * Bytes of lines read ahead of the creates (default 16 MiB): the body is read while the creates
+   * go on, so that an import of this size is wholly received, out of REQUEST_TIMEOUT_MS's reach,
+   * however slowly the store takes it; past it, the body is read as fast as users are stored.
+   */
+  importReadAheadBytes?: number | undefined
   /** How long an export waits for a client that stopped reading before it gives up (default 120 s). */
   stallTimeoutMs?: number | undefined
 }
@@ -60,9 +66,15 @@ interface LineResult {
   readonly errors?: readonly FieldError[]
 }
 
+/** A line taken from the body, in input order, and its result once known. */
 interface Pending {
-  readonly promise: Promise<LineResult>
   result: LineResult | undefined
+}
+
+/** A line read ahead, waiting for a free slot among the creates in flight. */
+interface Waiting {
+  readonly bytes: number
+  readonly start: () => void
 }
 
 export function createBulkHandlers(options: BulkOptions): Record<BulkOperationId, StreamHandler> {
@@ -70,6 +82,7 @@ export function createBulkHandlers(options: BulkOptions): Record<BulkOperationId
   const maxBytes = options.importMaxBytes ?? DEFAULT_IMPORT_MAX_BYTES
   const pageSize = options.exportPageSize ?? 500
   const concurrency = options.importConcurrency ?? 64
+  const readAhead = options.importReadAheadBytes ?? 16 * 1024 * 1024
   const stallMs = options.stallTimeoutMs ?? 120_000
   let importing = false
 
@@ -164,6 +177,19 @@ export function createBulkHandlers(options: BulkOptions): Record<BulkOperationId
         flushing = flushing.then(flushNow)
         return flushing
       }
+      const waiting: Waiting[] = []
+      let waitingBytes = 0
+      const running = new Set<Promise<void>>()
+      let room: (() => void) | undefined
+      /** Starts waiting lines while fewer than `concurrency` creates run; wakes the reader when there is room. */
+      const pump = (): void => {
+        for (let next = waiting[0]; next !== undefined && running.size < concurrency; next = waiting[0]) {
+          waiting.shift()
+          waitingBytes -= next.bytes
+          next.start()
+        }
+        if (waitingBytes <= readAhead) room?.()
+      }
       try {
         res.writeHead(200, [...headers, 'content-type', NDJSON])
         let lineNumber = 0
@@ -171,20 +197,28 @@ export function createBulkHandlers(options: BulkOptions): Record<BulkOperationId
           lineNumber += 1
           // White-space lines (a trailing blank line) carry no user and get no result.
           if (typeof line === 'string' && line.trim() === '') return
-          const entry: Pending = {
-            promise: typeof line === 'string' ? importLine(lineNumber, line, sub, requestId) : Promise.resolve(refusedLine(lineNumber, line)),
-            result: undefined,
-          }
+          const number = lineNumber
+          const entry: Pending = { result: undefined }
           pending.push(entry)
-          void entry.promise.then((result) => {
-            entry.result = result
-            void flush()
+          const bytes = typeof line === 'string' ? line.length : 0
+          waiting.push({
+            bytes,
+            start: () => {
+              const result = typeof line === 'string' ? importLine(number, line, sub, requestId) : Promise.resolve(refusedLine(number, line))
+              const task = result.then((done) => {
+                entry.result = done
+                running.delete(task)
+                pump()
+                void flush()
+              })
+              running.add(task)
+            },
           })
-          // A bounded window of creates in flight: the body is not read further until one is done.
-          while (pending.length >= concurrency) {
-            await pending[0]?.promise
-            await flush()
-          }
+          waitingBytes += bytes
+          pump()
+          // A bounded read-ahead: past it, the body is not read further until creates make room.
+          while (waitingBytes > readAhead) await new Promise<void>((resolve) => { room = resolve })
+          room = undefined
         }
         const splitter = new LineSplitter(MAX_LINE_BYTES)
         let total = 0
@@ -204,7 +238,7 @@ export function createBulkHandlers(options: BulkOptions): Record<BulkOperationId
           throw new ClientClosedError('the client closed the import before its body ended', { cause: error })
         }
         if (!tooLarge && !stalled) for (const line of splitter.end()) await take(line)
-        await Promise.all(pending.map((entry) => entry.promise))
+        while (running.size > 0 && !stalled) await Promise.all(running)
         await flush()
         if (tooLarge) {
           await send({ line: lineNumber + 1, status: 413, code: 'payload_too_large', detail: `The import body is larger than ${maxBytes} bytes (IMPORT_MAX_BYTES); the rest was not read.` })
@@ -214,8 +248,11 @@ export function createBulkHandlers(options: BulkOptions): Record<BulkOperationId
         if (stalled) res.destroy()
         else res.end()
       } finally {
-        // Lines already taken are written (or refused) before another import may start.
-        await Promise.all(pending.map((entry) => entry.promise))
+        // When the client went away or stopped reading, lines read ahead and not started are
+        // dropped (their results would reach nobody); those started are written (or refused)
+        // before another import may start.
+        waiting.length = 0
+        while (running.size > 0) await Promise.all(running)
         importing = false
       }
     },

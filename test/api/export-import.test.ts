@@ -1,11 +1,14 @@
 import assert from 'node:assert/strict'
 import { request as httpRequest, type IncomingMessage } from 'node:http'
 import { connect } from 'node:net'
-import { describe, it } from 'node:test'
+import { describe, it, type TestContext } from 'node:test'
 
+import type { UserServiceOptions } from '../../src/service.js'
 import { MemoryStore } from '../../src/store/memory-store.js'
+import { PostgresStore } from '../../src/store/postgres-store.js'
 import type { User } from '../../src/users/user.js'
 import { assertProblem } from '../helpers/http.js'
+import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES } from '../helpers/postgres.js'
 import { startService, uniqueEmail, type TestService } from '../helpers/service.js'
 import { makeUser, toContractJson } from '../helpers/store-users.js'
 import { makeToken } from '../helpers/tokens.js'
@@ -18,7 +21,7 @@ interface Streamed {
 
 /** One request through node:http, the body written in the given pieces (chunked unless a length is set). */
 export function streamRequest(
-  app: TestService, method: string, path: string,
+  app: Pick<TestService, 'baseUrl' | 'token'>, method: string, path: string,
   options: { body?: readonly (string | Buffer)[], token?: string, headers?: Record<string, string> } = {},
 ): Promise<Streamed> {
   const url = new URL(`${app.baseUrl}${path}`)
@@ -158,178 +161,215 @@ function exportedLine(user: User): string {
   return toContractJson(user)
 }
 
-describe('POST /users:import', () => {
-  it('answers one result per line in input order, keeping exported users as they were', async (t) => {
-    const app = await startService(t)
-    const taken = await app.createUser()
-    const kept = makeUser({ status: 'suspended', version: 7, metadata: { zeta: '1', alpha: '2' }, updatedAt: new Date(Date.now() + 1000).toISOString() })
-    const input = [
-      exportedLine(kept),
-      JSON.stringify({ email: uniqueEmail('new'), name: 'New One', metadata: { team: 'a' } }),
-      '{"email": not json',
-      JSON.stringify({ email: 'no-at-sign', name: 'Bad' }),
-      JSON.stringify({ email: taken.email.toUpperCase(), name: 'Same Email' }),
-      '',
-      JSON.stringify({ ...JSON.parse(exportedLine(makeUser())) as object, status: 'gone', version: 0 }),
-      JSON.stringify({ email: uniqueEmail(), name: 'Read only', status: 'active' }),
-    ]
-    const res = await streamRequest(app, 'POST', '/users:import', { body: [`${input.join('\n')}\n`] })
-    assert.equal(res.status, 200)
-    assert.equal(res.headers['content-type'], 'application/x-ndjson')
-    const results = lines(res.text)
-    assert.deepEqual(results.map((result) => [result['line'], result['status']]), [[1, 201], [2, 201], [3, 400], [4, 422], [5, 409], [7, 422], [8, 422]])
-    assert.equal(results[0]?.['id'], kept.id)
-    assert.equal(results[4]?.['code'], 'duplicate_email')
-    assert.deepEqual((results[5]?.['errors'] as { pointer: string }[]).map((error) => error.pointer), ['/status', '/version'])
-    assert.deepEqual((results[6]?.['errors'] as { pointer: string }[]).map((error) => error.pointer), ['/status'])
-    // The exported user is stored exactly as it was: id, status, time stamps, version, metadata order.
-    const stored = await app.call('GET', `/users/${kept.id}`)
-    assert.equal(stored.text, exportedLine(kept))
-    assert.equal(stored.headers.get('etag'), '"v7"')
-    const created = await app.getUser(String(results[1]?.['id']))
-    assert.equal(created.status, 'pending')
-    assert.equal(created.version, 1)
-    assert.deepEqual(created.metadata, { team: 'a' })
-    assert.equal((await app.snapshot()).length, 3)
-  })
+/** A service on one kind of store, and the same store's data in a new service (a restart). */
+interface StoreUnderTest {
+  readonly name: string
+  readonly skip: string | false
+  start(t: TestContext, options?: Partial<UserServiceOptions>): Promise<TestService>
+  restart(t: TestContext, app: TestService): Promise<TestService>
+}
 
-  it('answers 200 and changes nothing when a re-run finds the same user, 409 when the id holds another', async (t) => {
-    const app = await startService(t)
-    const user = makeUser({ status: 'active', version: 3 })
-    const first = await streamRequest(app, 'POST', '/users:import', { body: [`${exportedLine(user)}\n${exportedLine(user)}\n`] })
-    assert.deepEqual(lines(first.text).map((result) => result['status']), [201, 200])
-    const again = await streamRequest(app, 'POST', '/users:import', { body: [exportedLine(user)] })
-    assert.deepEqual(lines(again.text), [{ line: 1, status: 200, id: user.id }])
-    const other = await streamRequest(app, 'POST', '/users:import', { body: [exportedLine({ ...user, name: 'Someone Else' })] })
-    assert.equal(lines(other.text)[0]?.['status'], 409)
-    assert.equal(lines(other.text)[0]?.['code'], 'duplicate_id')
-    assert.equal((await app.call('GET', `/users/${user.id}`)).text, exportedLine(user))
-    assert.equal((await app.call('DELETE', `/users/${user.id}`)).status, 204)
-    const deleted = await streamRequest(app, 'POST', '/users:import', { body: [exportedLine(user)] })
-    assert.equal(lines(deleted.text)[0]?.['code'], 'duplicate_id')
-    assert.deepEqual(await app.snapshot(), [])
-  })
+const schemas = new WeakMap<TestService, string>()
+const onPostgres = (t: TestContext, schema: string, options: Partial<UserServiceOptions> = {}): Promise<TestService> =>
+  startService(t, { store: new PostgresStore({ url: requireDatabaseUrl(), schema }), ...options })
 
-  it('gives a line over 64 KiB and a line that is not UTF-8 their own results, and goes on', async (t) => {
-    const app = await startService(t)
-    const long = JSON.stringify({ email: uniqueEmail(), name: 'x'.repeat(70_000) })
-    const after = uniqueEmail('after')
-    const body = [
-      // The long line arrives in pieces, as a stream would bring it.
-      long.slice(0, 30_000), long.slice(30_000), '\n',
-      Buffer.from([0xff, 0xfe, 0x0a]),
-      `${JSON.stringify({ email: after, name: 'After' })}`,
-    ]
-    const res = await streamRequest(app, 'POST', '/users:import', { body })
-    const results = lines(res.text)
-    assert.deepEqual(results.map((result) => [result['line'], result['status'], result['code']]), [[1, 413, 'payload_too_large'], [2, 400, 'bad_request'], [3, 201, undefined]])
-    const users = await app.snapshot()
-    assert.deepEqual(users.map((user) => user.email), [after])
-  })
+function describeImport(on: StoreUnderTest): void {
+  describe(`POST /users:import (${on.name})`, { skip: on.skip }, () => {
+    it('answers one result per line in input order, keeping exported users as they were', async (t) => {
+      const app = await on.start(t)
+      const taken = await app.createUser()
+      const kept = makeUser({ status: 'suspended', version: 7, metadata: { zeta: '1', alpha: '2' }, updatedAt: new Date(Date.now() + 1000).toISOString() })
+      const input = [
+        exportedLine(kept),
+        JSON.stringify({ email: uniqueEmail('new'), name: 'New One', metadata: { team: 'a' } }),
+        '{"email": not json',
+        JSON.stringify({ email: 'no-at-sign', name: 'Bad' }),
+        JSON.stringify({ email: taken.email.toUpperCase(), name: 'Same Email' }),
+        '',
+        JSON.stringify({ ...JSON.parse(exportedLine(makeUser())) as object, status: 'gone', version: 0 }),
+        JSON.stringify({ email: uniqueEmail(), name: 'Read only', status: 'active' }),
+      ]
+      const res = await streamRequest(app, 'POST', '/users:import', { body: [`${input.join('\n')}\n`] })
+      assert.equal(res.status, 200)
+      assert.equal(res.headers['content-type'], 'application/x-ndjson')
+      const results = lines(res.text)
+      assert.deepEqual(results.map((result) => [result['line'], result['status']]), [[1, 201], [2, 201], [3, 400], [4, 422], [5, 409], [7, 422], [8, 422]])
+      assert.equal(results[0]?.['id'], kept.id)
+      assert.equal(results[4]?.['code'], 'duplicate_email')
+      assert.deepEqual((results[5]?.['errors'] as { pointer: string }[]).map((error) => error.pointer), ['/status', '/version'])
+      assert.deepEqual((results[6]?.['errors'] as { pointer: string }[]).map((error) => error.pointer), ['/status'])
+      // The exported user is stored exactly as it was: id, status, time stamps, version, metadata order.
+      const stored = await app.call('GET', `/users/${kept.id}`)
+      assert.equal(stored.text, exportedLine(kept))
+      assert.equal(stored.headers.get('etag'), '"v7"')
+      const created = await app.getUser(String(results[1]?.['id']))
+      assert.equal(created.status, 'pending')
+      assert.equal(created.version, 1)
+      assert.deepEqual(created.metadata, { team: 'a' })
+      assert.equal((await app.snapshot()).length, 3)
+    })
 
-  it('imports many lines with creates in parallel and sends results in input order, all durable after a restart', async (t) => {
-    const app = await startService(t)
-    const users = Array.from({ length: 300 }, () => makeUser())
-    const res = await streamRequest(app, 'POST', '/users:import', { body: users.map((user) => `${exportedLine(user)}\n`) })
-    const results = lines(res.text)
-    assert.deepEqual(results.map((result) => result['line']), users.map((_, i) => i + 1))
-    assert.ok(results.every((result) => result['status'] === 201))
-    await app.service.close()
-    const reopened = await startService(t, { dataDir: app.dataDir })
-    assert.deepEqual((await reopened.snapshot()).map((user) => user.id), users.map((user) => user.id).sort())
-  })
+    it('answers 200 and changes nothing when a re-run finds the same user, 409 when the id holds another', async (t) => {
+      const app = await on.start(t)
+      const user = makeUser({ status: 'active', version: 3 })
+      const first = await streamRequest(app, 'POST', '/users:import', { body: [`${exportedLine(user)}\n${exportedLine(user)}\n`] })
+      assert.deepEqual(lines(first.text).map((result) => result['status']), [201, 200])
+      const again = await streamRequest(app, 'POST', '/users:import', { body: [exportedLine(user)] })
+      assert.deepEqual(lines(again.text), [{ line: 1, status: 200, id: user.id }])
+      const other = await streamRequest(app, 'POST', '/users:import', { body: [exportedLine({ ...user, name: 'Someone Else' })] })
+      assert.equal(lines(other.text)[0]?.['status'], 409)
+      assert.equal(lines(other.text)[0]?.['code'], 'duplicate_id')
+      assert.equal((await app.call('GET', `/users/${user.id}`)).text, exportedLine(user))
+      assert.equal((await app.call('DELETE', `/users/${user.id}`)).status, 204)
+      const deleted = await streamRequest(app, 'POST', '/users:import', { body: [exportedLine(user)] })
+      assert.equal(lines(deleted.text)[0]?.['code'], 'duplicate_id')
+      assert.deepEqual(await app.snapshot(), [])
+    })
 
-  it('answers 409 import_in_progress while another import runs, then takes the next one', async (t) => {
-    const app = await startService(t)
-    const url = new URL(`${app.baseUrl}/users:import`)
-    const first = httpRequest(url, { method: 'POST', headers: { authorization: `Bearer ${app.token}`, ...NDJSON } })
-    let sawResult: () => void = () => undefined
-    const firstResult = new Promise<void>((resolve) => { sawResult = resolve })
-    const firstDone = new Promise<Streamed>((resolve, reject) => {
-      first.on('response', (res) => {
-        const chunks: Buffer[] = []
-        res.on('data', (chunk: Buffer) => {
-          chunks.push(chunk)
-          sawResult()
+    it('gives a line over 64 KiB and a line that is not UTF-8 their own results, and goes on', async (t) => {
+      const app = await on.start(t)
+      const long = JSON.stringify({ email: uniqueEmail(), name: 'x'.repeat(70_000) })
+      const after = uniqueEmail('after')
+      const body = [
+        // The long line arrives in pieces, as a stream would bring it.
+        long.slice(0, 30_000), long.slice(30_000), '\n',
+        Buffer.from([0xff, 0xfe, 0x0a]),
+        `${JSON.stringify({ email: after, name: 'After' })}`,
+      ]
+      const res = await streamRequest(app, 'POST', '/users:import', { body })
+      const results = lines(res.text)
+      assert.deepEqual(results.map((result) => [result['line'], result['status'], result['code']]), [[1, 413, 'payload_too_large'], [2, 400, 'bad_request'], [3, 201, undefined]])
+      const users = await app.snapshot()
+      assert.deepEqual(users.map((user) => user.email), [after])
+    })
+
+    it('imports many lines with creates in parallel and sends results in input order, all durable after a restart', async (t) => {
+      const app = await on.start(t)
+      const users = Array.from({ length: 300 }, () => makeUser())
+      const res = await streamRequest(app, 'POST', '/users:import', { body: users.map((user) => `${exportedLine(user)}\n`) })
+      const results = lines(res.text)
+      assert.deepEqual(results.map((result) => result['line']), users.map((_, i) => i + 1))
+      assert.ok(results.every((result) => result['status'] === 201))
+      await app.service.close()
+      const reopened = await on.restart(t, app)
+      assert.deepEqual((await reopened.snapshot()).map((user) => user.id), users.map((user) => user.id).sort())
+    })
+
+    it('answers 409 import_in_progress while another import runs, then takes the next one', async (t) => {
+      const app = await on.start(t)
+      const url = new URL(`${app.baseUrl}/users:import`)
+      const first = httpRequest(url, { method: 'POST', headers: { authorization: `Bearer ${app.token}`, ...NDJSON } })
+      let sawResult: () => void = () => undefined
+      const firstResult = new Promise<void>((resolve) => { sawResult = resolve })
+      const firstDone = new Promise<Streamed>((resolve, reject) => {
+        first.on('response', (res) => {
+          const chunks: Buffer[] = []
+          res.on('data', (chunk: Buffer) => {
+            chunks.push(chunk)
+            sawResult()
+          })
+          res.on('end', () => { resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }) })
         })
-        res.on('end', () => { resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }) })
+        first.on('error', reject)
       })
-      first.on('error', reject)
+      first.write(`${JSON.stringify({ email: uniqueEmail(), name: 'First' })}\n`)
+      first.flushHeaders()
+      // The first result line says the first import is under way.
+      await firstResult
+      const second = await streamRequest(app, 'POST', '/users:import', { body: [JSON.stringify({ email: uniqueEmail(), name: 'Second' })] })
+      assert.equal(second.status, 409)
+      assert.equal(JSON.parse(second.text).code, 'import_in_progress')
+      first.end(`${JSON.stringify({ email: uniqueEmail(), name: 'Third' })}\n`)
+      assert.deepEqual(lines((await firstDone).text).map((result) => result['status']), [201, 201])
+      const next = await streamRequest(app, 'POST', '/users:import', { body: [JSON.stringify({ email: uniqueEmail(), name: 'Fourth' })] })
+      assert.equal(lines(next.text)[0]?.['status'], 201)
+      assert.deepEqual((await app.snapshot()).map((user) => user.name).sort(), ['First', 'Fourth', 'Third'])
     })
-    first.write(`${JSON.stringify({ email: uniqueEmail(), name: 'First' })}\n`)
-    first.flushHeaders()
-    // The first result line says the first import is under way.
-    await firstResult
-    const second = await streamRequest(app, 'POST', '/users:import', { body: [JSON.stringify({ email: uniqueEmail(), name: 'Second' })] })
-    assert.equal(second.status, 409)
-    assert.equal(JSON.parse(second.text).code, 'import_in_progress')
-    first.end(`${JSON.stringify({ email: uniqueEmail(), name: 'Third' })}\n`)
-    assert.deepEqual(lines((await firstDone).text).map((result) => result['status']), [201, 201])
-    const next = await streamRequest(app, 'POST', '/users:import', { body: [JSON.stringify({ email: uniqueEmail(), name: 'Fourth' })] })
-    assert.equal(lines(next.text)[0]?.['status'], 201)
-    assert.deepEqual((await app.snapshot()).map((user) => user.name).sort(), ['First', 'Fourth', 'Third'])
-  })
 
-  it('refuses a body announced over IMPORT_MAX_BYTES with 413, and stops a chunked one at the limit', async (t) => {
-    const app = await startService(t, { importMaxBytes: 2000 })
-    const line = `${JSON.stringify({ email: uniqueEmail(), name: 'Big' })}\n`
-    const announced = await app.call('POST', '/users:import', { body: line.repeat(40), contentType: 'application/x-ndjson' })
-    assertProblem(announced, 413, 'payload_too_large')
-    assert.deepEqual(await app.snapshot(), [])
-    const lineOf = (i: number): string => `${JSON.stringify({ email: `chunked.${i}.${uniqueEmail()}`, name: 'Chunked' })}\n`
-    const chunked = await streamRequest(app, 'POST', '/users:import', { body: Array.from({ length: 40 }, (_, i) => lineOf(i)) }).catch(() => undefined)
-    if (chunked !== undefined) {
-      const results = lines(chunked.text)
-      assert.equal(results.at(-1)?.['status'], 413)
-      assert.ok(results.length < 41)
-    }
-    assert.ok((await app.snapshot()).length < 40)
-  })
+    it('refuses a body announced over IMPORT_MAX_BYTES with 413, and stops a chunked one at the limit', async (t) => {
+      const app = await on.start(t, { importMaxBytes: 2000 })
+      const line = `${JSON.stringify({ email: uniqueEmail(), name: 'Big' })}\n`
+      const announced = await app.call('POST', '/users:import', { body: line.repeat(40), contentType: 'application/x-ndjson' })
+      assertProblem(announced, 413, 'payload_too_large')
+      assert.deepEqual(await app.snapshot(), [])
+      const lineOf = (i: number): string => `${JSON.stringify({ email: `chunked.${i}.${uniqueEmail()}`, name: 'Chunked' })}\n`
+      const chunked = await streamRequest(app, 'POST', '/users:import', { body: Array.from({ length: 40 }, (_, i) => lineOf(i)) }).catch(() => undefined)
+      if (chunked !== undefined) {
+        const results = lines(chunked.text)
+        assert.equal(results.at(-1)?.['status'], 413)
+        assert.ok(results.length < 41)
+      }
+      assert.ok((await app.snapshot()).length < 40)
+    })
 
-  it('keeps what was imported when the client goes away mid-body, logs no error, and takes the next import', async (t) => {
-    const app = await startService(t)
-    const url = new URL(`${app.baseUrl}/users:import`)
-    const first = httpRequest(url, { method: 'POST', headers: { authorization: `Bearer ${app.token}`, ...NDJSON } })
-    first.on('error', () => undefined)
-    const gotResult = new Promise<void>((resolve) => {
-      first.on('response', (res) => {
-        res.on('error', () => undefined)
-        res.once('data', () => { resolve() })
+    it('keeps what was imported when the client goes away mid-body, logs no error, and takes the next import', async (t) => {
+      const app = await on.start(t)
+      const url = new URL(`${app.baseUrl}/users:import`)
+      const first = httpRequest(url, { method: 'POST', headers: { authorization: `Bearer ${app.token}`, ...NDJSON } })
+      first.on('error', () => undefined)
+      const gotResult = new Promise<void>((resolve) => {
+        first.on('response', (res) => {
+          res.on('error', () => undefined)
+          res.once('data', () => { resolve() })
+        })
       })
+      first.write(`${JSON.stringify({ email: uniqueEmail(), name: 'Before Abort' })}\n`)
+      await gotResult
+      first.destroy()
+      // The import ends on the server (the flag is cleared) once the abort is seen: retry until then.
+      let next: Streamed
+      do next = await streamRequest(app, 'POST', '/users:import', { body: [JSON.stringify({ email: uniqueEmail(), name: 'After Abort' })] })
+      while (next.status === 409)
+      assert.equal(lines(next.text)[0]?.['status'], 201)
+      assert.deepEqual((await app.snapshot()).map((user) => user.name).sort(), ['After Abort', 'Before Abort'])
+      assert.deepEqual(app.logs.filter((entry) => entry['level'] === 'error'), [])
     })
-    first.write(`${JSON.stringify({ email: uniqueEmail(), name: 'Before Abort' })}\n`)
-    await gotResult
-    first.destroy()
-    // The import ends on the server (the flag is cleared) once the abort is seen: retry until then.
-    let next: Streamed
-    do next = await streamRequest(app, 'POST', '/users:import', { body: [JSON.stringify({ email: uniqueEmail(), name: 'After Abort' })] })
-    while (next.status === 409)
-    assert.equal(lines(next.text)[0]?.['status'], 201)
-    assert.deepEqual((await app.snapshot()).map((user) => user.name).sort(), ['After Abort', 'Before Abort'])
-    assert.deepEqual(app.logs.filter((entry) => entry['level'] === 'error'), [])
-  })
 
-  it('appends one user.created event per imported user, naming the token and the request', async (t) => {
-    const app = await startService(t)
-    const token = makeToken({ sub: 'importer', scope: 'users:admin' })
-    const kept = makeUser({ status: 'active', version: 4 })
-    const body = [`${exportedLine(kept)}\n${JSON.stringify({ email: uniqueEmail(), name: 'Fresh' })}\nnot json\n`]
-    const res = await streamRequest(app, 'POST', '/users:import', { body, token, headers: { 'x-request-id': 'import-run-1' } })
-    const ids = lines(res.text).filter((result) => result['status'] === 201).map((result) => result['id'])
-    assert.equal(ids.length, 2)
-    const events = await app.call('GET', '/events?limit=100', { token: makeToken({ scope: 'events:read' }) })
-    assert.equal(events.status, 200, events.text)
-    const items = events.json<{ items: { type: string, userId: string, actor: string, requestId: string, version: number }[] }>().items
-    // Creates run in parallel: events come in commit order, which need not be the input order.
-    assert.deepEqual(items.map((event) => [event.type, event.userId, event.actor, event.requestId]).sort(), ids.map((id) => ['user.created', id, 'importer', 'import-run-1']).sort())
-    assert.equal(items.find((event) => event.userId === kept.id)?.version, 4)
-  })
+    it('appends one user.created event per imported user, naming the token and the request', async (t) => {
+      const app = await on.start(t)
+      const token = makeToken({ sub: 'importer', scope: 'users:admin' })
+      const kept = makeUser({ status: 'active', version: 4 })
+      const body = [`${exportedLine(kept)}\n${JSON.stringify({ email: uniqueEmail(), name: 'Fresh' })}\nnot json\n`]
+      const res = await streamRequest(app, 'POST', '/users:import', { body, token, headers: { 'x-request-id': 'import-run-1' } })
+      const ids = lines(res.text).filter((result) => result['status'] === 201).map((result) => result['id'])
+      assert.equal(ids.length, 2)
+      const events = await app.call('GET', '/events?limit=100', { token: makeToken({ scope: 'events:read' }) })
+      assert.equal(events.status, 200, events.text)
+      const items = events.json<{ items: { type: string, userId: string, actor: string, requestId: string, version: number }[] }>().items
+      // Creates run in parallel: events come in commit order, which need not be the input order.
+      assert.deepEqual(items.map((event) => [event.type, event.userId, event.actor, event.requestId]).sort(), ids.map((id) => ['user.created', id, 'importer', 'import-run-1']).sort())
+      assert.equal(items.find((event) => event.userId === kept.id)?.version, 4)
+    })
 
-  it('needs users:admin and an NDJSON body', async (t) => {
-    const app = await startService(t)
-    const body = JSON.stringify({ email: uniqueEmail(), name: 'Nope' })
-    assertProblem(await app.call('POST', '/users:import', { body, contentType: 'application/x-ndjson', token: makeToken({ scope: 'users:read users:write' }) }), 403, 'insufficient_scope')
-    assertProblem(await app.call('POST', '/users:import', { body, contentType: 'application/json' }), 415, 'unsupported_media_type')
-    assert.deepEqual(await app.snapshot(), [])
+    it('needs users:admin and an NDJSON body', async (t) => {
+      const app = await on.start(t)
+      const body = JSON.stringify({ email: uniqueEmail(), name: 'Nope' })
+      assertProblem(await app.call('POST', '/users:import', { body, contentType: 'application/x-ndjson', token: makeToken({ scope: 'users:read users:write' }) }), 403, 'insufficient_scope')
+      assertProblem(await app.call('POST', '/users:import', { body, contentType: 'application/json' }), 415, 'unsupported_media_type')
+      assert.deepEqual(await app.snapshot(), [])
+    })
   })
+}
+
+describeImport({
+  name: 'file store',
+  skip: false,
+  start: (t, options) => startService(t, options),
+  restart: (t, app) => startService(t, { dataDir: app.dataDir }),
+})
+
+describeImport({
+  name: 'PostgreSQL',
+  skip: SKIP_POSTGRES,
+  async start(t, options) {
+    const schema = freshSchema(t)
+    const app = await onPostgres(t, schema, options)
+    schemas.set(app, schema)
+    return app
+  },
+  restart(t, app) {
+    const schema = schemas.get(app)
+    if (schema === undefined) throw new Error('not a service of this suite')
+    return onPostgres(t, schema)
+  },
 })

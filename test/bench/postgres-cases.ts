@@ -48,13 +48,13 @@ const admin = async <T>(fn: (client: pg.Client) => Promise<T>, url = POSTGRES_UR
   }
 }
 
-interface BenchDatabase {
+export interface BenchDatabase {
   url: string
   drop: () => Promise<void>
 }
 
 /** A fresh, empty database on DATABASE_URL's server. */
-const createDatabase = async (): Promise<BenchDatabase> => {
+export const createDatabase = async (): Promise<BenchDatabase> => {
   if (POSTGRES_URL === undefined) throw new Error('DATABASE_URL is not set')
   const name = `bench_${randomBytes(6).toString('hex')}`
   await admin((client) => client.query(`CREATE DATABASE ${name}`))

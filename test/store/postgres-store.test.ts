@@ -191,6 +191,47 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
     })
   })
 
+  describe('creates that arrive together (a group commit)', () => {
+    it('commits them in a few transactions, each with its event, and refuses the odd ones for their own reasons', async (t) => {
+      const schema = freshSchema(t)
+      const store = newStore(t, { schema })
+      await store.open()
+      const taken = (await store.create(makeUser({ email: 'taken@example.com' }))).user
+      const gone = (await store.create(makeUser())).user
+      await store.delete(gone.id)
+      const before = await snapshotStore(store)
+      const good = Array.from({ length: 200 }, () => makeUser())
+      const refused = new Error('refused by its check')
+      const outcomes = await Promise.allSettled([
+        ...good.map((user) => store.create(user)),
+        store.create(makeUser({ email: 'TAKEN@example.com' })),
+        store.create({ ...gone }),
+        store.create(makeUser(), () => { throw refused }),
+        store.create(makeUser({ email: 'twice@example.com' })),
+        store.create(makeUser({ email: 'Twice@example.com' })),
+      ])
+      const reasons = outcomes.slice(good.length).map((outcome) => outcome.status === 'rejected'
+        ? ((outcome.reason as { code?: string }).code ?? (outcome.reason as Error).message)
+        : 'created')
+      assert.deepEqual(reasons, ['duplicate_email', `user ${gone.id} already exists or existed`, refused.message, 'created', 'duplicate_email'])
+      const made = outcomes.flatMap((outcome) => outcome.status === 'fulfilled' ? [outcome.value.user.id] : [])
+      assert.deepEqual(made.slice(0, good.length), good.map((user) => user.id))
+      assert.deepEqual((await listAll(store)).map((record) => record.user.id).sort(), [taken.id, ...made].sort())
+      assert.equal(before.length, 1)
+      // Without the group commit each create is its own transaction (203 of them); with it, the
+      // first goes alone and the others, queued meanwhile, share the next.
+      const transactions = await sql(`SELECT count(DISTINCT xmin::text) AS n FROM ${schema}.users WHERE id = ANY($1)`, [good.map((user) => user.id)])
+      assert.ok(Number(transactions.rows[0]?.n) <= 3, `${String(transactions.rows[0]?.n)} transactions`)
+      const page = await store.events.read({ limit: 1000 })
+      const created = page.items.filter((event) => event.type === 'user.created').map((event) => event.userId)
+      assert.deepEqual(created.slice(0, 2), [taken.id, gone.id])
+      assert.deepEqual(new Set(created.slice(2)), new Set(made))
+      assert.equal(created.length, 2 + made.length)
+      const ids = page.items.map((event) => Number.parseInt(event.id, 16))
+      assert.deepEqual(ids, ids.map((_, i) => (ids[0] ?? 0) + i), 'consecutive event ids')
+    })
+  })
+
   describe('two stores on one database (replicas in one process)', () => {
     it('lands every one of 30 increments spread over two stores, by compare-and-set', async (t) => {
       const schema = freshSchema(t)
