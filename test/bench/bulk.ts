@@ -12,6 +12,7 @@ import { request } from 'node:http'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
+import { DurableDirectory } from '../../src/store/atomic-write.js'
 import { createDatabase, POSTGRES_URL } from './postgres-cases.js'
 import { installCleanup, makeTempRoot, rssMb, type Server, SERVICE_BENCH_ENV, startServer, stopServer } from './procs.js'
 import { makeToken } from './token.js'
@@ -36,37 +37,28 @@ const newDir = async (prefix: string): Promise<string> => {
   return dir
 }
 
-/** Writes `count` files into a fresh directory, 64 at a time; `durable` as the store writes one. */
+/**
+ * Writes `count` files into a fresh directory, 64 at a time: `durable` through the store's own
+ * DurableDirectory (temp file, fsync, rename, group-committed directory fsync), else created and
+ * renamed with no fsync at all.
+ */
 async function diskRate(count: number, durable: boolean): Promise<number> {
   const dir = await newDir(durable ? 'disk-durable' : 'disk-bare')
-  const directory = await open(dir, 'r')
+  const directory = await DurableDirectory.open(dir)
   const body = JSON.stringify({ id: '0'.repeat(36), email: 'someone@example.com', name: 'Someone', status: 'pending', metadata: {} })
-  // One directory fsync for every writer that renamed while the previous one ran (a group commit).
-  let running: Promise<void> | undefined
-  let queued: Promise<void> | undefined
-  const syncDirectory = (): Promise<void> => {
-    if (queued !== undefined) return queued
-    const start = (): Promise<void> => {
-      queued = undefined
-      running = directory.sync().finally(() => { running = undefined })
-      return running
-    }
-    if (running === undefined) return start()
-    queued = running.then(start)
-    return queued
+  const bare = async (i: number): Promise<void> => {
+    const temp = join(dir, `.${i}.tmp`)
+    const file = await open(temp, 'wx', 0o600)
+    await file.writeFile(body)
+    await file.close()
+    await rename(temp, join(dir, `${i}.json`))
   }
   let next = 0
   const started = performance.now()
   await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
     while (next < count) {
       const i = next++
-      const temp = join(dir, `.${i}.tmp`)
-      const file = await open(temp, 'wx', 0o600)
-      await file.writeFile(body)
-      if (durable) await file.sync()
-      await file.close()
-      await rename(temp, join(dir, `${i}.json`))
-      if (durable) await syncDirectory()
+      await (durable ? directory.writeFile(`${i}.json`, body) : bare(i))
     }
   }))
   const ms = performance.now() - started
