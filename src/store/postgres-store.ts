@@ -13,7 +13,7 @@ import { loadPg, type PgModule } from './postgres-driver.js'
 import { appendEvents, PostgresEventFeed } from './postgres-events.js'
 import { migrate, quoteIdentifier } from './postgres-schema.js'
 import { pageShape, searchShape, USER_COLUMNS, type SqlShape } from './postgres-sql.js'
-import type { ChangeUser, ListPage, ListQuery, Store, StoreHealth } from './store.js'
+import type { ChangeUser, ListPage, ListQuery, Store, StoreHealth, SubjectState } from './store.js'
 
 export interface PostgresStoreOptions {
   /** postgres:// or postgresql:// */
@@ -187,6 +187,18 @@ export class PostgresStore implements Store {
   async isDeleted(id: string): Promise<boolean> {
     const result = await this.#query({ name: 'tombstones_has', text: 'SELECT 1 FROM tombstones WHERE id = $1', values: [id] })
     return result.rows.length > 0
+  }
+
+  async subjectOf(id: string): Promise<SubjectState> {
+    // One round trip for what would be two (the row and its tombstone): this runs on every
+    // request whose token's subject is a user id.
+    const result = await this.#query<{ status: UserStatus | null, deleted: boolean }>({
+      name: 'users_subject',
+      text: 'SELECT (SELECT status FROM users WHERE id = $1) AS status, EXISTS (SELECT 1 FROM tombstones WHERE id = $1) AS deleted',
+      values: [id],
+    })
+    const row = result.rows[0]
+    return { status: row?.status ?? undefined, deleted: row?.deleted === true }
   }
 
   async list(query: ListQuery): Promise<ListPage> {

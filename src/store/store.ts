@@ -40,6 +40,12 @@ export interface ListPage {
   readonly resumeAfter?: string
 }
 
+/** A token subject's state, as the subject check sees it. */
+export interface SubjectState {
+  readonly status: UserStatus | undefined
+  readonly deleted: boolean
+}
+
 /**
  * Computes the next state of a user inside the store's lock for that user, or returns undefined
  * to keep it as it is. It may throw (a failed precondition, a refused change): nothing is written.
@@ -72,6 +78,12 @@ export interface Store {
   getMany?(ids: readonly string[]): Promise<UserRecord[]>
   /** True when the id belonged to a user that was deleted (a tombstone is kept forever). */
   isDeleted(id: string): Promise<boolean>
+  /**
+   * What the per-request subject check (§9) needs of an id, in one call: the user's status (none
+   * when there is no such user) and whether the id was deleted. A store without it is asked `get`
+   * and `isDeleted`; a store that pays a round trip per call should have it.
+   */
+  subjectOf?(id: string): Promise<SubjectState>
   list(query: ListQuery): Promise<ListPage>
   /**
    * Throws HttpError duplicate_email when another user has the email. `check` runs inside the

@@ -1,7 +1,7 @@
 import { HttpError } from '../errors.js'
 import { currentChangeContext } from '../events/context.js'
 import { evaluatePreconditions, type Preconditions } from '../http/conditional.js'
-import type { ListPage, ListQuery, Store } from '../store/store.js'
+import type { ListPage, ListQuery, Store, SubjectState } from '../store/store.js'
 import { nextStatus, type LifecycleAction } from './lifecycle.js'
 import type { User, UserRecord } from './user.js'
 import { createIdGenerator, isCanonicalUuid, type IdGenerator } from './uuid7.js'
@@ -107,14 +107,19 @@ export function createUserOperations(options: UserOperationsOptions): UserOperat
     checkSubject(sub) {
       // Most subjects are not user ids at all: answer without a store call.
       if (!isCanonicalUuid(sub)) return undefined
-      return Promise.all([store.get(sub), store.isDeleted(sub)]).then(([record, deleted]) => {
-        if (record?.user.status === 'suspended') {
+      return subjectOf(store, sub).then(({ status, deleted }) => {
+        if (status === 'suspended') {
           throw new HttpError('subject_suspended', 'The subject of this token is a suspended user.')
         }
         if (deleted) throw new HttpError('subject_deleted', 'The subject of this token is a deleted user.')
       })
     },
   }
+}
+
+function subjectOf(store: Store, id: string): Promise<SubjectState> {
+  if (store.subjectOf !== undefined) return store.subjectOf(id)
+  return Promise.all([store.get(id), store.isDeleted(id)]).then(([record, deleted]) => ({ status: record?.user.status, deleted }))
 }
 
 /** Ids are canonical UUIDs; anything else names no user and never reaches the store. */

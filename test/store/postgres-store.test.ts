@@ -189,6 +189,19 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       assert.deepEqual(await snapshotStore(store), [])
       assert.equal(await store.isDeleted(makeUser().id), false)
     })
+
+    it('answers the subject check in one query: the status, or none, and whether the id was deleted', async (t) => {
+      const store = newStore(t, { schema: freshSchema(t) })
+      await store.open()
+      const active = (await store.create(makeUser({ status: 'active' }))).user
+      const suspended = (await store.create(makeUser({ status: 'suspended' }))).user
+      const gone = (await store.create(makeUser())).user
+      await store.delete(gone.id)
+      assert.deepEqual(await store.subjectOf(active.id), { status: 'active', deleted: false })
+      assert.deepEqual(await store.subjectOf(suspended.id), { status: 'suspended', deleted: false })
+      assert.deepEqual(await store.subjectOf(gone.id), { status: undefined, deleted: true })
+      assert.deepEqual(await store.subjectOf(makeUser().id), { status: undefined, deleted: false })
+    })
   })
 
   describe('creates that arrive together (a group commit)', () => {
@@ -335,6 +348,7 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       const unavailable = { name: 'HttpError', code: 'storage_unavailable' }
       await assert.rejects(store.get(user.id), unavailable)
       await assert.rejects(store.isDeleted(user.id), unavailable)
+      await assert.rejects(store.subjectOf(user.id), unavailable)
       await assert.rejects(store.list({ filter: {}, order: 'asc', limit: 5 }), unavailable)
       await assert.rejects(store.create(makeUser()), (error: unknown) =>
         (error as { code?: unknown }).code === 'storage_unavailable'
