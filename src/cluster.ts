@@ -1,9 +1,9 @@
 import cluster, { type Worker } from 'node:cluster'
-import { mkdirSync } from 'node:fs'
 
 import { resolveKeys } from './auth/first-start.js'
 import type { Config } from './config.js'
 import type { JsonLogger, Logger } from './logger.js'
+import { makeDurableDirectory } from './store/atomic-write.js'
 import { DataDirLock } from './store/data-dir-lock.js'
 
 export interface PrimaryOptions {
@@ -77,7 +77,7 @@ export function runPrimary(options: PrimaryOptions): void {
  * that it is written once, by the lock holder, and every worker reads the same one.
  */
 export async function startPrimary(config: Config, logger: JsonLogger, exit: (code: number) => void): Promise<void> {
-  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 })
+  makeDurableDirectory(config.dataDir)
   const lock = new DataDirLock(config.dataDir)
   lock.acquire()
   try {

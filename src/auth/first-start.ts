@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto'
-import { mkdirSync, readFileSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import path from 'node:path'
 
 import { ConfigError, type Config } from '../config.js'
-import { writeFileAtomic } from '../store/atomic-write.js'
+import { makeDurableDirectory, writeFileAtomic } from '../store/atomic-write.js'
 import { hasCode } from '../store/data-dir-lock.js'
 import { KeyError, createSingleKeySet, type KeySet } from './keys.js'
 
@@ -27,7 +27,7 @@ export async function resolveKeys(config: Config): Promise<ResolvedKeys> {
   if (config.production) {
     throw new ConfigError('JWT_SECRET (or JWT_SECRETS) must be set when NODE_ENV=production')
   }
-  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 })
+  makeDurableDirectory(config.dataDir)
   const text = `base64url:${randomBytes(32).toString('base64url')}`
   await writeFileAtomic(file, `${text}\n`)
   return { keys: createSingleKeySet(text, file), generatedFile: file }

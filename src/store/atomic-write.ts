@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
-import { closeSync, fsyncSync, openSync } from 'node:fs'
-import { mkdir, open, rename, unlink, type FileHandle } from 'node:fs/promises'
+import { closeSync, fsyncSync, mkdirSync, openSync } from 'node:fs'
+import { open, rename, unlink, type FileHandle } from 'node:fs/promises'
 import path from 'node:path'
 import { performance } from 'node:perf_hooks'
 
@@ -56,6 +56,7 @@ export function observeDurableWrites(observer: DurableWriteObserver): () => void
 }
 
 function report(kind: DurableWriteTiming['kind'], dir: string, started: number): void {
+  // Stryker disable next-line ConditionalExpression: without the early return the loop over no observers does nothing alike
   if (observers.size === 0) return
   const timing = { kind, dir, seconds: (performance.now() - started) / 1000 }
   for (const observer of observers) {
@@ -115,6 +116,7 @@ export class DurableDirectory {
       const syncStarted = performance.now()
       await file.sync()
       report('file-sync', this.path, syncStarted)
+      // Stryker disable next-line StringLiteral: only a close() after a good fsync fails here, which no test can provoke; the name shows only in the message
       step = 'write'
       await file.close()
       file = undefined
@@ -187,6 +189,7 @@ export class DurableDirectory {
     this.#running = run
     void run.catch(() => undefined).then(() => {
       report('dir-sync', this.path, started)
+      // Stryker disable next-line ConditionalExpression,EqualityOperator: always true (this callback is registered before any queued start, so it runs first); never clearing only delays the next start by a microtask or two
       if (this.#running === run) this.#running = undefined
     })
     return run
@@ -200,23 +203,14 @@ export class DurableDirectory {
 /**
  * Creates a directory (and its missing parents) so that the creation itself survives a power
  * loss: the parent of every directory made here is fsynced. Returns whether anything was made.
+ * Blocking: it runs at start-up, before the lock is taken or anything is served.
  */
-export async function makeDurableDirectory(dir: string): Promise<boolean> {
-  const first = await mkdir(dir, { recursive: true, mode: 0o700 })
+export function makeDurableDirectory(dir: string): boolean {
+  const first = mkdirSync(dir, { recursive: true, mode: 0o700 })
   if (first === undefined) return false
   for (let made = path.resolve(dir); ; made = path.dirname(made)) {
-    await syncDirectory(path.dirname(made))
+    syncDirectorySync(path.dirname(made))
     if (made === path.resolve(first)) return true
-  }
-}
-
-/** Fsyncs one directory by path. */
-export async function syncDirectory(dir: string): Promise<void> {
-  const handle = await open(dir, 'r')
-  try {
-    await handle.sync()
-  } finally {
-    await handle.close()
   }
 }
 

@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, readdirSync } from 'node:fs'
+import { readFileSync, readdirSync } from 'node:fs'
 import { access, stat, unlink } from 'node:fs/promises'
 import path from 'node:path'
 
@@ -6,7 +6,7 @@ import type { ChangeEvent } from '../events/event.js'
 import { silentLogger, type Logger } from '../logger.js'
 import { parseStoredUser, parseTombstone, toTombstoneJson, type Tombstone } from '../users/stored-user.js'
 import { toRecord, type User, type UserRecord } from '../users/user.js'
-import { DurableDirectory, makeDurableDirectory, syncDirectorySync, WriteError } from './atomic-write.js'
+import { DurableDirectory, makeDurableDirectory, WriteError } from './atomic-write.js'
 import { DataDirLock, hasCode } from './data-dir-lock.js'
 import { EventLog } from './event-log.js'
 import { IndexedStore } from './indexed-store.js'
@@ -86,20 +86,19 @@ export class FileStore extends IndexedStore {
   lock(): void {
     // Synchronous on purpose: the lock is taken before the server listens.
     if (this.#lock.held) return
-    const made = mkdirSync(this.dataDir, { recursive: true, mode: 0o700 })
-    if (made !== undefined) syncDirectorySync(path.dirname(this.dataDir))
+    makeDurableDirectory(this.dataDir)
     this.#lock.acquire()
   }
 
   async open(): Promise<void> {
     this.lock()
-    await makeDurableDirectory(this.usersDir)
-    await makeDurableDirectory(this.tombstonesDir)
+    makeDurableDirectory(this.usersDir)
+    makeDurableDirectory(this.tombstonesDir)
     this.#dir = await DurableDirectory.open(this.usersDir)
     this.#graves = await DurableDirectory.open(this.tombstonesDir)
     this.#place = await readPlace(this.usersDir)
     await this.#load()
-    await makeDurableDirectory(this.eventsDir)
+    makeDurableDirectory(this.eventsDir)
     await this.#loadEvents()
     this.#watch = setInterval(() => {
       void this.#checkPlace()
@@ -299,7 +298,7 @@ export class FileStore extends IndexedStore {
   /** Moves bad files aside, durably, never deleting one, and says so in the log. */
   async #quarantine(from: DurableDirectory, files: readonly Misfit[]): Promise<void> {
     if (files.length === 0) return
-    await makeDurableDirectory(this.quarantineDir)
+    makeDurableDirectory(this.quarantineDir)
     const to = await DurableDirectory.open(this.quarantineDir)
     try {
       for (const { name, reason } of files) {

@@ -1,5 +1,3 @@
-import { mkdirSync } from 'node:fs'
-
 import type { Pool, PoolClient, PoolConfig, QueryResultRow } from 'pg'
 
 import { HttpError } from '../errors.js'
@@ -7,6 +5,7 @@ import { draftEvent, type ChangeContext, type EventDraft } from '../events/event
 import { silentLogger, type Logger } from '../logger.js'
 import { toRecord, type User, type UserRecord, type UserStatus } from '../users/user.js'
 import { isCanonicalUuid } from '../users/uuid7.js'
+import { makeDurableDirectory } from './atomic-write.js'
 import { DataDirLock } from './data-dir-lock.js'
 import { PerKeyQueue } from './per-key-queue.js'
 import { loadPg, type PgModule } from './postgres-driver.js'
@@ -113,7 +112,7 @@ export class PostgresStore implements Store {
   /** Takes the data directory's lock (when there is one), as FileStore.lock does. */
   lock(): void {
     if (this.#lock === undefined || this.#dataDir === undefined || this.#lock.held) return
-    mkdirSync(this.#dataDir, { recursive: true, mode: 0o700 })
+    makeDurableDirectory(this.#dataDir)
     this.#lock.acquire()
   }
 

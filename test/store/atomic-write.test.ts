@@ -6,7 +6,7 @@ import { performance } from 'node:perf_hooks'
 import { describe, it, type TestContext } from 'node:test'
 
 import {
-  DurableDirectory, WriteError, makeDurableDirectory, observeDurableWrites, syncDirectory, writeFileAtomic,
+  DurableDirectory, WriteError, makeDurableDirectory, observeDurableWrites, syncDirectorySync, writeFileAtomic,
   type DurableWriteTiming,
 } from '../../src/store/atomic-write.js'
 import { makeTempDir } from '../helpers/service.js'
@@ -185,6 +185,10 @@ describe('WriteError', () => {
     assert.equal(text.code, undefined)
     assert.equal(new WriteError('write', { code: 5 }).code, undefined)
     assert.equal(new WriteError('write', null).code, undefined)
+    // A promise may reject with nothing at all (a beforeRename gate, say).
+    const nothing = new WriteError('rename', undefined)
+    assert.equal(nothing.message, 'a durable write failed at rename: undefined')
+    assert.equal(nothing.code, undefined)
   })
 })
 
@@ -272,22 +276,22 @@ describe('observeDurableWrites', () => {
   })
 })
 
-describe('makeDurableDirectory and syncDirectory', () => {
+describe('makeDurableDirectory and syncDirectorySync', () => {
   it('creates missing parents with mode 0700 and says whether it made anything', async (t) => {
     const root = await makeTempDir(t, 'atomic-write-test-')
     const dir = path.join(root, 'a', 'b', 'c')
-    assert.equal(await makeDurableDirectory(dir), true)
+    assert.equal(makeDurableDirectory(dir), true)
     assert.equal((await stat(dir)).isDirectory(), true)
     assert.equal((await stat(path.join(root, 'a'))).mode & 0o777, 0o700)
-    assert.equal(await makeDurableDirectory(dir), false)
-    assert.equal(await makeDurableDirectory(path.join(root, 'a', 'd')), true)
+    assert.equal(makeDurableDirectory(dir), false)
+    assert.equal(makeDurableDirectory(path.join(root, 'a', 'd')), true)
     assert.deepEqual((await readdir(path.join(root, 'a'))).sort(), ['b', 'd'])
   })
 
-  it('fsyncs an existing directory and rejects a missing one', async (t) => {
+  it('fsyncs an existing directory and throws for a missing one', async (t) => {
     const root = await makeTempDir(t, 'atomic-write-test-')
-    await syncDirectory(root)
-    await assert.rejects(syncDirectory(path.join(root, 'missing')), { code: 'ENOENT' })
+    syncDirectorySync(root)
+    assert.throws(() => { syncDirectorySync(path.join(root, 'missing')) }, { code: 'ENOENT' })
   })
 })
 
@@ -318,14 +322,14 @@ describe('DurableDirectory group commit and handles', () => {
     })
   })
 
-  it('closes every file descriptor it opens (syncDirectory, writeFileAtomic)', { skip: !existsSync('/proc/self/fd') && 'no /proc/self/fd here' }, async (t) => {
+  it('closes every file descriptor it opens (syncDirectorySync, writeFileAtomic)', { skip: !existsSync('/proc/self/fd') && 'no /proc/self/fd here' }, async (t) => {
     const root = await makeTempDir(t, 'atomic-write-test-')
     const openFds = async (): Promise<number> => (await readdir('/proc/self/fd')).length
-    await syncDirectory(root)
+    syncDirectorySync(root)
     await writeFileAtomic(path.join(root, 'warm-up.json'), 'x')
     const before = await openFds()
     for (let i = 0; i < 20; i += 1) {
-      await syncDirectory(root)
+      syncDirectorySync(root)
       await writeFileAtomic(path.join(root, `f${i}.json`), 'x')
     }
     assert.equal(await openFds(), before)

@@ -36,6 +36,8 @@ interface Traced {
 
 interface TracedOptions {
   root?: string
+  /** DATA_DIR below root (default `data`). */
+  dataDir?: string
   env?: Record<string, string | undefined>
   dirSyncDelayMs?: number
   dataSyncDelayMs?: number
@@ -43,7 +45,7 @@ interface TracedOptions {
 
 async function startTraced(t: TestContext, options: TracedOptions = {}): Promise<Traced> {
   const root = options.root ?? await makeTempDir(t, 'durability-')
-  const dataDir = path.join(root, 'data')
+  const dataDir = path.join(root, options.dataDir ?? 'data')
   const log = path.join(root, 'shim.log')
   if (shim.library === undefined) throw new Error('no shim')
   const child = await startChild({ dataDir, env: { ...shimEnv(shim.library, { log, logUnder: root, ...(options.dirSyncDelayMs === undefined ? {} : { dirSyncDelayMs: options.dirSyncDelayMs }), ...(options.dataSyncDelayMs === undefined ? {} : { dataSyncDelayMs: options.dataSyncDelayMs }) }), ...options.env } })
@@ -252,7 +254,8 @@ describe('durable writes, seen in the system calls', () => {
   it('writes the first-start secret durably, only after taking the lock, and makes every new directory durable', { timeout: 60_000 }, async (t) => {
     if (shim.skip !== undefined) return t.skip(shim.skip)
     const root = await makeTempDir(t, 'durability-')
-    const trace = await startTraced(t, { root, env: { JWT_SECRET: undefined } })
+    // Two missing levels above DATA_DIR: each new directory's parent must be fsynced, up to root.
+    const trace = await startTraced(t, { root, dataDir: 'new/deeper/data', env: { JWT_SECRET: undefined } })
     const calls = trace.calls()
     const secret = path.join(trace.dataDir, '.jwt-secret')
     const { rename } = assertDurableReplace(calls, secret, trace.readyAt, 'the first-start secret')
@@ -261,7 +264,7 @@ describe('durable writes, seen in the system calls', () => {
     const secretOpened = calls.find((call) => call.flags !== undefined && call.paths[0] === rename.paths[0])
     assert.ok(secretOpened !== undefined && lock.seq < secretOpened.seq, 'the secret was written before the lock was taken')
     const made = assertDurableMkdirs(calls, root, trace.readyAt, 'first start')
-    for (const dir of [trace.dataDir, path.join(trace.dataDir, 'users')]) {
+    for (const dir of [path.join(root, 'new'), path.join(root, 'new', 'deeper'), trace.dataDir, path.join(trace.dataDir, 'users')]) {
       assert.ok(made.includes(dir), `${dir} was not made on the first start: ${made.join(', ')}`)
     }
   })
