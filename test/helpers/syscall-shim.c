@@ -6,6 +6,7 @@
  *   SHIM_FAIL_MARKER  while this file exists, fsync and fdatasync fail (without syncing)
  *   SHIM_FAIL_KIND    which descriptors fail: file, dir or both (default both)
  *   SHIM_FAIL_ERRNO   the errno number to fail with (default EIO)
+ *   SHIM_FAIL_UNDER   fail only descriptors whose path starts with this (default: all)
  *   SHIM_DIR_SYNC_DELAY_MS  how long a directory fsync takes at least (a slow disk: writers
  *                     arrive while one runs), added after the real call
  *   SHIM_DATASYNC_DELAY_MS  how long an fdatasync takes at least (the change feed's log uses
@@ -99,10 +100,12 @@ static int is_directory(int fd) {
   return fstat(fd, &info) == 0 && S_ISDIR(info.st_mode);
 }
 
-/* Whether this fsync must fail now: the marker exists and the descriptor is of the chosen kind. */
-static int must_fail(int directory) {
+/* Whether this fsync must fail now: the marker exists and the descriptor is of the chosen kind and place. */
+static int must_fail(int directory, const char *path) {
   const char *marker = getenv("SHIM_FAIL_MARKER");
   if (marker == NULL || *marker == '\0' || access(marker, F_OK) != 0) return 0;
+  const char *under = getenv("SHIM_FAIL_UNDER");
+  if (under != NULL && *under != '\0' && strncmp(path, under, strlen(under)) != 0) return 0;
   const char *kind = getenv("SHIM_FAIL_KIND");
   if (kind == NULL || strcmp(kind, "both") == 0) return 1;
   return strcmp(kind, directory ? "dir" : "file") == 0;
@@ -126,7 +129,7 @@ static int sync_call(const char *call, const char *begin, int fd, int (*real)(in
   record(begin, 0, 0, path, NULL, extra);
   int result;
   int error;
-  if (must_fail(directory)) {
+  if (must_fail(directory, path)) {
     result = -1;
     error = fail_errno();
   } else {

@@ -50,6 +50,8 @@ export interface ShimEnvOptions {
   failKind?: 'file' | 'dir' | 'both'
   /** The errno number (default EIO). */
   failErrno?: number
+  /** Only descriptors whose path starts with this fail (default all). */
+  failUnder?: string
   /** Makes every directory fsync take at least this long, as on a slow disk. */
   dirSyncDelayMs?: number
   /** Makes every fdatasync (the change feed's log) take at least this long. */
@@ -65,6 +67,7 @@ export function shimEnv(library: string, options: ShimEnvOptions): Record<string
   if (options.failMarker !== undefined) env['SHIM_FAIL_MARKER'] = options.failMarker
   if (options.failKind !== undefined) env['SHIM_FAIL_KIND'] = options.failKind
   if (options.failErrno !== undefined) env['SHIM_FAIL_ERRNO'] = String(options.failErrno)
+  if (options.failUnder !== undefined) env['SHIM_FAIL_UNDER'] = options.failUnder
   if (options.dirSyncDelayMs !== undefined) env['SHIM_DIR_SYNC_DELAY_MS'] = String(options.dirSyncDelayMs)
   if (options.dataSyncDelayMs !== undefined) env['SHIM_DATASYNC_DELAY_MS'] = String(options.dataSyncDelayMs)
   if (options.log !== undefined) env['SHIM_LOG'] = options.log

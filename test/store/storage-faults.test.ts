@@ -132,7 +132,9 @@ describe('storage faults, through a running service and a restart', () => {
     if (shim.skip !== undefined) return t.skip(shim.skip)
     const { root, dataDir, later } = await makeWorld(t)
     const marker = path.join(root, 'fail-fsync')
-    const env = shimEnv(shim.library, { failMarker: marker, failKind: 'file' })
+    // Only the user file's fsync fails (the change feed's fdatasync works), and with ENOSPC rather
+    // than EIO: it is the failed fsync of that file, not its errno, that makes the store read-only.
+    const env = shimEnv(shim.library, { failMarker: marker, failKind: 'file', failErrno: constants.errno.ENOSPC, failUnder: path.join(dataDir, 'users') })
     const child = await start({ dataDir, env }, later)
     const kept = await created(child.url)
     assert.equal((await patchUser(child.url, kept.id, 'Second Version')).status, 200)
