@@ -335,6 +335,14 @@ describe('DataDirLock', () => {
     assert.equal(lock.file, path.join(dir, '.lock.1'))
     assert.deepEqual(await lockNames(dir), ['.lock.1'])
   })
+
+  it('removes a legacy .lock holding its own pid (an earlier run of a restarted container) and takes the lock', async (t) => {
+    const { dir, lock } = await newLock(t)
+    await writeFile(path.join(dir, '.lock'), `${process.pid}\n`)
+    lock.acquire()
+    assert.equal(lock.file, path.join(dir, '.lock.1'))
+    assert.deepEqual(await lockNames(dir), ['.lock.1'])
+  })
 })
 
 /** A lock-racer child process serving rounds over IPC. */
