@@ -59,6 +59,9 @@ const HEALTHY: StoreHealth = Object.freeze({ state: 'ok' })
 /** A change lost to another replica is re-read and tried again, this many times at most. */
 const MAX_ATTEMPTS = 100
 const UNIQUE_VIOLATION = '23505'
+/** The columns a user is stored in, in the order of rowValues. */
+const STORED_COLUMNS = 'id, email, email_key, name, name_key, status, metadata, created_at, updated_at, version'
+
 /** The most creates one transaction takes (a group commit). */
 const MAX_BATCH = 500
 
@@ -261,7 +264,7 @@ export class PostgresStore implements Store {
         const inserted = await this.#transaction(async (client) => {
           const result = await client.query<{ id: string }>({
             name: 'users_insert_many',
-            text: `INSERT INTO users (id, email, email_key, name, name_key, status, metadata, created_at, updated_at, version)
+            text: `INSERT INTO users (${STORED_COLUMNS})
               SELECT u.* FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::json[], $8::text[], $9::text[], $10::int[])
                 AS u(id, email, email_key, name, name_key, status, metadata, created_at, updated_at, version)
               WHERE NOT EXISTS (SELECT 1 FROM tombstones t WHERE t.id = u.id)
@@ -284,7 +287,7 @@ export class PostgresStore implements Store {
     check?.()
     const inserted = await this.#transaction((client) => client.query({
       name: 'users_insert',
-      text: `INSERT INTO users (id, email, email_key, name, name_key, status, metadata, created_at, updated_at, version)
+      text: `INSERT INTO users (${STORED_COLUMNS})
         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10
         WHERE NOT EXISTS (SELECT 1 FROM tombstones WHERE id = $1)`,
       values: rowValues(record),
