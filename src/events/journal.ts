@@ -8,7 +8,16 @@ export interface EventQuery {
   readonly limit: number
   readonly types?: readonly EventType[] | undefined
   readonly userId?: string | undefined
+  /**
+   * The most bytes of event JSON (as `eventJson` writes it) a page may hold (§9: about 1 MiB per
+   * response); a page whose next match would pass it ends early with a `nextCursor` before that
+   * match. A page holds at least one match, whatever its size. Undefined: EVENT_PAGE_MAX_BYTES.
+   */
+  readonly maxBytes?: number | undefined
 }
+
+/** The default byte bound of one page of events (§9). */
+export const EVENT_PAGE_MAX_BYTES = 1024 * 1024
 
 export interface EventPage {
   readonly items: readonly ChangeEvent[]
