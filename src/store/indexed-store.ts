@@ -7,7 +7,7 @@ import { isCanonicalUuid } from '../users/uuid7.js'
 import { WriteError } from './atomic-write.js'
 import { PerKeyQueue } from './per-key-queue.js'
 import type { ChangeUser, ListPage, ListQuery, Store, StoreHealth } from './store.js'
-import { checkStorableContext, checkStorableFilter, checkStorableUser } from './store-input.js'
+import { checkStorableContext, checkStorableQuery, checkStorableUser } from './store-input.js'
 import { UserIndex } from './user-index.js'
 
 export interface IndexedStoreOptions {
@@ -94,7 +94,7 @@ export abstract class IndexedStore implements Store {
 
   list(query: ListQuery): Promise<ListPage> {
     try {
-      checkStorableFilter(query.filter)
+      checkStorableQuery(query)
     } catch (error) {
       return Promise.reject(error)
     }

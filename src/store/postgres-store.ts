@@ -14,7 +14,7 @@ import { appendEvents, PostgresEventFeed } from './postgres-events.js'
 import { migrate, quoteIdentifier } from './postgres-schema.js'
 import { pageShape, searchShape, USER_COLUMNS, type SqlShape } from './postgres-sql.js'
 import type { ChangeUser, ListPage, ListQuery, Store, StoreHealth, SubjectState } from './store.js'
-import { checkStorableContext, checkStorableFilter, checkStorableUser } from './store-input.js'
+import { checkStorableContext, checkStorableQuery, checkStorableUser } from './store-input.js'
 
 export interface PostgresStoreOptions {
   /** postgres:// or postgresql:// */
@@ -211,7 +211,7 @@ export class PostgresStore implements Store {
   }
 
   async list(query: ListQuery): Promise<ListPage> {
-    checkStorableFilter(query.filter)
+    checkStorableQuery(query)
     const { email, q } = query.filter
     const statuses = query.filter.statuses === undefined ? undefined : [...new Set(query.filter.statuses)]
     if (email !== undefined) return this.#listByEmail(query, email.toLowerCase())

@@ -2,7 +2,7 @@ import { HttpError } from '../errors.js'
 import type { ChangeContext } from '../events/event.js'
 import type { User } from '../users/user.js'
 import { MAX_VERSION } from '../users/user-fields.js'
-import type { ListFilter } from './store.js'
+import type { ListQuery } from './store.js'
 
 /**
  * What every store refuses before it writes or asks, so that all of them answer alike (§9): the
@@ -32,13 +32,12 @@ export function checkStorableUser(user: User, current: User | undefined): void {
   }
 }
 
-/** The text filters of a list page. */
-export function checkStorableFilter(filter: ListFilter): void {
+/** The text of a list page: its filters, and where it starts (which a client sends as its cursor). */
+export function checkStorableQuery(query: ListQuery): void {
   for (const key of ['email', 'q'] as const) {
-    if (filter[key]?.includes(NUL) === true) {
-      throw new HttpError('bad_request', `The query parameter ${key} must not contain a NUL character (U+0000).`)
-    }
+    if (query.filter[key]?.includes(NUL) === true) throw nulParameter(key)
   }
+  if (query.after?.includes(NUL) === true) throw nulParameter('cursor')
 }
 
 /** Who made a change: the token's `sub` and the request id end up in the event. */
@@ -49,6 +48,10 @@ export function checkStorableContext(context: ChangeContext | undefined): void {
   if (context?.requestId?.includes(NUL) === true) {
     throw new HttpError('bad_request', 'The request id must not contain a NUL character (U+0000).')
   }
+}
+
+function nulParameter(name: string): HttpError {
+  return new HttpError('bad_request', `The query parameter ${name} must not contain a NUL character (U+0000).`)
 }
 
 function fieldError(pointer: string, code: string, message: string): HttpError {

@@ -577,7 +577,7 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       assert.equal(next.user.metadata['note'], '\u0000')
     })
 
-    it('refuses a NUL in the q or email filter with bad_request naming it, staying healthy', async (t) => {
+    it('refuses a NUL in the q or email filter or in after with bad_request naming it, staying healthy', async (t) => {
       const store = await openStore(t, factory)
       await seedPeople(store)
       for (const filter of [{ q: 'a\u0000b' }, { email: 'ada\u0000@math.example' }, { statuses: ['active'], q: '\u0000' }] as ListFilter[]) {
@@ -588,6 +588,9 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
           })
         }
       }
+      await assert.rejects(store.list({ filter: {}, order: 'asc', limit: 10, after: `${makeUser().id}\u0000` }), {
+        name: 'HttpError', code: 'bad_request', message: 'The query parameter cursor must not contain a NUL character (U+0000).',
+      })
       assertHealthy(store)
       assert.equal((await listAll(store)).length, PEOPLE.length)
     })
