@@ -15,6 +15,7 @@ export const ERROR_CODES = {
   duplicate_email: { status: 409, title: 'Email already in use' },
   invalid_transition: { status: 409, title: 'Invalid state transition' },
   import_in_progress: { status: 409, title: 'Import in progress' },
+  version_exhausted: { status: 409, title: 'Version exhausted' },
   request_timeout: { status: 408, title: 'Request timeout' },
   precondition_failed: { status: 412, title: 'Precondition failed' },
   cursor_expired: { status: 410, title: 'Cursor expired' },

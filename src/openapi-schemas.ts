@@ -113,7 +113,7 @@ function metadataValue(): Json {
 
 function toSchema(spec: FieldSpec): Json {
   const common = { description: spec.description, examples: [spec.example], ...(spec.access === 'output' ? { readOnly: true } : {}) }
-  if (spec.type === 'integer') return { type: 'integer', minimum: 1, ...common }
+  if (spec.type === 'integer') return { type: 'integer', minimum: spec.minimum ?? 1, ...(spec.maximum === undefined ? {} : { maximum: spec.maximum }), ...common }
   if (spec.type === 'metadata') {
     return {
       type: 'object', maxProperties: spec.maxKeys, propertyNames: { pattern: spec.keyPattern },

@@ -297,7 +297,8 @@ export function errorStatuses(route: RouteSpec): number[] {
   // RFC 9110 §13.1.1: a failed If-Match is a 412 on GET and HEAD too.
   if (route.conditional) statuses.add(412)
   if (route.operationId === 'listEvents') statuses.add(410)
-  if (['createUser', 'replaceUser', 'updateUser', 'suspendUser', 'importUsers'].includes(route.operationId)) statuses.add(409)
+  // A change can meet another user's email, a wrong state, or a user at the highest version.
+  if (['createUser', 'replaceUser', 'updateUser', 'activateUser', 'suspendUser', 'importUsers'].includes(route.operationId)) statuses.add(409)
   return [...statuses].sort((a, b) => a - b)
 }
 

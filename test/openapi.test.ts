@@ -154,7 +154,7 @@ describe('the OpenAPI document and the route table', () => {
       if (route.body !== 'none') expected.push(413, 415, 422)
       if (route.path.includes('{')) expected.push(404)
       if (route.conditional) expected.push(412)
-      if (['createUser', 'replaceUser', 'updateUser', 'suspendUser', 'importUsers'].includes(route.operationId)) expected.push(409)
+      if (['createUser', 'replaceUser', 'updateUser', 'activateUser', 'suspendUser', 'importUsers'].includes(route.operationId)) expected.push(409)
       const documented = Object.keys(responses).map(Number).filter((status) => status >= 400)
       assert.deepEqual(documented, expected.sort((a, b) => a - b), route.operationId)
       for (const status of expected) {

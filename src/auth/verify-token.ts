@@ -19,6 +19,7 @@ export type TokenRefusal =
   | 'not_yet_valid'
   | 'issued_in_future'
   | 'missing_sub'
+  | 'bad_sub'
   | 'wrong_issuer'
   | 'wrong_audience'
   | 'bad_scope'
@@ -150,6 +151,7 @@ function checkClaims(payload: Record<string, unknown>, options: VerifyOptions): 
     throw new TokenError('issued_in_future')
   }
   if (typeof sub !== 'string' || sub === '') throw new TokenError('missing_sub')
+  if (!isPrintable(sub)) throw new TokenError('bad_sub')
   if (options.issuer !== undefined && payload['iss'] !== options.issuer) {
     throw new TokenError('wrong_issuer')
   }
@@ -157,6 +159,19 @@ function checkClaims(payload: Record<string, unknown>, options: VerifyOptions): 
     throw new TokenError('wrong_audience')
   }
   return { sub, exp, scopes: parseScopes(payload['scope']) }
+}
+
+// C0 (NUL included), DEL and C1 control characters, and lone surrogates (JSON's \u escapes can
+// make one even from valid UTF-8).
+const UNPRINTABLE = /[\u0000-\u001F\u007F-\u009F\p{Surrogate}]/u
+
+/**
+ * The subject names the actor of every change it makes: it is stored as text in each event
+ * (PostgreSQL's text cannot hold a NUL) and written to logs. No issuer puts control characters or
+ * broken Unicode in a subject, so a token that does is not one of ours to trust.
+ */
+function isPrintable(sub: string): boolean {
+  return !UNPRINTABLE.test(sub)
 }
 
 function hasAudience(aud: unknown, audience: string): boolean {

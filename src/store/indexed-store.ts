@@ -7,6 +7,7 @@ import { isCanonicalUuid } from '../users/uuid7.js'
 import { WriteError } from './atomic-write.js'
 import { PerKeyQueue } from './per-key-queue.js'
 import type { ChangeUser, ListPage, ListQuery, Store, StoreHealth } from './store.js'
+import { checkStorableContext, checkStorableQuery, checkStorableUser } from './store-input.js'
 import { UserIndex } from './user-index.js'
 
 export interface IndexedStoreOptions {
@@ -92,12 +93,23 @@ export abstract class IndexedStore implements Store {
   }
 
   list(query: ListQuery): Promise<ListPage> {
+    try {
+      checkStorableQuery(query)
+    } catch (error) {
+      return Promise.reject(error)
+    }
     return Promise.resolve(this.index.list(query))
   }
 
   create(user: User, check?: () => void, context?: ChangeContext): Promise<UserRecord> {
     // Ids name files in the file store: only canonical UUIDs ever get that far.
     if (!isCanonicalUuid(user.id)) return Promise.reject(new Error(`not a canonical UUID: ${user.id}`))
+    try {
+      checkStorableUser(user, undefined)
+      checkStorableContext(context)
+    } catch (error) {
+      return Promise.reject(error)
+    }
     return this.#queues.run(user.id, () => {
       this.#requireWritable()
       if (this.index.get(user.id) !== undefined || this.tombstones.has(user.id)) {
@@ -115,6 +127,8 @@ export abstract class IndexedStore implements Store {
       const next = change(current)
       if (next === undefined) return Promise.resolve(current)
       if (next.id !== id) throw new Error(`a change may not alter the id of user ${id}`)
+      checkStorableUser(next, current.user)
+      checkStorableContext(context)
       return this.#write(toRecord(next), current, context)
     })
   }
@@ -124,6 +138,7 @@ export abstract class IndexedStore implements Store {
       this.#requireWritable()
       const current = this.#require(id)
       check?.(current)
+      checkStorableContext(context)
       const tombstone = { id, deletedAt: new Date(this.#now()).toISOString() }
       const draft = draftEvent(current.user, undefined, id, tombstone.deletedAt, context, current.user.version + 1)
       // The tombstone's write is itself a change on disk: it waits for its event.

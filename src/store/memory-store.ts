@@ -1,6 +1,7 @@
 import type { Tombstone } from '../users/stored-user.js'
 import { toRecord, type User, type UserRecord } from '../users/user.js'
 import { IndexedStore, type IndexedStoreOptions } from './indexed-store.js'
+import { checkStorableUser } from './store-input.js'
 
 /** A store that keeps users in memory only: for tests, and for embedding without a disk. */
 export class MemoryStore extends IndexedStore {
@@ -8,6 +9,7 @@ export class MemoryStore extends IndexedStore {
   constructor(users: readonly User[] = [], options: IndexedStoreOptions = {}) {
     super(options)
     for (const user of users) {
+      checkStorableUser(user, undefined)
       const record = toRecord(user)
       if (this.index.get(user.id) !== undefined || this.index.idOfEmail(record.emailKey) !== undefined) {
         throw new Error(`MemoryStore: user ${user.id} repeats an id or an email`)

@@ -68,7 +68,7 @@ export async function appendEvents(client: PoolClient, drafts: readonly EventDra
     text: `WITH next AS (UPDATE event_counter SET last_id = last_id + $1 RETURNING last_id),
       added AS (INSERT INTO events (id, type, time, user_id, version, actor, request_id, changed, user_json)
         SELECT next.last_id - $1 + e.n, e.type, e.time, e.user_id, e.version, e.actor, e.request_id, e.changed, e.user_json
-        FROM next, unnest($2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::text[], $8::text[], $9::text[])
+        FROM next, unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::text[], $9::text[])
           WITH ORDINALITY AS e(type, time, user_id, version, actor, request_id, changed, user_json, n)
         RETURNING id)
       SELECT pg_notify('${CHANNEL}', '') FROM added LIMIT 1`,

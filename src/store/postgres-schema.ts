@@ -1,6 +1,7 @@
 import type { PoolClient } from 'pg'
 
 import type { Logger } from '../logger.js'
+import { MAX_VERSION } from '../users/user-fields.js'
 import { EVENT_MIGRATION } from './postgres-events.js'
 
 /**
@@ -33,6 +34,15 @@ export const MIGRATIONS: readonly (readonly string[])[] = [
   ],
   // §10: the change feed, appended in the transaction of each change.
   EVENT_MIGRATION,
+  // §9: versions run to MAX_VERSION (2^53 - 1) on every store; integer stopped at 2^31 - 1, and
+  // the deletion event of a user at the top carries one more. The rewrite locks both tables for
+  // as long as it takes; replicas still running the previous release fail their prepared reads
+  // of these columns until they are replaced (roll them forward).
+  [
+    'ALTER TABLE users ALTER COLUMN version TYPE bigint',
+    `ALTER TABLE users ADD CONSTRAINT users_version_range CHECK (version <= ${MAX_VERSION})`,
+    'ALTER TABLE events ALTER COLUMN version TYPE bigint',
+  ],
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.length

@@ -9,10 +9,12 @@ import { makeDurableDirectory } from './atomic-write.js'
 import { DataDirLock } from './data-dir-lock.js'
 import { PerKeyQueue } from './per-key-queue.js'
 import { loadPg, type PgModule } from './postgres-driver.js'
+import { classifyPgError, toInputError } from './postgres-errors.js'
 import { appendEvents, PostgresEventFeed } from './postgres-events.js'
 import { migrate, quoteIdentifier } from './postgres-schema.js'
 import { pageShape, searchShape, USER_COLUMNS, type SqlShape } from './postgres-sql.js'
 import type { ChangeUser, ListPage, ListQuery, Store, StoreHealth, SubjectState } from './store.js'
+import { checkStorableContext, checkStorableQuery, checkStorableUser } from './store-input.js'
 
 export interface PostgresStoreOptions {
   /** postgres:// or postgresql:// */
@@ -47,7 +49,8 @@ interface UserRow extends QueryResultRow {
   metadata: string
   created_at: string
   updated_at: string
-  version: number
+  /** bigint: the driver gives it as text; every value is at most MAX_VERSION, exact as a number. */
+  version: string
 }
 
 interface SearchRow extends UserRow {
@@ -171,6 +174,8 @@ export class PostgresStore implements Store {
   }
 
   async get(id: string): Promise<UserRecord | undefined> {
+    // No other id is ever stored, and the database would refuse some (a NUL) as input.
+    if (!isCanonicalUuid(id)) return undefined
     const result = await this.#query<UserRow>({
       name: 'users_get', text: `SELECT ${USER_COLUMNS} FROM users WHERE id = $1`, values: [id],
     })
@@ -181,12 +186,13 @@ export class PostgresStore implements Store {
   async getMany(ids: readonly string[]): Promise<UserRecord[]> {
     // One round trip for the whole batch, whatever its size (at most 100 ids from the API).
     const result = await this.#query<UserRow>({
-      name: 'users_get_many', text: `SELECT ${USER_COLUMNS} FROM users WHERE id = ANY($1::text[])`, values: [ids],
+      name: 'users_get_many', text: `SELECT ${USER_COLUMNS} FROM users WHERE id = ANY($1::text[])`, values: [ids.filter(isCanonicalUuid)],
     })
     return result.rows.map(toUserRecord)
   }
 
   async isDeleted(id: string): Promise<boolean> {
+    if (!isCanonicalUuid(id)) return false
     const result = await this.#query({ name: 'tombstones_has', text: 'SELECT 1 FROM tombstones WHERE id = $1', values: [id] })
     return result.rows.length > 0
   }
@@ -194,6 +200,7 @@ export class PostgresStore implements Store {
   async subjectOf(id: string): Promise<SubjectState> {
     // One round trip for what would be two (the row and its tombstone): this runs on every
     // request whose token's subject is a user id.
+    if (!isCanonicalUuid(id)) return { status: undefined, deleted: false }
     const result = await this.#query<{ status: UserStatus | null, deleted: boolean }>({
       name: 'users_subject',
       text: 'SELECT (SELECT status FROM users WHERE id = $1) AS status, EXISTS (SELECT 1 FROM tombstones WHERE id = $1) AS deleted',
@@ -204,6 +211,7 @@ export class PostgresStore implements Store {
   }
 
   async list(query: ListQuery): Promise<ListPage> {
+    checkStorableQuery(query)
     const { email, q } = query.filter
     const statuses = query.filter.statuses === undefined ? undefined : [...new Set(query.filter.statuses)]
     if (email !== undefined) return this.#listByEmail(query, email.toLowerCase())
@@ -236,6 +244,12 @@ export class PostgresStore implements Store {
    */
   create(user: User, check?: () => void, context?: ChangeContext): Promise<UserRecord> {
     if (!isCanonicalUuid(user.id)) return Promise.reject(new Error(`not a canonical UUID: ${user.id}`))
+    try {
+      checkStorableUser(user, undefined)
+      checkStorableContext(context)
+    } catch (error) {
+      return Promise.reject(error)
+    }
     return this.#queues.run(user.id, async () => {
       const record = toRecord(user)
       const inserted = await new Promise<boolean>((resolve, reject) => {
@@ -265,7 +279,7 @@ export class PostgresStore implements Store {
           const result = await client.query<{ id: string }>({
             name: 'users_insert_many',
             text: `INSERT INTO users (${STORED_COLUMNS})
-              SELECT u.* FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::json[], $8::text[], $9::text[], $10::int[])
+              SELECT u.* FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::json[], $8::text[], $9::text[], $10::bigint[])
                 AS u(id, email, email_key, name, name_key, status, metadata, created_at, updated_at, version)
               WHERE NOT EXISTS (SELECT 1 FROM tombstones t WHERE t.id = u.id)
               ON CONFLICT DO NOTHING RETURNING id`,
@@ -277,7 +291,13 @@ export class PostgresStore implements Store {
           .flatMap((entry) => one(draftEvent(undefined, entry.record, entry.record.user.id, time, entry.context))))
         for (const entry of ready) entry.resolve(inserted.has(entry.record.user.id))
       } catch (error) {
-        for (const entry of ready) entry.reject(error)
+        // Input the database refused is one row's fault: each row is tried alone, and only the
+        // one it belongs to is refused.
+        const alone = ready.length > 1 && error instanceof HttpError && error.code === 'bad_request'
+        for (const entry of ready) {
+          if (alone) entry.resolve(false)
+          else entry.reject(error)
+        }
       }
     }
     this.#creating = false
@@ -303,6 +323,8 @@ export class PostgresStore implements Store {
         const next = change(current)
         if (next === undefined) return current
         if (next.id !== id) throw new Error(`a change may not alter the id of user ${id}`)
+        checkStorableUser(next, current.user)
+        checkStorableContext(context)
         const record = toRecord(next)
         const updated = await this.#transaction((client) => client.query({
           name: 'users_update',
@@ -322,6 +344,7 @@ export class PostgresStore implements Store {
       for (let attempt = 1; ; attempt += 1) {
         const current = await this.#require(id)
         check?.(current)
+        checkStorableContext(context)
         const deletedAt = new Date(this.#now()).toISOString()
         const deleted = await this.#transaction(async (client) => {
           const removed = await client.query({
@@ -395,7 +418,7 @@ export class PostgresStore implements Store {
         throw new HttpError('duplicate_email', 'Another user already has this email.')
       }
       if (isUniqueViolation(error, 'users_pkey')) throw new Error('a user with this id already exists')
-      throw this.#unavailable(error)
+      throw this.#failure(error)
     } finally {
       // A connection whose state is unknown is dropped rather than given to the next write.
       client.release(broken)
@@ -408,7 +431,7 @@ export class PostgresStore implements Store {
       this.#noteSuccess()
       return result
     } catch (error) {
-      throw this.#unavailable(error)
+      throw this.#failure(error)
     }
   }
 
@@ -436,7 +459,20 @@ export class PostgresStore implements Store {
     this.#health = { state: 'degraded', reason: 'the database does not answer' }
   }
 
-  /** Any failure of the database is a 503 the client may retry: nothing was changed. */
+  /**
+   * A failed statement: input the database refused is the client's (400, and the database did
+   * answer); anything else is a 503 the client may retry, which counts against readiness.
+   */
+  #failure(error: unknown): unknown {
+    if (error instanceof HttpError) return error
+    if (classifyPgError(error) === 'input') {
+      this.#noteSuccess()
+      return toInputError(error)
+    }
+    return this.#unavailable(error)
+  }
+
+  /** The database did not answer: a 503 the client may retry, nothing was changed. */
   #unavailable(error: unknown): unknown {
     if (error instanceof HttpError) return error
     this.#noteFailure(error)
@@ -484,7 +520,7 @@ function toUserRecord(row: UserRow): UserRecord {
     metadata: JSON.parse(row.metadata) as Record<string, string>,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
-    version: row.version,
+    version: Number(row.version),
   })
 }
 

@@ -28,6 +28,7 @@ export const MAX_IDS = 100
  */
 export function parseListQuery(rawQuery: string, cursors: CursorCodec): ListRequest {
   const params = readQueryParameters(rawQuery, LIST_PARAMETERS, 'this list')
+  refuseNul(params)
   const idsText = params.get('ids')
   if (idsText !== undefined) return parseIds(idsText, params)
   const limit = parseLimit(params.get('limit'))
@@ -50,6 +51,16 @@ export function parseListQuery(rawQuery: string, cursors: CursorCodec): ListRequ
     throw badParameter('cursor', `was made for other ${names}; send it alone or with the same filters and sort`)
   }
   return { query: toQuery(cursor, cursor.after, limit), walk: cursor }
+}
+
+/**
+ * No store can take a NUL (PostgreSQL's text cannot hold one), and no stored name or email holds
+ * one: refused here, so that every store answers alike and none ever sees it (§9).
+ */
+function refuseNul(params: ReadonlyMap<Parameter, string>): void {
+  for (const [name, value] of params) {
+    if (value.includes('\u0000')) throw badParameter(name, 'must not contain a NUL character (U+0000)')
+  }
 }
 
 function toQuery(walk: Omit<CursorState, 'after'>, after: string | undefined, limit: number): ListQuery {

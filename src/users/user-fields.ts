@@ -14,6 +14,9 @@ export interface FieldSpec {
   readonly format?: 'email' | 'uuid' | 'date-time'
   readonly minLength?: number
   readonly maxLength?: number
+  /** Integers: the smallest and largest value. */
+  readonly minimum?: number
+  readonly maximum?: number
   /** An ECMAScript pattern (with the `u` flag) the whole value must match. */
   readonly pattern?: string
   /**
@@ -32,6 +35,13 @@ export interface FieldSpec {
   readonly changeHint?: string
   readonly example: unknown
 }
+
+/**
+ * The highest version a user may reach: 2^53 - 1, the largest integer every JSON client holds
+ * exactly (past it, +1 rounds back to the same number and the ETag would stop changing). Every
+ * store honours it: PostgreSQL keeps versions in bigint columns.
+ */
+export const MAX_VERSION = Number.MAX_SAFE_INTEGER
 
 export const USER_FIELDS = {
   id: {
@@ -77,8 +87,9 @@ export const USER_FIELDS = {
     example: '2026-11-21T13:47:00.000Z',
   },
   version: {
-    type: 'integer', access: 'output', required: false,
-    description: '1 at creation, +1 on every change that alters the stored user; the ETag follows it.',
+    type: 'integer', access: 'output', required: false, minimum: 1, maximum: MAX_VERSION,
+    description: '1 at creation, +1 on every change that alters the stored user; the ETag follows it. '
+      + 'A user at the highest version (2^53 - 1) cannot change any more (409 version_exhausted).',
     example: 1,
   },
 } as const satisfies Record<string, FieldSpec>

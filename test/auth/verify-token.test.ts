@@ -321,6 +321,20 @@ describe('verifyToken', () => {
     })
   })
 
+  describe('bad_sub', () => {
+    it('refuses a sub holding a C0, DEL or C1 control character (NUL included) or a lone surrogate', () => {
+      for (const sub of ['\u0000', 'a\u0000b', 'tab\there', 'cr\r', '\u001F', 'del\u007F', 'c1\u0080', '\u009F', 'high\uD800', '\uDC00low', '\uDBFF']) {
+        assertRefused(token({ sub }), 'bad_sub')
+      }
+    })
+
+    it('takes any other sub, non-ASCII and astral characters included', () => {
+      for (const sub of ['tester', 'svc:import', 'Zoë Ångström', '\u00A0nbsp', 'math 𝒳 \uD83D\uDE00', '0193a5f2-7c1e-7d3a-9b2f-1c2d3e4f5a6b', ' ']) {
+        assert.equal(verify(token({ sub })).sub, sub)
+      }
+    })
+  })
+
   describe('wrong_issuer and wrong_audience', () => {
     const issuer = 'https://issuer.example'
     const audience = 'users-api'
@@ -385,7 +399,7 @@ describe('verifyToken', () => {
     it('maps expired to token_expired and every other reason to token_invalid', () => {
       const reasons: TokenRefusal[] = [
         'malformed', 'bad_header', 'unsupported_alg', 'unknown_kid', 'bad_signature', 'bad_payload', 'missing_exp',
-        'not_yet_valid', 'issued_in_future', 'missing_sub', 'wrong_issuer', 'wrong_audience', 'bad_scope',
+        'not_yet_valid', 'issued_in_future', 'missing_sub', 'bad_sub', 'wrong_issuer', 'wrong_audience', 'bad_scope',
       ]
       for (const reason of reasons) {
         const error = new TokenError(reason)

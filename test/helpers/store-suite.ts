@@ -3,6 +3,7 @@ import { describe, it, type TestContext } from 'node:test'
 
 import type { ListFilter, Store } from '../../src/store/store.js'
 import type { User, UserRecord, UserStatus } from '../../src/users/user.js'
+import { MAX_VERSION } from '../../src/users/user-fields.js'
 import { changeUser, makeUser, toContractJson } from './store-users.js'
 
 /** Makes a new, empty, unopened store; it may register its own clean-up on `t`. */
@@ -97,7 +98,7 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       const store = await openStore(t, factory)
       const first = await store.create(makeUser())
       const before = await snapshotStore(store)
-      await assert.rejects(store.create(makeUser({ id: first.user.id })))
+      await assert.rejects(store.create(makeUser({ id: first.user.id })), /already exists/)
       assert.deepEqual(await snapshotStore(store), before)
     })
 
@@ -545,6 +546,184 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       assert.equal(typeof ({}).constructor, 'function')
       const page = await store.list({ filter: { q: 'polluted' }, order: 'asc', limit: 10 })
       assert.deepEqual(page.items, [])
+    })
+  })
+  describe(`${label}: hostile input`, () => {
+    /** Input is the client's fault: the store stays healthy whatever it was sent. */
+    const assertHealthy = (store: Store): void => {
+      assert.equal(store.health?.().state ?? 'ok', 'ok')
+    }
+
+    it('refuses a NUL in email or name with validation_failed naming the field, on create and update, changing nothing', async (t) => {
+      const store = await openStore(t, factory)
+      const ada = await store.create(makeUser({ email: 'ada@example.com' }))
+      const before = await snapshotStore(store)
+      const cases = [['email', 'a\u0000b@example.com'], ['name', 'Ada\u0000Lovelace']] as const
+      for (const [field, value] of cases) {
+        const refused = { name: 'HttpError', code: 'validation_failed', errors: [{ pointer: `/${field}`, code: 'invalid_characters', message: `${field} must not contain a NUL character (U+0000).` }] }
+        await assert.rejects(store.create(makeUser({ [field]: value })), refused)
+        await assert.rejects(store.update(ada.user.id, (current) => changeUser(current.user, { [field]: value })), refused)
+      }
+      assert.deepEqual(await snapshotStore(store), before)
+      assertHealthy(store)
+    })
+
+    it('stores a NUL inside a metadata value and reads it back', async (t) => {
+      const store = await openStore(t, factory)
+      const created = await store.create(makeUser({ metadata: { note: 'a\u0000b' } }))
+      assert.equal((await store.get(created.user.id))?.user.metadata['note'], 'a\u0000b')
+      const next = await store.update(created.user.id, (current) => changeUser(current.user, { metadata: { note: '\u0000' } }))
+      assert.deepEqual(await store.get(created.user.id), next)
+      assert.equal(next.user.metadata['note'], '\u0000')
+    })
+
+    it('refuses a NUL in the q or email filter or in after with bad_request naming it, staying healthy', async (t) => {
+      const store = await openStore(t, factory)
+      await seedPeople(store)
+      for (const filter of [{ q: 'a\u0000b' }, { email: 'ada\u0000@math.example' }, { statuses: ['active'], q: '\u0000' }] as ListFilter[]) {
+        const name = filter.q === undefined ? 'email' : 'q'
+        for (const order of ['asc', 'desc'] as const) {
+          await assert.rejects(store.list({ filter, order, limit: 10 }), {
+            name: 'HttpError', code: 'bad_request', message: `The query parameter ${name} must not contain a NUL character (U+0000).`,
+          })
+        }
+      }
+      await assert.rejects(store.list({ filter: {}, order: 'asc', limit: 10, after: `${makeUser().id}\u0000` }), {
+        name: 'HttpError', code: 'bad_request', message: 'The query parameter cursor must not contain a NUL character (U+0000).',
+      })
+      assertHealthy(store)
+      assert.equal((await listAll(store)).length, PEOPLE.length)
+    })
+
+    it('refuses a NUL in the actor or request id of a change with bad_request, changing nothing', async (t) => {
+      const store = await openStore(t, factory)
+      const ada = await store.create(makeUser())
+      const before = await snapshotStore(store)
+      const refused = { name: 'HttpError', code: 'bad_request' }
+      for (const context of [{ actor: 'tok\u0000en' }, { requestId: 'req\u0000' }]) {
+        await assert.rejects(store.create(makeUser(), undefined, context), refused)
+        await assert.rejects(store.update(ada.user.id, increment, context), refused)
+        await assert.rejects(store.delete(ada.user.id, undefined, context), refused)
+      }
+      assert.deepEqual(await snapshotStore(store), before)
+      assertHealthy(store)
+    })
+
+    it('answers undefined for ids no user can have (a NUL, not a UUID) without a fault', async (t) => {
+      const store = await openStore(t, factory)
+      await store.create(makeUser())
+      for (const id of ['\u0000', `${makeUser().id}\u0000`, 'not-a-uuid']) {
+        assert.equal(await store.get(id), undefined)
+        assert.equal(await store.isDeleted(id), false)
+        assert.deepEqual(await store.getMany?.([id]), [])
+        assert.deepEqual(await store.subjectOf?.(id) ?? { status: undefined, deleted: false }, { status: undefined, deleted: false })
+      }
+      assertHealthy(store)
+    })
+
+    it('keeps versions exactly up to MAX_VERSION (2^53 - 1), past 32 bits', async (t) => {
+      const store = await openStore(t, factory)
+      const wide = await store.create(makeUser({ version: 2 ** 31 }))
+      const next = await store.update(wide.user.id, increment)
+      assert.equal(next.user.version, 2 ** 31 + 1)
+      assert.equal(next.etag, `"v${2 ** 31 + 1}"`)
+      assert.deepEqual(await store.get(wide.user.id), next)
+      const top = await store.create(makeUser({ version: MAX_VERSION - 1 }))
+      const last = await store.update(top.user.id, increment)
+      assert.equal(last.user.version, MAX_VERSION)
+      assert.equal(last.etag, '"v9007199254740991"')
+      assert.deepEqual(await store.get(top.user.id), last)
+      assertHealthy(store)
+    })
+
+    it('refuses the change past MAX_VERSION with version_exhausted, changing nothing; the user can still be deleted', async (t) => {
+      const store = await openStore(t, factory)
+      const top = await store.create(makeUser({ version: MAX_VERSION }))
+      const before = await snapshotStore(store)
+      await assert.rejects(store.update(top.user.id, increment), { name: 'HttpError', code: 'version_exhausted', status: 409 })
+      assert.deepEqual(await snapshotStore(store), before)
+      // A change that changes nothing keeps the version, so it is no change past the top.
+      assert.deepEqual(await store.update(top.user.id, () => undefined), top)
+      assertHealthy(store)
+      await store.delete(top.user.id)
+      assert.equal(await store.get(top.user.id), undefined)
+      assert.equal(await store.isDeleted(top.user.id), true)
+    })
+
+    it('refuses a create whose version is outside 1..MAX_VERSION with validation_failed naming /version, changing nothing', async (t) => {
+      const store = await openStore(t, factory)
+      await store.create(makeUser())
+      const before = await snapshotStore(store)
+      for (const version of [0, -1, 1.5, MAX_VERSION + 1, 2 ** 63, Number.NaN, Number.POSITIVE_INFINITY]) {
+        await assert.rejects(store.create(makeUser({ version })), {
+          name: 'HttpError', code: 'validation_failed', errors: [{ pointer: '/version', code: 'out_of_range', message: `version must be a whole number from 1 to ${MAX_VERSION}.` }],
+        }, String(version))
+      }
+      assert.deepEqual(await snapshotStore(store), before)
+      assertHealthy(store)
+    })
+  })
+
+  describe(`${label}: cursor edges`, () => {
+    const FIRST_ID = '00000000-0000-7000-8000-000000000000'
+    const LAST_ID = 'ffffffff-ffff-7fff-bfff-ffffffffffff'
+    const FILTERS: readonly ListFilter[] = [{}, { statuses: ['active'] }, { statuses: ['pending', 'suspended'] }, { q: 'a' }, { email: 'ewd@tue.example' }]
+
+    /** What a page after `after` must hold: computed from the stored users, not from the store's list. */
+    const expected = (people: readonly User[], filter: ListFilter, order: 'asc' | 'desc', after: string, limit: number): { ids: string[], hasMore: boolean } => {
+      const selected = people.filter((user) => (filter.statuses === undefined || filter.statuses.includes(user.status))
+        && (filter.email === undefined || user.email.toLowerCase() === filter.email)
+        && (filter.q === undefined || user.email.toLowerCase().includes(filter.q) || user.name.toLowerCase().includes(filter.q)))
+      const ids = selected.map((user) => user.id).sort()
+      const beyond = order === 'asc' ? ids.filter((id) => id > after) : ids.filter((id) => id < after).reverse()
+      return { ids: beyond.slice(0, limit), hasMore: beyond.length > limit }
+    }
+
+    it('answers an empty last page after the last id, and before the first in descending order', async (t) => {
+      const store = await openStore(t, factory)
+      const people = await seedPeople(store)
+      const ids = people.map((user) => user.id)
+      for (const filter of FILTERS) {
+        for (const [order, after] of [['asc', ids.at(-1)], ['desc', ids[0]], ['asc', LAST_ID], ['desc', FIRST_ID]] as const) {
+          assert.deepEqual(await store.list({ filter, order, limit: 3, after: after ?? '' }), { items: [], hasMore: false }, `${JSON.stringify(filter)} ${order} ${String(after)}`)
+        }
+      }
+    })
+
+    it('continues after ids that never existed: before the first, between two users, after the last', async (t) => {
+      const store = await openStore(t, factory)
+      const people = await seedPeople(store)
+      const ids = people.map((user) => user.id).sort()
+      // Greater than the fourth id and smaller than anything that starts like the fifth.
+      const between = `${(ids[3] ?? '').slice(0, 24)}ffffffffffff`
+      assert.equal(ids.includes(between), false)
+      for (const filter of FILTERS) {
+        for (const after of [FIRST_ID, between, LAST_ID]) {
+          for (const order of ['asc', 'desc'] as const) {
+            const page = await store.list({ filter, order, limit: 2, after })
+            const want = expected(people, filter, order, after, 2)
+            assert.deepEqual(page.items.map((record) => record.user.id), want.ids, `${JSON.stringify(filter)} ${order} ${after}`)
+            assert.equal(page.hasMore, want.hasMore, `${JSON.stringify(filter)} ${order} ${after}`)
+          }
+        }
+      }
+    })
+
+    it('continues after a deleted id with every filter, in both orders', async (t) => {
+      const store = await openStore(t, factory)
+      const people = await seedPeople(store)
+      const gone = people[3]
+      assert.ok(gone)
+      await store.delete(gone.id)
+      const left = people.filter((user) => user.id !== gone.id)
+      for (const filter of FILTERS) {
+        for (const order of ['asc', 'desc'] as const) {
+          const page = await store.list({ filter, order, limit: 2, after: gone.id })
+          const want = expected(left, filter, order, gone.id, 2)
+          assert.deepEqual(page.items.map((record) => record.user.id), want.ids, `${JSON.stringify(filter)} ${order}`)
+          assert.equal(page.hasMore, want.hasMore, `${JSON.stringify(filter)} ${order}`)
+        }
+      }
     })
   })
 }

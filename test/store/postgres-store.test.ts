@@ -5,18 +5,22 @@ import { availableParallelism } from 'node:os'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
+import pg from 'pg'
+
 import { ConfigError, parseConfig } from '../../src/config.js'
 import { MemoryStore } from '../../src/store/memory-store.js'
 import { loadPg } from '../../src/store/postgres-driver.js'
-import { SCHEMA_VERSION, SchemaTooNewError } from '../../src/store/postgres-schema.js'
+import { classifyPgError } from '../../src/store/postgres-errors.js'
+import { MIGRATIONS, SCHEMA_VERSION, SchemaTooNewError } from '../../src/store/postgres-schema.js'
 import { likePattern } from '../../src/store/postgres-sql.js'
 import { PostgresStore, type PostgresStoreOptions } from '../../src/store/postgres-store.js'
 import type { ListQuery, Store } from '../../src/store/store.js'
 import type { UserStatus } from '../../src/users/user.js'
+import { MAX_VERSION } from '../../src/users/user-fields.js'
 import { listLockFiles } from '../helpers/data-files.js'
 import { freshDatabase, freshSchema, requireDatabaseUrl, SKIP_POSTGRES, sql } from '../helpers/postgres.js'
-import { assertProblem, request } from '../helpers/http.js'
-import { makeTempDir, startService } from '../helpers/service.js'
+import { assertProblem, request, type TestResponse } from '../helpers/http.js'
+import { makeTempDir, startService, uniqueEmail } from '../helpers/service.js'
 import { describeStoreContract, listAll, openStore, snapshotStore } from '../helpers/store-suite.js'
 import { changeUser, makeUser } from '../helpers/store-users.js'
 
@@ -79,6 +83,29 @@ describe('DATABASE_URL and WORKERS', () => {
 describe('LIKE patterns for q', () => {
   it('takes %, _ and backslash literally', () => {
     assert.equal(likePattern('a%b_c\\d'), '%a\\%b\\_c\\\\d%')
+  })
+})
+
+describe('SQLSTATE classes', () => {
+  const serverError = (code: string): object => Object.assign(new Error('refused'), { code, severity: 'ERROR' })
+
+  it('takes class 22 (data exception) and 23 (integrity) as the client\'s input', () => {
+    for (const code of ['22021', '22003', '22P02', '22023', '23505', '23514', '23502']) {
+      assert.equal(classifyPgError(serverError(code)), 'input', code)
+    }
+  })
+
+  it('takes connection, resource and operator classes, socket errors and time-outs as unavailable', () => {
+    for (const code of ['08006', '08001', '53300', '53100', '57P01', '57014', '40001', 'XX000']) {
+      assert.equal(classifyPgError(serverError(code)), 'unavailable', code)
+    }
+    // An errno is no SQLSTATE, EPIPE's five letters included; pg's own time-outs carry no code.
+    for (const errno of ['EPIPE', 'ECONNRESET', 'ECONNREFUSED', 'ETIMEDOUT']) {
+      assert.equal(classifyPgError(Object.assign(new Error(errno), { code: errno })), 'unavailable', errno)
+    }
+    assert.equal(classifyPgError(Object.assign(new Error('x'), { code: '22021' })), 'unavailable', 'a code without severity is not the server\'s')
+    assert.equal(classifyPgError(new Error('timeout exceeded when trying to connect')), 'unavailable')
+    assert.equal(classifyPgError(undefined), 'unavailable')
   })
 })
 
@@ -388,6 +415,133 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       const store = new PostgresStore({ url: url.toString() })
       t.after(() => store.close())
       await assert.rejects(store.open(), /ECONNREFUSED|connect/)
+    })
+  })
+
+  describe('input the database refuses (SQLSTATE classes 22 and 23)', () => {
+    /** A store whose users table refuses one name (23514) and, on update, one metadata value (22023). */
+    async function pickyStore(t: TestContext, schema = freshSchema(t)): Promise<PostgresStore> {
+      const store = newStore(t, { schema })
+      await store.open()
+      await sql(`ALTER TABLE ${schema}.users ADD CONSTRAINT no_forbidden CHECK (name <> 'Forbidden')`)
+      await sql(`CREATE FUNCTION ${schema}.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF NEW.metadata::text LIKE '%refused%' THEN RAISE EXCEPTION 'refused value' USING ERRCODE = '22023'; END IF;
+          RETURN NEW;
+        END $$`)
+      await sql(`CREATE TRIGGER refuse BEFORE UPDATE ON ${schema}.users FOR EACH ROW EXECUTE FUNCTION ${schema}.refuse()`)
+      return store
+    }
+
+    it('answers 400 bad_request naming the SQLSTATE, keeps the cause, stays healthy and changes nothing', async (t) => {
+      const store = await pickyStore(t)
+      const ada = await store.create(makeUser())
+      const before = await snapshotStore(store)
+      await assert.rejects(store.create(makeUser({ name: 'Forbidden' })), (error: unknown) => {
+        const found = error as { code?: unknown, detail?: unknown, cause?: { code?: unknown } }
+        return found.code === 'bad_request' && found.cause?.code === '23514'
+          && found.detail === 'The database refused a value of this request (SQLSTATE 23514, constraint no_forbidden), so nothing was changed.'
+      })
+      await assert.rejects(store.update(ada.user.id, (current) => changeUser(current.user, { metadata: { note: 'refused' } })), (error: unknown) =>
+        (error as { code?: unknown }).code === 'bad_request' && (error as { cause?: { code?: unknown } }).cause?.code === '22023')
+      assert.deepEqual(store.health(), { state: 'ok' })
+      assert.deepEqual(await snapshotStore(store), before)
+      const next = await store.update(ada.user.id, (current) => changeUser(current.user, { metadata: { note: 'fine' } }))
+      assert.equal(next.user.version, 2)
+    })
+
+    it('refuses only the refused row of a group commit; the others are created', async (t) => {
+      const store = await pickyStore(t)
+      const good = Array.from({ length: 30 }, () => makeUser())
+      const outcomes = await Promise.allSettled([
+        ...good.slice(0, 15).map((user) => store.create(user)),
+        store.create(makeUser({ name: 'Forbidden' })),
+        ...good.slice(15).map((user) => store.create(user)),
+      ])
+      const codes = outcomes.map((outcome) => outcome.status === 'fulfilled' ? 'created' : (outcome.reason as { code?: string }).code)
+      assert.deepEqual(codes, [...Array.from({ length: 15 }, () => 'created'), 'bad_request', ...Array.from({ length: 15 }, () => 'created')])
+      assert.deepEqual((await listAll(store)).map((record) => record.user.id).sort(), good.map((user) => user.id).sort())
+      assert.deepEqual(store.health(), { state: 'ok' })
+    })
+
+    it('keeps /readyz at 200 while such requests arrive twice a second, answering each 400', async (t) => {
+      const schema = freshSchema(t)
+      const store = await pickyStore(t, schema)
+      const s = await startService(t, { store })
+      const user = await s.createUser()
+      const before = await s.snapshot()
+      const probes: number[] = []
+      const answers: TestResponse[] = []
+      const deadline = Date.now() + 2000
+      const sampling = (async () => {
+        while (Date.now() < deadline) {
+          probes.push((await request('GET', `${s.url}/readyz`)).status)
+          await new Promise((resolve) => setTimeout(resolve, 50))
+        }
+      })()
+      while (Date.now() < deadline) {
+        answers.push(await s.call('POST', '/users', { json: { email: uniqueEmail(), name: 'Forbidden' } }))
+        answers.push(await s.call('PATCH', `/users/${user.id}`, { json: { metadata: { note: 'refused' } }, contentType: 'application/merge-patch+json' }))
+        await new Promise((resolve) => setTimeout(resolve, 500))
+      }
+      await sampling
+      assert.ok(answers.length >= 4, `${answers.length} bad requests`)
+      assert.ok(probes.length >= 10, `${probes.length} probes`)
+      assert.deepEqual(probes.filter((status) => status !== 200), [], `/readyz answered ${probes.join(' ')}`)
+      for (const res of answers) assertProblem(res, 400, 'bad_request')
+      assert.deepEqual(await s.snapshot(), before)
+    })
+  })
+
+  describe('versions past 32 bits (migration 3)', () => {
+    it('migrates a schema-2 database: its users keep their versions and can go past 2^31 - 1', async (t) => {
+      const schema = freshSchema(t)
+      const client = new pg.Client({ connectionString: requireDatabaseUrl() })
+      await client.connect()
+      const user = makeUser({ version: 2 ** 31 - 1 })
+      try {
+        await client.query(`CREATE SCHEMA ${schema}`)
+        await client.query(`SET search_path TO ${schema}`)
+        await client.query('CREATE TABLE user_service_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())')
+        for (const [i, statements] of MIGRATIONS.slice(0, 2).entries()) {
+          for (const statement of statements) await client.query(statement)
+          await client.query('INSERT INTO user_service_schema (version) VALUES ($1)', [i + 1])
+        }
+        await client.query(`INSERT INTO users (id, email, email_key, name, name_key, status, metadata, created_at, updated_at, version)
+          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+        [user.id, user.email, user.email.toLowerCase(), user.name, user.name.toLowerCase(), user.status, '{}', user.createdAt, user.updatedAt, user.version])
+      } finally {
+        await client.end()
+      }
+      const store = newStore(t, { schema })
+      await store.open()
+      const types = await sql(`SELECT table_name, data_type FROM information_schema.columns
+        WHERE table_schema = $1 AND column_name = 'version' AND table_name IN ('users', 'events') ORDER BY 1`, [schema])
+      assert.deepEqual(types.rows, [{ table_name: 'events', data_type: 'bigint' }, { table_name: 'users', data_type: 'bigint' }])
+      assert.deepEqual((await store.get(user.id))?.user, user)
+      const next = await store.update(user.id, (current) => changeUser(current.user, { name: 'Past 32 bits' }))
+      assert.equal(next.user.version, 2 ** 31)
+      assert.deepEqual(await store.get(user.id), next)
+      const events = await store.events.read({ limit: 10 })
+      assert.deepEqual(events.items.map((event) => [event.type, event.version]), [['user.updated', 2 ** 31]])
+    })
+
+    it('stores the deletion event of a user at MAX_VERSION with version MAX_VERSION + 1, read back exactly', async (t) => {
+      const store = newStore(t)
+      await store.open()
+      const top = await store.create(makeUser({ version: MAX_VERSION }))
+      await store.delete(top.user.id)
+      const events = await store.events.read({ limit: 10 })
+      assert.deepEqual(events.items.map((event) => [event.type, event.version]), [['user.created', MAX_VERSION], ['user.deleted', MAX_VERSION + 1]])
+    })
+
+    it('refuses a version past MAX_VERSION in the database too (users_version_range)', async (t) => {
+      const schema = freshSchema(t)
+      const store = newStore(t, { schema })
+      await store.open()
+      const user = await store.create(makeUser())
+      await assert.rejects(sql(`UPDATE ${schema}.users SET version = $1 WHERE id = $2`, ['9007199254740992', user.user.id]),
+        (error: unknown) => (error as { code?: unknown, constraint?: unknown }).code === '23514' && (error as { constraint?: unknown }).constraint === 'users_version_range')
     })
   })
 

@@ -55,6 +55,18 @@ describe('parseListQuery', () => {
     assertBadQuery('status=active&status=pending', 'status')
   })
 
+  it('refuses a NUL in any parameter, naming it, whatever else the value holds', () => {
+    const cursor = codec.encode({ after: AFTER, sort: 'createdAt', statuses: undefined, email: undefined, q: undefined })
+    for (const [query, parameter] of [
+      ['q=a%00b', 'q'], ['q=%00', 'q'], ['email=a%00b@x.io', 'email'], ['status=active%00', 'status'], ['sort=%00', 'sort'],
+      ['limit=5%00', 'limit'], [`cursor=${cursor}%00`, 'cursor'], ['ids=%00', 'ids'], ['q=ok&email=%00@x.io', 'email'],
+    ] as const) {
+      assert.throws(() => parseListQuery(query, codec), {
+        name: 'HttpError', code: 'bad_request', detail: `The query parameter ${parameter} must not contain a NUL character (U+0000).`,
+      }, query)
+    }
+  })
+
   it('refuses unknown parameters, naming them', () => {
     assertBadQuery('foo=1', 'foo')
     assertBadQuery('limit=5&page=2', 'page')
