@@ -22,8 +22,9 @@ const NEWLINE = 0x0a
 const UNLOGGED = 0xffffffff
 /** Bodies of the newest events kept in memory, for live streams: at most this many bytes. */
 const RECENT_BYTES = 1024 * 1024
-/** Two records on disk closer than this are read with one read. */
+/** Two records on disk closer than this are read with one read, of at most READ_MAX bytes. */
 const READ_GAP = 64 * 1024
+const READ_MAX = 1024 * 1024
 
 /** A new segment is started past this size or age, so that retention can drop whole old ones. */
 export interface EventLogOptions {
@@ -455,7 +456,8 @@ async function readRecords(
     let j = i
     for (; j < list.length; j += 1) {
       const place = list[j]?.place
-      if (place === undefined || (j > i && (place.offset - to > READ_GAP || place.offset < to))) break
+      const far = place !== undefined && (place.offset - to > READ_GAP || place.offset < to || place.offset + place.bytes - from > READ_MAX)
+      if (place === undefined || (j > i && far)) break
       to = place.offset + place.bytes
     }
     const buffer = Buffer.allocUnsafe(to - from)
