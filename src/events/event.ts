@@ -30,12 +30,42 @@ export type EventDraft = Omit<ChangeEvent, 'id'>
 
 export const EVENT_ID = /^[0-9a-f]{16}$/
 
-export function formatEventId(n: number): string {
+export function formatEventId(n: number | bigint): string {
   return n.toString(16).padStart(16, '0')
 }
 
-export function parseEventId(id: string): number {
-  return Number.parseInt(id, 16)
+/**
+ * A cursor (or an event id) exactly, as a BigInt: 16 hex digits hold up to 2^64 - 1, and a JS
+ * number rounds past 2^53, which moved cursors back by one.
+ */
+export function cursorValue(cursor: string): bigint {
+  if (!EVENT_ID.test(cursor)) throw new RangeError(`not an event cursor: ${JSON.stringify(cursor)}`)
+  return BigInt(`0x${cursor}`)
+}
+
+/** Orders two cursors or ids exactly: fixed-width lower-case hex sorts as the numbers it writes. */
+export function compareCursors(a: string, b: string): number {
+  if (!EVENT_ID.test(a) || !EVENT_ID.test(b)) throw new RangeError(`not event cursors: ${JSON.stringify([a, b])}`)
+  return a < b ? -1 : (a > b ? 1 : 0)
+}
+
+const SAFE = BigInt(Number.MAX_SAFE_INTEGER)
+
+/**
+ * The cursor as a bound for ids kept as JS numbers (always safe integers): the cursor itself when
+ * it is one, else MAX_SAFE_INTEGER, so that for every such id, `id <= cursorFloor(c)` exactly when
+ * the id is at or before the cursor.
+ */
+export function cursorFloor(cursor: string): number {
+  const value = cursorValue(cursor)
+  return value > SAFE ? Number.MAX_SAFE_INTEGER : Number(value)
+}
+
+/** An id this process handed out (or wrote to its log), as a number; a RangeError past 2^53 - 1. */
+export function eventIdNumber(id: string): number {
+  const value = cursorValue(id)
+  if (value > SAFE) throw new RangeError(`event id ${id} is past the ids this store hands out`)
+  return Number(value)
 }
 
 const COMPARED = ['email', 'name', 'metadata'] as const
@@ -83,22 +113,38 @@ export function eventJson(event: ChangeEvent): string {
   return userJson === undefined ? head : `${head.slice(0, -1)},"user":${userJson}}`
 }
 
-/** Reads an event back from its JSON text (the file log, a database row); undefined when it is not one. */
-export function parseEvent(text: string): ChangeEvent | undefined {
+/** What an event is, without its user: what the file log's index and its load need. */
+export type EventHead = Pick<ChangeEvent, 'id' | 'type' | 'time' | 'userId' | 'version'>
+
+/** The JSON text as an object with an event's fields, or undefined when it is not one. */
+function eventObject(text: string): (EventHead & Record<string, unknown>) | undefined {
   let value: unknown
   try {
     value = JSON.parse(text)
   } catch {
     return undefined
   }
-  if (typeof value !== 'object' || value === null) return undefined
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined
   const v = value as Record<string, unknown>
   if (typeof v.id !== 'string' || !EVENT_ID.test(v.id) || typeof v.type !== 'string'
     || !(EVENT_TYPES as readonly string[]).includes(v.type) || typeof v.time !== 'string'
     || typeof v.userId !== 'string' || typeof v.version !== 'number') return undefined
+  return v as EventHead & Record<string, unknown>
+}
+
+/** The head of an event's JSON text (its user is not serialised again); undefined when it is not one. */
+export function parseEventHead(text: string): EventHead | undefined {
+  const v = eventObject(text)
+  return v === undefined ? undefined : { id: v.id, type: v.type, time: v.time, userId: v.userId, version: v.version }
+}
+
+/** Reads an event back from its JSON text (the file log, a database row); undefined when it is not one. */
+export function parseEvent(text: string): ChangeEvent | undefined {
+  const v = eventObject(text)
+  if (v === undefined) return undefined
   return {
     id: v.id,
-    type: v.type as EventType,
+    type: v.type,
     time: v.time,
     userId: v.userId,
     version: v.version,

@@ -2,7 +2,8 @@ import { readFileSync, readdirSync } from 'node:fs'
 import { access, stat, unlink } from 'node:fs/promises'
 import path from 'node:path'
 
-import type { ChangeEvent } from '../events/event.js'
+import { EventIndex } from '../events/event-index.js'
+import type { ChangeEvent, EventHead } from '../events/event.js'
 import { silentLogger, type Logger } from '../logger.js'
 import { parseStoredUser, parseTombstone, toTombstoneJson, type Tombstone } from '../users/stored-user.js'
 import { toRecord, type User, type UserRecord } from '../users/user.js'
@@ -71,10 +72,10 @@ export class FileStore extends IndexedStore {
     this.tombstonesDir = path.join(this.dataDir, 'tombstones')
     this.eventsDir = path.join(this.dataDir, 'events')
     this.#clock = options.now ?? Date.now
-    this.#eventLog = new EventLog(this.eventsDir, { now: this.#clock })
+    this.#logger = options.logger ?? silentLogger
+    this.#eventLog = new EventLog(this.eventsDir, { now: this.#clock, logger: this.#logger, quarantineDir: this.quarantineDir })
     this.#retentionMs = (options.eventsRetentionDays ?? 30) * 86_400_000
     this.#lock = new DataDirLock(this.dataDir)
-    this.#logger = options.logger ?? silentLogger
     this.#chunk = options.loadChunk ?? 2000
     this.#watchIntervalMs = options.watchIntervalMs ?? 1000
   }
@@ -135,34 +136,30 @@ export class FileStore extends IndexedStore {
 
   /** Drops whole segments older than the retention; requests go on meanwhile. */
   async pruneEvents(): Promise<void> {
-    const through = await this.#eventLog.prune(new Date(this.#clock() - this.#retentionMs).toISOString())
-    this.events.dropThrough(through)
+    await this.#eventLog.prune(new Date(this.#clock() - this.#retentionMs).toISOString(), (through) => {
+      this.events.dropThrough(through)
+    })
   }
 
   /**
-   * Loads the feed and reconciles it with the users loaded: an event is written (durably) before
-   * its change, so after a crash an event may describe a change that never reached users/ or
-   * tombstones/. Such an event is voided, durably, so that no later start takes it back.
+   * Loads the feed's index (its bodies stay on disk) and reconciles it with the users loaded: an
+   * event is written (durably) before its change, so after a crash an event may describe a change
+   * that never reached users/ or tombstones/. Such an event is voided, durably, so that no later
+   * start takes it back.
    */
   async #loadEvents(): Promise<void> {
-    const loaded = this.#eventLog.load()
-    const kept: ChangeEvent[] = []
-    let voided = 0
-    for (const event of loaded.events) {
-      const user = this.index.get(event.userId)
-      const gone = this.tombstones.has(event.userId)
-      const made = event.type === 'user.deleted'
-        ? gone
-        : gone || (user !== undefined && user.user.version >= event.version)
-      if (made) {
-        kept.push(event)
-      } else {
-        await this.#eventLog.void(event.id)
-        voided += 1
-      }
-    }
-    this.events.load(kept, loaded.nextId, loaded.prunedThrough)
-    this.#logger.info('events loaded', { events: kept.length, voided })
+    const index = new EventIndex()
+    const loaded = this.#eventLog.load(index, (event) => this.#made(event))
+    for (const id of loaded.ghosts) await this.#eventLog.void(id)
+    this.events.load(index, this.#eventLog, loaded.nextId, loaded.prunedThrough)
+    this.#logger.info('events loaded', { events: loaded.events, voided: loaded.ghosts.length, damaged: loaded.damaged })
+  }
+
+  /** Whether the change an event describes is in what was loaded. */
+  #made(event: EventHead): boolean {
+    const user = this.index.get(event.userId)
+    const gone = this.tombstones.has(event.userId)
+    return event.type === 'user.deleted' ? gone : gone || (user !== undefined && user.user.version >= event.version)
   }
 
   protected persist(record: UserRecord, logged: Promise<void>): Promise<void> {
