@@ -3,6 +3,7 @@ import { performance } from 'node:perf_hooks'
 
 import { requireScope, type Authenticator } from './auth/authenticate.js'
 import { readBearerToken } from './auth/bearer.js'
+import type { TokenClaims } from './auth/verify-token.js'
 import { HttpError, toHttpError } from './errors.js'
 import { withChangeContext } from './events/context.js'
 import { ClientClosedError, isBodyPending, parseJsonBody, readBody, validateContentType } from './http/body.js'
@@ -19,7 +20,7 @@ import { readTraceId } from './http/trace-context.js'
 import { describeError, type Logger } from './logger.js'
 import type { RequestMetrics } from './metrics/service-metrics.js'
 import type { Availability } from './ops/availability.js'
-import type { EventRoutes } from './events/routes.js'
+import type { EventRoutes, StreamRequest } from './events/routes.js'
 import type { UserOperations } from './users/user-operations.js'
 import { isBulkOperation, type BulkOperationId, type StreamHandler } from './users/export-import.js'
 
@@ -71,8 +72,9 @@ export function createRequestListener(parts: AppParts): RequestListener {
       const refusal = availability.refusal(route.method === 'GET' ? 'read' : 'write')
       if (refusal !== undefined) throw refusal
     }
+    let claims: TokenClaims | undefined
     if (route.scope !== undefined) {
-      const claims = authenticator.authenticate(readBearerToken(req.headers.authorization))
+      claims = authenticator.authenticate(readBearerToken(req.headers.authorization))
       state.sub = claims.sub
       requireScope(claims, route.scope)
       const check = operations.checkSubject(claims.sub)
@@ -86,7 +88,9 @@ export function createRequestListener(parts: AppParts): RequestListener {
       return
     }
     if (route.operationId === 'listEvents' && parts.events?.wantsStream(req) === true) {
-      await parts.events.stream(req, res, state.query, state.requestId, state.cors)
+      // A stream outlives its request's checks: it ends at the token's expiry or its subject's loss of access.
+      const token = claims === undefined ? undefined : streamToken(claims, operations)
+      await parts.events.stream(req, res, { rawQuery: state.query, requestId: state.requestId, headers: state.cors, token })
       return
     }
     let bytes = EMPTY
@@ -171,6 +175,10 @@ function answer(
   const closing = close || isBodyPending(req)
   if (closing) lingerAfterResponse(req.socket)
   sendReply(res, reply, state.requestId, cache, closing, state.cors)
+}
+
+function streamToken(claims: TokenClaims, operations: UserOperations): StreamRequest['token'] {
+  return { sub: claims.sub, exp: claims.exp, checkSubject: () => operations.checkSubject(claims.sub) }
 }
 
 function mustClose(error: HttpError, availability: Availability): boolean {

@@ -119,13 +119,14 @@ export function createUserService(options: UserServiceOptions): UserService {
   // One id generator for the API and imports: ids keep increasing within the process.
   const newId = createIdGenerator()
   const operations = createUserOperations({ store, now, newId, writeGate: availability.writeGate })
+  const leewaySeconds = options.leewaySeconds ?? 30
   const firstKey = keys.keys[0]
   if (firstKey === undefined) throw new Error('createUserService: at least one key is needed')
   const authenticator = createAuthenticator({
     keys,
     issuer: options.issuer,
     audience: options.audience,
-    leewaySeconds: options.leewaySeconds ?? 30,
+    leewaySeconds,
     now,
   })
   const routes = options.metrics === false ? ROUTES.filter((route) => route.operationId !== 'getMetrics') : ROUTES
@@ -140,7 +141,7 @@ export function createUserService(options: UserServiceOptions): UserService {
     eventStreams: () => events.openStreams,
   })
   const events = createEventRoutes({
-    feed: store.events, maxStreams: options.maxEventStreams ?? 100, ...options.eventStreams,
+    feed: store.events, maxStreams: options.maxEventStreams ?? 100, leewaySeconds, now, ...options.eventStreams,
   })
   const handlers: Record<Exclude<OperationId, BulkOperationId>, Handler> = {
     listEvents: events.list,

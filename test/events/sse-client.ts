@@ -17,6 +17,8 @@ export interface SseClient {
   /** Waits until at least `count` events arrived (fails after `timeoutMs`). */
   waitFor(count: number, timeoutMs?: number): Promise<void>
   waitForComment(timeoutMs?: number): Promise<void>
+  /** Waits until at least `count` comment lines arrived (heartbeats, the last word of a stream). */
+  waitForComments(count: number, timeoutMs?: number): Promise<void>
   close(): void
   readonly response: IncomingMessage
   readonly req: ClientRequest
@@ -90,6 +92,7 @@ export function openSse(url: string, token: string, headers: Record<string, stri
         req,
         waitFor: (count, timeoutMs = 20_000) => wait(() => events.length >= count, timeoutMs, `${count} events`),
         waitForComment: (timeoutMs = 20_000) => wait(() => comments.length > 0, timeoutMs, 'a comment'),
+        waitForComments: (count, timeoutMs = 20_000) => wait(() => comments.length >= count, timeoutMs, `${count} comments`),
         close: () => { req.destroy() },
       })
     })

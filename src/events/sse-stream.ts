@@ -1,0 +1,226 @@
+import type { ServerResponse } from 'node:http'
+
+import { HttpError } from '../errors.js'
+import { eventJson, type ChangeEvent } from './event.js'
+import type { EventFeed, EventPage, EventQuery } from './journal.js'
+
+/** Events a stream reads from the feed at a time (a page is also bounded in bytes). */
+export const STREAM_PAGE = 200
+/** setTimeout's longest delay; a later deadline is re-armed when it fires. */
+const MAX_TIMER_MS = 2 ** 31 - 1
+
+/** Who reads the stream: it ends when their token expires or their subject loses access (§6, §10). */
+export interface StreamReader {
+  /** The token's `sub`. */
+  readonly sub: string
+  /** When the token stops being honoured: its `exp` plus the leeway, in ms since the epoch. */
+  readonly expiresAtMs: number
+  /** Rejects with subject_suspended or subject_deleted once `sub` may no longer read; undefined for a sub that names no user. */
+  checkSubject(): Promise<void> | undefined
+}
+
+export interface SseStreamOptions {
+  readonly res: ServerResponse
+  readonly feed: EventFeed
+  /** The filters; `after` is where the first page began. */
+  readonly query: EventQuery
+  /** The first page, already read (so that an expired cursor was a plain 410). */
+  readonly first: EventPage
+  /** Bytes of frames a stream may hold for its consumer (about 1 MiB, §9). */
+  readonly maxBufferBytes: number
+  /** How long a consumer that takes nothing of a full buffer has before it is cut off. */
+  readonly stallMs: number
+  readonly heartbeatMs: number
+  /** Milliseconds since the epoch. */
+  readonly now: () => number
+  readonly reader?: StreamReader | undefined
+}
+
+/** A running stream. */
+export interface SseStream {
+  /** Resolves once the stream has ended or was cut off. */
+  readonly done: Promise<void>
+  /** Ends the stream cleanly, with a last comment saying why. */
+  end(why: string): void
+}
+
+/**
+ * Serves one stream of Server-Sent Events: the backlog, then live events. A frame is written only
+ * while the socket drains and a page is read only when the buffer has room for it, so a consumer
+ * that stops reading costs at most about `maxBufferBytes`; one that takes nothing for `stallMs` is
+ * cut off and resumes with Last-Event-ID (§10).
+ */
+export function startSseStream(options: SseStreamOptions): SseStream {
+  const { res, feed, query, maxBufferBytes, stallMs, now, reader } = options
+  let cursor = query.after
+  let done = false
+  let pumping = false
+  let again = false
+  let waitingForDrain = false
+  let expiry: NodeJS.Timeout | undefined
+  let resolveDone = (): void => undefined
+  const finished = new Promise<void>((resolve) => { resolveDone = resolve })
+
+  const finish = (why: string | undefined): void => {
+    if (done) return
+    done = true
+    clearInterval(beat)
+    clearTimeout(expiry)
+    unsubscribe()
+    if (why === undefined) res.destroy()
+    else endCleanly(res, `: ${why}\n\n`, stallMs)
+    resolveDone()
+  }
+
+  const expired = (): boolean => {
+    if (reader === undefined || now() <= reader.expiresAtMs) return false
+    finish('stream ended: the token has expired; reconnect with a new token and Last-Event-ID')
+    return true
+  }
+
+  /** Why the reader's subject may no longer read, or undefined; other faults (a store down) keep the stream. */
+  const lostAccess = async (): Promise<string | undefined> => {
+    try {
+      await reader?.checkSubject()
+      return undefined
+    } catch (error) {
+      if (!(error instanceof HttpError)) return undefined
+      if (error.code === 'subject_suspended') return 'stream ended: the subject of the token is suspended'
+      if (error.code === 'subject_deleted') return 'stream ended: the subject of the token was deleted'
+      return undefined
+    }
+  }
+
+  /** Waits until the socket has taken what is buffered; false when the consumer stalled and was cut off. */
+  const drained = (): Promise<boolean> => new Promise((resolve) => {
+    if (res.destroyed) {
+      resolve(false)
+      return
+    }
+    waitingForDrain = true
+    let left = res.writableLength
+    const settle = (ok: boolean): void => {
+      waitingForDrain = false
+      clearTimeout(stall)
+      res.off('drain', onDrain)
+      res.off('close', onClose)
+      resolve(ok)
+    }
+    const onDrain = (): void => { settle(true) }
+    const onClose = (): void => { settle(false) }
+    const check = (): void => {
+      // A slow consumer that still takes data is given more time; one that takes nothing is cut.
+      if (res.writableLength < left) {
+        left = res.writableLength
+        stall = setTimeout(check, stallMs)
+        return
+      }
+      finish(undefined)
+      settle(false)
+    }
+    let stall = setTimeout(check, stallMs)
+    res.on('drain', onDrain)
+    res.on('close', onClose)
+  })
+
+  /** Writes a page's frames (fewer when the buffer's room is smaller); false when the stream ended. */
+  const send = async (page: EventPage, room: number): Promise<boolean> => {
+    const frames: Buffer[] = []
+    let bytes = 0
+    let ended: string | undefined
+    for (const event of page.items) {
+      // Events up to the subject's suspension or deletion are sent, none after it.
+      if (isLossOfAccess(event, reader)) ended = await lostAccess()
+      if (done) return false
+      if (ended !== undefined) break
+      const head = `id: ${event.id}\nevent: ${event.type}\ndata: `
+      const frame = Buffer.from(`${head}${eventJson(event)}\n\n`)
+      // Counted as the store counts maxBytes (the event JSON), so that a page it bounded fits whole.
+      const size = frame.length - head.length - 2
+      // A page holds at least one event; the rest waits for room.
+      if (frames.length > 0 && bytes + size > room) break
+      frames.push(frame)
+      bytes += size
+    }
+    if (expired()) return false
+    const last = page.items[frames.length - 1]
+    cursor = frames.length === page.items.length ? page.nextCursor : (last?.id ?? cursor)
+    let more = true
+    res.cork()
+    for (const frame of frames) more = res.write(frame)
+    res.uncork()
+    if (ended !== undefined) {
+      finish(ended)
+      return false
+    }
+    return more || drained()
+  }
+
+  /** Sends `first`, then pages until the feed has no more; a wake while it runs makes it go round again. */
+  const pump = async (first?: EventPage): Promise<void> => {
+    if (pumping) {
+      again = true
+      return
+    }
+    pumping = true
+    try {
+      if (first !== undefined && !(await send(first, maxBufferBytes))) return
+      do {
+        again = false
+        // Until a page leaves the cursor where it was: pages are short by bytes, not only at the end.
+        for (;;) {
+          if (done || expired()) return
+          const before = cursor
+          const room = roomLeft(res, maxBufferBytes)
+          const page = await feed.read({ ...query, after: cursor, limit: STREAM_PAGE, maxBytes: room })
+          if (done || !(await send(page, room))) return
+          if (cursor === before) break
+        }
+      } while (again)
+    } catch {
+      // A cursor pruned under a slow consumer, or a store that failed: it resumes with Last-Event-ID.
+      finish(undefined)
+    } finally {
+      pumping = false
+    }
+  }
+
+  const armExpiry = (): void => {
+    if (reader === undefined || done) return
+    expiry = setTimeout(() => { if (!expired()) armExpiry() }, Math.min(Math.max(reader.expiresAtMs - now() + 1, 0), MAX_TIMER_MS))
+  }
+
+  const beat = setInterval(() => {
+    if (done || expired()) return
+    // A consumer with data still buffered needs no keep-alive, and a stalled one gets no more bytes.
+    if (!waitingForDrain && res.writableLength === 0) res.write(': keep-alive\n\n')
+    void lostAccess().then((why) => { if (why !== undefined) finish(why) })
+  }, options.heartbeatMs)
+  const unsubscribe = feed.subscribe(() => { void pump() })
+  res.on('close', () => { finish(undefined) })
+  armExpiry()
+  void pump(options.first)
+
+  return {
+    done: finished,
+    end: (why) => { finish(why) },
+  }
+}
+
+/** A suspension or deletion of the reader's own subject: access may have ended with it. */
+function isLossOfAccess(event: ChangeEvent, reader: StreamReader | undefined): boolean {
+  return reader !== undefined && event.userId === reader.sub && (event.type === 'user.suspended' || event.type === 'user.deleted')
+}
+
+function roomLeft(res: ServerResponse, maxBufferBytes: number): number {
+  return Math.max(maxBufferBytes - res.writableLength, 1)
+}
+
+/** Ends the response with a last comment; a consumer that never takes it is cut off after `stallMs`. */
+function endCleanly(res: ServerResponse, comment: string, stallMs: number): void {
+  if (res.destroyed) return
+  const cut = setTimeout(() => { res.destroy() }, stallMs)
+  res.once('close', () => { clearTimeout(cut) })
+  res.once('finish', () => { clearTimeout(cut) })
+  res.end(comment)
+}
