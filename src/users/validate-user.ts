@@ -167,15 +167,19 @@ function checkString(
 
 type Problem = Omit<FieldError, 'pointer'>
 
+function characters(count: number): string {
+  return count === 1 ? '1 character' : `${count} characters`
+}
+
 /** The first rule a (trimmed) string breaks, in the order a client would fix them. */
 function findTextProblem(key: string, spec: FieldSpec, text: string): Problem | undefined {
   const length = countCodePoints(text)
   if (spec.minLength !== undefined && length < spec.minLength) {
     const code = length === 0 ? 'required' : 'too_short'
-    return { code, message: `${key} must have at least ${spec.minLength} characters.` }
+    return { code, message: `${key} must have at least ${characters(spec.minLength)}.` }
   }
   if (spec.maxLength !== undefined && length > spec.maxLength) {
-    return { code: 'too_long', message: `${key} must have at most ${spec.maxLength} characters.` }
+    return { code: 'too_long', message: `${key} must have at most ${characters(spec.maxLength)}.` }
   }
   if (spec.pattern !== undefined && !compiled(spec.pattern).test(text)) {
     const message = `${key} must not contain control characters (C0, DEL or C1).`

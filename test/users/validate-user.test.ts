@@ -80,6 +80,20 @@ describe('validateCreate', () => {
     for (const body of cases) assert.doesNotThrow(() => validateCreate(body), JSON.stringify(body).slice(0, 80))
   })
 
+  it('counts characters in the singular and the plural in its messages', () => {
+    const messages = (body: unknown): string[] => {
+      try {
+        validateCreate(body)
+      } catch (error) {
+        assert.ok(error instanceof HttpError && error.code === 'validation_failed')
+        return (error.errors ?? []).map((entry) => entry.message)
+      }
+      return assert.fail('expected a validation error')
+    }
+    assert.deepEqual(messages({ email: 'ada@example.com', name: '  ' }), ['name must have at least 1 character.'])
+    assert.deepEqual(messages({ email: 'ada@example.com', name: 'n'.repeat(201) }), ['name must have at most 200 characters.'])
+  })
+
   it('refuses each email rule at /email', () => {
     const cases: Array<[unknown, string]> = [
       [undefined, 'required'],
