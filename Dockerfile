@@ -1,6 +1,7 @@
 # Two images from one file (README, "Container"):
 #   docker build -t user-service .                             the service on Node (the default)
 #   docker build --target binary -t user-service:binary .      the single executable alone
+# (podman build needs --format docker: its default OCI format drops HEALTHCHECK.)
 # Node 26 is the active LTS; the minor version is pinned so that a rebuild gets the same Node
 # (change it here, in both FROM lines, to move on).
 
