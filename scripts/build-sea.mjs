@@ -1,17 +1,23 @@
 // npm run build:sea: a Node single executable application for Linux x64, dist/user-service, made
 // as the Node 20 documentation says: a CommonJS bundle, a blob from sea-config.json, and the blob
 // injected with postject into a copy of this node binary. An argument names another output
-// directory (the tests build into a temporary one).
+// directory (the tests build into a temporary one). `--strip` strips the copy of node before the
+// blob goes in (binutils' strip; the official Linux build carries about 33 MB of symbols), as the
+// container's binary target does; stripping after injection could drop the blob's note.
+// Node 25.5 and later can do all of this with `node --build-sea`; postject is kept so that one
+// script builds with every Node in engines (20 to 26; the container builds with 26).
 import { execFileSync } from 'node:child_process'
 import { chmodSync, copyFileSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { parseArgs } from 'node:util'
 
 import { build } from 'esbuild'
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
-const OUT = path.resolve(process.argv[2] ?? path.join(ROOT, 'dist'))
+const { values: flags, positionals } = parseArgs({ options: { strip: { type: 'boolean', default: false } }, allowPositionals: true })
+const OUT = path.resolve(positionals[0] ?? path.join(ROOT, 'dist'))
 const EXECUTABLE = path.join(OUT, 'user-service')
 const FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2'
 
@@ -42,6 +48,7 @@ await build({
 execFileSync(process.execPath, ['--experimental-sea-config', configFile], { stdio: 'inherit' })
 copyFileSync(process.execPath, EXECUTABLE)
 chmodSync(EXECUTABLE, 0o755)
+if (flags.strip) execFileSync('strip', ['--strip-all', EXECUTABLE], { stdio: 'inherit' })
 const postject = path.join(path.dirname(createRequire(import.meta.url).resolve('postject/package.json')), 'dist', 'cli.js')
 execFileSync(process.execPath, [postject, EXECUTABLE, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', FUSE], { stdio: 'inherit' })
 const { size } = statSync(EXECUTABLE)
