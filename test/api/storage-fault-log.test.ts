@@ -2,11 +2,10 @@ import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { mkdtemp } from 'node:fs/promises'
+import { createServer, connect, type AddressInfo, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { describe, it } from 'node:test'
-
-import pg from 'pg'
 
 import { HttpError } from '../../src/errors.js'
 import { FileStore } from '../../src/store/file-store.js'
@@ -153,28 +152,72 @@ describe('storage faults in the log', () => {
     assert.deepEqual((await app.snapshot()).map((stored) => stored.name), ['After'])
   })
 
-  it('logs a PostgreSQL connection ended under a write with its SQLSTATE and the requestId', { skip: SKIP_POSTGRES, timeout: 30_000 }, async (t) => {
-    const schema = freshSchema(t)
-    const app = await startService(t, { store: new PostgresStore({ url: requireDatabaseUrl(), schema }) })
-    const user = await app.createUser({ name: 'Locked' })
-    // Another session holds the row, so the service's UPDATE waits on it until its backend is ended.
-    const holder = new pg.Client({ connectionString: requireDatabaseUrl() })
-    await holder.connect()
-    t.after(() => holder.end())
-    await holder.query('BEGIN')
-    await holder.query(`SELECT id FROM ${schema}.users WHERE id = $1 FOR UPDATE`, [user.id])
-    const answer = rename(app, user.id, 'Never Written', 'pg-fault')
-    const waiting = await waitFor('the UPDATE to wait on the row lock', async () => {
-      const found = await holder.query<{ pid: number }>(
-        "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database() AND pid <> pg_backend_pid()",
-      )
-      return found.rows[0]?.pid
-    }, 10_000)
-    await holder.query('SELECT pg_terminate_backend($1)', [waiting])
-    assertProblem(await answer, 503, 'storage_unavailable')
-    await holder.query('ROLLBACK')
+  it('logs PostgreSQL going away once, with the errno and the requestId, and its return at info', { skip: SKIP_POSTGRES, timeout: 30_000 }, async (t) => {
+    // The store reaches the database through a proxy the test can cut: a database that stops
+    // answering, without ending a backend under a query in flight.
+    const proxy = await startProxy(new URL(requireDatabaseUrl()))
+    t.after(() => proxy.close())
+    const url = new URL(requireDatabaseUrl())
+    url.port = String(proxy.port)
+    const app = await startService(t, { store: new PostgresStore({ url: url.toString(), schema: freshSchema(t) }) })
+    const user = await app.createUser({ name: 'Before' })
+
+    await proxy.cut()
+    assertProblem(await rename(app, user.id, 'Never Written', 'pg-first'), 503, 'storage_unavailable')
+    assertProblem(await create(app, 'pg-second'), 503, 'storage_unavailable')
     const faults = app.logs.filter((line) => line['msg'] === 'storage fault')
-    assert.deepEqual(faults, [{ level: 'error', msg: 'storage fault', requestId: 'pg-fault', operation: 'updateUser', sqlstate: '57P01' }])
-    assert.equal((await app.getUser(user.id)).name, 'Locked')
+    assert.deepEqual(faults.map((line) => [line['level'], line['requestId'], line['operation'], line['errno'], line['syscall']]), [
+      ['error', 'pg-first', 'updateUser', 'ECONNREFUSED', 'connect'],
+    ], JSON.stringify(app.logs))
+
+    await proxy.resume()
+    const after = await waitFor('a write to succeed again', async () => {
+      const res = await rename(app, user.id, 'After', 'pg-back')
+      return res.status === 200 ? res : undefined
+    }, 10_000)
+    assert.equal(after.status, 200)
+    assert.equal(app.logs.filter((line) => line['msg'] === 'storage works again').length, 1)
+    assert.deepEqual((await app.snapshot()).map((stored) => stored.name), ['After'])
   })
 })
+
+interface Proxy {
+  readonly port: number
+  /** Refuses new connections and ends the open ones. */
+  cut(): Promise<void>
+  /** Takes connections again on the same port. */
+  resume(): Promise<void>
+  close(): Promise<void>
+}
+
+/** A TCP proxy to `target` on a port of its own. */
+async function startProxy(target: URL): Promise<Proxy> {
+  const sockets = new Set<Socket>()
+  const server = createServer((client) => {
+    const upstream = connect(Number(target.port), target.hostname)
+    for (const socket of [client, upstream]) {
+      sockets.add(socket)
+      socket.on('error', () => undefined)
+      socket.once('close', () => { sockets.delete(socket) })
+    }
+    client.pipe(upstream).pipe(client)
+  })
+  const listen = (port: number): Promise<void> => new Promise((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(port, '127.0.0.1', () => {
+      server.off('error', reject)
+      resolve()
+    })
+  })
+  const stop = (): Promise<void> => new Promise((resolve) => {
+    if (!server.listening) {
+      resolve()
+      return
+    }
+    server.close(() => { resolve() })
+    for (const socket of sockets) socket.destroy()
+  })
+  await listen(0)
+  const port = (server.address() as AddressInfo).port
+  return { port, cut: stop, resume: () => listen(port), close: stop }
+}
