@@ -53,6 +53,8 @@ export interface BulkOptions {
 export const DEFAULT_IMPORT_MAX_BYTES = 256 * 1024 * 1024
 /** Output held for one response whose client reads slowly (§9: about 1 MiB). */
 export const OUTPUT_BYTES = 1024 * 1024
+/** The export's writes: large enough to cost few system calls, small beside OUTPUT_BYTES. */
+const WRITE_BYTES = 64 * 1024
 /** Import lines started between two turns of the event loop given to other requests. */
 const IMPORT_BATCH = 256
 const NDJSON = 'application/x-ndjson'
@@ -78,10 +80,15 @@ export function createBulkHandlers(options: BulkOptions): Record<BulkOperationId
       let after: string | undefined
       for (;;) {
         const page = await store.list({ filter: {}, order: 'asc', limit: pageSize, ...(after === undefined ? {} : { after }) })
-        // One page at a time in memory, and about OUTPUT_BYTES of it waiting for the socket.
-        for (const record of page.items) {
-          res.write(`${record.json}\n`)
-          if (res.writableLength >= OUTPUT_BYTES && !(await drained(res, stallMs))) return
+        // One page at a time in memory, written in pieces of about WRITE_BYTES, each once the
+        // socket took the last: the next page is only read once the socket took this one.
+        let piece = ''
+        for (const [i, record] of page.items.entries()) {
+          piece += `${record.json}\n`
+          if (piece.length < WRITE_BYTES && i < page.items.length - 1) continue
+          const taken = res.write(piece)
+          piece = ''
+          if (!taken && !(await drained(res, stallMs))) return
         }
         if (res.destroyed) return
         after = page.resumeAfter ?? page.items.at(-1)?.user.id
