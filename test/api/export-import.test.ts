@@ -326,6 +326,28 @@ function describeImport(on: StoreUnderTest): void {
       assert.deepEqual(app.logs.filter((entry) => entry['level'] === 'error'), [])
     })
 
+    it('drops an import whose client reads none of its results for the stall time, and takes the next import', async (t) => {
+      const app = await on.start(t, { exportStallTimeoutMs: 300 })
+      const { hostname, port } = new URL(app.url)
+      const body = Buffer.alloc(2 * 1024 * 1024, 'x\n')
+      const socket = connect(Number(port), hostname)
+      socket.on('error', () => undefined)
+      socket.pause()
+      t.after(() => { socket.destroy() })
+      socket.write(`POST /users:import HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${app.token}\r\ncontent-type: application/x-ndjson\r\ncontent-length: ${body.length}\r\n\r\n`)
+      socket.write(body)
+      const line = JSON.stringify({ email: uniqueEmail('next'), name: 'Next Import' })
+      const deadline = Date.now() + 10_000
+      let next: Streamed
+      do next = await streamRequest(app, 'POST', '/users:import', { body: [line] })
+      while (next.status === 409 && Date.now() < deadline)
+      assert.equal(next.status, 200, 'the next import is taken well within 10 s of a 300 ms stall time')
+      assert.deepEqual(lines(next.text).map((result) => result['status']), [201])
+      const dropped = app.logs.filter((entry) => entry['path'] === '/users:import' && entry['status'] === 499)
+      assert.equal(dropped.length, 1, 'the import that was not read ends as a client that went away')
+      assert.deepEqual((await app.snapshot()).map((user) => user.name), ['Next Import'])
+    })
+
     it('appends one user.created event per imported user, naming the token and the request', async (t) => {
       const app = await on.start(t)
       const token = makeToken({ sub: 'importer', scope: 'users:admin' })
