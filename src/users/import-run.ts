@@ -63,6 +63,7 @@ export class ImportRun {
     const { req, res } = this.#options
     const onData = (chunk: Buffer): void => { this.#take(chunk) }
     const onEnd = (): void => {
+      if (this.#inputEnded) return
       this.#inputEnded = true
       this.#reader.end()
       this.#wake()
@@ -147,7 +148,7 @@ export class ImportRun {
   }
 
   #take(chunk: Buffer): void {
-    if (this.#inputEnded) return
+    if (this.#inputEnded || this.#left) return
     const { req, maxBytes, readAheadBytes } = this.#options
     this.#received += chunk.length
     if (this.#received > maxBytes) {
