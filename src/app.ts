@@ -19,7 +19,8 @@ import { createRouter } from './http/router.js'
 import { readTraceId } from './http/trace-context.js'
 import { describeError, type Logger } from './logger.js'
 import type { RequestMetrics } from './metrics/service-metrics.js'
-import type { Availability } from './ops/availability.js'
+import type { Availability, Intent } from './ops/availability.js'
+import { StorageFaultLog } from './ops/storage-faults.js'
 import type { EventRoutes, StreamRequest } from './events/routes.js'
 import type { UserOperations } from './users/user-operations.js'
 import { isBulkOperation, type BulkOperationId, type StreamHandler } from './users/export-import.js'
@@ -57,6 +58,7 @@ export function createRequestListener(parts: AppParts): RequestListener {
   const { authenticator, availability, logger, metrics, operations } = parts
   const logRequests = logger.isEnabled?.('info') ?? true
   const cors = createCors(parts.corsOrigins)
+  const faults = new StorageFaultLog({ logger, storeHealthy: () => availability.storeHealthy() })
 
   const serve = async (req: IncomingMessage, res: ServerResponse, state: RequestState): Promise<void> => {
     if (cors?.isPreflight(req) === true) {
@@ -69,7 +71,7 @@ export function createRequestListener(parts: AppParts): RequestListener {
     if (!route.root) {
       availability.enter()
       state.counted = true
-      const refusal = availability.refusal(route.method === 'GET' ? 'read' : 'write')
+      const refusal = availability.refusal(intentOf(route))
       if (refusal !== undefined) throw refusal
     }
     let claims: TokenClaims | undefined
@@ -83,8 +85,18 @@ export function createRequestListener(parts: AppParts): RequestListener {
     const { operationId } = route
     if (isBulkOperation(operationId)) {
       if (route.body !== 'none') validateContentType(req, route.mediaTypes)
+      // A streaming answer starts at once, so a head Node's parser refuses right after it was
+      // dispatched (Transfer-Encoding: gzip) would find it begun and could only cut the
+      // connection: one turn of the loop lets the parser's 400 go first, as on every other route.
+      await new Promise((resolve) => { setImmediate(resolve) })
+      if (isClosing(req.socket) || req.socket.destroyed) return
       const headers = ['x-request-id', state.requestId, 'cache-control', 'no-store', ...(state.cors ?? [])]
-      await parts.streams[operationId]({ req, res, headers, sub: state.sub, requestId: state.requestId })
+      const { requestId } = state
+      const report = {
+        fault: (error: HttpError, line: number) => { faults.fault(error, { requestId, operation: operationId, line }) },
+        stored: () => { faults.wrote() },
+      }
+      await parts.streams[operationId]({ req, res, headers, sub: state.sub, requestId, report })
       return
     }
     if (route.operationId === 'listEvents' && parts.events?.wantsStream(req) === true) {
@@ -118,6 +130,10 @@ export function createRequestListener(parts: AppParts): RequestListener {
     if (error.code === 'internal') {
       logger.error('request failed', { requestId: state.requestId, ...describeError(error.cause) })
     }
+    // A fault of the service's own storage (it has a cause; a refusal while read-only has none).
+    if (error.code === 'storage_unavailable' && error.cause !== undefined) {
+      faults.fault(error, { requestId: state.requestId, operation: state.route?.operationId ?? '' })
+    }
     if (res.headersSent) {
       res.destroy()
       return
@@ -133,6 +149,7 @@ export function createRequestListener(parts: AppParts): RequestListener {
     metrics?.requestStarted()
     onSettled(req, res, (finished) => {
       if (state.counted) availability.leave()
+      if (faults.inEpisode && finished && isWrite(state.route) && res.statusCode < 300) faults.wrote()
       if (!logRequests && metrics === undefined) return
       const status = finished ? res.statusCode : 499
       const elapsedMs = performance.now() - state.started
@@ -179,6 +196,20 @@ function answer(
 
 function streamToken(claims: TokenClaims, operations: UserOperations): StreamRequest['token'] {
   return { sub: claims.sub, exp: claims.exp, checkSubject: () => operations.checkSubject(claims.sub) }
+}
+
+/**
+ * What a route asks of availability. The export is a read that maintenance is for: a backup or a
+ * migration reads every user while nothing changes, so it is served in maintenance.
+ */
+function intentOf(route: RouteSpec): Intent {
+  if (route.operationId === 'exportUsers') return 'export'
+  return route.method === 'GET' ? 'read' : 'write'
+}
+
+/** A write answered 2xx changed the store (an import's lines say so one by one instead). */
+function isWrite(route: RouteSpec | undefined): boolean {
+  return route !== undefined && route.method !== 'GET' && !route.root && !isBulkOperation(route.operationId)
 }
 
 function mustClose(error: HttpError, availability: Availability): boolean {

@@ -18,8 +18,11 @@ export interface AvailabilityOptions {
 
 type Phase = 'starting' | 'ready' | 'stopping'
 
-/** What a refusal is asked for: a request that reads, one that writes, or the readiness probe. */
-export type Intent = 'read' | 'write' | 'readiness'
+/**
+ * What a refusal is asked for: a request that reads, one that writes, the readiness probe, or the
+ * export, a read that is served in maintenance too (it is how a backup or a migration is taken).
+ */
+export type Intent = 'read' | 'write' | 'readiness' | 'export'
 
 const SAMPLE_MS = 20
 
@@ -89,16 +92,21 @@ export class Availability {
     const inflight = this.#inflight + (intent === 'readiness' ? 1 : 0)
     if (this.#phase === 'stopping') return unavailable('shutting_down', 'The service is shutting down.', 5)
     if (this.#phase === 'starting') return unavailable('starting', 'The service is loading its data.', 1)
-    if (this.#maintenance) return maintenance()
+    if (this.#maintenance && intent !== 'export') return maintenance()
     if (inflight > this.#options.maxInflight) {
       return unavailable('overloaded', 'Too many requests are in flight.', 1)
     }
     if (this.#lagging) return unavailable('overloaded', 'The service is too busy to answer in time.', 1)
-    if (intent === 'read') return undefined
+    if (intent === 'read' || intent === 'export') return undefined
     const store = this.#options.storeHealth?.()
     if (store === undefined || store.state === 'ok') return undefined
     if (intent === 'readiness' || store.state === 'read_only') return storageUnavailable(undefined, store)
     return undefined
+  }
+
+  /** Whether the store says it is `ok` (always, for a store that does not say). */
+  storeHealthy(): boolean {
+    return (this.#options.storeHealth?.().state ?? 'ok') === 'ok'
   }
 
   /**

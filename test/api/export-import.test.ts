@@ -8,6 +8,7 @@ import { MemoryStore } from '../../src/store/memory-store.js'
 import { PostgresStore } from '../../src/store/postgres-store.js'
 import type { User } from '../../src/users/user.js'
 import { assertProblem } from '../helpers/http.js'
+import { exchange } from '../helpers/raw-exchange.js'
 import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES } from '../helpers/postgres.js'
 import { startService, uniqueEmail, type TestService } from '../helpers/service.js'
 import { makeUser, toContractJson } from '../helpers/store-users.js'
@@ -325,6 +326,28 @@ function describeImport(on: StoreUnderTest): void {
       assert.deepEqual(app.logs.filter((entry) => entry['level'] === 'error'), [])
     })
 
+    it('drops an import whose client reads none of its results for the stall time, and takes the next import', async (t) => {
+      const app = await on.start(t, { exportStallTimeoutMs: 300 })
+      const { hostname, port } = new URL(app.url)
+      const body = Buffer.alloc(2 * 1024 * 1024, 'x\n')
+      const socket = connect(Number(port), hostname)
+      socket.on('error', () => undefined)
+      socket.pause()
+      t.after(() => { socket.destroy() })
+      socket.write(`POST /users:import HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${app.token}\r\ncontent-type: application/x-ndjson\r\ncontent-length: ${body.length}\r\n\r\n`)
+      socket.write(body)
+      const line = JSON.stringify({ email: uniqueEmail('next'), name: 'Next Import' })
+      const deadline = Date.now() + 10_000
+      let next: Streamed
+      do next = await streamRequest(app, 'POST', '/users:import', { body: [line] })
+      while (next.status === 409 && Date.now() < deadline)
+      assert.equal(next.status, 200, 'the next import is taken well within 10 s of a 300 ms stall time')
+      assert.deepEqual(lines(next.text).map((result) => result['status']), [201])
+      const dropped = app.logs.filter((entry) => entry['path'] === '/users:import' && entry['status'] === 499)
+      assert.equal(dropped.length, 1, 'the import that was not read ends as a client that went away')
+      assert.deepEqual((await app.snapshot()).map((user) => user.name), ['Next Import'])
+    })
+
     it('appends one user.created event per imported user, naming the token and the request', async (t) => {
       const app = await on.start(t)
       const token = makeToken({ sub: 'importer', scope: 'users:admin' })
@@ -339,6 +362,23 @@ function describeImport(on: StoreUnderTest): void {
       // Creates run in parallel: events come in commit order, which need not be the input order.
       assert.deepEqual(items.map((event) => [event.type, event.userId, event.actor, event.requestId]).sort(), ids.map((id) => ['user.created', id, 'importer', 'import-run-1']).sort())
       assert.equal(items.find((event) => event.userId === kept.id)?.version, 4)
+    })
+
+    it('answers Transfer-Encoding: gzip with 400 problem+json on the export and the import, as on every other route', async (t) => {
+      const app = await on.start(t)
+      const kept = await app.createUser()
+      const { host } = new URL(app.url)
+      const line = JSON.stringify({ email: uniqueEmail('gzip'), name: 'Never Imported' })
+      for (const [method, target] of [['POST', '/users:import'], ['GET', '/users:export'], ['POST', '/users']] as const) {
+        const head = `${method} ${target} HTTP/1.1\r\nhost: ${host}\r\nauthorization: Bearer ${app.token}\r\n`
+          + `content-type: ${target === '/users' ? 'application/json' : 'application/x-ndjson'}\r\ntransfer-encoding: gzip\r\n\r\n`
+        const answer = await exchange(app.baseUrl, `${head}${line}\n`, { waitMs: 3000, untilResponse: true })
+        assert.equal(answer.response?.status, 400, `${method} ${target}: ${JSON.stringify(answer.raw)}`)
+        assert.match(answer.response.headers.get('content-type') ?? '', /^application\/problem\+json/)
+        assert.equal((answer.response.body as { code?: string }).code, 'bad_request')
+        assert.equal(answer.response.headers.get('connection'), 'close')
+      }
+      assert.deepEqual((await app.snapshot()).map((user) => user.id), [kept.id])
     })
 
     it('needs users:admin and an NDJSON body', async (t) => {

@@ -1,0 +1,98 @@
+/** A line's text, or why it has none. */
+export type SplitLine = string | typeof TOO_LONG | typeof NOT_UTF8
+export const TOO_LONG = Symbol('line too long')
+export const NOT_UTF8 = Symbol('line not UTF-8')
+
+const NEWLINE = 10
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
+
+/**
+ * Cuts a byte stream into lines, one line at a time on demand: the bytes pushed wait as they came
+ * (`buffered` counts them), and only the line asked for is decoded. A line keeps at most `max`
+ * bytes: a longer one is dropped as it is scanned and comes out as TOO_LONG, so one huge line
+ * never sits in memory.
+ */
+export class LineReader {
+  readonly #max: number
+  readonly #chunks: Buffer[] = []
+  /** Where the first chunk's unread bytes begin. */
+  #offset = 0
+  #buffered = 0
+  #ended = false
+  /** The line being gathered: its pieces, its size, and whether it already passed `max`. */
+  #parts: Buffer[] = []
+  #size = 0
+  #oversize = false
+  #started = false
+
+  constructor(max: number) {
+    this.#max = max
+  }
+
+  /** Bytes pushed and not yet taken by next(). */
+  get buffered(): number {
+    return this.#buffered
+  }
+
+  /** True once end() was called and every line has been taken. */
+  get done(): boolean {
+    return this.#ended && this.#buffered === 0 && !this.#started
+  }
+
+  push(chunk: Buffer): void {
+    if (chunk.length === 0) return
+    this.#chunks.push(chunk)
+    this.#buffered += chunk.length
+  }
+
+  /** No more bytes will come: a last line without a newline is a line too. */
+  end(): void {
+    this.#ended = true
+  }
+
+  /** The next whole line, or undefined until more bytes are pushed (or after the last line). */
+  next(): SplitLine | undefined {
+    for (let chunk = this.#chunks[0]; chunk !== undefined; chunk = this.#chunks[0]) {
+      const newline = chunk.indexOf(NEWLINE, this.#offset)
+      const stop = newline === -1 ? chunk.length : newline
+      this.#add(chunk.subarray(this.#offset, stop))
+      const next = newline === -1 ? chunk.length : newline + 1
+      this.#buffered -= next - this.#offset
+      this.#offset = next
+      if (this.#offset === chunk.length) {
+        this.#chunks.shift()
+        this.#offset = 0
+      }
+      if (newline !== -1) return this.#take()
+    }
+    return this.#ended && this.#started ? this.#take() : undefined
+  }
+
+  #add(bytes: Buffer): void {
+    this.#started = true
+    if (this.#oversize) return
+    this.#size += bytes.length
+    if (this.#size > this.#max) {
+      this.#oversize = true
+      this.#parts = []
+      return
+    }
+    if (bytes.length > 0) this.#parts.push(bytes)
+  }
+
+  #take(): SplitLine {
+    const oversize = this.#oversize
+    const parts = this.#parts
+    const size = this.#size
+    this.#parts = []
+    this.#size = 0
+    this.#oversize = false
+    this.#started = false
+    if (oversize) return TOO_LONG
+    try {
+      return utf8.decode(parts.length === 1 && parts[0] !== undefined ? parts[0] : Buffer.concat(parts, size))
+    } catch {
+      return NOT_UTF8
+    }
+  }
+}

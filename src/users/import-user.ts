@@ -1,0 +1,137 @@
+import type { ChangeContext } from '../events/event.js'
+import { HttpError, type FieldError } from '../errors.js'
+import type { Store } from '../store/store.js'
+import { NOT_UTF8, TOO_LONG, type SplitLine } from './import-lines.js'
+import { isUserStatus, toRecord, type User } from './user.js'
+import { isCanonicalUuid, type IdGenerator } from './uuid7.js'
+import { validateCreate, validateReplace } from './validate-user.js'
+
+/** An import line longer than this gets a 413 result of its own; its bytes are never kept. */
+export const MAX_LINE_BYTES = 64 * 1024
+
+const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
+
+/** One result line of an import. */
+export interface LineResult {
+  readonly line: number
+  readonly status: number
+  readonly id?: string
+  readonly code?: string
+  readonly detail?: string
+  readonly errors?: readonly FieldError[]
+}
+
+export interface LineImporterOptions {
+  store: Store
+  now: () => number
+  newId: IdGenerator
+  /** Throws to refuse a write (maintenance), as for every other write. */
+  writeGate: () => void
+}
+
+/** Who hears of an import line's storage fault, and of each user stored (the storage fault log). */
+export interface LineReport {
+  fault(error: HttpError, line: number): void
+  stored(): void
+}
+
+/** Stores the user of one import line, or says why not; it never throws. */
+export type LineImporter = (line: number, text: SplitLine, context: ChangeContext, report?: LineReport) => Promise<LineResult>
+
+export function createLineImporter(options: LineImporterOptions): LineImporter {
+  const { store, now, newId, writeGate } = options
+
+  /** 200 when the id already holds exactly this user, 409 when it holds (or held) another. */
+  const settledResult = async (line: number, user: User): Promise<LineResult | undefined> => {
+    const current = await store.get(user.id)
+    if (current !== undefined) {
+      if (current.json === toRecord(user).json) return { line, status: 200, id: user.id }
+      return { line, status: 409, id: user.id, code: 'duplicate_id', detail: 'Another user with this id is stored.' }
+    }
+    if (await store.isDeleted(user.id)) {
+      return { line, status: 409, id: user.id, code: 'duplicate_id', detail: 'A user with this id was deleted; ids are never reused.' }
+    }
+    return undefined
+  }
+
+  return async (line, text, context, report) => {
+    if (typeof text !== 'string') return refusedLine(line, text)
+    let value: unknown
+    try {
+      value = JSON.parse(text)
+    } catch {
+      return { line, status: 400, code: 'bad_request', detail: 'The line is not valid JSON.' }
+    }
+    const exported = isObject(value) && Object.hasOwn(value, 'id')
+    let user: User
+    try {
+      user = isObject(value) && exported ? toExportedUser(value) : toNewUser(value, newId, now)
+    } catch (error) {
+      return toFailureResult(line, error)
+    }
+    try {
+      if (exported) {
+        const settled = await settledResult(line, user)
+        if (settled !== undefined) return settled
+      }
+      await store.create(user, writeGate, context)
+      report?.stored()
+      return { line, status: 201, id: user.id }
+    } catch (error) {
+      // The same id written meanwhile (twice in one import): judge it against what is stored now.
+      if (!(error instanceof HttpError)) {
+        const settled = await settledResult(line, user).catch(() => undefined)
+        if (settled !== undefined) return settled
+      }
+      if (error instanceof HttpError && error.code === 'storage_unavailable') report?.fault(error, line)
+      return toFailureResult(line, error)
+    }
+  }
+}
+
+/** A user as exported: every field kept, the writable ones checked by the API's own rules. */
+function toExportedUser(value: Record<string, unknown>): User {
+  const { id, status, createdAt, updatedAt, version } = value
+  const errors: FieldError[] = []
+  const wrong = (pointer: string, message: string): void => { errors.push({ pointer, code: 'invalid_format', message }) }
+  if (typeof id !== 'string' || !isCanonicalUuid(id)) wrong('/id', 'id must be a lower-case UUID.')
+  if (!isUserStatus(status)) wrong('/status', 'status must be pending, active or suspended.')
+  for (const [key, stamp] of [['createdAt', createdAt], ['updatedAt', updatedAt]] as const) {
+    if (typeof stamp !== 'string' || !TIMESTAMP.test(stamp) || Number.isNaN(Date.parse(stamp))) {
+      wrong(`/${key}`, `${key} must be a UTC time stamp like 2024-01-31T12:00:00.000Z.`)
+    }
+  }
+  if (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 1) wrong('/version', 'version must be a whole number of at least 1.')
+  if (errors.length > 0) throw new HttpError('validation_failed', 'The user is not valid.', { errors })
+  const shape = { id, status, createdAt, updatedAt, version } as Pick<User, 'id' | 'status' | 'createdAt' | 'updatedAt' | 'version'>
+  // The output-only fields may echo the values just checked; email, name and metadata follow the API's rules.
+  const input = validateReplace(value, { ...shape, email: '', name: '', metadata: {} })
+  return { ...shape, ...input }
+}
+
+/** A new user (email, name and metadata only): a fresh id, pending, as POST /users makes it. */
+function toNewUser(value: unknown, newId: IdGenerator, now: () => number): User {
+  const input = validateCreate(value)
+  const { id, ms } = newId(now())
+  const at = new Date(ms).toISOString()
+  return { id, ...input, status: 'pending', createdAt: at, updatedAt: at, version: 1 }
+}
+
+function refusedLine(line: number, why: typeof TOO_LONG | typeof NOT_UTF8): LineResult {
+  return why === TOO_LONG
+    ? { line, status: 413, code: 'payload_too_large', detail: `The line is longer than ${MAX_LINE_BYTES} bytes.` }
+    : { line, status: 400, code: 'bad_request', detail: 'The line is not valid UTF-8.' }
+}
+
+/** The result line of a line that failed: its HttpError as it is, anything else a bare 500. */
+export function toFailureResult(line: number, error: unknown): LineResult {
+  if (!(error instanceof HttpError)) return { line, status: 500, code: 'internal', detail: 'The user could not be imported.' }
+  return {
+    line, status: error.status, code: error.code, detail: error.detail,
+    ...(error.errors === undefined ? {} : { errors: error.errors }),
+  }
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
