@@ -134,9 +134,15 @@ export class PostgresStore implements Store {
     }
     if (this.#options.schema !== undefined) config.options = `-c search_path=${quoteIdentifier(this.#options.schema)},public`
     const pool = new pg.Pool(config)
-    // An idle connection the server closed must not crash the process: the next query reconnects.
+    // A connection the server ends must not crash the process: the pool's listener covers idle
+    // ones, and every connection gets its own for the time it is checked out (pg emits 'error' on
+    // the client as well as failing its statement, and an unheard 'error' ends the process). The
+    // statement's own failure is what answers and logs the request.
     pool.on('error', (error) => {
-      this.#logger.warn('a database connection failed', { error: String(error) })
+      this.#logger.warn('a database connection failed', pgFault(error))
+    })
+    pool.on('connect', (client) => {
+      client.on('error', () => undefined)
     })
     this.#pool = pool
   }
@@ -455,7 +461,9 @@ export class PostgresStore implements Store {
   }
 
   #noteFailure(error: unknown): void {
-    if (this.#health.state === 'ok') this.#logger.error('the database does not answer', { error: String(error) })
+    // Readiness turns 503: a warning, since the request that met the fault logs it at error
+    // (StorageFaultLog), once, with its requestId; the probe alone logs nothing more.
+    if (this.#health.state === 'ok') this.#logger.warn('the database does not answer', pgFault(error))
     this.#health = { state: 'degraded', reason: 'the database does not answer' }
   }
 
@@ -537,4 +545,13 @@ function contention(id: string): HttpError {
   return new HttpError('storage_unavailable', `User ${id} changed too often at once to apply this change; try again.`, {
     headers: { 'retry-after': '1' },
   })
+}
+
+/**
+ * What a log line may say of a driver's fault: its code (a SQLSTATE or an errno), never its
+ * message, which may quote a client's data.
+ */
+function pgFault(error: unknown): Record<string, string> {
+  const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined
+  return { code: typeof code === 'string' ? code : 'none' }
 }
