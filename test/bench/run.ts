@@ -33,6 +33,8 @@ const positiveInt = (name: string, fallback: number): number => {
 
 const DURATION_S = positiveInt('BENCH_DURATION_S', 5)
 const RUNS = positiveInt('BENCH_RUNS', 3)
+/** BENCH_ONLY: a comma list of case labels (or their beginnings) to run, for a quick before/after; unset: every case. */
+const ONLY = process.env['BENCH_ONLY']?.split(',').map((x) => x.trim()).filter((x) => x !== '')
 const CONNECTIONS = 16
 const WARMUP_S = 1
 const PATCH_USERS = 1000
@@ -708,6 +710,7 @@ const main = async (): Promise<void> => {
   const failures: { case: string, error: string }[] = []
 
   const attempt = async <T>(label: string, users: number | null, fn: () => Promise<T>): Promise<T | undefined> => {
+    if (ONLY !== undefined && !ONLY.some((prefix) => label.startsWith(prefix))) return undefined
     try {
       return await fn()
     } catch (err) {
