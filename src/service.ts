@@ -7,24 +7,23 @@ import { createAuthenticator } from './auth/authenticate.js'
 import { createSingleKeySet, parseKeyList, type KeySet } from './auth/keys.js'
 import { createClientErrorHandler } from './http/client-errors.js'
 import type { CorsOrigins } from './http/cors.js'
-import type { Handler } from './http/handler.js'
 import { isClosing, LINGER_MS } from './http/lingering-close.js'
-import { ROUTES, type OperationId } from './http/route-table.js'
 import { silentLogger, type Logger } from './logger.js'
-import { createServiceMetrics, EXPOSITION_CONTENT_TYPE } from './metrics/service-metrics.js'
-import { createOpenApiDocument } from './openapi.js'
+import { createServiceMetrics } from './metrics/service-metrics.js'
+import { createOpenApiDocument } from './openapi/document.js'
 import { Availability } from './ops/availability.js'
 import { FileStore } from './store/file-store.js'
 import { PostgresStore } from './store/postgres-store.js'
 import type { Store } from './store/store.js'
 import { createCursorCodec } from './users/cursor.js'
+import { createBulkServices } from './routes/bulk/bulk-services.js'
+import { createEventStreams, type EventStreamsOptions } from './routes/events/event-streams.js'
+import { getMetrics, ROUTES } from './routes/route-list.js'
 import { createUserOperations } from './users/user-operations.js'
-import { createUserHandlers } from './users/user-routes.js'
-import { createEventRoutes, type EventRoutesOptions } from './events/routes.js'
-import { createBulkHandlers, type BulkOperationId } from './users/export-import.js'
 import { createIdGenerator } from './users/uuid7.js'
 
 export const SERVICE_VERSION = '0.1.0'
+const DEFAULT_IMPORT_MAX_BYTES = 256 * 1024 * 1024
 
 export interface UserServiceOptions {
   /** Where the file store keeps users (and where `maintenance` is looked for). */
@@ -64,7 +63,7 @@ export interface UserServiceOptions {
   /** Most `GET /events` streams open at once (MAX_EVENT_STREAMS, default 100; §10). */
   maxEventStreams?: number | undefined
   /** Tuning of the event streams (tests shorten them): heartbeat, buffer bound, stall time. */
-  eventStreams?: Pick<EventRoutesOptions, 'heartbeatMs' | 'maxBufferBytes' | 'stallMs'> | undefined
+  eventStreams?: Pick<EventStreamsOptions, 'heartbeatMs' | 'maxBufferBytes' | 'stallMs'> | undefined
   /** The largest `POST /users:import` body (IMPORT_MAX_BYTES, default 256 MiB; §12). */
   importMaxBytes?: number | undefined
   /** Bytes of import lines read ahead of the creates (default 16 MiB; see the README on imports). */
@@ -129,8 +128,7 @@ export function createUserService(options: UserServiceOptions): UserService {
     leewaySeconds,
     now,
   })
-  const routes = options.metrics === false ? ROUTES.filter((route) => route.operationId !== 'getMetrics') : ROUTES
-  const openApi = JSON.stringify(createOpenApiDocument({ basePath, version: SERVICE_VERSION, routes }))
+  const routes = options.metrics === false ? ROUTES.filter((route) => route !== getMetrics) : ROUTES
   const metrics = options.metrics === false ? undefined : createServiceMetrics({
     routes,
     usersStored: () => store.count?.(),
@@ -140,39 +138,32 @@ export function createUserService(options: UserServiceOptions): UserService {
     eventsAppended: () => store.events?.appended,
     eventStreams: () => events.openStreams,
   })
-  const events = createEventRoutes({
+  const events = createEventStreams({
     feed: store.events, maxStreams: options.maxEventStreams ?? 100, leewaySeconds, now, ...options.eventStreams,
   })
-  const handlers: Record<Exclude<OperationId, BulkOperationId>, Handler> = {
-    listEvents: events.list,
-    ...createUserHandlers({
-      operations, cursors: createCursorCodec(firstKey.secret), basePath, scanBudget: options.listScanBudget ?? 10_000,
-      getMany: store.getMany?.bind(store),
-    }),
-    getOpenApi: () => ({ status: 200, body: openApi }),
-    getHealth: () => ({ status: 200, body: '{"status":"ok"}' }),
-    getReadiness: () => {
-      const refusal = availability.refusal('readiness')
-      if (refusal !== undefined) throw refusal
-      return { status: 200, body: '{"status":"ready"}' }
-    },
-    getMetrics: () => ({ status: 200, body: metrics?.render() ?? '', contentType: EXPOSITION_CONTENT_TYPE }),
-  }
   const handler = createRequestListener({
     basePath,
     authenticator,
     availability,
-    operations,
-    handlers,
-    streams: createBulkHandlers({
-      store, now, newId, writeGate: availability.writeGate, importMaxBytes: options.importMaxBytes,
-      importReadAheadBytes: options.importReadAheadBytes, stallTimeoutMs: options.exportStallTimeoutMs,
-    }),
+    routes,
+    services: {
+      basePath,
+      operations,
+      cursors: createCursorCodec(firstKey.secret),
+      scanBudget: options.listScanBudget ?? 10_000,
+      getMany: store.getMany?.bind(store),
+      availability,
+      events,
+      bulk: createBulkServices({
+        store, now, newId, writeGate: availability.writeGate, importMaxBytes: options.importMaxBytes ?? DEFAULT_IMPORT_MAX_BYTES,
+        importReadAheadBytes: options.importReadAheadBytes, stallTimeoutMs: options.exportStallTimeoutMs,
+      }),
+      openApi: JSON.stringify(createOpenApiDocument({ basePath, version: SERVICE_VERSION, routes })),
+      metrics,
+    },
     logger,
     metrics,
-    routes,
     corsOrigins: options.corsOrigins,
-    events,
   })
   const server = createServer({ connectionsCheckingInterval: CONNECTION_CHECK_MS, requireHostHeader: false }, handler)
   server.headersTimeout = options.headersTimeoutMs ?? 10_000
