@@ -1,6 +1,8 @@
 /** The package's public entry: build the service, or use its parts. Nothing here has side effects. */
-export { createUserService, SERVICE_VERSION } from './service.js'
-export type { ListenResult, UserService, UserServiceOptions } from './service.js'
+export { createUserService } from './process/create-user-service.js'
+export type { UserServiceOptions } from './process/create-user-service.js'
+export { SERVICE_VERSION } from './service.js'
+export type { ListenResult, UserService } from './service.js'
 export { MemoryStore } from './store/memory-store.js'
 export { FileStore } from './store/file-store.js'
 export type { FileStoreOptions } from './store/file-store.js'

@@ -1,14 +1,13 @@
 import { createServer, type RequestListener, type Server } from 'node:http'
 import type { AddressInfo, Socket } from 'node:net'
-import path from 'node:path'
 
 import { createRequestListener } from './app.js'
 import { createAuthenticator } from './auth/authenticate.js'
-import { createSingleKeySet, parseKeyList, type KeySet } from './auth/keys.js'
+import type { KeySet } from './auth/keys.js'
 import { createClientErrorHandler } from './http/client-errors.js'
 import type { CorsOrigins } from './http/cors.js'
 import { isClosing, LINGER_MS } from './http/lingering-close.js'
-import { silentLogger, type Logger } from './logger.js'
+import type { Logger } from './logger.js'
 import { createServiceMetrics } from './metrics/service-metrics.js'
 import { createOpenApiDocument } from './openapi/document.js'
 import { Availability } from './ops/availability.js'
@@ -23,57 +22,54 @@ import { createUserOperations } from './users/user-operations.js'
 import { createIdGenerator } from './users/uuid7.js'
 
 export const SERVICE_VERSION = '0.1.0'
-const DEFAULT_IMPORT_MAX_BYTES = 256 * 1024 * 1024
 
-export interface UserServiceOptions {
-  /** Where the file store keeps users (and where `maintenance` is looked for). */
-  dataDir?: string
+/**
+ * What the service is built from: every setting given, none invented here. The defaults are
+ * process/config.ts's; createUserService (process/create-user-service.ts) fills them in.
+ */
+export interface ServiceOptions {
   /** Any store; wins over databaseUrl and dataDir. */
-  store?: Store
-  /**
-   * A PostgreSQL store on this database (§11) instead of the file store; `pg` must be installed
-   * (an optional peer). It connects in open() or listen(); a dataDir is still locked when given.
-   */
-  databaseUrl?: string
-  /** One HMAC secret (≥ 32 bytes; `base64url:` text is decoded), or keys by kid, or a KeySet. */
-  secret?: string
-  secrets?: Readonly<Record<string, string>>
-  keys?: KeySet
-  issuer?: string | undefined
-  audience?: string | undefined
-  leewaySeconds?: number
-  /** A prefix for the /users routes and /openapi.json, such as `/v1`. */
-  basePath?: string
-  /** Milliseconds since the epoch (Date.now by default). */
-  now?: () => number
-  logger?: Logger
-  maxInflight?: number
-  maxEventLoopDelayMs?: number
-  /** The file whose presence means maintenance; default `<dataDir>/maintenance` with a dataDir. */
-  maintenanceFile?: string
-  headersTimeoutMs?: number
-  requestTimeoutMs?: number
-  keepAliveTimeoutMs?: number
-  /** Open connections above this are closed at once (default 10,000). */
-  maxConnections?: number
+  store?: Store | undefined
+  /** Where the file store keeps users. */
+  dataDir?: string | undefined
+  /** A PostgreSQL store on this database (§11) instead of the file store. */
+  databaseUrl?: string | undefined
+  keys: KeySet
+  issuer: string | undefined
+  audience: string | undefined
+  leewaySeconds: number
+  /** A prefix for the /users routes and /openapi.json, such as `/v1`; '' for none. */
+  basePath: string
+  /** Milliseconds since the epoch. */
+  now: () => number
+  logger: Logger
+  maxInflight: number
+  maxEventLoopDelayMs: number
+  /** The file whose presence means maintenance; undefined: never. */
+  maintenanceFile: string | undefined
+  headersTimeoutMs: number
+  requestTimeoutMs: number
+  keepAliveTimeoutMs: number
+  /** Open connections above this are closed at once. */
+  maxConnections: number
   /** How long close() waits for requests in flight before cutting connections. */
-  shutdownTimeoutMs?: number
-  /** The most users one `q` list page examines (default 10,000; §9). */
-  listScanBudget?: number
-  /** Most `GET /events` streams open at once (MAX_EVENT_STREAMS, default 100; §10). */
-  maxEventStreams?: number | undefined
+  shutdownTimeoutMs: number
+  /** The most users one `q` list page examines (§9). */
+  listScanBudget: number
+  /** Most `GET /events` streams open at once (§10). */
+  maxEventStreams: number
   /** Tuning of the event streams (tests shorten them): heartbeat, buffer bound, stall time. */
   eventStreams?: Pick<EventStreamsOptions, 'heartbeatMs' | 'maxBufferBytes' | 'stallMs'> | undefined
-  /** The largest `POST /users:import` body (IMPORT_MAX_BYTES, default 256 MiB; §12). */
-  importMaxBytes?: number | undefined
+  /** The largest `POST /users:import` body (§12). */
+  importMaxBytes: number
   /** Bytes of import lines read ahead of the creates (default 16 MiB; see the README on imports). */
   importReadAheadBytes?: number | undefined
   /** How long an export waits for a client that stopped reading before it drops it (default 120 s). */
   exportStallTimeoutMs?: number | undefined
-  /** `GET /metrics` in the Prometheus text format (§14); false: a 404 and nothing counted. Default true. */
-  metrics?: boolean
-  /** Origins that may call the service from a browser, or `*` (§13); default none, no CORS headers. */
-  corsOrigins?: CorsOrigins | undefined
+  /** `GET /metrics` in the Prometheus text format (§14); false: a 404 and nothing counted. */
+  metrics: boolean
+  /** Origins that may call the service from a browser, or `*` (§13); undefined: no CORS headers. */
+  corsOrigins: CorsOrigins | undefined
 }
 
 /**
@@ -103,22 +99,19 @@ export interface UserService {
   close(): Promise<void>
 }
 
-export function createUserService(options: UserServiceOptions): UserService {
-  const logger = options.logger ?? silentLogger
-  const now = options.now ?? Date.now
-  const basePath = options.basePath ?? ''
-  const keys = resolveKeys(options)
-  const store = options.store ?? createStore(options, logger)
+/** The composition root: options → store, auth, operations, routes → listener and server. */
+export function createService(options: ServiceOptions): UserService {
+  const { logger, now, basePath, keys, leewaySeconds } = options
+  const store = options.store ?? createStore(options)
   const availability = new Availability({
-    maintenanceFile: options.maintenanceFile ?? (options.dataDir === undefined ? undefined : path.join(options.dataDir, 'maintenance')),
-    maxInflight: options.maxInflight ?? 1000,
-    maxEventLoopDelayMs: options.maxEventLoopDelayMs ?? 1000,
+    maintenanceFile: options.maintenanceFile,
+    maxInflight: options.maxInflight,
+    maxEventLoopDelayMs: options.maxEventLoopDelayMs,
     storeHealth: store.health === undefined ? undefined : () => store.health?.() ?? { state: 'ok' },
   })
   // One id generator for the API and imports: ids keep increasing within the process.
   const newId = createIdGenerator()
   const operations = createUserOperations({ store, now, newId, writeGate: availability.writeGate })
-  const leewaySeconds = options.leewaySeconds ?? 30
   const firstKey = keys.keys[0]
   if (firstKey === undefined) throw new Error('createUserService: at least one key is needed')
   const authenticator = createAuthenticator({
@@ -139,7 +132,7 @@ export function createUserService(options: UserServiceOptions): UserService {
     eventStreams: () => events.openStreams,
   })
   const events = createEventStreams({
-    feed: store.events, maxStreams: options.maxEventStreams ?? 100, leewaySeconds, now, ...options.eventStreams,
+    feed: store.events, maxStreams: options.maxEventStreams, leewaySeconds, now, ...options.eventStreams,
   })
   const handler = createRequestListener({
     basePath,
@@ -150,12 +143,12 @@ export function createUserService(options: UserServiceOptions): UserService {
       basePath,
       operations,
       cursors: createCursorCodec(firstKey.secret),
-      scanBudget: options.listScanBudget ?? 10_000,
+      scanBudget: options.listScanBudget,
       getMany: store.getMany?.bind(store),
       availability,
       events,
       bulk: createBulkServices({
-        store, now, newId, writeGate: availability.writeGate, importMaxBytes: options.importMaxBytes ?? DEFAULT_IMPORT_MAX_BYTES,
+        store, now, newId, writeGate: availability.writeGate, importMaxBytes: options.importMaxBytes,
         importReadAheadBytes: options.importReadAheadBytes, stallTimeoutMs: options.exportStallTimeoutMs,
       }),
       openApi: JSON.stringify(createOpenApiDocument({ basePath, version: SERVICE_VERSION, routes })),
@@ -166,10 +159,10 @@ export function createUserService(options: UserServiceOptions): UserService {
     corsOrigins: options.corsOrigins,
   })
   const server = createServer({ connectionsCheckingInterval: CONNECTION_CHECK_MS, requireHostHeader: false }, handler)
-  server.headersTimeout = options.headersTimeoutMs ?? 10_000
-  server.requestTimeout = options.requestTimeoutMs ?? 30_000
-  server.keepAliveTimeout = options.keepAliveTimeoutMs ?? 5_000
-  server.maxConnections = options.maxConnections ?? 10_000
+  server.headersTimeout = options.headersTimeoutMs
+  server.requestTimeout = options.requestTimeoutMs
+  server.keepAliveTimeout = options.keepAliveTimeoutMs
+  server.maxConnections = options.maxConnections
   server.on('clientError', createClientErrorHandler(logger))
   // Connections still closing in stages hold an answer on its way out: shutdown waits for them.
   const sockets = new Set<Socket>()
@@ -221,7 +214,7 @@ export function createUserService(options: UserServiceOptions): UserService {
         else server.close(() => { resolve() })
       })
       server.closeIdleConnections()
-      const deadline = Date.now() + (options.shutdownTimeoutMs ?? 10_000)
+      const deadline = Date.now() + options.shutdownTimeoutMs
       while (availability.inflight > 0 && Date.now() < deadline) await sleep(25)
       const lingerDeadline = Date.now() + LINGER_MS
       while ([...sockets].some(isClosing) && Date.now() < lingerDeadline) await sleep(25)
@@ -235,26 +228,18 @@ export function createUserService(options: UserServiceOptions): UserService {
   }
 }
 
-function resolveKeys(options: UserServiceOptions): KeySet {
-  if (options.keys !== undefined) return options.keys
-  if (options.secrets !== undefined) {
-    return parseKeyList(Object.entries(options.secrets).map(([kid, secret]) => `${kid}=${secret}`).join(','), 'secrets')
-  }
-  if (options.secret !== undefined) return createSingleKeySet(options.secret, 'secret')
-  throw new Error('createUserService: give secret, secrets or keys')
-}
-
-function createStore(options: UserServiceOptions, logger: Logger): Store {
+function createStore(options: ServiceOptions): Store {
+  const { logger, now } = options
   if (options.databaseUrl !== undefined) {
     return new PostgresStore({
       url: options.databaseUrl,
       logger,
       ...(options.dataDir === undefined ? {} : { dataDir: options.dataDir }),
-      ...(options.now === undefined ? {} : { now: options.now }),
+      now,
     })
   }
   if (options.dataDir === undefined) throw new Error('createUserService: give dataDir, databaseUrl or store')
-  return new FileStore({ dataDir: options.dataDir, logger, ...(options.now === undefined ? {} : { now: options.now }) })
+  return new FileStore({ dataDir: options.dataDir, logger, now })
 }
 
 function sleep(ms: number): Promise<void> {
