@@ -62,10 +62,10 @@ export interface ServiceOptions {
   eventStreams?: Pick<EventStreamsOptions, 'heartbeatMs' | 'maxBufferBytes' | 'stallMs'> | undefined
   /** The largest `POST /users:import` body (§12). */
   importMaxBytes: number
-  /** Bytes of import lines read ahead of the creates (default 16 MiB; see the README on imports). */
-  importReadAheadBytes?: number | undefined
-  /** How long an export waits for a client that stopped reading before it drops it (default 120 s). */
-  exportStallTimeoutMs?: number | undefined
+  /** Bytes of import lines read ahead of the creates (see the README on imports). */
+  importReadAheadBytes: number
+  /** How long an export or an import waits for a client that stopped reading before it drops it. */
+  exportStallTimeoutMs: number
   /** `GET /metrics` in the Prometheus text format (§14); false: a 404 and nothing counted. */
   metrics: boolean
   /** Origins that may call the service from a browser, or `*` (§13); undefined: no CORS headers. */

@@ -57,6 +57,10 @@ export const SERVICE_DEFAULTS = {
   listScanBudget: 10_000,
   maxEventStreams: 100,
   importMaxBytes: 256 * 1024 * 1024,
+  /** Import body bytes read ahead of the creates (see the README on imports). */
+  importReadAheadBytes: 16 * 1024 * 1024,
+  /** How long an export or an import waits for a client that stopped reading. */
+  exportStallTimeoutMs: 120_000,
   metrics: true,
 } as const
 

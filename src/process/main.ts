@@ -9,7 +9,7 @@ import { resolveKeys } from './first-start.js'
 import type { KeySet } from '../auth/keys.js'
 import { signToken } from '../auth/sign-token.js'
 import { isClusterWorker, shouldFork, startPrimary } from './cluster.js'
-import { ConfigError, parseConfig, type Config } from './config.js'
+import { ConfigError, parseConfig, SERVICE_DEFAULTS, type Config } from './config.js'
 import { createJsonLogger, type JsonLogger } from '../logger.js'
 import { createService } from '../service.js'
 import { LockError } from '../store/data-dir-lock.js'
@@ -43,6 +43,7 @@ async function main(): Promise<void> {
     throw error
   })
   const service = createService({
+    ...SERVICE_DEFAULTS,
     ...config,
     store,
     keys,

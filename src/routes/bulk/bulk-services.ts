@@ -15,13 +15,13 @@ export interface BulkOptions {
   /** Creates of one import in flight at once (default 64): one group commit can take them all. */
   importConcurrency?: number | undefined
   /**
-   * Body bytes read ahead of the creates (default 16 MiB): the body is read while the creates go
-   * on, so that an import of this size is wholly received, out of REQUEST_TIMEOUT_MS's reach,
-   * however slowly the store takes it; past it, the body is read as fast as users are stored.
+   * Body bytes read ahead of the creates: the body is read while the creates go on, so that an
+   * import of this size is wholly received, out of REQUEST_TIMEOUT_MS's reach, however slowly the
+   * store takes it; past it, the body is read as fast as users are stored.
    */
-  importReadAheadBytes?: number | undefined
-  /** How long an export or an import waits for a client that stopped reading before it drops it (default 120 s). */
-  stallTimeoutMs?: number | undefined
+  importReadAheadBytes: number
+  /** How long an export or an import waits for a client that stopped reading before it drops it. */
+  stallTimeoutMs: number
 }
 
 /** What the export and the import share: the store, their limits, and the one import running. */
@@ -44,8 +44,8 @@ export function createBulkServices(options: BulkOptions): BulkServices {
     importMaxBytes: options.importMaxBytes,
     exportPageSize: options.exportPageSize ?? 500,
     importConcurrency: options.importConcurrency ?? 64,
-    importReadAheadBytes: options.importReadAheadBytes ?? 16 * 1024 * 1024,
-    stallMs: options.stallTimeoutMs ?? 120_000,
+    importReadAheadBytes: options.importReadAheadBytes,
+    stallMs: options.stallTimeoutMs,
     importing: false,
   }
 }
