@@ -8,54 +8,45 @@ import { HttpError, toHttpError } from './errors.js'
 import { withChangeContext } from './events/context.js'
 import { ClientClosedError, isBodyPending, parseJsonBody, readBody, validateContentType } from './http/body.js'
 import { allowedMethods, createCors, type CorsOrigins } from './http/cors.js'
-import type { Handler } from './http/handler.js'
 import { isClosing, lingerAfterResponse } from './http/lingering-close.js'
 import { decodePathParams } from './http/percent-decode.js'
 import { onSettled } from './http/request-accounting.js'
 import { readRequestId } from './http/request-id.js'
 import { sendReply, toProblemReply, type CachePolicy, type Reply } from './http/respond.js'
-import { ROUTES, type OperationId, type RouteSpec } from './http/route-table.js'
 import { createRouter } from './http/router.js'
 import { readTraceId } from './http/trace-context.js'
 import { describeError, type Logger } from './logger.js'
 import type { RequestMetrics } from './metrics/service-metrics.js'
-import type { Availability, Intent } from './ops/availability.js'
+import type { Availability } from './ops/availability.js'
 import { StorageFaultLog } from './ops/storage-faults.js'
-import type { EventRoutes, StreamRequest } from './events/routes.js'
-import type { UserOperations } from './users/user-operations.js'
-import { isBulkOperation, type BulkOperationId, type StreamHandler } from './users/export-import.js'
+import { intentOf, STREAMED, type Route, type RouteContext } from './routes/route.js'
+import type { RouteServices } from './routes/route-services.js'
 
 export interface AppParts {
   basePath: string
   authenticator: Authenticator
   availability: Availability
-  operations: UserOperations
-  /** A handler for each operation of the route table. */
-  handlers: Readonly<Record<Exclude<OperationId, BulkOperationId>, Handler>>
-  /** The export and import, which stream their bodies (§12). */
-  streams: Readonly<Record<BulkOperationId, StreamHandler>>
+  /** The routes served; a route left out answers 404 like any unknown path. */
+  routes: readonly Route[]
+  /** What the handlers work with. */
+  services: RouteServices
   logger: Logger
   /** Told of every request (§14); undefined: nothing is counted. */
   metrics?: RequestMetrics | undefined
-  /** The routes served (default: all of the table); a route left out answers 404 like any unknown path. */
-  routes?: readonly AppRoute[] | undefined
   /** Origins allowed to call from a browser (§13); undefined sends no CORS headers. */
   corsOrigins?: CorsOrigins | undefined
-  /** The change feed's live streams (§10); undefined: `GET /events` answers pages only. */
-  events?: EventRoutes | undefined
 }
 
 const EMPTY: Buffer = Buffer.alloc(0)
-
-type AppRoute = (typeof ROUTES)[number]
 
 /**
  * The `(req, res)` listener: route → availability → token → scope → body → handler, each step
  * throwing one HttpError, and one catch that turns any error into problem+json.
  */
 export function createRequestListener(parts: AppParts): RequestListener {
-  const router = createRouter(parts.routes ?? ROUTES, parts.basePath)
-  const { authenticator, availability, logger, metrics, operations } = parts
+  const router = createRouter(parts.routes, parts.basePath)
+  const { authenticator, availability, logger, metrics, services } = parts
+  const { operations } = services
   const logRequests = logger.isEnabled?.('info') ?? true
   const cors = createCors(parts.corsOrigins)
   const faults = new StorageFaultLog({ logger, storeHealthy: () => availability.storeHealthy() })
@@ -82,43 +73,31 @@ export function createRequestListener(parts: AppParts): RequestListener {
       const check = operations.checkSubject(claims.sub)
       if (check !== undefined) await check
     }
-    const { operationId } = route
-    if (isBulkOperation(operationId)) {
-      if (route.body !== 'none') validateContentType(req, route.mediaTypes)
-      // A streaming answer starts at once, so a head Node's parser refuses right after it was
-      // dispatched (Transfer-Encoding: gzip) would find it begun and could only cut the
-      // connection: one turn of the loop lets the parser's 400 go first, as on every other route.
-      await new Promise((resolve) => { setImmediate(resolve) })
-      if (isClosing(req.socket) || req.socket.destroyed) return
-      const headers = ['x-request-id', state.requestId, 'cache-control', 'no-store', ...(state.cors ?? [])]
-      const { requestId } = state
-      const report = {
-        fault: (error: HttpError, line: number) => { faults.fault(error, { requestId, operation: operationId, line }) },
-        stored: () => { faults.wrote() },
-      }
-      await parts.streams[operationId]({ req, res, headers, sub: state.sub, requestId, report })
-      return
+    if (route.body !== 'none') validateContentType(req, route.mediaTypes)
+    // A streamed body is the handler's to read, as it arrives.
+    const bytes = route.body === 'none' || route.body === 'stream' ? EMPTY : await readBody(req)
+    const context: RouteContext = {
+      req,
+      res,
+      params: decodePathParams(rawParams),
+      rawQuery: state.query,
+      body: route.body === 'none' || route.body === 'stream' ? undefined : parseJsonBody(bytes, route.body),
+      headers: req.headers,
+      requestId: state.requestId,
+      claims,
+      cors: state.cors,
+      faults,
+      services,
     }
-    if (route.operationId === 'listEvents' && parts.events?.wantsStream(req) === true) {
-      // A stream outlives its request's checks: it ends at the token's expiry or its subject's loss of access.
-      const token = claims === undefined ? undefined : streamToken(claims, operations)
-      await parts.events.stream(req, res, { rawQuery: state.query, requestId: state.requestId, headers: state.cors, token })
-      return
-    }
-    let bytes = EMPTY
-    if (route.body !== 'none') {
-      validateContentType(req, route.mediaTypes)
-      bytes = await readBody(req)
-    }
-    const params = decodePathParams(rawParams)
-    const body = route.body === 'none' ? undefined : parseJsonBody(bytes, route.body)
-    const context = { params, rawQuery: state.query, body, headers: req.headers }
-    const handle = parts.handlers[operationId]
     // Who changes what (§10): the events of this request's writes name its subject and request id.
-    const reply = route.method === 'GET'
-      ? await handle(context)
-      : await withChangeContext({ actor: state.sub, requestId: state.requestId }, () => handle(context))
-    answer(req, res, state, reply, cachePolicy(route, reply))
+    const answered = route.method === 'GET'
+      ? await route.handle(context)
+      : await withChangeContext({ actor: state.sub, requestId: state.requestId }, () => route.handle(context))
+    if (answered === STREAMED) {
+      state.streamed = true
+      return
+    }
+    answer(req, res, state, answered, cachePolicy(route, answered))
   }
 
   const fail = (req: IncomingMessage, res: ServerResponse, state: RequestState, caught: unknown): void => {
@@ -149,7 +128,7 @@ export function createRequestListener(parts: AppParts): RequestListener {
     metrics?.requestStarted()
     onSettled(req, res, (finished) => {
       if (state.counted) availability.leave()
-      if (faults.inEpisode && finished && isWrite(state.route) && res.statusCode < 300) faults.wrote()
+      if (faults.inEpisode && finished && isWrite(state) && res.statusCode < 300) faults.wrote()
       if (!logRequests && metrics === undefined) return
       const status = finished ? res.statusCode : 499
       const elapsedMs = performance.now() - state.started
@@ -194,22 +173,13 @@ function answer(
   sendReply(res, reply, state.requestId, cache, closing, state.cors)
 }
 
-function streamToken(claims: TokenClaims, operations: UserOperations): StreamRequest['token'] {
-  return { sub: claims.sub, exp: claims.exp, checkSubject: () => operations.checkSubject(claims.sub) }
-}
-
 /**
- * What a route asks of availability. The export is a read that maintenance is for: a backup or a
- * migration reads every user while nothing changes, so it is served in maintenance.
+ * A write answered 2xx changed the store. A handler that writes its answer itself (an import)
+ * reports each user it stored instead.
  */
-function intentOf(route: RouteSpec): Intent {
-  if (route.operationId === 'exportUsers') return 'export'
-  return route.method === 'GET' ? 'read' : 'write'
-}
-
-/** A write answered 2xx changed the store (an import's lines say so one by one instead). */
-function isWrite(route: RouteSpec | undefined): boolean {
-  return route !== undefined && route.method !== 'GET' && !route.root && !isBulkOperation(route.operationId)
+function isWrite(state: RequestState): boolean {
+  const route = state.route
+  return route !== undefined && !route.root && intentOf(route) === 'write' && !state.streamed
 }
 
 function mustClose(error: HttpError, availability: Availability): boolean {
@@ -226,7 +196,9 @@ interface RequestState {
   /** The trace id of a valid `traceparent` (W3C Trace Context), for the log line. */
   readonly traceId: string | undefined
   /** The route matched; undefined until routing, and for 404 and 405. */
-  route: RouteSpec | undefined
+  route: Route | undefined
+  /** The handler wrote its answer itself. */
+  streamed: boolean
   /** CORS headers for every answer to this request (cors.ts); undefined when CORS is off. */
   cors?: readonly string[]
 }
@@ -243,6 +215,7 @@ function startRequest(req: IncomingMessage): RequestState {
     counted: false,
     traceId: readTraceId(req.headers.traceparent),
     route: undefined,
+    streamed: false,
   }
 }
 
@@ -256,6 +229,6 @@ function toOriginForm(target: string): string {
 }
 
 /** Successful reads of users may be kept privately and revalidated; nothing else may be stored. */
-function cachePolicy(route: RouteSpec, reply: Reply): CachePolicy {
+function cachePolicy(route: Route, reply: Reply): CachePolicy {
   return route.cacheable && (reply.status === 200 || reply.status === 304) ? 'private' : 'no-store'
 }

@@ -1,80 +1,75 @@
 import { createServer, type RequestListener, type Server } from 'node:http'
 import type { AddressInfo, Socket } from 'node:net'
-import path from 'node:path'
 
 import { createRequestListener } from './app.js'
 import { createAuthenticator } from './auth/authenticate.js'
-import { createSingleKeySet, parseKeyList, type KeySet } from './auth/keys.js'
+import type { KeySet } from './auth/keys.js'
 import { createClientErrorHandler } from './http/client-errors.js'
 import type { CorsOrigins } from './http/cors.js'
-import type { Handler } from './http/handler.js'
 import { isClosing, LINGER_MS } from './http/lingering-close.js'
-import { ROUTES, type OperationId } from './http/route-table.js'
-import { silentLogger, type Logger } from './logger.js'
-import { createServiceMetrics, EXPOSITION_CONTENT_TYPE } from './metrics/service-metrics.js'
-import { createOpenApiDocument } from './openapi.js'
+import type { Logger } from './logger.js'
+import { createServiceMetrics } from './metrics/service-metrics.js'
+import { createOpenApiDocument } from './openapi/document.js'
 import { Availability } from './ops/availability.js'
 import { FileStore } from './store/file-store.js'
 import { PostgresStore } from './store/postgres-store.js'
 import type { Store } from './store/store.js'
 import { createCursorCodec } from './users/cursor.js'
+import { createBulkServices } from './routes/bulk/bulk-services.js'
+import { createEventStreams, type EventStreamsOptions } from './routes/events/event-streams.js'
+import { getMetrics, ROUTES } from './routes/route-list.js'
 import { createUserOperations } from './users/user-operations.js'
-import { createUserHandlers } from './users/user-routes.js'
-import { createEventRoutes, type EventRoutesOptions } from './events/routes.js'
-import { createBulkHandlers, type BulkOperationId } from './users/export-import.js'
 import { createIdGenerator } from './users/uuid7.js'
 
 export const SERVICE_VERSION = '0.1.0'
 
-export interface UserServiceOptions {
-  /** Where the file store keeps users (and where `maintenance` is looked for). */
-  dataDir?: string
+/**
+ * What the service is built from: every setting given, none invented here. The defaults are
+ * process/config.ts's; createUserService (process/create-user-service.ts) fills them in.
+ */
+export interface ServiceOptions {
   /** Any store; wins over databaseUrl and dataDir. */
-  store?: Store
-  /**
-   * A PostgreSQL store on this database (§11) instead of the file store; `pg` must be installed
-   * (an optional peer). It connects in open() or listen(); a dataDir is still locked when given.
-   */
-  databaseUrl?: string
-  /** One HMAC secret (≥ 32 bytes; `base64url:` text is decoded), or keys by kid, or a KeySet. */
-  secret?: string
-  secrets?: Readonly<Record<string, string>>
-  keys?: KeySet
-  issuer?: string | undefined
-  audience?: string | undefined
-  leewaySeconds?: number
-  /** A prefix for the /users routes and /openapi.json, such as `/v1`. */
-  basePath?: string
-  /** Milliseconds since the epoch (Date.now by default). */
-  now?: () => number
-  logger?: Logger
-  maxInflight?: number
-  maxEventLoopDelayMs?: number
-  /** The file whose presence means maintenance; default `<dataDir>/maintenance` with a dataDir. */
-  maintenanceFile?: string
-  headersTimeoutMs?: number
-  requestTimeoutMs?: number
-  keepAliveTimeoutMs?: number
-  /** Open connections above this are closed at once (default 10,000). */
-  maxConnections?: number
+  store?: Store | undefined
+  /** Where the file store keeps users. */
+  dataDir?: string | undefined
+  /** A PostgreSQL store on this database (§11) instead of the file store. */
+  databaseUrl?: string | undefined
+  keys: KeySet
+  issuer: string | undefined
+  audience: string | undefined
+  leewaySeconds: number
+  /** A prefix for the /users routes and /openapi.json, such as `/v1`; '' for none. */
+  basePath: string
+  /** Milliseconds since the epoch. */
+  now: () => number
+  logger: Logger
+  maxInflight: number
+  maxEventLoopDelayMs: number
+  /** The file whose presence means maintenance; undefined: never. */
+  maintenanceFile: string | undefined
+  headersTimeoutMs: number
+  requestTimeoutMs: number
+  keepAliveTimeoutMs: number
+  /** Open connections above this are closed at once. */
+  maxConnections: number
   /** How long close() waits for requests in flight before cutting connections. */
-  shutdownTimeoutMs?: number
-  /** The most users one `q` list page examines (default 10,000; §9). */
-  listScanBudget?: number
-  /** Most `GET /events` streams open at once (MAX_EVENT_STREAMS, default 100; §10). */
-  maxEventStreams?: number | undefined
+  shutdownTimeoutMs: number
+  /** The most users one `q` list page examines (§9). */
+  listScanBudget: number
+  /** Most `GET /events` streams open at once (§10). */
+  maxEventStreams: number
   /** Tuning of the event streams (tests shorten them): heartbeat, buffer bound, stall time. */
-  eventStreams?: Pick<EventRoutesOptions, 'heartbeatMs' | 'maxBufferBytes' | 'stallMs'> | undefined
-  /** The largest `POST /users:import` body (IMPORT_MAX_BYTES, default 256 MiB; §12). */
-  importMaxBytes?: number | undefined
-  /** Bytes of import lines read ahead of the creates (default 16 MiB; see the README on imports). */
-  importReadAheadBytes?: number | undefined
-  /** How long an export waits for a client that stopped reading before it drops it (default 120 s). */
-  exportStallTimeoutMs?: number | undefined
-  /** `GET /metrics` in the Prometheus text format (§14); false: a 404 and nothing counted. Default true. */
-  metrics?: boolean
-  /** Origins that may call the service from a browser, or `*` (§13); default none, no CORS headers. */
-  corsOrigins?: CorsOrigins | undefined
+  eventStreams?: Pick<EventStreamsOptions, 'heartbeatMs' | 'maxBufferBytes' | 'stallMs'> | undefined
+  /** The largest `POST /users:import` body (§12). */
+  importMaxBytes: number
+  /** Bytes of import lines read ahead of the creates (see the README on imports). */
+  importReadAheadBytes: number
+  /** How long an export or an import waits for a client that stopped reading before it drops it. */
+  exportStallTimeoutMs: number
+  /** `GET /metrics` in the Prometheus text format (§14); false: a 404 and nothing counted. */
+  metrics: boolean
+  /** Origins that may call the service from a browser, or `*` (§13); undefined: no CORS headers. */
+  corsOrigins: CorsOrigins | undefined
 }
 
 /**
@@ -104,22 +99,19 @@ export interface UserService {
   close(): Promise<void>
 }
 
-export function createUserService(options: UserServiceOptions): UserService {
-  const logger = options.logger ?? silentLogger
-  const now = options.now ?? Date.now
-  const basePath = options.basePath ?? ''
-  const keys = resolveKeys(options)
-  const store = options.store ?? createStore(options, logger)
+/** The composition root: options → store, auth, operations, routes → listener and server. */
+export function createService(options: ServiceOptions): UserService {
+  const { logger, now, basePath, keys, leewaySeconds } = options
+  const store = options.store ?? createStore(options)
   const availability = new Availability({
-    maintenanceFile: options.maintenanceFile ?? (options.dataDir === undefined ? undefined : path.join(options.dataDir, 'maintenance')),
-    maxInflight: options.maxInflight ?? 1000,
-    maxEventLoopDelayMs: options.maxEventLoopDelayMs ?? 1000,
+    maintenanceFile: options.maintenanceFile,
+    maxInflight: options.maxInflight,
+    maxEventLoopDelayMs: options.maxEventLoopDelayMs,
     storeHealth: store.health === undefined ? undefined : () => store.health?.() ?? { state: 'ok' },
   })
   // One id generator for the API and imports: ids keep increasing within the process.
   const newId = createIdGenerator()
   const operations = createUserOperations({ store, now, newId, writeGate: availability.writeGate })
-  const leewaySeconds = options.leewaySeconds ?? 30
   const firstKey = keys.keys[0]
   if (firstKey === undefined) throw new Error('createUserService: at least one key is needed')
   const authenticator = createAuthenticator({
@@ -129,8 +121,7 @@ export function createUserService(options: UserServiceOptions): UserService {
     leewaySeconds,
     now,
   })
-  const routes = options.metrics === false ? ROUTES.filter((route) => route.operationId !== 'getMetrics') : ROUTES
-  const openApi = JSON.stringify(createOpenApiDocument({ basePath, version: SERVICE_VERSION, routes }))
+  const routes = options.metrics === false ? ROUTES.filter((route) => route !== getMetrics) : ROUTES
   const metrics = options.metrics === false ? undefined : createServiceMetrics({
     routes,
     usersStored: () => store.count?.(),
@@ -140,45 +131,38 @@ export function createUserService(options: UserServiceOptions): UserService {
     eventsAppended: () => store.events?.appended,
     eventStreams: () => events.openStreams,
   })
-  const events = createEventRoutes({
-    feed: store.events, maxStreams: options.maxEventStreams ?? 100, leewaySeconds, now, ...options.eventStreams,
+  const events = createEventStreams({
+    feed: store.events, maxStreams: options.maxEventStreams, leewaySeconds, now, ...options.eventStreams,
   })
-  const handlers: Record<Exclude<OperationId, BulkOperationId>, Handler> = {
-    listEvents: events.list,
-    ...createUserHandlers({
-      operations, cursors: createCursorCodec(firstKey.secret), basePath, scanBudget: options.listScanBudget ?? 10_000,
-      getMany: store.getMany?.bind(store),
-    }),
-    getOpenApi: () => ({ status: 200, body: openApi }),
-    getHealth: () => ({ status: 200, body: '{"status":"ok"}' }),
-    getReadiness: () => {
-      const refusal = availability.refusal('readiness')
-      if (refusal !== undefined) throw refusal
-      return { status: 200, body: '{"status":"ready"}' }
-    },
-    getMetrics: () => ({ status: 200, body: metrics?.render() ?? '', contentType: EXPOSITION_CONTENT_TYPE }),
-  }
   const handler = createRequestListener({
     basePath,
     authenticator,
     availability,
-    operations,
-    handlers,
-    streams: createBulkHandlers({
-      store, now, newId, writeGate: availability.writeGate, importMaxBytes: options.importMaxBytes,
-      importReadAheadBytes: options.importReadAheadBytes, stallTimeoutMs: options.exportStallTimeoutMs,
-    }),
+    routes,
+    services: {
+      basePath,
+      operations,
+      cursors: createCursorCodec(firstKey.secret),
+      scanBudget: options.listScanBudget,
+      getMany: store.getMany?.bind(store),
+      availability,
+      events,
+      bulk: createBulkServices({
+        store, now, newId, writeGate: availability.writeGate, importMaxBytes: options.importMaxBytes,
+        importReadAheadBytes: options.importReadAheadBytes, stallTimeoutMs: options.exportStallTimeoutMs,
+      }),
+      openApi: JSON.stringify(createOpenApiDocument({ basePath, version: SERVICE_VERSION, routes })),
+      metrics,
+    },
     logger,
     metrics,
-    routes,
     corsOrigins: options.corsOrigins,
-    events,
   })
   const server = createServer({ connectionsCheckingInterval: CONNECTION_CHECK_MS, requireHostHeader: false }, handler)
-  server.headersTimeout = options.headersTimeoutMs ?? 10_000
-  server.requestTimeout = options.requestTimeoutMs ?? 30_000
-  server.keepAliveTimeout = options.keepAliveTimeoutMs ?? 5_000
-  server.maxConnections = options.maxConnections ?? 10_000
+  server.headersTimeout = options.headersTimeoutMs
+  server.requestTimeout = options.requestTimeoutMs
+  server.keepAliveTimeout = options.keepAliveTimeoutMs
+  server.maxConnections = options.maxConnections
   server.on('clientError', createClientErrorHandler(logger))
   // Connections still closing in stages hold an answer on its way out: shutdown waits for them.
   const sockets = new Set<Socket>()
@@ -230,7 +214,7 @@ export function createUserService(options: UserServiceOptions): UserService {
         else server.close(() => { resolve() })
       })
       server.closeIdleConnections()
-      const deadline = Date.now() + (options.shutdownTimeoutMs ?? 10_000)
+      const deadline = Date.now() + options.shutdownTimeoutMs
       while (availability.inflight > 0 && Date.now() < deadline) await sleep(25)
       const lingerDeadline = Date.now() + LINGER_MS
       while ([...sockets].some(isClosing) && Date.now() < lingerDeadline) await sleep(25)
@@ -244,26 +228,18 @@ export function createUserService(options: UserServiceOptions): UserService {
   }
 }
 
-function resolveKeys(options: UserServiceOptions): KeySet {
-  if (options.keys !== undefined) return options.keys
-  if (options.secrets !== undefined) {
-    return parseKeyList(Object.entries(options.secrets).map(([kid, secret]) => `${kid}=${secret}`).join(','), 'secrets')
-  }
-  if (options.secret !== undefined) return createSingleKeySet(options.secret, 'secret')
-  throw new Error('createUserService: give secret, secrets or keys')
-}
-
-function createStore(options: UserServiceOptions, logger: Logger): Store {
+function createStore(options: ServiceOptions): Store {
+  const { logger, now } = options
   if (options.databaseUrl !== undefined) {
     return new PostgresStore({
       url: options.databaseUrl,
       logger,
       ...(options.dataDir === undefined ? {} : { dataDir: options.dataDir }),
-      ...(options.now === undefined ? {} : { now: options.now }),
+      now,
     })
   }
   if (options.dataDir === undefined) throw new Error('createUserService: give dataDir, databaseUrl or store')
-  return new FileStore({ dataDir: options.dataDir, logger, ...(options.now === undefined ? {} : { now: options.now }) })
+  return new FileStore({ dataDir: options.dataDir, logger, now })
 }
 
 function sleep(ms: number): Promise<void> {

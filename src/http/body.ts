@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http'
 
 import { HttpError } from '../errors.js'
-import type { BodyRule } from './route-table.js'
+import type { BodyRule } from './route-spec.js'
 
 export const MAX_BODY_BYTES = 64 * 1024
 

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http'
 
 import { HttpError } from '../errors.js'
-import type { RouteSpec } from './route-table.js'
+import type { RouteSpec } from './route-spec.js'
 import type { Router } from './router.js'
 
 /** Origins allowed to call the service from a browser: a list, or `*` for any. */

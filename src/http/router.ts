@@ -1,5 +1,5 @@
 import { HttpError } from '../errors.js'
-import type { RouteSpec } from './route-table.js'
+import type { RouteSpec } from './route-spec.js'
 
 type Segment =
   | { readonly kind: 'literal', readonly text: string }

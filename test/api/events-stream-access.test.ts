@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it, type TestContext } from 'node:test'
 
-import type { UserServiceOptions } from '../../src/service.js'
+import type { UserServiceOptions } from '../../src/process/create-user-service.js'
 import { sleep } from '../helpers/child.js'
 import { assertProblem } from '../helpers/http.js'
 import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES, sql } from '../helpers/postgres.js'

@@ -3,7 +3,7 @@ import { request as httpRequest, type IncomingMessage } from 'node:http'
 import { connect } from 'node:net'
 import { describe, it, type TestContext } from 'node:test'
 
-import type { UserServiceOptions } from '../../src/service.js'
+import type { UserServiceOptions } from '../../src/process/create-user-service.js'
 import { MemoryStore } from '../../src/store/memory-store.js'
 import { PostgresStore } from '../../src/store/postgres-store.js'
 import type { User } from '../../src/users/user.js'

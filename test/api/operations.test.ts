@@ -5,7 +5,7 @@ import { connect } from 'node:net'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 
-import { createUserService } from '../../src/service.js'
+import { createUserService } from '../../src/process/create-user-service.js'
 import { MemoryStore } from '../../src/store/memory-store.js'
 import { sleep } from '../helpers/child.js'
 import { assertProblem, request, type TestResponse } from '../helpers/http.js'

@@ -3,7 +3,7 @@ import { appendFile, readFile, readdir, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 
-import { ConfigError, parseConfig } from '../../src/config.js'
+import { ConfigError, parseConfig } from '../../src/process/config.js'
 import { FileStore } from '../../src/store/file-store.js'
 import { MemoryStore } from '../../src/store/memory-store.js'
 import type { Store } from '../../src/store/store.js'

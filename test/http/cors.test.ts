@@ -3,7 +3,7 @@ import { writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 
-import { parseConfig } from '../../src/config.js'
+import { parseConfig } from '../../src/process/config.js'
 import {
   CORS_ALLOW_HEADERS, CORS_EXPOSE_HEADERS, createCors, parseCorsOrigins,
 } from '../../src/http/cors.js'

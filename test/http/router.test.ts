@@ -2,8 +2,9 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
 import { HttpError } from '../../src/errors.js'
-import { ROUTES, type Method, type RouteSpec } from '../../src/http/route-table.js'
+import type { Method, RouteSpec } from '../../src/http/route-spec.js'
 import { createRouter } from '../../src/http/router.js'
+import { ROUTES } from '../../src/routes/route-list.js'
 
 function spec(method: Method, path: string, fields: Partial<RouteSpec> = {}): RouteSpec {
   return {
@@ -11,13 +12,6 @@ function spec(method: Method, path: string, fields: Partial<RouteSpec> = {}): Ro
     method,
     path,
     root: false,
-    scope: undefined,
-    body: 'none',
-    mediaTypes: [],
-    cacheable: false,
-    conditional: false,
-    status: 200,
-    summary: 'A test route',
     ...fields,
   }
 }

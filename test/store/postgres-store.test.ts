@@ -7,7 +7,7 @@ import { describe, it, type TestContext } from 'node:test'
 
 import pg from 'pg'
 
-import { ConfigError, parseConfig } from '../../src/config.js'
+import { ConfigError, parseConfig } from '../../src/process/config.js'
 import { MemoryStore } from '../../src/store/memory-store.js'
 import { loadPg } from '../../src/store/postgres-driver.js'
 import { classifyPgError } from '../../src/store/postgres-errors.js'

@@ -1,29 +1,25 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 
-import { HttpError } from '../errors.js'
-import type { Handler } from '../http/handler.js'
-import { eventJson } from './event.js'
+import { HttpError } from '../../errors.js'
+import { EVENT_PAGE_MAX_BYTES, type EventFeed, type EventPage } from '../../events/journal.js'
 import { parseEventQuery } from './event-query.js'
-import { EVENT_PAGE_MAX_BYTES, type EventFeed, type EventPage } from './journal.js'
 import { startSseStream, STREAM_PAGE, type SseStream, type StreamReader } from './sse-stream.js'
 
-export { DEFAULT_EVENT_LIMIT, EVENT_PARAMETERS, MAX_EVENT_CURSOR, MAX_EVENT_LIMIT, parseEventQuery } from './event-query.js'
-
-export interface EventRoutesOptions {
+export interface EventStreamsOptions {
   /** The store's feed; undefined: a store without one (404). */
   feed: EventFeed | undefined
-  /** Most streams open at once (default 100); one more is a 503 overloaded. */
-  maxStreams?: number
+  /** Most streams open at once (MAX_EVENT_STREAMS); one more is a 503 overloaded. */
+  maxStreams: number
   /** How often a stream sends a comment line when it has nothing else to send (default 15 s). */
   heartbeatMs?: number
   /** Bytes a stream may hold for a consumer before the consumer must take them (default 1 MiB). */
   maxBufferBytes?: number
   /** How long a consumer that takes nothing of its buffer has before it is cut off (default 10 s). */
   stallMs?: number
-  /** How long past its `exp` a token is still honoured, as the authenticator does (default 30 s). */
-  leewaySeconds?: number
-  /** Milliseconds since the epoch (Date.now by default): when a stream's token expires. */
-  now?: () => number
+  /** How long past its `exp` a token is still honoured, as the authenticator does. */
+  leewaySeconds: number
+  /** Milliseconds since the epoch: when a stream's token expires. */
+  now: () => number
   /** Told when a stream opens or closes (for /metrics). */
   onStreams?: (open: number) => void
 }
@@ -45,10 +41,10 @@ export interface StreamRequest {
   } | undefined
 }
 
-export interface EventRoutes {
-  readonly list: Handler
-  /** True when the request asks for Server-Sent Events. */
-  wantsStream(req: IncomingMessage): boolean
+/** The change feed (§10) and its live streams. */
+export interface EventStreams {
+  /** The store's feed, or a 404 for a store without one. */
+  requireFeed(): EventFeed
   /** Serves a stream until the client goes, it is cut off or ended, or close() is called. */
   stream(req: IncomingMessage, res: ServerResponse, request: StreamRequest): Promise<void>
   readonly openStreams: number
@@ -56,13 +52,12 @@ export interface EventRoutes {
   close(): void
 }
 
-export function createEventRoutes(options: EventRoutesOptions): EventRoutes {
-  const maxStreams = options.maxStreams ?? 100
+export function createEventStreams(options: EventStreamsOptions): EventStreams {
+  const { maxStreams, now } = options
   const heartbeatMs = options.heartbeatMs ?? 15_000
   const maxBufferBytes = options.maxBufferBytes ?? EVENT_PAGE_MAX_BYTES
   const stallMs = options.stallMs ?? 10_000
-  const leewayMs = (options.leewaySeconds ?? 30) * 1000
-  const now = options.now ?? Date.now
+  const leewayMs = options.leewaySeconds * 1000
   const open = new Set<SseStream>()
   /** Streams counted but still reading their first page, so that no burst passes maxStreams. */
   let starting = 0
@@ -76,14 +71,7 @@ export function createEventRoutes(options: EventRoutesOptions): EventRoutes {
   const counted = (): void => { options.onStreams?.(open.size) }
 
   return {
-    list: async ({ rawQuery }) => {
-      const feed = requireFeed()
-      const page = await feed.read({ ...parseEventQuery(rawQuery, undefined), maxBytes: EVENT_PAGE_MAX_BYTES })
-      const items = page.items.map(eventJson).join(',')
-      return { status: 200, body: `{"items":[${items}],"nextCursor":"${page.nextCursor}"}` }
-    },
-
-    wantsStream: (req) => req.method === 'GET' && (req.headers.accept ?? '').toLowerCase().includes('text/event-stream'),
+    requireFeed,
 
     get openStreams() {
       return open.size

@@ -2,10 +2,10 @@ import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import path from 'node:path'
 
-import { ConfigError, type Config } from '../config.js'
+import { ConfigError, type Config } from './config.js'
 import { makeDurableDirectory, writeFileAtomic } from '../store/atomic-write.js'
 import { hasCode } from '../store/data-dir-lock.js'
-import { KeyError, createSingleKeySet, type KeySet } from './keys.js'
+import { KeyError, createSingleKeySet, type KeySet } from '../auth/keys.js'
 
 export const SECRET_FILE = '.jwt-secret'
 

@@ -1,8 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 
-import { lingerAfterResponse } from '../http/lingering-close.js'
-import { LineReader, type SplitLine } from './import-lines.js'
-import { MAX_LINE_BYTES, toFailureResult, type LineResult } from './import-user.js'
+import { lingerAfterResponse } from '../../http/lingering-close.js'
+import { LineReader, type SplitLine } from '../../users/import-lines.js'
+import { MAX_LINE_BYTES, toFailureResult, type LineResult } from '../../users/import-user.js'
 
 export interface ImportRunOptions {
   readonly req: IncomingMessage

@@ -1,10 +1,10 @@
 import cluster, { type Worker } from 'node:cluster'
 
-import { resolveKeys } from './auth/first-start.js'
+import { resolveKeys } from './first-start.js'
 import type { Config } from './config.js'
-import type { JsonLogger, Logger } from './logger.js'
-import { makeDurableDirectory } from './store/atomic-write.js'
-import { DataDirLock } from './store/data-dir-lock.js'
+import type { JsonLogger, Logger } from '../logger.js'
+import { makeDurableDirectory } from '../store/atomic-write.js'
+import { DataDirLock } from '../store/data-dir-lock.js'
 
 export interface PrimaryOptions {
   readonly workers: number

@@ -1,7 +1,6 @@
-import { ERROR_CODES } from './errors.js'
-import { FIELD_NAMES, USER_FIELDS, WRITABLE_FIELDS, type FieldSpec } from './users/user-fields.js'
-
-type Json = Readonly<Record<string, unknown>>
+import { ERROR_CODES } from '../errors.js'
+import { ref, type Json } from '../routes/route.js'
+import { FIELD_NAMES, USER_FIELDS, WRITABLE_FIELDS, type FieldSpec } from '../users/user-fields.js'
 
 /*
  * Patterns are ECMAScript regular expressions run with the `u` flag (as JSON Schema validators such
@@ -100,10 +99,6 @@ export function createSchemas(): Record<string, Json> {
       },
     },
   }
-}
-
-export function ref(name: string): Json {
-  return { $ref: `#/components/schemas/${name}` }
 }
 
 function metadataValue(): Json {

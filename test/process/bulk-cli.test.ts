@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { describe, it } from 'node:test'
 
-import { startService, uniqueEmail } from './helpers/service.js'
+import { startService, uniqueEmail } from '../helpers/service.js'
 
 interface Run {
   readonly code: number | null
@@ -14,7 +14,7 @@ interface Run {
 function runCli(args: readonly string[], input = '', env: Record<string, string> = {}): Promise<Run> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], {
-      cwd: new URL('..', import.meta.url), env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'],
+      cwd: new URL('../..', import.meta.url), env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'],
     })
     const out: Buffer[] = []
     const err: Buffer[] = []

@@ -2,9 +2,9 @@ import { isIP } from 'node:net'
 import { availableParallelism } from 'node:os'
 import path from 'node:path'
 
-import { KeyError, createSingleKeySet, parseKeyList, type KeySet } from './auth/keys.js'
-import { CorsConfigError, parseCorsOrigins, type CorsOrigins } from './http/cors.js'
-import { LOG_LEVELS, type LogLevel } from './logger.js'
+import { KeyError, createSingleKeySet, parseKeyList, type KeySet } from '../auth/keys.js'
+import { CorsConfigError, parseCorsOrigins, type CorsOrigins } from '../http/cors.js'
+import { LOG_LEVELS, type LogLevel } from '../logger.js'
 
 /** The service's configuration, validated and frozen; built once from the environment. */
 export interface Config {
@@ -43,6 +43,38 @@ export interface Config {
   readonly production: boolean
 }
 
+/** The defaults of the service's own options: what createUserService fills in for one left out. */
+export const SERVICE_DEFAULTS = {
+  basePath: '',
+  leewaySeconds: 30,
+  maxInflight: 1000,
+  maxEventLoopDelayMs: 1000,
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+  keepAliveTimeoutMs: 5_000,
+  shutdownTimeoutMs: 10_000,
+  maxConnections: 10_000,
+  listScanBudget: 10_000,
+  maxEventStreams: 100,
+  importMaxBytes: 256 * 1024 * 1024,
+  /** Import body bytes read ahead of the creates (see the README on imports). */
+  importReadAheadBytes: 16 * 1024 * 1024,
+  /** How long an export or an import waits for a client that stopped reading. */
+  exportStallTimeoutMs: 120_000,
+  metrics: true,
+} as const
+
+/** Every default, once: what an unset variable means (and, for the service's options, SERVICE_DEFAULTS). */
+export const DEFAULTS = {
+  ...SERVICE_DEFAULTS,
+  port: 8080,
+  host: '127.0.0.1',
+  dataDir: 'data',
+  logLevel: 'info',
+  eventsRetentionDays: 30,
+  workers: 1,
+} as const
+
 /** A value that cannot be used; the message starts with the variable's name. */
 export class ConfigError extends Error {
   override name = 'ConfigError'
@@ -57,33 +89,33 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
     return value === undefined || value.trim() === '' ? undefined : value.trim()
   }
   return Object.freeze({
-    port: parseInteger(read('PORT'), 'PORT', 8080, 0, 65535),
+    port: parseInteger(read('PORT'), 'PORT', DEFAULTS.port, 0, 65535),
     host: parseHost(read('HOST')),
-    dataDir: path.resolve(cwd, read('DATA_DIR') ?? 'data'),
+    dataDir: path.resolve(cwd, read('DATA_DIR') ?? DEFAULTS.dataDir),
     basePath: parseBasePath(read('BASE_PATH')),
     keys: parseKeys(read('JWT_SECRET'), read('JWT_SECRETS')),
     issuer: read('JWT_ISSUER'),
     audience: read('JWT_AUDIENCE'),
-    leewaySeconds: parseInteger(read('JWT_LEEWAY_S'), 'JWT_LEEWAY_S', 30, 0, 86_400),
+    leewaySeconds: parseInteger(read('JWT_LEEWAY_S'), 'JWT_LEEWAY_S', DEFAULTS.leewaySeconds, 0, 86_400),
     logLevel: parseLogLevel(read('LOG_LEVEL')),
-    maxInflight: parseInteger(read('MAX_INFLIGHT'), 'MAX_INFLIGHT', 1000, 1, 1_000_000),
+    maxInflight: parseInteger(read('MAX_INFLIGHT'), 'MAX_INFLIGHT', DEFAULTS.maxInflight, 1, 1_000_000),
     maxEventLoopDelayMs: parseInteger(
-      read('MAX_EVENT_LOOP_DELAY_MS'), 'MAX_EVENT_LOOP_DELAY_MS', 1000, 1, 3_600_000,
+      read('MAX_EVENT_LOOP_DELAY_MS'), 'MAX_EVENT_LOOP_DELAY_MS', DEFAULTS.maxEventLoopDelayMs, 1, 3_600_000,
     ),
-    headersTimeoutMs: parseInteger(read('HEADERS_TIMEOUT_MS'), 'HEADERS_TIMEOUT_MS', 10_000, 1, 3_600_000),
-    requestTimeoutMs: parseInteger(read('REQUEST_TIMEOUT_MS'), 'REQUEST_TIMEOUT_MS', 30_000, 1, 3_600_000),
+    headersTimeoutMs: parseInteger(read('HEADERS_TIMEOUT_MS'), 'HEADERS_TIMEOUT_MS', DEFAULTS.headersTimeoutMs, 1, 3_600_000),
+    requestTimeoutMs: parseInteger(read('REQUEST_TIMEOUT_MS'), 'REQUEST_TIMEOUT_MS', DEFAULTS.requestTimeoutMs, 1, 3_600_000),
     keepAliveTimeoutMs: parseInteger(
-      read('KEEP_ALIVE_TIMEOUT_MS'), 'KEEP_ALIVE_TIMEOUT_MS', 5_000, 1, 3_600_000,
+      read('KEEP_ALIVE_TIMEOUT_MS'), 'KEEP_ALIVE_TIMEOUT_MS', DEFAULTS.keepAliveTimeoutMs, 1, 3_600_000,
     ),
     shutdownTimeoutMs: parseInteger(
-      read('SHUTDOWN_TIMEOUT_MS'), 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 3_600_000,
+      read('SHUTDOWN_TIMEOUT_MS'), 'SHUTDOWN_TIMEOUT_MS', DEFAULTS.shutdownTimeoutMs, 0, 3_600_000,
     ),
-    maxConnections: parseInteger(read('MAX_CONNECTIONS'), 'MAX_CONNECTIONS', 10_000, 1, 1_000_000),
-    listScanBudget: parseInteger(read('LIST_SCAN_BUDGET'), 'LIST_SCAN_BUDGET', 10_000, 1, 100_000_000),
-    maxEventStreams: parseInteger(read('MAX_EVENT_STREAMS'), 'MAX_EVENT_STREAMS', 100, 1, 100_000),
-    eventsRetentionDays: parseInteger(read('EVENTS_RETENTION_DAYS'), 'EVENTS_RETENTION_DAYS', 30, 1, 36_500),
-    importMaxBytes: parseInteger(read('IMPORT_MAX_BYTES'), 'IMPORT_MAX_BYTES', 256 * 1024 * 1024, 1, 2 ** 40),
-    metrics: parseOnOff(read('METRICS'), 'METRICS', true),
+    maxConnections: parseInteger(read('MAX_CONNECTIONS'), 'MAX_CONNECTIONS', DEFAULTS.maxConnections, 1, 1_000_000),
+    listScanBudget: parseInteger(read('LIST_SCAN_BUDGET'), 'LIST_SCAN_BUDGET', DEFAULTS.listScanBudget, 1, 100_000_000),
+    maxEventStreams: parseInteger(read('MAX_EVENT_STREAMS'), 'MAX_EVENT_STREAMS', DEFAULTS.maxEventStreams, 1, 100_000),
+    eventsRetentionDays: parseInteger(read('EVENTS_RETENTION_DAYS'), 'EVENTS_RETENTION_DAYS', DEFAULTS.eventsRetentionDays, 1, 36_500),
+    importMaxBytes: parseInteger(read('IMPORT_MAX_BYTES'), 'IMPORT_MAX_BYTES', DEFAULTS.importMaxBytes, 1, 2 ** 40),
+    metrics: parseOnOff(read('METRICS'), 'METRICS', DEFAULTS.metrics),
     corsOrigins: parseCors(read('CORS_ORIGINS')),
     ...parseStoreChoice(read('DATABASE_URL'), read('WORKERS')),
     production: read('NODE_ENV') === 'production',
@@ -105,13 +137,13 @@ function parseInteger(
 const HOSTNAME = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/
 
 function parseHost(text: string | undefined): string {
-  if (text === undefined) return '127.0.0.1'
+  if (text === undefined) return DEFAULTS.host
   if (isIP(text) !== 0 || HOSTNAME.test(text)) return text
   throw new ConfigError(`HOST must be an IP address or a host name, got "${text}"`)
 }
 
 function parseBasePath(text: string | undefined): string {
-  if (text === undefined || text === '/') return ''
+  if (text === undefined || text === '/') return DEFAULTS.basePath
   if (!/^(\/[A-Za-z0-9._~-]+)+\/?$/.test(text)) {
     throw new ConfigError(`BASE_PATH must look like /v1 (segments of [A-Za-z0-9._~-]), got "${text}"`)
   }
@@ -137,7 +169,7 @@ function parseStoreChoice(url: string | undefined, workersText: string | undefin
   }
   const workers = workersText?.toLowerCase() === 'auto'
     ? availableParallelism()
-    : parseInteger(workersText, 'WORKERS', 1, 1, 1024)
+    : parseInteger(workersText, 'WORKERS', DEFAULTS.workers, 1, 1024)
   if (workers > 1 && url === undefined) {
     throw new ConfigError(
       `WORKERS=${workersText ?? workers} needs DATABASE_URL: the file store keeps users in one process's memory and locks DATA_DIR for that one process`,
@@ -155,7 +187,7 @@ function parseOnOff(text: string | undefined, name: string, fallback: boolean): 
 }
 
 function parseLogLevel(text: string | undefined): LogLevel {
-  if (text === undefined) return 'info'
+  if (text === undefined) return DEFAULTS.logLevel
   const level = LOG_LEVELS.find((candidate) => candidate === text.toLowerCase())
   if (level === undefined) {
     throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got "${text}"`)

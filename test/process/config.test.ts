@@ -2,10 +2,10 @@ import assert from 'node:assert/strict'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 
-import { ConfigError, parseConfig } from '../src/config.js'
-import { spawnService } from './helpers/child.js'
-import { makeTempDir } from './helpers/service.js'
-import { TEST_SECRET } from './helpers/tokens.js'
+import { ConfigError, parseConfig } from '../../src/process/config.js'
+import { spawnService } from '../helpers/child.js'
+import { makeTempDir } from '../helpers/service.js'
+import { TEST_SECRET } from '../helpers/tokens.js'
 
 const CWD = path.resolve('/srv/app')
 const SECRET_A = 'a-secret-that-is-long-enough-0123456789'

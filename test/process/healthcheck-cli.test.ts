@@ -5,9 +5,9 @@ import path from 'node:path'
 import { Writable } from 'node:stream'
 import { describe, it, type TestContext } from 'node:test'
 
-import { runHealthcheck } from '../src/healthcheck-cli.js'
-import { PROJECT_ROOT, spawnService } from './helpers/child.js'
-import { makeTempDir, startService } from './helpers/service.js'
+import { runHealthcheck } from '../../src/process/healthcheck-cli.js'
+import { PROJECT_ROOT, spawnService } from '../helpers/child.js'
+import { makeTempDir, startService } from '../helpers/service.js'
 
 /** Runs the probe in this process; resolves with its exit code and what it wrote to stderr. */
 async function probe(env: NodeJS.ProcessEnv): Promise<{ code: number, stderr: string }> {

@@ -1,0 +1,102 @@
+import type { Json, Route } from '../routes/route.js'
+import { errorResponseName, headerRef } from './components.js'
+
+/** The Operation Object of one route: everything read from the route itself. */
+export function toOperation(route: Route): Json {
+  const parameters: Json[] = [...pathParameters(route.path), ...(route.parameters ?? [])]
+  if (route.conditional) parameters.push(...conditionalHeaders(route))
+  parameters.push({ $ref: '#/components/parameters/RequestId' })
+  return {
+    operationId: route.operationId,
+    summary: route.summary,
+    description: describeOperation(route),
+    tags: [route.tag],
+    security: route.scope === undefined ? [] : [{ bearer: [route.scope] }],
+    parameters,
+    ...(route.body === 'none' || route.request === undefined ? {} : { requestBody: requestBody(route, route.request) }),
+    responses: { ...successResponses(route), ...errorResponses(route) },
+  }
+}
+
+function requestBody(route: Route, request: NonNullable<Route['request']>): Json {
+  return {
+    // A streamed body is the whole point of its route; a JSON body may be optional.
+    required: route.body === 'required' || route.body === 'stream',
+    ...(request.description === undefined ? {} : { description: request.description }),
+    content: Object.fromEntries(route.mediaTypes.map((type) => [type, { schema: request.schema }])),
+  }
+}
+
+function describeOperation(route: Route): string {
+  const scope = route.scope === undefined ? 'No token needed.' : `Needs a bearer token with the scope ${route.scope}.`
+  const cache = route.cacheable
+    ? 'A success may be kept privately and must be revalidated (Cache-Control: private, no-cache; Vary: Authorization).'
+    : 'Answers are never stored (Cache-Control: no-store).'
+  return `${route.summary}. ${scope} ${cache}`
+}
+
+function pathParameters(template: string): Json[] {
+  return [...template.matchAll(/\{([A-Za-z0-9]+)\}/g)].map((match) => ({
+    name: match[1], in: 'path', required: true, schema: { type: 'string', format: 'uuid' },
+    description: 'The user id (a lower-case UUIDv7); any other text is 404 not_found.',
+  }))
+}
+
+// The service trims each value and refuses one that is then empty.
+const NOT_BLANK = { minLength: 1, pattern: '\\S' } as const
+
+function conditionalHeaders(route: Route): Json[] {
+  const read = route.method === 'GET'
+  return [
+    {
+      name: 'If-Match', in: 'header', required: false, schema: { type: 'string', ...NOT_BLANK },
+      description: 'The ETag you last saw, a comma list of them, or *; when none matches: 412 precondition_failed.',
+    },
+    {
+      name: 'If-None-Match', in: 'header', required: false, schema: { type: 'string', ...NOT_BLANK },
+      description: read
+        ? 'When it matches (weakly) the current ETag, or is *: 304 without a body.'
+        : 'When it matches the current ETag, or is *: 412 precondition_failed.',
+    },
+  ]
+}
+
+function successResponses(route: Route): Record<string, Json> {
+  const cache = route.cacheable
+    ? { 'Cache-Control': headerRef('Cache-Control-Private'), Vary: headerRef('Vary') }
+    : { 'Cache-Control': headerRef('Cache-Control-No-Store') }
+  const responses: Record<string, Json> = {}
+  for (const [status, answer] of Object.entries(route.responses)) {
+    const extra = Object.fromEntries((answer.headers ?? []).map((name) => [name, headerRef(name)]))
+    const content = answer.content === undefined ? undefined : Object.fromEntries(
+      Object.entries(answer.content).map(([type, schema]) => [type, { schema }]),
+    )
+    responses[status] = {
+      description: answer.description,
+      headers: { 'X-Request-Id': headerRef('X-Request-Id'), ...cache, ...extra },
+      ...(content === undefined ? {} : { content }),
+    }
+  }
+  return responses
+}
+
+/** The error statuses a route can answer, in the fault order of the contract (§3). */
+export function errorStatuses(route: Route): number[] {
+  // Node's parser refuses a malformed request, slow headers or huge headers on any route.
+  const statuses = new Set<number>([400, 408, 431, 500])
+  if (!route.root) statuses.add(503)
+  if (route.scope !== undefined) [401, 403].forEach((status) => statuses.add(status))
+  if (route.path.includes('{')) statuses.add(404)
+  if (route.body !== 'none') [413, 415, 422].forEach((status) => statuses.add(status))
+  // RFC 9110 §13.1.1: a failed If-Match is a 412 on GET and HEAD too.
+  if (route.conditional) statuses.add(412)
+  for (const status of route.errors ?? []) statuses.add(status)
+  return [...statuses].sort((a, b) => a - b)
+}
+
+function errorResponses(route: Route): Record<string, Json> {
+  return Object.fromEntries(errorStatuses(route).map((status) => {
+    const name = status === 415 && route.method === 'PATCH' ? 'UnsupportedPatchMediaType' : errorResponseName(status)
+    return [status, { $ref: `#/components/responses/${name}` }]
+  }))
+}

@@ -1,0 +1,51 @@
+import type { Store } from '../../store/store.js'
+import { createLineImporter, type LineImporter } from '../../users/import-user.js'
+import type { IdGenerator } from '../../users/uuid7.js'
+
+export interface BulkOptions {
+  store: Store
+  now: () => number
+  newId: IdGenerator
+  /** Throws to refuse a write (maintenance), as for every other write. */
+  writeGate: () => void
+  /** The largest import body (IMPORT_MAX_BYTES). */
+  importMaxBytes: number
+  /** Users per store page while exporting (default 500). */
+  exportPageSize?: number | undefined
+  /** Creates of one import in flight at once (default 64): one group commit can take them all. */
+  importConcurrency?: number | undefined
+  /**
+   * Body bytes read ahead of the creates: the body is read while the creates go on, so that an
+   * import of this size is wholly received, out of REQUEST_TIMEOUT_MS's reach, however slowly the
+   * store takes it; past it, the body is read as fast as users are stored.
+   */
+  importReadAheadBytes: number
+  /** How long an export or an import waits for a client that stopped reading before it drops it. */
+  stallTimeoutMs: number
+}
+
+/** What the export and the import share: the store, their limits, and the one import running. */
+export interface BulkServices {
+  readonly store: Store
+  readonly importLine: LineImporter
+  readonly importMaxBytes: number
+  readonly exportPageSize: number
+  readonly importConcurrency: number
+  readonly importReadAheadBytes: number
+  readonly stallMs: number
+  /** True while an import runs: one at a time. */
+  importing: boolean
+}
+
+export function createBulkServices(options: BulkOptions): BulkServices {
+  return {
+    store: options.store,
+    importLine: createLineImporter(options),
+    importMaxBytes: options.importMaxBytes,
+    exportPageSize: options.exportPageSize ?? 500,
+    importConcurrency: options.importConcurrency ?? 64,
+    importReadAheadBytes: options.importReadAheadBytes,
+    stallMs: options.stallTimeoutMs,
+    importing: false,
+  }
+}

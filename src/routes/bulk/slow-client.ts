@@ -1,0 +1,58 @@
+import type { IncomingMessage, ServerResponse } from 'node:http'
+
+import { isClosing } from '../../http/lingering-close.js'
+import type { RouteContext } from '../route.js'
+
+/**
+ * Waits one turn of the event loop before a streaming answer starts. It starts at once, so a head
+ * Node's parser refuses right after it was dispatched (Transfer-Encoding: gzip) would find it
+ * begun and could only cut the connection: the wait lets the parser's 400 go first, as on every
+ * other route. False when the connection is closing or gone: nothing is to be sent.
+ */
+export async function readyToStream(req: IncomingMessage): Promise<boolean> {
+  await new Promise((resolve) => { setImmediate(resolve) })
+  return !(isClosing(req.socket) || req.socket.destroyed)
+}
+
+/** The head of an answer a handler writes itself: x-request-id, no-store, CORS, as a flat list. */
+export function streamHeaders(context: RouteContext): string[] {
+  return ['x-request-id', context.requestId, 'cache-control', 'no-store', ...(context.cors ?? [])]
+}
+
+/** True once the socket takes more; false when it closed or stayed full for `stallMs`. */
+export function drained(res: ServerResponse, stallMs: number): Promise<boolean> {
+  if (res.destroyed) return Promise.resolve(false)
+  return new Promise((resolve) => {
+    const done = (ok: boolean) => (): void => {
+      clearTimeout(timer)
+      res.off('drain', onDrain)
+      res.off('close', onClose)
+      if (!ok) res.destroy()
+      resolve(ok)
+    }
+    const onDrain = done(true)
+    const onClose = done(false)
+    const timer = setTimeout(done(false), stallMs)
+    res.on('drain', onDrain)
+    res.on('close', onClose)
+  })
+}
+
+/**
+ * An answer ended but not yet taken by its client: dropped when the client reads none of it for
+ * `stallMs`, so that no connection holds its last megabyte forever.
+ */
+export function dropIfUnread(res: ServerResponse, stallMs: number): void {
+  let waiting = res.writableLength
+  const check = (): void => {
+    if (res.writableFinished || res.destroyed) return
+    if (res.writableLength >= waiting) {
+      res.destroy()
+      return
+    }
+    waiting = res.writableLength
+    timer = setTimeout(check, stallMs)
+  }
+  let timer = setTimeout(check, stallMs)
+  res.once('close', () => { clearTimeout(timer) })
+}

@@ -1,0 +1,26 @@
+import type { Availability } from '../ops/availability.js'
+import type { CursorCodec } from '../users/cursor.js'
+import type { UserRecord } from '../users/user.js'
+import type { UserOperations } from '../users/user-operations.js'
+import type { BulkServices } from './bulk/bulk-services.js'
+import type { EventStreams } from './events/event-streams.js'
+
+/** What the handlers work with, built once by the service and handed to every handler call. */
+export interface RouteServices {
+  /** The prefix of the API routes, such as `/v1` ('' for none): links and Location carry it. */
+  readonly basePath: string
+  readonly operations: UserOperations
+  /** Signs and reads list cursors. */
+  readonly cursors: CursorCodec
+  /** The most users a `q` page examines before it answers (§9). */
+  readonly scanBudget: number
+  /** The users of these ids that exist, in any order (a batch get); undefined: one get per id. */
+  readonly getMany: ((ids: readonly string[]) => Promise<readonly UserRecord[]>) | undefined
+  readonly availability: Availability
+  readonly events: EventStreams
+  readonly bulk: BulkServices
+  /** The OpenAPI document, as served. */
+  readonly openApi: string
+  /** The metrics, rendered for `GET /metrics`; undefined when they are off. */
+  readonly metrics: { render(): string } | undefined
+}

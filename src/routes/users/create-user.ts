@@ -1,0 +1,25 @@
+import { API_ROUTE, JSON_ONLY } from '../route-defaults.js'
+import { ref, type Route } from '../route.js'
+import { userReply } from './user-replies.js'
+
+export const createUser: Route = {
+  ...API_ROUTE,
+  operationId: 'createUser',
+  method: 'POST',
+  path: '/users',
+  scope: 'users:write',
+  body: 'required',
+  mediaTypes: JSON_ONLY,
+  summary: 'Create a user',
+  request: { schema: ref('UserCreate') },
+  responses: {
+    201: { description: 'Created.', headers: ['ETag', 'Location'], content: { 'application/json': ref('User') } },
+  },
+  // Another user's email.
+  errors: [409],
+  async handle(context) {
+    const record = await context.services.operations.create(context.body)
+    const reply = userReply(201, record)
+    return { ...reply, headers: { ...reply.headers, location: `${context.services.basePath}/users/${record.user.id}` } }
+  },
+}

@@ -1,0 +1,25 @@
+import type { Preconditions } from '../../http/conditional.js'
+import type { Reply } from '../../http/respond.js'
+import type { UserRecord } from '../../users/user.js'
+import { ref, type ResponseDoc, type RouteContext } from '../route.js'
+
+/** The answer that carries one user: its JSON and its ETag. */
+export function userReply(status: number, record: UserRecord): Reply {
+  return { status, body: record.json, headers: { etag: record.etag } }
+}
+
+/** The documented answer of a route that answers with the user. */
+export const USER_ANSWER: ResponseDoc = { description: 'The user.', headers: ['ETag'], content: { 'application/json': ref('User') } }
+
+export function userId(context: RouteContext): string {
+  return context.params['id'] ?? ''
+}
+
+export function preconditions(context: RouteContext): Preconditions {
+  return { ifMatch: header(context, 'if-match'), ifNoneMatch: header(context, 'if-none-match') }
+}
+
+function header(context: RouteContext, name: 'if-match' | 'if-none-match'): string | undefined {
+  const value = context.headers[name]
+  return typeof value === 'string' ? value : undefined
+}
