@@ -12,9 +12,9 @@ import { isClusterWorker, shouldFork, startPrimary } from './cluster.js'
 import { ConfigError, parseConfig, type Config } from './config.js'
 import { createJsonLogger, type JsonLogger } from './logger.js'
 import { createUserService } from './service.js'
-import { LockError } from './store/data-dir-lock.js'
-import { FileStore } from './store/file-store.js'
-import { PostgresStore } from './store/postgres-store.js'
+import { LockError } from './store/file/data-dir-lock.js'
+import { FileStore } from './store/file/file-store.js'
+import { PostgresStore } from './store/postgres/postgres-store.js'
 
 /** How long an exit waits for buffered log lines to reach a slow reader. */
 const LOG_FLUSH_MS = 1000

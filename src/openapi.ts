@@ -5,7 +5,7 @@ import { ROUTES, type RouteSpec } from './http/route-table.js'
 import { createSchemas, ref } from './openapi-schemas.js'
 import { DEFAULT_LIMIT, MAX_IDS, MAX_LIMIT } from './users/list-query.js'
 import { SORTS } from './users/cursor.js'
-import { USER_STATUSES } from './users/user.js'
+import { USER_STATUSES } from './domain/user.js'
 
 type Json = Readonly<Record<string, unknown>>
 

@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks'
 
-import type { ChangeContext } from './event.js'
+import type { ChangeContext } from '../domain/event.js'
 
 /**
  * Who is making the request being served: set by the HTTP layer around a handler, read by the user

@@ -1,4 +1,4 @@
-import { EVENT_TYPES } from './event.js'
+import { EVENT_TYPES } from '../domain/event.js'
 import { DEFAULT_EVENT_LIMIT, MAX_EVENT_LIMIT } from './routes.js'
 
 type Json = Readonly<Record<string, unknown>>

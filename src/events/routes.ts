@@ -2,9 +2,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 
 import { HttpError } from '../errors.js'
 import type { Handler } from '../http/handler.js'
-import { eventJson } from './event.js'
+import { eventJson } from '../domain/event.js'
 import { parseEventQuery } from './event-query.js'
-import { EVENT_PAGE_MAX_BYTES, type EventFeed, type EventPage } from './journal.js'
+import { EVENT_PAGE_MAX_BYTES, type EventFeed, type EventPage } from '../store/feed/journal.js'
 import { startSseStream, STREAM_PAGE, type SseStream, type StreamReader } from './sse-stream.js'
 
 export { DEFAULT_EVENT_LIMIT, EVENT_PARAMETERS, MAX_EVENT_CURSOR, MAX_EVENT_LIMIT, parseEventQuery } from './event-query.js'

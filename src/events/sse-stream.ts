@@ -1,8 +1,8 @@
 import type { ServerResponse } from 'node:http'
 
 import { HttpError } from '../errors.js'
-import { eventJson, type ChangeEvent } from './event.js'
-import type { EventFeed, EventPage, EventQuery } from './journal.js'
+import { eventJson, type ChangeEvent } from '../domain/event.js'
+import type { EventFeed, EventPage, EventQuery } from '../store/feed/journal.js'
 
 /** Events a stream reads from the feed at a time (a page is also bounded in bytes). */
 export const STREAM_PAGE = 200

@@ -1,5 +1,5 @@
-import type { Tombstone } from '../users/stored-user.js'
-import { toRecord, type User, type UserRecord } from '../users/user.js'
+import type { Tombstone } from '../domain/tombstone.js'
+import { toRecord, type User, type UserRecord } from '../domain/user.js'
 import { IndexedStore, type IndexedStoreOptions } from './indexed-store.js'
 import { checkStorableUser } from './store-input.js'
 

@@ -1,6 +1,6 @@
 import { HttpError } from '../errors.js'
-import type { ChangeContext } from '../events/event.js'
-import type { User } from '../users/user.js'
+import type { ChangeContext } from '../domain/event.js'
+import type { User } from '../domain/user.js'
 import { MAX_VERSION } from '../users/user-fields.js'
 import type { ListQuery } from './store.js'
 

@@ -1,8 +1,8 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
 
 import { HttpError } from '../errors.js'
-import { USER_STATUSES, type UserStatus } from './user.js'
-import { isCanonicalUuid } from './uuid7.js'
+import { USER_STATUSES, type UserStatus } from '../domain/user.js'
+import { isCanonicalUuid } from '../domain/uuid7.js'
 
 export const SORTS = ['createdAt', '-createdAt'] as const
 export type Sort = (typeof SORTS)[number]

@@ -4,7 +4,7 @@ import { HttpError } from '../errors.js'
 import type { Store } from '../store/store.js'
 import { ImportRun } from './import-run.js'
 import { createLineImporter, type LineReport } from './import-user.js'
-import type { IdGenerator } from './uuid7.js'
+import type { IdGenerator } from '../domain/uuid7.js'
 
 /** The routes that read or write their bodies as streams (§12) instead of one JSON reply. */
 export const BULK_OPERATIONS = ['exportUsers', 'importUsers'] as const

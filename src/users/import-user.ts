@@ -1,9 +1,9 @@
-import type { ChangeContext } from '../events/event.js'
+import type { ChangeContext } from '../domain/event.js'
 import { HttpError, type FieldError } from '../errors.js'
 import type { Store } from '../store/store.js'
 import { NOT_UTF8, TOO_LONG, type SplitLine } from './import-lines.js'
-import { isUserStatus, toRecord, type User } from './user.js'
-import { isCanonicalUuid, type IdGenerator } from './uuid7.js'
+import { isUserStatus, toRecord, type User } from '../domain/user.js'
+import { isCanonicalUuid, type IdGenerator } from '../domain/uuid7.js'
 import { validateCreate, validateReplace } from './validate-user.js'
 
 /** An import line longer than this gets a 413 result of its own; its bytes are never kept. */

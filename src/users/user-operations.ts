@@ -1,10 +1,10 @@
 import { HttpError } from '../errors.js'
 import { currentChangeContext } from '../events/context.js'
-import { evaluatePreconditions, type Preconditions } from '../http/conditional.js'
+import { evaluatePreconditions, type Preconditions } from '../domain/preconditions.js'
 import type { ListPage, ListQuery, Store, SubjectState } from '../store/store.js'
-import { nextStatus, type LifecycleAction } from './lifecycle.js'
-import type { User, UserRecord } from './user.js'
-import { createIdGenerator, isCanonicalUuid, type IdGenerator } from './uuid7.js'
+import { nextStatus, type LifecycleAction } from '../domain/lifecycle.js'
+import type { User, UserRecord } from '../domain/user.js'
+import { createIdGenerator, isCanonicalUuid, type IdGenerator } from '../domain/uuid7.js'
 import {
   validateCreate, validateEmptyBody, validatePatch, validateReplace, type UserInput,
 } from './validate-user.js'

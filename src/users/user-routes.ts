@@ -1,11 +1,11 @@
 import { HttpError } from '../errors.js'
 import type { Handler, HandlerContext } from '../http/handler.js'
-import { evaluatePreconditions, type Preconditions } from '../http/conditional.js'
+import { evaluatePreconditions, type Preconditions } from '../domain/preconditions.js'
 import type { Reply } from '../http/respond.js'
 import type { CursorCodec } from './cursor.js'
-import type { LifecycleAction } from './lifecycle.js'
+import type { LifecycleAction } from '../domain/lifecycle.js'
 import { parseListQuery } from './list-query.js'
-import type { UserRecord } from './user.js'
+import type { UserRecord } from '../domain/user.js'
 import type { UserOperations } from './user-operations.js'
 
 export type UserOperationId =

@@ -1,5 +1,5 @@
 import { HttpError, type FieldError } from '../errors.js'
-import { EMPTY_METADATA, type Metadata, type User } from './user.js'
+import { EMPTY_METADATA, type Metadata, type User } from '../domain/user.js'
 import { USER_FIELDS, isFieldName, type FieldSpec } from './user-fields.js'
 
 /** The writable fields, checked and normalised (trimmed): what a create, replace or patch sets. */

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
 import { MemoryStore } from '../../src/store/memory-store.js'
-import { PostgresStore } from '../../src/store/postgres-store.js'
+import { PostgresStore } from '../../src/store/postgres/postgres-store.js'
 import { SKIP_POSTGRES, freshSchema, requireDatabaseUrl } from '../helpers/postgres.js'
 import { assertProblem, type UserPage } from '../helpers/http.js'
 import { startService } from '../helpers/service.js'

@@ -4,7 +4,7 @@ import path from 'node:path'
 import { describe, it } from 'node:test'
 
 import { ConfigError, parseConfig } from '../../src/config.js'
-import { FileStore } from '../../src/store/file-store.js'
+import { FileStore } from '../../src/store/file/file-store.js'
 import { MemoryStore } from '../../src/store/memory-store.js'
 import type { Store } from '../../src/store/store.js'
 import { createMemoryLogger, makeTempDir } from '../helpers/service.js'

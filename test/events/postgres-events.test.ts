@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it, type TestContext } from 'node:test'
 
-import { PostgresStore, type PostgresStoreOptions } from '../../src/store/postgres-store.js'
+import { PostgresStore, type PostgresStoreOptions } from '../../src/store/postgres/postgres-store.js'
 import { assertProblem } from '../helpers/http.js'
 import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES, sql } from '../helpers/postgres.js'
 import { startService, uniqueEmail } from '../helpers/service.js'

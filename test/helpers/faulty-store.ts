@@ -1,6 +1,6 @@
 import { MemoryStore } from '../../src/store/memory-store.js'
 import type { ChangeUser, ListPage, ListQuery } from '../../src/store/store.js'
-import type { User, UserRecord } from '../../src/users/user.js'
+import type { User, UserRecord } from '../../src/domain/user.js'
 
 export type StoreMethod = 'get' | 'list' | 'create' | 'update' | 'delete'
 

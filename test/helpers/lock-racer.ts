@@ -8,7 +8,7 @@
  * Without one it runs a single round on the directory named by its argument, as a fresh process:
  * it prints `held <file>` or `refused: <message>`, then keeps a held lock until stdin ends.
  */
-import { DataDirLock } from '../../src/store/data-dir-lock.js'
+import { DataDirLock } from '../../src/store/file/data-dir-lock.js'
 
 export type RacerCommand =
   | { readonly kind: 'go', readonly dir: string, readonly at: number }

@@ -2,7 +2,7 @@ import { request as httpRequest, type IncomingHttpHeaders } from 'node:http'
 
 import { MemoryStore } from '../../src/store/memory-store.js'
 import type { ChangeUser, ListPage, ListQuery } from '../../src/store/store.js'
-import type { User, UserRecord } from '../../src/users/user.js'
+import type { User, UserRecord } from '../../src/domain/user.js'
 import { sleep } from './child.js'
 import { request, type RequestOptions, type TestResponse } from './http.js'
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { describe, it, type TestContext } from 'node:test'
 
 import type { ListFilter, Store } from '../../src/store/store.js'
-import type { User, UserRecord, UserStatus } from '../../src/users/user.js'
+import type { User, UserRecord, UserStatus } from '../../src/domain/user.js'
 import { MAX_VERSION } from '../../src/users/user-fields.js'
 import { changeUser, makeUser, toContractJson } from './store-users.js'
 

@@ -5,7 +5,7 @@ import { mkdir, readFile, readdir, rename, stat, unlink, writeFile } from 'node:
 import path from 'node:path'
 import { after, before, describe, it, type TestContext } from 'node:test'
 
-import { DataDirLock, LockError } from '../../src/store/data-dir-lock.js'
+import { DataDirLock, LockError } from '../../src/store/file/data-dir-lock.js'
 import { PROJECT_ROOT, startChild, spawnService, type RunningChild } from '../helpers/child.js'
 import { request } from '../helpers/http.js'
 import type { RacerAnswer, RacerCommand } from '../helpers/lock-racer.js'

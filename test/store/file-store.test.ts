@@ -4,8 +4,8 @@ import { chmod, mkdir, readFile, readdir, rename, rm, stat, writeFile } from 'no
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
-import { FileStore } from '../../src/store/file-store.js'
-import type { UserRecord } from '../../src/users/user.js'
+import { FileStore } from '../../src/store/file/file-store.js'
+import type { UserRecord } from '../../src/domain/user.js'
 import { createMemoryLogger, makeTempDir } from '../helpers/service.js'
 import { listLockFiles } from '../helpers/data-files.js'
 import { describeStoreContract, listAll, snapshotStore } from '../helpers/store-suite.js'

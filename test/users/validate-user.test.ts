@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
 import { HttpError, type FieldError } from '../../src/errors.js'
-import type { User } from '../../src/users/user.js'
+import type { User } from '../../src/domain/user.js'
 import {
   validateCreate, validateEmptyBody, validatePatch, validateReplace,
 } from '../../src/users/validate-user.js'

@@ -1,4 +1,4 @@
-import type { UserStatus } from '../users/user.js'
+import type { UserStatus } from '../../domain/user.js'
 
 /**
  * The SQL of list pages: a few fixed shapes, one per filter combination, each a named prepared

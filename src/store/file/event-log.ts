@@ -3,13 +3,13 @@ import { open, unlink, type FileHandle } from 'node:fs/promises'
 import path from 'node:path'
 import { TextDecoder } from 'node:util'
 
-import type { EventPlace } from '../events/event-index.js'
-import { EventIndex } from '../events/event-index.js'
+import type { EventPlace } from '../feed/event-index.js'
+import { EventIndex } from '../feed/event-index.js'
 import {
   EVENT_ID, eventIdNumber, eventJson, formatEventId, parseEvent, parseEventHead, type ChangeEvent, type EventHead,
-} from '../events/event.js'
-import type { EventBodies } from '../events/journal.js'
-import { silentLogger, type Logger } from '../logger.js'
+} from '../../domain/event.js'
+import type { EventBodies } from '../feed/journal.js'
+import { silentLogger, type Logger } from '../../logger.js'
 import { makeDurableDirectory, syncDirectorySync, WriteError } from './atomic-write.js'
 import { hasCode } from './data-dir-lock.js'
 

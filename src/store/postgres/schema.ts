@@ -1,8 +1,8 @@
 import type { PoolClient } from 'pg'
 
-import type { Logger } from '../logger.js'
-import { MAX_VERSION } from '../users/user-fields.js'
-import { EVENT_MIGRATION } from './postgres-events.js'
+import type { Logger } from '../../logger.js'
+import { MAX_VERSION } from '../../users/user-fields.js'
+import { EVENT_MIGRATION } from './events.js'
 
 /**
  * The schema, one migration per version, applied in order at start. A migration is never edited

@@ -1,4 +1,4 @@
-import { EVENT_TYPES, type EventType } from './event.js'
+import { EVENT_TYPES, type EventType } from '../../domain/event.js'
 
 /** Where an event's JSON is kept: for the file log, its segment's number and byte offset. */
 export interface EventPlace {

@@ -1,4 +1,4 @@
-import { HttpError } from '../errors.js'
+import { ServiceError } from './errors.js'
 import type { UserStatus } from './user.js'
 
 export const LIFECYCLE_ACTIONS = ['activate', 'suspend'] as const
@@ -13,7 +13,7 @@ export const TRANSITIONS: Readonly<Record<LifecycleAction, Partial<Record<UserSt
   suspend: { active: 'suspended', suspended: 'suspended' },
 }
 
-/** The status an action leads to, or a 409 invalid_transition. */
+/** The status an action leads to, or invalid_transition. */
 export function nextStatus(from: UserStatus, action: LifecycleAction): UserStatus {
   const to = TRANSITIONS[action][from]
   if (to === undefined) {
@@ -21,7 +21,7 @@ export function nextStatus(from: UserStatus, action: LifecycleAction): UserStatu
     const verb = action === 'suspend'
       ? 'suspended'
       : /* Stryker disable next-line StringLiteral: activate is allowed from every status, so only suspend gets here */ 'activated'
-    throw new HttpError('invalid_transition', `A ${from} user cannot be ${verb}.`)
+    throw new ServiceError('invalid_transition', `A ${from} user cannot be ${verb}.`)
   }
   return to
 }

@@ -1,4 +1,4 @@
-import { HttpError } from '../errors.js'
+import { HttpError } from '../../errors.js'
 
 /**
  * What a failure of the `pg` driver means, by its SQLSTATE class (STYLE rule 15):

@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { HttpError } from '../../src/errors.js'
-import { LIFECYCLE_ACTIONS, TRANSITIONS, nextStatus, type LifecycleAction } from '../../src/users/lifecycle.js'
-import { USER_STATUSES, type UserStatus } from '../../src/users/user.js'
+import { ServiceError } from '../../src/domain/errors.js'
+import { ERROR_CODES } from '../../src/http/problem.js'
+import { LIFECYCLE_ACTIONS, TRANSITIONS, nextStatus, type LifecycleAction } from '../../src/domain/lifecycle.js'
+import { USER_STATUSES, type UserStatus } from '../../src/domain/user.js'
 
 /** §2 of the contract, cell by cell: the status an action leads to, or undefined for a 409. */
 const TABLE: ReadonlyArray<[UserStatus, LifecycleAction, UserStatus | undefined]> = [
@@ -20,9 +21,9 @@ describe('nextStatus', () => {
     if (to === undefined) {
       it(`refuses to ${action} a ${from} user with 409 invalid_transition`, () => {
         assert.throws(() => nextStatus(from, action), (error: unknown) => {
-          assert.ok(error instanceof HttpError)
-          assert.equal(error.status, 409)
+          assert.ok(error instanceof ServiceError)
           assert.equal(error.code, 'invalid_transition')
+          assert.equal(ERROR_CODES[error.code].status, 409)
           assert.match(error.detail, new RegExp(from))
           return true
         })
@@ -57,7 +58,7 @@ describe('nextStatus', () => {
 describe('the 409 invalid_transition message', () => {
   it('names the status and the refused action in words', () => {
     assert.throws(() => nextStatus('pending', 'suspend'), (error: unknown) => {
-      assert.ok(error instanceof HttpError)
+      assert.ok(error instanceof ServiceError)
       assert.equal(error.detail, 'A pending user cannot be suspended.')
       return true
     })

@@ -1,6 +1,6 @@
 import type pg from 'pg'
 
-import { ConfigError } from '../config.js'
+import { ConfigError } from '../../config.js'
 
 /** The part of the `pg` module the store uses. */
 export type PgModule = Pick<typeof pg, 'Pool'>

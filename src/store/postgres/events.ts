@@ -1,8 +1,8 @@
 import type { PoolClient, QueryResultRow } from 'pg'
 
-import type { ChangeEvent, EventDraft, EventType } from '../events/event.js'
-import { cursorValue, eventJson, formatEventId } from '../events/event.js'
-import { cursorExpired, EVENT_PAGE_MAX_BYTES, type EventFeed, type EventPage, type EventQuery } from '../events/journal.js'
+import type { ChangeEvent, EventDraft, EventType } from '../../domain/event.js'
+import { cursorValue, eventJson, formatEventId } from '../../domain/event.js'
+import { cursorExpired, EVENT_PAGE_MAX_BYTES, type EventFeed, type EventPage, type EventQuery } from '../feed/journal.js'
 
 /** The channel every replica LISTENs on for new events. */
 const CHANNEL = 'user_service_events'

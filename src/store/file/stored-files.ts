@@ -1,13 +1,8 @@
-import { EMPTY_METADATA, isUserStatus, type Metadata, type User } from './user.js'
-import { isCanonicalUuid } from './uuid7.js'
+import type { Tombstone } from '../../domain/tombstone.js'
+import { EMPTY_METADATA, isUserStatus, type Metadata, type User } from '../../domain/user.js'
+import { isCanonicalUuid } from '../../domain/uuid7.js'
 
 const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
-
-/** What a deleted user leaves behind: its id and when, nothing personal (§9). */
-export interface Tombstone {
-  readonly id: string
-  readonly deletedAt: string
-}
 
 /** The text of a tombstone file, in the key order the reader expects. */
 export function toTombstoneJson(tombstone: Tombstone): string {

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test'
 
 import {
   NO_PRECONDITIONS, evaluatePreconditions, matchesIfMatch, matchesIfNoneMatch,
-} from '../../src/http/conditional.js'
+} from '../../src/domain/preconditions.js'
 
 const TAG = '"v3"'
 

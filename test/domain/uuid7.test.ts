@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { createIdGenerator, isCanonicalUuid } from '../../src/users/uuid7.js'
+import { createIdGenerator, isCanonicalUuid } from '../../src/domain/uuid7.js'
 import { UUID7_PATTERN, uuid7Millis } from '../helpers/users-suite.js'
 
 const MS = Date.UTC(2026, 10, 21, 13, 47, 0, 123)

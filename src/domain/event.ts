@@ -1,14 +1,10 @@
-import type { User, UserRecord } from '../users/user.js'
+import type { ChangeContext } from './change-context.js'
+import type { User, UserRecord } from './user.js'
+
+export type { ChangeContext } from './change-context.js'
 
 export const EVENT_TYPES = ['user.created', 'user.updated', 'user.activated', 'user.suspended', 'user.deleted'] as const
 export type EventType = (typeof EVENT_TYPES)[number]
-
-/** Who made a change and through which request (§10); both optional for writes outside HTTP. */
-export interface ChangeContext {
-  /** The token's `sub`. */
-  readonly actor?: string | undefined
-  readonly requestId?: string | undefined
-}
 
 /** One entry of the feed (§10). `user` is absent on `user.deleted`: it carries no personal data. */
 export interface ChangeEvent {

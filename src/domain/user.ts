@@ -1,6 +1,13 @@
 export const USER_STATUSES = ['pending', 'active', 'suspended'] as const
 export type UserStatus = (typeof USER_STATUSES)[number]
 
+/**
+ * The highest version a user may reach: 2^53 - 1, the largest integer every JSON client holds
+ * exactly (past it, +1 rounds back to the same number and the ETag would stop changing). Every
+ * store honours it: PostgreSQL keeps versions in bigint columns.
+ */
+export const MAX_VERSION = Number.MAX_SAFE_INTEGER
+
 /** Metadata: string keys to string values, held in a null-prototype object. */
 export type Metadata = Readonly<Record<string, string>>
 

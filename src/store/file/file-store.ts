@@ -2,15 +2,16 @@ import { readFileSync, readdirSync } from 'node:fs'
 import { access, stat, unlink } from 'node:fs/promises'
 import path from 'node:path'
 
-import { EventIndex } from '../events/event-index.js'
-import type { ChangeEvent, EventHead } from '../events/event.js'
-import { silentLogger, type Logger } from '../logger.js'
-import { parseStoredUser, parseTombstone, toTombstoneJson, type Tombstone } from '../users/stored-user.js'
-import { toRecord, type User, type UserRecord } from '../users/user.js'
+import { EventIndex } from '../feed/event-index.js'
+import type { ChangeEvent, EventHead } from '../../domain/event.js'
+import { silentLogger, type Logger } from '../../logger.js'
+import type { Tombstone } from '../../domain/tombstone.js'
+import { parseStoredUser, parseTombstone, toTombstoneJson } from './stored-files.js'
+import { toRecord, type User, type UserRecord } from '../../domain/user.js'
 import { DurableDirectory, makeDurableDirectory, WriteError } from './atomic-write.js'
 import { DataDirLock, hasCode } from './data-dir-lock.js'
 import { EventLog } from './event-log.js'
-import { IndexedStore } from './indexed-store.js'
+import { IndexedStore } from '../indexed-store.js'
 
 export interface FileStoreOptions {
   dataDir: string

@@ -1,5 +1,5 @@
-import { HttpError } from '../errors.js'
-import { cursorFloor, eventIdNumber, eventJson, formatEventId, type ChangeEvent, type EventDraft, type EventType } from './event.js'
+import { HttpError } from '../../errors.js'
+import { cursorFloor, eventIdNumber, eventJson, formatEventId, type ChangeEvent, type EventDraft, type EventType } from '../../domain/event.js'
 import { EventIndex, type EventPlace } from './event-index.js'
 
 /** One page request of the feed (§10). */
