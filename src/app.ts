@@ -5,7 +5,6 @@ import { requireScope, type Authenticator } from './auth/authenticate.js'
 import { readBearerToken } from './auth/bearer.js'
 import type { TokenClaims } from './auth/verify-token.js'
 import { HttpError, toHttpError } from './errors.js'
-import { withChangeContext } from './events/context.js'
 import { ClientClosedError, isBodyPending, parseJsonBody, readBody, validateContentType } from './http/body.js'
 import { allowedMethods, createCors, type CorsOrigins } from './http/cors.js'
 import type { Handler } from './http/handler.js'
@@ -112,12 +111,10 @@ export function createRequestListener(parts: AppParts): RequestListener {
     }
     const params = decodePathParams(rawParams)
     const body = route.body === 'none' ? undefined : parseJsonBody(bytes, route.body)
-    const context = { params, rawQuery: state.query, body, headers: req.headers }
-    const handle = parts.handlers[operationId]
     // Who changes what (§10): the events of this request's writes name its subject and request id.
-    const reply = route.method === 'GET'
-      ? await handle(context)
-      : await withChangeContext({ actor: state.sub, requestId: state.requestId }, () => handle(context))
+    const change = { actor: state.sub, requestId: state.requestId }
+    const context = { params, rawQuery: state.query, body, headers: req.headers, change }
+    const reply = await parts.handlers[operationId](context)
     answer(req, res, state, reply, cachePolicy(route, reply))
   }
 

@@ -14,8 +14,8 @@ import { silentLogger, type Logger } from './logger.js'
 import { createServiceMetrics, EXPOSITION_CONTENT_TYPE } from './metrics/service-metrics.js'
 import { createOpenApiDocument } from './openapi.js'
 import { Availability } from './ops/availability.js'
-import { FileStore } from './store/file/file-store.js'
-import { PostgresStore } from './store/postgres/postgres-store.js'
+import { createStore } from './store/create-store.js'
+import { lockDataDir, type DataDirLock } from './store/file/data-dir-lock.js'
 import type { Store } from './store/store.js'
 import { createCursorCodec } from './users/cursor.js'
 import { createUserOperations } from './users/user-operations.js'
@@ -109,12 +109,19 @@ export function createUserService(options: UserServiceOptions): UserService {
   const now = options.now ?? Date.now
   const basePath = options.basePath ?? ''
   const keys = resolveKeys(options)
-  const store = options.store ?? createStore(options, logger)
+  if (options.store === undefined && options.dataDir === undefined && options.databaseUrl === undefined) {
+    throw new Error('createUserService: give dataDir, databaseUrl or store')
+  }
+  const store = options.store ?? createStore({ databaseUrl: options.databaseUrl, dataDir: options.dataDir, logger, now: options.now })
+  // A store made here that keeps no files in dataDir (a database) leaves the directory's lock to
+  // the service: it still guards the maintenance file.
+  const lockedDir = options.store === undefined && store.capabilities.dataDir === undefined ? options.dataDir : undefined
+  let dirLock: DataDirLock | undefined
   const availability = new Availability({
     maintenanceFile: options.maintenanceFile ?? (options.dataDir === undefined ? undefined : path.join(options.dataDir, 'maintenance')),
     maxInflight: options.maxInflight ?? 1000,
     maxEventLoopDelayMs: options.maxEventLoopDelayMs ?? 1000,
-    storeHealth: store.health === undefined ? undefined : () => store.health?.() ?? { state: 'ok' },
+    storeHealth: () => store.health(),
   })
   // One id generator for the API and imports: ids keep increasing within the process.
   const newId = createIdGenerator()
@@ -133,11 +140,11 @@ export function createUserService(options: UserServiceOptions): UserService {
   const openApi = JSON.stringify(createOpenApiDocument({ basePath, version: SERVICE_VERSION, routes }))
   const metrics = options.metrics === false ? undefined : createServiceMetrics({
     routes,
-    usersStored: () => store.count?.(),
+    usersStored: () => store.count(),
     tokenCache: () => authenticator.stats(),
     droppedLogLines: () => logger.dropped,
-    dataDir: store instanceof FileStore ? store.dataDir : undefined,
-    eventsAppended: () => store.events?.appended,
+    dataDir: store.capabilities.dataDir,
+    eventsAppended: () => store.events.appended,
     eventStreams: () => events.openStreams,
   })
   const events = createEventRoutes({
@@ -147,7 +154,7 @@ export function createUserService(options: UserServiceOptions): UserService {
     listEvents: events.list,
     ...createUserHandlers({
       operations, cursors: createCursorCodec(firstKey.secret), basePath, scanBudget: options.listScanBudget ?? 10_000,
-      getMany: store.getMany?.bind(store),
+      getMany: store.getMany.bind(store),
     }),
     getOpenApi: () => ({ status: 200, body: openApi }),
     getHealth: () => ({ status: 200, body: '{"status":"ok"}' }),
@@ -192,6 +199,7 @@ export function createUserService(options: UserServiceOptions): UserService {
     opening ??= (async () => {
       availability.start()
       metrics?.start()
+      if (lockedDir !== undefined) dirLock ??= lockDataDir(lockedDir)
       await store.open()
       availability.markReady()
     })()
@@ -204,7 +212,7 @@ export function createUserService(options: UserServiceOptions): UserService {
     store,
     open,
     async listen(port = 0, host = '127.0.0.1') {
-      if (store instanceof FileStore) store.lock()
+      store.lock()
       await new Promise<void>((resolve, reject) => {
         server.once('error', reject)
         server.listen(port, host, () => {
@@ -240,6 +248,7 @@ export function createUserService(options: UserServiceOptions): UserService {
       metrics?.stop()
       await opening?.catch(() => undefined)
       await store.close()
+      if (dirLock?.held === true && !dirLock.release()) logger.warn('could not remove the lock file', { file: dirLock.file })
     },
   }
 }
@@ -251,19 +260,6 @@ function resolveKeys(options: UserServiceOptions): KeySet {
   }
   if (options.secret !== undefined) return createSingleKeySet(options.secret, 'secret')
   throw new Error('createUserService: give secret, secrets or keys')
-}
-
-function createStore(options: UserServiceOptions, logger: Logger): Store {
-  if (options.databaseUrl !== undefined) {
-    return new PostgresStore({
-      url: options.databaseUrl,
-      logger,
-      ...(options.dataDir === undefined ? {} : { dataDir: options.dataDir }),
-      ...(options.now === undefined ? {} : { now: options.now }),
-    })
-  }
-  if (options.dataDir === undefined) throw new Error('createUserService: give dataDir, databaseUrl or store')
-  return new FileStore({ dataDir: options.dataDir, logger, ...(options.now === undefined ? {} : { now: options.now }) })
 }
 
 function sleep(ms: number): Promise<void> {

@@ -77,3 +77,19 @@ export class ServiceError extends Error {
 export function isServiceError(value: unknown): value is ServiceError {
   return value instanceof ServiceError
 }
+
+/**
+ * A fault of the service's own code (a broken invariant, a store used before it is open): an
+ * `internal` error whose detail says nothing more, with the reason kept as its cause for the log.
+ */
+export function internalFault(reason: string): ServiceError {
+  return new ServiceError('internal', 'The server could not complete the request.', { cause: new Error(reason) })
+}
+
+/**
+ * The service cannot start as it is set up (its data directory is another process's, a driver it
+ * needs is missing): the message is for the operator and says what to do; no stack is shown.
+ */
+export class StartError extends Error {
+  override name = 'StartError'
+}

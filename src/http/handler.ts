@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http'
 
+import type { ChangeContext } from '../domain/change-context.js'
 import type { Reply } from './respond.js'
 
 /** What a handler sees of a request that passed routing, the token check and body parsing. */
@@ -11,6 +12,8 @@ export interface HandlerContext {
   /** The parsed JSON body; undefined when the route takes none or it was empty. */
   readonly body: unknown
   readonly headers: IncomingHttpHeaders
+  /** Who makes the request (§10): the token's subject and the request id, for the events of its writes. */
+  readonly change: ChangeContext
 }
 
 export type Handler = (context: HandlerContext) => Reply | Promise<Reply>

@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
 
-import { HttpError } from '../errors.js'
+import { ServiceError } from '../domain/errors.js'
 import { USER_STATUSES, type UserStatus } from '../domain/user.js'
 import { isCanonicalUuid } from '../domain/uuid7.js'
 
@@ -87,6 +87,6 @@ function optionalString(value: unknown): string | undefined {
   return value
 }
 
-function badCursor(): HttpError {
-  return new HttpError('bad_request', 'The query parameter cursor is not a cursor this service made.')
+function badCursor(): ServiceError {
+  return new ServiceError('bad_request', 'The query parameter cursor is not a cursor this service made.')
 }

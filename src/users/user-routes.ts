@@ -1,4 +1,4 @@
-import { HttpError } from '../errors.js'
+import { ServiceError } from '../domain/errors.js'
 import type { Handler, HandlerContext } from '../http/handler.js'
 import { evaluatePreconditions, type Preconditions } from '../domain/preconditions.js'
 import type { Reply } from '../http/respond.js'
@@ -27,11 +27,11 @@ export function createUserHandlers(options: UserRoutesOptions): Record<UserOpera
   const { operations, cursors, basePath, scanBudget } = options
   const fetchMany = options.getMany ?? ((ids: readonly string[]) => Promise.all(ids.map((one) =>
     operations.get(one, { ifMatch: undefined, ifNoneMatch: undefined }).catch((error: unknown) => {
-      if (error instanceof HttpError && error.code === 'not_found') return undefined
+      if (error instanceof ServiceError && error.code === 'not_found') return undefined
       throw error
     }))).then((found) => found.filter((record) => record !== undefined)))
   const transition = (action: LifecycleAction): Handler => async (context) =>
-    userReply(200, await operations.transition(id(context), action, context.body, preconditions(context)))
+    userReply(200, await operations.transition(id(context), action, context.body, preconditions(context), context.change))
 
   return {
     async listUsers(context) {
@@ -57,21 +57,21 @@ export function createUserHandlers(options: UserRoutesOptions): Record<UserOpera
     },
 
     async createUser(context) {
-      const record = await operations.create(context.body)
+      const record = await operations.create(context.body, context.change)
       const reply = userReply(201, record)
       return { ...reply, headers: { ...reply.headers, location: `${basePath}/users/${record.user.id}` } }
     },
 
     async replaceUser(context) {
-      return userReply(200, await operations.replace(id(context), context.body, preconditions(context)))
+      return userReply(200, await operations.replace(id(context), context.body, preconditions(context), context.change))
     },
 
     async updateUser(context) {
-      return userReply(200, await operations.patch(id(context), context.body, preconditions(context)))
+      return userReply(200, await operations.patch(id(context), context.body, preconditions(context), context.change))
     },
 
     async deleteUser(context) {
-      await operations.remove(id(context), preconditions(context))
+      await operations.remove(id(context), preconditions(context), context.change)
       return { status: 204 }
     },
 

@@ -8,6 +8,7 @@ import { describe, it, type TestContext } from 'node:test'
 import pg from 'pg'
 
 import { ConfigError, parseConfig } from '../../src/config.js'
+import { StartError } from '../../src/domain/errors.js'
 import { MemoryStore } from '../../src/store/memory-store.js'
 import { loadPg } from '../../src/store/postgres/driver.js'
 import { classifyPgError } from '../../src/store/postgres/errors.js'
@@ -21,6 +22,8 @@ import { listLockFiles } from '../helpers/data-files.js'
 import { freshDatabase, freshSchema, requireDatabaseUrl, SKIP_POSTGRES, sql } from '../helpers/postgres.js'
 import { assertProblem, request, type TestResponse } from '../helpers/http.js'
 import { makeTempDir, startService, uniqueEmail } from '../helpers/service.js'
+import { TEST_SECRET } from '../helpers/tokens.js'
+import { createUserService } from '../../src/service.js'
 import { describeStoreContract, listAll, openStore, snapshotStore } from '../helpers/store-suite.js'
 import { changeUser, makeUser } from '../helpers/store-users.js'
 
@@ -43,7 +46,7 @@ describe('the pg driver', () => {
   it('refuses the start saying npm install pg when the module is missing', async () => {
     const missing = Object.assign(new Error('Cannot find package \'pg\''), { code: 'ERR_MODULE_NOT_FOUND' })
     await assert.rejects(loadPg(() => Promise.reject(missing)), (error: unknown) =>
-      error instanceof ConfigError && /npm install pg/.test(error.message))
+      error instanceof StartError && /npm install pg/.test(error.message))
   })
 
   it('passes other import failures on, and refuses a module without Pool', async () => {
@@ -212,7 +215,7 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       assert.equal(await store.isDeleted(user.id), true)
       const rows = await sql(`SELECT * FROM ${schema}.tombstones`)
       assert.deepEqual(rows.rows, [{ id: user.id, deleted_at: '2026-03-04T05:06:07.089Z' }])
-      await assert.rejects(store.create({ ...user }), /already exists or existed/)
+      await assert.rejects(store.create({ ...user }), { name: 'ServiceError', code: 'duplicate_id', message: /already exists or existed/ })
       assert.deepEqual(await snapshotStore(store), [])
       assert.equal(await store.isDeleted(makeUser().id), false)
     })
@@ -253,7 +256,7 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       const reasons = outcomes.slice(good.length).map((outcome) => outcome.status === 'rejected'
         ? ((outcome.reason as { code?: string }).code ?? (outcome.reason as Error).message)
         : 'created')
-      assert.deepEqual(reasons, ['duplicate_email', `user ${gone.id} already exists or existed`, refused.message, 'created', 'duplicate_email'])
+      assert.deepEqual(reasons, ['duplicate_email', 'duplicate_id', refused.message, 'created', 'duplicate_email'])
       const made = outcomes.flatMap((outcome) => outcome.status === 'fulfilled' ? [outcome.value.user.id] : [])
       assert.deepEqual(made.slice(0, good.length), good.map((user) => user.id))
       assert.deepEqual((await listAll(store)).map((record) => record.user.id).sort(), [taken.id, ...made].sort())
@@ -372,14 +375,14 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       await sql(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`)
       await sql('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [name])
       await waitFor('health degraded', () => store.health().state === 'degraded')
-      const unavailable = { name: 'HttpError', code: 'storage_unavailable' }
+      const unavailable = { name: 'ServiceError', code: 'storage_unavailable' }
       await assert.rejects(store.get(user.id), unavailable)
       await assert.rejects(store.isDeleted(user.id), unavailable)
       await assert.rejects(store.subjectOf(user.id), unavailable)
       await assert.rejects(store.list({ filter: {}, order: 'asc', limit: 5 }), unavailable)
       await assert.rejects(store.create(makeUser()), (error: unknown) =>
         (error as { code?: unknown }).code === 'storage_unavailable'
-          && (error as { headers?: Record<string, string> }).headers?.['retry-after'] !== undefined)
+          && (error as { retryAfterSeconds?: unknown }).retryAfterSeconds === 5)
       await assert.rejects(store.update(user.id, (current) => changeUser(current.user, { name: 'Never' })), unavailable)
       await assert.rejects(store.delete(user.id), unavailable)
       assert.deepEqual(store.health(), { state: 'degraded', reason: 'the database does not answer' })
@@ -546,19 +549,24 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
   })
 
   describe('the data directory lock', () => {
-    it('holds DATA_DIR while open, refuses a second store on it, and releases it on close', async (t) => {
+    it('is the service\'s, not the store\'s: DATA_DIR is held while open, a second service is refused, and it is released on close', async (t) => {
       const dataDir = path.join(await makeTempDir(t), 'data')
-      const schema = freshSchema(t)
-      const first = new PostgresStore({ url: requireDatabaseUrl(), schema, dataDir })
+      const databaseUrl = await freshDatabase(t)
+      const first = createUserService({ databaseUrl, dataDir, secret: TEST_SECRET })
+      assert.equal(first.store.capabilities.dataDir, undefined)
       await first.open()
       assert.ok(existsSync(dataDir))
       assert.equal((await listLockFiles(dataDir)).length, 1)
-      const second = new PostgresStore({ url: requireDatabaseUrl(), schema, dataDir })
-      assert.throws(() => { second.lock() }, { name: 'LockError' })
+      const second = createUserService({ databaseUrl, dataDir, secret: TEST_SECRET })
+      await assert.rejects(second.open(), { name: 'LockError' })
       await first.close()
       assert.deepEqual(await listLockFiles(dataDir), [])
-      second.lock()
       await second.close()
+      const third = createUserService({ databaseUrl, dataDir, secret: TEST_SECRET })
+      await third.open()
+      assert.equal((await listLockFiles(dataDir)).length, 1)
+      await third.close()
+      assert.deepEqual(await listLockFiles(dataDir), [])
     })
   })
 })

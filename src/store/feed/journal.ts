@@ -1,4 +1,4 @@
-import { HttpError } from '../../errors.js'
+import { ServiceError } from '../../domain/errors.js'
 import { cursorFloor, eventIdNumber, eventJson, formatEventId, type ChangeEvent, type EventDraft, type EventType } from '../../domain/event.js'
 import { EventIndex, type EventPlace } from './event-index.js'
 
@@ -38,8 +38,8 @@ export interface EventFeed {
 export const ZERO_CURSOR = formatEventId(0)
 
 /** A cursor before the oldest retained event: the consumer missed events (§10). */
-export function cursorExpired(): HttpError {
-  return new HttpError('cursor_expired', 'This cursor is older than the retained feed: events after it were pruned. Start again without after.')
+export function cursorExpired(): ServiceError {
+  return new ServiceError('cursor_expired', 'This cursor is older than the retained feed: events after it were pruned. Start again without after.')
 }
 
 /**

@@ -5,10 +5,11 @@ import {
 } from 'node:fs'
 import path from 'node:path'
 
-import { syncDirectorySync } from './atomic-write.js'
+import { StartError } from '../../domain/errors.js'
+import { makeDurableDirectory, syncDirectorySync } from './atomic-write.js'
 
 /** Another live process, or another store in this process, owns the data directory. */
-export class LockError extends Error {
+export class LockError extends StartError {
   override name = 'LockError'
 }
 
@@ -309,4 +310,16 @@ function removeQuietly(file: string): void {
   } catch {
     // Best effort: a file already gone, or a directory we cannot write, changes nothing here.
   }
+}
+
+/**
+ * Takes a data directory's lock for the whole process (creating the directory when missing), or
+ * throws LockError. The file store takes its own; a process whose store keeps no files there (a
+ * database) calls this before it writes the first-start secret, and releases the lock at exit.
+ */
+export function lockDataDir(dataDir: string): DataDirLock {
+  makeDurableDirectory(dataDir)
+  const lock = new DataDirLock(dataDir)
+  lock.acquire()
+  return lock
 }

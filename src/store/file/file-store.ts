@@ -5,6 +5,7 @@ import path from 'node:path'
 import { EventIndex } from '../feed/event-index.js'
 import type { ChangeEvent, EventHead } from '../../domain/event.js'
 import { silentLogger, type Logger } from '../../logger.js'
+import { internalFault } from '../../domain/errors.js'
 import type { Tombstone } from '../../domain/tombstone.js'
 import { parseStoredUser, parseTombstone, toTombstoneJson } from './stored-files.js'
 import { toRecord, type User, type UserRecord } from '../../domain/user.js'
@@ -12,6 +13,7 @@ import { DurableDirectory, makeDurableDirectory, WriteError } from './atomic-wri
 import { DataDirLock, hasCode } from './data-dir-lock.js'
 import { EventLog } from './event-log.js'
 import { IndexedStore } from '../indexed-store.js'
+import type { StoreCapabilities } from '../store.js'
 
 export interface FileStoreOptions {
   dataDir: string
@@ -52,6 +54,7 @@ export class FileStore extends IndexedStore {
   readonly quarantineDir: string
   readonly tombstonesDir: string
   readonly eventsDir: string
+  readonly capabilities: StoreCapabilities
   readonly #eventLog: EventLog
   readonly #retentionMs: number
   readonly #clock: () => number
@@ -72,6 +75,7 @@ export class FileStore extends IndexedStore {
     this.quarantineDir = path.join(this.dataDir, 'quarantine')
     this.tombstonesDir = path.join(this.dataDir, 'tombstones')
     this.eventsDir = path.join(this.dataDir, 'events')
+    this.capabilities = Object.freeze({ dataDir: this.dataDir, durable: true, shared: false, turnsReadOnly: true })
     this.#clock = options.now ?? Date.now
     this.#logger = options.logger ?? silentLogger
     this.#eventLog = new EventLog(this.eventsDir, { now: this.#clock, logger: this.#logger, quarantineDir: this.quarantineDir })
@@ -85,7 +89,7 @@ export class FileStore extends IndexedStore {
    * Takes the data directory's lock, or throws LockError. Call it before listening and before
    * anything else is written to the directory; open() calls it too.
    */
-  lock(): void {
+  override lock(): void {
     // Synchronous on purpose: the lock is taken before the server listens.
     if (this.#lock.held) return
     makeDurableDirectory(this.dataDir)
@@ -184,12 +188,12 @@ export class FileStore extends IndexedStore {
   }
 
   #directory(): DurableDirectory {
-    if (this.#dir === undefined) throw new Error('the file store is not open')
+    if (this.#dir === undefined) throw internalFault('the file store is not open')
     return this.#dir
   }
 
   #tombstones(): DurableDirectory {
-    if (this.#graves === undefined) throw new Error('the file store is not open')
+    if (this.#graves === undefined) throw internalFault('the file store is not open')
     return this.#graves
   }
 

@@ -1,4 +1,4 @@
-import { HttpError } from '../../errors.js'
+import { ServiceError } from '../../domain/errors.js'
 
 /**
  * What a failure of the `pg` driver means, by its SQLSTATE class (STYLE rule 15):
@@ -35,14 +35,47 @@ function sqlState(error: unknown): string | undefined {
  * (a NUL, a version out of range) are caught before the query with the field named, and this is
  * the net under them.
  */
-export function toInputError(error: unknown): HttpError {
+export function toInputError(error: unknown): ServiceError {
   const found = error as { code?: unknown, column?: unknown, constraint?: unknown }
   const named = typeof found.constraint === 'string'
     ? `, constraint ${found.constraint}`
     : typeof found.column === 'string' ? `, column ${found.column}` : ''
-  return new HttpError(
+  return new ServiceError(
     'bad_request',
     `The database refused a value of this request (SQLSTATE ${String(found.code)}${named}), so nothing was changed.`,
     { cause: error },
   )
+}
+
+const UNIQUE_VIOLATION = '23505'
+
+/** A unique violation of this constraint (one the store gives a meaning of its own). */
+export function isUniqueViolation(error: unknown, constraint: string): boolean {
+  const found = error as { code?: unknown, constraint?: unknown } | null
+  return found?.code === UNIQUE_VIOLATION && found.constraint === constraint
+}
+
+/** The database did not answer or refused the request: the client may retry, nothing changed. */
+export function databaseUnavailable(cause: unknown): ServiceError {
+  return new ServiceError(
+    'storage_unavailable',
+    'The database did not answer or refused the request, so nothing was changed. Try again later.',
+    { retryAfterSeconds: 5, cause },
+  )
+}
+
+/** A change lost to other replicas too many times in a row. */
+export function contention(id: string): ServiceError {
+  return new ServiceError('storage_unavailable', `User ${id} changed too often at once to apply this change; try again.`, {
+    retryAfterSeconds: 1,
+  })
+}
+
+/**
+ * What a log line may say of a driver's fault: its code (a SQLSTATE or an errno), never its
+ * message, which may quote a client's data.
+ */
+export function pgFault(error: unknown): Record<string, string> {
+  const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined
+  return { code: typeof code === 'string' ? code : 'none' }
 }
