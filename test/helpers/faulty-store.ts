@@ -1,5 +1,6 @@
 import { MemoryStore } from '../../src/store/memory-store.js'
 import type { ChangeUser, ListPage, ListQuery } from '../../src/store/store.js'
+import type { ChangeContext } from '../../src/domain/change-context.js'
 import type { User, UserRecord } from '../../src/domain/user.js'
 
 export type StoreMethod = 'get' | 'list' | 'create' | 'update' | 'delete'
@@ -47,16 +48,16 @@ export class FaultyStore extends MemoryStore {
     return this.#run('list', undefined, () => super.list(query))
   }
 
-  override create(user: User): Promise<UserRecord> {
-    return this.#run('create', user.id, () => super.create(user))
+  override create(user: User, check?: () => void, context?: ChangeContext): Promise<UserRecord> {
+    return this.#run('create', user.id, () => super.create(user, check, context))
   }
 
-  override update(id: string, change: ChangeUser): Promise<UserRecord> {
-    return this.#run('update', id, () => super.update(id, change))
+  override update(id: string, change: ChangeUser, context?: ChangeContext): Promise<UserRecord> {
+    return this.#run('update', id, () => super.update(id, change, context))
   }
 
-  override delete(id: string, check?: (current: UserRecord) => void): Promise<void> {
-    return this.#run('delete', id, () => super.delete(id, check))
+  override delete(id: string, check?: (current: UserRecord) => void, context?: ChangeContext): Promise<void> {
+    return this.#run('delete', id, () => super.delete(id, check, context))
   }
 
   #run<T>(method: StoreMethod, id: string | undefined, next: () => Promise<T>): Promise<T> {

@@ -2,6 +2,7 @@ import { request as httpRequest, type IncomingHttpHeaders } from 'node:http'
 
 import { MemoryStore } from '../../src/store/memory-store.js'
 import type { ChangeUser, ListPage, ListQuery } from '../../src/store/store.js'
+import type { ChangeContext } from '../../src/domain/change-context.js'
 import type { User, UserRecord } from '../../src/domain/user.js'
 import { sleep } from './child.js'
 import { request, type RequestOptions, type TestResponse } from './http.js'
@@ -110,19 +111,19 @@ export class CountingStore extends MemoryStore {
     return super.list(query)
   }
 
-  override create(user: User): Promise<UserRecord> {
+  override create(user: User, check?: () => void, context?: ChangeContext): Promise<UserRecord> {
     this.calls += 1
-    return super.create(user)
+    return super.create(user, check, context)
   }
 
-  override update(id: string, change: ChangeUser): Promise<UserRecord> {
+  override update(id: string, change: ChangeUser, context?: ChangeContext): Promise<UserRecord> {
     this.calls += 1
-    return super.update(id, change)
+    return super.update(id, change, context)
   }
 
-  override delete(id: string, check?: (current: UserRecord) => void): Promise<void> {
+  override delete(id: string, check?: (current: UserRecord) => void, context?: ChangeContext): Promise<void> {
     this.calls += 1
-    return super.delete(id, check)
+    return super.delete(id, check, context)
   }
 }
 

@@ -5,6 +5,7 @@ import { ServiceError } from '../../src/domain/errors.js'
 import type { ListFilter, Store } from '../../src/store/store.js'
 import type { User, UserRecord, UserStatus } from '../../src/domain/user.js'
 import { MAX_VERSION } from '../../src/users/user-fields.js'
+import { describeMoreStoreContract } from './store-contract-more.js'
 import { changeUser, makeUser, toContractJson } from './store-users.js'
 
 /** Makes a new, empty, unopened store; it may register its own clean-up on `t`. */
@@ -67,6 +68,7 @@ const namesOf = (items: readonly UserRecord[]): string[] => items.map((record) =
 
 /** Registers the behaviour every Store must have, run against stores made by `factory`. */
 export function describeStoreContract(label: string, factory: StoreFactory): void {
+  describeMoreStoreContract(label, factory, openStore)
   describe(`${label}: create and get`, () => {
     it('returns a record with the contract JSON, the ETag "v1" and the email key', async (t) => {
       const store = await openStore(t, factory)

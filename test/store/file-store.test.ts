@@ -74,7 +74,7 @@ function spawnLiveProcess(t: TestContext): number {
   return child.pid
 }
 
-describeStoreContract('FileStore', async (t) => new FileStore({ dataDir: await newDataDir(t) }))
+describeStoreContract('FileStore', async (t) => new FileStore({ dataDir: await newDataDir(t), watchIntervalMs: 20 }))
 
 describe('FileStore: files on disk', () => {
   it('writes users/<id>.json (mode 0600) holding the user JSON, in directories of mode 0700', async (t) => {
