@@ -1,5 +1,5 @@
 /*
- * A process that races for a data directory's lock, for test/store/data-dir-lock.test.ts.
+ * A process that races for a data directory's lock, for test/store/file/data-dir-lock.test.ts.
  *
  * With an IPC channel it serves many rounds: `{ kind: 'go', dir, at }` makes it wait for the
  * moment `at` (so that all racers start together), try the lock and answer `held` or `refused`;

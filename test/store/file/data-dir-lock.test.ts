@@ -5,12 +5,12 @@ import { mkdir, readFile, readdir, rename, stat, unlink, writeFile } from 'node:
 import path from 'node:path'
 import { after, before, describe, it, type TestContext } from 'node:test'
 
-import { DataDirLock, LockError } from '../../src/store/file/data-dir-lock.js'
-import { PROJECT_ROOT, startChild, spawnService, type RunningChild } from '../helpers/child.js'
-import { request } from '../helpers/http.js'
-import type { RacerAnswer, RacerCommand } from '../helpers/lock-racer.js'
-import { makeTempDir } from '../helpers/service.js'
-import { makeToken } from '../helpers/tokens.js'
+import { DataDirLock, LockError } from '../../../src/store/file/data-dir-lock.js'
+import { PROJECT_ROOT, startChild, spawnService, type RunningChild } from '../../helpers/child.js'
+import { request } from '../../helpers/http.js'
+import type { RacerAnswer, RacerCommand } from '../../helpers/lock-racer.js'
+import { makeTempDir } from '../../helpers/service.js'
+import { makeToken } from '../../helpers/tokens.js'
 
 /** What a lock file of this process holds: `<pid> <token>\n`. */
 const OURS = new RegExp(`^${process.pid} [0-9a-f]{32}\\n$`)

@@ -8,8 +8,8 @@ import { describe, it, type TestContext } from 'node:test'
 import {
   DurableDirectory, WriteError, makeDurableDirectory, observeDurableWrites, syncDirectorySync, writeFileAtomic,
   type DurableWriteTiming,
-} from '../../src/store/file/atomic-write.js'
-import { makeTempDir } from '../helpers/service.js'
+} from '../../../src/store/file/atomic-write.js'
+import { makeTempDir } from '../../helpers/service.js'
 
 /** A DurableDirectory on a fresh temp directory, closed when the test ends. */
 async function openDirectory(t: TestContext): Promise<DurableDirectory> {

@@ -4,12 +4,12 @@ import { chmod, mkdir, readFile, readdir, rename, rm, stat, writeFile } from 'no
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
-import { FileStore } from '../../src/store/file/file-store.js'
-import type { UserRecord } from '../../src/domain/user.js'
-import { createMemoryLogger, makeTempDir } from '../helpers/service.js'
-import { listLockFiles } from '../helpers/data-files.js'
-import { describeStoreContract, listAll, snapshotStore } from '../helpers/store-suite.js'
-import { changeUser, makeUser, toContractJson } from '../helpers/store-users.js'
+import { FileStore } from '../../../src/store/file/file-store.js'
+import type { UserRecord } from '../../../src/domain/user.js'
+import { createMemoryLogger, makeTempDir } from '../../helpers/service.js'
+import { listLockFiles } from '../../helpers/data-files.js'
+import { describeStoreContract, listAll, snapshotStore } from '../../helpers/store-suite.js'
+import { changeUser, makeUser, toContractJson } from '../../helpers/store-users.js'
 
 const isRoot = process.getuid?.() === 0
 

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { EventIndex } from '../../src/store/feed/event-index.js'
-import { compareCursors, cursorFloor, cursorValue, eventIdNumber, formatEventId } from '../../src/domain/event.js'
+import { EventIndex } from '../../../src/store/feed/event-index.js'
+import { compareCursors, cursorFloor, cursorValue, eventIdNumber, formatEventId } from '../../../src/domain/event.js'
 
 const A = '0193a5f2-7c1e-7d3a-9b2f-1c2d3e4f5a6b'
 const B = '0193a5f2-7c1e-7d3a-9b2f-1c2d3e4f5a6c'

@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict'
 import { describe, it, type TestContext } from 'node:test'
 
-import { PostgresStore, type PostgresStoreOptions } from '../../src/store/postgres/postgres-store.js'
-import { assertProblem } from '../helpers/http.js'
-import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES, sql } from '../helpers/postgres.js'
-import { startService, uniqueEmail } from '../helpers/service.js'
-import { makeToken } from '../helpers/tokens.js'
-import { openSse } from './sse-client.js'
+import { PostgresStore, type PostgresStoreOptions } from '../../../src/store/postgres/postgres-store.js'
+import { assertProblem } from '../../helpers/http.js'
+import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES, sql } from '../../helpers/postgres.js'
+import { startService, uniqueEmail } from '../../helpers/service.js'
+import { makeToken } from '../../helpers/tokens.js'
+import { openSse } from '../../events/sse-client.js'
 
 const reader = makeToken({ sub: 'feed-reader', scope: 'events:read' })
 const writer = makeToken({ sub: 'admin-9', scope: 'users:read users:write users:admin' })

@@ -3,13 +3,13 @@ import { appendFile, readFile, readdir, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 
-import { ConfigError, parseConfig } from '../../src/config.js'
-import { FileStore } from '../../src/store/file/file-store.js'
-import { MemoryStore } from '../../src/store/memory-store.js'
-import type { Store } from '../../src/store/store.js'
-import { createMemoryLogger, makeTempDir } from '../helpers/service.js'
-import { changeUser, makeUser } from '../helpers/store-users.js'
-import { bigMetadata } from './feed-fixtures.js'
+import { ConfigError, parseConfig } from '../../../src/config.js'
+import { FileStore } from '../../../src/store/file/file-store.js'
+import { MemoryStore } from '../../../src/store/memory-store.js'
+import type { Store } from '../../../src/store/store.js'
+import { createMemoryLogger, makeTempDir } from '../../helpers/service.js'
+import { changeUser, makeUser } from '../../helpers/store-users.js'
+import { bigMetadata } from '../../events/feed-fixtures.js'
 
 async function allEvents(store: Store): Promise<{ id: string, type: string, userId: string, version: number, actor?: string }[]> {
   const page = await store.events?.read({ limit: 1000 })
