@@ -1,7 +1,7 @@
 import { ServiceError } from '../domain/errors.js'
 import type { ChangeContext } from '../domain/event.js'
 import type { User } from '../domain/user.js'
-import { MAX_VERSION } from '../users/user-fields.js'
+import { MAX_VERSION } from '../domain/user.js'
 import type { ListQuery } from './store.js'
 
 /**

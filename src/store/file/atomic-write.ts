@@ -4,6 +4,8 @@ import { open, rename, unlink, type FileHandle } from 'node:fs/promises'
 import path from 'node:path'
 import { performance } from 'node:perf_hooks'
 
+import { reportDurableWrite } from '../../metrics/durable-writes.js'
+
 /**
  * The step of a durable write that failed; `file-sync` and `dir-sync` are fsyncs, `rename` is the
  * directory change itself (a rename or an unlink).
@@ -35,38 +37,7 @@ export class WriteError extends Error {
   }
 }
 
-/** How long one durable write (failed ones included), or one fsync of it, took. */
-export interface DurableWriteTiming {
-  /** `write`: a whole writeFile, from the temp file to the directory fsync; else one fsync. */
-  readonly kind: 'write' | 'file-sync' | 'dir-sync'
-  /** The directory written to. */
-  readonly dir: string
-  readonly seconds: number
-}
-
-export type DurableWriteObserver = (timing: DurableWriteTiming) => void
-
-// Module-wide so that the store needs no hook of its own; observers filter on `dir`.
-const observers = new Set<DurableWriteObserver>()
-
-/** Tells `observer` the duration of every durable write and fsync from now on; returns the way out. */
-export function observeDurableWrites(observer: DurableWriteObserver): () => void {
-  observers.add(observer)
-  return () => { observers.delete(observer) }
-}
-
-function report(kind: DurableWriteTiming['kind'], dir: string, started: number): void {
-  // Stryker disable next-line ConditionalExpression: without the early return the loop over no observers does nothing alike
-  if (observers.size === 0) return
-  const timing = { kind, dir, seconds: (performance.now() - started) / 1000 }
-  for (const observer of observers) {
-    try {
-      observer(timing)
-    } catch {
-      // Measuring must never fail a write.
-    }
-  }
-}
+export { observeDurableWrites, type DurableWriteObserver, type DurableWriteTiming } from '../../metrics/durable-writes.js'
 
 const READY: Promise<void> = Promise.resolve()
 
@@ -115,7 +86,7 @@ export class DurableDirectory {
       step = 'file-sync'
       const syncStarted = performance.now()
       await file.sync()
-      report('file-sync', this.path, syncStarted)
+      reportDurableWrite('file-sync', this.path, syncStarted)
       // Stryker disable next-line StringLiteral: only a close() after a good fsync fails here, which no test can provoke; the name shows only in the message
       step = 'write'
       await file.close()
@@ -126,14 +97,14 @@ export class DurableDirectory {
     } catch (error) {
       await file?.close().catch(() => undefined)
       await unlink(temp).catch(() => undefined)
-      report('write', this.path, started)
+      reportDurableWrite('write', this.path, started)
       if (error instanceof GateClosed) throw error.reason
       throw new WriteError(step, error)
     }
     try {
       await this.#syncOrThrow()
     } finally {
-      report('write', this.path, started)
+      reportDurableWrite('write', this.path, started)
     }
   }
 
@@ -188,7 +159,7 @@ export class DurableDirectory {
     const run = this.#handle.sync()
     this.#running = run
     void run.catch(() => undefined).then(() => {
-      report('dir-sync', this.path, started)
+      reportDurableWrite('dir-sync', this.path, started)
       // Stryker disable next-line ConditionalExpression,EqualityOperator: always true (this callback is registered before any queued start, so it runs first); never clearing only delays the next start by a microtask or two
       if (this.#running === run) this.#running = undefined
     })

@@ -1,7 +1,7 @@
 import type { PoolClient } from 'pg'
 
 import type { Logger } from '../../logger.js'
-import { MAX_VERSION } from '../../users/user-fields.js'
+import { MAX_VERSION } from '../../domain/user.js'
 import { EVENT_MIGRATION } from './events.js'
 
 /**
