@@ -1,13 +1,13 @@
 import { MemoryStore } from '../../src/store/memory-store.js'
-import type { ChangeUser, ListPage, ListQuery } from '../../src/store/store.js'
+import type { ChangeUser, ListPage, ListQuery, SubjectState } from '../../src/store/store.js'
 import type { ChangeContext } from '../../src/domain/change-context.js'
 import type { User, UserRecord } from '../../src/domain/user.js'
 
-export type StoreMethod = 'get' | 'list' | 'create' | 'update' | 'delete'
+export type StoreMethod = 'get' | 'getMany' | 'isDeleted' | 'subjectOf' | 'list' | 'create' | 'update' | 'delete'
 
 export interface StoreCall {
   readonly method: StoreMethod
-  /** The id the call named (the new user's id for create; undefined for list). */
+  /** The id the call named (the new user's id for create; undefined for list and getMany). */
   readonly id: string | undefined
 }
 
@@ -42,6 +42,18 @@ export class FaultyStore extends MemoryStore {
 
   override get(id: string): Promise<UserRecord | undefined> {
     return this.#run('get', id, () => super.get(id))
+  }
+
+  override getMany(ids: readonly string[]): Promise<UserRecord[]> {
+    return this.#run('getMany', undefined, () => super.getMany(ids))
+  }
+
+  override isDeleted(id: string): Promise<boolean> {
+    return this.#run('isDeleted', id, () => super.isDeleted(id))
+  }
+
+  override subjectOf(id: string): Promise<SubjectState> {
+    return this.#run('subjectOf', id, () => super.subjectOf(id))
   }
 
   override list(query: ListQuery): Promise<ListPage> {

@@ -1,7 +1,7 @@
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http'
 
 import { MemoryStore } from '../../src/store/memory-store.js'
-import type { ChangeUser, ListPage, ListQuery } from '../../src/store/store.js'
+import type { ChangeUser, ListPage, ListQuery, SubjectState } from '../../src/store/store.js'
 import type { ChangeContext } from '../../src/domain/change-context.js'
 import type { User, UserRecord } from '../../src/domain/user.js'
 import { sleep } from './child.js'
@@ -97,13 +97,28 @@ export function blockEventLoop(ms: number): void {
   }
 }
 
-/** A memory store that counts its reads and writes (get, list, create, update, delete). */
+/** A memory store that counts its reads and writes (every method of the Store contract that reads or writes users). */
 export class CountingStore extends MemoryStore {
   calls = 0
 
   override get(id: string): Promise<UserRecord | undefined> {
     this.calls += 1
     return super.get(id)
+  }
+
+  override getMany(ids: readonly string[]): Promise<UserRecord[]> {
+    this.calls += 1
+    return super.getMany(ids)
+  }
+
+  override isDeleted(id: string): Promise<boolean> {
+    this.calls += 1
+    return super.isDeleted(id)
+  }
+
+  override subjectOf(id: string): Promise<SubjectState> {
+    this.calls += 1
+    return super.subjectOf(id)
   }
 
   override list(query: ListQuery): Promise<ListPage> {
