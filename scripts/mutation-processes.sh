@@ -19,9 +19,9 @@ run() {
 
 only=${1:-}
 for entry in \
-  "store/atomic-write test/store/atomic-write.test.ts test/store/durability.test.ts test/store/storage-faults.test.ts" \
+  "store/file/atomic-write test/store/file/atomic-write.test.ts test/store/durability.test.ts test/store/storage-faults.test.ts" \
   "http/lingering-close test/http/lingering-close.test.ts test/api/lingering-close.test.ts" \
-  "store/data-dir-lock test/store/data-dir-lock.test.ts"; do
+  "store/file/data-dir-lock test/store/file/data-dir-lock.test.ts"; do
   module=${entry%% *}
   if [[ -z $only || $only == "$module" ]]; then
     # shellcheck disable=SC2086 # the test list is meant to split into words

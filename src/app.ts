@@ -4,8 +4,7 @@ import { performance } from 'node:perf_hooks'
 import { requireScope, type Authenticator } from './auth/authenticate.js'
 import { readBearerToken } from './auth/bearer.js'
 import type { TokenClaims } from './auth/verify-token.js'
-import { HttpError, toHttpError } from './errors.js'
-import { withChangeContext } from './events/context.js'
+import { HttpError, toHttpError } from './http/problem.js'
 import { ClientClosedError, isBodyPending, parseJsonBody, readBody, validateContentType } from './http/body.js'
 import { allowedMethods, createCors, type CorsOrigins } from './http/cors.js'
 import { isClosing, lingerAfterResponse } from './http/lingering-close.js'
@@ -84,15 +83,13 @@ export function createRequestListener(parts: AppParts): RequestListener {
       body: route.body === 'none' || route.body === 'stream' ? undefined : parseJsonBody(bytes, route.body),
       headers: req.headers,
       requestId: state.requestId,
+      change: { actor: state.sub, requestId: state.requestId },
       claims,
       cors: state.cors,
       faults,
       services,
     }
-    // Who changes what (§10): the events of this request's writes name its subject and request id.
-    const answered = route.method === 'GET'
-      ? await route.handle(context)
-      : await withChangeContext({ actor: state.sub, requestId: state.requestId }, () => route.handle(context))
+    const answered = await route.handle(context)
     if (answered === STREAMED) {
       state.streamed = true
       return

@@ -11,15 +11,15 @@ import type { Logger } from './logger.js'
 import { createServiceMetrics } from './metrics/service-metrics.js'
 import { createOpenApiDocument } from './openapi/document.js'
 import { Availability } from './ops/availability.js'
-import { FileStore } from './store/file-store.js'
-import { PostgresStore } from './store/postgres-store.js'
+import { createStore } from './store/create-store.js'
+import { lockDataDir, type DataDirLock } from './store/file/data-dir-lock.js'
 import type { Store } from './store/store.js'
 import { createCursorCodec } from './users/cursor.js'
 import { createBulkServices } from './routes/bulk/bulk-services.js'
 import { createEventStreams, type EventStreamsOptions } from './routes/events/event-streams.js'
 import { getMetrics, ROUTES } from './routes/route-list.js'
 import { createUserOperations } from './users/user-operations.js'
-import { createIdGenerator } from './users/uuid7.js'
+import { createIdGenerator } from './domain/uuid7.js'
 
 export const SERVICE_VERSION = '0.1.0'
 
@@ -102,12 +102,19 @@ export interface UserService {
 /** The composition root: options → store, auth, operations, routes → listener and server. */
 export function createService(options: ServiceOptions): UserService {
   const { logger, now, basePath, keys, leewaySeconds } = options
-  const store = options.store ?? createStore(options)
+  if (options.store === undefined && options.dataDir === undefined && options.databaseUrl === undefined) {
+    throw new Error('createUserService: give dataDir, databaseUrl or store')
+  }
+  const store = options.store ?? createStore({ databaseUrl: options.databaseUrl, dataDir: options.dataDir, logger, now })
+  // A store made here that keeps no files in dataDir (a database) leaves the directory's lock to
+  // the service: it still guards the maintenance file.
+  const lockedDir = options.store === undefined && store.capabilities.dataDir === undefined ? options.dataDir : undefined
+  let dirLock: DataDirLock | undefined
   const availability = new Availability({
     maintenanceFile: options.maintenanceFile,
     maxInflight: options.maxInflight,
     maxEventLoopDelayMs: options.maxEventLoopDelayMs,
-    storeHealth: store.health === undefined ? undefined : () => store.health?.() ?? { state: 'ok' },
+    storeHealth: () => store.health(),
   })
   // One id generator for the API and imports: ids keep increasing within the process.
   const newId = createIdGenerator()
@@ -124,11 +131,11 @@ export function createService(options: ServiceOptions): UserService {
   const routes = options.metrics === false ? ROUTES.filter((route) => route !== getMetrics) : ROUTES
   const metrics = options.metrics === false ? undefined : createServiceMetrics({
     routes,
-    usersStored: () => store.count?.(),
+    usersStored: () => store.count(),
     tokenCache: () => authenticator.stats(),
     droppedLogLines: () => logger.dropped,
-    dataDir: store instanceof FileStore ? store.dataDir : undefined,
-    eventsAppended: () => store.events?.appended,
+    dataDir: store.capabilities.dataDir,
+    eventsAppended: () => store.events.appended,
     eventStreams: () => events.openStreams,
   })
   const events = createEventStreams({
@@ -144,7 +151,7 @@ export function createService(options: ServiceOptions): UserService {
       operations,
       cursors: createCursorCodec(firstKey.secret),
       scanBudget: options.listScanBudget,
-      getMany: store.getMany?.bind(store),
+      getMany: store.getMany.bind(store),
       availability,
       events,
       bulk: createBulkServices({
@@ -176,6 +183,7 @@ export function createService(options: ServiceOptions): UserService {
     opening ??= (async () => {
       availability.start()
       metrics?.start()
+      if (lockedDir !== undefined) dirLock ??= lockDataDir(lockedDir)
       await store.open()
       availability.markReady()
     })()
@@ -188,7 +196,7 @@ export function createService(options: ServiceOptions): UserService {
     store,
     open,
     async listen(port = 0, host = '127.0.0.1') {
-      if (store instanceof FileStore) store.lock()
+      store.lock()
       await new Promise<void>((resolve, reject) => {
         server.once('error', reject)
         server.listen(port, host, () => {
@@ -224,22 +232,9 @@ export function createService(options: ServiceOptions): UserService {
       metrics?.stop()
       await opening?.catch(() => undefined)
       await store.close()
+      if (dirLock?.held === true && !dirLock.release()) logger.warn('could not remove the lock file', { file: dirLock.file })
     },
   }
-}
-
-function createStore(options: ServiceOptions): Store {
-  const { logger, now } = options
-  if (options.databaseUrl !== undefined) {
-    return new PostgresStore({
-      url: options.databaseUrl,
-      logger,
-      ...(options.dataDir === undefined ? {} : { dataDir: options.dataDir }),
-      now,
-    })
-  }
-  if (options.dataDir === undefined) throw new Error('createUserService: give dataDir, databaseUrl or store')
-  return new FileStore({ dataDir: options.dataDir, logger, now })
 }
 
 function sleep(ms: number): Promise<void> {

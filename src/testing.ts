@@ -15,10 +15,10 @@ import type { CorsOrigins } from './http/cors.js'
 import type { Logger } from './logger.js'
 import { createUserService } from './process/create-user-service.js'
 import { MemoryStore } from './store/memory-store.js'
-import type { Metadata, User, UserStatus } from './users/user.js'
+import type { Metadata, User, UserStatus } from './domain/user.js'
 
 export type { Scope } from './auth/authenticate.js'
-export type { User, UserStatus } from './users/user.js'
+export type { User, UserStatus } from './domain/user.js'
 
 export interface TestServiceOptions {
   /**

@@ -7,7 +7,7 @@ import { performance } from 'node:perf_hooks'
 import { describe, it, type TestContext } from 'node:test'
 import { promisify } from 'node:util'
 
-import type { User } from '../src/users/user.js'
+import type { User } from '../src/domain/user.js'
 import { PROJECT_ROOT } from './helpers/child.js'
 import { request } from './helpers/http.js'
 import { waitFor } from './helpers/ops.js'

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { ERROR_CODES, HttpError } from '../src/errors.js'
+import { ERROR_CODES, HttpError } from '../src/http/problem.js'
 import { ROUTES } from '../src/routes/route-list.js'
 import { createOpenApiDocument } from '../src/openapi/document.js'
 import { SERVICE_VERSION } from '../src/service.js'

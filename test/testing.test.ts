@@ -6,7 +6,7 @@ import path from 'node:path'
 import { describe, it } from 'node:test'
 
 import { startTestService } from '../src/testing.js'
-import type { User } from '../src/users/user.js'
+import type { User } from '../src/domain/user.js'
 import { assertProblem, request, type UserPage } from './helpers/http.js'
 import { makeTempDir } from './helpers/service.js'
 import { makeToken } from './helpers/tokens.js'

@@ -1,4 +1,4 @@
-import { HttpError } from '../errors.js'
+import { HttpError } from '../http/problem.js'
 import type { KeySet } from './keys.js'
 import { TokenError, verifyToken, type TokenClaims } from './verify-token.js'
 

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http'
 
-import { HttpError } from '../errors.js'
+import { HttpError } from './problem.js'
 import type { BodyRule } from './route-spec.js'
 
 export const MAX_BODY_BYTES = 64 * 1024

@@ -1,7 +1,7 @@
 import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
 
-import { HttpError, type ErrorCode } from '../errors.js'
+import { HttpError, type ErrorCode } from './problem.js'
 import type { Logger } from '../logger.js'
 import { closeInStages } from './lingering-close.js'
 import { isResponding } from './request-accounting.js'

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http'
 
-import { HttpError } from '../errors.js'
+import { HttpError } from './problem.js'
 import type { RouteSpec } from './route-spec.js'
 import type { Router } from './router.js'
 

@@ -1,4 +1,4 @@
-import { HttpError } from '../errors.js'
+import { HttpError } from './problem.js'
 
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 // The tested text is a slice of at most two characters, so `{2}` alone already spans all of it.

@@ -1,4 +1,4 @@
-import { HttpError } from '../errors.js'
+import { HttpError } from './problem.js'
 import { percentDecode } from './percent-decode.js'
 
 /**

@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http'
 
-import type { HttpError } from '../errors.js'
+import type { HttpError } from './problem.js'
 
 /** What a handler answers: a status, JSON text (already serialised) and extra headers. */
 export interface Reply {

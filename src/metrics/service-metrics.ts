@@ -2,7 +2,7 @@ import path from 'node:path'
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks'
 
 import type { RouteSpec } from '../http/route-spec.js'
-import { observeDurableWrites, type DurableWriteTiming } from '../store/atomic-write.js'
+import { observeDurableWrites, type DurableWriteTiming } from './durable-writes.js'
 import { EXPOSITION_CONTENT_TYPE, Registry, type CounterChild, type HistogramChild } from './registry.js'
 
 export { EXPOSITION_CONTENT_TYPE }

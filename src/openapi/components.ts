@@ -1,4 +1,4 @@
-import { ERROR_CODES } from '../errors.js'
+import { ERROR_CODES } from '../http/problem.js'
 import { ref, type Json } from '../routes/route.js'
 
 export function headerRef(name: string): Json {

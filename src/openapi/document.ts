@@ -1,4 +1,4 @@
-import { ERROR_CODES } from '../errors.js'
+import { ERROR_CODES } from '../http/problem.js'
 import { MAX_BODY_BYTES } from '../http/body.js'
 import { ROUTES } from '../routes/route-list.js'
 import type { Json, Route } from '../routes/route.js'

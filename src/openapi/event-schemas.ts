@@ -1,4 +1,4 @@
-import { EVENT_TYPES } from '../events/event.js'
+import { EVENT_TYPES } from '../domain/event.js'
 import { EVENT_CURSOR } from '../routes/events/list-events.js'
 import { ref, type Json } from '../routes/route.js'
 

@@ -1,4 +1,4 @@
-import { ERROR_CODES } from '../errors.js'
+import { ERROR_CODES } from '../http/problem.js'
 import { ref, type Json } from '../routes/route.js'
 import { FIELD_NAMES, USER_FIELDS, WRITABLE_FIELDS, type FieldSpec } from '../users/user-fields.js'
 

@@ -1,7 +1,7 @@
 import { access } from 'node:fs/promises'
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks'
 
-import { HttpError } from '../errors.js'
+import { HttpError, toHttpError } from '../http/problem.js'
 import { storageUnavailable } from '../store/indexed-store.js'
 import type { StoreHealth } from '../store/store.js'
 
@@ -100,7 +100,7 @@ export class Availability {
     if (intent === 'read' || intent === 'export') return undefined
     const store = this.#options.storeHealth?.()
     if (store === undefined || store.state === 'ok') return undefined
-    if (intent === 'readiness' || store.state === 'read_only') return storageUnavailable(undefined, store)
+    if (intent === 'readiness' || store.state === 'read_only') return toHttpError(storageUnavailable(undefined, store))
     return undefined
   }
 

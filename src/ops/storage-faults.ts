@@ -1,4 +1,4 @@
-import type { HttpError } from '../errors.js'
+import type { HttpError } from '../http/problem.js'
 import type { Logger } from '../logger.js'
 
 /** Where a storage fault was met: the request, its operation, and the import line if any. */

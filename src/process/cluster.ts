@@ -3,8 +3,8 @@ import cluster, { type Worker } from 'node:cluster'
 import { resolveKeys } from './first-start.js'
 import type { Config } from './config.js'
 import type { JsonLogger, Logger } from '../logger.js'
-import { makeDurableDirectory } from '../store/atomic-write.js'
-import { DataDirLock } from '../store/data-dir-lock.js'
+import { makeDurableDirectory } from '../store/file/atomic-write.js'
+import { DataDirLock } from '../store/file/data-dir-lock.js'
 
 export interface PrimaryOptions {
   readonly workers: number

@@ -3,8 +3,8 @@ import { readFileSync } from 'node:fs'
 import path from 'node:path'
 
 import { ConfigError, type Config } from './config.js'
-import { makeDurableDirectory, writeFileAtomic } from '../store/atomic-write.js'
-import { hasCode } from '../store/data-dir-lock.js'
+import { makeDurableDirectory, writeFileAtomic } from '../store/file/atomic-write.js'
+import { hasCode } from '../store/file/data-dir-lock.js'
 import { KeyError, createSingleKeySet, type KeySet } from '../auth/keys.js'
 
 export const SECRET_FILE = '.jwt-secret'

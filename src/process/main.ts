@@ -12,9 +12,9 @@ import { isClusterWorker, shouldFork, startPrimary } from './cluster.js'
 import { ConfigError, parseConfig, SERVICE_DEFAULTS, type Config } from './config.js'
 import { createJsonLogger, type JsonLogger } from '../logger.js'
 import { createService } from '../service.js'
-import { LockError } from '../store/data-dir-lock.js'
-import { FileStore } from '../store/file-store.js'
-import { PostgresStore } from '../store/postgres-store.js'
+import { StartError } from '../domain/errors.js'
+import { createStore } from '../store/create-store.js'
+import { lockDataDir } from '../store/file/data-dir-lock.js'
 
 /** How long an exit waits for buffered log lines to reach a slow reader. */
 const LOG_FLUSH_MS = 1000
@@ -26,20 +26,22 @@ async function main(): Promise<void> {
     await startPrimary(config, logger, (code) => { void exit(logger, code) })
     return
   }
-  // Workers leave DATA_DIR's lock to their primary.
-  const store = config.databaseUrl === undefined
-    ? new FileStore({ dataDir: config.dataDir, logger, eventsRetentionDays: config.eventsRetentionDays })
-    : new PostgresStore({
-      url: config.databaseUrl, logger, eventsRetentionDays: config.eventsRetentionDays,
-      ...(isClusterWorker() ? {} : { dataDir: config.dataDir }),
-    })
+  const store = createStore({
+    databaseUrl: config.databaseUrl, dataDir: config.dataDir, logger, eventsRetentionDays: config.eventsRetentionDays,
+  })
   // The lock comes first: only the process that owns the directory may write to it, the
-  // first-start secret included.
+  // first-start secret included. A store that keeps no files there (a database) leaves the lock
+  // to the process; workers leave it to their primary.
   store.lock()
+  const dirLock = store.capabilities.dataDir === undefined && !isClusterWorker() ? lockDataDir(config.dataDir) : undefined
+  const releaseDir = (): void => {
+    if (dirLock?.held === true && !dirLock.release()) logger.warn('could not remove the lock file', { file: dirLock.file })
+  }
   // Refuses the start (saying npm install pg) before listening when the driver is missing.
-  if (store instanceof PostgresStore) await store.connect()
+  await store.prepare()
   const { keys, generatedFile } = await resolveKeys(config).catch(async (error: unknown) => {
     await store.close()
+    releaseDir()
     throw error
   })
   const service = createService({
@@ -56,7 +58,7 @@ async function main(): Promise<void> {
     void exit(logger, 1)
   })
   // The database is migrated before listening: a schema newer than the code refuses the start.
-  if (store instanceof PostgresStore) await service.open()
+  if (store.capabilities.shared) await service.open()
   const { url } = await service.listen(config.port, config.host)
   // Always printed, whatever LOG_LEVEL says: tools read the URL from it.
   logger.always('listening', { url, basePath: config.basePath, dataDir: config.dataDir, pid: process.pid })
@@ -71,6 +73,7 @@ async function main(): Promise<void> {
     logger.info('shutting down', { signal })
     service.close().then(
       () => {
+        releaseDir()
         logger.info('stopped', { signal })
         void exit(logger, 0)
       },
@@ -129,7 +132,7 @@ function printFirstStart(url: string, config: Config, keys: KeySet, file: string
 /** Starts the service from the environment; a start that fails says why on stderr and exits 1. */
 export function runMain(): void {
   main().catch((error: unknown) => {
-    if (error instanceof ConfigError || error instanceof LockError) {
+    if (error instanceof ConfigError || error instanceof StartError) {
       process.stderr.write(`user-service: cannot start: ${error.message}\n`)
     } else {
       process.stderr.write(`user-service: cannot start: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`)

@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http'
 
 import type { Scope } from '../auth/authenticate.js'
+import type { ChangeContext } from '../domain/change-context.js'
 import type { TokenClaims } from '../auth/verify-token.js'
 import type { Reply } from '../http/respond.js'
 import type { BodyRule, RouteSpec } from '../http/route-spec.js'
@@ -25,6 +26,8 @@ export interface RouteContext {
   readonly body: unknown
   readonly headers: IncomingHttpHeaders
   readonly requestId: string
+  /** Who makes the request (§10): the token's subject and the request id, for the events of its writes. */
+  readonly change: ChangeContext
   /** The verified token; undefined on a route without a scope. */
   readonly claims: TokenClaims | undefined
   /** CORS headers as a flat name/value list for every answer; undefined when CORS is off. */

@@ -1,13 +1,14 @@
-import { HttpError } from '../errors.js'
-import { draftEvent, type ChangeContext, type ChangeEvent } from '../events/event.js'
-import { EventJournal } from '../events/journal.js'
-import type { Tombstone } from '../users/stored-user.js'
-import { toRecord, type User, type UserRecord } from '../users/user.js'
-import { isCanonicalUuid } from '../users/uuid7.js'
-import { WriteError } from './atomic-write.js'
+import { internalFault, ServiceError } from '../domain/errors.js'
+import { draftEvent, type ChangeContext, type ChangeEvent } from '../domain/event.js'
+import { EventJournal } from './feed/journal.js'
+import type { Tombstone } from '../domain/tombstone.js'
+import { toRecord, type User, type UserRecord } from '../domain/user.js'
+import { isCanonicalUuid } from '../domain/uuid7.js'
+import { WriteError } from './file/atomic-write.js'
 import { PerKeyQueue } from './per-key-queue.js'
-import type { ChangeUser, ListPage, ListQuery, Store, StoreHealth } from './store.js'
+import type { ChangeUser, ListPage, ListQuery, Store, StoreCapabilities, StoreHealth, SubjectState } from './store.js'
 import { checkStorableContext, checkStorableQuery, checkStorableUser } from './store-input.js'
+import { duplicateEmail, duplicateId, notCanonical, userNotFound } from './store-errors.js'
 import { UserIndex } from './user-index.js'
 
 export interface IndexedStoreOptions {
@@ -43,6 +44,7 @@ export abstract class IndexedStore implements Store {
     this.#now = options.now ?? Date.now
   }
 
+  abstract readonly capabilities: StoreCapabilities
   abstract open(): Promise<void>
   abstract close(): Promise<void>
   /**
@@ -64,6 +66,15 @@ export abstract class IndexedStore implements Store {
 
   /** Durably marks an event whose change was not written as void (see FileStore). */
   protected voidEvent(_event: ChangeEvent): Promise<void> {
+    return Promise.resolve()
+  }
+
+  /** Nothing to claim: a subclass that owns a directory takes its lock here. */
+  lock(): void {
+    // Nothing to claim.
+  }
+
+  prepare(): Promise<void> {
     return Promise.resolve()
   }
 
@@ -92,6 +103,10 @@ export abstract class IndexedStore implements Store {
     return Promise.resolve(this.tombstones.has(id))
   }
 
+  subjectOf(id: string): Promise<SubjectState> {
+    return Promise.resolve({ status: this.index.get(id)?.user.status, deleted: this.tombstones.has(id) })
+  }
+
   list(query: ListQuery): Promise<ListPage> {
     try {
       checkStorableQuery(query)
@@ -103,7 +118,7 @@ export abstract class IndexedStore implements Store {
 
   create(user: User, check?: () => void, context?: ChangeContext): Promise<UserRecord> {
     // Ids name files in the file store: only canonical UUIDs ever get that far.
-    if (!isCanonicalUuid(user.id)) return Promise.reject(new Error(`not a canonical UUID: ${user.id}`))
+    if (!isCanonicalUuid(user.id)) return Promise.reject(notCanonical(user.id))
     try {
       checkStorableUser(user, undefined)
       checkStorableContext(context)
@@ -113,7 +128,7 @@ export abstract class IndexedStore implements Store {
     return this.#queues.run(user.id, () => {
       this.#requireWritable()
       if (this.index.get(user.id) !== undefined || this.tombstones.has(user.id)) {
-        throw new Error(`user ${user.id} already exists or existed`)
+        throw duplicateId(user.id)
       }
       check?.()
       return this.#write(toRecord(user), undefined, context)
@@ -126,7 +141,7 @@ export abstract class IndexedStore implements Store {
       const current = this.#require(id)
       const next = change(current)
       if (next === undefined) return Promise.resolve(current)
-      if (next.id !== id) throw new Error(`a change may not alter the id of user ${id}`)
+      if (next.id !== id) throw internalFault(`a change may not alter the id of user ${id}`)
       checkStorableUser(next, current.user)
       checkStorableContext(context)
       return this.#write(toRecord(next), current, context)
@@ -240,25 +255,25 @@ export abstract class IndexedStore implements Store {
   #reserve(record: UserRecord): void {
     const holder = this.index.idOfEmail(record.emailKey)
     if ((holder !== undefined && holder !== record.user.id) || this.#reserved.has(record.emailKey)) {
-      throw new HttpError('duplicate_email', 'Another user already has this email.')
+      throw duplicateEmail()
     }
     this.#reserved.add(record.emailKey)
   }
 
   #require(id: string): UserRecord {
     const current = this.index.get(id)
-    if (current === undefined) throw new HttpError('not_found', 'There is no user with this id.')
+    if (current === undefined) throw userNotFound()
     return current
   }
 }
 
-/** The one answer to a storage fault: 503, and a detail that says what was kept. */
-export function storageUnavailable(cause: WriteError | undefined, health: StoreHealth): HttpError {
+/** The one answer to a storage fault: storage_unavailable, and a detail that says what was kept. */
+export function storageUnavailable(cause: WriteError | undefined, health: StoreHealth): ServiceError {
   const readOnly = 'the service takes no more writes until it is restarted; reads still work.'
   let detail = 'Storage refused the write (it is full or read-only), so nothing was changed. Try again later.'
   if (cause === undefined && health.state === 'read_only') detail = `Storage failed earlier: ${readOnly}`
   else if (cause === undefined) detail = 'Storage refused the last write (it is full or read-only); new writes are tried as they come.'
   else if (cause.applied) detail = `The change was written but could not be made durable, and ${readOnly} Read it back to see what is kept.`
   else if (health.state === 'read_only') detail = `Storage failed and nothing was changed; ${readOnly}`
-  return new HttpError('storage_unavailable', detail, { headers: { 'retry-after': '30' }, cause })
+  return new ServiceError('storage_unavailable', detail, { retryAfterSeconds: 30, cause })
 }

@@ -1,10 +1,13 @@
-import type { Tombstone } from '../users/stored-user.js'
-import { toRecord, type User, type UserRecord } from '../users/user.js'
+import type { Tombstone } from '../domain/tombstone.js'
+import { toRecord, type User, type UserRecord } from '../domain/user.js'
 import { IndexedStore, type IndexedStoreOptions } from './indexed-store.js'
 import { checkStorableUser } from './store-input.js'
+import type { StoreCapabilities } from './store.js'
 
 /** A store that keeps users in memory only: for tests, and for embedding without a disk. */
 export class MemoryStore extends IndexedStore {
+  readonly capabilities: StoreCapabilities = Object.freeze({ dataDir: undefined, durable: false, shared: false, turnsReadOnly: false })
+
   /** Optionally starts with some users; ids and emails (case-insensitive) must be unique. */
   constructor(users: readonly User[] = [], options: IndexedStoreOptions = {}) {
     super(options)

@@ -1,7 +1,7 @@
-import { HttpError } from '../errors.js'
-import type { ChangeContext } from '../events/event.js'
-import type { User } from '../users/user.js'
-import { MAX_VERSION } from '../users/user-fields.js'
+import { ServiceError } from '../domain/errors.js'
+import type { ChangeContext } from '../domain/event.js'
+import type { User } from '../domain/user.js'
+import { MAX_VERSION } from '../domain/user.js'
 import type { ListQuery } from './store.js'
 
 /**
@@ -17,7 +17,7 @@ const NUL = '\u0000'
 export function checkStorableUser(user: User, current: User | undefined): void {
   const { version } = user
   if (current !== undefined && version > MAX_VERSION) {
-    throw new HttpError(
+    throw new ServiceError(
       'version_exhausted',
       `The user is at version ${current.version}, the highest there is (${MAX_VERSION}): it cannot change any more.`,
     )
@@ -43,19 +43,19 @@ export function checkStorableQuery(query: ListQuery): void {
 /** Who made a change: the token's `sub` and the request id end up in the event. */
 export function checkStorableContext(context: ChangeContext | undefined): void {
   if (context?.actor?.includes(NUL) === true) {
-    throw new HttpError('bad_request', 'The token subject must not contain a NUL character (U+0000).')
+    throw new ServiceError('bad_request', 'The token subject must not contain a NUL character (U+0000).')
   }
   if (context?.requestId?.includes(NUL) === true) {
-    throw new HttpError('bad_request', 'The request id must not contain a NUL character (U+0000).')
+    throw new ServiceError('bad_request', 'The request id must not contain a NUL character (U+0000).')
   }
 }
 
-function nulParameter(name: string): HttpError {
-  return new HttpError('bad_request', `The query parameter ${name} must not contain a NUL character (U+0000).`)
+function nulParameter(name: string): ServiceError {
+  return new ServiceError('bad_request', `The query parameter ${name} must not contain a NUL character (U+0000).`)
 }
 
-function fieldError(pointer: string, code: string, message: string): HttpError {
-  return new HttpError('validation_failed', `The request breaks the rules of: ${pointer}.`, {
+function fieldError(pointer: string, code: string, message: string): ServiceError {
+  return new ServiceError('validation_failed', `The request breaks the rules of: ${pointer}.`, {
     errors: [{ pointer, code, message }],
   })
 }

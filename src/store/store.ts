@@ -1,6 +1,6 @@
-import type { ChangeContext } from '../events/event.js'
-import type { EventFeed } from '../events/journal.js'
-import type { User, UserRecord, UserStatus } from '../users/user.js'
+import type { ChangeContext } from '../domain/event.js'
+import type { EventFeed } from './feed/journal.js'
+import type { User, UserRecord, UserStatus } from '../domain/user.js'
 
 /** Which users a page holds; every filter is optional and they combine with AND. */
 export interface ListFilter {
@@ -63,47 +63,86 @@ export interface StoreHealth {
 }
 
 /**
+ * What differs between stores, declared by each (like abstract-level's `supports` manifest) so
+ * that nobody has to find it out with `instanceof`: the process, the service and the shared store
+ * suite read it.
+ */
+export interface StoreCapabilities {
+  /**
+   * The directory the store keeps its files in and holds the lock of while open (the file store);
+   * undefined for a store that keeps none. The process takes the data directory's lock itself
+   * when the store does not.
+   */
+  readonly dataDir: string | undefined
+  /** Whether what the store holds outlives the process (false: memory only). */
+  readonly durable: boolean
+  /**
+   * Whether other processes write to it too (replicas of one database): nothing is cached, and
+   * the process opens it before it listens, so that a schema newer than the code refuses the start.
+   */
+  readonly shared: boolean
+  /**
+   * Whether the store can be made to refuse writes from outside the process in a test: the file
+   * store turns read-only when its directory goes away. The shared suite shows the refusal then.
+   */
+  readonly turnsReadOnly: boolean
+}
+
+/**
  * Where users live. Writes to one user are serialised, a change is checked against the state it
  * replaces, and email uniqueness (case-insensitive) holds across concurrent writers. A resolved
  * write is durable. A failed one leaves the store as it was, except when the disk shows it
  * anyway (a rename done before a failed directory fsync): then memory shows it too, and the
- * error is an HttpError storage_unavailable.
+ * error is storage_unavailable. Every method rejects with ServiceErrors only; every store runs
+ * the shared store suite (test/helpers/store-suite.ts).
  */
 export interface Store {
-  /** Loads what the store holds; must finish before any other call. */
+  readonly capabilities: StoreCapabilities
+  /**
+   * Claims what the store owns exclusively, synchronously, before the service listens: the file
+   * store takes its data directory's lock (or throws a LockError). A no-op for a store that owns
+   * nothing; open() does it too. Idempotent.
+   */
+  lock(): void
+  /**
+   * Gets ready to open without loading anything: the PostgreSQL store loads its driver (a missing
+   * one refuses the start, before the service listens) and makes its pool. A no-op for the others;
+   * open() does it too. Idempotent.
+   */
+  prepare(): Promise<void>
+  /** Loads what the store holds; must finish before any other call below. */
   open(): Promise<void>
   close(): Promise<void>
   get(id: string): Promise<UserRecord | undefined>
-  /** The users of these ids that exist, in any order (batch get, §12); a store without it is asked per id. */
-  getMany?(ids: readonly string[]): Promise<UserRecord[]>
+  /** The users of these ids that exist, in any order (batch get, §12); unknown ids are left out. */
+  getMany(ids: readonly string[]): Promise<UserRecord[]>
   /** True when the id belonged to a user that was deleted (a tombstone is kept forever). */
   isDeleted(id: string): Promise<boolean>
   /**
    * What the per-request subject check (§9) needs of an id, in one call: the user's status (none
-   * when there is no such user) and whether the id was deleted. A store without it is asked `get`
-   * and `isDeleted`; a store that pays a round trip per call should have it.
+   * when there is no such user) and whether the id was deleted.
    */
-  subjectOf?(id: string): Promise<SubjectState>
+  subjectOf(id: string): Promise<SubjectState>
   list(query: ListQuery): Promise<ListPage>
   /**
-   * Throws HttpError duplicate_email when another user has the email. `check` runs inside the
-   * lock just before the write and may throw to refuse it.
+   * Throws duplicate_email when another user has the email, duplicate_id when the id is or was
+   * taken. `check` runs inside the lock just before the write and may throw to refuse it.
    */
   create(user: User, check?: () => void, context?: ChangeContext): Promise<UserRecord>
-  /** Throws HttpError not_found for an unknown id, duplicate_email on a collision. */
+  /** Throws not_found for an unknown id, duplicate_email on a collision. */
   update(id: string, change: ChangeUser, context?: ChangeContext): Promise<UserRecord>
   /**
-   * Replaces the user by a tombstone. `check` runs inside the lock before the delete and may
-   * throw to refuse it.
+   * Replaces the user by a tombstone; not_found for an unknown id. `check` runs inside the lock
+   * before the delete and may throw to refuse it.
    */
   delete(id: string, check?: (current: UserRecord) => void, context?: ChangeContext): Promise<void>
   /**
    * The change feed (§10): every change above appends exactly one event, atomically with it, and
-   * a change that changes nothing appends none. Undefined: a store without a feed.
+   * a change that changes nothing appends none.
    */
-  readonly events?: EventFeed | undefined
-  /** How the store is doing; a store without it is always `ok`. */
-  health?(): StoreHealth
-  /** How many users it holds, when it knows without a query (for /metrics). */
-  count?(): number
+  readonly events: EventFeed
+  /** How the store is doing; readiness is 503 unless `ok`. */
+  health(): StoreHealth
+  /** How many users it holds when it knows without a query (for /metrics), else undefined. */
+  count(): number | undefined
 }

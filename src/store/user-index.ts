@@ -1,4 +1,4 @@
-import type { UserRecord, UserStatus } from '../users/user.js'
+import type { UserRecord, UserStatus } from '../domain/user.js'
 import type { ListPage, ListQuery } from './store.js'
 
 /** What one `list` call looked at: tests pass it to bound the work of a page. */

@@ -1,8 +1,8 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
 
-import { HttpError } from '../errors.js'
-import { USER_STATUSES, type UserStatus } from './user.js'
-import { isCanonicalUuid } from './uuid7.js'
+import { ServiceError } from '../domain/errors.js'
+import { USER_STATUSES, type UserStatus } from '../domain/user.js'
+import { isCanonicalUuid } from '../domain/uuid7.js'
 
 export const SORTS = ['createdAt', '-createdAt'] as const
 export type Sort = (typeof SORTS)[number]
@@ -87,6 +87,6 @@ function optionalString(value: unknown): string | undefined {
   return value
 }
 
-function badCursor(): HttpError {
-  return new HttpError('bad_request', 'The query parameter cursor is not a cursor this service made.')
+function badCursor(): ServiceError {
+  return new ServiceError('bad_request', 'The query parameter cursor is not a cursor this service made.')
 }

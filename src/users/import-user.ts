@@ -1,9 +1,10 @@
-import type { ChangeContext } from '../events/event.js'
-import { HttpError, type FieldError } from '../errors.js'
+import type { ChangeContext } from '../domain/event.js'
+import { ServiceError } from '../domain/errors.js'
+import { HttpError, toHttpError, type FieldError } from '../http/problem.js'
 import type { Store } from '../store/store.js'
 import { NOT_UTF8, TOO_LONG, type SplitLine } from './import-lines.js'
-import { isUserStatus, toRecord, type User } from './user.js'
-import { isCanonicalUuid, type IdGenerator } from './uuid7.js'
+import { isUserStatus, toRecord, type User } from '../domain/user.js'
+import { isCanonicalUuid, type IdGenerator } from '../domain/uuid7.js'
 import { validateCreate, validateReplace } from './validate-user.js'
 
 /** An import line longer than this gets a 413 result of its own; its bytes are never kept. */
@@ -79,11 +80,11 @@ export function createLineImporter(options: LineImporterOptions): LineImporter {
       return { line, status: 201, id: user.id }
     } catch (error) {
       // The same id written meanwhile (twice in one import): judge it against what is stored now.
-      if (!(error instanceof HttpError)) {
+      if (!(error instanceof ServiceError) || error.code === 'duplicate_id') {
         const settled = await settledResult(line, user).catch(() => undefined)
         if (settled !== undefined) return settled
       }
-      if (error instanceof HttpError && error.code === 'storage_unavailable') report?.fault(error, line)
+      if (error instanceof ServiceError && error.code === 'storage_unavailable') report?.fault(toHttpError(error), line)
       return toFailureResult(line, error)
     }
   }
@@ -125,9 +126,11 @@ function refusedLine(line: number, why: typeof TOO_LONG | typeof NOT_UTF8): Line
 
 /** The result line of a line that failed: its HttpError as it is, anything else a bare 500. */
 export function toFailureResult(line: number, error: unknown): LineResult {
-  if (!(error instanceof HttpError)) return { line, status: 500, code: 'internal', detail: 'The user could not be imported.' }
+  if (!(error instanceof ServiceError) || error.code === 'internal') {
+    return { line, status: 500, code: 'internal', detail: 'The user could not be imported.' }
+  }
   return {
-    line, status: error.status, code: error.code, detail: error.detail,
+    line, status: toHttpError(error).status, code: error.code, detail: error.detail,
     ...(error.errors === undefined ? {} : { errors: error.errors }),
   }
 }

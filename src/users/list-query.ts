@@ -1,8 +1,8 @@
 import { badParameter, readQueryParameters } from '../http/query-parameters.js'
 import type { ListQuery } from '../store/store.js'
 import { SORTS, type CursorCodec, type CursorState, type Sort } from './cursor.js'
-import { USER_STATUSES, type UserStatus } from './user.js'
-import { isCanonicalUuid } from './uuid7.js'
+import { USER_STATUSES, type UserStatus } from '../domain/user.js'
+import { isCanonicalUuid } from '../domain/uuid7.js'
 
 export const LIST_PARAMETERS = ['limit', 'cursor', 'status', 'email', 'q', 'sort', 'ids'] as const
 type Parameter = (typeof LIST_PARAMETERS)[number]

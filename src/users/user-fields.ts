@@ -1,4 +1,6 @@
-import { USER_STATUSES } from './user.js'
+import { MAX_VERSION, USER_STATUSES } from '../domain/user.js'
+
+export { MAX_VERSION } from '../domain/user.js'
 
 /**
  * The rules of each user field, as data: validation interprets them and the OpenAPI schema is
@@ -35,13 +37,6 @@ export interface FieldSpec {
   readonly changeHint?: string
   readonly example: unknown
 }
-
-/**
- * The highest version a user may reach: 2^53 - 1, the largest integer every JSON client holds
- * exactly (past it, +1 rounds back to the same number and the ETag would stop changing). Every
- * store honours it: PostgreSQL keeps versions in bigint columns.
- */
-export const MAX_VERSION = Number.MAX_SAFE_INTEGER
 
 export const USER_FIELDS = {
   id: {

@@ -1,10 +1,10 @@
-import { HttpError } from '../errors.js'
-import { currentChangeContext } from '../events/context.js'
-import { evaluatePreconditions, type Preconditions } from '../http/conditional.js'
-import type { ListPage, ListQuery, Store, SubjectState } from '../store/store.js'
-import { nextStatus, type LifecycleAction } from './lifecycle.js'
-import type { User, UserRecord } from './user.js'
-import { createIdGenerator, isCanonicalUuid, type IdGenerator } from './uuid7.js'
+import type { ChangeContext } from '../domain/change-context.js'
+import { ServiceError } from '../domain/errors.js'
+import { evaluatePreconditions, type Preconditions } from '../domain/preconditions.js'
+import type { ListPage, ListQuery, Store } from '../store/store.js'
+import { nextStatus, type LifecycleAction } from '../domain/lifecycle.js'
+import type { User, UserRecord } from '../domain/user.js'
+import { createIdGenerator, isCanonicalUuid, type IdGenerator } from '../domain/uuid7.js'
 import {
   validateCreate, validateEmptyBody, validatePatch, validateReplace, type UserInput,
 } from './validate-user.js'
@@ -24,16 +24,25 @@ export interface UserOperationsOptions {
 /** What can be done to users, independent of HTTP: rules, preconditions and the lifecycle. */
 export interface UserOperations {
   list(query: ListQuery): Promise<ListPage>
-  /** The user; a 412 when If-Match fails. A matching If-None-Match is left to the caller (304). */
-  get(id: string, conditions: Preconditions): Promise<UserRecord>
-  create(body: unknown): Promise<UserRecord>
-  replace(id: string, body: unknown, conditions: Preconditions): Promise<UserRecord>
-  patch(id: string, body: unknown, conditions: Preconditions): Promise<UserRecord>
-  remove(id: string, conditions: Preconditions): Promise<void>
-  transition(id: string, action: LifecycleAction, body: unknown, conditions: Preconditions): Promise<UserRecord>
   /**
-   * Refuses a token whose `sub` names a suspended (403 subject_suspended) or deleted (403
-   * subject_deleted) user. Undefined, without a promise, for subjects that cannot be user ids.
+   * The user; precondition_failed when If-Match fails. A matching If-None-Match is left to the
+   * caller (304).
+   */
+  get(id: string, conditions: Preconditions): Promise<UserRecord>
+  /**
+   * The writes take who makes them (`context`: the token's subject and the request id), which the
+   * store puts in the change's event (§10); `{}` for a write outside a request.
+   */
+  create(body: unknown, context: ChangeContext): Promise<UserRecord>
+  replace(id: string, body: unknown, conditions: Preconditions, context: ChangeContext): Promise<UserRecord>
+  patch(id: string, body: unknown, conditions: Preconditions, context: ChangeContext): Promise<UserRecord>
+  remove(id: string, conditions: Preconditions, context: ChangeContext): Promise<void>
+  transition(
+    id: string, action: LifecycleAction, body: unknown, conditions: Preconditions, context: ChangeContext,
+  ): Promise<UserRecord>
+  /**
+   * Refuses a token whose `sub` names a suspended (subject_suspended) or deleted (subject_deleted)
+   * user. Undefined, without a promise, for subjects that cannot be user ids.
    */
   checkSubject(sub: string): Promise<void> | undefined
 }
@@ -43,15 +52,17 @@ export function createUserOperations(options: UserOperationsOptions): UserOperat
   const newId = options.newId ?? createIdGenerator()
   const writeGate = options.writeGate ?? ((): void => undefined)
 
-  /** Runs a change under the store's lock: 404, then 412, then the change's own checks. */
-  const change = (id: string, conditions: Preconditions, next: (current: User) => User | undefined): Promise<UserRecord> => {
+  /** Runs a change under the store's lock: not_found, then precondition_failed, then the change's own checks. */
+  const change = (
+    id: string, conditions: Preconditions, context: ChangeContext, next: (current: User) => User | undefined,
+  ): Promise<UserRecord> => {
     requireUserId(id)
     return store.update(id, (current) => {
       checkWritePreconditions(current, conditions)
       const changed = next(current.user)
       if (changed !== undefined) writeGate()
       return changed
-    }, currentChangeContext())
+    }, context)
   }
 
   const touch = (current: User, fields: Partial<Pick<User, 'email' | 'name' | 'metadata' | 'status'>>): User => ({
@@ -79,47 +90,42 @@ export function createUserOperations(options: UserOperationsOptions): UserOperat
       })
     },
 
-    create(body) {
+    create(body, context) {
       const input = validateCreate(body)
       const { id, ms } = newId(now())
       const at = new Date(ms).toISOString()
-      return store.create({ id, ...input, status: 'pending', createdAt: at, updatedAt: at, version: 1 }, writeGate, currentChangeContext())
+      return store.create({ id, ...input, status: 'pending', createdAt: at, updatedAt: at, version: 1 }, writeGate, context)
     },
 
-    replace: (id, body, conditions) => change(id, conditions, (current) => apply(current, validateReplace(body, current))),
+    replace: (id, body, conditions, context) => change(id, conditions, context, (current) => apply(current, validateReplace(body, current))),
 
-    patch: (id, body, conditions) => change(id, conditions, (current) => apply(current, validatePatch(body, current))),
+    patch: (id, body, conditions, context) => change(id, conditions, context, (current) => apply(current, validatePatch(body, current))),
 
-    transition: (id, action, body, conditions) => change(id, conditions, (current) => {
+    transition: (id, action, body, conditions, context) => change(id, conditions, context, (current) => {
       validateEmptyBody(body)
       const status = nextStatus(current.status, action)
       return status === current.status ? undefined : touch(current, { status })
     }),
 
-    remove(id, conditions) {
+    remove(id, conditions, context) {
       requireUserId(id)
       return store.delete(id, (current) => {
         checkWritePreconditions(current, conditions)
         writeGate()
-      }, currentChangeContext())
+      }, context)
     },
 
     checkSubject(sub) {
       // Most subjects are not user ids at all: answer without a store call.
       if (!isCanonicalUuid(sub)) return undefined
-      return subjectOf(store, sub).then(({ status, deleted }) => {
+      return store.subjectOf(sub).then(({ status, deleted }) => {
         if (status === 'suspended') {
-          throw new HttpError('subject_suspended', 'The subject of this token is a suspended user.')
+          throw new ServiceError('subject_suspended', 'The subject of this token is a suspended user.')
         }
-        if (deleted) throw new HttpError('subject_deleted', 'The subject of this token is a deleted user.')
+        if (deleted) throw new ServiceError('subject_deleted', 'The subject of this token is a deleted user.')
       })
     },
   }
-}
-
-function subjectOf(store: Store, id: string): Promise<SubjectState> {
-  if (store.subjectOf !== undefined) return store.subjectOf(id)
-  return Promise.all([store.get(id), store.isDeleted(id)]).then(([record, deleted]) => ({ status: record?.user.status, deleted }))
 }
 
 /** Ids are canonical UUIDs; anything else names no user and never reaches the store. */
@@ -127,12 +133,12 @@ function requireUserId(id: string): void {
   if (!isCanonicalUuid(id)) throw notFound()
 }
 
-function notFound(): HttpError {
-  return new HttpError('not_found', 'There is no user with this id.')
+function notFound(): ServiceError {
+  return new ServiceError('not_found', 'There is no user with this id.')
 }
 
-function preconditionFailed(current: UserRecord): HttpError {
-  return new HttpError('precondition_failed', `A precondition does not hold for the current ETag ${current.etag}.`)
+function preconditionFailed(current: UserRecord): ServiceError {
+  return new ServiceError('precondition_failed', `A precondition does not hold for the current ETag ${current.etag}.`)
 }
 
 /** A write goes ahead only when If-Match matches and If-None-Match does not (`*` included). */

@@ -1,5 +1,5 @@
-import { HttpError, type FieldError } from '../errors.js'
-import { EMPTY_METADATA, type Metadata, type User } from './user.js'
+import { ServiceError, type FieldError } from '../domain/errors.js'
+import { EMPTY_METADATA, type Metadata, type User } from '../domain/user.js'
 import { USER_FIELDS, isFieldName, type FieldSpec } from './user-fields.js'
 
 /** The writable fields, checked and normalised (trimmed): what a create, replace or patch sets. */
@@ -339,14 +339,14 @@ function toPointer(key: string): string {
 const DETAIL_POINTERS = 3
 const DETAIL_POINTER_LENGTH = 40
 
-function toValidationError(errors: readonly FieldError[], truncated: boolean): HttpError {
+function toValidationError(errors: readonly FieldError[], truncated: boolean): ServiceError {
   const pointers = [...new Set(errors.map((error) => error.pointer))]
   const named = pointers.slice(0, DETAIL_POINTERS).map(toDetailName).join(', ')
   const rest = pointers.length - DETAIL_POINTERS
   const more = rest <= 0 ? '' : ` and ${rest} more field${rest === 1 ? '' : 's'}`
   const limit = truncated ? ` Only the first ${MAX_FIELD_ERRORS} errors are listed.` : ''
   const detail = `The request breaks the rules of: ${named}${more}.${limit}`
-  return new HttpError('validation_failed', detail, { errors: [...errors] })
+  return new ServiceError('validation_failed', detail, { errors: [...errors] })
 }
 
 function toDetailName(pointer: string): string {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
 import type { UserServiceOptions } from '../../src/process/create-user-service.js'
-import type { User } from '../../src/users/user.js'
+import type { User } from '../../src/domain/user.js'
 import {
   RFC7515_EXP, RFC7515_K, RFC7515_TOKEN, assertInsufficientScope, assertUnauthorized, b64url, flipChar,
   nonCanonical, partIndexes, signParts, signText,

@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
+import type { UserRecord } from '../../src/domain/user.js'
 import { MemoryStore } from '../../src/store/memory-store.js'
-import { PostgresStore } from '../../src/store/postgres-store.js'
+import { PostgresStore } from '../../src/store/postgres/postgres-store.js'
 import { SKIP_POSTGRES, freshSchema, requireDatabaseUrl } from '../helpers/postgres.js'
 import { assertProblem, type UserPage } from '../helpers/http.js'
 import { startService } from '../helpers/service.js'
@@ -25,17 +26,23 @@ describe('GET /users?ids=', () => {
     assert.equal(page.nextCursor, null)
   })
 
-  it('answers an empty page when no id exists, and asks the store per id when it has no batch get', async (t) => {
-    const store = new MemoryStore()
-    // A store without getMany: the handler falls back to one get per id.
-    Object.defineProperty(store, 'getMany', { value: undefined })
-    const app = await startService(t, { store })
+  it('answers an empty page when no id exists, and asks the store for each batch in one call', async (t) => {
+    const asked: string[][] = []
+    // getMany is part of every store (no store is asked per id): count the batches it gets.
+    class BatchStore extends MemoryStore {
+      override getMany(ids: readonly string[]): Promise<UserRecord[]> {
+        asked.push([...ids])
+        return super.getMany(ids)
+      }
+    }
+    const app = await startService(t, { store: new BatchStore() })
     const a = await app.createUser()
     const empty = await app.call('GET', `/users?ids=${UNKNOWN}`)
     assert.equal(empty.status, 200)
     assert.deepEqual(empty.json<UserPage>(), { items: [], nextCursor: null })
     const one = await app.call('GET', `/users?ids=${UNKNOWN},${a.id}`)
     assert.deepEqual(one.json<UserPage>().items.map((user) => user.id), [a.id])
+    assert.deepEqual(asked, [[UNKNOWN], [UNKNOWN, a.id]])
   })
 
   it('answers 400 naming ids for a malformed id, an empty item or more than 100 ids', async (t) => {

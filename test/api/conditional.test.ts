@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import type { User } from '../../src/users/user.js'
+import type { User } from '../../src/domain/user.js'
 import { assertProblem, request, type TestResponse } from '../helpers/http.js'
 import { readUserFile } from '../helpers/data-files.js'
 import { startService, uniqueEmail, type TestService } from '../helpers/service.js'

@@ -4,7 +4,7 @@ import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
 import { createJsonLogger } from '../../src/logger.js'
-import type { User } from '../../src/users/user.js'
+import type { User } from '../../src/domain/user.js'
 import { sleep } from '../helpers/child.js'
 import { FaultyStore } from '../helpers/faulty-store.js'
 import { assertProblem, request, type Problem, type TestResponse } from '../helpers/http.js'

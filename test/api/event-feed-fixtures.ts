@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises'
 import type { TestContext } from 'node:test'
 
-import { PostgresStore } from '../../src/store/postgres-store.js'
+import { PostgresStore } from '../../src/store/postgres/postgres-store.js'
 import type { Store } from '../../src/store/store.js'
 import { request } from '../helpers/http.js'
 import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES } from '../helpers/postgres.js'

@@ -9,7 +9,7 @@ import { startService, type TestService } from '../helpers/service.js'
 import { makeToken, nowSeconds } from '../helpers/tokens.js'
 import { openSse, type SseClient } from '../events/sse-client.js'
 import { FEED_STORES } from './event-feed-fixtures.js'
-import { PostgresStore } from '../../src/store/postgres-store.js'
+import { PostgresStore } from '../../src/store/postgres/postgres-store.js'
 
 const LEEWAY_S = 1
 

@@ -3,7 +3,7 @@ import { readdir } from 'node:fs/promises'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 
-import { FileStore } from '../../src/store/file-store.js'
+import { FileStore } from '../../src/store/file/file-store.js'
 import { assertProblem } from '../helpers/http.js'
 import { startService, uniqueEmail } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'

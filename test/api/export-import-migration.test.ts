@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { request as httpRequest } from 'node:http'
 import { describe, it } from 'node:test'
 
-import { PostgresStore } from '../../src/store/postgres-store.js'
+import { PostgresStore } from '../../src/store/postgres/postgres-store.js'
 import { SKIP_POSTGRES, freshSchema, requireDatabaseUrl } from '../helpers/postgres.js'
 import { startService, uniqueEmail, type TestService } from '../helpers/service.js'
 

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict'
 import { describe, it, type TestContext } from 'node:test'
 
-import { PostgresStore } from '../../src/store/postgres-store.js'
-import type { User } from '../../src/users/user.js'
+import { PostgresStore } from '../../src/store/postgres/postgres-store.js'
+import type { User } from '../../src/domain/user.js'
 import { MAX_VERSION } from '../../src/users/user-fields.js'
 import { assertProblem, assertValidation, request, type TestResponse } from '../helpers/http.js'
 import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES } from '../helpers/postgres.js'

@@ -5,7 +5,7 @@ import path from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { describe, it, type TestContext } from 'node:test'
 
-import type { User } from '../../src/users/user.js'
+import type { User } from '../../src/domain/user.js'
 import { sleep, startChild, type RunningChild } from '../helpers/child.js'
 import { assertProblem, request, type TestResponse, type UserPage } from '../helpers/http.js'
 import { waitFor } from '../helpers/ops.js'

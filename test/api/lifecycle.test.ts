@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it, type TestContext } from 'node:test'
 
-import type { User, UserStatus } from '../../src/users/user.js'
+import type { User, UserStatus } from '../../src/domain/user.js'
 import { assertProblem, type RequestOptions, type TestResponse } from '../helpers/http.js'
 import { startService, type TestService } from '../helpers/service.js'
 import {

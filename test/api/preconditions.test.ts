@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import type { User } from '../../src/users/user.js'
+import type { User } from '../../src/domain/user.js'
 import { assertProblem, type TestResponse } from '../helpers/http.js'
 import { startService, uniqueEmail, type TestService } from '../helpers/service.js'
 import { assertUnchangedBy } from '../helpers/users-suite.js'

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
-import type { User } from '../../src/users/user.js'
+import type { User } from '../../src/domain/user.js'
 import { spawnService, startChild, type RunningChild } from '../helpers/child.js'
 import { assertProblem, request, type RequestOptions, type TestResponse, type UserPage } from '../helpers/http.js'
 import { freshDatabase, SKIP_POSTGRES, sql } from '../helpers/postgres.js'

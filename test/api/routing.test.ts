@@ -3,7 +3,7 @@ import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 
-import type { User } from '../../src/users/user.js'
+import type { User } from '../../src/domain/user.js'
 import { FaultyStore } from '../helpers/faulty-store.js'
 import { assertProblem, request, type TestResponse } from '../helpers/http.js'
 import { startService, uniqueEmail } from '../helpers/service.js'

@@ -5,7 +5,7 @@ import { connect } from 'node:net'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
-import type { User } from '../../src/users/user.js'
+import type { User } from '../../src/domain/user.js'
 import { startChild, type RunningChild } from '../helpers/child.js'
 import { listLockFiles } from '../helpers/data-files.js'
 import { assertProblem } from '../helpers/http.js'

@@ -6,7 +6,7 @@ import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { promisify } from 'node:util'
 
-import type { User } from '../../src/users/user.js'
+import type { User } from '../../src/domain/user.js'
 import { PROJECT_ROOT, sleep, startChild, type RunningChild } from '../helpers/child.js'
 import { request, type UserPage } from '../helpers/http.js'
 import { makeUser, toContractJson } from '../helpers/store-users.js'

@@ -3,7 +3,7 @@ import path from 'node:path'
 import { describe, it } from 'node:test'
 
 import { MemoryStore } from '../../src/store/memory-store.js'
-import type { User } from '../../src/users/user.js'
+import type { User } from '../../src/domain/user.js'
 import { assertProblem, type TestResponse } from '../helpers/http.js'
 import { readUserFile, TIMESTAMP } from '../helpers/data-files.js'
 import { makeTempDir, startService, type TestService } from '../helpers/service.js'

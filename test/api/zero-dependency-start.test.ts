@@ -6,7 +6,7 @@ import path from 'node:path'
 import { describe, it } from 'node:test'
 import { promisify } from 'node:util'
 
-import type { User } from '../../src/users/user.js'
+import type { User } from '../../src/domain/user.js'
 import { PROJECT_ROOT, spawnService, sleep } from '../helpers/child.js'
 import { listLockFiles } from '../helpers/data-files.js'
 import { request } from '../helpers/http.js'

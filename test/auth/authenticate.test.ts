@@ -4,7 +4,7 @@ import { describe, it } from 'node:test'
 import { SCOPES, createAuthenticator, requireScope, type Authenticator, type AuthenticatorOptions } from '../../src/auth/authenticate.js'
 import { createSingleKeySet } from '../../src/auth/keys.js'
 import { TokenError, type TokenClaims } from '../../src/auth/verify-token.js'
-import { HttpError } from '../../src/errors.js'
+import { HttpError } from '../../src/http/problem.js'
 import { TEST_SECRET, makeToken } from '../helpers/tokens.js'
 
 const START_S = 1_900_000_000

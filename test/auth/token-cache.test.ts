@@ -3,7 +3,7 @@ import { describe, it } from 'node:test'
 
 import { MAX_TOKEN_BYTES, createAuthenticator, type Authenticator, type AuthenticatorOptions } from '../../src/auth/authenticate.js'
 import { createSingleKeySet } from '../../src/auth/keys.js'
-import { HttpError } from '../../src/errors.js'
+import { HttpError } from '../../src/http/problem.js'
 import { TEST_SECRET, makeToken } from '../helpers/tokens.js'
 
 const START_S = 1_900_000_000

@@ -12,7 +12,7 @@ import { request } from 'node:http'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-import { DurableDirectory } from '../../src/store/atomic-write.js'
+import { DurableDirectory } from '../../src/store/file/atomic-write.js'
 import { createDatabase, POSTGRES_URL } from './postgres-cases.js'
 import { installCleanup, makeTempRoot, rssMb, type Server, SERVICE_BENCH_ENV, startServer, stopServer } from './procs.js'
 import { makeToken } from './token.js'

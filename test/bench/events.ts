@@ -9,9 +9,9 @@ import { request as httpRequest } from 'node:http'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 
-import type { ChangeEvent } from '../../src/events/event.js'
+import type { ChangeEvent } from '../../src/domain/event.js'
 import { createUserService } from '../../src/process/create-user-service.js'
-import { FileStore } from '../../src/store/file-store.js'
+import { FileStore } from '../../src/store/file/file-store.js'
 import { makeToken, TEST_SECRET } from '../helpers/tokens.js'
 import { makeUser } from '../helpers/store-users.js'
 

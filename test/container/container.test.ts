@@ -10,7 +10,7 @@ import path from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { after, describe, it, type TestContext } from 'node:test'
 
-import type { User } from '../../src/users/user.js'
+import type { User } from '../../src/domain/user.js'
 import { PROJECT_ROOT } from '../helpers/child.js'
 import { request } from '../helpers/http.js'
 import { waitFor } from '../helpers/ops.js'

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 
-import { eventJson, parseEvent } from '../../src/events/event.js'
+import { eventJson, parseEvent } from '../../src/domain/event.js'
 import { request, type TestResponse } from '../helpers/http.js'
 import { makeToken } from '../helpers/tokens.js'
 

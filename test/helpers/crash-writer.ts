@@ -4,8 +4,8 @@
  * printing `<id> <version>` for every write once the store has acknowledged it. The choice of
  * create or update, the user updated and the padding come from SEED, so a round can be replayed.
  */
-import { FileStore } from '../../src/store/file-store.js'
-import type { UserRecord } from '../../src/users/user.js'
+import { FileStore } from '../../src/store/file/file-store.js'
+import type { UserRecord } from '../../src/domain/user.js'
 import { changeUser, makeUser } from './store-users.js'
 
 const WRITERS = 8

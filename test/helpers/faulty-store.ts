@@ -1,12 +1,13 @@
 import { MemoryStore } from '../../src/store/memory-store.js'
-import type { ChangeUser, ListPage, ListQuery } from '../../src/store/store.js'
-import type { User, UserRecord } from '../../src/users/user.js'
+import type { ChangeUser, ListPage, ListQuery, SubjectState } from '../../src/store/store.js'
+import type { ChangeContext } from '../../src/domain/change-context.js'
+import type { User, UserRecord } from '../../src/domain/user.js'
 
-export type StoreMethod = 'get' | 'list' | 'create' | 'update' | 'delete'
+export type StoreMethod = 'get' | 'getMany' | 'isDeleted' | 'subjectOf' | 'list' | 'create' | 'update' | 'delete'
 
 export interface StoreCall {
   readonly method: StoreMethod
-  /** The id the call named (the new user's id for create; undefined for list). */
+  /** The id the call named (the new user's id for create; undefined for list and getMany). */
   readonly id: string | undefined
 }
 
@@ -43,20 +44,32 @@ export class FaultyStore extends MemoryStore {
     return this.#run('get', id, () => super.get(id))
   }
 
+  override getMany(ids: readonly string[]): Promise<UserRecord[]> {
+    return this.#run('getMany', undefined, () => super.getMany(ids))
+  }
+
+  override isDeleted(id: string): Promise<boolean> {
+    return this.#run('isDeleted', id, () => super.isDeleted(id))
+  }
+
+  override subjectOf(id: string): Promise<SubjectState> {
+    return this.#run('subjectOf', id, () => super.subjectOf(id))
+  }
+
   override list(query: ListQuery): Promise<ListPage> {
     return this.#run('list', undefined, () => super.list(query))
   }
 
-  override create(user: User): Promise<UserRecord> {
-    return this.#run('create', user.id, () => super.create(user))
+  override create(user: User, check?: () => void, context?: ChangeContext): Promise<UserRecord> {
+    return this.#run('create', user.id, () => super.create(user, check, context))
   }
 
-  override update(id: string, change: ChangeUser): Promise<UserRecord> {
-    return this.#run('update', id, () => super.update(id, change))
+  override update(id: string, change: ChangeUser, context?: ChangeContext): Promise<UserRecord> {
+    return this.#run('update', id, () => super.update(id, change, context))
   }
 
-  override delete(id: string, check?: (current: UserRecord) => void): Promise<void> {
-    return this.#run('delete', id, () => super.delete(id, check))
+  override delete(id: string, check?: (current: UserRecord) => void, context?: ChangeContext): Promise<void> {
+    return this.#run('delete', id, () => super.delete(id, check, context))
   }
 
   #run<T>(method: StoreMethod, id: string | undefined, next: () => Promise<T>): Promise<T> {

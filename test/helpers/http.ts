@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 
-import type { FieldError } from '../../src/errors.js'
-import type { User } from '../../src/users/user.js'
+import type { FieldError } from '../../src/http/problem.js'
+import type { User } from '../../src/domain/user.js'
 
 export interface TestResponse {
   readonly status: number

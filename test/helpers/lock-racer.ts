@@ -1,5 +1,5 @@
 /*
- * A process that races for a data directory's lock, for test/store/data-dir-lock.test.ts.
+ * A process that races for a data directory's lock, for test/store/file/data-dir-lock.test.ts.
  *
  * With an IPC channel it serves many rounds: `{ kind: 'go', dir, at }` makes it wait for the
  * moment `at` (so that all racers start together), try the lock and answer `held` or `refused`;
@@ -8,7 +8,7 @@
  * Without one it runs a single round on the directory named by its argument, as a fresh process:
  * it prints `held <file>` or `refused: <message>`, then keeps a held lock until stdin ends.
  */
-import { DataDirLock } from '../../src/store/data-dir-lock.js'
+import { DataDirLock } from '../../src/store/file/data-dir-lock.js'
 
 export type RacerCommand =
   | { readonly kind: 'go', readonly dir: string, readonly at: number }

@@ -1,8 +1,9 @@
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http'
 
 import { MemoryStore } from '../../src/store/memory-store.js'
-import type { ChangeUser, ListPage, ListQuery } from '../../src/store/store.js'
-import type { User, UserRecord } from '../../src/users/user.js'
+import type { ChangeUser, ListPage, ListQuery, SubjectState } from '../../src/store/store.js'
+import type { ChangeContext } from '../../src/domain/change-context.js'
+import type { User, UserRecord } from '../../src/domain/user.js'
 import { sleep } from './child.js'
 import { request, type RequestOptions, type TestResponse } from './http.js'
 
@@ -96,7 +97,7 @@ export function blockEventLoop(ms: number): void {
   }
 }
 
-/** A memory store that counts its reads and writes (get, list, create, update, delete). */
+/** A memory store that counts its reads and writes (every method of the Store contract that reads or writes users). */
 export class CountingStore extends MemoryStore {
   calls = 0
 
@@ -105,24 +106,39 @@ export class CountingStore extends MemoryStore {
     return super.get(id)
   }
 
+  override getMany(ids: readonly string[]): Promise<UserRecord[]> {
+    this.calls += 1
+    return super.getMany(ids)
+  }
+
+  override isDeleted(id: string): Promise<boolean> {
+    this.calls += 1
+    return super.isDeleted(id)
+  }
+
+  override subjectOf(id: string): Promise<SubjectState> {
+    this.calls += 1
+    return super.subjectOf(id)
+  }
+
   override list(query: ListQuery): Promise<ListPage> {
     this.calls += 1
     return super.list(query)
   }
 
-  override create(user: User): Promise<UserRecord> {
+  override create(user: User, check?: () => void, context?: ChangeContext): Promise<UserRecord> {
     this.calls += 1
-    return super.create(user)
+    return super.create(user, check, context)
   }
 
-  override update(id: string, change: ChangeUser): Promise<UserRecord> {
+  override update(id: string, change: ChangeUser, context?: ChangeContext): Promise<UserRecord> {
     this.calls += 1
-    return super.update(id, change)
+    return super.update(id, change, context)
   }
 
-  override delete(id: string, check?: (current: UserRecord) => void): Promise<void> {
+  override delete(id: string, check?: (current: UserRecord) => void, context?: ChangeContext): Promise<void> {
     this.calls += 1
-    return super.delete(id, check)
+    return super.delete(id, check, context)
   }
 }
 

@@ -6,7 +6,7 @@ import type { TestContext } from 'node:test'
 import type { Logger } from '../../src/logger.js'
 import { createUserService, type UserServiceOptions } from '../../src/process/create-user-service.js'
 import type { UserService } from '../../src/service.js'
-import type { User } from '../../src/users/user.js'
+import type { User } from '../../src/domain/user.js'
 import { request, type RequestOptions, type TestResponse, type UserPage } from './http.js'
 import { TEST_SECRET, makeToken } from './tokens.js'
 

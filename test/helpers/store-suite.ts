@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict'
 import { describe, it, type TestContext } from 'node:test'
 
+import { ServiceError } from '../../src/domain/errors.js'
 import type { ListFilter, Store } from '../../src/store/store.js'
-import type { User, UserRecord, UserStatus } from '../../src/users/user.js'
+import type { User, UserRecord, UserStatus } from '../../src/domain/user.js'
 import { MAX_VERSION } from '../../src/users/user-fields.js'
+import { describeMoreStoreContract } from './store-contract-more.js'
 import { changeUser, makeUser, toContractJson } from './store-users.js'
 
 /** Makes a new, empty, unopened store; it may register its own clean-up on `t`. */
@@ -66,6 +68,7 @@ const namesOf = (items: readonly UserRecord[]): string[] => items.map((record) =
 
 /** Registers the behaviour every Store must have, run against stores made by `factory`. */
 export function describeStoreContract(label: string, factory: StoreFactory): void {
+  describeMoreStoreContract(label, factory, openStore)
   describe(`${label}: create and get`, () => {
     it('returns a record with the contract JSON, the ETag "v1" and the email key', async (t) => {
       const store = await openStore(t, factory)
@@ -98,14 +101,14 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       const store = await openStore(t, factory)
       const first = await store.create(makeUser())
       const before = await snapshotStore(store)
-      await assert.rejects(store.create(makeUser({ id: first.user.id })), /already exists/)
+      await assert.rejects(store.create(makeUser({ id: first.user.id })), { name: 'ServiceError', code: 'duplicate_id', message: /already exists/ })
       assert.deepEqual(await snapshotStore(store), before)
     })
 
     it('refuses ids that are not canonical UUIDs before anything is written', async (t) => {
       const store = await openStore(t, factory)
       for (const id of ['../victim', 'not-a-uuid', makeUser().id.toUpperCase()]) {
-        await assert.rejects(store.create(makeUser({ id })), /canonical UUID/)
+        await assert.rejects(store.create(makeUser({ id })), { name: 'ServiceError', code: 'validation_failed', message: /canonical UUID/ })
       }
       assert.deepEqual(await snapshotStore(store), [])
     })
@@ -114,7 +117,10 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       const store = await openStore(t, factory)
       const first = await store.create(makeUser())
       const before = await snapshotStore(store)
-      await assert.rejects(store.update(first.user.id, (current) => ({ ...current.user, id: makeUser().id })), /may not alter the id/)
+      await assert.rejects(
+        store.update(first.user.id, (current) => ({ ...current.user, id: makeUser().id })),
+        (error: unknown) => error instanceof ServiceError && error.code === 'internal' && /may not alter the id/.test(String(error.cause)),
+      )
       assert.deepEqual(await snapshotStore(store), before)
     })
   })
@@ -125,7 +131,7 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       await store.create(makeUser({ email: 'Ada@Example.com' }))
       const before = await snapshotStore(store)
       const other = makeUser({ email: 'aDA@eXAMPLE.COM' })
-      await assert.rejects(store.create(other), { name: 'HttpError', code: 'duplicate_email' })
+      await assert.rejects(store.create(other), { name: 'ServiceError', code: 'duplicate_email' })
       assert.equal(await store.get(other.id), undefined)
       assert.deepEqual(await snapshotStore(store), before)
     })
@@ -137,7 +143,7 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       const before = await snapshotStore(store)
       await assert.rejects(
         store.update(grace.user.id, (current) => changeUser(current.user, { email: 'ADA@example.com' })),
-        { name: 'HttpError', code: 'duplicate_email' },
+        { name: 'ServiceError', code: 'duplicate_email' },
       )
       assert.deepEqual(await snapshotStore(store), before)
       const found = await store.list({ filter: { email: 'ada@example.com' }, order: 'asc', limit: 10 })
@@ -233,7 +239,7 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
           called = true
           return ghost
         }),
-        { name: 'HttpError', code: 'not_found' },
+        { name: 'ServiceError', code: 'not_found' },
       )
       assert.equal(called, false)
       assert.deepEqual(await snapshotStore(store), before)
@@ -312,7 +318,7 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       await store.create(makeUser())
       const before = await snapshotStore(store)
       let called = false
-      await assert.rejects(store.delete(makeUser().id, () => { called = true }), { name: 'HttpError', code: 'not_found' })
+      await assert.rejects(store.delete(makeUser().id, () => { called = true }), { name: 'ServiceError', code: 'not_found' })
       assert.equal(called, false)
       assert.deepEqual(await snapshotStore(store), before)
     })
@@ -321,7 +327,7 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       const store = await openStore(t, factory)
       await store.create(makeUser())
       const before = await snapshotStore(store)
-      await assert.rejects(store.delete(makeUser().id), { name: 'HttpError', code: 'not_found' })
+      await assert.rejects(store.delete(makeUser().id), { name: 'ServiceError', code: 'not_found' })
       assert.deepEqual(await snapshotStore(store), before)
     })
 
@@ -560,7 +566,7 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       const before = await snapshotStore(store)
       const cases = [['email', 'a\u0000b@example.com'], ['name', 'Ada\u0000Lovelace']] as const
       for (const [field, value] of cases) {
-        const refused = { name: 'HttpError', code: 'validation_failed', errors: [{ pointer: `/${field}`, code: 'invalid_characters', message: `${field} must not contain a NUL character (U+0000).` }] }
+        const refused = { name: 'ServiceError', code: 'validation_failed', errors: [{ pointer: `/${field}`, code: 'invalid_characters', message: `${field} must not contain a NUL character (U+0000).` }] }
         await assert.rejects(store.create(makeUser({ [field]: value })), refused)
         await assert.rejects(store.update(ada.user.id, (current) => changeUser(current.user, { [field]: value })), refused)
       }
@@ -584,12 +590,12 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
         const name = filter.q === undefined ? 'email' : 'q'
         for (const order of ['asc', 'desc'] as const) {
           await assert.rejects(store.list({ filter, order, limit: 10 }), {
-            name: 'HttpError', code: 'bad_request', message: `The query parameter ${name} must not contain a NUL character (U+0000).`,
+            name: 'ServiceError', code: 'bad_request', message: `The query parameter ${name} must not contain a NUL character (U+0000).`,
           })
         }
       }
       await assert.rejects(store.list({ filter: {}, order: 'asc', limit: 10, after: `${makeUser().id}\u0000` }), {
-        name: 'HttpError', code: 'bad_request', message: 'The query parameter cursor must not contain a NUL character (U+0000).',
+        name: 'ServiceError', code: 'bad_request', message: 'The query parameter cursor must not contain a NUL character (U+0000).',
       })
       assertHealthy(store)
       assert.equal((await listAll(store)).length, PEOPLE.length)
@@ -599,7 +605,7 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       const store = await openStore(t, factory)
       const ada = await store.create(makeUser())
       const before = await snapshotStore(store)
-      const refused = { name: 'HttpError', code: 'bad_request' }
+      const refused = { name: 'ServiceError', code: 'bad_request' }
       for (const context of [{ actor: 'tok\u0000en' }, { requestId: 'req\u0000' }]) {
         await assert.rejects(store.create(makeUser(), undefined, context), refused)
         await assert.rejects(store.update(ada.user.id, increment, context), refused)
@@ -640,7 +646,7 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       const store = await openStore(t, factory)
       const top = await store.create(makeUser({ version: MAX_VERSION }))
       const before = await snapshotStore(store)
-      await assert.rejects(store.update(top.user.id, increment), { name: 'HttpError', code: 'version_exhausted', status: 409 })
+      await assert.rejects(store.update(top.user.id, increment), { name: 'ServiceError', code: 'version_exhausted' })
       assert.deepEqual(await snapshotStore(store), before)
       // A change that changes nothing keeps the version, so it is no change past the top.
       assert.deepEqual(await store.update(top.user.id, () => undefined), top)
@@ -656,7 +662,7 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       const before = await snapshotStore(store)
       for (const version of [0, -1, 1.5, MAX_VERSION + 1, 2 ** 63, Number.NaN, Number.POSITIVE_INFINITY]) {
         await assert.rejects(store.create(makeUser({ version })), {
-          name: 'HttpError', code: 'validation_failed', errors: [{ pointer: '/version', code: 'out_of_range', message: `version must be a whole number from 1 to ${MAX_VERSION}.` }],
+          name: 'ServiceError', code: 'validation_failed', errors: [{ pointer: '/version', code: 'out_of_range', message: `version must be a whole number from 1 to ${MAX_VERSION}.` }],
         }, String(version))
       }
       assert.deepEqual(await snapshotStore(store), before)

@@ -1,5 +1,5 @@
-import type { User } from '../../src/users/user.js'
-import { createIdGenerator } from '../../src/users/uuid7.js'
+import type { User } from '../../src/domain/user.js'
+import { createIdGenerator } from '../../src/domain/uuid7.js'
 
 /**
  * Users for store tests, built the way the service builds them (UUIDv7 ids, so a later user has a

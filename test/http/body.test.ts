@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { describe, it, type TestContext } from 'node:test'
 
-import { HttpError, toHttpError } from '../../src/errors.js'
+import { HttpError, toHttpError } from '../../src/http/problem.js'
 import { MAX_BODY_BYTES, hasBody, parseJsonBody, readBody, validateContentType } from '../../src/http/body.js'
 import { request } from '../helpers/http.js'
 import { sendOverSocket } from '../helpers/socket-http.js'

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { HttpError } from '../../src/errors.js'
+import { HttpError } from '../../src/http/problem.js'
 import { decodePathParam, decodePathParams, percentDecode } from '../../src/http/percent-decode.js'
 
 describe('percentDecode', () => {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { HttpError } from '../../src/errors.js'
+import { HttpError } from '../../src/http/problem.js'
 import type { Method, RouteSpec } from '../../src/http/route-spec.js'
 import { createRouter } from '../../src/http/router.js'
 import { ROUTES } from '../../src/routes/route-list.js'

@@ -3,7 +3,7 @@ import { rm, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
-import type { HttpError } from '../../src/errors.js'
+import type { HttpError } from '../../src/http/problem.js'
 import { Availability, type AvailabilityOptions } from '../../src/ops/availability.js'
 import { sleep } from '../helpers/child.js'
 import { blockEventLoop, waitFor } from '../helpers/ops.js'

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { HttpError } from '../../src/errors.js'
+import { HttpError } from '../../src/http/problem.js'
 import { describeCause, StorageFaultLog } from '../../src/ops/storage-faults.js'
-import { WriteError } from '../../src/store/atomic-write.js'
+import { WriteError } from '../../src/store/file/atomic-write.js'
 import { createMemoryLogger } from '../helpers/service.js'
 
 const systemError = (code: string, syscall: string, errno: number): Error => Object.assign(new Error(`${code}: ${syscall}`), { code, syscall, errno })

@@ -3,7 +3,7 @@ import { constants, mkdirSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
-import type { User } from '../../src/users/user.js'
+import type { User } from '../../src/domain/user.js'
 import { startChild, type RunningChild } from '../helpers/child.js'
 import { request, type TestResponse } from '../helpers/http.js'
 import { makeTempDir, uniqueEmail } from '../helpers/service.js'

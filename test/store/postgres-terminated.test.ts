@@ -3,7 +3,7 @@ import { describe, it } from 'node:test'
 
 import pg from 'pg'
 
-import type { User } from '../../src/users/user.js'
+import type { User } from '../../src/domain/user.js'
 import { sleep, startChild } from '../helpers/child.js'
 import { assertProblem, request } from '../helpers/http.js'
 import { freshDatabase, SKIP_POSTGRES } from '../helpers/postgres.js'

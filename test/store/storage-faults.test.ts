@@ -6,7 +6,7 @@ import { constants, tmpdir } from 'node:os'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
-import type { User } from '../../src/users/user.js'
+import type { User } from '../../src/domain/user.js'
 import { startChild, type ChildOptions, type RunningChild } from '../helpers/child.js'
 import { listLockFiles, readUserFile } from '../helpers/data-files.js'
 import { assertProblem, request, type TestResponse, type UserPage } from '../helpers/http.js'

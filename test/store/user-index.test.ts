@@ -3,7 +3,7 @@ import { describe, it } from 'node:test'
 
 import type { ListPage, ListQuery } from '../../src/store/store.js'
 import { UserIndex, type ListWork } from '../../src/store/user-index.js'
-import { toRecord, type User, type UserRecord } from '../../src/users/user.js'
+import { toRecord, type User, type UserRecord } from '../../src/domain/user.js'
 import { changeUser, makeUser } from '../helpers/store-users.js'
 
 /** An index holding `count` users, put in the given order; returns them oldest first. */

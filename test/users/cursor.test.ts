@@ -2,7 +2,8 @@ import assert from 'node:assert/strict'
 import { createHmac } from 'node:crypto'
 import { describe, it } from 'node:test'
 
-import { HttpError } from '../../src/errors.js'
+import { ServiceError } from '../../src/domain/errors.js'
+import { toHttpError } from '../../src/http/problem.js'
 import { createCursorCodec, type CursorState } from '../../src/users/cursor.js'
 
 const SECRET = Buffer.from('cursor-test-secret-0123456789-abcdefgh')
@@ -26,8 +27,8 @@ const BARE: CursorState = {
 
 function assertBadCursor(decode: () => unknown): void {
   assert.throws(decode, (error: unknown) => {
-    assert.ok(error instanceof HttpError, String(error))
-    assert.equal(error.status, 400)
+    assert.ok(error instanceof ServiceError, String(error))
+    assert.equal(toHttpError(error).status, 400)
     assert.equal(error.code, 'bad_request')
     assert.match(error.detail, /cursor/)
     return true

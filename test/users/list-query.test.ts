@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { HttpError } from '../../src/errors.js'
+import { ServiceError } from '../../src/domain/errors.js'
+import { toHttpError } from '../../src/http/problem.js'
 import { createCursorCodec, type CursorState } from '../../src/users/cursor.js'
 import { parseListQuery } from '../../src/users/list-query.js'
 
@@ -10,8 +11,8 @@ const AFTER = '0193a5f2-7c1e-7d3a-9b2f-1c2d3e4f5a6b'
 
 function assertBadQuery(rawQuery: string, parameter: string | RegExp): void {
   assert.throws(() => parseListQuery(rawQuery, codec), (error: unknown) => {
-    assert.ok(error instanceof HttpError, String(error))
-    assert.equal(error.status, 400)
+    assert.ok(error instanceof ServiceError, String(error))
+    assert.equal(toHttpError(error).status, 400)
     assert.equal(error.code, 'bad_request')
     assert.match(error.detail, typeof parameter === 'string' ? new RegExp(`\\b${parameter}\\b`) : parameter)
     return true

@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { HttpError, type FieldError } from '../../src/errors.js'
-import type { User } from '../../src/users/user.js'
+import { ServiceError, type FieldError } from '../../src/domain/errors.js'
+import { toHttpError } from '../../src/http/problem.js'
+import type { User } from '../../src/domain/user.js'
 import {
   validateCreate, validateEmptyBody, validatePatch, validateReplace,
 } from '../../src/users/validate-user.js'
@@ -23,17 +24,17 @@ const CURRENT: User = Object.freeze({
 
 type Expected = ReadonlyArray<[pointer: string, code: string]>
 
-/** The 422 HttpError `action` throws; fails if it throws anything else or nothing. */
-function problemOf(action: () => unknown): HttpError {
+/** The validation_failed ServiceError `action` throws; fails if it throws anything else or nothing. */
+function problemOf(action: () => unknown): ServiceError {
   let caught: unknown
   try {
     action()
   } catch (error) {
     caught = error
   }
-  assert.ok(caught instanceof HttpError, `expected an HttpError, got ${String(caught)}`)
+  assert.ok(caught instanceof ServiceError, `expected a ServiceError, got ${String(caught)}`)
   assert.equal(caught.code, 'validation_failed')
-  assert.equal(caught.status, 422)
+  assert.equal(toHttpError(caught).status, 422)
   return caught
 }
 
@@ -85,7 +86,7 @@ describe('validateCreate', () => {
       try {
         validateCreate(body)
       } catch (error) {
-        assert.ok(error instanceof HttpError && error.code === 'validation_failed')
+        assert.ok(error instanceof ServiceError && error.code === 'validation_failed')
         return (error.errors ?? []).map((entry) => entry.message)
       }
       return assert.fail('expected a validation error')
@@ -261,7 +262,7 @@ describe('validateReplace', () => {
       validateReplace({ ...CURRENT, status: 'pending' }, CURRENT)
       assert.fail('status was accepted')
     } catch (error) {
-      assert.ok(error instanceof HttpError)
+      assert.ok(error instanceof ServiceError)
       const message = error.errors?.[0]?.message ?? ''
       assert.match(message, /read-only/)
       assert.match(message, /:activate/)
@@ -544,7 +545,7 @@ describe('the size of a 422', () => {
   const RULES = 'The request breaks the rules of:'
   const badKeys = (count: number): Record<string, number> =>
     Object.fromEntries(Array.from({ length: count }, (_, i) => [`!${i.toString(36)}`, 0]))
-  const pointersOf = (problem: HttpError): string[] =>
+  const pointersOf = (problem: ServiceError): string[] =>
     (problem.errors ?? []).map((error) => error.pointer)
 
   it('lists the first 20 field errors in body order and says more were left out', () => {

@@ -1,4 +1,4 @@
-import { HttpError } from '../../errors.js'
+import { HttpError } from '../../http/problem.js'
 import { API_ROUTE, NDJSON, TEXT } from '../route-defaults.js'
 import { STREAMED, type Route } from '../route.js'
 import { ImportRun } from './import-run.js'

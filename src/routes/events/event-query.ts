@@ -1,8 +1,8 @@
-import { HttpError } from '../../errors.js'
+import { HttpError } from '../../http/problem.js'
 import { badParameter, readQueryParameters } from '../../http/query-parameters.js'
-import { isCanonicalUuid } from '../../users/uuid7.js'
-import { EVENT_ID, EVENT_TYPES, type EventType } from '../../events/event.js'
-import type { EventQuery } from '../../events/journal.js'
+import { isCanonicalUuid } from '../../domain/uuid7.js'
+import { EVENT_ID, EVENT_TYPES, type EventType } from '../../domain/event.js'
+import type { EventQuery } from '../../store/feed/journal.js'
 
 export const EVENT_PARAMETERS = ['after', 'limit', 'type', 'userId'] as const
 export const DEFAULT_EVENT_LIMIT = 100

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 
-import { HttpError } from '../../errors.js'
-import { EVENT_PAGE_MAX_BYTES, type EventFeed, type EventPage } from '../../events/journal.js'
+import { HttpError } from '../../http/problem.js'
+import { EVENT_PAGE_MAX_BYTES, type EventFeed, type EventPage } from '../../store/feed/journal.js'
 import { parseEventQuery } from './event-query.js'
 import { startSseStream, STREAM_PAGE, type SseStream, type StreamReader } from './sse-stream.js'
 

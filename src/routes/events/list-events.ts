@@ -1,5 +1,5 @@
-import { eventJson, EVENT_TYPES } from '../../events/event.js'
-import { EVENT_PAGE_MAX_BYTES } from '../../events/journal.js'
+import { eventJson, EVENT_TYPES } from '../../domain/event.js'
+import { EVENT_PAGE_MAX_BYTES } from '../../store/feed/journal.js'
 import { API_ROUTE, TEXT } from '../route-defaults.js'
 import { ref, STREAMED, type Json, type Route, type RouteContext } from '../route.js'
 import { DEFAULT_EVENT_LIMIT, MAX_EVENT_LIMIT, parseEventQuery } from './event-query.js'

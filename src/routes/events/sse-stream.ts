@@ -1,8 +1,8 @@
 import type { ServerResponse } from 'node:http'
 
-import { HttpError } from '../../errors.js'
-import { eventJson, type ChangeEvent } from '../../events/event.js'
-import type { EventFeed, EventPage, EventQuery } from '../../events/journal.js'
+import { ServiceError } from '../../domain/errors.js'
+import { eventJson, type ChangeEvent } from '../../domain/event.js'
+import type { EventFeed, EventPage, EventQuery } from '../../store/feed/journal.js'
 
 /** Events a stream reads from the feed at a time (a page is also bounded in bytes). */
 export const STREAM_PAGE = 200
@@ -84,7 +84,7 @@ export function startSseStream(options: SseStreamOptions): SseStream {
       await reader?.checkSubject()
       return undefined
     } catch (error) {
-      if (!(error instanceof HttpError)) return undefined
+      if (!(error instanceof ServiceError)) return undefined
       if (error.code === 'subject_suspended') return 'stream ended: the subject of the token is suspended'
       if (error.code === 'subject_deleted') return 'stream ended: the subject of the token was deleted'
       return undefined

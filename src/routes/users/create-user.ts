@@ -18,7 +18,7 @@ export const createUser: Route = {
   // Another user's email.
   errors: [409],
   async handle(context) {
-    const record = await context.services.operations.create(context.body)
+    const record = await context.services.operations.create(context.body, context.change)
     const reply = userReply(201, record)
     return { ...reply, headers: { ...reply.headers, location: `${context.services.basePath}/users/${record.user.id}` } }
   },

@@ -12,7 +12,7 @@ export const deleteUser: Route = {
   summary: 'Delete a user',
   responses: { 204: { description: 'Deleted.' } },
   async handle(context) {
-    await context.services.operations.remove(userId(context), preconditions(context))
+    await context.services.operations.remove(userId(context), preconditions(context), context.change)
     return { status: 204 }
   },
 }

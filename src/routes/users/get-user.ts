@@ -1,4 +1,4 @@
-import { evaluatePreconditions } from '../../http/conditional.js'
+import { evaluatePreconditions } from '../../domain/preconditions.js'
 import { API_ROUTE } from '../route-defaults.js'
 import type { Route } from '../route.js'
 import { preconditions, USER_ANSWER, userId, userReply } from './user-replies.js'

@@ -1,8 +1,8 @@
-import { HttpError } from '../../errors.js'
+import { HttpError } from '../../http/problem.js'
 import type { Reply } from '../../http/respond.js'
 import { SORTS } from '../../users/cursor.js'
 import { DEFAULT_LIMIT, MAX_IDS, MAX_LIMIT, parseListQuery } from '../../users/list-query.js'
-import { USER_STATUSES, type UserRecord } from '../../users/user.js'
+import { USER_STATUSES, type UserRecord } from '../../domain/user.js'
 import { API_ROUTE } from '../route-defaults.js'
 import { ref, type Json, type Route, type RouteContext } from '../route.js'
 

@@ -1,4 +1,4 @@
-import type { LifecycleAction } from '../../users/lifecycle.js'
+import type { LifecycleAction } from '../../domain/lifecycle.js'
 import { API_ROUTE, JSON_ONLY } from '../route-defaults.js'
 import { ref, type Route } from '../route.js'
 import { preconditions, USER_ANSWER, userId, userReply } from './user-replies.js'
@@ -21,7 +21,7 @@ function transitionRoute(operationId: string, action: LifecycleAction, summary: 
     errors: [409],
     async handle(context) {
       const { operations } = context.services
-      return userReply(200, await operations.transition(userId(context), action, context.body, preconditions(context)))
+      return userReply(200, await operations.transition(userId(context), action, context.body, preconditions(context), context.change))
     },
   }
 }

@@ -17,6 +17,6 @@ export const updateUser: Route = {
   // Another user's email, or a user at the highest version.
   errors: [409],
   async handle(context) {
-    return userReply(200, await context.services.operations.patch(userId(context), context.body, preconditions(context)))
+    return userReply(200, await context.services.operations.patch(userId(context), context.body, preconditions(context), context.change))
   },
 }

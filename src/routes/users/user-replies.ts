@@ -1,6 +1,6 @@
-import type { Preconditions } from '../../http/conditional.js'
+import type { Preconditions } from '../../domain/preconditions.js'
 import type { Reply } from '../../http/respond.js'
-import type { UserRecord } from '../../users/user.js'
+import type { UserRecord } from '../../domain/user.js'
 import { ref, type ResponseDoc, type RouteContext } from '../route.js'
 
 /** The answer that carries one user: its JSON and its ETag. */

@@ -1,0 +1,9 @@
+/**
+ * Who made a change and through which request (§10), passed with every write down to the store,
+ * which puts it in the change's event. Both are optional for writes outside HTTP.
+ */
+export interface ChangeContext {
+  /** The token's `sub`. */
+  readonly actor?: string | undefined
+  readonly requestId?: string | undefined
+}

@@ -1,0 +1,152 @@
+import type { ChangeContext } from './change-context.js'
+import type { User, UserRecord } from './user.js'
+
+export type { ChangeContext } from './change-context.js'
+
+export const EVENT_TYPES = ['user.created', 'user.updated', 'user.activated', 'user.suspended', 'user.deleted'] as const
+export type EventType = (typeof EVENT_TYPES)[number]
+
+/** One entry of the feed (§10). `user` is absent on `user.deleted`: it carries no personal data. */
+export interface ChangeEvent {
+  /** 16 lower-case hex digits, strictly increasing in commit order, never reused. */
+  readonly id: string
+  readonly type: EventType
+  readonly time: string
+  readonly userId: string
+  readonly version: number
+  readonly actor?: string
+  readonly requestId?: string
+  readonly changed?: readonly string[]
+  /** The user as GET shows it, as JSON text (kept serialised: it is sent far more than parsed). */
+  readonly userJson?: string
+}
+
+/** What a change is, before it has an id: the store fills in the id when it commits it. */
+export type EventDraft = Omit<ChangeEvent, 'id'>
+
+export const EVENT_ID = /^[0-9a-f]{16}$/
+
+export function formatEventId(n: number | bigint): string {
+  return n.toString(16).padStart(16, '0')
+}
+
+/**
+ * A cursor (or an event id) exactly, as a BigInt: 16 hex digits hold up to 2^64 - 1, and a JS
+ * number rounds past 2^53, which moved cursors back by one.
+ */
+export function cursorValue(cursor: string): bigint {
+  if (!EVENT_ID.test(cursor)) throw new RangeError(`not an event cursor: ${JSON.stringify(cursor)}`)
+  return BigInt(`0x${cursor}`)
+}
+
+/** Orders two cursors or ids exactly: fixed-width lower-case hex sorts as the numbers it writes. */
+export function compareCursors(a: string, b: string): number {
+  if (!EVENT_ID.test(a) || !EVENT_ID.test(b)) throw new RangeError(`not event cursors: ${JSON.stringify([a, b])}`)
+  return a < b ? -1 : (a > b ? 1 : 0)
+}
+
+const SAFE = BigInt(Number.MAX_SAFE_INTEGER)
+
+/**
+ * The cursor as a bound for ids kept as JS numbers (always safe integers): the cursor itself when
+ * it is one, else MAX_SAFE_INTEGER, so that for every such id, `id <= cursorFloor(c)` exactly when
+ * the id is at or before the cursor.
+ */
+export function cursorFloor(cursor: string): number {
+  const value = cursorValue(cursor)
+  return value > SAFE ? Number.MAX_SAFE_INTEGER : Number(value)
+}
+
+/** An id this process handed out (or wrote to its log), as a number; a RangeError past 2^53 - 1. */
+export function eventIdNumber(id: string): number {
+  const value = cursorValue(id)
+  if (value > SAFE) throw new RangeError(`event id ${id} is past the ids this store hands out`)
+  return Number(value)
+}
+
+const COMPARED = ['email', 'name', 'metadata'] as const
+
+/**
+ * The event a change makes, or undefined when nothing changed. A status change is activated or
+ * suspended; other field changes are an update naming them.
+ */
+export function draftEvent(
+  before: User | undefined, after: UserRecord | undefined, userId: string, time: string, context: ChangeContext | undefined,
+  deletedVersion?: number,
+): EventDraft | undefined {
+  const base = {
+    time,
+    userId,
+    ...(context?.actor === undefined ? {} : { actor: context.actor }),
+    ...(context?.requestId === undefined ? {} : { requestId: context.requestId }),
+  }
+  if (after === undefined) return { ...base, type: 'user.deleted', version: deletedVersion ?? (before?.version ?? 0) + 1 }
+  const user = after.user
+  const shown = { ...base, version: user.version, userJson: after.json }
+  if (before === undefined) return { ...shown, type: 'user.created' }
+  const changed = COMPARED.filter((field) => field === 'metadata' ? !sameMetadata(before.metadata, user.metadata) : before[field] !== user[field])
+  if (before.status !== user.status) {
+    if (user.status === 'active') return { ...shown, type: 'user.activated' }
+    if (user.status === 'suspended') return { ...shown, type: 'user.suspended' }
+  }
+  if (changed.length === 0 && before.status === user.status) return undefined
+  return { ...shown, type: 'user.updated', changed: before.status === user.status ? changed : [...changed, 'status'] }
+}
+
+function sameMetadata(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): boolean {
+  const keys = Object.keys(a)
+  if (keys.length !== Object.keys(b).length) return false
+  return keys.every((key) => Object.hasOwn(b, key) && a[key] === b[key])
+}
+
+/** The event as the feed shows it (§10), as JSON text. */
+export function eventJson(event: ChangeEvent): string {
+  const { userJson, ...rest } = event
+  const head = JSON.stringify({
+    id: rest.id, type: rest.type, time: rest.time, userId: rest.userId, version: rest.version,
+    actor: rest.actor, requestId: rest.requestId, changed: rest.changed,
+  })
+  return userJson === undefined ? head : `${head.slice(0, -1)},"user":${userJson}}`
+}
+
+/** What an event is, without its user: what the file log's index and its load need. */
+export type EventHead = Pick<ChangeEvent, 'id' | 'type' | 'time' | 'userId' | 'version'>
+
+/** The JSON text as an object with an event's fields, or undefined when it is not one. */
+function eventObject(text: string): (EventHead & Record<string, unknown>) | undefined {
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch {
+    return undefined
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined
+  const v = value as Record<string, unknown>
+  if (typeof v.id !== 'string' || !EVENT_ID.test(v.id) || typeof v.type !== 'string'
+    || !(EVENT_TYPES as readonly string[]).includes(v.type) || typeof v.time !== 'string'
+    || typeof v.userId !== 'string' || typeof v.version !== 'number') return undefined
+  return v as EventHead & Record<string, unknown>
+}
+
+/** The head of an event's JSON text (its user is not serialised again); undefined when it is not one. */
+export function parseEventHead(text: string): EventHead | undefined {
+  const v = eventObject(text)
+  return v === undefined ? undefined : { id: v.id, type: v.type, time: v.time, userId: v.userId, version: v.version }
+}
+
+/** Reads an event back from its JSON text (the file log, a database row); undefined when it is not one. */
+export function parseEvent(text: string): ChangeEvent | undefined {
+  const v = eventObject(text)
+  if (v === undefined) return undefined
+  return {
+    id: v.id,
+    type: v.type,
+    time: v.time,
+    userId: v.userId,
+    version: v.version,
+    ...(typeof v.actor === 'string' ? { actor: v.actor } : {}),
+    ...(typeof v.requestId === 'string' ? { requestId: v.requestId } : {}),
+    ...(Array.isArray(v.changed) ? { changed: v.changed.filter((x): x is string => typeof x === 'string') } : {}),
+    ...(v.user === undefined ? {} : { userJson: JSON.stringify(v.user) }),
+  }
+}

@@ -1,0 +1,67 @@
+export const USER_STATUSES = ['pending', 'active', 'suspended'] as const
+export type UserStatus = (typeof USER_STATUSES)[number]
+
+/**
+ * The highest version a user may reach: 2^53 - 1, the largest integer every JSON client holds
+ * exactly (past it, +1 rounds back to the same number and the ETag would stop changing). Every
+ * store honours it: PostgreSQL keeps versions in bigint columns.
+ */
+export const MAX_VERSION = Number.MAX_SAFE_INTEGER
+
+/** Metadata: string keys to string values, held in a null-prototype object. */
+export type Metadata = Readonly<Record<string, string>>
+
+/** A user as stored and as shown (§1 of the contract). */
+export interface User {
+  readonly id: string
+  readonly email: string
+  readonly name: string
+  readonly status: UserStatus
+  readonly metadata: Metadata
+  readonly createdAt: string
+  readonly updatedAt: string
+  readonly version: number
+}
+
+/** A user with what every read needs, computed once per version: its JSON, ETag and email key. */
+export interface UserRecord {
+  readonly user: User
+  readonly json: string
+  readonly etag: string
+  readonly emailKey: string
+}
+
+/** Metadata of a user that has none: one shared, frozen object instead of one per user. */
+export const EMPTY_METADATA: Metadata = Object.freeze(Object.create(null) as Record<string, string>)
+
+/** Emails are unique compared case-insensitively, and stored as given. */
+export function toEmailKey(email: string): string {
+  const key = email.toLowerCase()
+  // Most emails are already lower case: keep one string instead of two equal ones.
+  return key === email ? email : key
+}
+
+const SMALL_ETAGS = Array.from({ length: 64 }, (_, version) => `"v${version}"`)
+
+export function toEtag(version: number): string {
+  return SMALL_ETAGS[version] ?? `"v${version}"`
+}
+
+export function toRecord(user: User): UserRecord {
+  // Fields in the contract's order, whatever order the object was built in.
+  const json = JSON.stringify({
+    id: user.id,
+    email: user.email,
+    name: user.name,
+    status: user.status,
+    metadata: user.metadata,
+    createdAt: user.createdAt,
+    updatedAt: user.updatedAt,
+    version: user.version,
+  })
+  return Object.freeze({ user, json, etag: toEtag(user.version), emailKey: toEmailKey(user.email) })
+}
+
+export function isUserStatus(value: unknown): value is UserStatus {
+  return typeof value === 'string' && (USER_STATUSES as readonly string[]).includes(value)
+}

@@ -1,0 +1,192 @@
+import type { Pool, PoolClient, PoolConfig, QueryResultRow } from 'pg'
+
+import type { EventDraft } from '../../domain/event.js'
+import { ServiceError } from '../../domain/errors.js'
+import { isCanonicalUuid } from '../../domain/uuid7.js'
+import type { Logger } from '../../logger.js'
+import { duplicateEmail, duplicateId } from '../store-errors.js'
+import type { StoreHealth } from '../store.js'
+import { loadPg, type PgModule } from './driver.js'
+import { classifyPgError, databaseUnavailable, isUniqueViolation, pgFault, toInputError } from './errors.js'
+import { appendEvents } from './events.js'
+import { quoteIdentifier } from './schema.js'
+import type { SqlShape } from './sql.js'
+
+export interface PgConnectionOptions {
+  url: string
+  logger: Logger
+  schema: string | undefined
+  poolSize: number | undefined
+  pg: PgModule | undefined
+}
+
+/** A statement: a named prepared statement and its values. */
+export type Statement = SqlShape | { name: string, text: string, values: unknown[] }
+
+const HEALTHY: StoreHealth = Object.freeze({ state: 'ok' })
+
+/**
+ * The pool of one PostgreSQL store and what its answers say about the database: every statement
+ * goes through `query` or `transaction`, which classify a failure (the client's input, or the
+ * database unavailable, which counts against readiness) and keep the store's health.
+ */
+export class PgConnection {
+  readonly #options: PgConnectionOptions
+  #pool: Pool | undefined
+  #health: StoreHealth = HEALTHY
+  #probe: NodeJS.Timeout | undefined
+
+  constructor(options: PgConnectionOptions) {
+    this.#options = options
+  }
+
+  get health(): StoreHealth {
+    return this.#health
+  }
+
+  /** Loads the driver (refusing the start when it is missing) and makes the pool; idempotent. */
+  async connect(): Promise<void> {
+    if (this.#pool !== undefined) return
+    const pg = this.#options.pg ?? await loadPg()
+    const config: PoolConfig = {
+      connectionString: this.#options.url,
+      max: this.#options.poolSize ?? 10,
+      connectionTimeoutMillis: 5000,
+      application_name: 'user-service',
+    }
+    if (this.#options.schema !== undefined) config.options = `-c search_path=${quoteIdentifier(this.#options.schema)},public`
+    const pool = new pg.Pool(config)
+    // A connection the server ends must not crash the process: the pool's listener covers idle
+    // ones, and every connection gets its own for the time it is checked out (pg emits 'error' on
+    // the client as well as failing its statement, and an unheard 'error' ends the process). The
+    // statement's own failure is what answers and logs the request.
+    pool.on('error', (error) => {
+      this.#options.logger.warn('a database connection failed', pgFault(error))
+    })
+    pool.on('connect', (client) => {
+      client.on('error', () => undefined)
+    })
+    this.#pool = pool
+  }
+
+  /** Asks the database whether it answers every `intervalMs`, for /readyz between requests. */
+  startProbe(intervalMs: number): void {
+    this.#probe = setInterval(() => { void this.#check() }, intervalMs)
+    this.#probe.unref()
+  }
+
+  async end(): Promise<void> {
+    clearInterval(this.#probe)
+    this.#probe = undefined
+    const pool = this.#pool
+    this.#pool = undefined
+    await pool?.end()
+  }
+
+  /** A client of its own (a migration, a listener); the caller releases it. */
+  client(): Promise<PoolClient> {
+    return this.#connection().connect()
+  }
+
+  async query<R extends QueryResultRow>(shape: Statement) {
+    try {
+      const result = await this.#connection().query<R>({ name: shape.name, text: shape.text, values: [...shape.values] })
+      this.#noteSuccess()
+      return result
+    } catch (error) {
+      throw this.#failure(error)
+    }
+  }
+
+  /**
+   * Runs the statements of one write in one transaction, and appends the events of its changes
+   * (§10), those `events` gives, in the same transaction, last.
+   */
+  async transaction<T>(
+    work: (client: PoolClient) => Promise<T>, events: (result: T) => readonly EventDraft[], committed: () => void,
+  ): Promise<T> {
+    let client: PoolClient
+    try {
+      client = await this.#connection().connect()
+    } catch (error) {
+      throw this.#unavailable(error)
+    }
+    let broken = false
+    try {
+      await client.query('BEGIN')
+      const result = await work(client)
+      const drafts = events(result)
+      await appendEvents(client, drafts)
+      await client.query('COMMIT')
+      this.#noteSuccess()
+      if (drafts.length > 0) committed()
+      return result
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => { broken = true })
+      if (isUniqueViolation(error, 'users_email_key')) throw duplicateEmail()
+      if (isUniqueViolation(error, 'users_pkey')) throw duplicateId(pkeyId(error))
+      throw this.#failure(error)
+    } finally {
+      // A connection whose state is unknown is dropped rather than given to the next write.
+      client.release(broken)
+    }
+  }
+
+  async #check(): Promise<void> {
+    const pool = this.#pool
+    if (pool === undefined) return
+    try {
+      await pool.query('SELECT 1')
+      this.#noteSuccess()
+    } catch (error) {
+      this.#noteFailure(error)
+    }
+  }
+
+  #noteSuccess(): void {
+    if (this.#health.state !== 'ok') {
+      this.#options.logger.info('the database answers again')
+      this.#health = HEALTHY
+    }
+  }
+
+  #noteFailure(error: unknown): void {
+    // Readiness turns 503: a warning, since the request that met the fault logs it at error
+    // (StorageFaultLog), once, with its requestId; the probe alone logs nothing more.
+    if (this.#health.state === 'ok') this.#options.logger.warn('the database does not answer', pgFault(error))
+    this.#health = { state: 'degraded', reason: 'the database does not answer' }
+  }
+
+  /**
+   * A failed statement: input the database refused is the client's (bad_request, and the
+   * database did answer); anything else is storage_unavailable, which counts against readiness.
+   */
+  #failure(error: unknown): ServiceError {
+    if (error instanceof ServiceError) return error
+    if (classifyPgError(error) === 'input') {
+      this.#noteSuccess()
+      return toInputError(error)
+    }
+    return this.#unavailable(error)
+  }
+
+  #unavailable(error: unknown): ServiceError {
+    if (error instanceof ServiceError) return error
+    this.#noteFailure(error)
+    return databaseUnavailable(error)
+  }
+
+  #connection(): Pool {
+    // A plain fault on purpose: a statement after close() answers storage_unavailable, as a lost
+    // connection does.
+    if (this.#pool === undefined) throw new Error('the PostgreSQL store is not open')
+    return this.#pool
+  }
+}
+
+/** The id a primary-key violation names (`Key (id)=(…) already exists.`), or a placeholder. */
+function pkeyId(error: unknown): string {
+  const detail = (error as { detail?: unknown }).detail
+  const id = typeof detail === 'string' ? /\(id\)=\(([^)]*)\)/.exec(detail)?.[1] : undefined
+  return id !== undefined && isCanonicalUuid(id) ? id : 'given'
+}

@@ -1,0 +1,67 @@
+import type { QueryResultRow } from 'pg'
+
+import type { EventDraft } from '../../domain/event.js'
+import { toRecord, type UserRecord, type UserStatus } from '../../domain/user.js'
+import type { ListPage } from '../store.js'
+
+/** A user as the database gives it back (USER_COLUMNS). */
+export interface UserRow extends QueryResultRow {
+  id: string
+  email: string
+  name: string
+  status: UserStatus
+  metadata: string
+  created_at: string
+  updated_at: string
+  /** bigint: the driver gives it as text; every value is at most MAX_VERSION, exact as a number. */
+  version: string
+}
+
+/** A row of a `q` search: where it came in the walk, and whether it matched. */
+export interface SearchRow extends UserRow {
+  position: string
+  hit: boolean
+}
+
+/** The columns a user is stored in, in the order of rowValues. */
+export const STORED_COLUMNS = 'id, email, email_key, name, name_key, status, metadata, created_at, updated_at, version'
+
+export function rowValues(record: UserRecord): unknown[] {
+  const { user } = record
+  return [
+    user.id, user.email, record.emailKey, user.name, user.name.toLowerCase(), user.status,
+    JSON.stringify(user.metadata), user.createdAt, user.updatedAt, user.version,
+  ]
+}
+
+/** rowValues of many records, column by column, for unnest. */
+export function rowColumns(records: readonly UserRecord[]): unknown[][] {
+  const rows = records.map(rowValues)
+  return Array.from({ length: rows[0]?.length ?? 0 }, (_, column) => rows.map((row) => row[column]))
+}
+
+/**
+ * The record of a row. JSON.parse makes every metadata key an own data property (`__proto__`
+ * included), in the order stored: json keeps the text as written.
+ */
+export function toUserRecord(row: UserRow): UserRecord {
+  return toRecord({
+    id: row.id,
+    email: row.email,
+    name: row.name,
+    status: row.status,
+    metadata: JSON.parse(row.metadata) as Record<string, string>,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    version: Number(row.version),
+  })
+}
+
+export function withMore(items: readonly UserRecord[], resumeAfter: string | undefined): ListPage {
+  return resumeAfter === undefined ? { items, hasMore: true } : { items, hasMore: true, resumeAfter }
+}
+
+/** The draft as a list of none or one, for a transaction's events. */
+export function one(draft: EventDraft | undefined): EventDraft[] {
+  return draft === undefined ? [] : [draft]
+}

@@ -1,0 +1,126 @@
+import type { PoolClient } from 'pg'
+
+import type { Logger } from '../../logger.js'
+import { MAX_VERSION } from '../../domain/user.js'
+import { EVENT_MIGRATION } from './events.js'
+
+/**
+ * The schema, one migration per version, applied in order at start. A migration is never edited
+ * once released: a change is a new entry. The version applied is recorded in `user_service_schema`.
+ */
+export const MIGRATIONS: readonly (readonly string[])[] = [
+  [
+    // Ids and keys compare byte by byte (COLLATE "C"), as JavaScript compares strings: keyset
+    // paging and uniqueness do not depend on the database's locale. The email key is the
+    // lower-cased email computed by the service (PostgreSQL's lower() follows the locale).
+    // Metadata is json, not jsonb: json keeps the text as given, so its keys keep their order.
+    // Time stamps are the service's own ISO strings, exact to the millisecond.
+    `CREATE TABLE users (
+      id text COLLATE "C" PRIMARY KEY,
+      email text NOT NULL,
+      email_key text COLLATE "C" NOT NULL,
+      name text NOT NULL,
+      name_key text COLLATE "C" NOT NULL,
+      status text COLLATE "C" NOT NULL CHECK (status IN ('pending', 'active', 'suspended')),
+      metadata json NOT NULL,
+      created_at text NOT NULL,
+      updated_at text NOT NULL,
+      version integer NOT NULL CHECK (version >= 1)
+    )`,
+    'CREATE UNIQUE INDEX users_email_key ON users (email_key)',
+    'CREATE INDEX users_status_id ON users (status, id)',
+    // §9: a deleted id and when; nothing personal.
+    'CREATE TABLE tombstones (id text COLLATE "C" PRIMARY KEY, deleted_at text NOT NULL)',
+  ],
+  // §10: the change feed, appended in the transaction of each change.
+  EVENT_MIGRATION,
+  // §9: versions run to MAX_VERSION (2^53 - 1) on every store; integer stopped at 2^31 - 1, and
+  // the deletion event of a user at the top carries one more. The rewrite locks both tables for
+  // as long as it takes; replicas still running the previous release fail their prepared reads
+  // of these columns until they are replaced (roll them forward).
+  [
+    'ALTER TABLE users ALTER COLUMN version TYPE bigint',
+    `ALTER TABLE users ADD CONSTRAINT users_version_range CHECK (version <= ${MAX_VERSION})`,
+    'ALTER TABLE events ALTER COLUMN version TYPE bigint',
+  ],
+]
+
+export const SCHEMA_VERSION = MIGRATIONS.length
+
+/** One key for every replica of the service on a database: migrations run one at a time. */
+const MIGRATION_LOCK = 7_355_608_114
+
+/** The database was migrated by a newer release: this code does not know its schema. */
+export class SchemaTooNewError extends Error {
+  override name = 'SchemaTooNewError'
+}
+
+/**
+ * Brings the schema to SCHEMA_VERSION under an advisory lock, so that replicas starting together
+ * migrate once; refuses a database whose schema is newer than this code. Then tries, outside the
+ * versioned schema, the pg_trgm indexes that let `q` avoid reading every row: an extension the
+ * role may not create is not fatal (a `q` page is bounded by the scan budget anyway).
+ */
+export async function migrate(client: PoolClient, logger: Logger, schema: string | undefined): Promise<number> {
+  await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK])
+  try {
+    if (schema !== undefined) {
+      await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdentifier(schema)}`)
+      await requireCurrentSchema(client, schema)
+    }
+    await client.query(`CREATE TABLE IF NOT EXISTS user_service_schema (
+      version integer PRIMARY KEY,
+      applied_at timestamptz NOT NULL DEFAULT now()
+    )`)
+    const found = await client.query<{ version: number | null }>('SELECT max(version) AS version FROM user_service_schema')
+    const current = found.rows[0]?.version ?? 0
+    if (current > SCHEMA_VERSION) {
+      throw new SchemaTooNewError(
+        `the database schema is at version ${current}, newer than this service knows (${SCHEMA_VERSION}): run a release of the service that knows it`,
+      )
+    }
+    for (let version = current + 1; version <= SCHEMA_VERSION; version += 1) {
+      await client.query('BEGIN')
+      try {
+        for (const statement of MIGRATIONS[version - 1] ?? []) await client.query(statement)
+        await client.query('INSERT INTO user_service_schema (version) VALUES ($1)', [version])
+        await client.query('COMMIT')
+      } catch (error) {
+        await client.query('ROLLBACK')
+        throw error
+      }
+      logger.info('database schema migrated', { version })
+    }
+    await createTrigramIndexes(client, logger)
+    return SCHEMA_VERSION
+  } finally {
+    await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK])
+  }
+}
+
+/**
+ * Unqualified names resolve through the search_path `<schema>,public`, which skips a schema the
+ * role may not use: tables would then be made and written in `public` without an error. Refuse
+ * to start before anything is made.
+ */
+async function requireCurrentSchema(client: PoolClient, schema: string): Promise<void> {
+  const found = await client.query<{ schema: string | null }>('SELECT current_schema() AS schema')
+  const current = found.rows[0]?.schema ?? null
+  if (current !== schema) {
+    throw new Error(`the search_path resolves to schema ${String(current)}, not to the configured schema ${schema}`)
+  }
+}
+
+async function createTrigramIndexes(client: PoolClient, logger: Logger): Promise<void> {
+  try {
+    await client.query('CREATE EXTENSION IF NOT EXISTS pg_trgm')
+    await client.query('CREATE INDEX IF NOT EXISTS users_email_trgm ON users USING gin (email_key gin_trgm_ops)')
+    await client.query('CREATE INDEX IF NOT EXISTS users_name_trgm ON users USING gin (name_key gin_trgm_ops)')
+  } catch (error) {
+    logger.warn('no pg_trgm indexes: q filters read rows within the scan budget', { error: String(error) })
+  }
+}
+
+export function quoteIdentifier(name: string): string {
+  return `"${name.replaceAll('"', '""')}"`
+}
