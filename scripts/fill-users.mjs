@@ -2,7 +2,7 @@
 /**
  * Fills a data directory with users, written straight in the file store's format
  * (DATA_DIR/users/<uuidv7>.json, mode 0600), much faster than creating them through the API.
- * For measurements (the README's "Constrained machines" table); needs `npm run build` first.
+ * For measurements (the "Constrained machines" table of docs/embedding.md); needs `npm run build` first.
  *
  *   node scripts/fill-users.mjs <DATA_DIR> <COUNT>
  */

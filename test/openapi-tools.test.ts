@@ -114,7 +114,7 @@ describe('the served OpenAPI document and the tools people point at it', () => {
     // The example's committed types are exactly what the served document generates today.
     const committed = await readFile(path.join(EXAMPLE, 'schema.d.ts'), 'utf8')
     assert.equal(await readFile(generated, 'utf8'), committed,
-      'examples/openapi-client/schema.d.ts is stale: regenerate it as the README says')
+      'examples/openapi-client/schema.d.ts is stale: regenerate it as docs/api.md says')
 
     const tsc = await run(process.execPath, [
       path.join(ROOT, 'node_modules/typescript/bin/tsc'), '--strict', '--noEmit', '--skipLibCheck',

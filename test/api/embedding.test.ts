@@ -30,9 +30,9 @@ function closeServer(server: Server): Promise<void> {
   })
 }
 
-describe('embedding the service (README example)', () => {
+describe('embedding the service (the example of docs/embedding.md)', () => {
   it('serves /api/users from the handler mounted in a host app, next to the host app\'s own routes', async (t) => {
-    // The README example, as written there.
+    // The example of docs/embedding.md, as written there.
     const users = createUserService({
       store: new MemoryStore(),
       secret: TEST_SECRET,

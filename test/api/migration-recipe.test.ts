@@ -16,12 +16,12 @@ import { makeToken } from '../helpers/tokens.js'
 
 const run = promisify(execFile)
 
-/** The shell block under the README's "Moving from the file store to PostgreSQL", as written. */
+/** The shell block under "Moving from the file store to PostgreSQL" in docs/bulk.md, as written. */
 function readRecipe(): string {
-  const readme = readFileSync(path.join(PROJECT_ROOT, 'README.md'), 'utf8')
-  const heading = readme.indexOf('### Moving from the file store to PostgreSQL')
-  assert.notEqual(heading, -1, 'the README has the migration recipe')
-  const block = /```sh\n([\s\S]*?)```/.exec(readme.slice(heading))
+  const doc = readFileSync(path.join(PROJECT_ROOT, 'docs', 'bulk.md'), 'utf8')
+  const heading = doc.indexOf('## Moving from the file store to PostgreSQL')
+  assert.notEqual(heading, -1, 'docs/bulk.md has the migration recipe')
+  const block = /```sh\n([\s\S]*?)```/.exec(doc.slice(heading))
   assert.ok(block?.[1] !== undefined, 'the recipe is a sh block')
   return block[1]
 }
@@ -81,7 +81,7 @@ async function checkMigration(t: TestContext, target: TestService): Promise<void
   assert.equal(await exportText(source), before)
 }
 
-describe('the README\'s migration recipe, run as written', () => {
+describe('the migration recipe of docs/bulk.md, run as written', () => {
   it('lists every curl with -f, so that an error is never saved as data', () => {
     const curls = readRecipe().split('\n').map((line) => line.replace(/#.*$/, '')).filter((line) => /\bcurl\b/.test(line))
     assert.ok(curls.length >= 3)

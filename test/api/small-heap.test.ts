@@ -16,7 +16,7 @@ const run = promisify(execFile)
 
 const USERS = 10_000
 /**
- * The README's "Constrained machines" table measured 16 MiB as the smallest old-space heap that
+ * The "Constrained machines" table of docs/embedding.md measured 16 MiB as the smallest old-space heap that
  * loads and serves 10,000 users (Node 20, one-file bundle); this is that × 1.5, so that a change
  * which makes loading need half as much memory again fails here.
  */
