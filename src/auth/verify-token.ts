@@ -92,6 +92,7 @@ function decodeBase64url(text: string): Buffer {
 function decodeJsonObject(part: string, reason: TokenRefusal): Record<string, unknown> {
   const bytes = decodeBase64url(part)
   let value: unknown
+  // biome-ignore format: the Stryker directive must stay on the line before `catch`
   try {
     value = JSON.parse(utf8.decode(bytes))
   }

@@ -17,6 +17,7 @@ export const TRANSITIONS: Readonly<Record<LifecycleAction, Partial<Record<UserSt
 export function nextStatus(from: UserStatus, action: LifecycleAction): UserStatus {
   const to = TRANSITIONS[action][from]
   if (to === undefined) {
+    // biome-ignore format: each Stryker directive must stay on the line before what it covers
     // Stryker disable next-line ConditionalExpression: activate is allowed from every status, so only suspend gets here
     const verb = action === 'suspend'
       ? 'suspended'

@@ -29,6 +29,7 @@ export function percentDecode(text: string, plusIsSpace = false): string | undef
       for (const byte of Buffer.from(char, 'utf8')) bytes.push(byte)
     }
   }
+  // biome-ignore format: the Stryker directive must stay on the line before `catch`
   try {
     return utf8.decode(Uint8Array.from(bytes))
   }

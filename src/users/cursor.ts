@@ -52,6 +52,7 @@ export function createCursorCodec(secret: Buffer): CursorCodec {
 
 function parseState(json: string): CursorState {
   let value: unknown
+  // biome-ignore format: the Stryker directive must stay on the line before `catch`
   try {
     value = JSON.parse(json)
   }
