@@ -331,7 +331,7 @@ function describeImport(on: StoreUnderTest): void {
     })
 
     it('reads no more of a chunked body past IMPORT_MAX_BYTES on a keep-alive connection, and answers nothing more on it', {
-      todo: 'issue 28 (T): the response promised keep-alive before the limit was passed, so Node reads and discards the rest of the body and answers the next request; lingerAfterResponse never runs',
+      todo: 'issue 28 (T): the answer promised keep-alive before the limit was passed, so lingerAfterResponse never runs; the socket stays open with the body paused, or Node reads the rest and answers the next request',
     }, async (t) => {
       const app = await on.start(t, { importMaxBytes: 2000 })
       const { host } = new URL(app.url)
