@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { fork, spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { mkdir, readFile, readdir, rename, stat, unlink, writeFile } from 'node:fs/promises'
+import { mkdir, readFile, readdir, rename, stat, symlink, unlink, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { after, before, describe, it, type TestContext } from 'node:test'
 
@@ -87,6 +87,7 @@ describe('DataDirLock', () => {
   it('writes `<pid> <token>` to DATA_DIR/.lock.1 with mode 0600', async (t) => {
     const { dir, lock } = await newLock(t)
     assert.equal(lock.held, false)
+    assert.equal(lock.file, path.join(dir, '.lock.<n>'), 'before acquire, the pattern of the names')
     lock.acquire()
     assert.equal(lock.held, true)
     assert.equal(lock.file, path.join(dir, '.lock.1'))
@@ -189,6 +190,7 @@ describe('DataDirLock', () => {
     ['a pid without a token (the 0.1.0 format)', '4242\n'],
     ['pid 0', `0 ${randomBytes(16).toString('hex')}\n`],
     ['a live owner followed by more bytes', `${process.ppid} ${randomBytes(16).toString('hex')}\nmore\n`],
+    ['a live owner after other bytes', `x${process.ppid} ${randomBytes(16).toString('hex')}\n`],
   ] as const
   for (const [label, content] of unreadable) {
     it(`refuses, and leaves alone, a lock file holding ${label}`, async (t) => {
@@ -224,6 +226,48 @@ describe('DataDirLock', () => {
     assert.deepEqual(await lockNames(dir), ['.lock.1', '.lock.2'])
   })
 
+  it('names the current lock, the highest generation, when its owner lives, even above an unreadable one', async (t) => {
+    const { dir, lock } = await newLock(t)
+    await writeFile(path.join(dir, '.lock.1'), 'garbage\n')
+    const pid = livePid(t)
+    const current = path.join(dir, '.lock.2')
+    await writeFile(current, ownerLine(pid))
+    assertRefused(() => { lock.acquire() }, new RegExp(`in use by another running process \\(pid ${pid}\\)`), current)
+    assert.deepEqual(await lockNames(dir), ['.lock.1', '.lock.2'])
+  })
+
+  it('writes nothing into the directory when the current lock refuses it', async (t) => {
+    for (const content of [ownerLine(livePid(t)), 'garbage\n']) {
+      const { dir, lock } = await newLock(t)
+      await writeFile(path.join(dir, '.lock.1'), content)
+      // Past the file system's clock tick, so that any file made and removed would move the mtime.
+      await new Promise((resolve) => setTimeout(resolve, 30))
+      const before = (await stat(dir, { bigint: true })).mtimeNs
+      assert.throws(() => { lock.acquire() }, { name: 'LockError' })
+      assert.equal((await stat(dir, { bigint: true })).mtimeNs, before, content)
+    }
+  })
+
+  it('orders generations by number and leaves alone files that only look like lock files', async (t) => {
+    const { dir, lock } = await newLock(t)
+    const dead = await deadPid()
+    for (const generation of [12, 5, 40, 3]) await writeFile(path.join(dir, `.lock.${generation}`), ownerLine(dead))
+    const strays = ['x.lock.90', '.lock.80.bak', '.lock.070', `.lock.${'1'.repeat(16)}`]
+    for (const name of strays) await writeFile(path.join(dir, name), ownerLine(livePid(t)))
+    lock.acquire()
+    assert.equal(lock.file, path.join(dir, '.lock.41'))
+    assert.deepEqual((await readdir(dir)).sort(), [...strays, '.lock.41'].sort())
+  })
+
+  it('gives up after a bounded number of tries when the current lock file keeps vanishing', async (t) => {
+    const { dir, lock } = await newLock(t)
+    // A dangling link reads as removed every time it is read, as if other processes kept taking it.
+    await symlink(path.join(dir, 'nowhere'), path.join(dir, '.lock.1'))
+    assertRefused(() => { lock.acquire() }, /could not take the lock of the data directory .*: other processes keep taking it$/, dir)
+    assert.equal(lock.held, false)
+    assert.deepEqual(await lockNames(dir), ['.lock.1'])
+  })
+
   it('refuses a second lock in the same process on the same directory', async (t) => {
     const { dir, lock: first } = await newLock(t)
     first.acquire()
@@ -251,6 +295,7 @@ describe('DataDirLock', () => {
     const content = await readFile(lock.file, 'utf8')
     assert.equal(lock.release(), true)
     assert.equal(lock.held, false)
+    assert.equal(lock.file, path.join(dir, '.lock.1'), 'the file it held, for a log line')
     assert.deepEqual(await lockNames(dir), [])
     assert.equal(lock.release(), false)
     lock.acquire()
@@ -334,6 +379,26 @@ describe('DataDirLock', () => {
     lock.acquire()
     assert.equal(lock.file, path.join(dir, '.lock.1'))
     assert.deepEqual(await lockNames(dir), ['.lock.1'])
+  })
+
+  it('refuses a legacy .lock naming a live process without a newline', async (t) => {
+    const { dir, lock } = await newLock(t)
+    const pid = livePid(t)
+    const legacy = path.join(dir, '.lock')
+    await writeFile(legacy, String(pid))
+    assertRefused(() => { lock.acquire() }, new RegExp(`\\(pid ${pid}\\)`), legacy)
+    assert.deepEqual(await lockNames(dir), ['.lock'])
+  })
+
+  it('removes a legacy .lock it reads no pid from and takes the lock', async (t) => {
+    const pid = livePid(t)
+    for (const content of ['not a pid\n', `x${pid}\n`, `${pid}\nmore\n`, '']) {
+      const { dir, lock } = await newLock(t)
+      await writeFile(path.join(dir, '.lock'), content)
+      lock.acquire()
+      assert.equal(lock.file, path.join(dir, '.lock.1'), JSON.stringify(content))
+      assert.deepEqual(await lockNames(dir), ['.lock.1'], JSON.stringify(content))
+    }
   })
 
   it('removes a legacy .lock holding its own pid (an earlier run of a restarted container) and takes the lock', async (t) => {
