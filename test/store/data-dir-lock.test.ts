@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict'
 import { fork, spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { mkdir, readFile, readdir, rename, stat, symlink, unlink, writeFile } from 'node:fs/promises'
+import { existsSync } from 'node:fs'
+import { chmod, mkdir, readFile, readdir, rename, stat, symlink, unlink, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { after, before, describe, it, type TestContext } from 'node:test'
 
@@ -114,7 +115,7 @@ describe('DataDirLock', () => {
     const file = path.join(dir, '.lock.1')
     await writeFile(file, ownerLine(pid))
     const content = await readFile(file, 'utf8')
-    assertRefused(() => { lock.acquire() }, new RegExp(`in use by another running process \\(pid ${pid}\\)`), file)
+    assertRefused(() => { lock.acquire() }, new RegExp(`in use by another running process \\(pid ${pid}\\); lock file .*\\. Stop that process or point DATA_DIR elsewhere\\.$`), file)
     assert.equal(lock.held, false)
     assert.equal(await readFile(file, 'utf8'), content)
     assert.deepEqual(await lockNames(dir), ['.lock.1'])
@@ -266,6 +267,67 @@ describe('DataDirLock', () => {
     assertRefused(() => { lock.acquire() }, /could not take the lock of the data directory .*: other processes keep taking it$/, dir)
     assert.equal(lock.held, false)
     assert.deepEqual(await lockNames(dir), ['.lock.1'])
+  })
+
+  it('refuses a lock file it cannot read (a directory, a link to itself) as not written by this service', async (t) => {
+    for (const make of [(file: string) => mkdir(file), (file: string) => symlink(file, file)]) {
+      const { dir, lock } = await newLock(t)
+      const file = path.join(dir, '.lock.1')
+      await make(file)
+      assertRefused(() => { lock.acquire() }, /was not written by this service/, file)
+      assert.deepEqual(await lockNames(dir), ['.lock.1'])
+    }
+  })
+
+  it('takes over past a lock file that vanished between the listing and the reading (a dangling link stands in)', async (t) => {
+    const { dir, lock } = await newLock(t)
+    await symlink(path.join(dir, 'nowhere'), path.join(dir, '.lock.1'))
+    await writeFile(path.join(dir, '.lock.2'), ownerLine(await deadPid()))
+    lock.acquire()
+    assert.equal(lock.file, path.join(dir, '.lock.3'))
+    assert.deepEqual(await lockNames(dir), ['.lock.3'])
+  })
+
+  it('counts a process of another user as live (kill answers EPERM)', async (t) => {
+    const { dir } = await newLock(t)
+    const file = path.join(dir, '.lock.1')
+    if (process.getuid?.() === 0) {
+      // As root every process answers kill(pid, 0): a racer run as nobody asks about this one.
+      await writeFile(file, ownerLine(process.pid))
+      await chmod(dir, 0o755)
+      const racer = spawn(process.execPath, ['--import', 'tsx', RACER, dir], { env: racerEnv(), uid: 65534, gid: 65534, stdio: ['ignore', 'pipe', 'pipe'] })
+      t.after(() => { racer.kill('SIGKILL') })
+      let out = ''
+      racer.stdout.setEncoding('utf8').on('data', (chunk: string) => { out += chunk })
+      racer.stderr.setEncoding('utf8').on('data', (chunk: string) => { out += chunk })
+      await new Promise((resolve) => racer.on('exit', resolve))
+      assert.match(out, new RegExp(`^refused: .*in use by another running process \\(pid ${process.pid}\\)`), out)
+    } else {
+      try {
+        process.kill(1, 0)
+        t.skip('pid 1 belongs to this user here')
+        return
+      } catch (error) {
+        if ((error as { code?: unknown }).code !== 'EPERM') throw error
+      }
+      await writeFile(file, ownerLine(1))
+      assertRefused(() => { new DataDirLock(dir).acquire() }, /in use by another running process \(pid 1\)/, file)
+    }
+    assert.deepEqual(await lockNames(dir), ['.lock.1'])
+  })
+
+  it('closes every file it opens', { skip: !existsSync('/proc/self/fd') && 'no /proc/self/fd here' }, async (t) => {
+    const { dir, lock } = await newLock(t)
+    const openFds = async (): Promise<number> => (await readdir('/proc/self/fd')).length
+    await writeFile(path.join(dir, '.lock'), `${await deadPid()}\n`)
+    await writeFile(path.join(dir, '.lock.1'), ownerLine(await deadPid()))
+    const before = await openFds()
+    for (let i = 0; i < 10; i += 1) {
+      lock.acquire()
+      assert.equal(lock.check(), true)
+      assert.equal(lock.release(), true)
+    }
+    assert.equal(await openFds(), before)
   })
 
   it('refuses a second lock in the same process on the same directory', async (t) => {
