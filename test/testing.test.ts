@@ -78,7 +78,8 @@ describe('startTestService (user-service/testing)', () => {
     await service.close()
     await service.close()
     assert.equal(existsSync(dir), false)
-    await assert.rejects(fetch(`${service.url}/healthz`))
+    await assert.rejects(fetch(`${service.url}/healthz`), (error: unknown) =>
+      error instanceof TypeError && error.message === 'fetch failed' && (error.cause as { code?: unknown } | undefined)?.code === 'ECONNREFUSED')
   })
 
   it('uses a given data directory and keeps it, so a second service sees the same users', async (t) => {

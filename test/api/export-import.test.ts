@@ -46,6 +46,20 @@ function lines(text: string): Record<string, unknown>[] {
   return text.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line) as Record<string, unknown>)
 }
 
+/** The body of a whole chunked response (throws on a cut one: the final 0-size chunk must be there). */
+function decodeChunked(text: string): string {
+  let rest = text
+  let body = ''
+  for (;;) {
+    const end = rest.indexOf('\r\n')
+    assert.notEqual(end, -1, `a cut chunked body: ${JSON.stringify(text)}`)
+    const size = Number.parseInt(rest.slice(0, end), 16)
+    if (size === 0) return body
+    body += rest.slice(end + 2, end + 2 + size)
+    rest = rest.slice(end + 2 + size + 2)
+  }
+}
+
 async function listAll(app: TestService): Promise<User[]> {
   const users: User[] = []
   let cursor: string | null = null
@@ -293,14 +307,42 @@ function describeImport(on: StoreUnderTest): void {
       const announced = await app.call('POST', '/users:import', { body: line.repeat(40), contentType: 'application/x-ndjson' })
       assertProblem(announced, 413, 'payload_too_large')
       assert.deepEqual(await app.snapshot(), [])
-      const lineOf = (i: number): string => `${JSON.stringify({ email: `chunked.${i}.${uniqueEmail()}`, name: 'Chunked' })}\n`
-      const chunked = await streamRequest(app, 'POST', '/users:import', { body: Array.from({ length: 40 }, (_, i) => lineOf(i)) }).catch(() => undefined)
-      if (chunked !== undefined) {
-        const results = lines(chunked.text)
-        assert.equal(results.at(-1)?.['status'], 413)
-        assert.ok(results.length < 41)
-      }
-      assert.ok((await app.snapshot()).length < 40)
+      // Over a raw socket, so that a reset while the client still writes the body cannot lose the
+      // answer: every byte that came back is kept, and the checks below always run.
+      const sent = Array.from({ length: 40 }, (_, i) => `${JSON.stringify({ email: `chunked.${i}.${uniqueEmail()}`, name: 'Chunked' })}\n`)
+      const { host } = new URL(app.url)
+      const head = `POST /users:import HTTP/1.1\r\nhost: ${host}\r\nauthorization: Bearer ${app.token}\r\n`
+        + 'content-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n'
+      const body = sent.map((piece) => `${Buffer.byteLength(piece).toString(16)}\r\n${piece}\r\n`).join('')
+      const answer = await exchange(app.baseUrl, `${head}${body}0\r\n\r\n`, { waitMs: 5000 })
+      assert.equal(answer.closed, true, 'the server closes the connection after its answer')
+      const [statusLine = '', ...rest] = answer.raw.split('\r\n')
+      assert.equal(statusLine, 'HTTP/1.1 200 OK', answer.raw)
+      const results = lines(decodeChunked(rest.slice(rest.indexOf('') + 1).join('\r\n')))
+      // The lines before the limit are imported in order, then one 413 names the line it stopped at.
+      const imported = results.slice(0, -1)
+      // Each line is a chunk of its own, so the limit falls in line imported.length + 1, not before.
+      const bytesOf = (count: number): number => Buffer.byteLength(sent.slice(0, count).join(''))
+      assert.ok(bytesOf(imported.length) <= 2000 && bytesOf(imported.length + 1) > 2000, `stopped after ${imported.length} lines`)
+      assert.deepEqual(imported.map((result) => [result['line'], result['status']]), imported.map((_, i) => [i + 1, 201]))
+      assert.deepEqual([results.at(-1)?.['line'], results.at(-1)?.['status'], results.at(-1)?.['code']], [imported.length + 1, 413, 'payload_too_large'])
+      const stored = (await app.snapshot()).map((user) => user.email).sort()
+      assert.deepEqual(stored, sent.slice(0, imported.length).map((piece) => (JSON.parse(piece) as { email: string }).email).sort())
+    })
+
+    it('reads no more of a chunked body past IMPORT_MAX_BYTES on a keep-alive connection, and answers nothing more on it', {
+      todo: 'issue 28 (T): the answer promised keep-alive before the limit was passed, so lingerAfterResponse never runs; the socket stays open with the body paused, or Node reads the rest and answers the next request',
+    }, async (t) => {
+      const app = await on.start(t, { importMaxBytes: 2000 })
+      const { host } = new URL(app.url)
+      const head = `POST /users:import HTTP/1.1\r\nhost: ${host}\r\nauthorization: Bearer ${app.token}\r\n`
+        + 'content-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\n\r\n'
+      const line = `${JSON.stringify({ email: uniqueEmail(), name: 'Kept Alive' })}\n`
+      const filler = `ffff\r\n${'x'.repeat(0xffff)}\r\n`.repeat(32)
+      const next = `GET /healthz HTTP/1.1\r\nhost: ${host}\r\n\r\n`
+      const answer = await exchange(app.baseUrl, `${head}${Buffer.byteLength(line).toString(16)}\r\n${line}\r\n${filler}0\r\n\r\n${next}`, { waitMs: 3000 })
+      assert.equal(answer.raw.split('HTTP/1.1 ').length - 1, 1, 'one response on the connection, not an answer to the request after the body')
+      assert.equal(answer.closed, true, 'the server closes the connection after its answer')
     })
 
     it('keeps what was imported when the client goes away mid-body, logs no error, and takes the next import', async (t) => {

@@ -56,7 +56,7 @@ describe('parseConfig defaults', () => {
   it('returns a frozen object', () => {
     const config = parseConfig({ PORT: '9000' }, CWD)
     assert.ok(Object.isFrozen(config))
-    assert.throws(() => { Object.assign(config, { port: 1 }) }, TypeError)
+    assert.throws(() => { Object.assign(config, { port: 1 }) }, { name: 'TypeError', message: /^Cannot assign to read only property 'port'/ })
     assert.equal(config.port, 9000)
   })
 })

@@ -66,7 +66,8 @@ describe('parseDuration', () => {
 
   it('refuses anything else, and zero', () => {
     for (const text of ['', '0', '0s', '0h', '-1h', '1.5h', '1y', 'h', '1h30m', '1 h', 'one hour', '1H']) {
-      assert.throws(() => parseDuration(text), Error, JSON.stringify(text))
+      const message = /^0[smhd]?$/.test(text) ? `a duration must be positive: "${text}"` : `not a duration: "${text}" (try 1h)`
+      assert.throws(() => parseDuration(text), { name: 'Error', message }, JSON.stringify(text))
     }
   })
 })

@@ -68,7 +68,8 @@ describe('DurableDirectory.writeFile', () => {
     await mkdir(path.join(dir.path, 'a.json'))
     await writeFile(path.join(dir.path, 'a.json', 'inside'), 'old')
     await dir.writeFile('b.json', 'neighbour')
-    await assert.rejects(dir.writeFile('a.json', 'new'))
+    await assert.rejects(dir.writeFile('a.json', 'new'), (error: unknown) =>
+      error instanceof WriteError && error.step === 'rename' && (error.code === 'EISDIR' || error.code === 'ENOTEMPTY'))
     assert.deepEqual((await readdir(dir.path)).sort(), ['a.json', 'b.json'])
     assert.equal(await readFile(path.join(dir.path, 'a.json', 'inside'), 'utf8'), 'old')
     assert.equal(await readFile(path.join(dir.path, 'b.json'), 'utf8'), 'neighbour')
@@ -137,7 +138,7 @@ describe('DurableDirectory.sync', () => {
     await mkdir(dir)
     const durable = await DurableDirectory.open(dir)
     await durable.close()
-    await assert.rejects(durable.sync())
+    await assert.rejects(durable.sync(), { name: 'WriteError', step: 'dir-sync', code: 'EBADF' })
   })
 })
 
@@ -255,7 +256,7 @@ describe('observeDurableWrites', () => {
     const stop = observeDurableWrites((timing) => { if (timing.dir === dir.path) kinds.push(timing.kind) })
     t.after(stop)
     await rename(dir.path, `${dir.path}.moved`)
-    await assert.rejects(dir.writeFile('a.json', 'x'))
+    await assert.rejects(dir.writeFile('a.json', 'x'), { name: 'WriteError', step: 'write', code: 'ENOENT' })
     assert.deepEqual(kinds, ['write'])
   })
 

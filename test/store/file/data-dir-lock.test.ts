@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict'
 import { fork, spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { mkdir, readFile, readdir, rename, stat, unlink, writeFile } from 'node:fs/promises'
+import { existsSync } from 'node:fs'
+import { chmod, mkdir, readFile, readdir, rename, stat, symlink, unlink, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { after, before, describe, it, type TestContext } from 'node:test'
 
@@ -87,6 +88,7 @@ describe('DataDirLock', () => {
   it('writes `<pid> <token>` to DATA_DIR/.lock.1 with mode 0600', async (t) => {
     const { dir, lock } = await newLock(t)
     assert.equal(lock.held, false)
+    assert.equal(lock.file, path.join(dir, '.lock.<n>'), 'before acquire, the pattern of the names')
     lock.acquire()
     assert.equal(lock.held, true)
     assert.equal(lock.file, path.join(dir, '.lock.1'))
@@ -113,7 +115,7 @@ describe('DataDirLock', () => {
     const file = path.join(dir, '.lock.1')
     await writeFile(file, ownerLine(pid))
     const content = await readFile(file, 'utf8')
-    assertRefused(() => { lock.acquire() }, new RegExp(`in use by another running process \\(pid ${pid}\\)`), file)
+    assertRefused(() => { lock.acquire() }, new RegExp(`in use by another running process \\(pid ${pid}\\); lock file .*\\. Stop that process or point DATA_DIR elsewhere\\.$`), file)
     assert.equal(lock.held, false)
     assert.equal(await readFile(file, 'utf8'), content)
     assert.deepEqual(await lockNames(dir), ['.lock.1'])
@@ -189,6 +191,7 @@ describe('DataDirLock', () => {
     ['a pid without a token (the 0.1.0 format)', '4242\n'],
     ['pid 0', `0 ${randomBytes(16).toString('hex')}\n`],
     ['a live owner followed by more bytes', `${process.ppid} ${randomBytes(16).toString('hex')}\nmore\n`],
+    ['a live owner after other bytes', `x${process.ppid} ${randomBytes(16).toString('hex')}\n`],
   ] as const
   for (const [label, content] of unreadable) {
     it(`refuses, and leaves alone, a lock file holding ${label}`, async (t) => {
@@ -224,6 +227,109 @@ describe('DataDirLock', () => {
     assert.deepEqual(await lockNames(dir), ['.lock.1', '.lock.2'])
   })
 
+  it('names the current lock, the highest generation, when its owner lives, even above an unreadable one', async (t) => {
+    const { dir, lock } = await newLock(t)
+    await writeFile(path.join(dir, '.lock.1'), 'garbage\n')
+    const pid = livePid(t)
+    const current = path.join(dir, '.lock.2')
+    await writeFile(current, ownerLine(pid))
+    assertRefused(() => { lock.acquire() }, new RegExp(`in use by another running process \\(pid ${pid}\\)`), current)
+    assert.deepEqual(await lockNames(dir), ['.lock.1', '.lock.2'])
+  })
+
+  it('writes nothing into the directory when the current lock refuses it', async (t) => {
+    for (const content of [ownerLine(livePid(t)), 'garbage\n']) {
+      const { dir, lock } = await newLock(t)
+      await writeFile(path.join(dir, '.lock.1'), content)
+      // Past the file system's clock tick, so that any file made and removed would move the mtime.
+      await new Promise((resolve) => setTimeout(resolve, 30))
+      const before = (await stat(dir, { bigint: true })).mtimeNs
+      assert.throws(() => { lock.acquire() }, { name: 'LockError' })
+      assert.equal((await stat(dir, { bigint: true })).mtimeNs, before, content)
+    }
+  })
+
+  it('orders generations by number and leaves alone files that only look like lock files', async (t) => {
+    const { dir, lock } = await newLock(t)
+    const dead = await deadPid()
+    for (const generation of [12, 5, 40, 3]) await writeFile(path.join(dir, `.lock.${generation}`), ownerLine(dead))
+    const strays = ['x.lock.90', '.lock.80.bak', '.lock.070', `.lock.${'1'.repeat(16)}`]
+    for (const name of strays) await writeFile(path.join(dir, name), ownerLine(livePid(t)))
+    lock.acquire()
+    assert.equal(lock.file, path.join(dir, '.lock.41'))
+    assert.deepEqual((await readdir(dir)).sort(), [...strays, '.lock.41'].sort())
+  })
+
+  it('gives up after a bounded number of tries when the current lock file keeps vanishing', async (t) => {
+    const { dir, lock } = await newLock(t)
+    // A dangling link reads as removed every time it is read, as if other processes kept taking it.
+    await symlink(path.join(dir, 'nowhere'), path.join(dir, '.lock.1'))
+    assertRefused(() => { lock.acquire() }, /could not take the lock of the data directory .*: other processes keep taking it$/, dir)
+    assert.equal(lock.held, false)
+    assert.deepEqual(await lockNames(dir), ['.lock.1'])
+  })
+
+  it('refuses a lock file it cannot read (a directory, a link to itself) as not written by this service', async (t) => {
+    for (const make of [(file: string) => mkdir(file), (file: string) => symlink(file, file)]) {
+      const { dir, lock } = await newLock(t)
+      const file = path.join(dir, '.lock.1')
+      await make(file)
+      assertRefused(() => { lock.acquire() }, /was not written by this service/, file)
+      assert.deepEqual(await lockNames(dir), ['.lock.1'])
+    }
+  })
+
+  it('takes over past a lock file that vanished between the listing and the reading (a dangling link stands in)', async (t) => {
+    const { dir, lock } = await newLock(t)
+    await symlink(path.join(dir, 'nowhere'), path.join(dir, '.lock.1'))
+    await writeFile(path.join(dir, '.lock.2'), ownerLine(await deadPid()))
+    lock.acquire()
+    assert.equal(lock.file, path.join(dir, '.lock.3'))
+    assert.deepEqual(await lockNames(dir), ['.lock.3'])
+  })
+
+  it('counts a process of another user as live (kill answers EPERM)', async (t) => {
+    const { dir } = await newLock(t)
+    const file = path.join(dir, '.lock.1')
+    if (process.getuid?.() === 0) {
+      // As root every process answers kill(pid, 0): a racer run as nobody asks about this one.
+      await writeFile(file, ownerLine(process.pid))
+      await chmod(dir, 0o755)
+      const racer = spawn(process.execPath, ['--import', 'tsx', RACER, dir], { env: racerEnv(), uid: 65534, gid: 65534, stdio: ['ignore', 'pipe', 'pipe'] })
+      t.after(() => { racer.kill('SIGKILL') })
+      let out = ''
+      racer.stdout.setEncoding('utf8').on('data', (chunk: string) => { out += chunk })
+      racer.stderr.setEncoding('utf8').on('data', (chunk: string) => { out += chunk })
+      await new Promise((resolve) => racer.on('exit', resolve))
+      assert.match(out, new RegExp(`^refused: .*in use by another running process \\(pid ${process.pid}\\)`), out)
+    } else {
+      try {
+        process.kill(1, 0)
+        t.skip('pid 1 belongs to this user here')
+        return
+      } catch (error) {
+        if ((error as { code?: unknown }).code !== 'EPERM') throw error
+      }
+      await writeFile(file, ownerLine(1))
+      assertRefused(() => { new DataDirLock(dir).acquire() }, /in use by another running process \(pid 1\)/, file)
+    }
+    assert.deepEqual(await lockNames(dir), ['.lock.1'])
+  })
+
+  it('closes every file it opens', { skip: !existsSync('/proc/self/fd') && 'no /proc/self/fd here' }, async (t) => {
+    const { dir, lock } = await newLock(t)
+    const openFds = async (): Promise<number> => (await readdir('/proc/self/fd')).length
+    await writeFile(path.join(dir, '.lock'), `${await deadPid()}\n`)
+    await writeFile(path.join(dir, '.lock.1'), ownerLine(await deadPid()))
+    const before = await openFds()
+    for (let i = 0; i < 10; i += 1) {
+      lock.acquire()
+      assert.equal(lock.check(), true)
+      assert.equal(lock.release(), true)
+    }
+    assert.equal(await openFds(), before)
+  })
+
   it('refuses a second lock in the same process on the same directory', async (t) => {
     const { dir, lock: first } = await newLock(t)
     first.acquire()
@@ -251,6 +357,7 @@ describe('DataDirLock', () => {
     const content = await readFile(lock.file, 'utf8')
     assert.equal(lock.release(), true)
     assert.equal(lock.held, false)
+    assert.equal(lock.file, path.join(dir, '.lock.1'), 'the file it held, for a log line')
     assert.deepEqual(await lockNames(dir), [])
     assert.equal(lock.release(), false)
     lock.acquire()
@@ -334,6 +441,26 @@ describe('DataDirLock', () => {
     lock.acquire()
     assert.equal(lock.file, path.join(dir, '.lock.1'))
     assert.deepEqual(await lockNames(dir), ['.lock.1'])
+  })
+
+  it('refuses a legacy .lock naming a live process without a newline', async (t) => {
+    const { dir, lock } = await newLock(t)
+    const pid = livePid(t)
+    const legacy = path.join(dir, '.lock')
+    await writeFile(legacy, String(pid))
+    assertRefused(() => { lock.acquire() }, new RegExp(`\\(pid ${pid}\\)`), legacy)
+    assert.deepEqual(await lockNames(dir), ['.lock'])
+  })
+
+  it('removes a legacy .lock it reads no pid from and takes the lock', async (t) => {
+    const pid = livePid(t)
+    for (const content of ['not a pid\n', `x${pid}\n`, `${pid}\nmore\n`, '']) {
+      const { dir, lock } = await newLock(t)
+      await writeFile(path.join(dir, '.lock'), content)
+      lock.acquire()
+      assert.equal(lock.file, path.join(dir, '.lock.1'), JSON.stringify(content))
+      assert.deepEqual(await lockNames(dir), ['.lock.1'], JSON.stringify(content))
+    }
   })
 
   it('removes a legacy .lock holding its own pid (an earlier run of a restarted container) and takes the lock', async (t) => {

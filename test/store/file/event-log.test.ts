@@ -160,8 +160,9 @@ describe('events of stores', () => {
     const store = new MemoryStore()
     const user = (await store.create(makeUser())).user
     await store.update(user.id, () => undefined)
-    await assert.rejects(store.update(user.id, () => { throw new Error('refused') }))
-    await assert.rejects(store.delete(user.id, () => { throw new Error('refused') }))
+    const refusal = new Error('refused')
+    await assert.rejects(store.update(user.id, () => { throw refusal }), (error) => error === refusal)
+    await assert.rejects(store.delete(user.id, () => { throw refusal }), (error) => error === refusal)
     assert.equal((await allEvents(store)).length, 1)
   })
 })
@@ -174,7 +175,9 @@ describe('MAX_EVENT_STREAMS and EVENTS_RETENTION_DAYS', () => {
     const set = parseConfig({ MAX_EVENT_STREAMS: '5', EVENTS_RETENTION_DAYS: '7' })
     assert.equal(set.maxEventStreams, 5)
     assert.equal(set.eventsRetentionDays, 7)
-    assert.throws(() => parseConfig({ MAX_EVENT_STREAMS: '0' }), ConfigError)
-    assert.throws(() => parseConfig({ EVENTS_RETENTION_DAYS: 'month' }), ConfigError)
+    assert.throws(() => parseConfig({ MAX_EVENT_STREAMS: '0' }), (error: unknown) =>
+      error instanceof ConfigError && error.message === 'MAX_EVENT_STREAMS must be between 1 and 100000, got 0')
+    assert.throws(() => parseConfig({ EVENTS_RETENTION_DAYS: 'month' }), (error: unknown) =>
+      error instanceof ConfigError && error.message === 'EVENTS_RETENTION_DAYS must be a whole number, got "month"')
   })
 })

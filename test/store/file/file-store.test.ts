@@ -52,6 +52,23 @@ const warnings = (logs: readonly Record<string, unknown>[]): string[] =>
  * Makes every write into the users directory fail until the returned function runs. chmod 0500
  * does not stop root, so as root a plain file takes the directory's place meanwhile.
  */
+/** The errno of a write into the directory breakUsersDir broke: not writable, or not a directory. */
+const BROKEN_DIR_ERRNO = isRoot ? 'ENOTDIR' : 'EACCES'
+
+/**
+ * Matches the store's refusal of a failed write: storage_unavailable, caused by the WriteError of
+ * `step` with one of `errnos`. Any other error (a crash, a refusal for another reason) fails.
+ */
+function failedWrite(step: 'write' | 'rename', errnos: readonly string[]): (error: unknown) => boolean {
+  return (error) => {
+    const found = error as { code?: unknown, cause?: { name?: unknown, step?: unknown, code?: unknown, applied?: unknown } }
+    assert.equal(found.code, 'storage_unavailable', String(error))
+    assert.deepEqual([found.cause?.name, found.cause?.step, found.cause?.applied], ['WriteError', step, false])
+    assert.ok(errnos.includes(String(found.cause?.code)), `errno ${String(found.cause?.code)}, expected one of ${errnos.join(', ')}`)
+    return true
+  }
+}
+
 async function breakUsersDir(store: FileStore): Promise<() => Promise<void>> {
   if (!isRoot) {
     await chmod(store.usersDir, 0o500)
@@ -158,7 +175,7 @@ describe('FileStore: a write that fails', () => {
     const user = makeUser({ email: 'taken.then.freed@example.com' })
     const restore = await breakUsersDir(store)
     try {
-      await assert.rejects(store.create(user))
+      await assert.rejects(store.create(user), failedWrite('write', [BROKEN_DIR_ERRNO]))
     } finally {
       await restore()
     }
@@ -175,7 +192,7 @@ describe('FileStore: a write that fails', () => {
     const disk = await readTree(store.usersDir)
     const restore = await breakUsersDir(store)
     try {
-      await assert.rejects(store.update(created.user.id, (current) => changeUser(current.user, { email: 'after@example.com' })))
+      await assert.rejects(store.update(created.user.id, (current) => changeUser(current.user, { email: 'after@example.com' })), failedWrite('write', [BROKEN_DIR_ERRNO]))
     } finally {
       await restore()
     }
@@ -195,7 +212,7 @@ describe('FileStore: a write that fails', () => {
     const disk = await readTree(store.usersDir)
     const restore = await breakUsersDir(store)
     try {
-      await assert.rejects(store.delete(created.user.id, () => undefined))
+      await assert.rejects(store.delete(created.user.id, () => undefined), failedWrite('rename', [BROKEN_DIR_ERRNO]))
     } finally {
       await restore()
     }
@@ -210,7 +227,7 @@ describe('FileStore: a write that fails', () => {
     const blocker = path.join(store.usersDir, `${user.id}.json`)
     await mkdir(blocker)
     await writeFile(path.join(blocker, 'keep'), 'x')
-    await assert.rejects(store.create(user))
+    await assert.rejects(store.create(user), failedWrite('rename', ['EISDIR', 'ENOTEMPTY']))
     assert.equal(await store.get(user.id), undefined)
     assert.deepEqual(await readdir(store.usersDir), [`${user.id}.json`])
     assert.deepEqual(await readTree(store.usersDir), { [path.join(`${user.id}.json`, 'keep')]: 'x' })
