@@ -290,7 +290,7 @@ export interface components {
              */
             readonly updatedAt: string;
             /**
-             * @description 1 at creation, +1 on every change that alters the stored user; the ETag follows it.
+             * @description 1 at creation, +1 on every change that alters the stored user; the ETag follows it. A user at the highest version (2^53 - 1) cannot change any more (409 version_exhausted).
              * @example 1
              */
             readonly version: number;
@@ -363,7 +363,7 @@ export interface components {
              */
             readonly updatedAt?: string;
             /**
-             * @description 1 at creation, +1 on every change that alters the stored user; the ETag follows it.
+             * @description 1 at creation, +1 on every change that alters the stored user; the ETag follows it. A user at the highest version (2^53 - 1) cannot change any more (409 version_exhausted).
              * @example 1
              */
             readonly version?: number;
@@ -414,7 +414,7 @@ export interface components {
              */
             readonly updatedAt?: string;
             /**
-             * @description 1 at creation, +1 on every change that alters the stored user; the ETag follows it.
+             * @description 1 at creation, +1 on every change that alters the stored user; the ETag follows it. A user at the highest version (2^53 - 1) cannot change any more (409 version_exhausted).
              * @example 1
              */
             readonly version?: number;
@@ -446,7 +446,7 @@ export interface components {
             status: number;
             detail: string;
             /** @enum {string} */
-            code: "bad_request" | "token_missing" | "token_invalid" | "token_expired" | "insufficient_scope" | "subject_suspended" | "subject_deleted" | "not_found" | "method_not_allowed" | "duplicate_email" | "invalid_transition" | "import_in_progress" | "request_timeout" | "precondition_failed" | "cursor_expired" | "payload_too_large" | "unsupported_media_type" | "validation_failed" | "headers_too_large" | "internal" | "maintenance" | "overloaded" | "starting" | "shutting_down" | "storage_unavailable";
+            code: "bad_request" | "token_missing" | "token_invalid" | "token_expired" | "insufficient_scope" | "subject_suspended" | "subject_deleted" | "not_found" | "method_not_allowed" | "duplicate_email" | "duplicate_id" | "invalid_transition" | "import_in_progress" | "version_exhausted" | "request_timeout" | "precondition_failed" | "cursor_expired" | "payload_too_large" | "unsupported_media_type" | "validation_failed" | "headers_too_large" | "internal" | "maintenance" | "overloaded" | "starting" | "shutting_down" | "storage_unavailable";
             requestId: string;
             errors?: components["schemas"]["FieldError"][];
         };
@@ -535,7 +535,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description duplicate_email, invalid_transition, import_in_progress */
+        /** @description duplicate_email, duplicate_id, invalid_transition, import_in_progress, version_exhausted */
         Conflict: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1079,6 +1079,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
