@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { ERROR_CODES, HttpError } from '../src/http/problem.js'
+import { ServiceError } from '../src/domain/errors.js'
+import { ERROR_CODES } from '../src/http/problem.js'
 import { ROUTES } from '../src/routes/route-list.js'
 import { createOpenApiDocument } from '../src/openapi/document.js'
 import { SERVICE_VERSION } from '../src/service.js'
@@ -249,7 +250,7 @@ describe('the OpenAPI field patterns and the validator', () => {
       validateCreate({ email: 'ada@example.com', name: 'Ada', [field]: value })
       return true
     } catch (error) {
-      if (error instanceof HttpError && error.code === 'validation_failed') return false
+      if (error instanceof ServiceError && error.code === 'validation_failed') return false
       throw error
     }
   }
