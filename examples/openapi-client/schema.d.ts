@@ -446,7 +446,7 @@ export interface components {
             status: number;
             detail: string;
             /** @enum {string} */
-            code: "bad_request" | "token_missing" | "token_invalid" | "token_expired" | "insufficient_scope" | "subject_suspended" | "subject_deleted" | "not_found" | "method_not_allowed" | "duplicate_email" | "invalid_transition" | "import_in_progress" | "version_exhausted" | "request_timeout" | "precondition_failed" | "cursor_expired" | "payload_too_large" | "unsupported_media_type" | "validation_failed" | "headers_too_large" | "internal" | "maintenance" | "overloaded" | "starting" | "shutting_down" | "storage_unavailable";
+            code: "bad_request" | "token_missing" | "token_invalid" | "token_expired" | "insufficient_scope" | "subject_suspended" | "subject_deleted" | "not_found" | "method_not_allowed" | "duplicate_email" | "duplicate_id" | "invalid_transition" | "import_in_progress" | "version_exhausted" | "request_timeout" | "precondition_failed" | "cursor_expired" | "payload_too_large" | "unsupported_media_type" | "validation_failed" | "headers_too_large" | "internal" | "maintenance" | "overloaded" | "starting" | "shutting_down" | "storage_unavailable";
             requestId: string;
             errors?: components["schemas"]["FieldError"][];
         };
@@ -535,7 +535,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description duplicate_email, invalid_transition, import_in_progress, version_exhausted */
+        /** @description duplicate_email, duplicate_id, invalid_transition, import_in_progress, version_exhausted */
         Conflict: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
