@@ -1,10 +1,12 @@
 // npm run build:bundle: the whole service as one ES module, dist/user-service.mjs, runnable with
 // `node dist/user-service.mjs` and no node_modules (the service has no runtime dependencies).
 // An argument writes the file elsewhere (the tests build into a temporary directory).
-import { build } from 'esbuild'
+
 import { stat } from 'node:fs/promises'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
+
+import { build } from 'esbuild'
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 const BUNDLE = path.resolve(process.argv[2] ?? path.join(ROOT, 'dist', 'user-service.mjs'))

@@ -16,13 +16,18 @@ import { parseArgs } from 'node:util'
 import { build } from 'esbuild'
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
-const { values: flags, positionals } = parseArgs({ options: { strip: { type: 'boolean', default: false } }, allowPositionals: true })
+const { values: flags, positionals } = parseArgs({
+  options: { strip: { type: 'boolean', default: false } },
+  allowPositionals: true,
+})
 const OUT = path.resolve(positionals[0] ?? path.join(ROOT, 'dist'))
 const EXECUTABLE = path.join(OUT, 'user-service')
 const FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2'
 
 if (process.platform !== 'linux' || process.arch !== 'x64') {
-  process.stderr.write(`build:sea: made for Linux x64, this is ${process.platform} ${process.arch}\n`)
+  process.stderr.write(
+    `build:sea: made for Linux x64, this is ${process.platform} ${process.arch}\n`,
+  )
   process.exit(1)
 }
 // sea-config.json names paths under dist/; they are moved under OUT, the rest is kept as is.
@@ -49,7 +54,17 @@ execFileSync(process.execPath, ['--experimental-sea-config', configFile], { stdi
 copyFileSync(process.execPath, EXECUTABLE)
 chmodSync(EXECUTABLE, 0o755)
 if (flags.strip) execFileSync('strip', ['--strip-all', EXECUTABLE], { stdio: 'inherit' })
-const postject = path.join(path.dirname(createRequire(import.meta.url).resolve('postject/package.json')), 'dist', 'cli.js')
-execFileSync(process.execPath, [postject, EXECUTABLE, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', FUSE], { stdio: 'inherit' })
+const postject = path.join(
+  path.dirname(createRequire(import.meta.url).resolve('postject/package.json')),
+  'dist',
+  'cli.js',
+)
+execFileSync(
+  process.execPath,
+  [postject, EXECUTABLE, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', FUSE],
+  { stdio: 'inherit' },
+)
 const { size } = statSync(EXECUTABLE)
-process.stdout.write(`${path.relative(process.cwd(), EXECUTABLE)}: ${(size / 1024 / 1024).toFixed(1)} MiB (node ${process.version})\n`)
+process.stdout.write(
+  `${path.relative(process.cwd(), EXECUTABLE)}: ${(size / 1024 / 1024).toFixed(1)} MiB (node ${process.version})\n`,
+)

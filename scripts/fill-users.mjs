@@ -9,8 +9,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 
-import { createIdGenerator } from '../dist/users/uuid7.js'
 import { toRecord } from '../dist/users/user.js'
+import { createIdGenerator } from '../dist/users/uuid7.js'
 
 const [dataDir, countText] = process.argv.slice(2)
 const count = Number(countText)
@@ -25,8 +25,14 @@ for (let n = 0; n < count; n += 1) {
   const { id, ms } = nextId(Date.now())
   const at = new Date(ms).toISOString()
   const { json } = toRecord({
-    id, email: `user${n}@example.com`, name: `User ${n}`, status: 'active',
-    metadata: { team: `t${n % 50}` }, createdAt: at, updatedAt: at, version: 1,
+    id,
+    email: `user${n}@example.com`,
+    name: `User ${n}`,
+    status: 'active',
+    metadata: { team: `t${n % 50}` },
+    createdAt: at,
+    updatedAt: at,
+    version: 1,
   })
   writeFileSync(path.join(usersDir, `${id}.json`), json, { mode: 0o600 })
 }

@@ -1,24 +1,30 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http'
 import { performance } from 'node:perf_hooks'
 
-import { requireScope, type Authenticator } from './auth/authenticate.js'
+import { type Authenticator, requireScope } from './auth/authenticate.js'
 import { readBearerToken } from './auth/bearer.js'
 import type { TokenClaims } from './auth/verify-token.js'
-import { HttpError, toHttpError } from './http/problem.js'
-import { ClientClosedError, isBodyPending, parseJsonBody, readBody, validateContentType } from './http/body.js'
-import { allowedMethods, createCors, type CorsOrigins } from './http/cors.js'
+import {
+  ClientClosedError,
+  isBodyPending,
+  parseJsonBody,
+  readBody,
+  validateContentType,
+} from './http/body.js'
+import { allowedMethods, type CorsOrigins, createCors } from './http/cors.js'
 import { isClosing, lingerAfterResponse } from './http/lingering-close.js'
 import { decodePathParams } from './http/percent-decode.js'
+import { HttpError, toHttpError } from './http/problem.js'
 import { onSettled } from './http/request-accounting.js'
 import { readRequestId } from './http/request-id.js'
-import { sendReply, toProblemReply, type CachePolicy, type Reply } from './http/respond.js'
+import { type CachePolicy, type Reply, sendReply, toProblemReply } from './http/respond.js'
 import { createRouter } from './http/router.js'
 import { readTraceId } from './http/trace-context.js'
 import { describeError, type Logger } from './logger.js'
 import type { RequestMetrics } from './metrics/service-metrics.js'
 import type { Availability } from './ops/availability.js'
 import { StorageFaultLog } from './ops/storage-faults.js'
-import { intentOf, STREAMED, type Route, type RouteContext } from './routes/route.js'
+import { intentOf, type Route, type RouteContext, STREAMED } from './routes/route.js'
 import type { RouteServices } from './routes/route-services.js'
 
 export interface AppParts {
@@ -50,7 +56,11 @@ export function createRequestListener(parts: AppParts): RequestListener {
   const cors = createCors(parts.corsOrigins)
   const faults = new StorageFaultLog({ logger, storeHealthy: () => availability.storeHealthy() })
 
-  const serve = async (req: IncomingMessage, res: ServerResponse, state: RequestState): Promise<void> => {
+  const serve = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    state: RequestState,
+  ): Promise<void> => {
     if (cors?.isPreflight(req) === true) {
       const headers = cors.preflightHeaders(allowedMethods(router, state.path))
       answer(req, res, state, { status: 204, headers }, 'no-store')
@@ -80,7 +90,10 @@ export function createRequestListener(parts: AppParts): RequestListener {
       res,
       params: decodePathParams(rawParams),
       rawQuery: state.query,
-      body: route.body === 'none' || route.body === 'stream' ? undefined : parseJsonBody(bytes, route.body),
+      body:
+        route.body === 'none' || route.body === 'stream'
+          ? undefined
+          : parseJsonBody(bytes, route.body),
       headers: req.headers,
       requestId: state.requestId,
       change: { actor: state.sub, requestId: state.requestId },
@@ -97,7 +110,12 @@ export function createRequestListener(parts: AppParts): RequestListener {
     answer(req, res, state, answered, cachePolicy(route, answered))
   }
 
-  const fail = (req: IncomingMessage, res: ServerResponse, state: RequestState, caught: unknown): void => {
+  const fail = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    state: RequestState,
+    caught: unknown,
+  ): void => {
     if (caught instanceof ClientClosedError) {
       res.destroy()
       return
@@ -114,7 +132,14 @@ export function createRequestListener(parts: AppParts): RequestListener {
       res.destroy()
       return
     }
-    answer(req, res, state, toProblemReply(error, state.requestId), 'no-store', mustClose(error, availability))
+    answer(
+      req,
+      res,
+      state,
+      toProblemReply(error, state.requestId),
+      'no-store',
+      mustClose(error, availability),
+    )
   }
 
   return (req, res) => {
@@ -150,7 +175,9 @@ export function createRequestListener(parts: AppParts): RequestListener {
       answer(req, res, state, toProblemReply(problem, state.requestId), 'no-store', true)
       return
     }
-    serve(req, res, state).catch((caught: unknown) => { fail(req, res, state, caught) })
+    serve(req, res, state).catch((caught: unknown) => {
+      fail(req, res, state, caught)
+    })
   }
 }
 
@@ -159,7 +186,12 @@ export function createRequestListener(parts: AppParts): RequestListener {
  * in stages, so that the client reads the answer instead of a reset (RFC 9112 §9.6).
  */
 function answer(
-  req: IncomingMessage, res: ServerResponse, state: RequestState, reply: Reply, cache: CachePolicy, close = false,
+  req: IncomingMessage,
+  res: ServerResponse,
+  state: RequestState,
+  reply: Reply,
+  cache: CachePolicy,
+  close = false,
 ): void {
   if (isClosing(req.socket)) {
     res.destroy()

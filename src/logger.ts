@@ -71,13 +71,27 @@ export function createJsonLogger(options: JsonLoggerOptions = {}): JsonLogger {
   }
   return {
     isEnabled,
-    debug: (msg, fields) => { emit('debug', msg, fields) },
-    info: (msg, fields) => { emit('info', msg, fields) },
-    warn: (msg, fields) => { emit('warn', msg, fields) },
-    error: (msg, fields) => { emit('error', msg, fields) },
-    request: (entry) => { if (infoEnabled) sink.add(formatRequestLine(time(), entry)) },
-    always: (msg, fields) => { sink.add(formatLine(time(), 'info', msg, fields)) },
-    get dropped() { return sink.dropped },
+    debug: (msg, fields) => {
+      emit('debug', msg, fields)
+    },
+    info: (msg, fields) => {
+      emit('info', msg, fields)
+    },
+    warn: (msg, fields) => {
+      emit('warn', msg, fields)
+    },
+    error: (msg, fields) => {
+      emit('error', msg, fields)
+    },
+    request: (entry) => {
+      if (infoEnabled) sink.add(formatRequestLine(time(), entry))
+    },
+    always: (msg, fields) => {
+      sink.add(formatLine(time(), 'info', msg, fields))
+    },
+    get dropped() {
+      return sink.dropped
+    },
     flush: () => sink.flush(),
   }
 }
@@ -171,7 +185,9 @@ class FunctionSink implements LineSink {
     this.#write = write
   }
 
-  get dropped(): number { return this.#dropped }
+  get dropped(): number {
+    return this.#dropped
+  }
 
   add(line: string): void {
     try {
@@ -202,7 +218,7 @@ class StreamSink implements LineSink {
   #scheduled: NodeJS.Immediate | undefined
   #batchesWritten = 0
   #batchesDone = 0
-  #waiters: { batch: number, resolve: () => void }[] = []
+  #waiters: { batch: number; resolve: () => void }[] = []
 
   constructor(stream: Writable, maxBytes: number) {
     this.#stream = stream
@@ -212,7 +228,9 @@ class StreamSink implements LineSink {
     stream.on('close', this.#break)
   }
 
-  get dropped(): number { return this.#dropped }
+  get dropped(): number {
+    return this.#dropped
+  }
 
   add(line: string): void {
     if (!this.#broken && !this.#stream.writable) this.#break()
@@ -237,7 +255,9 @@ class StreamSink implements LineSink {
     // Written at once by pump, or else the batch that the next 'drain' writes.
     const batch = this.#batchesWritten + (this.#queue.length > 0 ? 1 : 0)
     if (this.#broken || this.#batchesDone >= batch) return Promise.resolve()
-    return new Promise((resolve) => { this.#waiters.push({ batch, resolve }) })
+    return new Promise((resolve) => {
+      this.#waiters.push({ batch, resolve })
+    })
   }
 
   #pump = (): void => {

@@ -4,6 +4,7 @@ import type { AddressInfo, Socket } from 'node:net'
 import { createRequestListener } from './app.js'
 import { createAuthenticator } from './auth/authenticate.js'
 import type { KeySet } from './auth/keys.js'
+import { createIdGenerator } from './domain/uuid7.js'
 import { createClientErrorHandler } from './http/client-errors.js'
 import type { CorsOrigins } from './http/cors.js'
 import { isClosing, LINGER_MS } from './http/lingering-close.js'
@@ -11,15 +12,14 @@ import type { Logger } from './logger.js'
 import { createServiceMetrics } from './metrics/service-metrics.js'
 import { createOpenApiDocument } from './openapi/document.js'
 import { Availability } from './ops/availability.js'
-import { createStore } from './store/create-store.js'
-import { lockDataDir, type DataDirLock } from './store/file/data-dir-lock.js'
-import type { Store } from './store/store.js'
-import { createCursorCodec } from './users/cursor.js'
 import { createBulkServices } from './routes/bulk/bulk-services.js'
 import { createEventStreams, type EventStreamsOptions } from './routes/events/event-streams.js'
 import { getMetrics, ROUTES } from './routes/route-list.js'
+import { createStore } from './store/create-store.js'
+import { type DataDirLock, lockDataDir } from './store/file/data-dir-lock.js'
+import type { Store } from './store/store.js'
+import { createCursorCodec } from './users/cursor.js'
 import { createUserOperations } from './users/user-operations.js'
-import { createIdGenerator } from './domain/uuid7.js'
 
 export const SERVICE_VERSION = '0.1.0'
 
@@ -102,13 +102,22 @@ export interface UserService {
 /** The composition root: options → store, auth, operations, routes → listener and server. */
 export function createService(options: ServiceOptions): UserService {
   const { logger, now, basePath, keys, leewaySeconds } = options
-  if (options.store === undefined && options.dataDir === undefined && options.databaseUrl === undefined) {
+  if (
+    options.store === undefined &&
+    options.dataDir === undefined &&
+    options.databaseUrl === undefined
+  ) {
     throw new Error('createUserService: give dataDir, databaseUrl or store')
   }
-  const store = options.store ?? createStore({ databaseUrl: options.databaseUrl, dataDir: options.dataDir, logger, now })
+  const store =
+    options.store ??
+    createStore({ databaseUrl: options.databaseUrl, dataDir: options.dataDir, logger, now })
   // A store made here that keeps no files in dataDir (a database) leaves the directory's lock to
   // the service: it still guards the maintenance file.
-  const lockedDir = options.store === undefined && store.capabilities.dataDir === undefined ? options.dataDir : undefined
+  const lockedDir =
+    options.store === undefined && store.capabilities.dataDir === undefined
+      ? options.dataDir
+      : undefined
   let dirLock: DataDirLock | undefined
   const availability = new Availability({
     maintenanceFile: options.maintenanceFile,
@@ -129,17 +138,24 @@ export function createService(options: ServiceOptions): UserService {
     now,
   })
   const routes = options.metrics === false ? ROUTES.filter((route) => route !== getMetrics) : ROUTES
-  const metrics = options.metrics === false ? undefined : createServiceMetrics({
-    routes,
-    usersStored: () => store.count(),
-    tokenCache: () => authenticator.stats(),
-    droppedLogLines: () => logger.dropped,
-    dataDir: store.capabilities.dataDir,
-    eventsAppended: () => store.events.appended,
-    eventStreams: () => events.openStreams,
-  })
+  const metrics =
+    options.metrics === false
+      ? undefined
+      : createServiceMetrics({
+          routes,
+          usersStored: () => store.count(),
+          tokenCache: () => authenticator.stats(),
+          droppedLogLines: () => logger.dropped,
+          dataDir: store.capabilities.dataDir,
+          eventsAppended: () => store.events.appended,
+          eventStreams: () => events.openStreams,
+        })
   const events = createEventStreams({
-    feed: store.events, maxStreams: options.maxEventStreams, leewaySeconds, now, ...options.eventStreams,
+    feed: store.events,
+    maxStreams: options.maxEventStreams,
+    leewaySeconds,
+    now,
+    ...options.eventStreams,
   })
   const handler = createRequestListener({
     basePath,
@@ -155,17 +171,27 @@ export function createService(options: ServiceOptions): UserService {
       availability,
       events,
       bulk: createBulkServices({
-        store, now, newId, writeGate: availability.writeGate, importMaxBytes: options.importMaxBytes,
-        importReadAheadBytes: options.importReadAheadBytes, stallTimeoutMs: options.exportStallTimeoutMs,
+        store,
+        now,
+        newId,
+        writeGate: availability.writeGate,
+        importMaxBytes: options.importMaxBytes,
+        importReadAheadBytes: options.importReadAheadBytes,
+        stallTimeoutMs: options.exportStallTimeoutMs,
       }),
-      openApi: JSON.stringify(createOpenApiDocument({ basePath, version: SERVICE_VERSION, routes })),
+      openApi: JSON.stringify(
+        createOpenApiDocument({ basePath, version: SERVICE_VERSION, routes }),
+      ),
       metrics,
     },
     logger,
     metrics,
     corsOrigins: options.corsOrigins,
   })
-  const server = createServer({ connectionsCheckingInterval: CONNECTION_CHECK_MS, requireHostHeader: false }, handler)
+  const server = createServer(
+    { connectionsCheckingInterval: CONNECTION_CHECK_MS, requireHostHeader: false },
+    handler,
+  )
   server.headersTimeout = options.headersTimeoutMs
   server.requestTimeout = options.requestTimeoutMs
   server.keepAliveTimeout = options.keepAliveTimeoutMs
@@ -175,7 +201,9 @@ export function createService(options: ServiceOptions): UserService {
   const sockets = new Set<Socket>()
   server.on('connection', (socket: Socket) => {
     sockets.add(socket)
-    socket.once('close', () => { sockets.delete(socket) })
+    socket.once('close', () => {
+      sockets.delete(socket)
+    })
   })
 
   let opening: Promise<void> | undefined
@@ -219,7 +247,10 @@ export function createService(options: ServiceOptions): UserService {
       events.close()
       const closed = new Promise<void>((resolve) => {
         if (!server.listening) resolve()
-        else server.close(() => { resolve() })
+        else
+          server.close(() => {
+            resolve()
+          })
       })
       server.closeIdleConnections()
       const deadline = Date.now() + options.shutdownTimeoutMs
@@ -232,7 +263,8 @@ export function createService(options: ServiceOptions): UserService {
       metrics?.stop()
       await opening?.catch(() => undefined)
       await store.close()
-      if (dirLock?.held === true && !dirLock.release()) logger.warn('could not remove the lock file', { file: dirLock.file })
+      if (dirLock?.held === true && !dirLock.release())
+        logger.warn('could not remove the lock file', { file: dirLock.file })
     },
   }
 }

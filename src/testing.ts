@@ -11,11 +11,11 @@ import path from 'node:path'
 import { SCOPES, type Scope } from './auth/authenticate.js'
 import { createSingleKeySet } from './auth/keys.js'
 import { signToken } from './auth/sign-token.js'
+import type { Metadata, User, UserStatus } from './domain/user.js'
 import type { CorsOrigins } from './http/cors.js'
 import type { Logger } from './logger.js'
 import { createUserService } from './process/create-user-service.js'
 import { MemoryStore } from './store/memory-store.js'
-import type { Metadata, User, UserStatus } from './domain/user.js'
 
 export type { Scope } from './auth/authenticate.js'
 export type { User, UserStatus } from './domain/user.js'
@@ -87,7 +87,10 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
   const call = async (method: string, target: string, body?: unknown): Promise<User> => {
     const res = await fetch(`${url}${target}`, {
       method,
-      headers: { authorization: `Bearer ${admin}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      headers: {
+        authorization: `Bearer ${admin}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     })
     const text = await res.text()
@@ -109,7 +112,8 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
           name: `Seed User ${seedCounter}`,
           ...rest,
         })
-        if (status === 'active' || status === 'suspended') user = await call('POST', `/users/${user.id}:activate`)
+        if (status === 'active' || status === 'suspended')
+          user = await call('POST', `/users/${user.id}:activate`)
         if (status === 'suspended') user = await call('POST', `/users/${user.id}:suspend`)
         created.push(user)
       }
@@ -127,7 +131,7 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
 
 async function resolveDataDir(
   option: boolean | string | undefined,
-): Promise<{ dataDir: string | undefined, temporary: boolean }> {
+): Promise<{ dataDir: string | undefined; temporary: boolean }> {
   if (typeof option === 'string') return { dataDir: option, temporary: false }
   if (option !== true) return { dataDir: undefined, temporary: false }
   return { dataDir: await mkdtemp(path.join(tmpdir(), 'user-service-testing-')), temporary: true }

@@ -1,37 +1,49 @@
 import assert from 'node:assert/strict'
-import { spawn, type ChildProcess } from 'node:child_process'
+import { type ChildProcess, spawn } from 'node:child_process'
 import path from 'node:path'
-import { Writable, type Readable } from 'node:stream'
+import { type Readable, Writable } from 'node:stream'
 import { describe, it } from 'node:test'
 
 import {
-  createJsonLogger, describeError, silentLogger, type LogLevel, type RequestLogEntry,
+  createJsonLogger,
+  describeError,
+  type LogLevel,
+  type RequestLogEntry,
+  silentLogger,
 } from '../src/logger.js'
 import { PROJECT_ROOT, startChild } from './helpers/child.js'
-import type { ClosedPipeReport, SlowReaderReport } from './helpers/log-child.js'
 import { request } from './helpers/http.js'
+import type { ClosedPipeReport, SlowReaderReport } from './helpers/log-child.js'
 import { waitFor } from './helpers/ops.js'
 import { makeTempDir, startService } from './helpers/service.js'
 import { makeToken } from './helpers/tokens.js'
 
 const FIXED = new Date('2026-11-21T13:47:00.000Z')
 
-function capture(level?: LogLevel): { lines: string[], logger: ReturnType<typeof createJsonLogger> } {
+function capture(level?: LogLevel): {
+  lines: string[]
+  logger: ReturnType<typeof createJsonLogger>
+} {
   const lines: string[] = []
   const logger = createJsonLogger({
     ...(level === undefined ? {} : { level }),
-    write: (line) => { lines.push(line) },
+    write: (line) => {
+      lines.push(line)
+    },
     now: () => FIXED,
   })
   return { lines, logger }
 }
 
 function parseLines(text: string): Record<string, unknown>[] {
-  return text.split('\n').filter((line) => line !== '').map((line) => {
-    const parsed: unknown = JSON.parse(line)
-    assert.ok(typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed), line)
-    return parsed as Record<string, unknown>
-  })
+  return text
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => {
+      const parsed: unknown = JSON.parse(line)
+      assert.ok(typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed), line)
+      return parsed as Record<string, unknown>
+    })
 }
 
 type WriteCallback = (error?: Error | null) => void
@@ -78,12 +90,17 @@ class ClosedPipeStream extends Writable {
 
 /** Lets the event loop go round: anything the logger scheduled has had its chance to run. */
 async function turns(count: number): Promise<void> {
-  for (let i = 0; i < count; i += 1) await new Promise((resolve) => { setImmediate(resolve) })
+  for (let i = 0; i < count; i += 1)
+    await new Promise((resolve) => {
+      setImmediate(resolve)
+    })
 }
 
 /** A plain listener on purpose: events.once would add an 'error' listener of its own. */
 function closed(stream: Writable): Promise<void> {
-  return new Promise((resolve) => { stream.on('close', resolve) })
+  return new Promise((resolve) => {
+    stream.on('close', resolve)
+  })
 }
 
 /** The same lines as a stream logger writes, from a logger with the `write` option. */
@@ -108,7 +125,7 @@ interface LogChild {
   stderr(): string
   /** The first line on stderr: the child's report. */
   readonly report: Promise<string>
-  readonly closed: Promise<{ code: number | null, signal: NodeJS.Signals | null }>
+  readonly closed: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
 }
 
 /** Runs test/helpers/log-child.ts; its stdout is left unread for the test to consume. */
@@ -116,7 +133,9 @@ function spawnLogChild(mode: 'closed-pipe' | 'slow-reader'): LogChild {
   const env: Record<string, string | undefined> = { ...process.env }
   delete env['NODE_TEST_CONTEXT']
   const proc = spawn(process.execPath, ['--import', 'tsx', LOG_CHILD, mode], {
-    cwd: PROJECT_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'],
+    cwd: PROJECT_ROOT,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
   })
   const { stdout, stderr } = proc
   if (stdout === null || stderr === null) throw new Error('the child has no stdout or stderr pipe')
@@ -128,8 +147,10 @@ function spawnLogChild(mode: 'closed-pipe' | 'slow-reader'): LogChild {
       if (end >= 0) resolve(err.slice(0, end))
     })
   })
-  const closed = new Promise<{ code: number | null, signal: NodeJS.Signals | null }>((resolve) => {
-    proc.on('close', (code, signal) => { resolve({ code, signal }) })
+  const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    proc.on('close', (code, signal) => {
+      resolve({ code, signal })
+    })
   })
   return { proc, stdout, stderr: () => err, report, closed }
 }
@@ -142,20 +163,31 @@ function firstLine(stream: Readable): Promise<string> {
       const end = text.indexOf('\n')
       if (end >= 0) resolve(text.slice(0, end))
     })
-    stream.on('end', () => { reject(new Error(`stdout ended before a whole line: ${text}`)) })
+    stream.on('end', () => {
+      reject(new Error(`stdout ended before a whole line: ${text}`))
+    })
   })
 }
 
 function readAll(stream: Readable): Promise<string> {
   return new Promise((resolve) => {
     let text = ''
-    stream.setEncoding('utf8').on('data', (chunk: string) => { text += chunk })
-    stream.on('end', () => { resolve(text) })
+    stream.setEncoding('utf8').on('data', (chunk: string) => {
+      text += chunk
+    })
+    stream.on('end', () => {
+      resolve(text)
+    })
   })
 }
 
 const ENTRY: RequestLogEntry = {
-  requestId: 'r', method: 'GET', path: '/', status: 200, durationMs: 1, sub: 'u',
+  requestId: 'r',
+  method: 'GET',
+  path: '/',
+  status: 200,
+  durationMs: 1,
+  sub: 'u',
 }
 
 /** What `info('request', entry)` wrote before request() existed. */
@@ -177,7 +209,11 @@ describe('createJsonLogger', () => {
     assert.ok(line.endsWith('\n'))
     assert.equal(line.indexOf('\n'), line.length - 1, 'exactly one line')
     assert.deepEqual(JSON.parse(line), {
-      time: '2026-11-21T13:47:00.000Z', level: 'info', msg: 'request', requestId: 'abc', status: 200,
+      time: '2026-11-21T13:47:00.000Z',
+      level: 'info',
+      msg: 'request',
+      requestId: 'abc',
+      status: 200,
     })
   })
 
@@ -186,7 +222,10 @@ describe('createJsonLogger', () => {
     logger.warn('two\nlines', { detail: 'a\nb' })
     assert.equal(lines.length, 1)
     assert.equal((lines[0] ?? '').split('\n').length, 2)
-    assert.deepEqual(parseLines(lines.join('')).map((entry) => entry['msg']), ['two\nlines'])
+    assert.deepEqual(
+      parseLines(lines.join('')).map((entry) => entry['msg']),
+      ['two\nlines'],
+    )
   })
 
   it('drops lines below the level (info by default)', () => {
@@ -195,7 +234,10 @@ describe('createJsonLogger', () => {
     logger.info('shown')
     logger.warn('shown')
     logger.error('shown')
-    assert.deepEqual(parseLines(lines.join('')).map((entry) => entry['level']), ['info', 'warn', 'error'])
+    assert.deepEqual(
+      parseLines(lines.join('')).map((entry) => entry['level']),
+      ['info', 'warn', 'error'],
+    )
   })
 
   it('writes only warn and error at level warn, everything at debug, nothing at silent', () => {
@@ -224,32 +266,48 @@ describe('createJsonLogger', () => {
 
   it('formats the time of each line from the clock, also when it stands still or runs back', () => {
     const times = [
-      '2026-11-21T13:47:00.000Z', '2026-11-21T13:47:00.000Z', '2026-11-21T13:47:00.001Z',
-      '2026-11-21T13:46:59.999Z', '2026-11-21T13:47:00.001Z', '2027-01-01T00:00:00.000Z',
+      '2026-11-21T13:47:00.000Z',
+      '2026-11-21T13:47:00.000Z',
+      '2026-11-21T13:47:00.001Z',
+      '2026-11-21T13:46:59.999Z',
+      '2026-11-21T13:47:00.001Z',
+      '2027-01-01T00:00:00.000Z',
     ]
     let next = 0
     const lines: string[] = []
     const logger = createJsonLogger({
-      write: (line) => { lines.push(line) },
+      write: (line) => {
+        lines.push(line)
+      },
       now: () => new Date(times[next++] ?? 0),
     })
     for (let i = 0; i < times.length; i += 1) {
       if (i % 2 === 0) logger.info('tick')
       else logger.request({ ...ENTRY, sub: undefined })
     }
-    assert.deepEqual(parseLines(lines.join('')).map((entry) => entry['time']), times)
+    assert.deepEqual(
+      parseLines(lines.join('')).map((entry) => entry['time']),
+      times,
+    )
   })
 
   it('never throws for fields JSON cannot hold: it keeps the message and says why', () => {
     const { lines, logger } = capture()
     const cycle: Record<string, unknown> = {}
     cycle['self'] = cycle
-    assert.doesNotThrow(() => { logger.warn('big', { n: 10n }) })
-    assert.doesNotThrow(() => { logger.error('loop', { cycle }) })
+    assert.doesNotThrow(() => {
+      logger.warn('big', { n: 10n })
+    })
+    assert.doesNotThrow(() => {
+      logger.error('loop', { cycle })
+    })
     const entries = parseLines(lines.join(''))
     assert.deepEqual(
       entries.map((entry) => [entry['level'], entry['msg']]),
-      [['warn', 'big'], ['error', 'loop']],
+      [
+        ['warn', 'big'],
+        ['error', 'loop'],
+      ],
     )
     for (const entry of entries) {
       assert.match(String(entry['logError']), /^fields not serializable: /)
@@ -258,8 +316,14 @@ describe('createJsonLogger', () => {
   })
 
   it('counts a line whose write function throws as dropped, and does not throw', () => {
-    const logger = createJsonLogger({ write: () => { throw new Error('full') } })
-    assert.doesNotThrow(() => { logger.info('lost') })
+    const logger = createJsonLogger({
+      write: () => {
+        throw new Error('full')
+      },
+    })
+    assert.doesNotThrow(() => {
+      logger.info('lost')
+    })
     assert.equal(logger.dropped, 1)
   })
 
@@ -276,16 +340,38 @@ describe('createJsonLogger', () => {
 
 describe('createJsonLogger: request()', () => {
   const TRICKY = [
-    'plain', '', 'say "hi"', 'back\\slash', 'new\nline', 'tab\there', 'cr\rlf', 'nul\u0000', 'unit\u001f',
-    'del\u007f', 'line\u2028sep\u2029', 'emoji 😀', 'lone \ud800 high', 'lone \udc00 low', 'end \ud83d',
-    '</script>', 'é ü 中文', '\\"\\n',
+    'plain',
+    '',
+    'say "hi"',
+    'back\\slash',
+    'new\nline',
+    'tab\there',
+    'cr\rlf',
+    'nul\u0000',
+    'unit\u001f',
+    'del\u007f',
+    'line\u2028sep\u2029',
+    'emoji 😀',
+    'lone \ud800 high',
+    'lone \udc00 low',
+    'end \ud83d',
+    '</script>',
+    'é ü 中文',
+    '\\"\\n',
   ]
 
   it('writes the line byte for byte as info("request", entry) does, also for strings to escape', () => {
     for (const value of TRICKY) {
       const entries: RequestLogEntry[] = [
-        { requestId: value, method: value, path: value, status: 200, durationMs: 1.25, sub: value,
-          traceId: value },
+        {
+          requestId: value,
+          method: value,
+          path: value,
+          status: 200,
+          durationMs: 1.25,
+          sub: value,
+          traceId: value,
+        },
         { ...ENTRY, requestId: value, path: `/users/${value}`, status: 404, sub: undefined },
         { ...ENTRY, method: 'PUT', status: 201, sub: value, traceId: undefined },
       ]
@@ -297,7 +383,10 @@ describe('createJsonLogger: request()', () => {
         assert.equal(lines[0], expected, `value ${JSON.stringify(value)}`)
         assert.equal(lines[1], expected)
         assert.deepEqual(JSON.parse(lines[0] ?? ''), {
-          time: FIXED.toISOString(), level: 'info', msg: 'request', ...definedFields(entry),
+          time: FIXED.toISOString(),
+          level: 'info',
+          msg: 'request',
+          ...definedFields(entry),
         })
       }
     }
@@ -379,9 +468,15 @@ describe('createJsonLogger with a stream', () => {
     assert.ok(stream.writableNeedDrain, 'the stream pushes back')
     for (let n = 3; n < 10; n += 1) logNumbered(logger, n)
     let flushed = false
-    const flushing = logger.flush().then(() => { flushed = true })
+    const flushing = logger.flush().then(() => {
+      flushed = true
+    })
     await turns(5)
-    assert.equal(stream.writableLength, 3 * LINE_BYTES, 'no second batch while the stream pushes back')
+    assert.equal(
+      stream.writableLength,
+      3 * LINE_BYTES,
+      'no second batch while the stream pushes back',
+    )
     stream.release()
     await stream.received(2)
     assert.equal(stream.chunks[1], expectedLines(3, 10))
@@ -399,7 +494,9 @@ describe('createJsonLogger with a stream', () => {
     await logger.flush()
     for (let n = 0; n < 3; n += 1) logNumbered(logger, n)
     let flushed = false
-    const flushing = logger.flush().then(() => { flushed = true })
+    const flushing = logger.flush().then(() => {
+      flushed = true
+    })
     assert.equal(stream.chunks.length, 1, 'flush() hands the queue over at once')
     await turns(5)
     assert.equal(flushed, false)
@@ -422,7 +519,10 @@ describe('createJsonLogger with a broken stream', () => {
     stream.destroy(Object.assign(new Error('write EPIPE'), { code: 'EPIPE' }))
     await flushing
     await gone
-    for (let n = 3; n < 13; n += 1) assert.doesNotThrow(() => { logNumbered(logger, n) })
+    for (let n = 3; n < 13; n += 1)
+      assert.doesNotThrow(() => {
+        logNumbered(logger, n)
+      })
     assert.equal(logger.dropped, 12, 'the two queued when it broke and the ten after')
     await logger.flush()
     assert.deepEqual(stream.chunks, [expectedLines(0, 1)])
@@ -444,7 +544,10 @@ describe('createJsonLogger with a broken stream', () => {
     const logger = createJsonLogger({ stream, now: () => FIXED })
     const gone = closed(stream)
     stream.destroy()
-    for (let n = 0; n < 4; n += 1) assert.doesNotThrow(() => { logNumbered(logger, n) })
+    for (let n = 0; n < 4; n += 1)
+      assert.doesNotThrow(() => {
+        logNumbered(logger, n)
+      })
     assert.equal(logger.dropped, 4)
     await logger.flush()
     await gone
@@ -468,7 +571,9 @@ describe('createJsonLogger on the stdout of a process', () => {
     timeout: 60_000,
   }, async (t) => {
     const child = spawnLogChild('closed-pipe')
-    t.after(() => { child.proc.kill('SIGKILL') })
+    t.after(() => {
+      child.proc.kill('SIGKILL')
+    })
     const first = await firstLine(child.stdout)
     child.stdout.destroy()
     assert.equal(JSON.parse(first).msg, 'ready')
@@ -477,7 +582,11 @@ describe('createJsonLogger on the stdout of a process', () => {
     assert.doesNotMatch(child.stderr(), /EPIPE|Error/)
     const report = JSON.parse(await child.report) as ClosedPipeReport
     assert.equal(report.timedOut, false, 'the child dropped a line once the pipe was closed')
-    assert.equal(report.droppedAfterBreak, report.afterBreak, 'every line after the break is counted')
+    assert.equal(
+      report.droppedAfterBreak,
+      report.afterBreak,
+      'every line after the break is counted',
+    )
     assert.ok(report.dropped > report.afterBreak)
   })
 
@@ -485,7 +594,9 @@ describe('createJsonLogger on the stdout of a process', () => {
     timeout: 60_000,
   }, async (t) => {
     const child = spawnLogChild('slow-reader')
-    t.after(() => { child.proc.kill('SIGKILL') })
+    t.after(() => {
+      child.proc.kill('SIGKILL')
+    })
     // stdout stays unread until the child has reported: the pipe fills and stays full.
     const report = JSON.parse(await child.report) as SlowReaderReport
     const text = await readAll(child.stdout)
@@ -524,13 +635,24 @@ describe('describeError', () => {
 describe('request logs', () => {
   it('logs one line per request with requestId, method, path, status, durationMs and sub', async (t) => {
     const lines: string[] = []
-    const logger = createJsonLogger({ level: 'info', write: (line) => { lines.push(line) } })
+    const logger = createJsonLogger({
+      level: 'info',
+      write: (line) => {
+        lines.push(line)
+      },
+    })
     const s = await startService(t, { logger })
     const token = makeToken({ sub: 'log-reader', scope: 'users:read' })
-    const res = await request('GET', `${s.baseUrl}/users?limit=1`, { token, headers: { 'x-request-id': 'req-123' } })
+    const res = await request('GET', `${s.baseUrl}/users?limit=1`, {
+      token,
+      headers: { 'x-request-id': 'req-123' },
+    })
     assert.equal(res.status, 200)
-    const entry = await waitFor('the request line', () => parseLines(lines.join(''))
-      .find((line) => line['msg'] === 'request' && line['requestId'] === 'req-123'))
+    const entry = await waitFor('the request line', () =>
+      parseLines(lines.join('')).find(
+        (line) => line['msg'] === 'request' && line['requestId'] === 'req-123',
+      ),
+    )
     assert.equal(entry['level'], 'info')
     assert.equal(entry['method'], 'GET')
     assert.equal(entry['path'], '/users')
@@ -543,13 +665,21 @@ describe('request logs', () => {
 
   it('logs a refused request with its status and no token', async (t) => {
     const lines: string[] = []
-    const logger = createJsonLogger({ write: (line) => { lines.push(line) } })
+    const logger = createJsonLogger({
+      write: (line) => {
+        lines.push(line)
+      },
+    })
     const s = await startService(t, { logger })
     const token = `${makeToken()}x`
-    const res = await request('GET', `${s.baseUrl}/users`, { token, headers: { 'x-request-id': 'bad-token' } })
+    const res = await request('GET', `${s.baseUrl}/users`, {
+      token,
+      headers: { 'x-request-id': 'bad-token' },
+    })
     assert.equal(res.status, 401)
-    const entry = await waitFor('the request line', () => parseLines(lines.join(''))
-      .find((line) => line['requestId'] === 'bad-token'))
+    const entry = await waitFor('the request line', () =>
+      parseLines(lines.join('')).find((line) => line['requestId'] === 'bad-token'),
+    )
     assert.equal(entry['status'], 401)
     assert.equal(entry['sub'], undefined)
     assert.ok(!lines.join('').includes(token))
@@ -562,11 +692,13 @@ describe('logs of the process', () => {
     const child = await startChild({ dataDir })
     t.after(() => child.stop('SIGKILL'))
     const res = await request('GET', `${child.url}/users`, {
-      token: makeToken({ sub: 'proc-reader' }), headers: { 'x-request-id': 'proc-1' },
+      token: makeToken({ sub: 'proc-reader' }),
+      headers: { 'x-request-id': 'proc-1' },
     })
     assert.equal(res.status, 200)
-    const entry = await waitFor('the request line', () => parseLines(child.stdout())
-      .find((line) => line['requestId'] === 'proc-1'))
+    const entry = await waitFor('the request line', () =>
+      parseLines(child.stdout()).find((line) => line['requestId'] === 'proc-1'),
+    )
     assert.deepEqual(
       { method: entry['method'], path: entry['path'], status: entry['status'], sub: entry['sub'] },
       { method: 'GET', path: '/users', status: 200, sub: 'proc-reader' },
@@ -583,12 +715,17 @@ describe('logs of the process', () => {
     const dataDir = path.join(await makeTempDir(t), 'data')
     const child = await startChild({ dataDir, env: { LOG_LEVEL: 'error' } })
     t.after(() => child.stop('SIGKILL'))
-    const res = await request('GET', `${child.url}/healthz`, { headers: { 'x-request-id': 'quiet-1' } })
+    const res = await request('GET', `${child.url}/healthz`, {
+      headers: { 'x-request-id': 'quiet-1' },
+    })
     assert.equal(res.status, 200)
     const { code } = await child.stop()
     assert.equal(code, 0)
     const lines = parseLines(child.stdout())
     assert.equal(lines.filter((line) => line['msg'] === 'listening').length, 1)
-    assert.deepEqual(lines.filter((line) => line['msg'] === 'request'), [])
+    assert.deepEqual(
+      lines.filter((line) => line['msg'] === 'request'),
+      [],
+    )
   })
 })

@@ -19,8 +19,12 @@ const run = promisify(execFile)
 /** A clean environment: only what a user would set, nothing of this test run (coverage, tsx). */
 function serviceEnv(dataDir: string): NodeJS.ProcessEnv {
   return {
-    PATH: process.env['PATH'] ?? '/usr/bin:/bin', HOME: process.env['HOME'] ?? '/tmp',
-    PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, JWT_SECRET: TEST_SECRET,
+    PATH: process.env['PATH'] ?? '/usr/bin:/bin',
+    HOME: process.env['HOME'] ?? '/tmp',
+    PORT: '0',
+    HOST: '127.0.0.1',
+    DATA_DIR: dataDir,
+    JWT_SECRET: TEST_SECRET,
   }
 }
 
@@ -36,35 +40,64 @@ function withoutCoverage(): NodeJS.ProcessEnv {
  * promises: the listening line, /healthz, a created user, a token from its own `token` subcommand,
  * and exit 0 on SIGTERM. Returns the time from spawn to the listening line.
  */
-async function checkForm(t: TestContext, cwd: string, command: string, args: readonly string[]): Promise<number> {
+async function checkForm(
+  t: TestContext,
+  cwd: string,
+  command: string,
+  args: readonly string[],
+): Promise<number> {
   const dataDir = path.join(cwd, 'data')
   const env = serviceEnv(dataDir)
   const started = performance.now()
   const child = spawn(command, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] })
-  t.after(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL') })
+  t.after(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+  })
   let out = ''
   let err = ''
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => { out += chunk })
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => { err += chunk })
-  const exited = new Promise<{ code: number | null, signal: NodeJS.Signals | null }>((resolve) => {
-    child.on('exit', (code, signal) => { resolve({ code, signal }) })
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    out += chunk
   })
-  const url = await waitFor('the listening line', () => {
-    assert.equal(child.exitCode, null, `the service exited:\n${out}\n${err}`)
-    return /"msg":"listening","url":"([^"]+)"/.exec(out)?.[1]
-  }, 30_000, 10)
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    err += chunk
+  })
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.on('exit', (code, signal) => {
+      resolve({ code, signal })
+    })
+  })
+  const url = await waitFor(
+    'the listening line',
+    () => {
+      assert.equal(child.exitCode, null, `the service exited:\n${out}\n${err}`)
+      return /"msg":"listening","url":"([^"]+)"/.exec(out)?.[1]
+    },
+    30_000,
+    10,
+  )
   const startupMs = performance.now() - started
 
   const health = await request('GET', `${url}/healthz`)
   assert.equal(health.status, 200)
   assert.deepEqual(health.body, { status: 'ok' })
-  await waitFor('readiness', async () => ((await request('GET', `${url}/readyz`)).status === 200 ? true : undefined), 15_000)
+  await waitFor(
+    'readiness',
+    async () => ((await request('GET', `${url}/readyz`)).status === 200 ? true : undefined),
+    15_000,
+  )
 
-  const token = await run(command, [...args, 'token', '--sub', 'one-file', '--scope', 'users:read users:write'], { cwd, env })
+  const token = await run(
+    command,
+    [...args, 'token', '--sub', 'one-file', '--scope', 'users:read users:write'],
+    { cwd, env },
+  )
   const bearer = token.stdout.trim()
   assert.match(bearer, /^[\w-]+\.[\w-]+\.[\w-]+$/)
   const email = uniqueEmail('one-file')
-  const created = await request('POST', `${url}/users`, { token: bearer, json: { email, name: 'One File' } })
+  const created = await request('POST', `${url}/users`, {
+    token: bearer,
+    json: { email, name: 'One File' },
+  })
   assert.equal(created.status, 201, created.text)
   const user = created.json<User>()
   assert.ok(existsSync(path.join(dataDir, 'users', `${user.id}.json`)))
@@ -80,15 +113,25 @@ async function checkForm(t: TestContext, cwd: string, command: string, args: rea
 }
 
 describe('one ES module: node user-service.mjs', () => {
-  it('builds with npm run build:bundle and runs with plain node and no node_modules', { timeout: 90_000 }, async (t) => {
+  it('builds with npm run build:bundle and runs with plain node and no node_modules', {
+    timeout: 90_000,
+  }, async (t) => {
     const dir = await makeTempDir(t, 'user-service-one-file-')
     const bundle = path.join(dir, 'user-service.mjs')
-    await run(process.execPath, [path.join(PROJECT_ROOT, 'scripts', 'build-bundle.mjs'), bundle], { cwd: PROJECT_ROOT, env: withoutCoverage(), timeout: 60_000 })
+    await run(process.execPath, [path.join(PROJECT_ROOT, 'scripts', 'build-bundle.mjs'), bundle], {
+      cwd: PROJECT_ROOT,
+      env: withoutCoverage(),
+      timeout: 60_000,
+    })
     const { size } = await stat(bundle)
     const startupMs = await checkForm(t, dir, process.execPath, [bundle])
-    t.diagnostic(`user-service.mjs: ${(size / 1024).toFixed(0)} KiB, ready in ${startupMs.toFixed(0)} ms`)
+    t.diagnostic(
+      `user-service.mjs: ${(size / 1024).toFixed(0)} KiB, ready in ${startupMs.toFixed(0)} ms`,
+    )
 
-    const unknown = await run(process.execPath, [bundle, 'frobnicate'], { cwd: dir }).catch((error: { code: number, stderr: string }) => error)
+    const unknown = await run(process.execPath, [bundle, 'frobnicate'], { cwd: dir }).catch(
+      (error: { code: number; stderr: string }) => error,
+    )
     assert.equal('code' in unknown ? unknown.code : 0, 2)
     assert.match('stderr' in unknown ? unknown.stderr : '', /unknown command "frobnicate"/)
   })
@@ -97,16 +140,26 @@ describe('one ES module: node user-service.mjs', () => {
 describe('single executable application: ./user-service', () => {
   it('builds with npm run build:sea and runs without node', { timeout: 120_000 }, async (t) => {
     if (process.platform !== 'linux' || process.arch !== 'x64') {
-      t.skip(`the single executable is built for Linux x64 only; this is ${process.platform} ${process.arch}`)
+      t.skip(
+        `the single executable is built for Linux x64 only; this is ${process.platform} ${process.arch}`,
+      )
       return
     }
     const dir = await makeTempDir(t, 'user-service-sea-')
-    const built = await run(process.execPath, [path.join(PROJECT_ROOT, 'scripts', 'build-sea.mjs'), path.join(dir, 'build')], {
-      cwd: PROJECT_ROOT, env: withoutCoverage(), timeout: 90_000,
-    }).catch((error: Error & { stderr?: string }) => error)
+    const built = await run(
+      process.execPath,
+      [path.join(PROJECT_ROOT, 'scripts', 'build-sea.mjs'), path.join(dir, 'build')],
+      {
+        cwd: PROJECT_ROOT,
+        env: withoutCoverage(),
+        timeout: 90_000,
+      },
+    ).catch((error: Error & { stderr?: string }) => error)
     if (built instanceof Error) {
       // Out of our hands: a node binary without the SEA fuse (some distributions build it so) or postject failing on it.
-      t.skip(`build:sea failed with this node (${process.execPath}, ${process.version}): ${built.stderr ?? built.message}`)
+      t.skip(
+        `build:sea failed with this node (${process.execPath}, ${process.version}): ${built.stderr ?? built.message}`,
+      )
       return
     }
     const executable = path.join(dir, 'build', 'user-service')
@@ -117,6 +170,8 @@ describe('single executable application: ./user-service', () => {
     await run('chmod', ['755', path.join(alone, 'user-service')])
     const { size } = await stat(executable)
     const startupMs = await checkForm(t, alone, path.join(alone, 'user-service'), [])
-    t.diagnostic(`user-service (SEA): ${(size / 1024 / 1024).toFixed(1)} MiB, ready in ${startupMs.toFixed(0)} ms`)
+    t.diagnostic(
+      `user-service (SEA): ${(size / 1024 / 1024).toFixed(1)} MiB, ready in ${startupMs.toFixed(0)} ms`,
+    )
   })
 })

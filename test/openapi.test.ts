@@ -3,8 +3,8 @@ import { describe, it } from 'node:test'
 
 import { ServiceError } from '../src/domain/errors.js'
 import { ERROR_CODES } from '../src/http/problem.js'
-import { ROUTES } from '../src/routes/route-list.js'
 import { createOpenApiDocument } from '../src/openapi/document.js'
+import { ROUTES } from '../src/routes/route-list.js'
 import { SERVICE_VERSION } from '../src/service.js'
 import { MemoryStore } from '../src/store/memory-store.js'
 import { createCursorCodec } from '../src/users/cursor.js'
@@ -42,7 +42,8 @@ function documentedOperations(doc: Json): string[] {
   const operations: string[] = []
   for (const [path, item] of Object.entries(objectAt(doc, 'paths'))) {
     assert.ok(isObject(item), path)
-    for (const method of Object.keys(item).filter((key) => HTTP_METHODS.includes(key))) operations.push(`${method.toUpperCase()} ${path}`)
+    for (const method of Object.keys(item).filter((key) => HTTP_METHODS.includes(key)))
+      operations.push(`${method.toUpperCase()} ${path}`)
   }
   return operations.sort()
 }
@@ -89,12 +90,23 @@ describe('GET /openapi.json', () => {
     const s = await startService(t, { store: new MemoryStore(), basePath: '/v1' })
     const res = await request('GET', `${s.url}/v1/openapi.json`)
     assert.equal(res.status, 200)
-    assert.deepEqual(member(res.body, 'servers'), [{ url: '/v1', description: 'This service (its base path).' }])
+    assert.deepEqual(member(res.body, 'servers'), [
+      { url: '/v1', description: 'This service (its base path).' },
+    ])
     const paths = objectAt(res.body, 'paths')
-    assert.deepEqual(Object.keys(paths).sort(), [...new Set(ROUTES.map((route) => route.path))].sort())
+    assert.deepEqual(
+      Object.keys(paths).sort(),
+      [...new Set(ROUTES.map((route) => route.path))].sort(),
+    )
     for (const route of ROUTES) {
       const servers = member(paths, route.path, 'servers')
-      assert.deepEqual(servers, route.root ? [{ url: '/', description: 'The server root, outside the base path.' }] : undefined, route.path)
+      assert.deepEqual(
+        servers,
+        route.root
+          ? [{ url: '/', description: 'The server root, outside the base path.' }]
+          : undefined,
+        route.path,
+      )
     }
     assert.equal((await request('GET', `${s.url}/openapi.json`)).status, 404)
     assert.equal((await request('GET', `${s.url}/v1/healthz`)).status, 404)
@@ -107,15 +119,23 @@ describe('the OpenAPI document and the route table', () => {
     assert.deepEqual(documentedOperations(doc), expected)
     const prefixed = createOpenApiDocument({ basePath: '/v1', version: SERVICE_VERSION })
     assert.deepEqual(documentedOperations(prefixed), expected)
-    assert.deepEqual(member(doc, 'servers'), [{ url: '/', description: 'This service (its base path).' }])
+    assert.deepEqual(member(doc, 'servers'), [
+      { url: '/', description: 'This service (its base path).' },
+    ])
   })
 
   it('gives every operation a description and a tag, and the document a license and a contact', () => {
     const tags = (member(doc, 'tags') as Json[]).map((tag) => tag['name'])
     for (const route of ROUTES) {
       const operation = operationOf(doc, route)
-      assert.ok(String(operation['description']).startsWith(`${route.summary}. `), route.operationId)
-      assert.ok(Array.isArray(operation['tags']) && operation['tags'].every((tag) => tags.includes(tag)), route.operationId)
+      assert.ok(
+        String(operation['description']).startsWith(`${route.summary}. `),
+        route.operationId,
+      )
+      assert.ok(
+        Array.isArray(operation['tags']) && operation['tags'].every((tag) => tags.includes(tag)),
+        route.operationId,
+      )
     }
     assert.deepEqual(member(doc, 'info', 'license'), { name: 'MIT', identifier: 'MIT' })
     assert.equal(typeof member(doc, 'info', 'contact', 'name'), 'string')
@@ -128,7 +148,9 @@ describe('the OpenAPI document and the route table', () => {
       assert.equal(operation['summary'], route.summary)
       const names = [...route.path.matchAll(/\{([^}]+)\}/g)].map((match) => match[1])
       const parameters = Array.isArray(operation['parameters']) ? operation['parameters'] : []
-      const documented = parameters.filter((parameter) => member(parameter, 'in') === 'path').map((parameter) => member(parameter, 'name'))
+      const documented = parameters
+        .filter((parameter) => member(parameter, 'in') === 'path')
+        .map((parameter) => member(parameter, 'name'))
       assert.deepEqual(documented, names, `${route.method} ${route.path}`)
     }
   })
@@ -155,14 +177,37 @@ describe('the OpenAPI document and the route table', () => {
       if (route.body !== 'none') expected.push(413, 415, 422)
       if (route.path.includes('{')) expected.push(404)
       if (route.conditional) expected.push(412)
-      if (['createUser', 'replaceUser', 'updateUser', 'activateUser', 'suspendUser', 'importUsers'].includes(route.operationId)) expected.push(409)
-      const documented = Object.keys(responses).map(Number).filter((status) => status >= 400)
-      assert.deepEqual(documented, expected.sort((a, b) => a - b), route.operationId)
+      if (
+        [
+          'createUser',
+          'replaceUser',
+          'updateUser',
+          'activateUser',
+          'suspendUser',
+          'importUsers',
+        ].includes(route.operationId)
+      )
+        expected.push(409)
+      const documented = Object.keys(responses)
+        .map(Number)
+        .filter((status) => status >= 400)
+      assert.deepEqual(
+        documented,
+        expected.sort((a, b) => a - b),
+        route.operationId,
+      )
       for (const status of expected) {
         const response = resolve(doc, responses[String(status)])
         const schema = member(response, 'content', 'application/problem+json', 'schema', '$ref')
-        assert.equal(schema, PROBLEM_REF, `${route.method} ${route.path} should document ${status} as Problem`)
-        assert.ok(isObject(member(response, 'headers', 'X-Request-Id')), `${route.operationId} ${status}`)
+        assert.equal(
+          schema,
+          PROBLEM_REF,
+          `${route.method} ${route.path} should document ${status} as Problem`,
+        )
+        assert.ok(
+          isObject(member(response, 'headers', 'X-Request-Id')),
+          `${route.operationId} ${status}`,
+        )
       }
       assert.ok(isObject(member(resolve(doc, responses['401']), 'headers', 'WWW-Authenticate')))
       assert.ok(isObject(member(resolve(doc, responses['503']), 'headers', 'Retry-After')))
@@ -175,8 +220,12 @@ describe('the OpenAPI document and the route table', () => {
     for (const route of ROUTES) {
       const responses = objectAt(operationOf(doc, route), 'responses')
       const declared = Object.keys(route.responses)
-      assert.ok(declared.some((status) => /^2\d\d$/.test(status)), `${route.operationId} declares no success`)
-      for (const status of declared) assert.ok(isObject(responses[status]), `${route.method} ${route.path}: ${status}`)
+      assert.ok(
+        declared.some((status) => /^2\d\d$/.test(status)),
+        `${route.operationId} declares no success`,
+      )
+      for (const status of declared)
+        assert.ok(isObject(responses[status]), `${route.method} ${route.path}: ${status}`)
     }
   })
 
@@ -187,8 +236,16 @@ describe('the OpenAPI document and the route table', () => {
         assert.equal(body, undefined, route.operationId)
         continue
       }
-      assert.equal(member(body, 'required'), route.body === 'required' || route.body === 'stream', route.operationId)
-      assert.deepEqual(Object.keys(objectAt(body, 'content')).sort(), [...route.mediaTypes].sort(), route.operationId)
+      assert.equal(
+        member(body, 'required'),
+        route.body === 'required' || route.body === 'stream',
+        route.operationId,
+      )
+      assert.deepEqual(
+        Object.keys(objectAt(body, 'content')).sort(),
+        [...route.mediaTypes].sort(),
+        route.operationId,
+      )
     }
   })
 
@@ -196,10 +253,15 @@ describe('the OpenAPI document and the route table', () => {
     for (const route of ROUTES) {
       const parameters = operationOf(doc, route)['parameters']
       const headers = (Array.isArray(parameters) ? parameters : [])
-        .filter((parameter) => member(parameter, 'in') === 'header').map((parameter) => member(parameter, 'name'))
+        .filter((parameter) => member(parameter, 'in') === 'header')
+        .map((parameter) => member(parameter, 'name'))
       // The feed's stream resumes with Last-Event-ID (§10); no other header is a parameter.
       const own = route.operationId === 'listEvents' ? ['Last-Event-ID'] : []
-      assert.deepEqual(headers, route.conditional ? ['If-Match', 'If-None-Match'] : own, route.operationId)
+      assert.deepEqual(
+        headers,
+        route.conditional ? ['If-Match', 'If-None-Match'] : own,
+        route.operationId,
+      )
     }
   })
 
@@ -233,18 +295,25 @@ describe('the OpenAPI schemas and the user fields', () => {
     const create = objectAt(doc, 'components', 'schemas', 'UserCreate')
     const writable = FIELD_NAMES.filter((name) => USER_FIELDS[name].access === 'writable')
     assert.deepEqual(Object.keys(objectAt(create, 'properties')), writable)
-    assert.deepEqual(create['required'], writable.filter((name) => USER_FIELDS[name].required))
+    assert.deepEqual(
+      create['required'],
+      writable.filter((name) => USER_FIELDS[name].required),
+    )
   })
 
   it('lists every error code of ERROR_CODES in x-error-codes and in the Problem schema', () => {
     assert.deepEqual(doc['x-error-codes'], ERROR_CODES)
-    assert.deepEqual(member(doc, 'components', 'schemas', 'Problem', 'properties', 'code', 'enum'), Object.keys(ERROR_CODES))
+    assert.deepEqual(
+      member(doc, 'components', 'schemas', 'Problem', 'properties', 'code', 'enum'),
+      Object.keys(ERROR_CODES),
+    )
   })
 })
 
 describe('the OpenAPI field patterns and the validator', () => {
   const schemas = objectAt(doc, 'components', 'schemas')
-  const patternOf = (field: string): RegExp => new RegExp(String(member(schemas, 'User', 'properties', field, 'pattern')), 'u')
+  const patternOf = (field: string): RegExp =>
+    new RegExp(String(member(schemas, 'User', 'properties', field, 'pattern')), 'u')
   const accepts = (field: 'email' | 'name', value: string): boolean => {
     try {
       validateCreate({ email: 'ada@example.com', name: 'Ada', [field]: value })
@@ -255,18 +324,57 @@ describe('the OpenAPI field patterns and the validator', () => {
     }
   }
   const emailSamples = [
-    'ada@example.com', 'v@io', 'zoë@example.com', 'ada@bücher.de', ' ada@example.com\\n', 'a..b@example.com',
-    '.a@b.co', 'a@b.c', 'a@b..c', 'a@.b.c', 'a@b.c.', '@b.co', 'a@@b.co', 'a@b@c.co', 'a b@c.co', 'a@b c.co',
-    'a\\u0000@b.co', 'a\\u0085@b.co', '\\u200B@b.co', 'a@\\u200B.co', 'a@b.\\u200B', 'a\\u200B@b.co',
-    '\\uD800@b.co', '😀@b.co', `${'l'.repeat(64)}@b.co`, `${'l'.repeat(65)}@b.co`, `a@${'d'.repeat(248)}.co`,
-    `a@${'d'.repeat(249)}.co`, `   a@${'d'.repeat(248)}.co   `, `a@${'é'.repeat(248)}.co`, '\\u00A0a@b.co\\u3000', 'a\\u00A0@b.co',
-    '', ' ', 'ab', 'a"b@c.d', '\\uFEFFa@b.co', 'a@b.co\\uFEFF', 'a\\u180E@b.co', '\\u180E@b.co',
+    'ada@example.com',
+    'v@io',
+    'zoë@example.com',
+    'ada@bücher.de',
+    ' ada@example.com\\n',
+    'a..b@example.com',
+    '.a@b.co',
+    'a@b.c',
+    'a@b..c',
+    'a@.b.c',
+    'a@b.c.',
+    '@b.co',
+    'a@@b.co',
+    'a@b@c.co',
+    'a b@c.co',
+    'a@b c.co',
+    'a\\u0000@b.co',
+    'a\\u0085@b.co',
+    '\\u200B@b.co',
+    'a@\\u200B.co',
+    'a@b.\\u200B',
+    'a\\u200B@b.co',
+    '\\uD800@b.co',
+    '😀@b.co',
+    `${'l'.repeat(64)}@b.co`,
+    `${'l'.repeat(65)}@b.co`,
+    `a@${'d'.repeat(248)}.co`,
+    `a@${'d'.repeat(249)}.co`,
+    `   a@${'d'.repeat(248)}.co   `,
+    `a@${'é'.repeat(248)}.co`,
+    '\\u00A0a@b.co\\u3000',
+    'a\\u00A0@b.co',
+    '',
+    ' ',
+    'ab',
+    'a"b@c.d',
+    '\\uFEFFa@b.co',
+    'a@b.co\\uFEFF',
+    'a\\u180E@b.co',
+    '\\u180E@b.co',
   ].map((sample) => JSON.parse(`"${sample.replace(/"/g, '\\"')}"`) as string)
 
   it('gives email a pattern that accepts exactly what the service accepts', () => {
     const pattern = patternOf('email')
-    assert.equal(member(schemas, 'User', 'properties', 'email', 'format'), undefined, 'format: email would refuse zoë@example.com')
-    for (const sample of emailSamples) assert.equal(pattern.test(sample), accepts('email', sample), JSON.stringify(sample))
+    assert.equal(
+      member(schemas, 'User', 'properties', 'email', 'format'),
+      undefined,
+      'format: email would refuse zoë@example.com',
+    )
+    for (const sample of emailSamples)
+      assert.equal(pattern.test(sample), accepts('email', sample), JSON.stringify(sample))
     assert.ok(accepts('email', 'zoë@example.com') && !accepts('email', 'v@io'))
   })
 
@@ -275,7 +383,11 @@ describe('the OpenAPI field patterns and the validator', () => {
     for (let point = 0; point <= 0x10ffff; point += point < 0x3000 ? 1 : 97) {
       const char = String.fromCodePoint(point)
       for (const sample of [`${char}@b.co`, `a${char}@b.co`, `a@${char}.co`, `a@b.c${char}`]) {
-        assert.equal(pattern.test(sample), accepts('email', sample), `${JSON.stringify(sample)} U+${point.toString(16)}`)
+        assert.equal(
+          pattern.test(sample),
+          accepts('email', sample),
+          `${JSON.stringify(sample)} U+${point.toString(16)}`,
+        )
       }
     }
   })
@@ -283,37 +395,86 @@ describe('the OpenAPI field patterns and the validator', () => {
   it('gives name a pattern that accepts exactly what the service accepts', () => {
     const pattern = patternOf('name')
     const samples = [
-      'Ada', ' Ada ', '\\tAda\\n', 'A\\nda', 'A\\u007Fda', 'A\\u0085da', '', ' ', '\\u200B', '\\u200B\\u3000 ', 'Ada\\u200B',
-      'a'.repeat(200), 'a'.repeat(201), ` ${'a'.repeat(200)} `, '😀'.repeat(200), '😀'.repeat(201), '\\uD800', 'A\\uDC00', 'A B', 'A\\u00A0B',
+      'Ada',
+      ' Ada ',
+      '\\tAda\\n',
+      'A\\nda',
+      'A\\u007Fda',
+      'A\\u0085da',
+      '',
+      ' ',
+      '\\u200B',
+      '\\u200B\\u3000 ',
+      'Ada\\u200B',
+      'a'.repeat(200),
+      'a'.repeat(201),
+      ` ${'a'.repeat(200)} `,
+      '😀'.repeat(200),
+      '😀'.repeat(201),
+      '\\uD800',
+      'A\\uDC00',
+      'A B',
+      'A\\u00A0B',
     ].map((sample) => JSON.parse(`"${sample}"`) as string)
-    for (const sample of samples) assert.equal(pattern.test(sample), accepts('name', sample), JSON.stringify(sample))
+    for (const sample of samples)
+      assert.equal(pattern.test(sample), accepts('name', sample), JSON.stringify(sample))
   })
 
   it('lets a PATCH send null for metadata and for a metadata value (RFC 7396)', () => {
     const metadata = objectAt(schemas, 'UserPatch', 'properties', 'metadata')
     assert.deepEqual(metadata['type'], ['object', 'null'])
     assert.deepEqual(member(metadata, 'additionalProperties', 'type'), ['string', 'null'])
-    assert.equal(member(schemas, 'User', 'properties', 'metadata', 'additionalProperties', 'type'), 'string')
+    assert.equal(
+      member(schemas, 'User', 'properties', 'metadata', 'additionalProperties', 'type'),
+      'string',
+    )
   })
 })
 
 describe('the OpenAPI list parameters and the list query parser', () => {
   const listRoute = ROUTES.find((route) => route.operationId === 'listUsers')
   assert.ok(listRoute !== undefined)
-  const parameters = (operationOf(doc, listRoute)['parameters'] as Json[]).filter((parameter) => parameter['in'] === 'query')
+  const parameters = (operationOf(doc, listRoute)['parameters'] as Json[]).filter(
+    (parameter) => parameter['in'] === 'query',
+  )
 
   it('documents exactly the parameters the parser takes, and the blank values it refuses', () => {
-    assert.deepEqual(parameters.map((parameter) => parameter['name']), [...LIST_PARAMETERS])
+    assert.deepEqual(
+      parameters.map((parameter) => parameter['name']),
+      [...LIST_PARAMETERS],
+    )
     for (const name of ['cursor', 'email', 'q']) {
-      const schema = objectAt(parameters.find((parameter) => parameter['name'] === name), 'schema')
+      const schema = objectAt(
+        parameters.find((parameter) => parameter['name'] === name),
+        'schema',
+      )
       assert.equal(schema['minLength'], 1, name)
       assert.ok(!new RegExp(String(schema['pattern']), 'u').test(' \t'), name)
     }
-    const status = new RegExp(String(member(parameters.find((parameter) => parameter['name'] === 'status'), 'schema', 'pattern')), 'u')
-    for (const value of ['active', 'active, pending', ' suspended ,active', 'active,', 'Active', ',']) {
+    const status = new RegExp(
+      String(
+        member(
+          parameters.find((parameter) => parameter['name'] === 'status'),
+          'schema',
+          'pattern',
+        ),
+      ),
+      'u',
+    )
+    for (const value of [
+      'active',
+      'active, pending',
+      ' suspended ,active',
+      'active,',
+      'Active',
+      ',',
+    ]) {
       const parsed = (() => {
         try {
-          parseListQuery(`status=${encodeURIComponent(value)}`, createCursorCodec(Buffer.alloc(32, 1)))
+          parseListQuery(
+            `status=${encodeURIComponent(value)}`,
+            createCursorCodec(Buffer.alloc(32, 1)),
+          )
           return true
         } catch {
           return false
@@ -327,7 +488,8 @@ describe('the OpenAPI list parameters and the list query parser', () => {
 describe('the OpenAPI headers and the answers', () => {
   const declared = (response: unknown): string[] =>
     Object.entries(objectAt(resolve(doc, response), 'headers'))
-      .filter(([, header]) => member(resolve(doc, header), 'required') === true).map(([name]) => name.toLowerCase())
+      .filter(([, header]) => member(resolve(doc, header), 'required') === true)
+      .map(([name]) => name.toLowerCase())
 
   it('sends every required header it declares on 201, 200, 304, 412, 401 and the list Link', async (t) => {
     const s = await startService(t, { store: new MemoryStore() })
@@ -338,15 +500,20 @@ describe('the OpenAPI headers and the answers', () => {
     }
     const responses = (id: string): Json => objectAt(operationOf(doc, route(id)), 'responses')
     const check = (res: { headers: Headers }, response: unknown, label: string): void => {
-      for (const name of declared(response)) assert.ok(res.headers.has(name), `${label} lacks ${name}`)
+      for (const name of declared(response))
+        assert.ok(res.headers.has(name), `${label} lacks ${name}`)
     }
-    const created = await s.call('POST', '/users', { json: { email: 'ada@example.com', name: 'Ada' } })
+    const created = await s.call('POST', '/users', {
+      json: { email: 'ada@example.com', name: 'Ada' },
+    })
     assert.equal(created.status, 201)
     check(created, responses('createUser')['201'], '201')
     const id = String(member(created.body, 'id'))
     const read = await s.call('GET', `/users/${id}`)
     check(read, responses('getUser')['200'], '200')
-    const notModified = await s.call('GET', `/users/${id}`, { headers: { 'if-none-match': '"v1"' } })
+    const notModified = await s.call('GET', `/users/${id}`, {
+      headers: { 'if-none-match': '"v1"' },
+    })
     assert.equal(notModified.status, 304)
     check(notModified, responses('getUser')['304'], '304')
     const failed = await s.call('DELETE', `/users/${id}`, { headers: { 'if-match': '"v9"' } })
@@ -359,6 +526,9 @@ describe('the OpenAPI headers and the answers', () => {
     const page = await s.call('GET', '/users?limit=1')
     assert.match(page.headers.get('link') ?? '', /^<\/users\?limit=1&cursor=[^>]+>; rel="next"$/)
     assert.ok(isObject(member(responses('listUsers'), '200', 'headers', 'Link')))
-    assert.deepEqual((await s.snapshot()).map((user) => user.email), ['ada@example.com', 'bob@example.com'])
+    assert.deepEqual(
+      (await s.snapshot()).map((user) => user.email),
+      ['ada@example.com', 'bob@example.com'],
+    )
   })
 })

@@ -15,53 +15,94 @@ const NPM = process.platform === 'win32' ? 'npm.cmd' : 'npm'
 function cleanEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {}
   for (const [name, value] of Object.entries(process.env)) {
-    if (name === 'NODE_TEST_CONTEXT' || name === 'NODE_V8_COVERAGE' || name === 'NODE_OPTIONS' || name.startsWith('npm_')) continue
+    if (
+      name === 'NODE_TEST_CONTEXT' ||
+      name === 'NODE_V8_COVERAGE' ||
+      name === 'NODE_OPTIONS' ||
+      name.startsWith('npm_')
+    )
+      continue
     env[name] = value
   }
   return env
 }
 
-interface PackResult { filename: string, files: { path: string }[] }
+interface PackResult {
+  filename: string
+  files: { path: string }[]
+}
 
 describe('the packed package (npm pack) in another project', () => {
-  it('installs from the tarball and passes the example consumer\'s node --test suite', { timeout: 120_000 }, async (t) => {
+  it("installs from the tarball and passes the example consumer's node --test suite", {
+    timeout: 120_000,
+  }, async (t) => {
     const tmp = await makeTempDir(t, 'user-service-pack-')
     const stage = path.join(tmp, 'stage')
     const env = cleanEnv()
     // The package exactly as `npm pack` in the repository makes it (prepack runs the same build),
     // built into a staging copy so the repository's own dist/ is left alone.
     await mkdir(stage)
-    await run(process.execPath, [
-      path.join('node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json',
-      '--outDir', path.join(stage, 'dist'), '--tsBuildInfoFile', path.join(tmp, 'tsbuildinfo'),
-    ], { cwd: PROJECT_ROOT, timeout: 60_000, env })
+    await run(
+      process.execPath,
+      [
+        path.join('node_modules', 'typescript', 'bin', 'tsc'),
+        '-p',
+        'tsconfig.build.json',
+        '--outDir',
+        path.join(stage, 'dist'),
+        '--tsBuildInfoFile',
+        path.join(tmp, 'tsbuildinfo'),
+      ],
+      { cwd: PROJECT_ROOT, timeout: 60_000, env },
+    )
     await copyFile(path.join(PROJECT_ROOT, 'package.json'), path.join(stage, 'package.json'))
-    const packed = await run(NPM, ['pack', '--json', '--ignore-scripts', '--pack-destination', tmp], { cwd: stage, env, timeout: 60_000 })
+    const packed = await run(
+      NPM,
+      ['pack', '--json', '--ignore-scripts', '--pack-destination', tmp],
+      { cwd: stage, env, timeout: 60_000 },
+    )
     const [pack] = JSON.parse(packed.stdout) as PackResult[]
     assert.ok(pack, packed.stdout)
     const shipped = pack.files.map((file) => file.path)
-    for (const file of ['package.json', 'dist/index.js', 'dist/index.d.ts', 'dist/testing.js', 'dist/testing.d.ts', 'dist/main.js']) {
+    for (const file of [
+      'package.json',
+      'dist/index.js',
+      'dist/index.d.ts',
+      'dist/testing.js',
+      'dist/testing.d.ts',
+      'dist/main.js',
+    ]) {
       assert.ok(shipped.includes(file), `${file} is not in the tarball: ${shipped.join(', ')}`)
     }
-    assert.equal(shipped.some((file) => file.startsWith('src/') || file.startsWith('test/')), false)
+    assert.equal(
+      shipped.some((file) => file.startsWith('src/') || file.startsWith('test/')),
+      false,
+    )
 
     const consumer = path.join(tmp, 'consumer')
     await cp(path.join(PROJECT_ROOT, 'examples', 'consumer'), consumer, {
-      recursive: true, filter: (source) => !source.includes(`${path.sep}node_modules`),
+      recursive: true,
+      filter: (source) => !source.includes(`${path.sep}node_modules`),
     })
     const manifestFile = path.join(consumer, 'package.json')
-    const manifest = JSON.parse(await readFile(manifestFile, 'utf8')) as { devDependencies: Record<string, string> }
+    const manifest = JSON.parse(await readFile(manifestFile, 'utf8')) as {
+      devDependencies: Record<string, string>
+    }
     manifest.devDependencies['user-service'] = `file:${path.join(tmp, pack.filename)}`
     await writeFile(manifestFile, JSON.stringify(manifest, null, 2))
     // The tarball has no runtime dependencies, so it installs offline; online is the fallback.
     const install = ['install', '--no-audit', '--no-fund', '--no-package-lock']
-    await run(NPM, [...install, '--offline'], { cwd: consumer, env, timeout: 60_000 })
-      .catch(() => run(NPM, install, { cwd: consumer, env, timeout: 60_000 }))
+    await run(NPM, [...install, '--offline'], { cwd: consumer, env, timeout: 60_000 }).catch(() =>
+      run(NPM, install, { cwd: consumer, env, timeout: 60_000 }),
+    )
 
-    const tested = await run(process.execPath, ['--test', '--test-reporter=spec'], { cwd: consumer, env, timeout: 60_000 })
-      .catch((error: { stdout?: string, stderr?: string }) => {
-        assert.fail(`the consumer's tests failed:\n${error.stdout ?? ''}\n${error.stderr ?? ''}`)
-      })
+    const tested = await run(process.execPath, ['--test', '--test-reporter=spec'], {
+      cwd: consumer,
+      env,
+      timeout: 60_000,
+    }).catch((error: { stdout?: string; stderr?: string }) => {
+      assert.fail(`the consumer's tests failed:\n${error.stdout ?? ''}\n${error.stderr ?? ''}`)
+    })
     assert.match(tested.stdout, /pass 3\b/, tested.stdout)
     assert.match(tested.stdout, /fail 0\b/, tested.stdout)
   })

@@ -1,6 +1,6 @@
 import { HttpError } from '../http/problem.js'
 import type { KeySet } from './keys.js'
-import { TokenError, verifyToken, type TokenClaims } from './verify-token.js'
+import { type TokenClaims, TokenError, verifyToken } from './verify-token.js'
 
 export const SCOPES = ['users:read', 'users:write', 'users:admin', 'events:read'] as const
 export type Scope = (typeof SCOPES)[number]
@@ -60,7 +60,11 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
   }
 
   const remember = (token: string, claims: TokenClaims): void => {
-    const entry = { claims, staleAtMs: (claims.exp + options.leewaySeconds) * 1000, bytes: token.length + claims.sub.length + ENTRY_OVERHEAD_BYTES }
+    const entry = {
+      claims,
+      staleAtMs: (claims.exp + options.leewaySeconds) * 1000,
+      bytes: token.length + claims.sub.length + ENTRY_OVERHEAD_BYTES,
+    }
     if (entry.bytes > cacheBytes) return
     for (const [oldest, old] of cache) {
       if (cache.size < cacheSize && bytes + entry.bytes <= cacheBytes) break
@@ -97,9 +101,12 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
         return verify(token)
       } catch (error) {
         if (!(error instanceof TokenError)) throw error
-        const detail = error.code === 'token_expired' ? 'The token has expired.' : 'The token is not valid.'
+        const detail =
+          error.code === 'token_expired' ? 'The token has expired.' : 'The token is not valid.'
         throw new HttpError(error.code, detail, {
-          headers: { 'www-authenticate': `${REALM}, error="invalid_token", error_description="${detail}"` },
+          headers: {
+            'www-authenticate': `${REALM}, error="invalid_token", error_description="${detail}"`,
+          },
           cause: error,
         })
       }

@@ -42,7 +42,10 @@ export function parseSecret(text: string, variable: string): Buffer {
 
 /** A key set from a single secret: any `kid` in a token is ignored. */
 export function createSingleKeySet(text: string, variable = 'JWT_SECRET'): KeySet {
-  return Object.freeze({ keys: Object.freeze([{ kid: undefined, secret: parseSecret(text, variable) }]), byKid: false })
+  return Object.freeze({
+    keys: Object.freeze([{ kid: undefined, secret: parseSecret(text, variable) }]),
+    byKid: false,
+  })
 }
 
 /** A key set from `kid1=secret1,kid2=secret2` (the first key signs new tokens). */
@@ -58,7 +61,10 @@ export function parseKeyList(text: string, variable = 'JWT_SECRETS'): KeySet {
     }
     if (seen.has(kid)) throw new KeyError(`${variable}: the kid "${kid}" appears twice`)
     seen.add(kid)
-    keys.push({ kid, secret: parseSecret(entry.slice(eq + 1).trim(), `${variable} (kid "${kid}")`) })
+    keys.push({
+      kid,
+      secret: parseSecret(entry.slice(eq + 1).trim(), `${variable} (kid "${kid}")`),
+    })
   }
   return Object.freeze({ keys: Object.freeze(keys), byKid: true })
 }

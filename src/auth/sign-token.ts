@@ -11,9 +11,12 @@ export interface SignOptions {
 /** Signs claims as a compact JWS; the key's `kid`, when it has one, goes into the header. */
 export function signToken(claims: Readonly<Record<string, unknown>>, options: SignOptions): string {
   const alg = options.alg ?? 'HS256'
-  const header = options.key.kid === undefined ? { alg, typ: 'JWT' } : { alg, typ: 'JWT', kid: options.key.kid }
+  const header =
+    options.key.kid === undefined ? { alg, typ: 'JWT' } : { alg, typ: 'JWT', kid: options.key.kid }
   const input = `${encodeJson(header)}.${encodeJson(claims)}`
-  const signature = createHmac(HMAC_ALGORITHMS[alg], options.key.secret).update(input).digest('base64url')
+  const signature = createHmac(HMAC_ALGORITHMS[alg], options.key.secret)
+    .update(input)
+    .digest('base64url')
   return `${input}.${signature}`
 }
 
@@ -27,7 +30,8 @@ const UNIT_SECONDS = { s: 1, m: 60, h: 3600, d: 86_400 } as const
 /** Parses `90`, `90s`, `15m`, `1h` or `7d` into seconds; throws on anything else. */
 export function parseDuration(text: string): number {
   const match = DURATION.exec(text.trim())
-  if (match === null || match[1] === undefined) throw new Error(`not a duration: "${text}" (try 1h)`)
+  if (match === null || match[1] === undefined)
+    throw new Error(`not a duration: "${text}" (try 1h)`)
   const unit = (match[2] ?? 's') as keyof typeof UNIT_SECONDS
   const seconds = Number(match[1]) * UNIT_SECONDS[unit]
   if (seconds <= 0) throw new Error(`a duration must be positive: "${text}"`)

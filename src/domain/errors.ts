@@ -83,7 +83,9 @@ export function isServiceError(value: unknown): value is ServiceError {
  * `internal` error whose detail says nothing more, with the reason kept as its cause for the log.
  */
 export function internalFault(reason: string): ServiceError {
-  return new ServiceError('internal', 'The server could not complete the request.', { cause: new Error(reason) })
+  return new ServiceError('internal', 'The server could not complete the request.', {
+    cause: new Error(reason),
+  })
 }
 
 /**

@@ -3,7 +3,13 @@ import type { User, UserRecord } from './user.js'
 
 export type { ChangeContext } from './change-context.js'
 
-export const EVENT_TYPES = ['user.created', 'user.updated', 'user.activated', 'user.suspended', 'user.deleted'] as const
+export const EVENT_TYPES = [
+  'user.created',
+  'user.updated',
+  'user.activated',
+  'user.suspended',
+  'user.deleted',
+] as const
 export type EventType = (typeof EVENT_TYPES)[number]
 
 /** One entry of the feed (§10). `user` is absent on `user.deleted`: it carries no personal data. */
@@ -41,8 +47,9 @@ export function cursorValue(cursor: string): bigint {
 
 /** Orders two cursors or ids exactly: fixed-width lower-case hex sorts as the numbers it writes. */
 export function compareCursors(a: string, b: string): number {
-  if (!EVENT_ID.test(a) || !EVENT_ID.test(b)) throw new RangeError(`not event cursors: ${JSON.stringify([a, b])}`)
-  return a < b ? -1 : (a > b ? 1 : 0)
+  if (!EVENT_ID.test(a) || !EVENT_ID.test(b))
+    throw new RangeError(`not event cursors: ${JSON.stringify([a, b])}`)
+  return a < b ? -1 : a > b ? 1 : 0
 }
 
 const SAFE = BigInt(Number.MAX_SAFE_INTEGER)
@@ -71,7 +78,11 @@ const COMPARED = ['email', 'name', 'metadata'] as const
  * suspended; other field changes are an update naming them.
  */
 export function draftEvent(
-  before: User | undefined, after: UserRecord | undefined, userId: string, time: string, context: ChangeContext | undefined,
+  before: User | undefined,
+  after: UserRecord | undefined,
+  userId: string,
+  time: string,
+  context: ChangeContext | undefined,
   deletedVersion?: number,
 ): EventDraft | undefined {
   const base = {
@@ -80,20 +91,32 @@ export function draftEvent(
     ...(context?.actor === undefined ? {} : { actor: context.actor }),
     ...(context?.requestId === undefined ? {} : { requestId: context.requestId }),
   }
-  if (after === undefined) return { ...base, type: 'user.deleted', version: deletedVersion ?? (before?.version ?? 0) + 1 }
+  if (after === undefined)
+    return { ...base, type: 'user.deleted', version: deletedVersion ?? (before?.version ?? 0) + 1 }
   const user = after.user
   const shown = { ...base, version: user.version, userJson: after.json }
   if (before === undefined) return { ...shown, type: 'user.created' }
-  const changed = COMPARED.filter((field) => field === 'metadata' ? !sameMetadata(before.metadata, user.metadata) : before[field] !== user[field])
+  const changed = COMPARED.filter((field) =>
+    field === 'metadata'
+      ? !sameMetadata(before.metadata, user.metadata)
+      : before[field] !== user[field],
+  )
   if (before.status !== user.status) {
     if (user.status === 'active') return { ...shown, type: 'user.activated' }
     if (user.status === 'suspended') return { ...shown, type: 'user.suspended' }
   }
   if (changed.length === 0 && before.status === user.status) return undefined
-  return { ...shown, type: 'user.updated', changed: before.status === user.status ? changed : [...changed, 'status'] }
+  return {
+    ...shown,
+    type: 'user.updated',
+    changed: before.status === user.status ? changed : [...changed, 'status'],
+  }
 }
 
-function sameMetadata(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): boolean {
+function sameMetadata(
+  a: Readonly<Record<string, string>>,
+  b: Readonly<Record<string, string>>,
+): boolean {
   const keys = Object.keys(a)
   if (keys.length !== Object.keys(b).length) return false
   return keys.every((key) => Object.hasOwn(b, key) && a[key] === b[key])
@@ -103,8 +126,14 @@ function sameMetadata(a: Readonly<Record<string, string>>, b: Readonly<Record<st
 export function eventJson(event: ChangeEvent): string {
   const { userJson, ...rest } = event
   const head = JSON.stringify({
-    id: rest.id, type: rest.type, time: rest.time, userId: rest.userId, version: rest.version,
-    actor: rest.actor, requestId: rest.requestId, changed: rest.changed,
+    id: rest.id,
+    type: rest.type,
+    time: rest.time,
+    userId: rest.userId,
+    version: rest.version,
+    actor: rest.actor,
+    requestId: rest.requestId,
+    changed: rest.changed,
   })
   return userJson === undefined ? head : `${head.slice(0, -1)},"user":${userJson}}`
 }
@@ -122,16 +151,25 @@ function eventObject(text: string): (EventHead & Record<string, unknown>) | unde
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined
   const v = value as Record<string, unknown>
-  if (typeof v.id !== 'string' || !EVENT_ID.test(v.id) || typeof v.type !== 'string'
-    || !(EVENT_TYPES as readonly string[]).includes(v.type) || typeof v.time !== 'string'
-    || typeof v.userId !== 'string' || typeof v.version !== 'number') return undefined
+  if (
+    typeof v.id !== 'string' ||
+    !EVENT_ID.test(v.id) ||
+    typeof v.type !== 'string' ||
+    !(EVENT_TYPES as readonly string[]).includes(v.type) ||
+    typeof v.time !== 'string' ||
+    typeof v.userId !== 'string' ||
+    typeof v.version !== 'number'
+  )
+    return undefined
   return v as EventHead & Record<string, unknown>
 }
 
 /** The head of an event's JSON text (its user is not serialised again); undefined when it is not one. */
 export function parseEventHead(text: string): EventHead | undefined {
   const v = eventObject(text)
-  return v === undefined ? undefined : { id: v.id, type: v.type, time: v.time, userId: v.userId, version: v.version }
+  return v === undefined
+    ? undefined
+    : { id: v.id, type: v.type, time: v.time, userId: v.userId, version: v.version }
 }
 
 /** Reads an event back from its JSON text (the file log, a database row); undefined when it is not one. */
@@ -146,7 +184,9 @@ export function parseEvent(text: string): ChangeEvent | undefined {
     version: v.version,
     ...(typeof v.actor === 'string' ? { actor: v.actor } : {}),
     ...(typeof v.requestId === 'string' ? { requestId: v.requestId } : {}),
-    ...(Array.isArray(v.changed) ? { changed: v.changed.filter((x): x is string => typeof x === 'string') } : {}),
+    ...(Array.isArray(v.changed)
+      ? { changed: v.changed.filter((x): x is string => typeof x === 'string') }
+      : {}),
     ...(v.user === undefined ? {} : { userJson: JSON.stringify(v.user) }),
   }
 }

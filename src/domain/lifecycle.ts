@@ -8,7 +8,9 @@ export type LifecycleAction = (typeof LIFECYCLE_ACTIONS)[number]
  * The state machine of §2 as data: where each action takes a user from each state; a missing
  * entry is a transition that is refused. Repeating an action on its own target is a no-op.
  */
-export const TRANSITIONS: Readonly<Record<LifecycleAction, Partial<Record<UserStatus, UserStatus>>>> = {
+export const TRANSITIONS: Readonly<
+  Record<LifecycleAction, Partial<Record<UserStatus, UserStatus>>>
+> = {
   activate: { pending: 'active', active: 'active', suspended: 'active' },
   suspend: { active: 'suspended', suspended: 'suspended' },
 }

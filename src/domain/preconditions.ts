@@ -5,14 +5,19 @@ export interface Preconditions {
 }
 
 // Stryker disable next-line ObjectLiteral: reading a missing property gives the same undefined
-export const NO_PRECONDITIONS: Preconditions = Object.freeze({ ifMatch: undefined, ifNoneMatch: undefined })
+export const NO_PRECONDITIONS: Preconditions = Object.freeze({
+  ifMatch: undefined,
+  ifNoneMatch: undefined,
+})
 
 /**
  * RFC 9110 §13.2.2 for a resource that exists with the strong tag `etag`: If-Match first (false →
  * 412 whatever the method), then If-None-Match (true → 304 for GET and HEAD, 412 for the rest).
  */
 export function evaluatePreconditions(
-  conditions: Preconditions, etag: string, safe: boolean,
+  conditions: Preconditions,
+  etag: string,
+  safe: boolean,
 ): 'pass' | 'not_modified' | 'failed' {
   if (conditions.ifMatch !== undefined && !matchesIfMatch(conditions.ifMatch, etag)) return 'failed'
   if (conditions.ifNoneMatch !== undefined && matchesIfNoneMatch(conditions.ifNoneMatch, etag)) {

@@ -8,7 +8,7 @@ export function isCanonicalUuid(text: string): boolean {
 }
 
 /** Makes UUIDv7 ids (RFC 9562) that strictly increase within the process, even within one ms. */
-export type IdGenerator = (nowMs: number) => { id: string, ms: number }
+export type IdGenerator = (nowMs: number) => { id: string; ms: number }
 
 export function createIdGenerator(): IdGenerator {
   let lastMs = -1

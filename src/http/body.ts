@@ -40,13 +40,20 @@ export function validateContentType(req: IncomingMessage, mediaTypes: readonly s
   }
   for (const param of params) {
     const [name = '', value = ''] = param.split('=')
-    if (name.trim().toLowerCase() === 'charset' && value.trim().replace(/"/g, '').toLowerCase() !== 'utf-8') {
+    if (
+      name.trim().toLowerCase() === 'charset' &&
+      value.trim().replace(/"/g, '').toLowerCase() !== 'utf-8'
+    ) {
       throw unsupported('Request bodies must be UTF-8.', req, mediaTypes)
     }
   }
 }
 
-function unsupported(detail: string, req: IncomingMessage, mediaTypes: readonly string[]): HttpError {
+function unsupported(
+  detail: string,
+  req: IncomingMessage,
+  mediaTypes: readonly string[],
+): HttpError {
   // RFC 5789 §2.2: a refused PATCH says which patch formats are taken.
   const headers = req.method === 'PATCH' ? { 'accept-patch': mediaTypes.join(', ') } : undefined
   return new HttpError('unsupported_media_type', `${detail} Send ${mediaTypes.join(' or ')}.`, {
@@ -77,11 +84,17 @@ export function readBody(req: IncomingMessage, limit = MAX_BODY_BYTES): Promise<
     }
     const onEnd = (): void => {
       cleanup()
-      resolve(chunks.length === 1 && chunks[0] !== undefined ? chunks[0] : Buffer.concat(chunks, size))
+      resolve(
+        chunks.length === 1 && chunks[0] !== undefined ? chunks[0] : Buffer.concat(chunks, size),
+      )
     }
     const onError = (error: Error): void => {
       cleanup()
-      reject(new ClientClosedError('the client closed the request before its body ended', { cause: error }))
+      reject(
+        new ClientClosedError('the client closed the request before its body ended', {
+          cause: error,
+        }),
+      )
     }
     const onClose = (): void => {
       cleanup()

@@ -1,23 +1,26 @@
 import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
 
-import { HttpError, type ErrorCode } from './problem.js'
 import type { Logger } from '../logger.js'
 import { closeInStages } from './lingering-close.js'
+import { type ErrorCode, HttpError } from './problem.js'
 import { isResponding } from './request-accounting.js'
 import { readRequestId } from './request-id.js'
 import { toProblemReply } from './respond.js'
 
 /** What Node's HTTP parser and connection checks raise, as the service's own answers. */
-const CLIENT_ERRORS: Readonly<Record<string, { code: ErrorCode, detail: string }>> = {
+const CLIENT_ERRORS: Readonly<Record<string, { code: ErrorCode; detail: string }>> = {
   HPE_HEADER_OVERFLOW: {
-    code: 'headers_too_large', detail: 'The request line and headers together are larger than this server takes.',
+    code: 'headers_too_large',
+    detail: 'The request line and headers together are larger than this server takes.',
   },
   HPE_CHUNK_EXTENSIONS_OVERFLOW: {
-    code: 'payload_too_large', detail: 'The chunk extensions of the request body are too large.',
+    code: 'payload_too_large',
+    detail: 'The chunk extensions of the request body are too large.',
   },
   ERR_HTTP_REQUEST_TIMEOUT: {
-    code: 'request_timeout', detail: 'The request did not arrive in time.',
+    code: 'request_timeout',
+    detail: 'The request did not arrive in time.',
   },
 }
 
@@ -42,24 +45,30 @@ export function createClientErrorHandler(logger: Logger): (error: Error, socket:
     const reason = readReason(error)
     const problem = new HttpError(
       known?.code ?? 'bad_request',
-      known?.detail ?? `The request is not valid HTTP/1.1${reason === undefined ? '' : ` (${reason})`}.`,
+      known?.detail ??
+        `The request is not valid HTTP/1.1${reason === undefined ? '' : ` (${reason})`}.`,
     )
     const requestId = readRequestId(undefined)
     const reply = toProblemReply(problem, requestId)
     const body = reply.body ?? ''
-    socket.write([
-      `HTTP/1.1 ${problem.status} ${STATUS_CODES[problem.status] ?? ''}`,
-      `content-type: ${reply.contentType ?? 'application/problem+json'}`,
-      `content-length: ${Buffer.byteLength(body)}`,
-      `x-request-id: ${requestId}`,
-      'cache-control: no-store',
-      'connection: close',
-      '',
-      body,
-    ].join('\r\n'))
+    socket.write(
+      [
+        `HTTP/1.1 ${problem.status} ${STATUS_CODES[problem.status] ?? ''}`,
+        `content-type: ${reply.contentType ?? 'application/problem+json'}`,
+        `content-length: ${Buffer.byteLength(body)}`,
+        `x-request-id: ${requestId}`,
+        'cache-control: no-store',
+        'connection: close',
+        '',
+        body,
+      ].join('\r\n'),
+    )
     closeInStages(socket)
     logger.info('refused a request the HTTP parser could not take', {
-      requestId, status: problem.status, code: problem.code, parserError: nodeCode,
+      requestId,
+      status: problem.status,
+      code: problem.code,
+      parserError: nodeCode,
     })
   }
 }

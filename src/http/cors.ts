@@ -8,7 +8,8 @@ import type { Router } from './router.js'
 export type CorsOrigins = '*' | readonly string[]
 
 /** Request headers a browser may send cross-origin (Authorization is never covered by `*`). */
-export const CORS_ALLOW_HEADERS = 'Authorization, Content-Type, If-Match, If-None-Match, X-Request-Id'
+export const CORS_ALLOW_HEADERS =
+  'Authorization, Content-Type, If-Match, If-None-Match, X-Request-Id'
 /** Response headers a page's script may read, beyond the CORS-safelisted ones. */
 export const CORS_EXPOSE_HEADERS = 'ETag, Location, Link, X-Request-Id, Retry-After'
 /** How long a browser may keep a preflight's answer (Chromium caps this at 2 hours). */
@@ -50,14 +51,19 @@ export function createCors(origins: CorsOrigins | undefined): Cors | undefined {
     headersFor(origin) {
       if (!isAllowed(origin)) return VARY_ONLY
       return [
-        'access-control-allow-origin', any ? '*' : origin,
-        'access-control-expose-headers', CORS_EXPOSE_HEADERS,
+        'access-control-allow-origin',
+        any ? '*' : origin,
+        'access-control-expose-headers',
+        CORS_EXPOSE_HEADERS,
         ...VARY_ONLY,
       ]
     },
     isPreflight(req) {
-      return req.method === 'OPTIONS' && isAllowed(req.headers.origin) &&
+      return (
+        req.method === 'OPTIONS' &&
+        isAllowed(req.headers.origin) &&
         req.headers['access-control-request-method'] !== undefined
+      )
     },
     preflightHeaders(allow) {
       return {
@@ -72,7 +78,10 @@ export function createCors(origins: CorsOrigins | undefined): Cors | undefined {
 /** `CORS_ORIGINS`: `*`, or a comma list of origins such as `https://app.example.com`. */
 export function parseCorsOrigins(text: string): CorsOrigins {
   if (text.trim() === '*') return '*'
-  const origins = text.split(',').map((part) => part.trim()).filter((part) => part !== '')
+  const origins = text
+    .split(',')
+    .map((part) => part.trim())
+    .filter((part) => part !== '')
   return origins.map(validateOrigin)
 }
 
@@ -85,7 +94,9 @@ function validateOrigin(origin: string): string {
     throw new CorsConfigError(`"${origin}" is not an origin (like https://app.example.com)`)
   }
   if ((parsed.protocol !== 'http:' && parsed.protocol !== 'https:') || parsed.origin !== origin) {
-    throw new CorsConfigError(`"${origin}" is not an origin: give scheme, host and port only, lower case, no path (like https://app.example.com)`)
+    throw new CorsConfigError(
+      `"${origin}" is not an origin: give scheme, host and port only, lower case, no path (like https://app.example.com)`,
+    )
   }
   return origin
 }

@@ -35,7 +35,9 @@ export function closeInStages(socket: Socket, bounds: LingerBounds = BOUNDS): vo
   lingering.add(socket)
   socket.end()
   const start = socket.bytesRead
-  const destroy = (): void => { socket.destroy() }
+  const destroy = (): void => {
+    socket.destroy()
+  }
   const timer = setTimeout(destroy, bounds.ms)
   timer.unref()
   // The bytes are counted on every read, not on a clock: a sender on a local link pushes tens of
@@ -47,7 +49,9 @@ export function closeInStages(socket: Socket, bounds: LingerBounds = BOUNDS): vo
   })
   // No 'end' listener: once the client ends its side too, the socket's autoDestroy closes it.
   // Stryker disable next-line StringLiteral,BlockStatement: the timer is unref'd and destroy() of a closed socket does nothing; clearing it only frees it sooner
-  socket.once('close', () => { clearTimeout(timer) })
+  socket.once('close', () => {
+    clearTimeout(timer)
+  })
 }
 
 /**
@@ -56,5 +60,7 @@ export function closeInStages(socket: Socket, bounds: LingerBounds = BOUNDS): vo
  * from 20 on); this socket's own property takes its place.
  */
 export function lingerAfterResponse(socket: Socket): void {
-  socket.destroySoon = () => { closeInStages(socket) }
+  socket.destroySoon = () => {
+    closeInStages(socket)
+  }
 }

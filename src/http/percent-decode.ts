@@ -43,7 +43,10 @@ export function percentDecode(text: string, plusIsSpace = false): string | undef
 export function decodePathParam(name: string, raw: string): string {
   const value = percentDecode(raw)
   if (value === undefined) {
-    throw new HttpError('bad_request', `The path parameter ${name} is not valid percent-encoded UTF-8.`)
+    throw new HttpError(
+      'bad_request',
+      `The path parameter ${name} is not valid percent-encoded UTF-8.`,
+    )
   }
   return value
 }

@@ -1,4 +1,4 @@
-import { ServiceError, type ErrorCode, type FieldError } from '../domain/errors.js'
+import { type ErrorCode, type FieldError, ServiceError } from '../domain/errors.js'
 
 /**
  * The one table of error codes: each stable `code` owns its HTTP status and title, so the two can
@@ -32,7 +32,7 @@ export const ERROR_CODES = {
   starting: { status: 503, title: 'Starting' },
   shutting_down: { status: 503, title: 'Shutting down' },
   storage_unavailable: { status: 503, title: 'Storage unavailable' },
-} as const satisfies Record<ErrorCode, { status: number, title: string }>
+} as const satisfies Record<ErrorCode, { status: number; title: string }>
 
 export type { ErrorCode, FieldError }
 
@@ -79,7 +79,9 @@ export function toHttpError(value: unknown): HttpError {
     return new HttpError(value.code, value.detail, {
       errors: value.errors,
       cause: value.cause,
-      ...(value.retryAfterSeconds === undefined ? {} : { headers: { 'retry-after': String(value.retryAfterSeconds) } }),
+      ...(value.retryAfterSeconds === undefined
+        ? {}
+        : { headers: { 'retry-after': String(value.retryAfterSeconds) } }),
     })
   }
   return new HttpError('internal', 'The server could not complete the request.', { cause: value })

@@ -1,12 +1,16 @@
-import { HttpError } from './problem.js'
 import { percentDecode } from './percent-decode.js'
+import { HttpError } from './problem.js'
 
 /**
  * Reads a query string strictly (§4): every name one of `known`, none given twice, every value
  * non-empty, all of it valid percent-encoded UTF-8 (`+` is a space). Anything else is a 400 that
  * names the parameter; `of` says whose parameters they are ("this list", "the feed").
  */
-export function readQueryParameters<P extends string>(rawQuery: string, known: readonly P[], of: string): Map<P, string> {
+export function readQueryParameters<P extends string>(
+  rawQuery: string,
+  known: readonly P[],
+  of: string,
+): Map<P, string> {
   const params = new Map<P, string>()
   for (const pair of rawQuery.split('&')) {
     if (pair === '') continue
@@ -15,7 +19,8 @@ export function readQueryParameters<P extends string>(rawQuery: string, known: r
     const name = percentDecode(rawName, true)
     if (name === undefined) throw badParameter(rawName, 'is not valid percent-encoded UTF-8')
     const parameter = known.find((candidate) => candidate === name)
-    if (parameter === undefined) throw badParameter(name, `is not a parameter of ${of} (use ${known.join(', ')})`)
+    if (parameter === undefined)
+      throw badParameter(name, `is not a parameter of ${of} (use ${known.join(', ')})`)
     if (params.has(parameter)) throw badParameter(parameter, 'is given more than once')
     const value = percentDecode(eq === -1 ? '' : pair.slice(eq + 1), true)
     if (value === undefined) throw badParameter(parameter, 'is not valid percent-encoded UTF-8')

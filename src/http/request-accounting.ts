@@ -15,7 +15,11 @@ const pendingBySocket = new WeakMap<Socket, Set<Pending>>()
  * on Node 20 a response queued behind another on a pipelined connection never emits `close` when
  * the connection dies, and a count that waits for it never goes down.
  */
-export function onSettled(req: IncomingMessage, res: ServerResponse, done: (finished: boolean) => void): void {
+export function onSettled(
+  req: IncomingMessage,
+  res: ServerResponse,
+  done: (finished: boolean) => void,
+): void {
   const socket = req.socket
   let pending = pendingBySocket.get(socket)
   if (pending === undefined) {

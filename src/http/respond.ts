@@ -22,12 +22,17 @@ const NO_HEADERS: readonly string[] = []
  * bodiless statuses get the headers alone (Node drops the body of a HEAD).
  */
 export function sendReply(
-  res: ServerResponse, reply: Reply, requestId: string, cache: CachePolicy, closeConnection = false,
+  res: ServerResponse,
+  reply: Reply,
+  requestId: string,
+  cache: CachePolicy,
+  closeConnection = false,
   cors: readonly string[] = NO_HEADERS,
 ): void {
-  const headers: (string | number)[] = cache === 'private'
-    ? ['x-request-id', requestId, 'cache-control', 'private, no-cache', 'vary', 'Authorization']
-    : ['x-request-id', requestId, 'cache-control', 'no-store']
+  const headers: (string | number)[] =
+    cache === 'private'
+      ? ['x-request-id', requestId, 'cache-control', 'private, no-cache', 'vary', 'Authorization']
+      : ['x-request-id', requestId, 'cache-control', 'no-store']
   if (closeConnection) headers.push('connection', 'close')
   // CORS headers (see cors.ts) are a flat name/value list; a second Vary line adds to the first.
   for (const item of cors) headers.push(item)
@@ -43,7 +48,12 @@ export function sendReply(
     res.end()
     return
   }
-  headers.push('content-type', reply.contentType ?? 'application/json', 'content-length', Buffer.byteLength(reply.body))
+  headers.push(
+    'content-type',
+    reply.contentType ?? 'application/json',
+    'content-length',
+    Buffer.byteLength(reply.body),
+  )
   res.writeHead(reply.status, headers)
   res.end(reply.body)
 }

@@ -2,10 +2,10 @@ import { HttpError } from './problem.js'
 import type { RouteSpec } from './route-spec.js'
 
 type Segment =
-  | { readonly kind: 'literal', readonly text: string }
+  | { readonly kind: 'literal'; readonly text: string }
   /** A collection custom method (`users:export`): the whole segment, colon included, as written. */
-  | { readonly kind: 'method', readonly text: string }
-  | { readonly kind: 'param', readonly name: string, readonly verb: string | undefined }
+  | { readonly kind: 'method'; readonly text: string }
+  | { readonly kind: 'param'; readonly name: string; readonly verb: string | undefined }
 
 /** Routes that share one path template, by method. */
 interface PathEntry<R extends RouteSpec> {
@@ -48,9 +48,13 @@ export function createRouter<R extends RouteSpec>(routes: readonly R[], basePath
         if (rawParams === undefined) continue
         const route = entry.byMethod.get(method === 'HEAD' ? 'GET' : method)
         if (route === undefined) {
-          throw new HttpError('method_not_allowed', `${method} is not allowed on ${entry.template}.`, {
-            headers: { allow: entry.allow },
-          })
+          throw new HttpError(
+            'method_not_allowed',
+            `${method} is not allowed on ${entry.template}.`,
+            {
+              headers: { allow: entry.allow },
+            },
+          )
         }
         return { route, rawParams }
       }
@@ -68,7 +72,8 @@ function compile<R extends RouteSpec>(routes: readonly R[], basePath: string): P
   for (const route of routes) {
     const template = route.root ? route.path : `${basePath}${route.path}`
     const methods = byTemplate.get(template) ?? new Map<string, R>()
-    if (methods.has(route.method)) throw new Error(`route ${route.method} ${template} is defined twice`)
+    if (methods.has(route.method))
+      throw new Error(`route ${route.method} ${template} is defined twice`)
     methods.set(route.method, route)
     byTemplate.set(template, methods)
   }
@@ -81,18 +86,22 @@ function compile<R extends RouteSpec>(routes: readonly R[], basePath: string): P
 
 function parseTemplate(template: string): Segment[] {
   if (!template.startsWith('/')) throw new Error(`route template "${template}" must start with /`)
-  return template.slice(1).split('/').map((part): Segment => {
-    const param = PARAM.exec(part)
-    // Stryker disable next-line StringLiteral: matching treats every kind other than literal and method as a parameter
-    if (param?.[1] !== undefined) return { kind: 'param', name: param[1], verb: param[2] }
-    if (LITERAL.test(part)) return { kind: 'literal', text: part }
-    if (LITERAL_VERB.test(part)) return { kind: 'method', text: part }
-    throw new Error(`route template "${template}" has a bad segment "${part}"`)
-  })
+  return template
+    .slice(1)
+    .split('/')
+    .map((part): Segment => {
+      const param = PARAM.exec(part)
+      // Stryker disable next-line StringLiteral: matching treats every kind other than literal and method as a parameter
+      if (param?.[1] !== undefined) return { kind: 'param', name: param[1], verb: param[2] }
+      if (LITERAL.test(part)) return { kind: 'literal', text: part }
+      if (LITERAL_VERB.test(part)) return { kind: 'method', text: part }
+      throw new Error(`route template "${template}" has a bad segment "${part}"`)
+    })
 }
 
 function matchSegments(
-  segments: readonly Segment[], parts: readonly string[],
+  segments: readonly Segment[],
+  parts: readonly string[],
 ): Record<string, string> | undefined {
   if (parts.length !== segments.length + 1) return undefined
   let params: Record<string, string> | undefined

@@ -12,7 +12,8 @@ const ZERO_PARENT_ID = '0'.repeat(16)
 export function readTraceId(header: string | string[] | undefined): string | undefined {
   // Node joins repeated headers it does not know with ', ': a repeated traceparent is then too
   // long for version 00, and the spec says to ignore it.
-  if (typeof header !== 'string' || header.length < VERSION_00_LENGTH || !TRACEPARENT.test(header)) return undefined
+  if (typeof header !== 'string' || header.length < VERSION_00_LENGTH || !TRACEPARENT.test(header))
+    return undefined
   const version = header.slice(0, 2)
   if (version === 'ff') return undefined
   if (version === '00') {

@@ -17,11 +17,17 @@ const observers = new Set<DurableWriteObserver>()
 /** Tells `observer` the duration of every durable write and fsync from now on; returns the way out. */
 export function observeDurableWrites(observer: DurableWriteObserver): () => void {
   observers.add(observer)
-  return () => { observers.delete(observer) }
+  return () => {
+    observers.delete(observer)
+  }
 }
 
 /** Tells every observer how long a durable write or fsync took (`started`: performance.now()). */
-export function reportDurableWrite(kind: DurableWriteTiming['kind'], dir: string, started: number): void {
+export function reportDurableWrite(
+  kind: DurableWriteTiming['kind'],
+  dir: string,
+  started: number,
+): void {
   // Stryker disable next-line ConditionalExpression: without the early return the loop over no observers does nothing alike
   if (observers.size === 0) return
   const timing = { kind, dir, seconds: (performance.now() - started) / 1000 }

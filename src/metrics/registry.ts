@@ -126,7 +126,10 @@ class LabeledFamily<C extends { render(name: string, out: string[]): void }> imp
   readonly #children = new Map<string, C>()
 
   constructor(
-    name: string, help: string, type: MetricType, labelNames: readonly string[],
+    name: string,
+    help: string,
+    type: MetricType,
+    labelNames: readonly string[],
     make: (labels: string, pairs: string) => C,
   ) {
     this.name = name
@@ -141,12 +144,16 @@ class LabeledFamily<C extends { render(name: string, out: string[]): void }> imp
   /** The child for these label values, in the order of the label names; keep it for hot paths. */
   labels(...values: string[]): C {
     if (values.length !== this.labelNames.length) {
-      throw new Error(`metric ${this.name}: expected ${this.labelNames.length} label values, got ${values.length}`)
+      throw new Error(
+        `metric ${this.name}: expected ${this.labelNames.length} label values, got ${values.length}`,
+      )
     }
     const key = values.join('\u0000')
     let child = this.#children.get(key)
     if (child === undefined) {
-      const pairs = this.labelNames.map((label, i) => `${label}="${escapeLabelValue(values[i] ?? '')}"`).join(',')
+      const pairs = this.labelNames
+        .map((label, i) => `${label}="${escapeLabelValue(values[i] ?? '')}"`)
+        .join(',')
       child = this.#make(pairs === '' ? '' : `{${pairs}}`, pairs)
       this.#children.set(key, child)
     }
@@ -169,21 +176,44 @@ export class Registry {
   readonly #collectors: (() => void)[] = []
 
   counter(name: string, help: string, labelNames: readonly string[] = []): Counter {
-    return this.#add(new LabeledFamily(name, help, 'counter', labelNames, (labels) => new CounterChild(labels)))
+    return this.#add(
+      new LabeledFamily(name, help, 'counter', labelNames, (labels) => new CounterChild(labels)),
+    )
   }
 
   gauge(name: string, help: string, labelNames: readonly string[] = []): Gauge {
-    return this.#add(new LabeledFamily(name, help, 'gauge', labelNames, (labels) => new GaugeChild(labels)))
+    return this.#add(
+      new LabeledFamily(name, help, 'gauge', labelNames, (labels) => new GaugeChild(labels)),
+    )
   }
 
   /** `bounds`: the upper bounds of the buckets, increasing; `+Inf` is added. */
-  histogram(name: string, help: string, bounds: readonly number[], labelNames: readonly string[] = []): Histogram {
-    if (labelNames.includes('le')) throw new Error(`metric ${name}: a histogram may not have a label named le`)
-    if (bounds.length === 0 || bounds.some((bound, i) => !Number.isFinite(bound) || (i > 0 && bound <= (bounds[i - 1] ?? bound)))) {
+  histogram(
+    name: string,
+    help: string,
+    bounds: readonly number[],
+    labelNames: readonly string[] = [],
+  ): Histogram {
+    if (labelNames.includes('le'))
+      throw new Error(`metric ${name}: a histogram may not have a label named le`)
+    if (
+      bounds.length === 0 ||
+      bounds.some(
+        (bound, i) => !Number.isFinite(bound) || (i > 0 && bound <= (bounds[i - 1] ?? bound)),
+      )
+    ) {
       throw new Error(`metric ${name}: bucket bounds must be finite and increasing`)
     }
     const fixed = [...bounds]
-    return this.#add(new LabeledFamily(name, help, 'histogram', labelNames, (labels, pairs) => new HistogramChild(fixed, labels, pairs)))
+    return this.#add(
+      new LabeledFamily(
+        name,
+        help,
+        'histogram',
+        labelNames,
+        (labels, pairs) => new HistogramChild(fixed, labels, pairs),
+      ),
+    )
   }
 
   /** Runs before every render: for gauges and totals read from elsewhere (memory, caches). */
@@ -195,7 +225,9 @@ export class Registry {
     for (const collect of this.#collectors) collect()
     const out: string[] = []
     for (const family of this.#families) {
-      out.push(`# HELP ${family.name} ${escapeHelp(family.help)}\n# TYPE ${family.name} ${family.type}\n`)
+      out.push(
+        `# HELP ${family.name} ${escapeHelp(family.help)}\n# TYPE ${family.name} ${family.type}\n`,
+      )
       family.render(out)
     }
     return out.join('')
@@ -205,7 +237,8 @@ export class Registry {
     if (!METRIC_NAME.test(family.name)) throw new Error(`metric name "${family.name}" is not valid`)
     if (this.#names.has(family.name)) throw new Error(`metric ${family.name} is registered twice`)
     for (const label of family.labelNames) {
-      if (!LABEL_NAME.test(label) || label.startsWith('__')) throw new Error(`metric ${family.name}: label name "${label}" is not valid`)
+      if (!LABEL_NAME.test(label) || label.startsWith('__'))
+        throw new Error(`metric ${family.name}: label name "${label}" is not valid`)
     }
     this.#names.add(family.name)
     this.#families.push(family)
@@ -215,7 +248,9 @@ export class Registry {
 
 /** A label value inside double quotes: backslash, double quote and line feed are escaped. */
 export function escapeLabelValue(value: string): string {
-  return /[\\"\n]/.test(value) ? value.replace(/[\\"\n]/g, (ch) => (ch === '\n' ? '\\n' : `\\${ch}`)) : value
+  return /[\\"\n]/.test(value)
+    ? value.replace(/[\\"\n]/g, (ch) => (ch === '\n' ? '\\n' : `\\${ch}`))
+    : value
 }
 
 /** HELP text: backslash and line feed are escaped (a double quote is not). */

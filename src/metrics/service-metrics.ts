@@ -1,9 +1,14 @@
 import path from 'node:path'
-import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks'
+import { type IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks'
 
 import type { RouteSpec } from '../http/route-spec.js'
-import { observeDurableWrites, type DurableWriteTiming } from './durable-writes.js'
-import { EXPOSITION_CONTENT_TYPE, Registry, type CounterChild, type HistogramChild } from './registry.js'
+import { type DurableWriteTiming, observeDurableWrites } from './durable-writes.js'
+import {
+  type CounterChild,
+  EXPOSITION_CONTENT_TYPE,
+  type HistogramChild,
+  Registry,
+} from './registry.js'
 
 export { EXPOSITION_CONTENT_TYPE }
 
@@ -11,14 +16,19 @@ export { EXPOSITION_CONTENT_TYPE }
 export interface RequestMetrics {
   requestStarted(): void
   /** `route` undefined: no route matched (404, 405, or refused before routing). */
-  requestFinished(route: RouteSpec | undefined, method: string | undefined, status: number, durationMs: number): void
+  requestFinished(
+    route: RouteSpec | undefined,
+    method: string | undefined,
+    status: number,
+    durationMs: number,
+  ): void
 }
 
 export interface ServiceMetricsSources {
   routes: readonly RouteSpec[]
   /** Users stored now; undefined when the store cannot say cheaply. */
   usersStored: () => number | undefined
-  tokenCache: () => { cached: number, cachedBytes: number, verifications: number }
+  tokenCache: () => { cached: number; cachedBytes: number; verifications: number }
   /** Log lines dropped so far; undefined when the logger does not count them. */
   droppedLogLines: () => number | undefined
   /** Only durable writes into directories under this one are measured (the file store's). */
@@ -44,8 +54,12 @@ const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as 
 /** Methods outside the list share one label, so that a client cannot make new series at will. */
 const OTHER_METHOD = 'other'
 
-const REQUEST_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
-const STORE_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+const REQUEST_BUCKETS = [
+  0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+]
+const STORE_BUCKETS = [
+  0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+]
 const LOOP_RESOLUTION_MS = 10
 
 /** The counters and the histogram of one route label, found with one Map lookup per request. */
@@ -59,39 +73,85 @@ interface RouteInstruments {
 /** The families of §14, wired to the service's parts. */
 export function createServiceMetrics(sources: ServiceMetricsSources): ServiceMetrics {
   const registry = new Registry()
-  const requests = registry.counter('user_service_http_requests_total',
+  const requests = registry.counter(
+    'user_service_http_requests_total',
     'HTTP requests answered, by route template, method and status (499: the client went away first).',
-    ['route', 'method', 'status'])
-  const durations = registry.histogram('user_service_http_request_duration_seconds',
-    'Time from the request line to the end of the answer, by route template.', REQUEST_BUCKETS, ['route'])
-  const inflight = registry.gauge('user_service_http_requests_in_flight', 'HTTP requests received and not yet answered.').labels()
-  const users = registry.gauge('user_service_users', 'Users stored (deleted users not counted).').labels()
-  const writes = registry.histogram('user_service_store_write_seconds',
-    'Durable writes of one file, from the temp file to the directory fsync, failed ones included.', STORE_BUCKETS).labels()
-  const fsyncs = registry.histogram('user_service_store_fsync_seconds',
+    ['route', 'method', 'status'],
+  )
+  const durations = registry.histogram(
+    'user_service_http_request_duration_seconds',
+    'Time from the request line to the end of the answer, by route template.',
+    REQUEST_BUCKETS,
+    ['route'],
+  )
+  const inflight = registry
+    .gauge('user_service_http_requests_in_flight', 'HTTP requests received and not yet answered.')
+    .labels()
+  const users = registry
+    .gauge('user_service_users', 'Users stored (deleted users not counted).')
+    .labels()
+  const writes = registry
+    .histogram(
+      'user_service_store_write_seconds',
+      'Durable writes of one file, from the temp file to the directory fsync, failed ones included.',
+      STORE_BUCKETS,
+    )
+    .labels()
+  const fsyncs = registry.histogram(
+    'user_service_store_fsync_seconds',
     'Fsyncs of the store, by what was synced (file: a temp file; directory: a rename or unlink, shared by concurrent writers).',
-    STORE_BUCKETS, ['target'])
+    STORE_BUCKETS,
+    ['target'],
+  )
   const fileSyncs = fsyncs.labels('file')
   const dirSyncs = fsyncs.labels('directory')
-  const loopDelay = registry.gauge('user_service_event_loop_delay_seconds',
-    'Event-loop delay since the previous scrape, by statistic (p50, p99, max).', ['stat'])
-  const dropped = registry.counter('user_service_log_lines_dropped_total',
-    'Log lines dropped because the reader could not keep up or the stream broke.').labels()
-  const cacheEntries = registry.gauge('user_service_token_cache_entries', 'Verified tokens held in the cache.').labels()
-  const cacheBytes = registry.gauge('user_service_token_cache_bytes', 'Bytes of the tokens held in the cache.').labels()
-  const verifications = registry.counter('user_service_token_verifications_total',
-    'Token signatures verified (cache misses).').labels()
-  const appended = registry.counter('user_service_events_appended_total',
-    'Events this process appended to the change feed, one per change.').labels()
-  const streams = registry.gauge('user_service_event_streams', 'GET /events streams (text/event-stream) open now.').labels()
-  const cpuUser = registry.counter('process_cpu_user_seconds_total', 'User CPU time spent by the process.').labels()
-  const cpuSystem = registry.counter('process_cpu_system_seconds_total', 'System CPU time spent by the process.').labels()
-  const cpuTotal = registry.counter('process_cpu_seconds_total', 'User and system CPU time spent by the process.').labels()
+  const loopDelay = registry.gauge(
+    'user_service_event_loop_delay_seconds',
+    'Event-loop delay since the previous scrape, by statistic (p50, p99, max).',
+    ['stat'],
+  )
+  const dropped = registry
+    .counter(
+      'user_service_log_lines_dropped_total',
+      'Log lines dropped because the reader could not keep up or the stream broke.',
+    )
+    .labels()
+  const cacheEntries = registry
+    .gauge('user_service_token_cache_entries', 'Verified tokens held in the cache.')
+    .labels()
+  const cacheBytes = registry
+    .gauge('user_service_token_cache_bytes', 'Bytes of the tokens held in the cache.')
+    .labels()
+  const verifications = registry
+    .counter('user_service_token_verifications_total', 'Token signatures verified (cache misses).')
+    .labels()
+  const appended = registry
+    .counter(
+      'user_service_events_appended_total',
+      'Events this process appended to the change feed, one per change.',
+    )
+    .labels()
+  const streams = registry
+    .gauge('user_service_event_streams', 'GET /events streams (text/event-stream) open now.')
+    .labels()
+  const cpuUser = registry
+    .counter('process_cpu_user_seconds_total', 'User CPU time spent by the process.')
+    .labels()
+  const cpuSystem = registry
+    .counter('process_cpu_system_seconds_total', 'System CPU time spent by the process.')
+    .labels()
+  const cpuTotal = registry
+    .counter('process_cpu_seconds_total', 'User and system CPU time spent by the process.')
+    .labels()
   const rss = registry.gauge('process_resident_memory_bytes', 'Resident memory size.').labels()
-  const startTime = registry.gauge('process_start_time_seconds', 'When the process started, in seconds since the epoch.').labels()
+  const startTime = registry
+    .gauge('process_start_time_seconds', 'When the process started, in seconds since the epoch.')
+    .labels()
   const heapUsed = registry.gauge('nodejs_heap_size_used_bytes', 'V8 heap in use.').labels()
   const heapTotal = registry.gauge('nodejs_heap_size_total_bytes', 'V8 heap reserved.').labels()
-  const external = registry.gauge('nodejs_external_memory_bytes', 'Memory of C++ objects bound to JavaScript objects.').labels()
+  const external = registry
+    .gauge('nodejs_external_memory_bytes', 'Memory of C++ objects bound to JavaScript objects.')
+    .labels()
 
   startTime.set(Math.round(Date.now() / 1000 - process.uptime()))
   const byRoute = new Map<RouteSpec, RouteInstruments>()
@@ -100,7 +160,11 @@ export function createServiceMetrics(sources: ServiceMetricsSources): ServiceMet
   }
   const unmatched = instrumentsFor(UNMATCHED_ROUTE, durations.labels(UNMATCHED_ROUTE))
 
-  const counterFor = (instruments: RouteInstruments, method: string | undefined, status: number): CounterChild => {
+  const counterFor = (
+    instruments: RouteInstruments,
+    method: string | undefined,
+    status: number,
+  ): CounterChild => {
     const index = methodIndex(method)
     const key = index * 1000 + status
     let counter = instruments.byMethodStatus.get(key)
@@ -142,7 +206,8 @@ export function createServiceMetrics(sources: ServiceMetricsSources): ServiceMet
     external.set(memory.external)
     if (loop !== undefined) {
       // Each sample is the whole wait of a timer of LOOP_RESOLUTION_MS: the excess is the delay.
-      const excess = (nanoseconds: number): number => Math.max(0, nanoseconds / 1e9 - LOOP_RESOLUTION_MS / 1000)
+      const excess = (nanoseconds: number): number =>
+        Math.max(0, nanoseconds / 1e9 - LOOP_RESOLUTION_MS / 1000)
       const seen = loop.count > 0
       loopDelay.labels('p50').set(seen ? excess(loop.percentile(50)) : 0)
       loopDelay.labels('p99').set(seen ? excess(loop.percentile(99)) : 0)
@@ -183,18 +248,25 @@ function instrumentsFor(route: string, duration: HistogramChild): RouteInstrumen
 
 function methodIndex(method: string | undefined): number {
   switch (method) {
-    case 'GET': return 0
-    case 'HEAD': return 1
-    case 'POST': return 2
-    case 'PUT': return 3
-    case 'PATCH': return 4
-    case 'DELETE': return 5
-    case 'OPTIONS': return 6
-    default: return METHODS.length
+    case 'GET':
+      return 0
+    case 'HEAD':
+      return 1
+    case 'POST':
+      return 2
+    case 'PUT':
+      return 3
+    case 'PATCH':
+      return 4
+    case 'DELETE':
+      return 5
+    case 'OPTIONS':
+      return 6
+    default:
+      return METHODS.length
   }
 }
 
 function isInside(dir: string, candidate: string): boolean {
   return candidate === dir || candidate.startsWith(`${dir}${path.sep}`)
 }
-

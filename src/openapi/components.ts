@@ -1,5 +1,5 @@
 import { ERROR_CODES } from '../http/problem.js'
-import { ref, type Json } from '../routes/route.js'
+import { type Json, ref } from '../routes/route.js'
 
 export function headerRef(name: string): Json {
   return { $ref: `#/components/headers/${name}` }
@@ -9,21 +9,57 @@ export function headerRef(name: string): Json {
 export function createHeaders(): Record<string, Json> {
   const string = { type: 'string' }
   return {
-    'X-Request-Id': { required: true, schema: string, description: 'The request id, also in the log line and in errors.' },
-    'Cache-Control-Private': { required: true, schema: { const: 'private, no-cache' }, description: 'Cache-Control of a successful read.' },
-    'Cache-Control-No-Store': { required: true, schema: { const: 'no-store' }, description: 'Cache-Control of every other answer.' },
-    Vary: { required: true, schema: { const: 'Authorization' }, description: 'Reads depend on the token.' },
-    ETag: { required: true, schema: { type: 'string', pattern: '^"v[0-9]+"$' }, description: 'Strong entity tag of the user version.' },
-    Location: { required: true, schema: string, description: 'The path of the new user: <base path>/users/<id>.' },
-    Link: {
-      required: false, schema: string,
-      description: 'On a page with more after it: <<base path>/users?limit=<limit>&cursor=<next>>; rel="next" (RFC 8288).',
+    'X-Request-Id': {
+      required: true,
+      schema: string,
+      description: 'The request id, also in the log line and in errors.',
     },
-    'Retry-After': { required: true, schema: { type: 'string', pattern: '^[0-9]+$' }, description: 'Seconds to wait before trying again.' },
-    'WWW-Authenticate': { required: true, schema: string, description: 'Bearer realm="users", with error="invalid_token" when a token was sent.' },
+    'Cache-Control-Private': {
+      required: true,
+      schema: { const: 'private, no-cache' },
+      description: 'Cache-Control of a successful read.',
+    },
+    'Cache-Control-No-Store': {
+      required: true,
+      schema: { const: 'no-store' },
+      description: 'Cache-Control of every other answer.',
+    },
+    Vary: {
+      required: true,
+      schema: { const: 'Authorization' },
+      description: 'Reads depend on the token.',
+    },
+    ETag: {
+      required: true,
+      schema: { type: 'string', pattern: '^"v[0-9]+"$' },
+      description: 'Strong entity tag of the user version.',
+    },
+    Location: {
+      required: true,
+      schema: string,
+      description: 'The path of the new user: <base path>/users/<id>.',
+    },
+    Link: {
+      required: false,
+      schema: string,
+      description:
+        'On a page with more after it: <<base path>/users?limit=<limit>&cursor=<next>>; rel="next" (RFC 8288).',
+    },
+    'Retry-After': {
+      required: true,
+      schema: { type: 'string', pattern: '^[0-9]+$' },
+      description: 'Seconds to wait before trying again.',
+    },
+    'WWW-Authenticate': {
+      required: true,
+      schema: string,
+      description: 'Bearer realm="users", with error="invalid_token" when a token was sent.',
+    },
     'WWW-Authenticate-Scope': {
-      required: false, schema: string,
-      description: 'For insufficient_scope: Bearer realm="users", error="insufficient_scope", scope="<the scope>".',
+      required: false,
+      schema: string,
+      description:
+        'For insufficient_scope: Bearer realm="users", error="insufficient_scope", scope="<the scope>".',
     },
     'Accept-Patch': { required: true, schema: string, description: 'The media types PATCH takes.' },
   }
@@ -31,9 +67,20 @@ export function createHeaders(): Record<string, Json> {
 
 /** One shared response per error status; the statuses each route can answer pick from these. */
 const ERROR_RESPONSES = {
-  400: 'BadRequest', 401: 'Unauthorized', 403: 'Forbidden', 404: 'NotFound', 408: 'RequestTimeout',
-  409: 'Conflict', 410: 'Gone', 412: 'PreconditionFailed', 413: 'PayloadTooLarge', 415: 'UnsupportedMediaType',
-  422: 'UnprocessableContent', 431: 'HeadersTooLarge', 500: 'InternalError', 503: 'Unavailable',
+  400: 'BadRequest',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'NotFound',
+  408: 'RequestTimeout',
+  409: 'Conflict',
+  410: 'Gone',
+  412: 'PreconditionFailed',
+  413: 'PayloadTooLarge',
+  415: 'UnsupportedMediaType',
+  422: 'UnprocessableContent',
+  431: 'HeadersTooLarge',
+  500: 'InternalError',
+  503: 'Unavailable',
 } as const
 
 /** components.responses: one problem+json answer per error status, and PATCH's own 415. */
@@ -47,7 +94,9 @@ export function createErrorResponses(): Record<string, Json> {
   for (const [status, name] of Object.entries(ERROR_RESPONSES)) {
     responses[name] = problemResponse(Number(status), extra[Number(status)] ?? {})
   }
-  responses['UnsupportedPatchMediaType'] = problemResponse(415, { 'Accept-Patch': headerRef('Accept-Patch') })
+  responses['UnsupportedPatchMediaType'] = problemResponse(415, {
+    'Accept-Patch': headerRef('Accept-Patch'),
+  })
   return responses
 }
 
@@ -59,10 +108,16 @@ export function errorResponseName(status: number): string {
 }
 
 function problemResponse(status: number, extra: Record<string, Json>): Json {
-  const codes = Object.entries(ERROR_CODES).filter(([, entry]) => entry.status === status).map(([code]) => code)
+  const codes = Object.entries(ERROR_CODES)
+    .filter(([, entry]) => entry.status === status)
+    .map(([code]) => code)
   return {
     description: codes.join(', '),
-    headers: { 'X-Request-Id': headerRef('X-Request-Id'), 'Cache-Control': headerRef('Cache-Control-No-Store'), ...extra },
+    headers: {
+      'X-Request-Id': headerRef('X-Request-Id'),
+      'Cache-Control': headerRef('Cache-Control-No-Store'),
+      ...extra,
+    },
     content: { 'application/problem+json': { schema: ref('Problem') } },
   }
 }

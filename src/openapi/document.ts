@@ -1,7 +1,7 @@
-import { ERROR_CODES } from '../http/problem.js'
 import { MAX_BODY_BYTES } from '../http/body.js'
-import { ROUTES } from '../routes/route-list.js'
+import { ERROR_CODES } from '../http/problem.js'
 import type { Json, Route } from '../routes/route.js'
+import { ROUTES } from '../routes/route-list.js'
 import { createErrorResponses, createHeaders } from './components.js'
 import { createEventSchemas } from './event-schemas.js'
 import { toOperation } from './operation.js'
@@ -43,7 +43,12 @@ export function createOpenApiDocument(options: OpenApiOptions): Json {
       license: { name: 'MIT', identifier: 'MIT' },
       contact: { name: 'User service maintainers' },
     },
-    servers: [{ url: options.basePath === '' ? '/' : options.basePath, description: 'This service (its base path).' }],
+    servers: [
+      {
+        url: options.basePath === '' ? '/' : options.basePath,
+        description: 'This service (its base path).',
+      },
+    ],
     tags: [
       { name: 'users', description: 'The user resource and its lifecycle.' },
       { name: 'service', description: 'Probes and this document; no token needed.' },
@@ -53,18 +58,25 @@ export function createOpenApiDocument(options: OpenApiOptions): Json {
     components: {
       securitySchemes: {
         bearer: {
-          type: 'http', scheme: 'bearer', bearerFormat: 'JWT (HS256, HS384 or HS512)',
-          description: 'A JWT whose space-separated scope claim holds the scopes an operation needs '
-            + '(none implies another). Security requirements name that scope, as OpenAPI 3.1 allows '
-            + 'for http schemes; x-scopes lists them all.',
+          type: 'http',
+          scheme: 'bearer',
+          bearerFormat: 'JWT (HS256, HS384 or HS512)',
+          description:
+            'A JWT whose space-separated scope claim holds the scopes an operation needs ' +
+            '(none implies another). Security requirements name that scope, as OpenAPI 3.1 allows ' +
+            'for http schemes; x-scopes lists them all.',
           'x-scopes': SCOPES,
         },
       },
       schemas: { ...createSchemas(), ...createEventSchemas() },
       parameters: {
         RequestId: {
-          name: 'X-Request-Id', in: 'header', required: false, schema: { type: 'string' },
-          description: 'Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one.',
+          name: 'X-Request-Id',
+          in: 'header',
+          required: false,
+          schema: { type: 'string' },
+          description:
+            'Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one.',
         },
       },
       headers: createHeaders(),
@@ -75,27 +87,32 @@ export function createOpenApiDocument(options: OpenApiOptions): Json {
 }
 
 function describeService(): string {
-  return 'Users over REST with HMAC-signed bearer tokens. '
-    + `Request bodies are at most ${MAX_BODY_BYTES} bytes. Every error is application/problem+json `
-    + 'with a stable `code`; x-error-codes lists them all with their statuses. Any request may also '
-    + 'be refused before routing (400 for a malformed request, 408, 431). A method not listed for a '
-    + 'path is 405 method_not_allowed with an Allow header; HEAD is answered wherever GET is; an '
-    + 'unknown path is 404. Choices where the contract is silent: every 400 has code bad_request and '
-    + 'a detail naming what was wrong; 503s say maintenance, overloaded, starting, shutting_down or '
-    + 'storage_unavailable, with Retry-After; an empty or repeated query parameter is a 400; the ETag '
-    + 'is "v<version>"; an answer sent before the whole body arrived (a 413, say) closes the '
-    + 'connection in stages; bodies of GET and DELETE are ignored; a lone surrogate in any string is '
-    + '422 invalid_characters; list cursors are signed with a key derived from the first JWT key; '
-    + 'a q page examines at most LIST_SCAN_BUDGET users and may come back short, even empty, with a '
-    + 'nextCursor: follow nextCursor until it is null. Patterns are ECMAScript expressions with the '
-    + 'u flag over the value as sent.'
+  return (
+    'Users over REST with HMAC-signed bearer tokens. ' +
+    `Request bodies are at most ${MAX_BODY_BYTES} bytes. Every error is application/problem+json ` +
+    'with a stable `code`; x-error-codes lists them all with their statuses. Any request may also ' +
+    'be refused before routing (400 for a malformed request, 408, 431). A method not listed for a ' +
+    'path is 405 method_not_allowed with an Allow header; HEAD is answered wherever GET is; an ' +
+    'unknown path is 404. Choices where the contract is silent: every 400 has code bad_request and ' +
+    'a detail naming what was wrong; 503s say maintenance, overloaded, starting, shutting_down or ' +
+    'storage_unavailable, with Retry-After; an empty or repeated query parameter is a 400; the ETag ' +
+    'is "v<version>"; an answer sent before the whole body arrived (a 413, say) closes the ' +
+    'connection in stages; bodies of GET and DELETE are ignored; a lone surrogate in any string is ' +
+    '422 invalid_characters; list cursors are signed with a key derived from the first JWT key; ' +
+    'a q page examines at most LIST_SCAN_BUDGET users and may come back short, even empty, with a ' +
+    'nextCursor: follow nextCursor until it is null. Patterns are ECMAScript expressions with the ' +
+    'u flag over the value as sent.'
+  )
 }
 
 function pathItem(route: Route, routes: readonly Route[]): Record<string, unknown> {
   const methods = routes.filter((other) => other.path === route.path).map((other) => other.method)
   return {
-    description: `Allows ${[...methods, ...(methods.includes('GET') ? ['HEAD'] : [])].join(', ')}; `
-      + 'any other method is 405 method_not_allowed with an Allow header.',
-    ...(route.root ? { servers: [{ url: '/', description: 'The server root, outside the base path.' }] } : {}),
+    description:
+      `Allows ${[...methods, ...(methods.includes('GET') ? ['HEAD'] : [])].join(', ')}; ` +
+      'any other method is 405 method_not_allowed with an Allow header.',
+    ...(route.root
+      ? { servers: [{ url: '/', description: 'The server root, outside the base path.' }] }
+      : {}),
   }
 }

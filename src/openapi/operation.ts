@@ -13,7 +13,9 @@ export function toOperation(route: Route): Json {
     tags: [route.tag],
     security: route.scope === undefined ? [] : [{ bearer: [route.scope] }],
     parameters,
-    ...(route.body === 'none' || route.request === undefined ? {} : { requestBody: requestBody(route, route.request) }),
+    ...(route.body === 'none' || route.request === undefined
+      ? {}
+      : { requestBody: requestBody(route, route.request) }),
     responses: { ...successResponses(route), ...errorResponses(route) },
   }
 }
@@ -28,7 +30,10 @@ function requestBody(route: Route, request: NonNullable<Route['request']>): Json
 }
 
 function describeOperation(route: Route): string {
-  const scope = route.scope === undefined ? 'No token needed.' : `Needs a bearer token with the scope ${route.scope}.`
+  const scope =
+    route.scope === undefined
+      ? 'No token needed.'
+      : `Needs a bearer token with the scope ${route.scope}.`
   const cache = route.cacheable
     ? 'A success may be kept privately and must be revalidated (Cache-Control: private, no-cache; Vary: Authorization).'
     : 'Answers are never stored (Cache-Control: no-store).'
@@ -37,7 +42,10 @@ function describeOperation(route: Route): string {
 
 function pathParameters(template: string): Json[] {
   return [...template.matchAll(/\{([A-Za-z0-9]+)\}/g)].map((match) => ({
-    name: match[1], in: 'path', required: true, schema: { type: 'string', format: 'uuid' },
+    name: match[1],
+    in: 'path',
+    required: true,
+    schema: { type: 'string', format: 'uuid' },
     description: 'The user id (a lower-case UUIDv7); any other text is 404 not_found.',
   }))
 }
@@ -49,11 +57,18 @@ function conditionalHeaders(route: Route): Json[] {
   const read = route.method === 'GET'
   return [
     {
-      name: 'If-Match', in: 'header', required: false, schema: { type: 'string', ...NOT_BLANK },
-      description: 'The ETag you last saw, a comma list of them, or *; when none matches: 412 precondition_failed.',
+      name: 'If-Match',
+      in: 'header',
+      required: false,
+      schema: { type: 'string', ...NOT_BLANK },
+      description:
+        'The ETag you last saw, a comma list of them, or *; when none matches: 412 precondition_failed.',
     },
     {
-      name: 'If-None-Match', in: 'header', required: false, schema: { type: 'string', ...NOT_BLANK },
+      name: 'If-None-Match',
+      in: 'header',
+      required: false,
+      schema: { type: 'string', ...NOT_BLANK },
       description: read
         ? 'When it matches (weakly) the current ETag, or is *: 304 without a body.'
         : 'When it matches the current ETag, or is *: 412 precondition_failed.',
@@ -68,9 +83,12 @@ function successResponses(route: Route): Record<string, Json> {
   const responses: Record<string, Json> = {}
   for (const [status, answer] of Object.entries(route.responses)) {
     const extra = Object.fromEntries((answer.headers ?? []).map((name) => [name, headerRef(name)]))
-    const content = answer.content === undefined ? undefined : Object.fromEntries(
-      Object.entries(answer.content).map(([type, schema]) => [type, { schema }]),
-    )
+    const content =
+      answer.content === undefined
+        ? undefined
+        : Object.fromEntries(
+            Object.entries(answer.content).map(([type, schema]) => [type, { schema }]),
+          )
     responses[status] = {
       description: answer.description,
       headers: { 'X-Request-Id': headerRef('X-Request-Id'), ...cache, ...extra },
@@ -95,8 +113,13 @@ export function errorStatuses(route: Route): number[] {
 }
 
 function errorResponses(route: Route): Record<string, Json> {
-  return Object.fromEntries(errorStatuses(route).map((status) => {
-    const name = status === 415 && route.method === 'PATCH' ? 'UnsupportedPatchMediaType' : errorResponseName(status)
-    return [status, { $ref: `#/components/responses/${name}` }]
-  }))
+  return Object.fromEntries(
+    errorStatuses(route).map((status) => {
+      const name =
+        status === 415 && route.method === 'PATCH'
+          ? 'UnsupportedPatchMediaType'
+          : errorResponseName(status)
+      return [status, { $ref: `#/components/responses/${name}` }]
+    }),
+  )
 }

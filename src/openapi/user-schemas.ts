@@ -1,6 +1,6 @@
 import { ERROR_CODES } from '../http/problem.js'
-import { ref, type Json } from '../routes/route.js'
-import { FIELD_NAMES, USER_FIELDS, WRITABLE_FIELDS, type FieldSpec } from '../users/user-fields.js'
+import { type Json, ref } from '../routes/route.js'
+import { FIELD_NAMES, type FieldSpec, USER_FIELDS, WRITABLE_FIELDS } from '../users/user-fields.js'
 
 /*
  * Patterns are ECMAScript regular expressions run with the `u` flag (as JSON Schema validators such
@@ -41,27 +41,45 @@ export function trimmedTextPattern(spec: FieldSpec): string {
 
 /** The component schemas: the user and its request bodies from the field rules, pages, problems. */
 export function createSchemas(): Record<string, Json> {
-  const properties = Object.fromEntries(FIELD_NAMES.map((name) => [name, toSchema(USER_FIELDS[name])]))
-  const writable = Object.fromEntries(WRITABLE_FIELDS.map((name) => [name, toSchema(USER_FIELDS[name])]))
+  const properties = Object.fromEntries(
+    FIELD_NAMES.map((name) => [name, toSchema(USER_FIELDS[name])]),
+  )
+  const writable = Object.fromEntries(
+    WRITABLE_FIELDS.map((name) => [name, toSchema(USER_FIELDS[name])]),
+  )
   const required = WRITABLE_FIELDS.filter((name) => USER_FIELDS[name].required)
   const echo = 'Output-only fields may be sent only with their stored values.'
   const metadata = USER_FIELDS.metadata
   return {
-    User: { type: 'object', required: FIELD_NAMES, additionalProperties: false, properties, description: 'A user.' },
+    User: {
+      type: 'object',
+      required: FIELD_NAMES,
+      additionalProperties: false,
+      properties,
+      description: 'A user.',
+    },
     UserCreate: {
-      type: 'object', required, additionalProperties: false, properties: writable,
+      type: 'object',
+      required,
+      additionalProperties: false,
+      properties: writable,
       description: 'Output-only fields are refused (read_only).',
     },
     UserReplace: {
-      type: 'object', required, additionalProperties: false, properties,
+      type: 'object',
+      required,
+      additionalProperties: false,
+      properties,
       description: `Replaces every writable field; a missing metadata becomes {}. ${echo}`,
     },
     UserPatch: {
-      type: 'object', additionalProperties: false,
+      type: 'object',
+      additionalProperties: false,
       properties: {
         ...properties,
         metadata: {
-          ...toSchema(metadata), type: ['object', 'null'],
+          ...toSchema(metadata),
+          type: ['object', 'null'],
           additionalProperties: { ...metadataValue(), type: ['string', 'null'] },
           description: `${metadata.description} null removes all metadata; a key set to null is removed.`,
         },
@@ -70,32 +88,52 @@ export function createSchemas(): Record<string, Json> {
     },
     EmptyBody: { type: 'object', maxProperties: 0, description: 'Send no body or {}.' },
     UserPage: {
-      type: 'object', required: ['items', 'nextCursor'], additionalProperties: false,
+      type: 'object',
+      required: ['items', 'nextCursor'],
+      additionalProperties: false,
       description: 'One page of users; follow nextCursor until it is null.',
       properties: {
         items: { type: 'array', items: ref('User') },
-        nextCursor: { type: ['string', 'null'], description: 'Pass it as cursor for the next page; null on the last page.' },
+        nextCursor: {
+          type: ['string', 'null'],
+          description: 'Pass it as cursor for the next page; null on the last page.',
+        },
       },
     },
     Status: {
-      type: 'object', required: ['status'], properties: { status: { type: 'string' } },
+      type: 'object',
+      required: ['status'],
+      properties: { status: { type: 'string' } },
       description: 'A probe answer.',
     },
     FieldError: {
-      type: 'object', required: ['pointer', 'code', 'message'], description: 'One offending field of a 422.',
+      type: 'object',
+      required: ['pointer', 'code', 'message'],
+      description: 'One offending field of a 422.',
       properties: {
-        pointer: { type: 'string', description: 'JSON Pointer (RFC 6901) to the field; empty for the whole body.' },
-        code: { type: 'string', description: 'A stable word: required, invalid_type, invalid_format, too_long, ...' },
+        pointer: {
+          type: 'string',
+          description: 'JSON Pointer (RFC 6901) to the field; empty for the whole body.',
+        },
+        code: {
+          type: 'string',
+          description: 'A stable word: required, invalid_type, invalid_format, too_long, ...',
+        },
         message: { type: 'string' },
       },
     },
     Problem: {
-      type: 'object', required: ['type', 'title', 'status', 'detail', 'code', 'requestId'],
+      type: 'object',
+      required: ['type', 'title', 'status', 'detail', 'code', 'requestId'],
       description: 'An error (RFC 9457). Branch on code, never on detail.',
       properties: {
-        type: { type: 'string' }, title: { type: 'string' }, status: { type: 'integer' },
-        detail: { type: 'string' }, code: { type: 'string', enum: Object.keys(ERROR_CODES) },
-        requestId: { type: 'string' }, errors: { type: 'array', maxItems: 20, items: ref('FieldError') },
+        type: { type: 'string' },
+        title: { type: 'string' },
+        status: { type: 'integer' },
+        detail: { type: 'string' },
+        code: { type: 'string', enum: Object.keys(ERROR_CODES) },
+        requestId: { type: 'string' },
+        errors: { type: 'array', maxItems: 20, items: ref('FieldError') },
       },
     },
   }
@@ -103,16 +141,33 @@ export function createSchemas(): Record<string, Json> {
 
 function metadataValue(): Json {
   // A lone surrogate is refused (§9); maxLength counts code points, as the service does.
-  return { type: 'string', maxLength: USER_FIELDS.metadata.maxValueLength, pattern: `^[^\\uD800-\\uDFFF]*$` }
+  return {
+    type: 'string',
+    maxLength: USER_FIELDS.metadata.maxValueLength,
+    pattern: `^[^\\uD800-\\uDFFF]*$`,
+  }
 }
 
 function toSchema(spec: FieldSpec): Json {
-  const common = { description: spec.description, examples: [spec.example], ...(spec.access === 'output' ? { readOnly: true } : {}) }
-  if (spec.type === 'integer') return { type: 'integer', minimum: spec.minimum ?? 1, ...(spec.maximum === undefined ? {} : { maximum: spec.maximum }), ...common }
+  const common = {
+    description: spec.description,
+    examples: [spec.example],
+    ...(spec.access === 'output' ? { readOnly: true } : {}),
+  }
+  if (spec.type === 'integer')
+    return {
+      type: 'integer',
+      minimum: spec.minimum ?? 1,
+      ...(spec.maximum === undefined ? {} : { maximum: spec.maximum }),
+      ...common,
+    }
   if (spec.type === 'metadata') {
     return {
-      type: 'object', maxProperties: spec.maxKeys, propertyNames: { pattern: spec.keyPattern },
-      additionalProperties: metadataValue(), ...common,
+      type: 'object',
+      maxProperties: spec.maxKeys,
+      propertyNames: { pattern: spec.keyPattern },
+      additionalProperties: metadataValue(),
+      ...common,
     }
   }
   if (spec.trim === true) {

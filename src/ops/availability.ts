@@ -1,5 +1,5 @@
 import { access } from 'node:fs/promises'
-import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks'
+import { type IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks'
 
 import { HttpError, toHttpError } from '../http/problem.js'
 import { storageUnavailable } from '../store/indexed-store.js'
@@ -56,7 +56,9 @@ export class Availability {
     if (this.#timer !== undefined) return
     this.#histogram = monitorEventLoopDelay({ resolution: SAMPLE_MS })
     this.#histogram.enable()
-    this.#timer = setInterval(() => { void this.#check() }, this.#options.checkIntervalMs ?? 1000)
+    this.#timer = setInterval(() => {
+      void this.#check()
+    }, this.#options.checkIntervalMs ?? 1000)
     this.#timer.unref()
     void this.#check()
   }
@@ -90,17 +92,21 @@ export class Availability {
    */
   refusal(intent: Intent = 'read'): HttpError | undefined {
     const inflight = this.#inflight + (intent === 'readiness' ? 1 : 0)
-    if (this.#phase === 'stopping') return unavailable('shutting_down', 'The service is shutting down.', 5)
-    if (this.#phase === 'starting') return unavailable('starting', 'The service is loading its data.', 1)
+    if (this.#phase === 'stopping')
+      return unavailable('shutting_down', 'The service is shutting down.', 5)
+    if (this.#phase === 'starting')
+      return unavailable('starting', 'The service is loading its data.', 1)
     if (this.#maintenance && intent !== 'export') return maintenance()
     if (inflight > this.#options.maxInflight) {
       return unavailable('overloaded', 'Too many requests are in flight.', 1)
     }
-    if (this.#lagging) return unavailable('overloaded', 'The service is too busy to answer in time.', 1)
+    if (this.#lagging)
+      return unavailable('overloaded', 'The service is too busy to answer in time.', 1)
     if (intent === 'read' || intent === 'export') return undefined
     const store = this.#options.storeHealth?.()
     if (store === undefined || store.state === 'ok') return undefined
-    if (intent === 'readiness' || store.state === 'read_only') return toHttpError(storageUnavailable(undefined, store))
+    if (intent === 'readiness' || store.state === 'read_only')
+      return toHttpError(storageUnavailable(undefined, store))
     return undefined
   }
 
@@ -127,7 +133,10 @@ export class Availability {
     }
     const file = this.#options.maintenanceFile
     if (file === undefined) return
-    this.#maintenance = await access(file).then(() => true, () => false)
+    this.#maintenance = await access(file).then(
+      () => true,
+      () => false,
+    )
   }
 }
 
@@ -135,6 +144,10 @@ function maintenance(): HttpError {
   return unavailable('maintenance', 'The service is in maintenance.', 30)
 }
 
-function unavailable(code: 'shutting_down' | 'starting' | 'maintenance' | 'overloaded', detail: string, retryAfterS: number): HttpError {
+function unavailable(
+  code: 'shutting_down' | 'starting' | 'maintenance' | 'overloaded',
+  detail: string,
+  retryAfterS: number,
+): HttpError {
   return new HttpError(code, detail, { headers: { 'retry-after': String(retryAfterS) } })
 }

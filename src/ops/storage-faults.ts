@@ -89,13 +89,18 @@ export function describeCause(cause: unknown): Record<string, string> {
     if (typeof syscall === 'string') found['syscall'] ??= syscall
     if (typeof path === 'string') found['path'] ??= path
     if (typeof code === 'string') {
-      const isErrno = typeof syscall === 'string' || typeof fields['errno'] === 'number' || ERRNO.test(code)
+      const isErrno =
+        typeof syscall === 'string' || typeof fields['errno'] === 'number' || ERRNO.test(code)
       if (isErrno) found['errno'] ??= code
       else if (SQLSTATE.test(code)) found['sqlstate'] ??= code
     }
     next = fields['cause']
   }
-  if (found['errno'] === undefined && found['sqlstate'] === undefined && innermost instanceof Error) {
+  if (
+    found['errno'] === undefined &&
+    found['sqlstate'] === undefined &&
+    innermost instanceof Error
+  ) {
     found['error'] = innermost.message.slice(0, 200)
   }
   return found

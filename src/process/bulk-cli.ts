@@ -5,8 +5,9 @@ import { request as httpsRequest } from 'node:https'
  * `user-service export` and `user-service import`: the operator's side of §12, talking to a running
  * service. Both stream (stdout, stdin) and count on stderr, so a million users never sit in memory.
  */
-export const BULK_USAGE = 'usage: user-service export|import [--url URL] [--token TOKEN]'
-  + ' (or USER_SERVICE_URL / USER_SERVICE_TOKEN); export writes NDJSON to stdout, import reads it from stdin\n'
+export const BULK_USAGE =
+  'usage: user-service export|import [--url URL] [--token TOKEN]' +
+  ' (or USER_SERVICE_URL / USER_SERVICE_TOKEN); export writes NDJSON to stdout, import reads it from stdin\n'
 
 interface Target {
   readonly url: URL
@@ -14,9 +15,16 @@ interface Target {
 }
 
 /** Runs one command; resolves with the exit code (0 all done, 1 failed, 3 some lines refused). */
-export async function runBulkCli(command: 'export' | 'import', args: readonly string[], io: {
-  stdin: NodeJS.ReadableStream, stdout: NodeJS.WritableStream, stderr: NodeJS.WritableStream, env: NodeJS.ProcessEnv,
-}): Promise<number> {
+export async function runBulkCli(
+  command: 'export' | 'import',
+  args: readonly string[],
+  io: {
+    stdin: NodeJS.ReadableStream
+    stdout: NodeJS.WritableStream
+    stderr: NodeJS.WritableStream
+    env: NodeJS.ProcessEnv
+  },
+): Promise<number> {
   const target = parseTarget(args, io.env)
   if (typeof target === 'string') {
     io.stderr.write(`user-service ${command}: ${target}\n${BULK_USAGE}`)
@@ -30,22 +38,33 @@ export async function runBulkCli(command: 'export' | 'import', args: readonly st
       io.stderr.write(`\nuser-service ${command}: ${message}\n`)
       resolve(1)
     }
-    const req = send(url, {
-      method: command === 'export' ? 'GET' : 'POST',
-      headers: {
-        authorization: `Bearer ${target.token}`,
-        ...(command === 'import' ? { 'content-type': 'application/x-ndjson' } : {}),
+    const req = send(
+      url,
+      {
+        method: command === 'export' ? 'GET' : 'POST',
+        headers: {
+          authorization: `Bearer ${target.token}`,
+          ...(command === 'import' ? { 'content-type': 'application/x-ndjson' } : {}),
+        },
       },
-    }, (res) => {
-      if (res.statusCode !== 200) {
-        void readAll(res).then((text) => { fail(`${res.statusCode ?? 0} ${text.trim()}`) })
-        return
-      }
-      void (command === 'export' ? pipeExport(res, io) : pipeResults(res, io)).then(resolve, (error: unknown) => {
-        fail(error instanceof Error ? error.message : String(error))
-      })
+      (res) => {
+        if (res.statusCode !== 200) {
+          void readAll(res).then((text) => {
+            fail(`${res.statusCode ?? 0} ${text.trim()}`)
+          })
+          return
+        }
+        void (command === 'export' ? pipeExport(res, io) : pipeResults(res, io)).then(
+          resolve,
+          (error: unknown) => {
+            fail(error instanceof Error ? error.message : String(error))
+          },
+        )
+      },
+    )
+    req.on('error', (error) => {
+      fail(error.message)
     })
-    req.on('error', (error) => { fail(error.message) })
     if (command === 'export') req.end()
     else io.stdin.pipe(req)
   })
@@ -62,7 +81,8 @@ function parseTarget(args: readonly string[], env: NodeJS.ProcessEnv): Target | 
     i += 1
   }
   if (url === undefined || url === '') return 'no service URL: give --url or USER_SERVICE_URL'
-  if (token === undefined || token === '') return 'no token: give --token or USER_SERVICE_TOKEN (scope users:admin)'
+  if (token === undefined || token === '')
+    return 'no token: give --token or USER_SERVICE_TOKEN (scope users:admin)'
   try {
     return { url: new URL(url), token }
   } catch {
@@ -71,10 +91,15 @@ function parseTarget(args: readonly string[], env: NodeJS.ProcessEnv): Target | 
 }
 
 /** Copies the export to stdout as it comes (honouring stdout's backpressure), counting lines. */
-async function pipeExport(res: IncomingMessage, io: { stdout: NodeJS.WritableStream, stderr: NodeJS.WritableStream }): Promise<number> {
+async function pipeExport(
+  res: IncomingMessage,
+  io: { stdout: NodeJS.WritableStream; stderr: NodeJS.WritableStream },
+): Promise<number> {
   let users = 0
   let complete = false
-  res.on('end', () => { complete = true })
+  res.on('end', () => {
+    complete = true
+  })
   for await (const chunk of res as AsyncIterable<Buffer>) {
     for (let at = chunk.indexOf(10); at !== -1; at = chunk.indexOf(10, at + 1)) users += 1
     if (!io.stdout.write(chunk)) await new Promise((resolve) => io.stdout.once('drain', resolve))
@@ -86,10 +111,17 @@ async function pipeExport(res: IncomingMessage, io: { stdout: NodeJS.WritableStr
 }
 
 /** Copies the results to stdout and counts them by status; 3 when any line was refused. */
-async function pipeResults(res: IncomingMessage, io: { stdout: NodeJS.WritableStream, stderr: NodeJS.WritableStream }): Promise<number> {
+async function pipeResults(
+  res: IncomingMessage,
+  io: { stdout: NodeJS.WritableStream; stderr: NodeJS.WritableStream },
+): Promise<number> {
   const counts = new Map<number, number>()
   let rest = ''
-  const report = (): string => [...counts].sort(([a], [b]) => a - b).map(([status, count]) => `${status}: ${count}`).join(', ')
+  const report = (): string =>
+    [...counts]
+      .sort(([a], [b]) => a - b)
+      .map(([status, count]) => `${status}: ${count}`)
+      .join(', ')
   for await (const chunk of res as AsyncIterable<Buffer>) {
     if (!io.stdout.write(chunk)) await new Promise((resolve) => io.stdout.once('drain', resolve))
     const text = rest + chunk.toString('utf8')
@@ -110,7 +142,11 @@ function readAll(res: IncomingMessage): Promise<string> {
   return new Promise((resolve) => {
     const chunks: Buffer[] = []
     res.on('data', (chunk: Buffer) => chunks.push(chunk))
-    res.on('end', () => { resolve(Buffer.concat(chunks).toString('utf8')) })
-    res.on('error', () => { resolve(Buffer.concat(chunks).toString('utf8')) })
+    res.on('end', () => {
+      resolve(Buffer.concat(chunks).toString('utf8'))
+    })
+    res.on('error', () => {
+      resolve(Buffer.concat(chunks).toString('utf8'))
+    })
   })
 }

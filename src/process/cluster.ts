@@ -1,10 +1,10 @@
 import cluster, { type Worker } from 'node:cluster'
 
-import { resolveKeys } from './first-start.js'
-import type { Config } from './config.js'
 import type { JsonLogger, Logger } from '../logger.js'
 import { makeDurableDirectory } from '../store/file/atomic-write.js'
 import { DataDirLock } from '../store/file/data-dir-lock.js'
+import type { Config } from './config.js'
+import { resolveKeys } from './first-start.js'
 
 export interface PrimaryOptions {
   readonly workers: number
@@ -37,7 +37,9 @@ export function runPrimary(options: PrimaryOptions): void {
   const listened = new Set<number>()
   const fork = (): Worker => cluster.fork()
   for (let i = 0; i < options.workers; i += 1) fork()
-  cluster.on('listening', (worker) => { listened.add(worker.id) })
+  cluster.on('listening', (worker) => {
+    listened.add(worker.id)
+  })
   cluster.on('exit', (worker, code, signal) => {
     if (!stopping && !listened.has(worker.id)) {
       // A worker that could not even start (a refused configuration, no database) would fail
@@ -49,7 +51,9 @@ export function runPrimary(options: PrimaryOptions): void {
     }
     if (stopping) {
       if (Object.keys(cluster.workers ?? {}).length === 0) {
-        void Promise.resolve(options.release()).finally(() => { options.exit(exitCode) })
+        void Promise.resolve(options.release()).finally(() => {
+          options.exit(exitCode)
+        })
       }
       return
     }
@@ -62,7 +66,9 @@ export function runPrimary(options: PrimaryOptions): void {
     logger.info('shutting down the workers', { signal })
     const workers = Object.values(cluster.workers ?? {})
     if (workers.length === 0) {
-      void Promise.resolve(options.release()).finally(() => { options.exit(exitCode) })
+      void Promise.resolve(options.release()).finally(() => {
+        options.exit(exitCode)
+      })
       return
     }
     for (const worker of workers) worker?.process.kill('SIGTERM')
@@ -76,16 +82,28 @@ export function runPrimary(options: PrimaryOptions): void {
  * Takes DATA_DIR's lock and makes the first-start secret (when one is needed) before forking, so
  * that it is written once, by the lock holder, and every worker reads the same one.
  */
-export async function startPrimary(config: Config, logger: JsonLogger, exit: (code: number) => void): Promise<void> {
+export async function startPrimary(
+  config: Config,
+  logger: JsonLogger,
+  exit: (code: number) => void,
+): Promise<void> {
   makeDurableDirectory(config.dataDir)
   const lock = new DataDirLock(config.dataDir)
   lock.acquire()
   try {
     const { generatedFile } = await resolveKeys(config)
-    if (generatedFile !== undefined) logger.always('a new secret was written for the workers', { file: generatedFile })
+    if (generatedFile !== undefined)
+      logger.always('a new secret was written for the workers', { file: generatedFile })
   } catch (error) {
     lock.release()
     throw error
   }
-  runPrimary({ workers: config.workers, logger, release: () => { lock.release() }, exit })
+  runPrimary({
+    workers: config.workers,
+    logger,
+    release: () => {
+      lock.release()
+    },
+    exit,
+  })
 }

@@ -2,8 +2,8 @@ import { isIP } from 'node:net'
 import { availableParallelism } from 'node:os'
 import path from 'node:path'
 
-import { KeyError, createSingleKeySet, parseKeyList, type KeySet } from '../auth/keys.js'
-import { CorsConfigError, parseCorsOrigins, type CorsOrigins } from '../http/cors.js'
+import { createSingleKeySet, KeyError, type KeySet, parseKeyList } from '../auth/keys.js'
+import { CorsConfigError, type CorsOrigins, parseCorsOrigins } from '../http/cors.js'
 import { LOG_LEVELS, type LogLevel } from '../logger.js'
 
 /** The service's configuration, validated and frozen; built once from the environment. */
@@ -96,25 +96,91 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
     keys: parseKeys(read('JWT_SECRET'), read('JWT_SECRETS')),
     issuer: read('JWT_ISSUER'),
     audience: read('JWT_AUDIENCE'),
-    leewaySeconds: parseInteger(read('JWT_LEEWAY_S'), 'JWT_LEEWAY_S', DEFAULTS.leewaySeconds, 0, 86_400),
-    logLevel: parseLogLevel(read('LOG_LEVEL')),
-    maxInflight: parseInteger(read('MAX_INFLIGHT'), 'MAX_INFLIGHT', DEFAULTS.maxInflight, 1, 1_000_000),
-    maxEventLoopDelayMs: parseInteger(
-      read('MAX_EVENT_LOOP_DELAY_MS'), 'MAX_EVENT_LOOP_DELAY_MS', DEFAULTS.maxEventLoopDelayMs, 1, 3_600_000,
+    leewaySeconds: parseInteger(
+      read('JWT_LEEWAY_S'),
+      'JWT_LEEWAY_S',
+      DEFAULTS.leewaySeconds,
+      0,
+      86_400,
     ),
-    headersTimeoutMs: parseInteger(read('HEADERS_TIMEOUT_MS'), 'HEADERS_TIMEOUT_MS', DEFAULTS.headersTimeoutMs, 1, 3_600_000),
-    requestTimeoutMs: parseInteger(read('REQUEST_TIMEOUT_MS'), 'REQUEST_TIMEOUT_MS', DEFAULTS.requestTimeoutMs, 1, 3_600_000),
+    logLevel: parseLogLevel(read('LOG_LEVEL')),
+    maxInflight: parseInteger(
+      read('MAX_INFLIGHT'),
+      'MAX_INFLIGHT',
+      DEFAULTS.maxInflight,
+      1,
+      1_000_000,
+    ),
+    maxEventLoopDelayMs: parseInteger(
+      read('MAX_EVENT_LOOP_DELAY_MS'),
+      'MAX_EVENT_LOOP_DELAY_MS',
+      DEFAULTS.maxEventLoopDelayMs,
+      1,
+      3_600_000,
+    ),
+    headersTimeoutMs: parseInteger(
+      read('HEADERS_TIMEOUT_MS'),
+      'HEADERS_TIMEOUT_MS',
+      DEFAULTS.headersTimeoutMs,
+      1,
+      3_600_000,
+    ),
+    requestTimeoutMs: parseInteger(
+      read('REQUEST_TIMEOUT_MS'),
+      'REQUEST_TIMEOUT_MS',
+      DEFAULTS.requestTimeoutMs,
+      1,
+      3_600_000,
+    ),
     keepAliveTimeoutMs: parseInteger(
-      read('KEEP_ALIVE_TIMEOUT_MS'), 'KEEP_ALIVE_TIMEOUT_MS', DEFAULTS.keepAliveTimeoutMs, 1, 3_600_000,
+      read('KEEP_ALIVE_TIMEOUT_MS'),
+      'KEEP_ALIVE_TIMEOUT_MS',
+      DEFAULTS.keepAliveTimeoutMs,
+      1,
+      3_600_000,
     ),
     shutdownTimeoutMs: parseInteger(
-      read('SHUTDOWN_TIMEOUT_MS'), 'SHUTDOWN_TIMEOUT_MS', DEFAULTS.shutdownTimeoutMs, 0, 3_600_000,
+      read('SHUTDOWN_TIMEOUT_MS'),
+      'SHUTDOWN_TIMEOUT_MS',
+      DEFAULTS.shutdownTimeoutMs,
+      0,
+      3_600_000,
     ),
-    maxConnections: parseInteger(read('MAX_CONNECTIONS'), 'MAX_CONNECTIONS', DEFAULTS.maxConnections, 1, 1_000_000),
-    listScanBudget: parseInteger(read('LIST_SCAN_BUDGET'), 'LIST_SCAN_BUDGET', DEFAULTS.listScanBudget, 1, 100_000_000),
-    maxEventStreams: parseInteger(read('MAX_EVENT_STREAMS'), 'MAX_EVENT_STREAMS', DEFAULTS.maxEventStreams, 1, 100_000),
-    eventsRetentionDays: parseInteger(read('EVENTS_RETENTION_DAYS'), 'EVENTS_RETENTION_DAYS', DEFAULTS.eventsRetentionDays, 1, 36_500),
-    importMaxBytes: parseInteger(read('IMPORT_MAX_BYTES'), 'IMPORT_MAX_BYTES', DEFAULTS.importMaxBytes, 1, 2 ** 40),
+    maxConnections: parseInteger(
+      read('MAX_CONNECTIONS'),
+      'MAX_CONNECTIONS',
+      DEFAULTS.maxConnections,
+      1,
+      1_000_000,
+    ),
+    listScanBudget: parseInteger(
+      read('LIST_SCAN_BUDGET'),
+      'LIST_SCAN_BUDGET',
+      DEFAULTS.listScanBudget,
+      1,
+      100_000_000,
+    ),
+    maxEventStreams: parseInteger(
+      read('MAX_EVENT_STREAMS'),
+      'MAX_EVENT_STREAMS',
+      DEFAULTS.maxEventStreams,
+      1,
+      100_000,
+    ),
+    eventsRetentionDays: parseInteger(
+      read('EVENTS_RETENTION_DAYS'),
+      'EVENTS_RETENTION_DAYS',
+      DEFAULTS.eventsRetentionDays,
+      1,
+      36_500,
+    ),
+    importMaxBytes: parseInteger(
+      read('IMPORT_MAX_BYTES'),
+      'IMPORT_MAX_BYTES',
+      DEFAULTS.importMaxBytes,
+      1,
+      2 ** 40,
+    ),
     metrics: parseOnOff(read('METRICS'), 'METRICS', DEFAULTS.metrics),
     corsOrigins: parseCors(read('CORS_ORIGINS')),
     ...parseStoreChoice(read('DATABASE_URL'), read('WORKERS')),
@@ -123,7 +189,11 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
 }
 
 function parseInteger(
-  text: string | undefined, name: string, fallback: number, min: number, max: number,
+  text: string | undefined,
+  name: string,
+  fallback: number,
+  min: number,
+  max: number,
 ): number {
   if (text === undefined) return fallback
   if (!/^\d+$/.test(text)) throw new ConfigError(`${name} must be a whole number, got "${text}"`)
@@ -134,7 +204,8 @@ function parseInteger(
   return value
 }
 
-const HOSTNAME = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/
+const HOSTNAME =
+  /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/
 
 function parseHost(text: string | undefined): string {
   if (text === undefined) return DEFAULTS.host
@@ -145,7 +216,9 @@ function parseHost(text: string | undefined): string {
 function parseBasePath(text: string | undefined): string {
   if (text === undefined || text === '/') return DEFAULTS.basePath
   if (!/^(\/[A-Za-z0-9._~-]+)+\/?$/.test(text)) {
-    throw new ConfigError(`BASE_PATH must look like /v1 (segments of [A-Za-z0-9._~-]), got "${text}"`)
+    throw new ConfigError(
+      `BASE_PATH must look like /v1 (segments of [A-Za-z0-9._~-]), got "${text}"`,
+    )
   }
   return text.endsWith('/') ? text.slice(0, -1) : text
 }
@@ -155,7 +228,10 @@ function parseBasePath(text: string | undefined): string {
  * users in one process's memory and locks DATA_DIR for that process. The URL is never echoed (it
  * may hold a password).
  */
-function parseStoreChoice(url: string | undefined, workersText: string | undefined): { databaseUrl: string | undefined, workers: number } {
+function parseStoreChoice(
+  url: string | undefined,
+  workersText: string | undefined,
+): { databaseUrl: string | undefined; workers: number } {
   if (url !== undefined) {
     let protocol: string | undefined
     try {
@@ -167,9 +243,10 @@ function parseStoreChoice(url: string | undefined, workersText: string | undefin
       throw new ConfigError('DATABASE_URL must be a postgres:// or postgresql:// URL')
     }
   }
-  const workers = workersText?.toLowerCase() === 'auto'
-    ? availableParallelism()
-    : parseInteger(workersText, 'WORKERS', DEFAULTS.workers, 1, 1024)
+  const workers =
+    workersText?.toLowerCase() === 'auto'
+      ? availableParallelism()
+      : parseInteger(workersText, 'WORKERS', DEFAULTS.workers, 1, 1024)
   if (workers > 1 && url === undefined) {
     throw new ConfigError(
       `WORKERS=${workersText ?? workers} needs DATABASE_URL: the file store keeps users in one process's memory and locks DATA_DIR for that one process`,

@@ -1,8 +1,8 @@
 import path from 'node:path'
 
-import { createSingleKeySet, parseKeyList, type KeySet } from '../auth/keys.js'
+import { createSingleKeySet, type KeySet, parseKeyList } from '../auth/keys.js'
 import type { CorsOrigins } from '../http/cors.js'
-import { silentLogger, type Logger } from '../logger.js'
+import { type Logger, silentLogger } from '../logger.js'
 import type { EventStreamsOptions } from '../routes/events/event-streams.js'
 import { createService, type UserService } from '../service.js'
 import type { Store } from '../store/store.js'
@@ -72,7 +72,9 @@ export function createUserService(options: UserServiceOptions): UserService {
     keys: resolveKeys(options),
     logger: options.logger ?? silentLogger,
     now: options.now ?? Date.now,
-    maintenanceFile: options.maintenanceFile ?? (dataDir === undefined ? undefined : path.join(dataDir, 'maintenance')),
+    maintenanceFile:
+      options.maintenanceFile ??
+      (dataDir === undefined ? undefined : path.join(dataDir, 'maintenance')),
     issuer: options.issuer,
     audience: options.audience,
     corsOrigins: options.corsOrigins,
@@ -81,13 +83,20 @@ export function createUserService(options: UserServiceOptions): UserService {
 
 /** The options actually given: a key set to undefined takes the default, as a missing one does. */
 function definedOnly<T extends object>(options: T): { [K in keyof T]?: Exclude<T[K], undefined> } {
-  return Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined)) as { [K in keyof T]?: Exclude<T[K], undefined> }
+  return Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined)) as {
+    [K in keyof T]?: Exclude<T[K], undefined>
+  }
 }
 
 function resolveKeys(options: UserServiceOptions): KeySet {
   if (options.keys !== undefined) return options.keys
   if (options.secrets !== undefined) {
-    return parseKeyList(Object.entries(options.secrets).map(([kid, secret]) => `${kid}=${secret}`).join(','), 'secrets')
+    return parseKeyList(
+      Object.entries(options.secrets)
+        .map(([kid, secret]) => `${kid}=${secret}`)
+        .join(','),
+      'secrets',
+    )
   }
   if (options.secret !== undefined) return createSingleKeySet(options.secret, 'secret')
   throw new Error('createUserService: give secret, secrets or keys')

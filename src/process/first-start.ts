@@ -2,10 +2,10 @@ import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import path from 'node:path'
 
-import { ConfigError, type Config } from './config.js'
+import { createSingleKeySet, KeyError, type KeySet } from '../auth/keys.js'
 import { makeDurableDirectory, writeFileAtomic } from '../store/file/atomic-write.js'
 import { hasCode } from '../store/file/data-dir-lock.js'
-import { KeyError, createSingleKeySet, type KeySet } from '../auth/keys.js'
+import { type Config, ConfigError } from './config.js'
 
 export const SECRET_FILE = '.jwt-secret'
 

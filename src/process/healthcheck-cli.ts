@@ -19,7 +19,10 @@ function probeHost(host: string): string {
 }
 
 /** Resolves with the exit code; never rejects. */
-export async function runHealthcheck(env: NodeJS.ProcessEnv, stderr: NodeJS.WritableStream): Promise<number> {
+export async function runHealthcheck(
+  env: NodeJS.ProcessEnv,
+  stderr: NodeJS.WritableStream,
+): Promise<number> {
   let host: string
   let port: number
   try {
@@ -41,10 +44,14 @@ export async function runHealthcheck(env: NodeJS.ProcessEnv, stderr: NodeJS.Writ
         resolve(0)
         return
       }
-      stderr.write(`healthcheck: GET /healthz on ${host}:${port} answered ${res.statusCode ?? 'nothing'}\n`)
+      stderr.write(
+        `healthcheck: GET /healthz on ${host}:${port} answered ${res.statusCode ?? 'nothing'}\n`,
+      )
       resolve(1)
     })
-    req.on('timeout', () => { req.destroy(new Error(`no answer within ${TIMEOUT_MS} ms`)) })
+    req.on('timeout', () => {
+      req.destroy(new Error(`no answer within ${TIMEOUT_MS} ms`))
+    })
     req.on('error', (error) => {
       stderr.write(`healthcheck: GET /healthz on ${host}:${port} failed: ${error.message}\n`)
       resolve(1)

@@ -5,16 +5,16 @@
 import path from 'node:path'
 
 import { SCOPES } from '../auth/authenticate.js'
-import { resolveKeys } from './first-start.js'
 import type { KeySet } from '../auth/keys.js'
 import { signToken } from '../auth/sign-token.js'
-import { isClusterWorker, shouldFork, startPrimary } from './cluster.js'
-import { ConfigError, parseConfig, SERVICE_DEFAULTS, type Config } from './config.js'
+import { StartError } from '../domain/errors.js'
 import { createJsonLogger, type JsonLogger } from '../logger.js'
 import { createService } from '../service.js'
-import { StartError } from '../domain/errors.js'
 import { createStore } from '../store/create-store.js'
 import { lockDataDir } from '../store/file/data-dir-lock.js'
+import { isClusterWorker, shouldFork, startPrimary } from './cluster.js'
+import { type Config, ConfigError, parseConfig, SERVICE_DEFAULTS } from './config.js'
+import { resolveKeys } from './first-start.js'
 
 /** How long an exit waits for buffered log lines to reach a slow reader. */
 const LOG_FLUSH_MS = 1000
@@ -23,19 +23,28 @@ async function main(): Promise<void> {
   const config = parseConfig(process.env)
   const logger = createJsonLogger({ level: config.logLevel })
   if (shouldFork(config.workers)) {
-    await startPrimary(config, logger, (code) => { void exit(logger, code) })
+    await startPrimary(config, logger, (code) => {
+      void exit(logger, code)
+    })
     return
   }
   const store = createStore({
-    databaseUrl: config.databaseUrl, dataDir: config.dataDir, logger, eventsRetentionDays: config.eventsRetentionDays,
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    logger,
+    eventsRetentionDays: config.eventsRetentionDays,
   })
   // The lock comes first: only the process that owns the directory may write to it, the
   // first-start secret included. A store that keeps no files there (a database) leaves the lock
   // to the process; workers leave it to their primary.
   store.lock()
-  const dirLock = store.capabilities.dataDir === undefined && !isClusterWorker() ? lockDataDir(config.dataDir) : undefined
+  const dirLock =
+    store.capabilities.dataDir === undefined && !isClusterWorker()
+      ? lockDataDir(config.dataDir)
+      : undefined
   const releaseDir = (): void => {
-    if (dirLock?.held === true && !dirLock.release()) logger.warn('could not remove the lock file', { file: dirLock.file })
+    if (dirLock?.held === true && !dirLock.release())
+      logger.warn('could not remove the lock file', { file: dirLock.file })
   }
   // Refuses the start (saying npm install pg) before listening when the driver is missing.
   await store.prepare()
@@ -61,7 +70,12 @@ async function main(): Promise<void> {
   if (store.capabilities.shared) await service.open()
   const { url } = await service.listen(config.port, config.host)
   // Always printed, whatever LOG_LEVEL says: tools read the URL from it.
-  logger.always('listening', { url, basePath: config.basePath, dataDir: config.dataDir, pid: process.pid })
+  logger.always('listening', {
+    url,
+    basePath: config.basePath,
+    dataDir: config.dataDir,
+    pid: process.pid,
+  })
   if (generatedFile !== undefined) printFirstStart(url, config, keys, generatedFile)
 
   let stopping = false
@@ -100,33 +114,38 @@ function printFirstStart(url: string, config: Config, keys: KeySet, file: string
   const key = keys.keys[0]
   if (key === undefined) return
   const now = Math.floor(Date.now() / 1000)
-  const token = signToken({
-    sub: 'first-start-admin',
-    // The three user scopes (§6); the feed's scope stands alone and is shown as its own example.
-    scope: SCOPES.filter((scope) => scope !== 'events:read').join(' '),
-    iat: now,
-    exp: now + 24 * 3600,
-    ...(config.issuer === undefined ? {} : { iss: config.issuer }),
-    ...(config.audience === undefined ? {} : { aud: config.audience }),
-  }, { key })
-  process.stderr.write([
-    '',
-    `No JWT_SECRET was set, so a new random secret was written to ${file} (mode 0600).`,
-    'It is used on every later start with this DATA_DIR. Set JWT_SECRET in production.',
-    '',
-    'A token with every scope, valid for 24 hours (npm run token makes more):',
-    '',
-    `  ${token}`,
-    '',
-    'Try it:',
-    '',
-    `  curl -H "Authorization: Bearer ${token}" ${url}${config.basePath}/users`,
-    '',
-    'The change feed (GET /events) needs the scope events:read, on a token of its own:',
-    '',
-    '  npm run -s token -- --sub feed-reader --scope events:read',
-    '',
-  ].join('\n') + '\n')
+  const token = signToken(
+    {
+      sub: 'first-start-admin',
+      // The three user scopes (§6); the feed's scope stands alone and is shown as its own example.
+      scope: SCOPES.filter((scope) => scope !== 'events:read').join(' '),
+      iat: now,
+      exp: now + 24 * 3600,
+      ...(config.issuer === undefined ? {} : { iss: config.issuer }),
+      ...(config.audience === undefined ? {} : { aud: config.audience }),
+    },
+    { key },
+  )
+  process.stderr.write(
+    [
+      '',
+      `No JWT_SECRET was set, so a new random secret was written to ${file} (mode 0600).`,
+      'It is used on every later start with this DATA_DIR. Set JWT_SECRET in production.',
+      '',
+      'A token with every scope, valid for 24 hours (npm run token makes more):',
+      '',
+      `  ${token}`,
+      '',
+      'Try it:',
+      '',
+      `  curl -H "Authorization: Bearer ${token}" ${url}${config.basePath}/users`,
+      '',
+      'The change feed (GET /events) needs the scope events:read, on a token of its own:',
+      '',
+      '  npm run -s token -- --sub feed-reader --scope events:read',
+      '',
+    ].join('\n') + '\n',
+  )
 }
 
 /** Starts the service from the environment; a start that fails says why on stderr and exits 1. */
@@ -135,7 +154,9 @@ export function runMain(): void {
     if (error instanceof ConfigError || error instanceof StartError) {
       process.stderr.write(`user-service: cannot start: ${error.message}\n`)
     } else {
-      process.stderr.write(`user-service: cannot start: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`)
+      process.stderr.write(
+        `user-service: cannot start: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+      )
     }
     process.exit(1)
   })

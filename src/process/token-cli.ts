@@ -6,9 +6,9 @@ import path from 'node:path'
 import { parseArgs } from 'node:util'
 
 import { SCOPES } from '../auth/authenticate.js'
-import { SECRET_FILE, readSecretFile } from './first-start.js'
 import { parseDuration, signToken } from '../auth/sign-token.js'
 import { ConfigError, parseConfig } from './config.js'
+import { readSecretFile, SECRET_FILE } from './first-start.js'
 
 function main(): void {
   const { values } = parseArgs({
@@ -20,26 +20,37 @@ function main(): void {
     },
     strict: true,
   })
-  if (values.sub === undefined || values.sub === '') throw new ConfigError('--sub is required (the user or client the token is for)')
+  if (values.sub === undefined || values.sub === '')
+    throw new ConfigError('--sub is required (the user or client the token is for)')
   const scopes = values.scope.split(/\s+/).filter((scope) => scope !== '')
   const unknown = scopes.filter((scope) => !(SCOPES as readonly string[]).includes(scope))
-  if (unknown.length > 0) throw new ConfigError(`--scope: unknown scope ${unknown.join(', ')} (use ${SCOPES.join(', ')})`)
+  if (unknown.length > 0)
+    throw new ConfigError(`--scope: unknown scope ${unknown.join(', ')} (use ${SCOPES.join(', ')})`)
   const config = parseConfig(process.env)
   const keys = config.keys ?? readSecretFile(path.join(config.dataDir, SECRET_FILE))
   if (keys === undefined) {
-    throw new ConfigError(`no secret: set JWT_SECRET or JWT_SECRETS, or start the service once to create ${path.join(config.dataDir, SECRET_FILE)}`)
+    throw new ConfigError(
+      `no secret: set JWT_SECRET or JWT_SECRETS, or start the service once to create ${path.join(config.dataDir, SECRET_FILE)}`,
+    )
   }
-  const key = values.kid === undefined ? keys.keys[0] : keys.keys.find((candidate) => candidate.kid === values.kid)
-  if (key === undefined) throw new ConfigError(`--kid: no key with kid "${values.kid ?? ''}" in JWT_SECRETS`)
+  const key =
+    values.kid === undefined
+      ? keys.keys[0]
+      : keys.keys.find((candidate) => candidate.kid === values.kid)
+  if (key === undefined)
+    throw new ConfigError(`--kid: no key with kid "${values.kid ?? ''}" in JWT_SECRETS`)
   const now = Math.floor(Date.now() / 1000)
-  const token = signToken({
-    sub: values.sub,
-    scope: scopes.join(' '),
-    iat: now,
-    exp: now + parseDuration(values.ttl),
-    ...(config.issuer === undefined ? {} : { iss: config.issuer }),
-    ...(config.audience === undefined ? {} : { aud: config.audience }),
-  }, { key })
+  const token = signToken(
+    {
+      sub: values.sub,
+      scope: scopes.join(' '),
+      iat: now,
+      exp: now + parseDuration(values.ttl),
+      ...(config.issuer === undefined ? {} : { iss: config.issuer }),
+      ...(config.audience === undefined ? {} : { aud: config.audience }),
+    },
+    { key },
+  )
   process.stdout.write(`${token}\n`)
 }
 

@@ -1,6 +1,6 @@
+import type { UserRecord } from '../domain/user.js'
 import type { Availability } from '../ops/availability.js'
 import type { CursorCodec } from '../users/cursor.js'
-import type { UserRecord } from '../domain/user.js'
 import type { UserOperations } from '../users/user-operations.js'
 import type { BulkServices } from './bulk/bulk-services.js'
 import type { EventStreams } from './events/event-streams.js'

@@ -1,8 +1,8 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http'
 
 import type { Scope } from '../auth/authenticate.js'
-import type { ChangeContext } from '../domain/change-context.js'
 import type { TokenClaims } from '../auth/verify-token.js'
+import type { ChangeContext } from '../domain/change-context.js'
 import type { Reply } from '../http/respond.js'
 import type { BodyRule, RouteSpec } from '../http/route-spec.js'
 import type { Intent } from '../ops/availability.js'
@@ -73,7 +73,7 @@ export interface Route extends RouteSpec {
   /** Query and header parameters beyond the path's, the conditional headers and X-Request-Id. */
   readonly parameters?: readonly Json[]
   /** The request body's schema (for each of mediaTypes) and, if any, a description. */
-  readonly request?: { readonly schema: Json, readonly description?: string }
+  readonly request?: { readonly schema: Json; readonly description?: string }
   /** The success answers by status. */
   readonly responses: Readonly<Record<number, ResponseDoc>>
   /**

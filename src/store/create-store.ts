@@ -26,9 +26,12 @@ export function createStore(config: StoreConfig): Store {
   const common = {
     ...(config.logger === undefined ? {} : { logger: config.logger }),
     ...(config.now === undefined ? {} : { now: config.now }),
-    ...(config.eventsRetentionDays === undefined ? {} : { eventsRetentionDays: config.eventsRetentionDays }),
+    ...(config.eventsRetentionDays === undefined
+      ? {}
+      : { eventsRetentionDays: config.eventsRetentionDays }),
   }
-  if (config.databaseUrl !== undefined) return new PostgresStore({ url: config.databaseUrl, ...common })
+  if (config.databaseUrl !== undefined)
+    return new PostgresStore({ url: config.databaseUrl, ...common })
   if (config.dataDir !== undefined) return new FileStore({ dataDir: config.dataDir, ...common })
   return new MemoryStore([], config.now === undefined ? {} : { now: config.now })
 }

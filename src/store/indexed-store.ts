@@ -1,14 +1,22 @@
 import { internalFault, ServiceError } from '../domain/errors.js'
-import { draftEvent, type ChangeContext, type ChangeEvent } from '../domain/event.js'
-import { EventJournal } from './feed/journal.js'
+import { type ChangeContext, type ChangeEvent, draftEvent } from '../domain/event.js'
 import type { Tombstone } from '../domain/tombstone.js'
 import { toRecord, type User, type UserRecord } from '../domain/user.js'
 import { isCanonicalUuid } from '../domain/uuid7.js'
+import { EventJournal } from './feed/journal.js'
 import { WriteError } from './file/atomic-write.js'
 import { PerKeyQueue } from './per-key-queue.js'
-import type { ChangeUser, ListPage, ListQuery, Store, StoreCapabilities, StoreHealth, SubjectState } from './store.js'
-import { checkStorableContext, checkStorableQuery, checkStorableUser } from './store-input.js'
+import type {
+  ChangeUser,
+  ListPage,
+  ListQuery,
+  Store,
+  StoreCapabilities,
+  StoreHealth,
+  SubjectState,
+} from './store.js'
 import { duplicateEmail, duplicateId, notCanonical, userNotFound } from './store-errors.js'
+import { checkStorableContext, checkStorableQuery, checkStorableUser } from './store-input.js'
 import { UserIndex } from './user-index.js'
 
 export interface IndexedStoreOptions {
@@ -104,7 +112,10 @@ export abstract class IndexedStore implements Store {
   }
 
   subjectOf(id: string): Promise<SubjectState> {
-    return Promise.resolve({ status: this.index.get(id)?.user.status, deleted: this.tombstones.has(id) })
+    return Promise.resolve({
+      status: this.index.get(id)?.user.status,
+      deleted: this.tombstones.has(id),
+    })
   }
 
   list(query: ListQuery): Promise<ListPage> {
@@ -148,19 +159,34 @@ export abstract class IndexedStore implements Store {
     })
   }
 
-  delete(id: string, check?: (current: UserRecord) => void, context?: ChangeContext): Promise<void> {
+  delete(
+    id: string,
+    check?: (current: UserRecord) => void,
+    context?: ChangeContext,
+  ): Promise<void> {
     return this.#queues.run(id, async () => {
       this.#requireWritable()
       const current = this.#require(id)
       check?.(current)
       checkStorableContext(context)
       const tombstone = { id, deletedAt: new Date(this.#now()).toISOString() }
-      const draft = draftEvent(current.user, undefined, id, tombstone.deletedAt, context, current.user.version + 1)
+      const draft = draftEvent(
+        current.user,
+        undefined,
+        id,
+        tombstone.deletedAt,
+        context,
+        current.user.version + 1,
+      )
       // The tombstone's write is itself a change on disk: it waits for its event.
-      await this.#durably((logged) => logged.then(() => this.bury(tombstone)), () => {
-        this.index.remove(id)
-        this.tombstones.set(id, tombstone.deletedAt)
-      }, draft === undefined ? undefined : this.events.assign(draft))
+      await this.#durably(
+        (logged) => logged.then(() => this.bury(tombstone)),
+        () => {
+          this.index.remove(id)
+          this.tombstones.set(id, tombstone.deletedAt)
+        },
+        draft === undefined ? undefined : this.events.assign(draft),
+      )
     })
   }
 
@@ -173,13 +199,29 @@ export abstract class IndexedStore implements Store {
     this.#health = { state: 'read_only', reason }
   }
 
-  async #write(record: UserRecord, current: UserRecord | undefined, context: ChangeContext | undefined): Promise<UserRecord> {
+  async #write(
+    record: UserRecord,
+    current: UserRecord | undefined,
+    context: ChangeContext | undefined,
+  ): Promise<UserRecord> {
     const claims = record.emailKey !== current?.emailKey
     if (claims) this.#reserve(record)
     try {
-      const draft = draftEvent(current?.user, record, record.user.id, new Date(this.#now()).toISOString(), context)
+      const draft = draftEvent(
+        current?.user,
+        record,
+        record.user.id,
+        new Date(this.#now()).toISOString(),
+        context,
+      )
       const event = draft === undefined ? undefined : this.events.assign(draft)
-      await this.#durably((logged) => this.persist(record, logged), () => { this.index.put(record) }, event)
+      await this.#durably(
+        (logged) => this.persist(record, logged),
+        () => {
+          this.index.put(record)
+        },
+        event,
+      )
       return record
     } finally {
       if (claims) this.#reserved.delete(record.emailKey)
@@ -194,7 +236,11 @@ export abstract class IndexedStore implements Store {
    * drops at start. An event whose change failed here is voided; the feed shows an event once its
    * change is in memory.
    */
-  async #durably(step: (logged: Promise<void>) => Promise<void>, apply: () => void, event?: ChangeEvent): Promise<void> {
+  async #durably(
+    step: (logged: Promise<void>) => Promise<void>,
+    apply: () => void,
+    event?: ChangeEvent,
+  ): Promise<void> {
     const logged = event === undefined ? LOGGED : this.#logged(event)
     // A step that fails before it waits for the event leaves the rejection to us: never unhandled.
     logged.catch(() => undefined)
@@ -220,7 +266,8 @@ export abstract class IndexedStore implements Store {
     try {
       await this.logEvent(event)
     } catch (error) {
-      if (error instanceof WriteError && error.applied) throw new WriteError(error.step, error.cause, false)
+      if (error instanceof WriteError && error.applied)
+        throw new WriteError(error.step, error.cause, false)
       throw error
     }
   }
@@ -244,7 +291,10 @@ export abstract class IndexedStore implements Store {
       this.turnReadOnly(`a write failed at ${error.step} (${error.code ?? 'no errno'})`)
     } else {
       // A full or read-only disk: writes may work again once space is freed or the mount fixed.
-      this.#health = { state: 'degraded', reason: `a write failed at ${error.step} (${error.code ?? 'no errno'})` }
+      this.#health = {
+        state: 'degraded',
+        reason: `a write failed at ${error.step} (${error.code ?? 'no errno'})`,
+      }
     }
   }
 
@@ -254,7 +304,10 @@ export abstract class IndexedStore implements Store {
 
   #reserve(record: UserRecord): void {
     const holder = this.index.idOfEmail(record.emailKey)
-    if ((holder !== undefined && holder !== record.user.id) || this.#reserved.has(record.emailKey)) {
+    if (
+      (holder !== undefined && holder !== record.user.id) ||
+      this.#reserved.has(record.emailKey)
+    ) {
       throw duplicateEmail()
     }
     this.#reserved.add(record.emailKey)
@@ -268,12 +321,21 @@ export abstract class IndexedStore implements Store {
 }
 
 /** The one answer to a storage fault: storage_unavailable, and a detail that says what was kept. */
-export function storageUnavailable(cause: WriteError | undefined, health: StoreHealth): ServiceError {
+export function storageUnavailable(
+  cause: WriteError | undefined,
+  health: StoreHealth,
+): ServiceError {
   const readOnly = 'the service takes no more writes until it is restarted; reads still work.'
-  let detail = 'Storage refused the write (it is full or read-only), so nothing was changed. Try again later.'
-  if (cause === undefined && health.state === 'read_only') detail = `Storage failed earlier: ${readOnly}`
-  else if (cause === undefined) detail = 'Storage refused the last write (it is full or read-only); new writes are tried as they come.'
-  else if (cause.applied) detail = `The change was written but could not be made durable, and ${readOnly} Read it back to see what is kept.`
-  else if (health.state === 'read_only') detail = `Storage failed and nothing was changed; ${readOnly}`
+  let detail =
+    'Storage refused the write (it is full or read-only), so nothing was changed. Try again later.'
+  if (cause === undefined && health.state === 'read_only')
+    detail = `Storage failed earlier: ${readOnly}`
+  else if (cause === undefined)
+    detail =
+      'Storage refused the last write (it is full or read-only); new writes are tried as they come.'
+  else if (cause.applied)
+    detail = `The change was written but could not be made durable, and ${readOnly} Read it back to see what is kept.`
+  else if (health.state === 'read_only')
+    detail = `Storage failed and nothing was changed; ${readOnly}`
   return new ServiceError('storage_unavailable', detail, { retryAfterSeconds: 30, cause })
 }

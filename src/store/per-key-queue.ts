@@ -9,7 +9,10 @@ export class PerKeyQueue {
   run<T>(key: string, task: () => Promise<T>): Promise<T> {
     const previous = this.#tails.get(key) ?? Promise.resolve()
     const run = previous.then(task, task)
-    const settled = run.then(() => undefined, () => undefined)
+    const settled = run.then(
+      () => undefined,
+      () => undefined,
+    )
     this.#tails.set(key, settled)
     void settled.then(() => {
       if (this.#tails.get(key) === settled) this.#tails.delete(key)

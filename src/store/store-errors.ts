@@ -17,7 +17,13 @@ export function duplicateId(id: string): ServiceError {
 
 /** Ids name files in the file store: only canonical UUIDs ever get that far. */
 export function notCanonical(id: string): ServiceError {
-  return new ServiceError('validation_failed', `The id ${JSON.stringify(id)} is not a canonical UUID.`, {
-    errors: [{ pointer: '/id', code: 'invalid_format', message: 'id must be a lower-case UUID.' }],
-  })
+  return new ServiceError(
+    'validation_failed',
+    `The id ${JSON.stringify(id)} is not a canonical UUID.`,
+    {
+      errors: [
+        { pointer: '/id', code: 'invalid_format', message: 'id must be a lower-case UUID.' },
+      ],
+    },
+  )
 }

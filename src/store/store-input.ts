@@ -23,11 +23,19 @@ export function checkStorableUser(user: User, current: User | undefined): void {
     )
   }
   if (!Number.isSafeInteger(version) || version < 1) {
-    throw fieldError('/version', 'out_of_range', `version must be a whole number from 1 to ${MAX_VERSION}.`)
+    throw fieldError(
+      '/version',
+      'out_of_range',
+      `version must be a whole number from 1 to ${MAX_VERSION}.`,
+    )
   }
   for (const key of ['email', 'name'] as const) {
     if (user[key].includes(NUL)) {
-      throw fieldError(`/${key}`, 'invalid_characters', `${key} must not contain a NUL character (U+0000).`)
+      throw fieldError(
+        `/${key}`,
+        'invalid_characters',
+        `${key} must not contain a NUL character (U+0000).`,
+      )
     }
   }
 }
@@ -43,15 +51,24 @@ export function checkStorableQuery(query: ListQuery): void {
 /** Who made a change: the token's `sub` and the request id end up in the event. */
 export function checkStorableContext(context: ChangeContext | undefined): void {
   if (context?.actor?.includes(NUL) === true) {
-    throw new ServiceError('bad_request', 'The token subject must not contain a NUL character (U+0000).')
+    throw new ServiceError(
+      'bad_request',
+      'The token subject must not contain a NUL character (U+0000).',
+    )
   }
   if (context?.requestId?.includes(NUL) === true) {
-    throw new ServiceError('bad_request', 'The request id must not contain a NUL character (U+0000).')
+    throw new ServiceError(
+      'bad_request',
+      'The request id must not contain a NUL character (U+0000).',
+    )
   }
 }
 
 function nulParameter(name: string): ServiceError {
-  return new ServiceError('bad_request', `The query parameter ${name} must not contain a NUL character (U+0000).`)
+  return new ServiceError(
+    'bad_request',
+    `The query parameter ${name} must not contain a NUL character (U+0000).`,
+  )
 }
 
 function fieldError(pointer: string, code: string, message: string): ServiceError {

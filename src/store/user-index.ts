@@ -69,9 +69,10 @@ export class UserIndex {
   list(query: ListQuery, work?: ListWork): ListPage {
     const { email, statuses, q } = query.filter
     if (email !== undefined) return this.#listByEmail(query, email.toLowerCase(), work)
-    const sources = statuses === undefined
-      ? [this.#sortedIds]
-      : [...new Set(statuses)].map((status) => this.#idsByStatus.get(status) ?? NO_IDS)
+    const sources =
+      statuses === undefined
+        ? [this.#sortedIds]
+        : [...new Set(statuses)].map((status) => this.#idsByStatus.get(status) ?? NO_IDS)
     const next = walkIds(sources, query.order, query.after)
     const needle = q?.toLowerCase()
     // Ids from the arrays match by construction; only records tested against q spend the budget.
@@ -96,7 +97,8 @@ export class UserIndex {
           if (!matchesText(record, needle)) continue
         }
         // The page is full and this match proves there is more: resume after the last item.
-        if (items.length === query.limit) page = pageWithMore(items, items.at(-1)?.user.id ?? query.after)
+        if (items.length === query.limit)
+          page = pageWithMore(items, items.at(-1)?.user.id ?? query.after)
         else items.push(record)
       }
     }
@@ -111,10 +113,11 @@ export class UserIndex {
     if (record === undefined) return { items: [], hasMore: false }
     if (work !== undefined) work.examined += 1
     const { statuses, q } = query.filter
-    const found = query.limit > 0
-      && isAfter(record.user.id, query.order, query.after)
-      && (statuses === undefined || statuses.includes(record.user.status))
-      && (q === undefined || matchesText(record, q.toLowerCase()))
+    const found =
+      query.limit > 0 &&
+      isAfter(record.user.id, query.order, query.after) &&
+      (statuses === undefined || statuses.includes(record.user.status)) &&
+      (q === undefined || matchesText(record, q.toLowerCase()))
     return { items: found ? [record] : [], hasMore: false }
   }
 
@@ -129,7 +132,9 @@ export class UserIndex {
 }
 
 function pageWithMore(items: readonly UserRecord[], resumeAfter: string | undefined): ListPage {
-  return resumeAfter === undefined ? { items, hasMore: true } : { items, hasMore: true, resumeAfter }
+  return resumeAfter === undefined
+    ? { items, hasMore: true }
+    : { items, hasMore: true, resumeAfter }
 }
 
 function matchesText(record: UserRecord, needle: string): boolean {
@@ -145,7 +150,9 @@ function isAfter(id: string, order: Order, after: string | undefined): boolean {
  * step takes the best of the heads (k ≤ 3), so ids of other arrays are never looked at.
  */
 function walkIds(
-  sources: readonly (readonly string[])[], order: Order, after: string | undefined,
+  sources: readonly (readonly string[])[],
+  order: Order,
+  after: string | undefined,
 ): () => string | undefined {
   const step = order === 'asc' ? 1 : -1
   const heads = sources.map((ids) => {

@@ -32,9 +32,16 @@ export function createCursorCodec(secret: Buffer): CursorCodec {
 
   return {
     encode(state) {
-      const payload = Buffer.from(JSON.stringify([
-        1, state.after, state.sort, state.statuses ?? null, state.email ?? null, state.q ?? null,
-      ])).toString('base64url')
+      const payload = Buffer.from(
+        JSON.stringify([
+          1,
+          state.after,
+          state.sort,
+          state.statuses ?? null,
+          state.email ?? null,
+          state.q ?? null,
+        ]),
+      ).toString('base64url')
       return `${payload}.${sign(payload).toString('base64url')}`
     },
     decode(text) {
@@ -42,7 +49,11 @@ export function createCursorCodec(secret: Buffer): CursorCodec {
       if (payload === undefined || signature === undefined || rest.length > 0) throw badCursor()
       const expected = sign(payload)
       const given = Buffer.from(signature, 'base64url')
-      if (given.toString('base64url') !== signature || given.length !== expected.length || !timingSafeEqual(given, expected)) {
+      if (
+        given.toString('base64url') !== signature ||
+        given.length !== expected.length ||
+        !timingSafeEqual(given, expected)
+      ) {
         throw badCursor()
       }
       return parseState(Buffer.from(payload, 'base64url').toString('utf8'))
@@ -89,5 +100,8 @@ function optionalString(value: unknown): string | undefined {
 }
 
 function badCursor(): ServiceError {
-  return new ServiceError('bad_request', 'The query parameter cursor is not a cursor this service made.')
+  return new ServiceError(
+    'bad_request',
+    'The query parameter cursor is not a cursor this service made.',
+  )
 }

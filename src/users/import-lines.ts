@@ -90,7 +90,9 @@ export class LineReader {
     this.#started = false
     if (oversize) return TOO_LONG
     try {
-      return utf8.decode(parts.length === 1 && parts[0] !== undefined ? parts[0] : Buffer.concat(parts, size))
+      return utf8.decode(
+        parts.length === 1 && parts[0] !== undefined ? parts[0] : Buffer.concat(parts, size),
+      )
     } catch {
       return NOT_UTF8
     }

@@ -1,10 +1,10 @@
-import type { ChangeContext } from '../domain/event.js'
 import { ServiceError } from '../domain/errors.js'
-import { HttpError, toHttpError, type FieldError } from '../http/problem.js'
-import type { Store } from '../store/store.js'
-import { NOT_UTF8, TOO_LONG, type SplitLine } from './import-lines.js'
+import type { ChangeContext } from '../domain/event.js'
 import { isUserStatus, toRecord, type User } from '../domain/user.js'
-import { isCanonicalUuid, type IdGenerator } from '../domain/uuid7.js'
+import { type IdGenerator, isCanonicalUuid } from '../domain/uuid7.js'
+import { type FieldError, HttpError, toHttpError } from '../http/problem.js'
+import type { Store } from '../store/store.js'
+import { type NOT_UTF8, type SplitLine, TOO_LONG } from './import-lines.js'
 import { validateCreate, validateReplace } from './validate-user.js'
 
 /** An import line longer than this gets a 413 result of its own; its bytes are never kept. */
@@ -37,7 +37,12 @@ export interface LineReport {
 }
 
 /** Stores the user of one import line, or says why not; it never throws. */
-export type LineImporter = (line: number, text: SplitLine, context: ChangeContext, report?: LineReport) => Promise<LineResult>
+export type LineImporter = (
+  line: number,
+  text: SplitLine,
+  context: ChangeContext,
+  report?: LineReport,
+) => Promise<LineResult>
 
 export function createLineImporter(options: LineImporterOptions): LineImporter {
   const { store, now, newId, writeGate } = options
@@ -47,10 +52,22 @@ export function createLineImporter(options: LineImporterOptions): LineImporter {
     const current = await store.get(user.id)
     if (current !== undefined) {
       if (current.json === toRecord(user).json) return { line, status: 200, id: user.id }
-      return { line, status: 409, id: user.id, code: 'duplicate_id', detail: 'Another user with this id is stored.' }
+      return {
+        line,
+        status: 409,
+        id: user.id,
+        code: 'duplicate_id',
+        detail: 'Another user with this id is stored.',
+      }
     }
     if (await store.isDeleted(user.id)) {
-      return { line, status: 409, id: user.id, code: 'duplicate_id', detail: 'A user with this id was deleted; ids are never reused.' }
+      return {
+        line,
+        status: 409,
+        id: user.id,
+        code: 'duplicate_id',
+        detail: 'A user with this id was deleted; ids are never reused.',
+      }
     }
     return undefined
   }
@@ -84,7 +101,8 @@ export function createLineImporter(options: LineImporterOptions): LineImporter {
         const settled = await settledResult(line, user).catch(() => undefined)
         if (settled !== undefined) return settled
       }
-      if (error instanceof ServiceError && error.code === 'storage_unavailable') report?.fault(toHttpError(error), line)
+      if (error instanceof ServiceError && error.code === 'storage_unavailable')
+        report?.fault(toHttpError(error), line)
       return toFailureResult(line, error)
     }
   }
@@ -94,17 +112,27 @@ export function createLineImporter(options: LineImporterOptions): LineImporter {
 function toExportedUser(value: Record<string, unknown>): User {
   const { id, status, createdAt, updatedAt, version } = value
   const errors: FieldError[] = []
-  const wrong = (pointer: string, message: string): void => { errors.push({ pointer, code: 'invalid_format', message }) }
+  const wrong = (pointer: string, message: string): void => {
+    errors.push({ pointer, code: 'invalid_format', message })
+  }
   if (typeof id !== 'string' || !isCanonicalUuid(id)) wrong('/id', 'id must be a lower-case UUID.')
   if (!isUserStatus(status)) wrong('/status', 'status must be pending, active or suspended.')
-  for (const [key, stamp] of [['createdAt', createdAt], ['updatedAt', updatedAt]] as const) {
+  for (const [key, stamp] of [
+    ['createdAt', createdAt],
+    ['updatedAt', updatedAt],
+  ] as const) {
     if (typeof stamp !== 'string' || !TIMESTAMP.test(stamp) || Number.isNaN(Date.parse(stamp))) {
       wrong(`/${key}`, `${key} must be a UTC time stamp like 2024-01-31T12:00:00.000Z.`)
     }
   }
-  if (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 1) wrong('/version', 'version must be a whole number of at least 1.')
-  if (errors.length > 0) throw new HttpError('validation_failed', 'The user is not valid.', { errors })
-  const shape = { id, status, createdAt, updatedAt, version } as Pick<User, 'id' | 'status' | 'createdAt' | 'updatedAt' | 'version'>
+  if (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 1)
+    wrong('/version', 'version must be a whole number of at least 1.')
+  if (errors.length > 0)
+    throw new HttpError('validation_failed', 'The user is not valid.', { errors })
+  const shape = { id, status, createdAt, updatedAt, version } as Pick<
+    User,
+    'id' | 'status' | 'createdAt' | 'updatedAt' | 'version'
+  >
   // The output-only fields may echo the values just checked; email, name and metadata follow the API's rules.
   const input = validateReplace(value, { ...shape, email: '', name: '', metadata: {} })
   return { ...shape, ...input }
@@ -120,7 +148,12 @@ function toNewUser(value: unknown, newId: IdGenerator, now: () => number): User 
 
 function refusedLine(line: number, why: typeof TOO_LONG | typeof NOT_UTF8): LineResult {
   return why === TOO_LONG
-    ? { line, status: 413, code: 'payload_too_large', detail: `The line is longer than ${MAX_LINE_BYTES} bytes.` }
+    ? {
+        line,
+        status: 413,
+        code: 'payload_too_large',
+        detail: `The line is longer than ${MAX_LINE_BYTES} bytes.`,
+      }
     : { line, status: 400, code: 'bad_request', detail: 'The line is not valid UTF-8.' }
 }
 
@@ -130,7 +163,10 @@ export function toFailureResult(line: number, error: unknown): LineResult {
     return { line, status: 500, code: 'internal', detail: 'The user could not be imported.' }
   }
   return {
-    line, status: toHttpError(error).status, code: error.code, detail: error.detail,
+    line,
+    status: toHttpError(error).status,
+    code: error.code,
+    detail: error.detail,
     ...(error.errors === undefined ? {} : { errors: error.errors }),
   }
 }

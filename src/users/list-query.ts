@@ -1,8 +1,8 @@
-import { badParameter, readQueryParameters } from '../http/query-parameters.js'
-import type { ListQuery } from '../store/store.js'
-import { SORTS, type CursorCodec, type CursorState, type Sort } from './cursor.js'
 import { USER_STATUSES, type UserStatus } from '../domain/user.js'
 import { isCanonicalUuid } from '../domain/uuid7.js'
+import { badParameter, readQueryParameters } from '../http/query-parameters.js'
+import type { ListQuery } from '../store/store.js'
+import { type CursorCodec, type CursorState, SORTS, type Sort } from './cursor.js'
 
 export const LIST_PARAMETERS = ['limit', 'cursor', 'status', 'email', 'q', 'sort', 'ids'] as const
 type Parameter = (typeof LIST_PARAMETERS)[number]
@@ -43,12 +43,16 @@ export function parseListQuery(rawQuery: string, cursors: CursorCodec): ListRequ
   const cursor = cursors.decode(cursorText)
   const differs: string[] = []
   if (params.has('sort') && given.sort !== cursor.sort) differs.push('sort')
-  if (given.statuses !== undefined && String(given.statuses) !== String(cursor.statuses)) differs.push('status')
+  if (given.statuses !== undefined && String(given.statuses) !== String(cursor.statuses))
+    differs.push('status')
   if (given.email !== undefined && given.email !== cursor.email) differs.push('email')
   if (given.q !== undefined && given.q !== cursor.q) differs.push('q')
   if (differs.length > 0) {
     const names = differs.join(', ')
-    throw badParameter('cursor', `was made for other ${names}; send it alone or with the same filters and sort`)
+    throw badParameter(
+      'cursor',
+      `was made for other ${names}; send it alone or with the same filters and sort`,
+    )
   }
   return { query: toQuery(cursor, cursor.after, limit), walk: cursor }
 }
@@ -59,11 +63,16 @@ export function parseListQuery(rawQuery: string, cursors: CursorCodec): ListRequ
  */
 function refuseNul(params: ReadonlyMap<Parameter, string>): void {
   for (const [name, value] of params) {
-    if (value.includes('\u0000')) throw badParameter(name, 'must not contain a NUL character (U+0000)')
+    if (value.includes('\u0000'))
+      throw badParameter(name, 'must not contain a NUL character (U+0000)')
   }
 }
 
-function toQuery(walk: Omit<CursorState, 'after'>, after: string | undefined, limit: number): ListQuery {
+function toQuery(
+  walk: Omit<CursorState, 'after'>,
+  after: string | undefined,
+  limit: number,
+): ListQuery {
   return {
     filter: {
       ...(walk.statuses === undefined ? {} : { statuses: walk.statuses }),
@@ -87,20 +96,27 @@ function parseIds(text: string, params: ReadonlyMap<Parameter, string>): ListReq
   if (items.length > MAX_IDS) throw badParameter('ids', `must name at most ${MAX_IDS} users`)
   for (const item of items) {
     const id = item.trim()
-    if (!isCanonicalUuid(id)) throw badParameter('ids', 'must be a comma list of user ids (lower-case UUIDs)')
+    if (!isCanonicalUuid(id))
+      throw badParameter('ids', 'must be a comma list of user ids (lower-case UUIDs)')
     // Named twice, shown once: the page holds each user at most once.
     if (seen.has(id)) continue
     seen.add(id)
     ids.push(id)
   }
-  const walk: Omit<CursorState, 'after'> = { sort: 'createdAt', statuses: undefined, email: undefined, q: undefined }
+  const walk: Omit<CursorState, 'after'> = {
+    sort: 'createdAt',
+    statuses: undefined,
+    email: undefined,
+    q: undefined,
+  }
   return { query: toQuery(walk, undefined, MAX_IDS), walk, ids }
 }
 
 function parseLimit(text: string | undefined): number {
   if (text === undefined) return DEFAULT_LIMIT
   const limit = /^\d{1,3}$/.test(text) ? Number(text) : Number.NaN
-  if (!(limit >= 1 && limit <= MAX_LIMIT)) throw badParameter('limit', `must be a whole number from 1 to ${MAX_LIMIT}`)
+  if (!(limit >= 1 && limit <= MAX_LIMIT))
+    throw badParameter('limit', `must be a whole number from 1 to ${MAX_LIMIT}`)
   return limit
 }
 
@@ -116,7 +132,8 @@ function parseStatuses(text: string | undefined): UserStatus[] | undefined {
   const statuses = new Set<UserStatus>()
   for (const item of text.split(',')) {
     const status = USER_STATUSES.find((candidate) => candidate === item.trim())
-    if (status === undefined) throw badParameter('status', `must be a comma list of ${USER_STATUSES.join(', ')}`)
+    if (status === undefined)
+      throw badParameter('status', `must be a comma list of ${USER_STATUSES.join(', ')}`)
     statuses.add(status)
   }
   // Sorted, so that `active,pending` and `pending,active` are the same walk.
@@ -131,4 +148,3 @@ function parseQ(text: string | undefined): string | undefined {
   }
   return text.toLowerCase()
 }
-

@@ -40,51 +40,88 @@ export interface FieldSpec {
 
 export const USER_FIELDS = {
   id: {
-    type: 'string', access: 'output', required: false, format: 'uuid',
-    description: 'Assigned by the server at creation: a lower-case UUIDv7, so ids sort by creation time.',
+    type: 'string',
+    access: 'output',
+    required: false,
+    format: 'uuid',
+    description:
+      'Assigned by the server at creation: a lower-case UUIDv7, so ids sort by creation time.',
     example: '0193a5f2-7c1e-7d3a-9b2f-1c2d3e4f5a6b',
   },
   email: {
-    type: 'string', access: 'writable', required: true, trim: true, format: 'email',
-    minLength: 3, maxLength: 254, maxLocalLength: 64,
-    description: 'local@domain.tld (the domain has a dot, no spaces; the local part and each '
-      + 'domain label hold a visible character). Unique across users, compared '
-      + 'case-insensitively; stored as given.',
+    type: 'string',
+    access: 'writable',
+    required: true,
+    trim: true,
+    format: 'email',
+    minLength: 3,
+    maxLength: 254,
+    maxLocalLength: 64,
+    description:
+      'local@domain.tld (the domain has a dot, no spaces; the local part and each ' +
+      'domain label hold a visible character). Unique across users, compared ' +
+      'case-insensitively; stored as given.',
     example: 'ada@example.com',
   },
   name: {
-    type: 'string', access: 'writable', required: true, trim: true, minLength: 1, maxLength: 200,
-    pattern: '^[^\\u0000-\\u001F\\u007F-\\u009F]*$', requireVisible: true,
-    description: '1-200 characters (code points) after trimming, without control characters '
-      + '(C0, DEL or C1), and not only white space or zero-width characters.',
+    type: 'string',
+    access: 'writable',
+    required: true,
+    trim: true,
+    minLength: 1,
+    maxLength: 200,
+    pattern: '^[^\\u0000-\\u001F\\u007F-\\u009F]*$',
+    requireVisible: true,
+    description:
+      '1-200 characters (code points) after trimming, without control characters ' +
+      '(C0, DEL or C1), and not only white space or zero-width characters.',
     example: 'Ada Lovelace',
   },
   status: {
-    type: 'string', access: 'output', required: false, enum: USER_STATUSES,
+    type: 'string',
+    access: 'output',
+    required: false,
+    enum: USER_STATUSES,
     changeHint: 'change it with POST /users/{id}:activate or POST /users/{id}:suspend',
     description: 'pending when created; changed only by the :activate and :suspend methods.',
     example: 'pending',
   },
   metadata: {
-    type: 'metadata', access: 'writable', required: false,
-    maxKeys: 32, keyPattern: '^[A-Za-z0-9_.-]{1,64}$', maxValueLength: 512,
-    description: 'Up to 32 keys of 1-64 characters of [A-Za-z0-9_.-], each with a string of at most 512 characters. Defaults to {}.',
+    type: 'metadata',
+    access: 'writable',
+    required: false,
+    maxKeys: 32,
+    keyPattern: '^[A-Za-z0-9_.-]{1,64}$',
+    maxValueLength: 512,
+    description:
+      'Up to 32 keys of 1-64 characters of [A-Za-z0-9_.-], each with a string of at most 512 characters. Defaults to {}.',
     example: { team: 'analytics' },
   },
   createdAt: {
-    type: 'string', access: 'output', required: false, format: 'date-time',
+    type: 'string',
+    access: 'output',
+    required: false,
+    format: 'date-time',
     description: 'When the user was created (RFC 3339, UTC, milliseconds).',
     example: '2026-11-21T13:47:00.000Z',
   },
   updatedAt: {
-    type: 'string', access: 'output', required: false, format: 'date-time',
+    type: 'string',
+    access: 'output',
+    required: false,
+    format: 'date-time',
     description: 'When a change last altered the stored user.',
     example: '2026-11-21T13:47:00.000Z',
   },
   version: {
-    type: 'integer', access: 'output', required: false, minimum: 1, maximum: MAX_VERSION,
-    description: '1 at creation, +1 on every change that alters the stored user; the ETag follows it. '
-      + 'A user at the highest version (2^53 - 1) cannot change any more (409 version_exhausted).',
+    type: 'integer',
+    access: 'output',
+    required: false,
+    minimum: 1,
+    maximum: MAX_VERSION,
+    description:
+      '1 at creation, +1 on every change that alters the stored user; the ETag follows it. ' +
+      'A user at the highest version (2^53 - 1) cannot change any more (409 version_exhausted).',
     example: 1,
   },
 } as const satisfies Record<string, FieldSpec>

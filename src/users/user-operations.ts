@@ -1,12 +1,16 @@
 import type { ChangeContext } from '../domain/change-context.js'
 import { ServiceError } from '../domain/errors.js'
+import { type LifecycleAction, nextStatus } from '../domain/lifecycle.js'
 import { evaluatePreconditions, type Preconditions } from '../domain/preconditions.js'
-import type { ListPage, ListQuery, Store } from '../store/store.js'
-import { nextStatus, type LifecycleAction } from '../domain/lifecycle.js'
 import type { User, UserRecord } from '../domain/user.js'
-import { createIdGenerator, isCanonicalUuid, type IdGenerator } from '../domain/uuid7.js'
+import { createIdGenerator, type IdGenerator, isCanonicalUuid } from '../domain/uuid7.js'
+import type { ListPage, ListQuery, Store } from '../store/store.js'
 import {
-  validateCreate, validateEmptyBody, validatePatch, validateReplace, type UserInput,
+  type UserInput,
+  validateCreate,
+  validateEmptyBody,
+  validatePatch,
+  validateReplace,
 } from './validate-user.js'
 
 export interface UserOperationsOptions {
@@ -34,11 +38,25 @@ export interface UserOperations {
    * store puts in the change's event (§10); `{}` for a write outside a request.
    */
   create(body: unknown, context: ChangeContext): Promise<UserRecord>
-  replace(id: string, body: unknown, conditions: Preconditions, context: ChangeContext): Promise<UserRecord>
-  patch(id: string, body: unknown, conditions: Preconditions, context: ChangeContext): Promise<UserRecord>
+  replace(
+    id: string,
+    body: unknown,
+    conditions: Preconditions,
+    context: ChangeContext,
+  ): Promise<UserRecord>
+  patch(
+    id: string,
+    body: unknown,
+    conditions: Preconditions,
+    context: ChangeContext,
+  ): Promise<UserRecord>
   remove(id: string, conditions: Preconditions, context: ChangeContext): Promise<void>
   transition(
-    id: string, action: LifecycleAction, body: unknown, conditions: Preconditions, context: ChangeContext,
+    id: string,
+    action: LifecycleAction,
+    body: unknown,
+    conditions: Preconditions,
+    context: ChangeContext,
   ): Promise<UserRecord>
   /**
    * Refuses a token whose `sub` names a suspended (subject_suspended) or deleted (subject_deleted)
@@ -54,18 +72,28 @@ export function createUserOperations(options: UserOperationsOptions): UserOperat
 
   /** Runs a change under the store's lock: not_found, then precondition_failed, then the change's own checks. */
   const change = (
-    id: string, conditions: Preconditions, context: ChangeContext, next: (current: User) => User | undefined,
+    id: string,
+    conditions: Preconditions,
+    context: ChangeContext,
+    next: (current: User) => User | undefined,
   ): Promise<UserRecord> => {
     requireUserId(id)
-    return store.update(id, (current) => {
-      checkWritePreconditions(current, conditions)
-      const changed = next(current.user)
-      if (changed !== undefined) writeGate()
-      return changed
-    }, context)
+    return store.update(
+      id,
+      (current) => {
+        checkWritePreconditions(current, conditions)
+        const changed = next(current.user)
+        if (changed !== undefined) writeGate()
+        return changed
+      },
+      context,
+    )
   }
 
-  const touch = (current: User, fields: Partial<Pick<User, 'email' | 'name' | 'metadata' | 'status'>>): User => ({
+  const touch = (
+    current: User,
+    fields: Partial<Pick<User, 'email' | 'name' | 'metadata' | 'status'>>,
+  ): User => ({
     ...current,
     ...fields,
     // Never before the previous change, even if the clock steps back.
@@ -83,7 +111,10 @@ export function createUserOperations(options: UserOperationsOptions): UserOperat
       requireUserId(id)
       return store.get(id).then((record) => {
         if (record === undefined) throw notFound()
-        if (conditions.ifMatch !== undefined && evaluatePreconditions(conditions, record.etag, true) === 'failed') {
+        if (
+          conditions.ifMatch !== undefined &&
+          evaluatePreconditions(conditions, record.etag, true) === 'failed'
+        ) {
           throw preconditionFailed(record)
         }
         return record
@@ -94,25 +125,36 @@ export function createUserOperations(options: UserOperationsOptions): UserOperat
       const input = validateCreate(body)
       const { id, ms } = newId(now())
       const at = new Date(ms).toISOString()
-      return store.create({ id, ...input, status: 'pending', createdAt: at, updatedAt: at, version: 1 }, writeGate, context)
+      return store.create(
+        { id, ...input, status: 'pending', createdAt: at, updatedAt: at, version: 1 },
+        writeGate,
+        context,
+      )
     },
 
-    replace: (id, body, conditions, context) => change(id, conditions, context, (current) => apply(current, validateReplace(body, current))),
+    replace: (id, body, conditions, context) =>
+      change(id, conditions, context, (current) => apply(current, validateReplace(body, current))),
 
-    patch: (id, body, conditions, context) => change(id, conditions, context, (current) => apply(current, validatePatch(body, current))),
+    patch: (id, body, conditions, context) =>
+      change(id, conditions, context, (current) => apply(current, validatePatch(body, current))),
 
-    transition: (id, action, body, conditions, context) => change(id, conditions, context, (current) => {
-      validateEmptyBody(body)
-      const status = nextStatus(current.status, action)
-      return status === current.status ? undefined : touch(current, { status })
-    }),
+    transition: (id, action, body, conditions, context) =>
+      change(id, conditions, context, (current) => {
+        validateEmptyBody(body)
+        const status = nextStatus(current.status, action)
+        return status === current.status ? undefined : touch(current, { status })
+      }),
 
     remove(id, conditions, context) {
       requireUserId(id)
-      return store.delete(id, (current) => {
-        checkWritePreconditions(current, conditions)
-        writeGate()
-      }, context)
+      return store.delete(
+        id,
+        (current) => {
+          checkWritePreconditions(current, conditions)
+          writeGate()
+        },
+        context,
+      )
     },
 
     checkSubject(sub) {
@@ -120,9 +162,13 @@ export function createUserOperations(options: UserOperationsOptions): UserOperat
       if (!isCanonicalUuid(sub)) return undefined
       return store.subjectOf(sub).then(({ status, deleted }) => {
         if (status === 'suspended') {
-          throw new ServiceError('subject_suspended', 'The subject of this token is a suspended user.')
+          throw new ServiceError(
+            'subject_suspended',
+            'The subject of this token is a suspended user.',
+          )
         }
-        if (deleted) throw new ServiceError('subject_deleted', 'The subject of this token is a deleted user.')
+        if (deleted)
+          throw new ServiceError('subject_deleted', 'The subject of this token is a deleted user.')
       })
     },
   }
@@ -138,17 +184,23 @@ function notFound(): ServiceError {
 }
 
 function preconditionFailed(current: UserRecord): ServiceError {
-  return new ServiceError('precondition_failed', `A precondition does not hold for the current ETag ${current.etag}.`)
+  return new ServiceError(
+    'precondition_failed',
+    `A precondition does not hold for the current ETag ${current.etag}.`,
+  )
 }
 
 /** A write goes ahead only when If-Match matches and If-None-Match does not (`*` included). */
 function checkWritePreconditions(current: UserRecord, conditions: Preconditions): void {
-  if (evaluatePreconditions(conditions, current.etag, false) !== 'pass') throw preconditionFailed(current)
+  if (evaluatePreconditions(conditions, current.etag, false) !== 'pass')
+    throw preconditionFailed(current)
 }
 
 function sameInput(current: User, input: UserInput): boolean {
   if (current.email !== input.email || current.name !== input.name) return false
   const keys = Object.keys(current.metadata)
   if (keys.length !== Object.keys(input.metadata).length) return false
-  return keys.every((key) => Object.hasOwn(input.metadata, key) && input.metadata[key] === current.metadata[key])
+  return keys.every(
+    (key) => Object.hasOwn(input.metadata, key) && input.metadata[key] === current.metadata[key],
+  )
 }

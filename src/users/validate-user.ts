@@ -1,6 +1,6 @@
-import { ServiceError, type FieldError } from '../domain/errors.js'
+import { type FieldError, ServiceError } from '../domain/errors.js'
 import { EMPTY_METADATA, type Metadata, type User } from '../domain/user.js'
-import { USER_FIELDS, isFieldName, type FieldSpec } from './user-fields.js'
+import { type FieldSpec, isFieldName, USER_FIELDS } from './user-fields.js'
 
 /** The writable fields, checked and normalised (trimmed): what a create, replace or patch sets. */
 export interface UserInput {
@@ -71,9 +71,10 @@ interface Draft {
 function validateBody(body: unknown, current: User | undefined, base: User | undefined): UserInput {
   const errors = new FieldErrors()
   const fields = requireObject(body, errors)
-  const draft: Draft = base === undefined
-    ? { email: undefined, name: undefined, metadata: EMPTY_METADATA }
-    : { email: base.email, name: base.name, metadata: base.metadata }
+  const draft: Draft =
+    base === undefined
+      ? { email: undefined, name: undefined, metadata: EMPTY_METADATA }
+      : { email: base.email, name: base.name, metadata: base.metadata }
   for (const [key, value] of Object.entries(fields)) {
     if (!checkKnown(key, value, current, errors)) continue
     if (key === 'metadata') {
@@ -109,7 +110,10 @@ function requireObject(body: unknown, errors: FieldErrors): Body {
  * output-only field passes only when it equals the stored value.
  */
 function checkKnown(
-  key: string, value: unknown, current: User | undefined, errors: FieldErrors,
+  key: string,
+  value: unknown,
+  current: User | undefined,
+  errors: FieldErrors,
 ): boolean {
   const pointer = toPointer(key)
   if (!isFieldName(key)) {
@@ -127,9 +131,10 @@ function checkKnown(
   // Stryker disable next-line BooleanLiteral: as above
   if (current !== undefined && current[key] === value) return false
   const hint = spec.changeHint === undefined ? '' : `; ${spec.changeHint}`
-  const message = current === undefined
-    ? `${key} is read-only: it is set by the server${hint}.`
-    : `${key} is read-only: send its stored value or leave it out${hint}.`
+  const message =
+    current === undefined
+      ? `${key} is read-only: it is set by the server${hint}.`
+      : `${key} is read-only: send its stored value or leave it out${hint}.`
   errors.add(pointer, 'read_only', message)
   // Stryker disable next-line BooleanLiteral: as above
   return false
@@ -147,7 +152,10 @@ function compiled(pattern: string): RegExp {
 }
 
 function checkString(
-  key: string, spec: FieldSpec, value: unknown, errors: FieldErrors,
+  key: string,
+  spec: FieldSpec,
+  value: unknown,
+  errors: FieldErrors,
 ): string | undefined {
   const pointer = `/${key}`
   if (value === undefined || value === null) {
@@ -217,13 +225,16 @@ function checkEmail(text: string, spec: FieldSpec): Problem | undefined {
 
 /** Metadata as sent (`base` undefined) or merged into `base`, where a null value removes a key. */
 function checkMetadata(
-  value: unknown, base: Metadata | undefined, errors: FieldErrors,
+  value: unknown,
+  base: Metadata | undefined,
+  errors: FieldErrors,
 ): Metadata | undefined {
   if (base !== undefined && value === null) return emptyMetadata()
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    const message = base === undefined
-      ? 'metadata must be an object of strings.'
-      : 'metadata must be an object (or null to remove it all).'
+    const message =
+      base === undefined
+        ? 'metadata must be an object of strings.'
+        : 'metadata must be an object (or null to remove it all).'
     if (addIfIllFormed('/metadata', errors, value)) return undefined
     errors.add('/metadata', 'invalid_type', message)
     return undefined

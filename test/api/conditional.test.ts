@@ -2,9 +2,9 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
 import type { User } from '../../src/domain/user.js'
-import { assertProblem, request, type TestResponse } from '../helpers/http.js'
 import { readUserFile } from '../helpers/data-files.js'
-import { startService, uniqueEmail, type TestService } from '../helpers/service.js'
+import { assertProblem, request, type TestResponse } from '../helpers/http.js'
+import { startService, type TestService, uniqueEmail } from '../helpers/service.js'
 
 const UNKNOWN_ID = '0193a5f2-7c1e-7d3a-9b2f-1c2d3e4f5a6b'
 const STRONG_ETAG = /^"[\x21\x23-\x7e]*"$/
@@ -36,8 +36,12 @@ describe('Cache-Control and Vary', () => {
     const s = await startService(t)
     const user = await s.createUser()
     for (const [method, target] of [
-      ['GET', `/users/${user.id}`], ['HEAD', `/users/${user.id}`], ['GET', '/users'], ['HEAD', '/users'],
-      ['GET', '/users?limit=1'], ['GET', '/users?status=pending&sort=-createdAt'],
+      ['GET', `/users/${user.id}`],
+      ['HEAD', `/users/${user.id}`],
+      ['GET', '/users'],
+      ['HEAD', '/users'],
+      ['GET', '/users?limit=1'],
+      ['GET', '/users?status=pending&sort=-createdAt'],
     ] as const) {
       const res = await s.call(method, target)
       assert.equal(res.status, 200, `${method} ${target}: ${res.text}`)
@@ -49,7 +53,9 @@ describe('Cache-Control and Vary', () => {
 
   it('marks writes, deletes and custom methods no-store', async (t) => {
     const s = await startService(t)
-    const created = await s.call('POST', '/users', { json: { email: uniqueEmail(), name: 'No Store' } })
+    const created = await s.call('POST', '/users', {
+      json: { email: uniqueEmail(), name: 'No Store' },
+    })
     assert.equal(created.status, 201)
     assertNoStore(created, 'POST /users')
     const id = created.json<User>().id
@@ -78,8 +84,19 @@ describe('Cache-Control and Vary', () => {
       [await s.call('GET', '/users', { token: undefined }), 401, 'token_missing'],
       [await s.call('GET', '/users?limit=1000'), 400, 'bad_request'],
       [await s.call('GET', '/users/%ZZ'), 400, 'bad_request'],
-      [await s.call('PATCH', `/users/${user.id}`, { json: { name: 'X' }, headers: { 'if-match': '"stale"' } }), 412, 'precondition_failed'],
-      [await s.call('GET', `/users/${user.id}`, { headers: { 'if-match': '"stale"' } }), 412, 'precondition_failed'],
+      [
+        await s.call('PATCH', `/users/${user.id}`, {
+          json: { name: 'X' },
+          headers: { 'if-match': '"stale"' },
+        }),
+        412,
+        'precondition_failed',
+      ],
+      [
+        await s.call('GET', `/users/${user.id}`, { headers: { 'if-match': '"stale"' } }),
+        412,
+        'precondition_failed',
+      ],
       [await s.call('DELETE', '/users'), 405, 'method_not_allowed'],
     ]
     for (const [res, status, code] of errors) {
@@ -159,10 +176,23 @@ describe('If-None-Match', () => {
     const user = await s.createUser()
     const first = await s.call('GET', `/users/${user.id}`)
     const etag = etagOf(first)
-    for (const value of [etag, '*', `"not-this-one", ${etag}`, `${etag},"other"`, `W/${etag}`, ` ${etag} `]) {
+    for (const value of [
+      etag,
+      '*',
+      `"not-this-one", ${etag}`,
+      `${etag},"other"`,
+      `W/${etag}`,
+      ` ${etag} `,
+    ]) {
       for (const method of ['GET', 'HEAD']) {
-        const res = await s.call(method, `/users/${user.id}`, { headers: { 'if-none-match': value } })
-        assert.equal(res.status, 304, `${method} If-None-Match: ${value}: ${res.status} ${res.text}`)
+        const res = await s.call(method, `/users/${user.id}`, {
+          headers: { 'if-none-match': value },
+        })
+        assert.equal(
+          res.status,
+          304,
+          `${method} If-None-Match: ${value}: ${res.status} ${res.text}`,
+        )
         assert.equal(res.text, '')
         assert.equal(res.headers.get('etag'), etag)
         assertPrivate(res, `304 for ${value}`)
@@ -174,7 +204,13 @@ describe('If-None-Match', () => {
     const s = await startService(t)
     const user = await s.createUser()
     const etag = await currentEtag(s, user.id)
-    for (const value of ['"a"', '"a", "b"', `W/"x${etag.slice(1)}`, etag.slice(1, -1), `"${etag}"`]) {
+    for (const value of [
+      '"a"',
+      '"a", "b"',
+      `W/"x${etag.slice(1)}`,
+      etag.slice(1, -1),
+      `"${etag}"`,
+    ]) {
       const res = await s.call('GET', `/users/${user.id}`, { headers: { 'if-none-match': value } })
       assert.equal(res.status, 200, `If-None-Match: ${value}`)
       assert.deepEqual(res.json<User>(), user)
@@ -185,7 +221,10 @@ describe('If-None-Match', () => {
     const s = await startService(t)
     const user = await s.createUser()
     const old = await currentEtag(s, user.id)
-    assert.equal((await s.call('PATCH', `/users/${user.id}`, { json: { name: 'Changed' } })).status, 200)
+    assert.equal(
+      (await s.call('PATCH', `/users/${user.id}`, { json: { name: 'Changed' } })).status,
+      200,
+    )
     const res = await s.call('GET', `/users/${user.id}`, { headers: { 'if-none-match': old } })
     assert.equal(res.status, 200)
     assert.equal(res.json<User>().name, 'Changed')
@@ -195,7 +234,11 @@ describe('If-None-Match', () => {
   it('answers 404 for an unknown user whatever the tag', async (t) => {
     const s = await startService(t)
     for (const value of ['*', '"v1"']) {
-      assertProblem(await s.call('GET', `/users/${UNKNOWN_ID}`, { headers: { 'if-none-match': value } }), 404, 'not_found')
+      assertProblem(
+        await s.call('GET', `/users/${UNKNOWN_ID}`, { headers: { 'if-none-match': value } }),
+        404,
+        'not_found',
+      )
     }
   })
 })
@@ -218,7 +261,10 @@ describe('If-Match', () => {
       ['POST', `/users/${active.id}:activate`, undefined],
     ]
     for (const [method, target, json] of writes) {
-      const res = await s.call(method, target, { headers: { 'if-match': STALE }, ...(json === undefined ? {} : { json }) })
+      const res = await s.call(method, target, {
+        headers: { 'if-match': STALE },
+        ...(json === undefined ? {} : { json }),
+      })
       assertProblem(res, 412, 'precondition_failed')
       assertNoStore(res, `${method} ${target}`)
     }
@@ -231,8 +277,15 @@ describe('If-Match', () => {
     const old = await currentEtag(s, user.id)
     const changed = await s.call('PATCH', `/users/${user.id}`, { json: { name: 'New' } })
     assert.equal(changed.status, 200)
-    for (const [method, target] of [['PATCH', `/users/${user.id}`], ['DELETE', `/users/${user.id}`], ['POST', `/users/${user.id}:activate`]] as const) {
-      const res = await s.call(method, target, { headers: { 'if-match': old }, ...(method === 'PATCH' ? { json: { name: 'Newer' } } : {}) })
+    for (const [method, target] of [
+      ['PATCH', `/users/${user.id}`],
+      ['DELETE', `/users/${user.id}`],
+      ['POST', `/users/${user.id}:activate`],
+    ] as const) {
+      const res = await s.call(method, target, {
+        headers: { 'if-match': old },
+        ...(method === 'PATCH' ? { json: { name: 'Newer' } } : {}),
+      })
       assertProblem(res, 412, 'precondition_failed')
     }
     assert.deepEqual(await s.getUser(user.id), changed.json<User>())
@@ -243,9 +296,24 @@ describe('If-Match', () => {
     const user = await s.createUser()
     const etag = await currentEtag(s, user.id)
     for (const value of [`W/${etag}`, etag.slice(1, -1), `"${etag}"`]) {
-      assertProblem(await s.call('PATCH', `/users/${user.id}`, { json: { name: 'Weak' }, headers: { 'if-match': value } }), 412, 'precondition_failed')
-      assertProblem(await s.call('DELETE', `/users/${user.id}`, { headers: { 'if-match': value } }), 412, 'precondition_failed')
-      assertProblem(await s.call('POST', `/users/${user.id}:activate`, { headers: { 'if-match': value } }), 412, 'precondition_failed')
+      assertProblem(
+        await s.call('PATCH', `/users/${user.id}`, {
+          json: { name: 'Weak' },
+          headers: { 'if-match': value },
+        }),
+        412,
+        'precondition_failed',
+      )
+      assertProblem(
+        await s.call('DELETE', `/users/${user.id}`, { headers: { 'if-match': value } }),
+        412,
+        'precondition_failed',
+      )
+      assertProblem(
+        await s.call('POST', `/users/${user.id}:activate`, { headers: { 'if-match': value } }),
+        412,
+        'precondition_failed',
+      )
     }
     assert.deepEqual(await s.getUser(user.id), user)
   })
@@ -253,9 +321,15 @@ describe('If-Match', () => {
   it('lets *, a list holding the current tag, and the current tag through', async (t) => {
     const s = await startService(t)
     const user = await s.createUser()
-    const star = await s.call('PATCH', `/users/${user.id}`, { json: { name: 'Star' }, headers: { 'if-match': '*' } })
+    const star = await s.call('PATCH', `/users/${user.id}`, {
+      json: { name: 'Star' },
+      headers: { 'if-match': '*' },
+    })
     assert.equal(star.status, 200, star.text)
-    const listed = await s.call('PATCH', `/users/${user.id}`, { json: { name: 'Listed' }, headers: { 'if-match': `"not-this-one", ${etagOf(star)}, "nor-this"` } })
+    const listed = await s.call('PATCH', `/users/${user.id}`, {
+      json: { name: 'Listed' },
+      headers: { 'if-match': `"not-this-one", ${etagOf(star)}, "nor-this"` },
+    })
     assert.equal(listed.status, 200, listed.text)
     let etag = etagOf(listed)
     const steps: [string, string, unknown][] = [
@@ -264,7 +338,10 @@ describe('If-Match', () => {
       ['POST', `/users/${user.id}:suspend`, undefined],
     ]
     for (const [method, target, json] of steps) {
-      const res = await s.call(method, target, { headers: { 'if-match': etag }, ...(json === undefined ? {} : { json }) })
+      const res = await s.call(method, target, {
+        headers: { 'if-match': etag },
+        ...(json === undefined ? {} : { json }),
+      })
       assert.equal(res.status, 200, `${method} ${target}: ${res.text}`)
       etag = etagOf(res)
     }
@@ -275,8 +352,19 @@ describe('If-Match', () => {
 
   it('answers 404, not 412, for If-Match: * on an unknown user', async (t) => {
     const s = await startService(t)
-    assertProblem(await s.call('PATCH', `/users/${UNKNOWN_ID}`, { json: { name: 'X' }, headers: { 'if-match': '*' } }), 404, 'not_found')
-    assertProblem(await s.call('DELETE', `/users/${UNKNOWN_ID}`, { headers: { 'if-match': '*' } }), 404, 'not_found')
+    assertProblem(
+      await s.call('PATCH', `/users/${UNKNOWN_ID}`, {
+        json: { name: 'X' },
+        headers: { 'if-match': '*' },
+      }),
+      404,
+      'not_found',
+    )
+    assertProblem(
+      await s.call('DELETE', `/users/${UNKNOWN_ID}`, { headers: { 'if-match': '*' } }),
+      404,
+      'not_found',
+    )
     assert.deepEqual(await s.snapshot(), [])
   })
 })
@@ -286,12 +374,19 @@ describe('concurrent writers with the same If-Match', () => {
     const s = await startService(t)
     const user = await s.createUser()
     const etag = await currentEtag(s, user.id)
-    const answers = await Promise.all(Array.from({ length: 10 }, (_, i) =>
-      s.call('PATCH', `/users/${user.id}`, { json: { name: `Writer ${i}` }, headers: { 'if-match': etag } })))
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, (_, i) =>
+        s.call('PATCH', `/users/${user.id}`, {
+          json: { name: `Writer ${i}` },
+          headers: { 'if-match': etag },
+        }),
+      ),
+    )
     const statuses = answers.map((res) => res.status)
     assert.equal(statuses.filter((status) => status === 200).length, 1, statuses.join(' '))
     assert.equal(statuses.filter((status) => status === 412).length, 9, statuses.join(' '))
-    for (const res of answers.filter((answer) => answer.status === 412)) assertProblem(res, 412, 'precondition_failed')
+    for (const res of answers.filter((answer) => answer.status === 412))
+      assertProblem(res, 412, 'precondition_failed')
     const winner = answers.find((res) => res.status === 200)?.json<User>()
     const stored = await s.getUser(user.id)
     assert.deepEqual(stored, winner)
@@ -303,11 +398,17 @@ describe('concurrent writers with the same If-Match', () => {
     const user = await s.createUser()
     const etag = await currentEtag(s, user.id)
     const headers = { 'if-match': etag }
-    const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => {
-      if (i % 3 === 0) return s.call('POST', `/users/${user.id}:activate`, { headers })
-      if (i % 3 === 1) return s.call('PUT', `/users/${user.id}`, { json: { email: uniqueEmail(), name: `Put ${i}` }, headers })
-      return s.call('PATCH', `/users/${user.id}`, { json: { name: `Patch ${i}` }, headers })
-    }))
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => {
+        if (i % 3 === 0) return s.call('POST', `/users/${user.id}:activate`, { headers })
+        if (i % 3 === 1)
+          return s.call('PUT', `/users/${user.id}`, {
+            json: { email: uniqueEmail(), name: `Put ${i}` },
+            headers,
+          })
+        return s.call('PATCH', `/users/${user.id}`, { json: { name: `Patch ${i}` }, headers })
+      }),
+    )
     const statuses = answers.map((res) => res.status)
     assert.equal(statuses.filter((status) => status === 200).length, 1, statuses.join(' '))
     assert.equal(statuses.filter((status) => status === 412).length, 9, statuses.join(' '))
@@ -319,8 +420,11 @@ describe('concurrent writers with the same If-Match', () => {
     const user = await s.createUser()
     const other = await s.createUser()
     const etag = await currentEtag(s, user.id)
-    const answers = await Promise.all(Array.from({ length: 10 }, () =>
-      s.call('DELETE', `/users/${user.id}`, { headers: { 'if-match': etag } })))
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, () =>
+        s.call('DELETE', `/users/${user.id}`, { headers: { 'if-match': etag } }),
+      ),
+    )
     const statuses = answers.map((res) => res.status)
     assert.equal(statuses.filter((status) => status === 204).length, 1, statuses.join(' '))
     // A loser that read the user before the winner removed it fails its If-Match (412); one that
@@ -330,10 +434,17 @@ describe('concurrent writers with the same If-Match', () => {
       assertProblem(res, res.status, res.status === 412 ? 'precondition_failed' : 'not_found')
     }
     // Once the race is over the answer is settled: the user is gone.
-    assertProblem(await s.call('DELETE', `/users/${user.id}`, { headers: { 'if-match': etag } }), 404, 'not_found')
+    assertProblem(
+      await s.call('DELETE', `/users/${user.id}`, { headers: { 'if-match': etag } }),
+      404,
+      'not_found',
+    )
     assertProblem(await s.call('GET', `/users/${user.id}`), 404, 'not_found')
     assert.equal(readUserFile(s.dataDir, user.id), undefined, 'the user file is gone')
-    assert.deepEqual(Object.keys(readUserFile(s.dataDir, user.id, 'tombstones') ?? {}), ['id', 'deletedAt'])
+    assert.deepEqual(Object.keys(readUserFile(s.dataDir, user.id, 'tombstones') ?? {}), [
+      'id',
+      'deletedAt',
+    ])
     assert.deepEqual(await s.snapshot(), [other])
   })
 })

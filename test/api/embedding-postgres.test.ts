@@ -8,12 +8,12 @@ import { promisify } from 'node:util'
 
 import { build } from 'esbuild'
 
-import { createUserService, PostgresStore } from '../../src/index.js'
 import type { PostgresStoreOptions, User } from '../../src/index.js'
+import { createUserService, PostgresStore } from '../../src/index.js'
 import { PROJECT_ROOT } from '../helpers/child.js'
 import { request, type UserPage } from '../helpers/http.js'
 import { freshDatabase, SKIP_POSTGRES, sql } from '../helpers/postgres.js'
-import { TEST_SECRET, makeToken } from '../helpers/tokens.js'
+import { makeToken, TEST_SECRET } from '../helpers/tokens.js'
 
 const run = promisify(execFile)
 
@@ -21,24 +21,40 @@ const run = promisify(execFile)
 const UNREACHABLE = 'postgres://user:pass@127.0.0.1:1/none'
 
 describe('the package entry without the pg driver', () => {
-  it('exports PostgresStore and loads without pg installed; the store asks for pg only when it connects', { timeout: 60_000 }, async (t) => {
+  it('exports PostgresStore and loads without pg installed; the store asks for pg only when it connects', {
+    timeout: 60_000,
+  }, async (t) => {
     const dir = mkdtempSync(path.join(tmpdir(), 'entry-no-pg-'))
-    t.after(() => { rmSync(dir, { recursive: true, force: true }) })
+    t.after(() => {
+      rmSync(dir, { recursive: true, force: true })
+    })
     // The entry as one module with pg left as an import, run where no node_modules can be found.
     await build({
       entryPoints: [path.join(PROJECT_ROOT, 'src', 'index.ts')],
       outfile: path.join(dir, 'index.mjs'),
-      bundle: true, platform: 'node', format: 'esm', target: 'node20', external: ['pg'], logLevel: 'error',
+      bundle: true,
+      platform: 'node',
+      format: 'esm',
+      target: 'node20',
+      external: ['pg'],
+      logLevel: 'error',
     })
-    writeFileSync(path.join(dir, 'probe.mjs'), `
+    writeFileSync(
+      path.join(dir, 'probe.mjs'),
+      `
       const entry = await import('./index.mjs')
       const service = entry.createUserService({ databaseUrl: ${JSON.stringify(UNREACHABLE)}, secret: ${JSON.stringify(TEST_SECRET)} })
       const opened = await service.open().then(() => 'opened', (error) => error.message)
       await service.close()
       console.log(JSON.stringify({ isClass: typeof entry.PostgresStore, isPostgres: service.store instanceof entry.PostgresStore, opened }))
-    `)
+    `,
+    )
     const env = { PATH: process.env['PATH'] ?? '/usr/bin:/bin' }
-    const { stdout } = await run(process.execPath, ['probe.mjs'], { cwd: dir, env, timeout: 30_000 })
+    const { stdout } = await run(process.execPath, ['probe.mjs'], {
+      cwd: dir,
+      env,
+      timeout: 30_000,
+    })
     assert.deepEqual(JSON.parse(stdout), {
       isClass: 'function',
       isPostgres: true,
@@ -57,7 +73,11 @@ describe('the package entry without the pg driver', () => {
 
   it('keeps a given store over databaseUrl', async () => {
     const store = new PostgresStore({ url: UNREACHABLE })
-    const service = createUserService({ store, databaseUrl: 'postgres://127.0.0.1:2/other', secret: TEST_SECRET })
+    const service = createUserService({
+      store,
+      databaseUrl: 'postgres://127.0.0.1:2/other',
+      secret: TEST_SECRET,
+    })
     assert.equal(service.store, store)
     await service.close()
   })
@@ -75,10 +95,17 @@ describe('embedding with databaseUrl', { skip: SKIP_POSTGRES }, () => {
       await new Promise((resolve) => setTimeout(resolve, 20))
     }
 
-    const created = await request('POST', `${url}/api/users`, { token, json: { email: 'pg@example.com', name: 'In PostgreSQL' } })
+    const created = await request('POST', `${url}/api/users`, {
+      token,
+      json: { email: 'pg@example.com', name: 'In PostgreSQL' },
+    })
     assert.equal(created.status, 201, created.text)
     const user = created.json<User>()
-    const rows = await sql('SELECT id, email, version FROM users WHERE id = $1', [user.id], databaseUrl)
+    const rows = await sql(
+      'SELECT id, email, version FROM users WHERE id = $1',
+      [user.id],
+      databaseUrl,
+    )
     // version is a bigint column (migration 3), which the driver gives as text.
     assert.deepEqual(rows.rows, [{ id: user.id, email: 'pg@example.com', version: '1' }])
 
@@ -89,6 +116,9 @@ describe('embedding with databaseUrl', { skip: SKIP_POSTGRES }, () => {
 
     const list = await request('GET', `${url}/api/users`, { token })
     assert.equal(list.status, 200, list.text)
-    assert.deepEqual(list.json<UserPage>().items.map((item) => item.id), [user.id])
+    assert.deepEqual(
+      list.json<UserPage>().items.map((item) => item.id),
+      [user.id],
+    )
   })
 })

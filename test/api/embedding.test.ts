@@ -5,11 +5,11 @@ import type { AddressInfo } from 'node:net'
 import { describe, it } from 'node:test'
 import { promisify } from 'node:util'
 
-import { createUserService, MemoryStore } from '../../src/index.js'
 import type { User } from '../../src/index.js'
+import { createUserService, MemoryStore } from '../../src/index.js'
 import { PROJECT_ROOT } from '../helpers/child.js'
 import { assertProblem, request, type UserPage } from '../helpers/http.js'
-import { TEST_SECRET, makeToken } from '../helpers/tokens.js'
+import { makeToken, TEST_SECRET } from '../helpers/tokens.js'
 
 const run = promisify(execFile)
 
@@ -25,13 +25,15 @@ function listen(server: Server): Promise<string> {
 
 function closeServer(server: Server): Promise<void> {
   return new Promise((resolve) => {
-    server.close(() => { resolve() })
+    server.close(() => {
+      resolve()
+    })
     server.closeAllConnections()
   })
 }
 
 describe('embedding the service (the example of docs/embedding.md)', () => {
-  it('serves /api/users from the handler mounted in a host app, next to the host app\'s own routes', async (t) => {
+  it("serves /api/users from the handler mounted in a host app, next to the host app's own routes", async (t) => {
     // The example of docs/embedding.md, as written there.
     const users = createUserService({
       store: new MemoryStore(),
@@ -51,7 +53,10 @@ describe('embedding the service (the example of docs/embedding.md)', () => {
     })
     const token = makeToken()
 
-    const created = await request('POST', `${url}/api/users`, { token, json: { email: 'ada@example.com', name: 'Ada Lovelace' } })
+    const created = await request('POST', `${url}/api/users`, {
+      token,
+      json: { email: 'ada@example.com', name: 'Ada Lovelace' },
+    })
     assert.equal(created.status, 201, created.text)
     const user = created.json<User>()
     assert.equal(created.headers.get('location'), `/api/users/${user.id}`)
@@ -76,12 +81,21 @@ describe('embedding the service (the example of docs/embedding.md)', () => {
     await closeServer(host)
     await users.close()
     const stored = await users.store.list({ filter: {}, order: 'asc', limit: 10 })
-    assert.deepEqual(stored.items.map((record) => JSON.parse(record.json) as unknown), [user])
+    assert.deepEqual(
+      stored.items.map((record) => JSON.parse(record.json) as unknown),
+      [user],
+    )
   })
 
   it('answers 503 starting from the handler before open() is called', async (t) => {
-    const users = createUserService({ store: new MemoryStore(), secret: TEST_SECRET, basePath: '/api' })
-    const host = createServer((req, res) => { users.handler(req, res) })
+    const users = createUserService({
+      store: new MemoryStore(),
+      secret: TEST_SECRET,
+      basePath: '/api',
+    })
+    const host = createServer((req, res) => {
+      users.handler(req, res)
+    })
     const url = await listen(host)
     t.after(async () => {
       await closeServer(host)
@@ -99,18 +113,28 @@ describe('the package entry (src/index.ts)', () => {
     // the child's own stdio pipes are all a clean import leaves behind.
     const script = [
       "import('./src/index.ts').then((m) => setImmediate(() => console.log(JSON.stringify({",
-      "  entry: typeof m.createUserService,",
+      '  entry: typeof m.createUserService,',
       "  running: process.getActiveResourcesInfo().filter((kind) => kind !== 'PipeWrap' && kind !== 'TTYWrap'),",
       '}))))',
     ].join('\n')
     // Resolving at all means the process exited with 0 by itself; the time-out only ends a hang.
-    const { stdout } = await run(process.execPath, ['--import', 'tsx', '-e', script], { cwd: PROJECT_ROOT, timeout: 60_000 })
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', '-e', script], {
+      cwd: PROJECT_ROOT,
+      timeout: 60_000,
+    })
     assert.deepEqual(JSON.parse(stdout) as unknown, { entry: 'function', running: [] })
   })
 
   it('exports the service, both stores and the error table', async () => {
     const entry = await import('../../src/index.js')
-    for (const name of ['createUserService', 'MemoryStore', 'FileStore', 'createOpenApiDocument', 'signToken', 'createJsonLogger']) {
+    for (const name of [
+      'createUserService',
+      'MemoryStore',
+      'FileStore',
+      'createOpenApiDocument',
+      'signToken',
+      'createJsonLogger',
+    ]) {
       assert.equal(typeof (entry as Record<string, unknown>)[name], 'function', name)
     }
     assert.equal(typeof entry.ERROR_CODES, 'object')

@@ -3,14 +3,14 @@ import { rm, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
-import { createJsonLogger } from '../../src/logger.js'
 import type { User } from '../../src/domain/user.js'
+import { createJsonLogger } from '../../src/logger.js'
 import { sleep } from '../helpers/child.js'
 import { FaultyStore } from '../helpers/faulty-store.js'
-import { assertProblem, request, type Problem, type TestResponse } from '../helpers/http.js'
-import { makeTempDir, startService, uniqueEmail, type TestService } from '../helpers/service.js'
-import { sendOverSocket, type SocketResponse } from '../helpers/socket-http.js'
-import { TEST_SECRET, makeToken } from '../helpers/tokens.js'
+import { assertProblem, type Problem, request, type TestResponse } from '../helpers/http.js'
+import { makeTempDir, startService, type TestService, uniqueEmail } from '../helpers/service.js'
+import { type SocketResponse, sendOverSocket } from '../helpers/socket-http.js'
+import { makeToken, TEST_SECRET } from '../helpers/tokens.js'
 
 const UNKNOWN_ID = '0193a5f2-7c1e-7d3a-9b2f-1c2d3e4f5a6b'
 const KIB_64 = 64 * 1024
@@ -27,7 +27,9 @@ const LEAK = /\bat .*[\\/]|\.[cm]?[jt]s:\d+|node:internal|[\\/]src[\\/]|Error:/
  */
 function assertError(res: TestResponse, status: number, code: string): Problem {
   const problem = assertProblem(res, status, code)
-  const members = Object.keys(problem).filter((key) => !(status === 422 && key === 'errors')).sort()
+  const members = Object.keys(problem)
+    .filter((key) => !(status === 422 && key === 'errors'))
+    .sort()
   assert.deepEqual(members, PROBLEM_MEMBERS, res.text)
   assert.ok(problem.type !== '' && problem.title !== '' && problem.detail !== '', res.text)
   assert.match(problem.code, /^[a-z]+(_[a-z]+)*$/)
@@ -77,8 +79,19 @@ describe('error answers', () => {
     const s = await startService(t)
     const user = await s.createUser()
     const before = await s.snapshot()
-    assertError(await s.call('POST', '/users', { body: '{', contentType: 'application/json' }), 400, 'bad_request')
-    assertError(await s.call('PATCH', `/users/${user.id}`, { body: '{"name": "x",}', contentType: 'application/json' }), 400, 'bad_request')
+    assertError(
+      await s.call('POST', '/users', { body: '{', contentType: 'application/json' }),
+      400,
+      'bad_request',
+    )
+    assertError(
+      await s.call('PATCH', `/users/${user.id}`, {
+        body: '{"name": "x",}',
+        contentType: 'application/json',
+      }),
+      400,
+      'bad_request',
+    )
     assertError(await s.call('GET', '/users?limit=0'), 400, 'bad_request')
     assertError(await s.call('GET', '/users/%ZZ'), 400, 'bad_request')
     assert.deepEqual(await s.snapshot(), before)
@@ -87,8 +100,18 @@ describe('error answers', () => {
   it('answers 401 token_missing, token_invalid and token_expired', async (t) => {
     const s = await startService(t)
     assertError(await s.call('GET', '/users', { token: undefined }), 401, 'token_missing')
-    assertError(await s.call('GET', '/users', { token: makeToken({ secret: 'another-secret-0123456789-abcdefghijkl' }) }), 401, 'token_invalid')
-    assertError(await s.call('GET', '/users', { token: makeToken({ ttl: -3600 }) }), 401, 'token_expired')
+    assertError(
+      await s.call('GET', '/users', {
+        token: makeToken({ secret: 'another-secret-0123456789-abcdefghijkl' }),
+      }),
+      401,
+      'token_invalid',
+    )
+    assertError(
+      await s.call('GET', '/users', { token: makeToken({ ttl: -3600 }) }),
+      401,
+      'token_expired',
+    )
   })
 
   it('answers 403 insufficient_scope and subject_suspended', async (t) => {
@@ -97,8 +120,19 @@ describe('error answers', () => {
     assert.equal((await s.call('POST', `/users/${user.id}:activate`)).status, 200)
     assert.equal((await s.call('POST', `/users/${user.id}:suspend`)).status, 200)
     const before = await s.snapshot()
-    assertError(await s.call('POST', '/users', { token: makeToken({ scope: 'users:read' }), json: { email: uniqueEmail(), name: 'X' } }), 403, 'insufficient_scope')
-    assertError(await s.call('GET', '/users', { token: makeToken({ sub: user.id }) }), 403, 'subject_suspended')
+    assertError(
+      await s.call('POST', '/users', {
+        token: makeToken({ scope: 'users:read' }),
+        json: { email: uniqueEmail(), name: 'X' },
+      }),
+      403,
+      'insufficient_scope',
+    )
+    assertError(
+      await s.call('GET', '/users', { token: makeToken({ sub: user.id }) }),
+      403,
+      'subject_suspended',
+    )
     assert.deepEqual(await s.snapshot(), before)
   })
 
@@ -122,7 +156,11 @@ describe('error answers', () => {
     const s = await startService(t)
     const user = await s.createUser()
     const before = await s.snapshot()
-    assertError(await s.call('POST', '/users', { json: { email: user.email.toUpperCase(), name: 'Dup' } }), 409, 'duplicate_email')
+    assertError(
+      await s.call('POST', '/users', { json: { email: user.email.toUpperCase(), name: 'Dup' } }),
+      409,
+      'duplicate_email',
+    )
     assertError(await s.call('POST', `/users/${user.id}:suspend`), 409, 'invalid_transition')
     assert.deepEqual(await s.snapshot(), before)
   })
@@ -130,13 +168,24 @@ describe('error answers', () => {
   it('answers 412 precondition_failed', async (t) => {
     const s = await startService(t)
     const user = await s.createUser()
-    assertError(await s.call('PATCH', `/users/${user.id}`, { json: { name: 'X' }, headers: { 'if-match': '"stale"' } }), 412, 'precondition_failed')
+    assertError(
+      await s.call('PATCH', `/users/${user.id}`, {
+        json: { name: 'X' },
+        headers: { 'if-match': '"stale"' },
+      }),
+      412,
+      'precondition_failed',
+    )
     assert.deepEqual(await s.getUser(user.id), user)
   })
 
   it('answers 422 validation_failed with field errors', async (t) => {
     const s = await startService(t)
-    const problem = assertError(await s.call('POST', '/users', { json: { email: 'nope', name: '' } }), 422, 'validation_failed')
+    const problem = assertError(
+      await s.call('POST', '/users', { json: { email: 'nope', name: '' } }),
+      422,
+      'validation_failed',
+    )
     assert.ok((problem.errors ?? []).length >= 2)
     assert.deepEqual(await s.snapshot(), [])
   })
@@ -152,10 +201,17 @@ describe('500 internal', () => {
     assert.ok(!res.text.includes('disk on fire'), res.text)
     assert.ok(!res.text.includes('/secret/path'), res.text)
     assert.ok(!res.text.includes('stack'), res.text)
-    const errorLine = s.logs.find((line) => line['level'] === 'error' && line['requestId'] === problem.requestId)
-    assert.ok(errorLine !== undefined, `no error log line for ${problem.requestId}: ${JSON.stringify(s.logs)}`)
+    const errorLine = s.logs.find(
+      (line) => line['level'] === 'error' && line['requestId'] === problem.requestId,
+    )
+    assert.ok(
+      errorLine !== undefined,
+      `no error log line for ${problem.requestId}: ${JSON.stringify(s.logs)}`,
+    )
     assert.match(JSON.stringify(errorLine), /disk on fire at \/secret\/path/)
-    const requestLine = s.logs.find((line) => line['msg'] === 'request' && line['requestId'] === problem.requestId)
+    const requestLine = s.logs.find(
+      (line) => line['msg'] === 'request' && line['requestId'] === problem.requestId,
+    )
     assert.equal(requestLine?.['status'], 500)
     assert.deepEqual(await s.snapshot(), [])
   })
@@ -173,7 +229,9 @@ describe('500 internal', () => {
       const res = await s.call(method, target, json === undefined ? {} : { json })
       const problem = assertError(res, 500, 'internal')
       assert.ok(!res.text.includes('disk on fire'), res.text)
-      const errorLine = s.logs.find((line) => line['level'] === 'error' && line['requestId'] === problem.requestId)
+      const errorLine = s.logs.find(
+        (line) => line['level'] === 'error' && line['requestId'] === problem.requestId,
+      )
       assert.match(JSON.stringify(errorLine ?? {}), /disk on fire/)
     }
     assert.deepEqual(await s.getUser(user.id), user)
@@ -187,7 +245,14 @@ describe('500 internal', () => {
     const res = await s.call('GET', `/users/${user.id}`)
     const problem = assertError(res, 500, 'internal')
     assert.ok(!res.text.includes('disk on fire'))
-    assert.ok(s.logs.some((line) => line['level'] === 'error' && line['requestId'] === problem.requestId && JSON.stringify(line).includes(SECRET_MESSAGE)))
+    assert.ok(
+      s.logs.some(
+        (line) =>
+          line['level'] === 'error' &&
+          line['requestId'] === problem.requestId &&
+          JSON.stringify(line).includes(SECRET_MESSAGE),
+      ),
+    )
     const head = await s.call('HEAD', `/users/${user.id}`)
     assert.equal(head.status, 500)
     assert.equal(head.text, '')
@@ -211,7 +276,11 @@ describe('500 internal', () => {
     const store = new FaultyStore()
     const s = await startService(t, { store })
     store.fail('create', { error: new Error(SECRET_MESSAGE) })
-    assertError(await s.call('POST', '/users', { json: { email: uniqueEmail(), name: 'Doomed' } }), 500, 'internal')
+    assertError(
+      await s.call('POST', '/users', { json: { email: uniqueEmail(), name: 'Doomed' } }),
+      500,
+      'internal',
+    )
     store.heal('create')
     const user = await s.createUser()
     assert.deepEqual(await s.snapshot(), [user])
@@ -226,13 +295,19 @@ describe('503 and the faults before and after it', () => {
     const before = await s.snapshot()
     await enterMaintenance(t, s, file)
 
-    const refused = await s.call('POST', '/users', { json: { email: uniqueEmail(), name: 'During maintenance' } })
+    const refused = await s.call('POST', '/users', {
+      json: { email: uniqueEmail(), name: 'During maintenance' },
+    })
     assertError(refused, 503, 'maintenance')
     assert.match(refused.headers.get('retry-after') ?? '', /^\d+$/)
     assertError(await s.call('GET', `/users/${user.id}`), 503, 'maintenance')
     // 503 before 401: no token, or a bad one, is still a 503.
     assertError(await s.call('GET', '/users', { token: undefined }), 503, 'maintenance')
-    assertError(await s.call('DELETE', `/users/${user.id}`, { token: 'not-a-token' }), 503, 'maintenance')
+    assertError(
+      await s.call('DELETE', `/users/${user.id}`, { token: 'not-a-token' }),
+      503,
+      'maintenance',
+    )
     // Route faults before 503.
     assertProblem(await s.call('GET', '/nowhere'), 404, 'not_found')
     assertError(await s.call('DELETE', '/users'), 405, 'method_not_allowed')
@@ -268,19 +343,39 @@ describe('415 unsupported_media_type', () => {
   it('refuses a custom method body that is not JSON, and a PUT with merge-patch', async (t) => {
     const s = await startService(t)
     const user = await s.createUser()
-    assertError(await s.call('POST', `/users/${user.id}:activate`, { body: 'go', contentType: 'text/plain' }), 415, 'unsupported_media_type')
-    assertError(await s.call('PUT', `/users/${user.id}`, { body: JSON.stringify({ email: user.email, name: 'Y' }), contentType: 'application/merge-patch+json' }), 415, 'unsupported_media_type')
+    assertError(
+      await s.call('POST', `/users/${user.id}:activate`, { body: 'go', contentType: 'text/plain' }),
+      415,
+      'unsupported_media_type',
+    )
+    assertError(
+      await s.call('PUT', `/users/${user.id}`, {
+        body: JSON.stringify({ email: user.email, name: 'Y' }),
+        contentType: 'application/merge-patch+json',
+      }),
+      415,
+      'unsupported_media_type',
+    )
     assert.deepEqual(await s.getUser(user.id), user)
   })
 
   it('takes application/json with charset utf-8 in any spelling, and merge-patch on PATCH', async (t) => {
     const s = await startService(t)
-    for (const contentType of ['application/json; charset=utf-8', 'Application/JSON;charset="UTF-8"']) {
-      const res = await s.call('POST', '/users', { body: JSON.stringify({ email: uniqueEmail(), name: 'Typed' }), contentType })
+    for (const contentType of [
+      'application/json; charset=utf-8',
+      'Application/JSON;charset="UTF-8"',
+    ]) {
+      const res = await s.call('POST', '/users', {
+        body: JSON.stringify({ email: uniqueEmail(), name: 'Typed' }),
+        contentType,
+      })
       assert.equal(res.status, 201, `${contentType}: ${res.text}`)
     }
     const user = await s.createUser()
-    const res = await s.call('PATCH', `/users/${user.id}`, { body: '{"name":"Merged"}', contentType: 'application/merge-patch+json' })
+    const res = await s.call('PATCH', `/users/${user.id}`, {
+      body: '{"name":"Merged"}',
+      contentType: 'application/merge-patch+json',
+    })
     assert.equal(res.status, 200, res.text)
   })
 })
@@ -304,12 +399,17 @@ describe('413 payload_too_large', () => {
 
   it('counts a chunked body without Content-Length: 64 KiB passes, 64 KiB + 1 is refused', async (t) => {
     const s = await startService(t)
-    const send = (text: string): Promise<SocketResponse> => sendOverSocket(s.url, {
-      method: 'POST',
-      target: '/users',
-      headers: { 'authorization': `Bearer ${s.token}`, 'content-type': 'application/json', 'transfer-encoding': 'chunked' },
-      body: chunked(text),
-    })
+    const send = (text: string): Promise<SocketResponse> =>
+      sendOverSocket(s.url, {
+        method: 'POST',
+        target: '/users',
+        headers: {
+          authorization: `Bearer ${s.token}`,
+          'content-type': 'application/json',
+          'transfer-encoding': 'chunked',
+        },
+        body: chunked(text),
+      })
     const ok = await send(createBodyOfSize(KIB_64))
     assert.equal(ok.status, 201, ok.text)
     const refused = await send(createBodyOfSize(KIB_64 + 1))
@@ -324,7 +424,11 @@ describe('413 payload_too_large', () => {
     const res = await sendOverSocket(s.url, {
       method: 'POST',
       target: '/users',
-      headers: { 'authorization': `Bearer ${s.token}`, 'content-type': 'application/json', 'content-length': '10000000' },
+      headers: {
+        authorization: `Bearer ${s.token}`,
+        'content-type': 'application/json',
+        'content-length': '10000000',
+      },
       timeoutMs: 3000,
     })
     assert.equal(res.status, 413, res.text)
@@ -336,7 +440,10 @@ describe('413 payload_too_large', () => {
   it('refuses an oversized PATCH and leaves the user as it was', async (t) => {
     const s = await startService(t)
     const user = await s.createUser()
-    const res = await s.call('PATCH', `/users/${user.id}`, { body: `{"name":"${'x'.repeat(KIB_64)}"}`, contentType: 'application/json' })
+    const res = await s.call('PATCH', `/users/${user.id}`, {
+      body: `{"name":"${'x'.repeat(KIB_64)}"}`,
+      contentType: 'application/json',
+    })
     assertError(res, 413, 'payload_too_large')
     assert.deepEqual(await s.getUser(user.id), user)
   })
@@ -349,18 +456,60 @@ describe('400 for bodies that are not JSON', () => {
     ['trailing bytes', '{"name":"x"}x'],
     ['a single quote string', "{'name':'x'}"],
     ['white space only', '   '],
-    ['invalid UTF-8 bytes', Uint8Array.from([...Buffer.from('{"email":"a@b.co","name":"'), 0xff, ...Buffer.from('"}')])],
-    ['an overlong UTF-8 sequence', Uint8Array.from([...Buffer.from('{"email":"a@b.co","name":"'), 0xc0, 0xaf, ...Buffer.from('"}')])],
-    ['a UTF-16 surrogate in UTF-8', Uint8Array.from([...Buffer.from('{"email":"a@b.co","name":"'), 0xed, 0xa0, 0x80, ...Buffer.from('"}')])],
+    [
+      'invalid UTF-8 bytes',
+      Uint8Array.from([...Buffer.from('{"email":"a@b.co","name":"'), 0xff, ...Buffer.from('"}')]),
+    ],
+    [
+      'an overlong UTF-8 sequence',
+      Uint8Array.from([
+        ...Buffer.from('{"email":"a@b.co","name":"'),
+        0xc0,
+        0xaf,
+        ...Buffer.from('"}'),
+      ]),
+    ],
+    [
+      'a UTF-16 surrogate in UTF-8',
+      Uint8Array.from([
+        ...Buffer.from('{"email":"a@b.co","name":"'),
+        0xed,
+        0xa0,
+        0x80,
+        ...Buffer.from('"}'),
+      ]),
+    ],
   ]
   for (const [name, body] of bodies) {
     it(`answers 400 for ${name} and changes nothing`, async (t) => {
       const s = await startService(t)
       const user = await s.createUser()
-      assertError(await s.call('POST', '/users', { body, contentType: 'application/json' }), 400, 'bad_request')
-      assertError(await s.call('PUT', `/users/${user.id}`, { body, contentType: 'application/json' }), 400, 'bad_request')
-      assertError(await s.call('PATCH', `/users/${user.id}`, { body, contentType: 'application/merge-patch+json' }), 400, 'bad_request')
-      assertError(await s.call('POST', `/users/${user.id}:activate`, { body, contentType: 'application/json' }), 400, 'bad_request')
+      assertError(
+        await s.call('POST', '/users', { body, contentType: 'application/json' }),
+        400,
+        'bad_request',
+      )
+      assertError(
+        await s.call('PUT', `/users/${user.id}`, { body, contentType: 'application/json' }),
+        400,
+        'bad_request',
+      )
+      assertError(
+        await s.call('PATCH', `/users/${user.id}`, {
+          body,
+          contentType: 'application/merge-patch+json',
+        }),
+        400,
+        'bad_request',
+      )
+      assertError(
+        await s.call('POST', `/users/${user.id}:activate`, {
+          body,
+          contentType: 'application/json',
+        }),
+        400,
+        'bad_request',
+      )
       assert.deepEqual(await s.snapshot(), [user])
     })
   }
@@ -368,9 +517,21 @@ describe('400 for bodies that are not JSON', () => {
   it('answers 400 for an empty body where one is required', async (t) => {
     const s = await startService(t)
     const user = await s.createUser()
-    assertError(await s.call('POST', '/users', { body: '', contentType: 'application/json' }), 400, 'bad_request')
-    assertError(await s.call('PUT', `/users/${user.id}`, { body: '', contentType: 'application/json' }), 400, 'bad_request')
-    assertError(await s.call('PATCH', `/users/${user.id}`, { body: '', contentType: 'application/json' }), 400, 'bad_request')
+    assertError(
+      await s.call('POST', '/users', { body: '', contentType: 'application/json' }),
+      400,
+      'bad_request',
+    )
+    assertError(
+      await s.call('PUT', `/users/${user.id}`, { body: '', contentType: 'application/json' }),
+      400,
+      'bad_request',
+    )
+    assertError(
+      await s.call('PATCH', `/users/${user.id}`, { body: '', contentType: 'application/json' }),
+      400,
+      'bad_request',
+    )
     assertError(await s.call('POST', '/users'), 400, 'bad_request')
     assert.deepEqual(await s.snapshot(), [user])
   })
@@ -384,23 +545,54 @@ describe('the first fault answers (route → 503 → 401 → 403 → 415 → 413
     const s = await startService(t)
     assertProblem(await s.call('GET', '/nowhere', { token: undefined }), 404, 'not_found')
     assertError(await s.call('DELETE', '/users', { token: undefined }), 405, 'method_not_allowed')
-    assertError(await s.call('GET', `/users/${UNKNOWN_ID}:activate`, { token: undefined }), 405, 'method_not_allowed')
-    assertError(await s.call('POST', `/users/${UNKNOWN_ID}:explode`, { token: undefined }), 404, 'not_found')
+    assertError(
+      await s.call('GET', `/users/${UNKNOWN_ID}:activate`, { token: undefined }),
+      405,
+      'method_not_allowed',
+    )
+    assertError(
+      await s.call('POST', `/users/${UNKNOWN_ID}:explode`, { token: undefined }),
+      404,
+      'not_found',
+    )
   })
 
   it('401 before 403: an expired token without scopes is token_expired', async (t) => {
     const s = await startService(t)
-    assertError(await s.call('GET', '/users', { token: makeToken({ ttl: -3600, scope: null }) }), 401, 'token_expired')
-    assertError(await s.call('POST', '/users', { token: makeToken({ scope: 'users:read', secret: 'wrong-secret-0123456789-abcdefghijklmn' }), json: { email: uniqueEmail(), name: 'X' } }), 401, 'token_invalid')
+    assertError(
+      await s.call('GET', '/users', { token: makeToken({ ttl: -3600, scope: null }) }),
+      401,
+      'token_expired',
+    )
+    assertError(
+      await s.call('POST', '/users', {
+        token: makeToken({ scope: 'users:read', secret: 'wrong-secret-0123456789-abcdefghijklmn' }),
+        json: { email: uniqueEmail(), name: 'X' },
+      }),
+      401,
+      'token_invalid',
+    )
     assert.deepEqual(await s.snapshot(), [])
   })
 
   it('401 before 415, 413, 400 and the user 404', async (t) => {
     const s = await startService(t)
     const none = { token: undefined }
-    assertError(await s.call('POST', '/users', { ...none, body: '{}', contentType: 'text/plain' }), 401, 'token_missing')
-    assertError(await s.call('POST', '/users', { ...none, body: big, contentType: 'application/json' }), 401, 'token_missing')
-    assertError(await s.call('POST', '/users', { ...none, body: '{', contentType: 'application/json' }), 401, 'token_missing')
+    assertError(
+      await s.call('POST', '/users', { ...none, body: '{}', contentType: 'text/plain' }),
+      401,
+      'token_missing',
+    )
+    assertError(
+      await s.call('POST', '/users', { ...none, body: big, contentType: 'application/json' }),
+      401,
+      'token_missing',
+    )
+    assertError(
+      await s.call('POST', '/users', { ...none, body: '{', contentType: 'application/json' }),
+      401,
+      'token_missing',
+    )
     assertError(await s.call('GET', '/users?limit=0', none), 401, 'token_missing')
     assertError(await s.call('GET', '/users/%ZZ', none), 401, 'token_missing')
     for (const id of ['not-a-uuid', UNKNOWN_ID, UNKNOWN_ID.toUpperCase()]) {
@@ -414,9 +606,25 @@ describe('the first fault answers (route → 503 → 401 → 403 → 415 → 413
     const s = await startService(t)
     const user = await s.createUser()
     const reader = { token: makeToken({ scope: 'users:read' }) }
-    assertError(await s.call('POST', '/users', { ...reader, body: '{}', contentType: 'text/plain' }), 403, 'insufficient_scope')
-    assertError(await s.call('POST', '/users', { ...reader, body: big, contentType: 'application/json' }), 403, 'insufficient_scope')
-    assertError(await s.call('PATCH', `/users/${user.id}`, { ...reader, body: '{', contentType: 'application/json' }), 403, 'insufficient_scope')
+    assertError(
+      await s.call('POST', '/users', { ...reader, body: '{}', contentType: 'text/plain' }),
+      403,
+      'insufficient_scope',
+    )
+    assertError(
+      await s.call('POST', '/users', { ...reader, body: big, contentType: 'application/json' }),
+      403,
+      'insufficient_scope',
+    )
+    assertError(
+      await s.call('PATCH', `/users/${user.id}`, {
+        ...reader,
+        body: '{',
+        contentType: 'application/json',
+      }),
+      403,
+      'insufficient_scope',
+    )
     assertError(await s.call('DELETE', '/users/%ZZ', reader), 403, 'insufficient_scope')
     assertError(await s.call('DELETE', `/users/${UNKNOWN_ID}`, reader), 403, 'insufficient_scope')
     assert.deepEqual(await s.snapshot(), [user])
@@ -424,11 +632,24 @@ describe('the first fault answers (route → 503 → 401 → 403 → 415 → 413
 
   it('415 before 413 and 400', async (t) => {
     const s = await startService(t)
-    assertError(await s.call('POST', '/users', { body: big, contentType: 'text/plain' }), 415, 'unsupported_media_type')
-    assertError(await s.call('POST', '/users', { body: '{', contentType: 'text/plain' }), 415, 'unsupported_media_type')
+    assertError(
+      await s.call('POST', '/users', { body: big, contentType: 'text/plain' }),
+      415,
+      'unsupported_media_type',
+    )
+    assertError(
+      await s.call('POST', '/users', { body: '{', contentType: 'text/plain' }),
+      415,
+      'unsupported_media_type',
+    )
     const announced = await sendOverSocket(s.url, {
-      method: 'POST', target: '/users',
-      headers: { 'authorization': `Bearer ${s.token}`, 'content-type': 'text/plain', 'content-length': '10000000' },
+      method: 'POST',
+      target: '/users',
+      headers: {
+        authorization: `Bearer ${s.token}`,
+        'content-type': 'text/plain',
+        'content-length': '10000000',
+      },
     })
     assert.equal(announced.status, 415, announced.text)
     assert.equal(codeOf(announced), 'unsupported_media_type')
@@ -437,28 +658,75 @@ describe('the first fault answers (route → 503 → 401 → 403 → 415 → 413
 
   it('413 before 400: an oversized body is refused before it is parsed', async (t) => {
     const s = await startService(t)
-    assertError(await s.call('POST', '/users', { body: bigBroken, contentType: 'application/json' }), 413, 'payload_too_large')
-    assertError(await s.call('PATCH', '/users/%ZZ', { body: big, contentType: 'application/json' }), 413, 'payload_too_large')
+    assertError(
+      await s.call('POST', '/users', { body: bigBroken, contentType: 'application/json' }),
+      413,
+      'payload_too_large',
+    )
+    assertError(
+      await s.call('PATCH', '/users/%ZZ', { body: big, contentType: 'application/json' }),
+      413,
+      'payload_too_large',
+    )
     assert.deepEqual(await s.snapshot(), [])
   })
 
   it('400 before the user 404: bad JSON or a bad escape on an unknown id is a 400', async (t) => {
     const s = await startService(t)
-    assertError(await s.call('PUT', `/users/${UNKNOWN_ID}`, { body: '{', contentType: 'application/json' }), 400, 'bad_request')
-    assertError(await s.call('PATCH', `/users/${UNKNOWN_ID}`, { body: '{', contentType: 'application/json' }), 400, 'bad_request')
-    assertError(await s.call('POST', `/users/${UNKNOWN_ID}:activate`, { body: '{', contentType: 'application/json' }), 400, 'bad_request')
+    assertError(
+      await s.call('PUT', `/users/${UNKNOWN_ID}`, { body: '{', contentType: 'application/json' }),
+      400,
+      'bad_request',
+    )
+    assertError(
+      await s.call('PATCH', `/users/${UNKNOWN_ID}`, { body: '{', contentType: 'application/json' }),
+      400,
+      'bad_request',
+    )
+    assertError(
+      await s.call('POST', `/users/${UNKNOWN_ID}:activate`, {
+        body: '{',
+        contentType: 'application/json',
+      }),
+      400,
+      'bad_request',
+    )
     assertError(await s.call('GET', `/users/${UNKNOWN_ID}%FF`), 400, 'bad_request')
   })
 
   it('the user 404 before 412 and 422', async (t) => {
     const s = await startService(t)
     const stale = { 'if-match': '"stale"' }
-    assertError(await s.call('PATCH', `/users/${UNKNOWN_ID}`, { json: { name: 'X' }, headers: stale }), 404, 'not_found')
-    assertError(await s.call('DELETE', `/users/${UNKNOWN_ID}`, { headers: stale }), 404, 'not_found')
-    assertError(await s.call('POST', `/users/${UNKNOWN_ID}:suspend`, { headers: stale }), 404, 'not_found')
-    assertError(await s.call('PATCH', `/users/${UNKNOWN_ID}`, { json: { name: '' } }), 404, 'not_found')
-    assertError(await s.call('PUT', `/users/${UNKNOWN_ID}`, { json: { email: 'bad' } }), 404, 'not_found')
-    assertError(await s.call('POST', `/users/${UNKNOWN_ID}:activate`, { json: { reason: 'x' } }), 404, 'not_found')
+    assertError(
+      await s.call('PATCH', `/users/${UNKNOWN_ID}`, { json: { name: 'X' }, headers: stale }),
+      404,
+      'not_found',
+    )
+    assertError(
+      await s.call('DELETE', `/users/${UNKNOWN_ID}`, { headers: stale }),
+      404,
+      'not_found',
+    )
+    assertError(
+      await s.call('POST', `/users/${UNKNOWN_ID}:suspend`, { headers: stale }),
+      404,
+      'not_found',
+    )
+    assertError(
+      await s.call('PATCH', `/users/${UNKNOWN_ID}`, { json: { name: '' } }),
+      404,
+      'not_found',
+    )
+    assertError(
+      await s.call('PUT', `/users/${UNKNOWN_ID}`, { json: { email: 'bad' } }),
+      404,
+      'not_found',
+    )
+    assertError(
+      await s.call('POST', `/users/${UNKNOWN_ID}:activate`, { json: { reason: 'x' } }),
+      404,
+      'not_found',
+    )
     assert.deepEqual(await s.snapshot(), [])
   })
 
@@ -467,10 +735,29 @@ describe('the first fault answers (route → 503 → 401 → 403 → 415 → 413
     const a = await s.createUser()
     const b = await s.createUser()
     const stale = { 'if-match': '"stale"' }
-    assertError(await s.call('PATCH', `/users/${b.id}`, { json: { name: '' }, headers: stale }), 412, 'precondition_failed')
-    assertError(await s.call('PUT', `/users/${b.id}`, { json: { email: a.email, name: 'B' }, headers: stale }), 412, 'precondition_failed')
-    assertError(await s.call('POST', `/users/${b.id}:suspend`, { headers: stale }), 412, 'precondition_failed')
-    assertError(await s.call('POST', `/users/${b.id}:activate`, { json: { reason: 'x' }, headers: stale }), 412, 'precondition_failed')
+    assertError(
+      await s.call('PATCH', `/users/${b.id}`, { json: { name: '' }, headers: stale }),
+      412,
+      'precondition_failed',
+    )
+    assertError(
+      await s.call('PUT', `/users/${b.id}`, {
+        json: { email: a.email, name: 'B' },
+        headers: stale,
+      }),
+      412,
+      'precondition_failed',
+    )
+    assertError(
+      await s.call('POST', `/users/${b.id}:suspend`, { headers: stale }),
+      412,
+      'precondition_failed',
+    )
+    assertError(
+      await s.call('POST', `/users/${b.id}:activate`, { json: { reason: 'x' }, headers: stale }),
+      412,
+      'precondition_failed',
+    )
     assert.deepEqual(await s.snapshot(), [a, b])
   })
 
@@ -478,11 +765,29 @@ describe('the first fault answers (route → 503 → 401 → 403 → 415 → 413
     const s = await startService(t)
     const a = await s.createUser()
     const b = await s.createUser()
-    assertError(await s.call('POST', '/users', { json: { email: a.email, name: '' } }), 422, 'validation_failed')
-    assertError(await s.call('PATCH', `/users/${b.id}`, { json: { email: a.email, name: '' } }), 422, 'validation_failed')
-    assertError(await s.call('PUT', `/users/${b.id}`, { json: { email: a.email.toUpperCase(), name: 'B', extra: 1 } }), 422, 'validation_failed')
+    assertError(
+      await s.call('POST', '/users', { json: { email: a.email, name: '' } }),
+      422,
+      'validation_failed',
+    )
+    assertError(
+      await s.call('PATCH', `/users/${b.id}`, { json: { email: a.email, name: '' } }),
+      422,
+      'validation_failed',
+    )
+    assertError(
+      await s.call('PUT', `/users/${b.id}`, {
+        json: { email: a.email.toUpperCase(), name: 'B', extra: 1 },
+      }),
+      422,
+      'validation_failed',
+    )
     // b is pending, so :suspend alone would be 409 invalid_transition; the body is wrong first.
-    assertError(await s.call('POST', `/users/${b.id}:suspend`, { json: { reason: 'x' } }), 422, 'validation_failed')
+    assertError(
+      await s.call('POST', `/users/${b.id}:suspend`, { json: { reason: 'x' } }),
+      422,
+      'validation_failed',
+    )
     assert.deepEqual(await s.snapshot(), [a, b])
   })
 })
@@ -494,7 +799,11 @@ describe('X-Request-Id', () => {
     const ok = await s.call('GET', '/users', { headers: { 'x-request-id': id } })
     assert.equal(ok.status, 200)
     assert.equal(ok.headers.get('x-request-id'), id)
-    const problem = assertError(await s.call('GET', `/users/${UNKNOWN_ID}`, { headers: { 'x-request-id': id } }), 404, 'not_found')
+    const problem = assertError(
+      await s.call('GET', `/users/${UNKNOWN_ID}`, { headers: { 'x-request-id': id } }),
+      404,
+      'not_found',
+    )
     assert.equal(problem.requestId, id)
   })
 
@@ -502,7 +811,12 @@ describe('X-Request-Id', () => {
     const s = await startService(t)
     const id = `${'a'.repeat(120)}._-AZ09x`
     assert.equal(id.length, 128)
-    assert.equal((await request('GET', `${s.url}/healthz`, { headers: { 'x-request-id': id } })).headers.get('x-request-id'), id)
+    assert.equal(
+      (await request('GET', `${s.url}/healthz`, { headers: { 'x-request-id': id } })).headers.get(
+        'x-request-id',
+      ),
+      id,
+    )
   })
 
   const insane: [string, string][] = [
@@ -529,11 +843,15 @@ describe('X-Request-Id', () => {
   it('replaces two X-Request-Id headers (joined by the server) by a made one', async (t) => {
     const s = await startService(t)
     const res = await sendOverSocket(s.url, {
-      method: 'GET', target: '/healthz', headers: { 'x-request-id': 'one' },
+      method: 'GET',
+      target: '/healthz',
+      headers: { 'x-request-id': 'one' },
     })
     assert.equal(res.headers.get('x-request-id'), 'one')
     const twice = await sendOverSocket(s.url, {
-      method: 'GET', target: '/healthz', headers: { 'x-request-id': 'one\r\nx-request-id: two' },
+      method: 'GET',
+      target: '/healthz',
+      headers: { 'x-request-id': 'one\r\nx-request-id: two' },
     })
     const made = twice.headers.get('x-request-id') ?? ''
     assert.equal(twice.status, 200)
@@ -559,20 +877,36 @@ describe('X-Request-Id', () => {
 describe('request logs', () => {
   it('writes one JSON line per request with time, level, requestId, method, path, status, durationMs and sub', async (t) => {
     const lines: string[] = []
-    const s = await startService(t, { logger: createJsonLogger({ write: (line) => { lines.push(line) } }) })
+    const s = await startService(t, {
+      logger: createJsonLogger({
+        write: (line) => {
+          lines.push(line)
+        },
+      }),
+    })
     const sub = `log-subject-${process.pid}`
     const token = makeToken({ sub })
     const id = 'log-line-check-1'
-    const res = await s.call('POST', '/users', { token, json: { email: uniqueEmail('log'), name: 'Logged' }, headers: { 'x-request-id': id } })
+    const res = await s.call('POST', '/users', {
+      token,
+      json: { email: uniqueEmail('log'), name: 'Logged' },
+      headers: { 'x-request-id': id },
+    })
     assert.equal(res.status, 201, res.text)
-    await s.call('GET', '/users?limit=1', { token, headers: { 'x-request-id': 'log-line-check-2' } })
+    await s.call('GET', '/users?limit=1', {
+      token,
+      headers: { 'x-request-id': 'log-line-check-2' },
+    })
     const entries = lines.map((line) => JSON.parse(line) as Record<string, unknown>)
     const mine = entries.filter((entry) => entry['requestId'] === id)
     assert.equal(mine.length, 1, JSON.stringify(mine))
     const [entry] = mine
     assert.equal(entry?.['msg'], 'request')
     assert.equal(entry?.['level'], 'info')
-    assert.ok(!Number.isNaN(Date.parse(String(entry?.['time']))), `time: ${String(entry?.['time'])}`)
+    assert.ok(
+      !Number.isNaN(Date.parse(String(entry?.['time']))),
+      `time: ${String(entry?.['time'])}`,
+    )
     assert.equal(entry?.['method'], 'POST')
     assert.equal(entry?.['path'], '/users')
     assert.equal(entry?.['status'], 201)
@@ -582,7 +916,8 @@ describe('request logs', () => {
     const listed = entries.find((line) => line['requestId'] === 'log-line-check-2')
     assert.equal(listed?.['path'], '/users')
     assert.equal(listed?.['status'], 200)
-    for (const line of lines) assert.ok(line.endsWith('\n') && !line.slice(0, -1).includes('\n'), line)
+    for (const line of lines)
+      assert.ok(line.endsWith('\n') && !line.slice(0, -1).includes('\n'), line)
   })
 
   it('logs refused requests too, and never the token or the secret', async (t) => {
@@ -606,7 +941,10 @@ describe('request logs', () => {
     const text = JSON.stringify(s.logs)
     for (const token of [s.token, expired, forged, 'garbage.token.here']) {
       assert.ok(!text.includes(token), 'a token appears in the logs')
-      assert.ok(!text.includes(token.split('.')[2] ?? token), 'a token signature appears in the logs')
+      assert.ok(
+        !text.includes(token.split('.')[2] ?? token),
+        'a token signature appears in the logs',
+      )
     }
     assert.ok(!text.includes(TEST_SECRET), 'the secret appears in the logs')
   })
@@ -626,9 +964,15 @@ describe('users created under error conditions', () => {
   it('shows a created user exactly once after a mix of refusals', async (t) => {
     const s = await startService(t)
     await s.call('POST', '/users', { body: '{', contentType: 'application/json' })
-    await s.call('POST', '/users', { token: undefined, json: { email: uniqueEmail(), name: 'Anon' } })
+    await s.call('POST', '/users', {
+      token: undefined,
+      json: { email: uniqueEmail(), name: 'Anon' },
+    })
     const created = await s.call('POST', '/users', { json: { email: uniqueEmail(), name: 'Kept' } })
     assert.equal(created.status, 201)
-    assert.deepEqual((await s.snapshot()).map((user: User) => user.name), ['Kept'])
+    assert.deepEqual(
+      (await s.snapshot()).map((user: User) => user.name),
+      ['Kept'],
+    )
   })
 })

@@ -22,7 +22,11 @@ export const FEED_STORES: readonly FeedStore[] = [
     name: 'PostgreSQL',
     skip: SKIP_POSTGRES,
     make: (t) => {
-      const store = new PostgresStore({ url: requireDatabaseUrl(), schema: freshSchema(t), eventPollMs: 50 })
+      const store = new PostgresStore({
+        url: requireDatabaseUrl(),
+        schema: freshSchema(t),
+        eventPollMs: 50,
+      })
       t.after(() => store.close())
       return store
     },
@@ -40,15 +44,25 @@ export function largeMetadata(seed: string): Record<string, string> {
 }
 
 /** Creates one user with large metadata and patches it `times` times: a feed of large events. */
-export async function writeLargeFeed(baseUrl: string, token: string, times: number): Promise<string> {
-  const created = await request('POST', `${baseUrl}/users`, { token, json: { email: uniqueEmail('large'), name: 'Large', metadata: largeMetadata('v0') } })
+export async function writeLargeFeed(
+  baseUrl: string,
+  token: string,
+  times: number,
+): Promise<string> {
+  const created = await request('POST', `${baseUrl}/users`, {
+    token,
+    json: { email: uniqueEmail('large'), name: 'Large', metadata: largeMetadata('v0') },
+  })
   if (created.status !== 201) throw new Error(`POST /users: ${created.status} ${created.text}`)
   const { id } = created.json<{ id: string }>()
   for (let i = 1; i <= times; i += 1) {
     const patched = await request('PATCH', `${baseUrl}/users/${id}`, {
-      token, json: { metadata: { key_0: `v${i}`.padEnd(512, 'é') } }, contentType: 'application/merge-patch+json',
+      token,
+      json: { metadata: { key_0: `v${i}`.padEnd(512, 'é') } },
+      contentType: 'application/merge-patch+json',
     })
-    if (patched.status !== 200) throw new Error(`PATCH /users/${id}: ${patched.status} ${patched.text}`)
+    if (patched.status !== 200)
+      throw new Error(`PATCH /users/${id}: ${patched.status} ${patched.text}`)
   }
   return id
 }

@@ -2,14 +2,14 @@ import assert from 'node:assert/strict'
 import { describe, it, type TestContext } from 'node:test'
 
 import type { UserServiceOptions } from '../../src/process/create-user-service.js'
+import { PostgresStore } from '../../src/store/postgres/postgres-store.js'
+import { openSse, type SseClient } from '../events/sse-client.js'
 import { sleep } from '../helpers/child.js'
 import { assertProblem } from '../helpers/http.js'
 import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES, sql } from '../helpers/postgres.js'
 import { startService, type TestService } from '../helpers/service.js'
 import { makeToken, nowSeconds } from '../helpers/tokens.js'
-import { openSse, type SseClient } from '../events/sse-client.js'
 import { FEED_STORES } from './event-feed-fixtures.js'
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js'
 
 const LEEWAY_S = 1
 
@@ -18,7 +18,11 @@ interface FeedEvent {
   userId: string
 }
 
-async function start(t: TestContext, store: (typeof FEED_STORES)[number], options: Partial<UserServiceOptions> = {}): Promise<TestService> {
+async function start(
+  t: TestContext,
+  store: (typeof FEED_STORES)[number],
+  options: Partial<UserServiceOptions> = {},
+): Promise<TestService> {
   const made = store.make(t)
   return startService(t, {
     leewaySeconds: LEEWAY_S,
@@ -33,7 +37,11 @@ async function start(t: TestContext, store: (typeof FEED_STORES)[number], option
 async function ended(stream: SseClient, ms: number, what: string): Promise<void> {
   let timer: NodeJS.Timeout | undefined
   const late = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => { reject(new Error(`the stream still runs ${ms} ms after ${what} (${stream.events.length} events)`)) }, ms)
+    timer = setTimeout(() => {
+      reject(
+        new Error(`the stream still runs ${ms} ms after ${what} (${stream.events.length} events)`),
+      )
+    }, ms)
   })
   try {
     await Promise.race([stream.ended, late])
@@ -56,19 +64,23 @@ function assertEndedCleanly(stream: SseClient, why: RegExp): void {
 }
 
 for (const store of FEED_STORES) {
-  describe(`an SSE stream ends with its token's access (§6, §10), on ${store.name}`, { skip: store.skip }, () => {
-    it('ends at the token\'s expiry plus the leeway, and sends nothing after it', async (t) => {
+  describe(`an SSE stream ends with its token's access (§6, §10), on ${store.name}`, {
+    skip: store.skip,
+  }, () => {
+    it("ends at the token's expiry plus the leeway, and sends nothing after it", async (t) => {
       const svc = await start(t, store)
       const issuedS = nowSeconds()
       const token = makeToken({ sub: 'short-lived', scope: 'events:read', nowS: issuedS, ttl: 2 })
       const deadlineMs = (issuedS + 2 + LEEWAY_S) * 1000
       const stream = await openSse(`${svc.baseUrl}/events`, token)
-      t.after(() => { stream.close() })
+      t.after(() => {
+        stream.close()
+      })
       assert.equal(stream.status, 200)
       const before = await svc.createUser()
       await stream.waitFor(1)
       await ended(stream, deadlineMs - Date.now() + 3000, 'the token expired')
-      assert.ok(Date.now() >= deadlineMs, 'not before the token\'s expiry plus the leeway')
+      assert.ok(Date.now() >= deadlineMs, "not before the token's expiry plus the leeway")
       assertEndedCleanly(stream, /token has expired/)
       await svc.createUser()
       assert.deepEqual(typesOf(stream), [['user.created', before.id]])
@@ -81,7 +93,9 @@ for (const store of FEED_STORES) {
       const subject = await svc.createUser()
       const token = makeToken({ sub: subject.id, scope: 'events:read' })
       const stream = await openSse(`${svc.baseUrl}/events`, token)
-      t.after(() => { stream.close() })
+      t.after(() => {
+        stream.close()
+      })
       assert.equal(stream.status, 200)
       const other = await svc.createUser()
       // A change of the subject that keeps its access keeps the stream.
@@ -91,7 +105,11 @@ for (const store of FEED_STORES) {
       await ended(stream, 3000, 'the subject was suspended')
       assertEndedCleanly(stream, /subject of the token is suspended/)
       await svc.createUser()
-      assert.deepEqual(typesOf(stream), [['user.created', subject.id], ['user.created', other.id], ['user.activated', subject.id]])
+      assert.deepEqual(typesOf(stream), [
+        ['user.created', subject.id],
+        ['user.created', other.id],
+        ['user.activated', subject.id],
+      ])
       assertProblem(await svc.call('GET', '/events', { token }), 403, 'subject_suspended')
     })
 
@@ -100,7 +118,9 @@ for (const store of FEED_STORES) {
       const subject = await svc.createUser()
       const token = makeToken({ sub: subject.id, scope: 'events:read' })
       const stream = await openSse(`${svc.baseUrl}/events`, token)
-      t.after(() => { stream.close() })
+      t.after(() => {
+        stream.close()
+      })
       await stream.waitFor(1)
       assert.equal((await svc.call('DELETE', `/users/${subject.id}`)).status, 204)
       await ended(stream, 3000, 'the subject was deleted')
@@ -116,26 +136,41 @@ for (const store of FEED_STORES) {
       for (const action of ['activate', 'suspend', 'activate']) {
         assert.equal((await svc.call('POST', `/users/${subject.id}:${action}`)).status, 200)
       }
-      const stream = await openSse(`${svc.baseUrl}/events`, makeToken({ sub: subject.id, scope: 'events:read' }))
-      t.after(() => { stream.close() })
+      const stream = await openSse(
+        `${svc.baseUrl}/events`,
+        makeToken({ sub: subject.id, scope: 'events:read' }),
+      )
+      t.after(() => {
+        stream.close()
+      })
       await stream.waitFor(4)
       const next = await svc.createUser()
       await stream.waitFor(5)
-      assert.deepEqual(typesOf(stream).map(([type]) => type), ['user.created', 'user.activated', 'user.suspended', 'user.activated', 'user.created'])
+      assert.deepEqual(
+        typesOf(stream).map(([type]) => type),
+        ['user.created', 'user.activated', 'user.suspended', 'user.activated', 'user.created'],
+      )
       assert.equal(typesOf(stream)[4]?.[1], next.id)
     })
   })
 }
 
-describe('an SSE stream on PostgreSQL notices at its heartbeat a suspension it saw no event of', { skip: SKIP_POSTGRES }, () => {
+describe('an SSE stream on PostgreSQL notices at its heartbeat a suspension it saw no event of', {
+  skip: SKIP_POSTGRES,
+}, () => {
   it('ends within a heartbeat when another writer suspends the subject', async (t) => {
     const schema = freshSchema(t)
     const store = new PostgresStore({ url: requireDatabaseUrl(), schema, eventPollMs: 50 })
     t.after(() => store.close())
     const svc = await startService(t, { store, eventStreams: { heartbeatMs: 200 } })
     const subject = await svc.createUser()
-    const stream = await openSse(`${svc.baseUrl}/events`, makeToken({ sub: subject.id, scope: 'events:read' }))
-    t.after(() => { stream.close() })
+    const stream = await openSse(
+      `${svc.baseUrl}/events`,
+      makeToken({ sub: subject.id, scope: 'events:read' }),
+    )
+    t.after(() => {
+      stream.close()
+    })
     await stream.waitFor(1)
     await sleep(300)
     assert.equal(stream.response.complete, false, 'the stream runs while its subject may read')

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import type { Socket } from 'node:net'
 import { describe, it, type TestContext } from 'node:test'
 
-import { sleep, startChild, type RunningChild } from '../helpers/child.js'
+import { type RunningChild, sleep, startChild } from '../helpers/child.js'
 import { request } from '../helpers/http.js'
 import { freshDatabase, SKIP_POSTGRES } from '../helpers/postgres.js'
 import { openSocket } from '../helpers/raw-exchange.js'
@@ -32,10 +32,14 @@ async function openStreams(url: string): Promise<number> {
 /** Opens a stream on a raw socket that never reads a byte of the answer. */
 async function openIdleStream(t: TestContext, url: string): Promise<Socket> {
   const socket = await openSocket(url)
-  t.after(() => { socket.destroy() })
+  t.after(() => {
+    socket.destroy()
+  })
   socket.pause()
   socket.on('error', () => undefined)
-  socket.write(`GET /events HTTP/1.1\r\nhost: localhost\r\naccept: text/event-stream\r\nauthorization: Bearer ${reader}\r\n\r\n`)
+  socket.write(
+    `GET /events HTTP/1.1\r\nhost: localhost\r\naccept: text/event-stream\r\nauthorization: Bearer ${reader}\r\n\r\n`,
+  )
   return socket
 }
 
@@ -75,22 +79,35 @@ async function measureIdleStreams(t: TestContext, child: RunningChild): Promise<
 
 function assertBounded({ before, peak, opened }: Measured): void {
   const mb = (bytes: number): string => `${Math.round(bytes / 1e6)} MB`
-  assert.ok(peak - before < STREAMS * PER_STREAM_BYTES,
-    `${STREAMS} streams that do not read took RSS from ${mb(before)} to ${mb(peak)}: more than ${mb(PER_STREAM_BYTES)} each`)
+  assert.ok(
+    peak - before < STREAMS * PER_STREAM_BYTES,
+    `${STREAMS} streams that do not read took RSS from ${mb(before)} to ${mb(peak)}: more than ${mb(PER_STREAM_BYTES)} each`,
+  )
   // None was cut off early: each was measured holding what it may hold (the stall cut-off is 10 s).
   assert.equal(opened, STREAMS)
 }
 
 describe('SSE streams that do not read: memory stays bounded (§9, §10)', () => {
-  it('on the file store, each costs about its buffer bound, not a page of 200 events', { timeout: 60_000 }, async (t) => {
-    const child = await startChild({ dataDir: await makeTempDir(t), env: { MAX_EVENT_STREAMS: String(STREAMS) } })
+  it('on the file store, each costs about its buffer bound, not a page of 200 events', {
+    timeout: 60_000,
+  }, async (t) => {
+    const child = await startChild({
+      dataDir: await makeTempDir(t),
+      env: { MAX_EVENT_STREAMS: String(STREAMS) },
+    })
     t.after(() => child.stop('SIGKILL'))
     assertBounded(await measureIdleStreams(t, child))
   })
 
-  it('on PostgreSQL, each costs about its buffer bound, not a page of 200 events', { skip: SKIP_POSTGRES, timeout: 60_000 }, async (t) => {
+  it('on PostgreSQL, each costs about its buffer bound, not a page of 200 events', {
+    skip: SKIP_POSTGRES,
+    timeout: 60_000,
+  }, async (t) => {
     const databaseUrl = await freshDatabase(t)
-    const child = await startChild({ dataDir: await makeTempDir(t), env: { MAX_EVENT_STREAMS: String(STREAMS), DATABASE_URL: databaseUrl } })
+    const child = await startChild({
+      dataDir: await makeTempDir(t),
+      env: { MAX_EVENT_STREAMS: String(STREAMS), DATABASE_URL: databaseUrl },
+    })
     t.after(() => child.stop('SIGKILL'))
     assertBounded(await measureIdleStreams(t, child))
   })

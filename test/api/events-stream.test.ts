@@ -2,14 +2,18 @@ import assert from 'node:assert/strict'
 import { connect } from 'node:net'
 import { describe, it } from 'node:test'
 
+import { openSse } from '../events/sse-client.js'
 import { assertProblem } from '../helpers/http.js'
 import { startService, type TestService } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'
-import { openSse } from '../events/sse-client.js'
 
 const reader = makeToken({ sub: 'feed-reader', scope: 'events:read' })
 
-async function until(check: () => Promise<boolean>, what: string, timeoutMs = 20_000): Promise<void> {
+async function until(
+  check: () => Promise<boolean>,
+  what: string,
+  timeoutMs = 20_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
@@ -33,7 +37,9 @@ describe('GET /events as text/event-stream', () => {
     const svc = await startService(t, { eventStreams: { heartbeatMs: 100 } })
     const before = await svc.createUser()
     const stream = await openSse(`${svc.baseUrl}/events`, reader)
-    t.after(() => { stream.close() })
+    t.after(() => {
+      stream.close()
+    })
     assert.equal(stream.status, 200)
     assert.match(String(stream.headers['content-type']), /^text\/event-stream/)
     assert.equal(stream.headers['cache-control'], 'no-store')
@@ -49,13 +55,21 @@ describe('GET /events as text/event-stream', () => {
     // Written while nobody listens: the reconnect must bring exactly these, in order.
     for (let i = 0; i < 4; i += 1) written.push((await svc.createUser()).id)
     const again = await openSse(`${svc.baseUrl}/events`, reader, { 'last-event-id': last })
-    t.after(() => { again.close() })
-    const live = svc.createUser().then((user) => { written.push(user.id) })
+    t.after(() => {
+      again.close()
+    })
+    const live = svc.createUser().then((user) => {
+      written.push(user.id)
+    })
     await live
     await again.waitFor(5)
     const all = [...stream.events, ...again.events]
     assert.equal(new Set(all.map((event) => event.id)).size, all.length, 'no duplicate')
-    assert.deepEqual(all.map((event) => (JSON.parse(event.data) as { userId: string }).userId), written, 'no gap, in order')
+    assert.deepEqual(
+      all.map((event) => (JSON.parse(event.data) as { userId: string }).userId),
+      written,
+      'no gap, in order',
+    )
     for (const event of all) {
       assert.equal(event.event, 'user.created')
       assert.equal((JSON.parse(event.data) as { id: string }).id, event.id)
@@ -65,33 +79,55 @@ describe('GET /events as text/event-stream', () => {
   })
 
   it('cuts off a consumer that does not read once its buffer passes the bound, while another keeps flowing', async (t) => {
-    const svc = await startService(t, { eventStreams: { maxBufferBytes: 16 * 1024, stallMs: 3000 } })
+    const svc = await startService(t, {
+      eventStreams: { maxBufferBytes: 16 * 1024, stallMs: 3000 },
+    })
     // About 8 MB of backlog: more than the kernel's socket buffers and the bound together.
     const count = 450
     for (let i = 0; i < count; i += 25) {
-      await Promise.all(Array.from({ length: 25 }, (_, j) => svc.createUser({ metadata: bigMetadata(i + j) })))
+      await Promise.all(
+        Array.from({ length: 25 }, (_, j) => svc.createUser({ metadata: bigMetadata(i + j) })),
+      )
     }
     const { hostname, port } = new URL(svc.url)
     const slow = connect(Number(port), hostname)
-    t.after(() => { slow.destroy() })
-    slow.write(`GET /events HTTP/1.1\r\nhost: ${hostname}\r\naccept: text/event-stream\r\nauthorization: Bearer ${reader}\r\n\r\n`)
+    t.after(() => {
+      slow.destroy()
+    })
+    slow.write(
+      `GET /events HTTP/1.1\r\nhost: ${hostname}\r\naccept: text/event-stream\r\nauthorization: Bearer ${reader}\r\n\r\n`,
+    )
     slow.pause()
     const good = await openSse(`${svc.baseUrl}/events`, reader)
-    t.after(() => { good.close() })
+    t.after(() => {
+      good.close()
+    })
     await good.waitFor(count, 60_000)
     // The slow one is gone; the good one is still open and takes a live event.
     await until(async () => (await openStreams(svc)) === 1, 'the slow consumer to be cut off')
     const next = await svc.createUser()
     await good.waitFor(count + 1)
-    assert.equal((JSON.parse(good.events[count]?.data ?? '{}') as { userId: string }).userId, next.id)
+    assert.equal(
+      (JSON.parse(good.events[count]?.data ?? '{}') as { userId: string }).userId,
+      next.id,
+    )
     let received = ''
-    const closed = new Promise<void>((resolve) => { slow.on('close', () => { resolve() }) })
+    const closed = new Promise<void>((resolve) => {
+      slow.on('close', () => {
+        resolve()
+      })
+    })
     slow.setEncoding('latin1')
-    slow.on('data', (chunk: string) => { received += chunk })
+    slow.on('data', (chunk: string) => {
+      received += chunk
+    })
     slow.resume()
     await closed
     const delivered = received.split('\nevent: ').length - 1
-    assert.ok(delivered < count, `the slow consumer got ${delivered} of ${count} events before it was cut off`)
+    assert.ok(
+      delivered < count,
+      `the slow consumer got ${delivered} of ${count} events before it was cut off`,
+    )
     assert.doesNotMatch(received, /\r\n0\r\n\r\n$/, 'the stream was cut, not ended')
   })
 
@@ -99,10 +135,16 @@ describe('GET /events as text/event-stream', () => {
     const svc = await startService(t, { maxEventStreams: 2 })
     const a = await openSse(`${svc.baseUrl}/events`, reader)
     const b = await openSse(`${svc.baseUrl}/events`, reader)
-    t.after(() => { a.close(); b.close() })
+    t.after(() => {
+      a.close()
+      b.close()
+    })
     assert.equal(a.status, 200)
     assert.equal(b.status, 200)
-    const refused = await svc.call('GET', '/events', { token: reader, headers: { accept: 'text/event-stream' } })
+    const refused = await svc.call('GET', '/events', {
+      token: reader,
+      headers: { accept: 'text/event-stream' },
+    })
     assertProblem(refused, 503, 'overloaded')
     assert.ok(refused.headers.get('retry-after') !== null)
     // Pages are not streams: they still work.
@@ -110,13 +152,18 @@ describe('GET /events as text/event-stream', () => {
     a.close()
     await until(async () => (await openStreams(svc)) === 1, 'the closed stream to be counted out')
     const c = await openSse(`${svc.baseUrl}/events`, reader)
-    t.after(() => { c.close() })
+    t.after(() => {
+      c.close()
+    })
     assert.equal(c.status, 200)
   })
 
   it('answers 400 for a malformed Last-Event-ID and 403 without events:read, before any stream starts', async (t) => {
     const svc = await startService(t)
-    const bad = await svc.call('GET', '/events', { token: reader, headers: { accept: 'text/event-stream', 'last-event-id': 'nope' } })
+    const bad = await svc.call('GET', '/events', {
+      token: reader,
+      headers: { accept: 'text/event-stream', 'last-event-id': 'nope' },
+    })
     assertProblem(bad, 400, 'bad_request')
     const forbidden = await svc.call('GET', '/events', { headers: { accept: 'text/event-stream' } })
     assertProblem(forbidden, 403, 'insufficient_scope')
@@ -124,11 +171,18 @@ describe('GET /events as text/event-stream', () => {
 
   it('sends the CORS headers on a stream to an allowed origin, and answers HEAD without a stream', async (t) => {
     const svc = await startService(t, { corsOrigins: ['https://app.example.com'] })
-    const stream = await openSse(`${svc.baseUrl}/events`, reader, { origin: 'https://app.example.com' })
-    t.after(() => { stream.close() })
+    const stream = await openSse(`${svc.baseUrl}/events`, reader, {
+      origin: 'https://app.example.com',
+    })
+    t.after(() => {
+      stream.close()
+    })
     assert.equal(stream.status, 200)
     assert.equal(stream.headers['access-control-allow-origin'], 'https://app.example.com')
-    const head = await svc.call('HEAD', '/events', { token: reader, headers: { accept: 'text/event-stream' } })
+    const head = await svc.call('HEAD', '/events', {
+      token: reader,
+      headers: { accept: 'text/event-stream' },
+    })
     assert.equal(head.status, 200)
     assert.match(head.headers.get('content-type') ?? '', /^application\/json/)
   })

@@ -17,7 +17,7 @@ interface FeedEvent {
   actor?: string
   requestId?: string
   changed?: string[]
-  user?: { id: string, version: number, status: string, email: string }
+  user?: { id: string; version: number; status: string; email: string }
 }
 
 interface FeedPage {
@@ -28,7 +28,14 @@ interface FeedPage {
 const reader = makeToken({ sub: 'feed-reader', scope: 'events:read' })
 const writer = makeToken({ sub: 'admin-7', scope: 'users:read users:write users:admin' })
 
-async function readFeed(call: (m: string, t: string, o?: object) => Promise<{ status: number, text: string, json<T>(): T }>, query = ''): Promise<FeedPage> {
+async function readFeed(
+  call: (
+    m: string,
+    t: string,
+    o?: object,
+  ) => Promise<{ status: number; text: string; json<T>(): T }>,
+  query = '',
+): Promise<FeedPage> {
   const res = await call('GET', `/events${query}`, { token: reader })
   assert.equal(res.status, 200, res.text)
   return res.json<FeedPage>()
@@ -38,23 +45,72 @@ describe('GET /events', () => {
   it('appends exactly one event per change, with its type, actor, request id and changed fields', async (t) => {
     const svc = await startService(t)
     const email = uniqueEmail()
-    const created = await svc.call('POST', '/users', { token: writer, json: { email, name: 'Ann' }, headers: { 'x-request-id': 'req-create' } })
+    const created = await svc.call('POST', '/users', {
+      token: writer,
+      json: { email, name: 'Ann' },
+      headers: { 'x-request-id': 'req-create' },
+    })
     assert.equal(created.status, 201)
     const id = created.json<{ id: string }>().id
-    const patched = await svc.call('PATCH', `/users/${id}`, { token: writer, json: { name: 'Ann B', metadata: { a: '1' } }, contentType: 'application/merge-patch+json' })
+    const patched = await svc.call('PATCH', `/users/${id}`, {
+      token: writer,
+      json: { name: 'Ann B', metadata: { a: '1' } },
+      contentType: 'application/merge-patch+json',
+    })
     assert.equal(patched.status, 200, patched.text)
     // A repeat that changes nothing appends nothing, nor does an empty PATCH.
-    assert.equal((await svc.call('PATCH', `/users/${id}`, { token: writer, json: { name: 'Ann B' }, contentType: 'application/merge-patch+json' })).status, 200)
-    assert.equal((await svc.call('PATCH', `/users/${id}`, { token: writer, json: {}, contentType: 'application/merge-patch+json' })).status, 200)
+    assert.equal(
+      (
+        await svc.call('PATCH', `/users/${id}`, {
+          token: writer,
+          json: { name: 'Ann B' },
+          contentType: 'application/merge-patch+json',
+        })
+      ).status,
+      200,
+    )
+    assert.equal(
+      (
+        await svc.call('PATCH', `/users/${id}`, {
+          token: writer,
+          json: {},
+          contentType: 'application/merge-patch+json',
+        })
+      ).status,
+      200,
+    )
     assert.equal((await svc.call('POST', `/users/${id}:activate`, { token: writer })).status, 200)
     assert.equal((await svc.call('POST', `/users/${id}:suspend`, { token: writer })).status, 200)
-    assert.equal((await svc.call('DELETE', `/users/${id}`, { token: writer, headers: { 'x-request-id': 'req-delete' } })).status, 204)
+    assert.equal(
+      (
+        await svc.call('DELETE', `/users/${id}`, {
+          token: writer,
+          headers: { 'x-request-id': 'req-delete' },
+        })
+      ).status,
+      204,
+    )
     // A refused write appends nothing.
-    assert.equal((await svc.call('PATCH', `/users/${id}`, { token: writer, json: { name: 'x' }, contentType: 'application/merge-patch+json' })).status, 404)
+    assert.equal(
+      (
+        await svc.call('PATCH', `/users/${id}`, {
+          token: writer,
+          json: { name: 'x' },
+          contentType: 'application/merge-patch+json',
+        })
+      ).status,
+      404,
+    )
 
     const page = await readFeed(svc.call)
-    assert.deepEqual(page.items.map((event) => event.type), ['user.created', 'user.updated', 'user.activated', 'user.suspended', 'user.deleted'])
-    assert.deepEqual(page.items.map((event) => event.version), [1, 2, 3, 4, 5])
+    assert.deepEqual(
+      page.items.map((event) => event.type),
+      ['user.created', 'user.updated', 'user.activated', 'user.suspended', 'user.deleted'],
+    )
+    assert.deepEqual(
+      page.items.map((event) => event.version),
+      [1, 2, 3, 4, 5],
+    )
     for (const event of page.items) {
       assert.match(event.id, /^[0-9a-f]{16}$/)
       assert.equal(event.userId, id)
@@ -77,7 +133,10 @@ describe('GET /events', () => {
     assert.equal(page.nextCursor, ids.at(-1))
     // The events are on disk, in the segment log.
     const segments = await readdir(path.join(svc.dataDir, 'events'))
-    assert.ok(segments.some((name) => /^[0-9a-f]{16}\.ndjson$/.test(name)), String(segments))
+    assert.ok(
+      segments.some((name) => /^[0-9a-f]{16}\.ndjson$/.test(name)),
+      String(segments),
+    )
   })
 
   it('pages oldest first with limit and after, filters by type and userId, and always gives a cursor', async (t) => {
@@ -92,23 +151,48 @@ describe('GET /events', () => {
     assert.equal(one.items.length, 1)
     assert.equal(one.items[0]?.userId, a.id)
     const rest = await readFeed(svc.call, `?after=${one.nextCursor}&limit=1000`)
-    assert.deepEqual(rest.items.map((event) => [event.userId, event.type]), [[b.id, 'user.created'], [a.id, 'user.activated']])
+    assert.deepEqual(
+      rest.items.map((event) => [event.userId, event.type]),
+      [
+        [b.id, 'user.created'],
+        [a.id, 'user.activated'],
+      ],
+    )
     const end = await readFeed(svc.call, `?after=${rest.nextCursor}`)
     assert.deepEqual(end.items, [])
     assert.equal(end.nextCursor, rest.nextCursor, 'an empty page resumes where it was asked')
     const ofA = await readFeed(svc.call, `?userId=${a.id}`)
-    assert.deepEqual(ofA.items.map((event) => event.type), ['user.created', 'user.activated'])
+    assert.deepEqual(
+      ofA.items.map((event) => event.type),
+      ['user.created', 'user.activated'],
+    )
     const created = await readFeed(svc.call, '?type=user.created,user.deleted')
-    assert.deepEqual(created.items.map((event) => event.userId), [a.id, b.id])
+    assert.deepEqual(
+      created.items.map((event) => event.userId),
+      [a.id, b.id],
+    )
     const c = await svc.createUser()
     const after = await readFeed(svc.call, `?after=${end.nextCursor}`)
-    assert.deepEqual(after.items.map((event) => event.userId), [c.id])
+    assert.deepEqual(
+      after.items.map((event) => event.userId),
+      [c.id],
+    )
   })
 
   it('answers 400 for unknown, repeated or malformed parameters', async (t) => {
     const svc = await startService(t)
-    for (const query of ['?limit=0', '?limit=1001', '?limit=x', '?after=12', '?after=ZZZZZZZZZZZZZZZZ', '?type=user.renamed',
-      '?userId=nope', '?foo=1', '?limit=1&limit=2', '?after=']) {
+    for (const query of [
+      '?limit=0',
+      '?limit=1001',
+      '?limit=x',
+      '?after=12',
+      '?after=ZZZZZZZZZZZZZZZZ',
+      '?type=user.renamed',
+      '?userId=nope',
+      '?foo=1',
+      '?limit=1&limit=2',
+      '?after=',
+    ]) {
       const res = await svc.call('GET', `/events${query}`, { token: reader })
       assertProblem(res, 400, 'bad_request')
     }
@@ -124,8 +208,13 @@ describe('GET /events', () => {
 
   it('answers 410 cursor_expired for a cursor older than the retained feed', async (t) => {
     let clock = Date.now()
-    const dir = path.join(await import('node:os').then((os) => os.tmpdir()), `events-410-${process.pid}-${Date.now()}`)
-    t.after(async () => { await (await import('node:fs/promises')).rm(dir, { recursive: true, force: true }) })
+    const dir = path.join(
+      await import('node:os').then((os) => os.tmpdir()),
+      `events-410-${process.pid}-${Date.now()}`,
+    )
+    t.after(async () => {
+      await (await import('node:fs/promises')).rm(dir, { recursive: true, force: true })
+    })
     const store = new FileStore({ dataDir: dir, now: () => clock, eventsRetentionDays: 30 })
     const svc = await startService(t, { store })
     const old = await svc.createUser()
@@ -137,9 +226,15 @@ describe('GET /events', () => {
     const expired = await svc.call('GET', `/events?after=${'0'.repeat(16)}`, { token: reader })
     assertProblem(expired, 410, 'cursor_expired')
     const retained = await readFeed(svc.call)
-    assert.deepEqual(retained.items.map((event) => event.userId), [fresh.id])
+    assert.deepEqual(
+      retained.items.map((event) => event.userId),
+      [fresh.id],
+    )
     assert.notEqual(old.id, fresh.id)
     // The cursor of the last pruned event is still good: nothing after it was missed.
-    assert.equal((await svc.call('GET', `/events?after=${first.nextCursor}`, { token: reader })).status, 200)
+    assert.equal(
+      (await svc.call('GET', `/events?after=${first.nextCursor}`, { token: reader })).status,
+      200,
+    )
   })
 })

@@ -3,14 +3,14 @@ import { request as httpRequest, type IncomingMessage } from 'node:http'
 import { connect } from 'node:net'
 import { describe, it, type TestContext } from 'node:test'
 
+import type { User } from '../../src/domain/user.js'
 import type { UserServiceOptions } from '../../src/process/create-user-service.js'
 import { MemoryStore } from '../../src/store/memory-store.js'
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js'
-import type { User } from '../../src/domain/user.js'
 import { assertProblem } from '../helpers/http.js'
-import { exchange } from '../helpers/raw-exchange.js'
 import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES } from '../helpers/postgres.js'
-import { startService, uniqueEmail, type TestService } from '../helpers/service.js'
+import { exchange } from '../helpers/raw-exchange.js'
+import { startService, type TestService, uniqueEmail } from '../helpers/service.js'
 import { makeUser, toContractJson } from '../helpers/store-users.js'
 import { makeToken } from '../helpers/tokens.js'
 
@@ -22,20 +22,40 @@ interface Streamed {
 
 /** One request through node:http, the body written in the given pieces (chunked unless a length is set). */
 export function streamRequest(
-  app: Pick<TestService, 'baseUrl' | 'token'>, method: string, path: string,
-  options: { body?: readonly (string | Buffer)[], token?: string, headers?: Record<string, string> } = {},
+  app: Pick<TestService, 'baseUrl' | 'token'>,
+  method: string,
+  path: string,
+  options: {
+    body?: readonly (string | Buffer)[]
+    token?: string
+    headers?: Record<string, string>
+  } = {},
 ): Promise<Streamed> {
   const url = new URL(`${app.baseUrl}${path}`)
   return new Promise((resolve, reject) => {
-    const req = httpRequest(url, {
-      method,
-      headers: { authorization: `Bearer ${options.token ?? app.token}`, 'content-type': 'application/x-ndjson', ...options.headers },
-    }, (res) => {
-      const chunks: Buffer[] = []
-      res.on('data', (chunk: Buffer) => chunks.push(chunk))
-      res.on('end', () => { resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }) })
-      res.on('error', reject)
-    })
+    const req = httpRequest(
+      url,
+      {
+        method,
+        headers: {
+          authorization: `Bearer ${options.token ?? app.token}`,
+          'content-type': 'application/x-ndjson',
+          ...options.headers,
+        },
+      },
+      (res) => {
+        const chunks: Buffer[] = []
+        res.on('data', (chunk: Buffer) => chunks.push(chunk))
+        res.on('end', () => {
+          resolve({
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            text: Buffer.concat(chunks).toString('utf8'),
+          })
+        })
+        res.on('error', reject)
+      },
+    )
     req.on('error', reject)
     for (const piece of options.body ?? []) req.write(piece)
     req.end()
@@ -43,7 +63,10 @@ export function streamRequest(
 }
 
 function lines(text: string): Record<string, unknown>[] {
-  return text.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line) as Record<string, unknown>)
+  return text
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => JSON.parse(line) as Record<string, unknown>)
 }
 
 /** The body of a whole chunked response (throws on a cut one: the final 0-size chunk must be there). */
@@ -64,9 +87,12 @@ async function listAll(app: TestService): Promise<User[]> {
   const users: User[] = []
   let cursor: string | null = null
   do {
-    const res = await app.call('GET', `/users?limit=100${cursor === null ? '' : `&cursor=${cursor}`}`)
+    const res = await app.call(
+      'GET',
+      `/users?limit=100${cursor === null ? '' : `&cursor=${cursor}`}`,
+    )
     assert.equal(res.status, 200)
-    const page = res.json<{ items: User[], nextCursor: string | null }>()
+    const page = res.json<{ items: User[]; nextCursor: string | null }>()
     users.push(...page.items)
     cursor = page.nextCursor
   } while (cursor !== null)
@@ -75,8 +101,17 @@ async function listAll(app: TestService): Promise<User[]> {
 
 function seeded(count: number, metadataBytes = 0): MemoryStore {
   const value = 'x'.repeat(Math.min(metadataBytes, 512))
-  const metadata = metadataBytes === 0 ? {} : Object.fromEntries(Array.from({ length: Math.ceil(metadataBytes / 512) }, (_, i) => [`k${i}`, value]))
-  return new MemoryStore(Array.from({ length: count }, (_, i) => makeUser({ metadata, status: i % 3 === 0 ? 'active' : 'pending' })))
+  const metadata =
+    metadataBytes === 0
+      ? {}
+      : Object.fromEntries(
+          Array.from({ length: Math.ceil(metadataBytes / 512) }, (_, i) => [`k${i}`, value]),
+        )
+  return new MemoryStore(
+    Array.from({ length: count }, (_, i) =>
+      makeUser({ metadata, status: i % 3 === 0 ? 'active' : 'pending' }),
+    ),
+  )
 }
 
 describe('GET /users:export', () => {
@@ -107,7 +142,13 @@ describe('GET /users:export', () => {
 
   it('needs the users:admin scope', async (t) => {
     const app = await startService(t)
-    assertProblem(await app.call('GET', '/users:export', { token: makeToken({ scope: 'users:read users:write' }) }), 403, 'insufficient_scope')
+    assertProblem(
+      await app.call('GET', '/users:export', {
+        token: makeToken({ scope: 'users:read users:write' }),
+      }),
+      403,
+      'insufficient_scope',
+    )
   })
 
   it('waits for a slow reader and still sends every user exactly once, with writes meanwhile', async (t) => {
@@ -117,7 +158,9 @@ describe('GET /users:export', () => {
     const doomed = before.slice(0, 50)
     const { hostname, port } = new URL(app.url)
     const socket = connect(Number(port), hostname)
-    socket.write(`GET /users:export HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${app.token}\r\nconnection: close\r\n\r\n`)
+    socket.write(
+      `GET /users:export HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${app.token}\r\nconnection: close\r\n\r\n`,
+    )
     socket.pause()
     const chunks: Buffer[] = []
     // Read a little at a time, with writes in between, until the server closes.
@@ -129,7 +172,8 @@ describe('GET /users:export', () => {
       await new Promise((resolve) => setTimeout(resolve, 10))
       socket.pause()
       if (round === 5) {
-        for (const user of doomed) assert.equal((await app.call('DELETE', `/users/${user.id}`)).status, 204)
+        for (const user of doomed)
+          assert.equal((await app.call('DELETE', `/users/${user.id}`)).status, 204)
         added = await Promise.all(Array.from({ length: 20 }, () => app.createUser()))
       }
     }
@@ -139,33 +183,49 @@ describe('GET /users:export', () => {
     const body = text.slice(text.indexOf('\r\n\r\n') + 4)
     assert.match(text, /^HTTP\/1.1 200/)
     // Chunked framing: keep only the lines that are users.
-    const ids = body.split('\n').filter((line) => line.startsWith('{')).map((line) => (JSON.parse(line) as User).id)
+    const ids = body
+      .split('\n')
+      .filter((line) => line.startsWith('{'))
+      .map((line) => (JSON.parse(line) as User).id)
     assert.equal(new Set(ids).size, ids.length, 'no user twice')
     const seen = new Set(ids)
-    for (const user of before.slice(50)) assert.ok(seen.has(user.id), `user ${user.id} existed throughout`)
-    for (const id of ids) assert.ok(before.some((user) => user.id === id) || added.some((user) => user.id === id))
+    for (const user of before.slice(50))
+      assert.ok(seen.has(user.id), `user ${user.id} existed throughout`)
+    for (const id of ids)
+      assert.ok(before.some((user) => user.id === id) || added.some((user) => user.id === id))
   })
 
   it('drops a client that stopped reading once the stall time-out passes, and keeps serving others', async (t) => {
     const app = await startService(t, { store: seeded(4000, 2048), exportStallTimeoutMs: 300 })
     const { hostname, port } = new URL(app.url)
     const socket = connect(Number(port), hostname)
-    socket.write(`GET /users:export HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${app.token}\r\n\r\n`)
+    socket.write(
+      `GET /users:export HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${app.token}\r\n\r\n`,
+    )
     socket.pause()
     socket.on('error', () => undefined)
     // The service answers others meanwhile.
     assert.equal((await app.call('GET', '/users?limit=1')).status, 200)
     // The request is logged when the service lets go of it: the only clock here.
-    while (!app.logs.some((entry) => entry['path'] === '/users:export')) await new Promise((resolve) => setTimeout(resolve, 50))
+    while (!app.logs.some((entry) => entry['path'] === '/users:export'))
+      await new Promise((resolve) => setTimeout(resolve, 50))
     const entry = app.logs.find((line) => line['path'] === '/users:export')
     assert.equal(entry?.['status'], 499)
     const chunks: Buffer[] = []
     socket.on('data', (chunk: Buffer) => chunks.push(chunk))
-    await new Promise<void>((resolve) => { socket.on('close', () => { resolve() }); socket.resume() })
+    await new Promise<void>((resolve) => {
+      socket.on('close', () => {
+        resolve()
+      })
+      socket.resume()
+    })
     const text = Buffer.concat(chunks).toString('utf8')
     const users = text.split('\n').filter((line) => line.startsWith('{"id"')).length
     assert.ok(users < 4000, `the export was cut short (${users} users sent)`)
-    assert.ok(!text.endsWith('0\r\n\r\n'), 'no last chunk: the client can tell the export is incomplete')
+    assert.ok(
+      !text.endsWith('0\r\n\r\n'),
+      'no last chunk: the client can tell the export is incomplete',
+    )
     assert.equal((await app.call('GET', '/users?limit=1')).status, 200)
   })
 })
@@ -185,7 +245,11 @@ interface StoreUnderTest {
 }
 
 const schemas = new WeakMap<TestService, string>()
-const onPostgres = (t: TestContext, schema: string, options: Partial<UserServiceOptions> = {}): Promise<TestService> =>
+const onPostgres = (
+  t: TestContext,
+  schema: string,
+  options: Partial<UserServiceOptions> = {},
+): Promise<TestService> =>
   startService(t, { store: new PostgresStore({ url: requireDatabaseUrl(), schema }), ...options })
 
 function describeImport(on: StoreUnderTest): void {
@@ -193,7 +257,12 @@ function describeImport(on: StoreUnderTest): void {
     it('answers one result per line in input order, keeping exported users as they were', async (t) => {
       const app = await on.start(t)
       const taken = await app.createUser()
-      const kept = makeUser({ status: 'suspended', version: 7, metadata: { zeta: '1', alpha: '2' }, updatedAt: new Date(Date.now() + 1000).toISOString() })
+      const kept = makeUser({
+        status: 'suspended',
+        version: 7,
+        metadata: { zeta: '1', alpha: '2' },
+        updatedAt: new Date(Date.now() + 1000).toISOString(),
+      })
       const input = [
         exportedLine(kept),
         JSON.stringify({ email: uniqueEmail('new'), name: 'New One', metadata: { team: 'a' } }),
@@ -201,18 +270,41 @@ function describeImport(on: StoreUnderTest): void {
         JSON.stringify({ email: 'no-at-sign', name: 'Bad' }),
         JSON.stringify({ email: taken.email.toUpperCase(), name: 'Same Email' }),
         '',
-        JSON.stringify({ ...JSON.parse(exportedLine(makeUser())) as object, status: 'gone', version: 0 }),
+        JSON.stringify({
+          ...(JSON.parse(exportedLine(makeUser())) as object),
+          status: 'gone',
+          version: 0,
+        }),
         JSON.stringify({ email: uniqueEmail(), name: 'Read only', status: 'active' }),
       ]
-      const res = await streamRequest(app, 'POST', '/users:import', { body: [`${input.join('\n')}\n`] })
+      const res = await streamRequest(app, 'POST', '/users:import', {
+        body: [`${input.join('\n')}\n`],
+      })
       assert.equal(res.status, 200)
       assert.equal(res.headers['content-type'], 'application/x-ndjson')
       const results = lines(res.text)
-      assert.deepEqual(results.map((result) => [result['line'], result['status']]), [[1, 201], [2, 201], [3, 400], [4, 422], [5, 409], [7, 422], [8, 422]])
+      assert.deepEqual(
+        results.map((result) => [result['line'], result['status']]),
+        [
+          [1, 201],
+          [2, 201],
+          [3, 400],
+          [4, 422],
+          [5, 409],
+          [7, 422],
+          [8, 422],
+        ],
+      )
       assert.equal(results[0]?.['id'], kept.id)
       assert.equal(results[4]?.['code'], 'duplicate_email')
-      assert.deepEqual((results[5]?.['errors'] as { pointer: string }[]).map((error) => error.pointer), ['/status', '/version'])
-      assert.deepEqual((results[6]?.['errors'] as { pointer: string }[]).map((error) => error.pointer), ['/status'])
+      assert.deepEqual(
+        (results[5]?.['errors'] as { pointer: string }[]).map((error) => error.pointer),
+        ['/status', '/version'],
+      )
+      assert.deepEqual(
+        (results[6]?.['errors'] as { pointer: string }[]).map((error) => error.pointer),
+        ['/status'],
+      )
       // The exported user is stored exactly as it was: id, status, time stamps, version, metadata order.
       const stored = await app.call('GET', `/users/${kept.id}`)
       assert.equal(stored.text, exportedLine(kept))
@@ -227,16 +319,27 @@ function describeImport(on: StoreUnderTest): void {
     it('answers 200 and changes nothing when a re-run finds the same user, 409 when the id holds another', async (t) => {
       const app = await on.start(t)
       const user = makeUser({ status: 'active', version: 3 })
-      const first = await streamRequest(app, 'POST', '/users:import', { body: [`${exportedLine(user)}\n${exportedLine(user)}\n`] })
-      assert.deepEqual(lines(first.text).map((result) => result['status']), [201, 200])
-      const again = await streamRequest(app, 'POST', '/users:import', { body: [exportedLine(user)] })
+      const first = await streamRequest(app, 'POST', '/users:import', {
+        body: [`${exportedLine(user)}\n${exportedLine(user)}\n`],
+      })
+      assert.deepEqual(
+        lines(first.text).map((result) => result['status']),
+        [201, 200],
+      )
+      const again = await streamRequest(app, 'POST', '/users:import', {
+        body: [exportedLine(user)],
+      })
       assert.deepEqual(lines(again.text), [{ line: 1, status: 200, id: user.id }])
-      const other = await streamRequest(app, 'POST', '/users:import', { body: [exportedLine({ ...user, name: 'Someone Else' })] })
+      const other = await streamRequest(app, 'POST', '/users:import', {
+        body: [exportedLine({ ...user, name: 'Someone Else' })],
+      })
       assert.equal(lines(other.text)[0]?.['status'], 409)
       assert.equal(lines(other.text)[0]?.['code'], 'duplicate_id')
       assert.equal((await app.call('GET', `/users/${user.id}`)).text, exportedLine(user))
       assert.equal((await app.call('DELETE', `/users/${user.id}`)).status, 204)
-      const deleted = await streamRequest(app, 'POST', '/users:import', { body: [exportedLine(user)] })
+      const deleted = await streamRequest(app, 'POST', '/users:import', {
+        body: [exportedLine(user)],
+      })
       assert.equal(lines(deleted.text)[0]?.['code'], 'duplicate_id')
       assert.deepEqual(await app.snapshot(), [])
     })
@@ -247,35 +350,60 @@ function describeImport(on: StoreUnderTest): void {
       const after = uniqueEmail('after')
       const body = [
         // The long line arrives in pieces, as a stream would bring it.
-        long.slice(0, 30_000), long.slice(30_000), '\n',
+        long.slice(0, 30_000),
+        long.slice(30_000),
+        '\n',
         Buffer.from([0xff, 0xfe, 0x0a]),
         `${JSON.stringify({ email: after, name: 'After' })}`,
       ]
       const res = await streamRequest(app, 'POST', '/users:import', { body })
       const results = lines(res.text)
-      assert.deepEqual(results.map((result) => [result['line'], result['status'], result['code']]), [[1, 413, 'payload_too_large'], [2, 400, 'bad_request'], [3, 201, undefined]])
+      assert.deepEqual(
+        results.map((result) => [result['line'], result['status'], result['code']]),
+        [
+          [1, 413, 'payload_too_large'],
+          [2, 400, 'bad_request'],
+          [3, 201, undefined],
+        ],
+      )
       const users = await app.snapshot()
-      assert.deepEqual(users.map((user) => user.email), [after])
+      assert.deepEqual(
+        users.map((user) => user.email),
+        [after],
+      )
     })
 
     it('imports many lines with creates in parallel and sends results in input order, all durable after a restart', async (t) => {
       const app = await on.start(t)
       const users = Array.from({ length: 300 }, () => makeUser())
-      const res = await streamRequest(app, 'POST', '/users:import', { body: users.map((user) => `${exportedLine(user)}\n`) })
+      const res = await streamRequest(app, 'POST', '/users:import', {
+        body: users.map((user) => `${exportedLine(user)}\n`),
+      })
       const results = lines(res.text)
-      assert.deepEqual(results.map((result) => result['line']), users.map((_, i) => i + 1))
+      assert.deepEqual(
+        results.map((result) => result['line']),
+        users.map((_, i) => i + 1),
+      )
       assert.ok(results.every((result) => result['status'] === 201))
       await app.service.close()
       const reopened = await on.restart(t, app)
-      assert.deepEqual((await reopened.snapshot()).map((user) => user.id), users.map((user) => user.id).sort())
+      assert.deepEqual(
+        (await reopened.snapshot()).map((user) => user.id),
+        users.map((user) => user.id).sort(),
+      )
     })
 
     it('answers 409 import_in_progress while another import runs, then takes the next one', async (t) => {
       const app = await on.start(t)
       const url = new URL(`${app.baseUrl}/users:import`)
-      const first = httpRequest(url, { method: 'POST', headers: { authorization: `Bearer ${app.token}`, ...NDJSON } })
+      const first = httpRequest(url, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${app.token}`, ...NDJSON },
+      })
       let sawResult: () => void = () => undefined
-      const firstResult = new Promise<void>((resolve) => { sawResult = resolve })
+      const firstResult = new Promise<void>((resolve) => {
+        sawResult = resolve
+      })
       const firstDone = new Promise<Streamed>((resolve, reject) => {
         first.on('response', (res) => {
           const chunks: Buffer[] = []
@@ -283,7 +411,13 @@ function describeImport(on: StoreUnderTest): void {
             chunks.push(chunk)
             sawResult()
           })
-          res.on('end', () => { resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }) })
+          res.on('end', () => {
+            resolve({
+              status: res.statusCode ?? 0,
+              headers: res.headers,
+              text: Buffer.concat(chunks).toString('utf8'),
+            })
+          })
         })
         first.on('error', reject)
       })
@@ -291,29 +425,50 @@ function describeImport(on: StoreUnderTest): void {
       first.flushHeaders()
       // The first result line says the first import is under way.
       await firstResult
-      const second = await streamRequest(app, 'POST', '/users:import', { body: [JSON.stringify({ email: uniqueEmail(), name: 'Second' })] })
+      const second = await streamRequest(app, 'POST', '/users:import', {
+        body: [JSON.stringify({ email: uniqueEmail(), name: 'Second' })],
+      })
       assert.equal(second.status, 409)
       assert.equal(JSON.parse(second.text).code, 'import_in_progress')
       first.end(`${JSON.stringify({ email: uniqueEmail(), name: 'Third' })}\n`)
-      assert.deepEqual(lines((await firstDone).text).map((result) => result['status']), [201, 201])
-      const next = await streamRequest(app, 'POST', '/users:import', { body: [JSON.stringify({ email: uniqueEmail(), name: 'Fourth' })] })
+      assert.deepEqual(
+        lines((await firstDone).text).map((result) => result['status']),
+        [201, 201],
+      )
+      const next = await streamRequest(app, 'POST', '/users:import', {
+        body: [JSON.stringify({ email: uniqueEmail(), name: 'Fourth' })],
+      })
       assert.equal(lines(next.text)[0]?.['status'], 201)
-      assert.deepEqual((await app.snapshot()).map((user) => user.name).sort(), ['First', 'Fourth', 'Third'])
+      assert.deepEqual((await app.snapshot()).map((user) => user.name).sort(), [
+        'First',
+        'Fourth',
+        'Third',
+      ])
     })
 
     it('refuses a body announced over IMPORT_MAX_BYTES with 413, and stops a chunked one at the limit', async (t) => {
       const app = await on.start(t, { importMaxBytes: 2000 })
       const line = `${JSON.stringify({ email: uniqueEmail(), name: 'Big' })}\n`
-      const announced = await app.call('POST', '/users:import', { body: line.repeat(40), contentType: 'application/x-ndjson' })
+      const announced = await app.call('POST', '/users:import', {
+        body: line.repeat(40),
+        contentType: 'application/x-ndjson',
+      })
       assertProblem(announced, 413, 'payload_too_large')
       assert.deepEqual(await app.snapshot(), [])
       // Over a raw socket, so that a reset while the client still writes the body cannot lose the
       // answer: every byte that came back is kept, and the checks below always run.
-      const sent = Array.from({ length: 40 }, (_, i) => `${JSON.stringify({ email: `chunked.${i}.${uniqueEmail()}`, name: 'Chunked' })}\n`)
+      const sent = Array.from(
+        { length: 40 },
+        (_, i) =>
+          `${JSON.stringify({ email: `chunked.${i}.${uniqueEmail()}`, name: 'Chunked' })}\n`,
+      )
       const { host } = new URL(app.url)
-      const head = `POST /users:import HTTP/1.1\r\nhost: ${host}\r\nauthorization: Bearer ${app.token}\r\n`
-        + 'content-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n'
-      const body = sent.map((piece) => `${Buffer.byteLength(piece).toString(16)}\r\n${piece}\r\n`).join('')
+      const head =
+        `POST /users:import HTTP/1.1\r\nhost: ${host}\r\nauthorization: Bearer ${app.token}\r\n` +
+        'content-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n'
+      const body = sent
+        .map((piece) => `${Buffer.byteLength(piece).toString(16)}\r\n${piece}\r\n`)
+        .join('')
       const answer = await exchange(app.baseUrl, `${head}${body}0\r\n\r\n`, { waitMs: 5000 })
       assert.equal(answer.closed, true, 'the server closes the connection after its answer')
       const [statusLine = '', ...rest] = answer.raw.split('\r\n')
@@ -323,11 +478,26 @@ function describeImport(on: StoreUnderTest): void {
       const imported = results.slice(0, -1)
       // Each line is a chunk of its own, so the limit falls in line imported.length + 1, not before.
       const bytesOf = (count: number): number => Buffer.byteLength(sent.slice(0, count).join(''))
-      assert.ok(bytesOf(imported.length) <= 2000 && bytesOf(imported.length + 1) > 2000, `stopped after ${imported.length} lines`)
-      assert.deepEqual(imported.map((result) => [result['line'], result['status']]), imported.map((_, i) => [i + 1, 201]))
-      assert.deepEqual([results.at(-1)?.['line'], results.at(-1)?.['status'], results.at(-1)?.['code']], [imported.length + 1, 413, 'payload_too_large'])
+      assert.ok(
+        bytesOf(imported.length) <= 2000 && bytesOf(imported.length + 1) > 2000,
+        `stopped after ${imported.length} lines`,
+      )
+      assert.deepEqual(
+        imported.map((result) => [result['line'], result['status']]),
+        imported.map((_, i) => [i + 1, 201]),
+      )
+      assert.deepEqual(
+        [results.at(-1)?.['line'], results.at(-1)?.['status'], results.at(-1)?.['code']],
+        [imported.length + 1, 413, 'payload_too_large'],
+      )
       const stored = (await app.snapshot()).map((user) => user.email).sort()
-      assert.deepEqual(stored, sent.slice(0, imported.length).map((piece) => (JSON.parse(piece) as { email: string }).email).sort())
+      assert.deepEqual(
+        stored,
+        sent
+          .slice(0, imported.length)
+          .map((piece) => (JSON.parse(piece) as { email: string }).email)
+          .sort(),
+      )
     })
 
     it('reads no more of a chunked body past IMPORT_MAX_BYTES on a keep-alive connection, and answers nothing more on it', {
@@ -335,25 +505,39 @@ function describeImport(on: StoreUnderTest): void {
     }, async (t) => {
       const app = await on.start(t, { importMaxBytes: 2000 })
       const { host } = new URL(app.url)
-      const head = `POST /users:import HTTP/1.1\r\nhost: ${host}\r\nauthorization: Bearer ${app.token}\r\n`
-        + 'content-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\n\r\n'
+      const head =
+        `POST /users:import HTTP/1.1\r\nhost: ${host}\r\nauthorization: Bearer ${app.token}\r\n` +
+        'content-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\n\r\n'
       const line = `${JSON.stringify({ email: uniqueEmail(), name: 'Kept Alive' })}\n`
       const filler = `ffff\r\n${'x'.repeat(0xffff)}\r\n`.repeat(32)
       const next = `GET /healthz HTTP/1.1\r\nhost: ${host}\r\n\r\n`
-      const answer = await exchange(app.baseUrl, `${head}${Buffer.byteLength(line).toString(16)}\r\n${line}\r\n${filler}0\r\n\r\n${next}`, { waitMs: 3000 })
-      assert.equal(answer.raw.split('HTTP/1.1 ').length - 1, 1, 'one response on the connection, not an answer to the request after the body')
+      const answer = await exchange(
+        app.baseUrl,
+        `${head}${Buffer.byteLength(line).toString(16)}\r\n${line}\r\n${filler}0\r\n\r\n${next}`,
+        { waitMs: 3000 },
+      )
+      assert.equal(
+        answer.raw.split('HTTP/1.1 ').length - 1,
+        1,
+        'one response on the connection, not an answer to the request after the body',
+      )
       assert.equal(answer.closed, true, 'the server closes the connection after its answer')
     })
 
     it('keeps what was imported when the client goes away mid-body, logs no error, and takes the next import', async (t) => {
       const app = await on.start(t)
       const url = new URL(`${app.baseUrl}/users:import`)
-      const first = httpRequest(url, { method: 'POST', headers: { authorization: `Bearer ${app.token}`, ...NDJSON } })
+      const first = httpRequest(url, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${app.token}`, ...NDJSON },
+      })
       first.on('error', () => undefined)
       const gotResult = new Promise<void>((resolve) => {
         first.on('response', (res) => {
           res.on('error', () => undefined)
-          res.once('data', () => { resolve() })
+          res.once('data', () => {
+            resolve()
+          })
         })
       })
       first.write(`${JSON.stringify({ email: uniqueEmail(), name: 'Before Abort' })}\n`)
@@ -361,11 +545,20 @@ function describeImport(on: StoreUnderTest): void {
       first.destroy()
       // The import ends on the server (the flag is cleared) once the abort is seen: retry until then.
       let next: Streamed
-      do next = await streamRequest(app, 'POST', '/users:import', { body: [JSON.stringify({ email: uniqueEmail(), name: 'After Abort' })] })
+      do
+        next = await streamRequest(app, 'POST', '/users:import', {
+          body: [JSON.stringify({ email: uniqueEmail(), name: 'After Abort' })],
+        })
       while (next.status === 409)
       assert.equal(lines(next.text)[0]?.['status'], 201)
-      assert.deepEqual((await app.snapshot()).map((user) => user.name).sort(), ['After Abort', 'Before Abort'])
-      assert.deepEqual(app.logs.filter((entry) => entry['level'] === 'error'), [])
+      assert.deepEqual((await app.snapshot()).map((user) => user.name).sort(), [
+        'After Abort',
+        'Before Abort',
+      ])
+      assert.deepEqual(
+        app.logs.filter((entry) => entry['level'] === 'error'),
+        [],
+      )
     })
 
     it('drops an import whose client reads none of its results for the stall time, and takes the next import', async (t) => {
@@ -375,34 +568,69 @@ function describeImport(on: StoreUnderTest): void {
       const socket = connect(Number(port), hostname)
       socket.on('error', () => undefined)
       socket.pause()
-      t.after(() => { socket.destroy() })
-      socket.write(`POST /users:import HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${app.token}\r\ncontent-type: application/x-ndjson\r\ncontent-length: ${body.length}\r\n\r\n`)
+      t.after(() => {
+        socket.destroy()
+      })
+      socket.write(
+        `POST /users:import HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${app.token}\r\ncontent-type: application/x-ndjson\r\ncontent-length: ${body.length}\r\n\r\n`,
+      )
       socket.write(body)
       const line = JSON.stringify({ email: uniqueEmail('next'), name: 'Next Import' })
       const deadline = Date.now() + 10_000
       let next: Streamed
       do next = await streamRequest(app, 'POST', '/users:import', { body: [line] })
       while (next.status === 409 && Date.now() < deadline)
-      assert.equal(next.status, 200, 'the next import is taken well within 10 s of a 300 ms stall time')
-      assert.deepEqual(lines(next.text).map((result) => result['status']), [201])
-      const dropped = app.logs.filter((entry) => entry['path'] === '/users:import' && entry['status'] === 499)
-      assert.equal(dropped.length, 1, 'the import that was not read ends as a client that went away')
-      assert.deepEqual((await app.snapshot()).map((user) => user.name), ['Next Import'])
+      assert.equal(
+        next.status,
+        200,
+        'the next import is taken well within 10 s of a 300 ms stall time',
+      )
+      assert.deepEqual(
+        lines(next.text).map((result) => result['status']),
+        [201],
+      )
+      const dropped = app.logs.filter(
+        (entry) => entry['path'] === '/users:import' && entry['status'] === 499,
+      )
+      assert.equal(
+        dropped.length,
+        1,
+        'the import that was not read ends as a client that went away',
+      )
+      assert.deepEqual(
+        (await app.snapshot()).map((user) => user.name),
+        ['Next Import'],
+      )
     })
 
     it('appends one user.created event per imported user, naming the token and the request', async (t) => {
       const app = await on.start(t)
       const token = makeToken({ sub: 'importer', scope: 'users:admin' })
       const kept = makeUser({ status: 'active', version: 4 })
-      const body = [`${exportedLine(kept)}\n${JSON.stringify({ email: uniqueEmail(), name: 'Fresh' })}\nnot json\n`]
-      const res = await streamRequest(app, 'POST', '/users:import', { body, token, headers: { 'x-request-id': 'import-run-1' } })
-      const ids = lines(res.text).filter((result) => result['status'] === 201).map((result) => result['id'])
+      const body = [
+        `${exportedLine(kept)}\n${JSON.stringify({ email: uniqueEmail(), name: 'Fresh' })}\nnot json\n`,
+      ]
+      const res = await streamRequest(app, 'POST', '/users:import', {
+        body,
+        token,
+        headers: { 'x-request-id': 'import-run-1' },
+      })
+      const ids = lines(res.text)
+        .filter((result) => result['status'] === 201)
+        .map((result) => result['id'])
       assert.equal(ids.length, 2)
-      const events = await app.call('GET', '/events?limit=100', { token: makeToken({ scope: 'events:read' }) })
+      const events = await app.call('GET', '/events?limit=100', {
+        token: makeToken({ scope: 'events:read' }),
+      })
       assert.equal(events.status, 200, events.text)
-      const items = events.json<{ items: { type: string, userId: string, actor: string, requestId: string, version: number }[] }>().items
+      const items = events.json<{
+        items: { type: string; userId: string; actor: string; requestId: string; version: number }[]
+      }>().items
       // Creates run in parallel: events come in commit order, which need not be the input order.
-      assert.deepEqual(items.map((event) => [event.type, event.userId, event.actor, event.requestId]).sort(), ids.map((id) => ['user.created', id, 'importer', 'import-run-1']).sort())
+      assert.deepEqual(
+        items.map((event) => [event.type, event.userId, event.actor, event.requestId]).sort(),
+        ids.map((id) => ['user.created', id, 'importer', 'import-run-1']).sort(),
+      )
       assert.equal(items.find((event) => event.userId === kept.id)?.version, 4)
     })
 
@@ -411,23 +639,53 @@ function describeImport(on: StoreUnderTest): void {
       const kept = await app.createUser()
       const { host } = new URL(app.url)
       const line = JSON.stringify({ email: uniqueEmail('gzip'), name: 'Never Imported' })
-      for (const [method, target] of [['POST', '/users:import'], ['GET', '/users:export'], ['POST', '/users']] as const) {
-        const head = `${method} ${target} HTTP/1.1\r\nhost: ${host}\r\nauthorization: Bearer ${app.token}\r\n`
-          + `content-type: ${target === '/users' ? 'application/json' : 'application/x-ndjson'}\r\ntransfer-encoding: gzip\r\n\r\n`
-        const answer = await exchange(app.baseUrl, `${head}${line}\n`, { waitMs: 3000, untilResponse: true })
-        assert.equal(answer.response?.status, 400, `${method} ${target}: ${JSON.stringify(answer.raw)}`)
-        assert.match(answer.response.headers.get('content-type') ?? '', /^application\/problem\+json/)
+      for (const [method, target] of [
+        ['POST', '/users:import'],
+        ['GET', '/users:export'],
+        ['POST', '/users'],
+      ] as const) {
+        const head =
+          `${method} ${target} HTTP/1.1\r\nhost: ${host}\r\nauthorization: Bearer ${app.token}\r\n` +
+          `content-type: ${target === '/users' ? 'application/json' : 'application/x-ndjson'}\r\ntransfer-encoding: gzip\r\n\r\n`
+        const answer = await exchange(app.baseUrl, `${head}${line}\n`, {
+          waitMs: 3000,
+          untilResponse: true,
+        })
+        assert.equal(
+          answer.response?.status,
+          400,
+          `${method} ${target}: ${JSON.stringify(answer.raw)}`,
+        )
+        assert.match(
+          answer.response.headers.get('content-type') ?? '',
+          /^application\/problem\+json/,
+        )
         assert.equal((answer.response.body as { code?: string }).code, 'bad_request')
         assert.equal(answer.response.headers.get('connection'), 'close')
       }
-      assert.deepEqual((await app.snapshot()).map((user) => user.id), [kept.id])
+      assert.deepEqual(
+        (await app.snapshot()).map((user) => user.id),
+        [kept.id],
+      )
     })
 
     it('needs users:admin and an NDJSON body', async (t) => {
       const app = await on.start(t)
       const body = JSON.stringify({ email: uniqueEmail(), name: 'Nope' })
-      assertProblem(await app.call('POST', '/users:import', { body, contentType: 'application/x-ndjson', token: makeToken({ scope: 'users:read users:write' }) }), 403, 'insufficient_scope')
-      assertProblem(await app.call('POST', '/users:import', { body, contentType: 'application/json' }), 415, 'unsupported_media_type')
+      assertProblem(
+        await app.call('POST', '/users:import', {
+          body,
+          contentType: 'application/x-ndjson',
+          token: makeToken({ scope: 'users:read users:write' }),
+        }),
+        403,
+        'insufficient_scope',
+      )
+      assertProblem(
+        await app.call('POST', '/users:import', { body, contentType: 'application/json' }),
+        415,
+        'unsupported_media_type',
+      )
       assert.deepEqual(await app.snapshot(), [])
     })
   })

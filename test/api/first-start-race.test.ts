@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { mkdir, readFile, readdir, stat, writeFile } from 'node:fs/promises'
+import { mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
-import { sleep, spawnService, type Child } from '../helpers/child.js'
+import { type Child, sleep, spawnService } from '../helpers/child.js'
 import { request } from '../helpers/http.js'
 import { makeTempDir } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'
@@ -24,14 +24,19 @@ async function deadPid(): Promise<number> {
   return pid
 }
 
-const listeningUrl = (child: Child): string | undefined => /"msg":"listening","url":"([^"]+)"/.exec(child.stdout())?.[1]
+const listeningUrl = (child: Child): string | undefined =>
+  /"msg":"listening","url":"([^"]+)"/.exec(child.stdout())?.[1]
 
 /** Waits until every child has either printed its listening line or exited. */
 async function settled(children: readonly Child[], timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs
-  const done = (child: Child): boolean => listeningUrl(child) !== undefined || child.proc.exitCode !== null
+  const done = (child: Child): boolean =>
+    listeningUrl(child) !== undefined || child.proc.exitCode !== null
   while (!children.every(done)) {
-    if (Date.now() > deadline) assert.fail(`the services neither listened nor exited:\n${children.map((child) => child.stderr()).join('\n')}`)
+    if (Date.now() > deadline)
+      assert.fail(
+        `the services neither listened nor exited:\n${children.map((child) => child.stderr()).join('\n')}`,
+      )
     await sleep(20)
   }
 }
@@ -39,9 +44,14 @@ async function settled(children: readonly Child[], timeoutMs = 60_000): Promise<
 /** Starts `STARTS` services at once on `dataDir` without a secret; checks that exactly one runs. */
 async function raceFirstStarts(t: TestContext, dataDir: string, round: number): Promise<void> {
   const children = Array.from({ length: STARTS }, () => spawnService({ dataDir, env: NO_SECRET }))
-  for (const child of children) t.after(() => { child.proc.kill('SIGKILL') })
+  for (const child of children)
+    t.after(() => {
+      child.proc.kill('SIGKILL')
+    })
   await settled(children)
-  const report = children.map((child) => `pid ${String(child.proc.pid)}:\n${child.stderr()}`).join('\n')
+  const report = children
+    .map((child) => `pid ${String(child.proc.pid)}:\n${child.stderr()}`)
+    .join('\n')
   const running = children.filter((child) => listeningUrl(child) !== undefined)
   assert.equal(running.length, 1, `round ${round}: ${running.length} services run\n${report}`)
   const [survivor] = running
@@ -72,18 +82,26 @@ async function raceFirstStarts(t: TestContext, dataDir: string, round: number): 
   // Printed before it listened: by now only the pipe may be behind.
   const printedBy = Date.now() + 5_000
   while (!/curl/.test(survivor.stderr())) {
-    if (Date.now() > printedBy) assert.fail(`round ${round}: the survivor did not write the secret:\n${survivor.stderr()}`)
+    if (Date.now() > printedBy)
+      assert.fail(`round ${round}: the survivor did not write the secret:\n${survivor.stderr()}`)
     await sleep(20)
   }
   assert.match(survivor.stderr(), WROTE_SECRET)
   const fromFile = await request('GET', `${url}/users`, { token: makeToken({ secret }) })
-  assert.equal(fromFile.status, 200, `round ${round}: a token signed with ${file} is refused: ${fromFile.text}`)
+  assert.equal(
+    fromFile.status,
+    200,
+    `round ${round}: a token signed with ${file} is refused: ${fromFile.text}`,
+  )
   const printed = JWT.exec(survivor.stderr())?.[0]
   assert.ok(printed !== undefined)
   assert.equal((await request('GET', `${url}/users`, { token: printed })).status, 200)
   assert.equal((await request('GET', `${url}/users`, { token: makeToken() })).status, 401)
   // Nobody left a half-written secret behind.
-  assert.deepEqual((await readdir(dataDir)).filter((name) => name.includes('jwt-secret')), ['.jwt-secret'])
+  assert.deepEqual(
+    (await readdir(dataDir)).filter((name) => name.includes('jwt-secret')),
+    ['.jwt-secret'],
+  )
 
   survivor.proc.kill('SIGTERM')
   assert.equal((await survivor.exited).code, 0)

@@ -6,7 +6,7 @@ import path from 'node:path'
 import { describe, it } from 'node:test'
 
 import { decodePart } from '../helpers/auth-tokens.js'
-import { sleep, spawnService, startChild, type Child } from '../helpers/child.js'
+import { type Child, sleep, spawnService, startChild } from '../helpers/child.js'
 import { request } from '../helpers/http.js'
 import { makeTempDir, uniqueEmail } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'
@@ -18,7 +18,8 @@ const JWT = /eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+/g
 async function waitForStderr(child: Child, pattern: RegExp, timeoutMs = 30_000): Promise<string> {
   const deadline = Date.now() + timeoutMs
   while (!pattern.test(child.stderr())) {
-    if (Date.now() > deadline) assert.fail(`stderr never matched ${String(pattern)}:\n${child.stderr()}`)
+    if (Date.now() > deadline)
+      assert.fail(`stderr never matched ${String(pattern)}:\n${child.stderr()}`)
     await sleep(20)
   }
   return child.stderr()
@@ -26,7 +27,9 @@ async function waitForStderr(child: Child, pattern: RegExp, timeoutMs = 30_000):
 
 /** Waits for a child that must refuse to start; returns its exit code. */
 async function expectRefusal(child: Child): Promise<number | null> {
-  const timer = setTimeout(() => { child.proc.kill('SIGKILL') }, 60_000)
+  const timer = setTimeout(() => {
+    child.proc.kill('SIGKILL')
+  }, 60_000)
   const { code } = await child.exited
   clearTimeout(timer)
   assert.notEqual(code, 0, `the process should exit with an error:\n${child.stderr()}`)
@@ -47,7 +50,10 @@ describe('first start without a secret', () => {
     const text = await readFile(file, 'utf8')
     assert.match(text, /^base64url:[A-Za-z0-9_-]+\n?$/)
     const encoded = text.trim().slice('base64url:'.length)
-    assert.ok(Buffer.from(encoded, 'base64url').length >= 32, `only ${Buffer.from(encoded, 'base64url').length} bytes`)
+    assert.ok(
+      Buffer.from(encoded, 'base64url').length >= 32,
+      `only ${Buffer.from(encoded, 'base64url').length} bytes`,
+    )
     assert.equal((await stat(file)).mode & 0o777, 0o600)
 
     // It says so, and prints a token with all three scopes and a curl command, on stderr only.
@@ -56,27 +62,51 @@ describe('first start without a secret', () => {
     assert.ok(tokens.length >= 1, `no token on stderr:\n${stderr}`)
     const [token] = tokens
     assert.ok(token !== undefined)
-    assert.ok(tokens.every((found) => found === token), 'more than one token was printed')
+    assert.ok(
+      tokens.every((found) => found === token),
+      'more than one token was printed',
+    )
     const claims = decodePart(token, 1)
     assert.equal(typeof claims['sub'], 'string')
     assert.equal(typeof claims['exp'], 'number')
-    assert.deepEqual(String(claims['scope']).split(' ').sort(), ['users:admin', 'users:read', 'users:write'])
-    assert.match(stderr, /npm run -s token -- --sub feed-reader --scope events:read/, 'the feed\'s scope is shown as an example')
+    assert.deepEqual(String(claims['scope']).split(' ').sort(), [
+      'users:admin',
+      'users:read',
+      'users:write',
+    ])
+    assert.match(
+      stderr,
+      /npm run -s token -- --sub feed-reader --scope events:read/,
+      "the feed's scope is shown as an example",
+    )
     const curl = stderr.split('\n').find((line) => line.includes('curl'))
     assert.ok(curl !== undefined)
     assert.ok(curl.includes(token), `the curl line should carry the token: ${curl}`)
-    assert.ok(curl.includes(`${first.url}/users`), `the curl line should call ${first.url}/users: ${curl}`)
+    assert.ok(
+      curl.includes(`${first.url}/users`),
+      `the curl line should call ${first.url}/users: ${curl}`,
+    )
     assert.match(curl, /Authorization: Bearer /)
     assert.ok(!first.stdout().includes(token), 'the token shows on stdout')
-    assert.ok(!first.stdout().includes(encoded) && !stderr.includes(encoded), 'the secret was printed')
-    for (const line of first.stdout().trim().split('\n')) assert.doesNotThrow(() => JSON.parse(line), `stdout is not JSON lines: ${line}`)
+    assert.ok(
+      !first.stdout().includes(encoded) && !stderr.includes(encoded),
+      'the secret was printed',
+    )
+    for (const line of first.stdout().trim().split('\n'))
+      assert.doesNotThrow(() => JSON.parse(line), `stdout is not JSON lines: ${line}`)
 
     // The printed token works for reading, writing and administering.
-    const created = await request('POST', `${first.url}/users`, { token, json: { email: uniqueEmail(), name: 'First' } })
+    const created = await request('POST', `${first.url}/users`, {
+      token,
+      json: { email: uniqueEmail(), name: 'First' },
+    })
     assert.equal(created.status, 201, created.text)
     const id = created.json<{ id: string }>().id
     assert.equal((await request('GET', `${first.url}/users/${id}`, { token })).status, 200)
-    assert.equal((await request('POST', `${first.url}/users/${id}:activate`, { token })).status, 200)
+    assert.equal(
+      (await request('POST', `${first.url}/users/${id}:activate`, { token })).status,
+      200,
+    )
     assert.equal((await first.stop()).code, 0)
 
     // A restart keeps the secret, prints no token, and the first token still works.
@@ -108,11 +138,18 @@ describe('first start without a secret', () => {
     const dataDir = path.join(await makeTempDir(t), 'data')
     await mkdir(dataDir, { recursive: true })
     const kept = randomBytes(32)
-    await writeFile(path.join(dataDir, '.jwt-secret'), `base64url:${kept.toString('base64url')}\n`, { mode: 0o600 })
+    await writeFile(
+      path.join(dataDir, '.jwt-secret'),
+      `base64url:${kept.toString('base64url')}\n`,
+      { mode: 0o600 },
+    )
     const child = await startChild({ dataDir, env: { NODE_ENV: 'development' } }, 60_000)
     t.after(() => child.stop('SIGKILL'))
     assert.equal((await request('GET', `${child.url}/users`, { token: makeToken() })).status, 200)
-    assert.equal((await request('GET', `${child.url}/users`, { token: makeToken({ secret: kept }) })).status, 401)
+    assert.equal(
+      (await request('GET', `${child.url}/users`, { token: makeToken({ secret: kept }) })).status,
+      401,
+    )
     assert.equal((await child.stop()).code, 0)
   })
 
@@ -133,7 +170,10 @@ describe('a bad secret refuses to start', () => {
     const child = spawnService({ dataDir, env: { JWT_SECRET: secret, NODE_ENV: 'development' } })
     await expectRefusal(child)
     assert.match(child.stderr(), /JWT_SECRET/)
-    assert.ok(!child.stderr().includes(secret) && !child.stdout().includes(secret), 'the secret was printed')
+    assert.ok(
+      !child.stderr().includes(secret) && !child.stdout().includes(secret),
+      'the secret was printed',
+    )
     assert.equal(existsSync(path.join(dataDir, '.jwt-secret')), false)
   })
 
@@ -141,11 +181,17 @@ describe('a bad secret refuses to start', () => {
     const dataDir = path.join(await makeTempDir(t), 'data')
     const good = 'a-long-enough-secret-0123456789-abcdefgh'
     const short = 'too-short-secret'
-    const child = spawnService({ dataDir, env: { JWT_SECRET: undefined, JWT_SECRETS: `k1=${good},k2=${short}` } })
+    const child = spawnService({
+      dataDir,
+      env: { JWT_SECRET: undefined, JWT_SECRETS: `k1=${good},k2=${short}` },
+    })
     await expectRefusal(child)
     assert.match(child.stderr(), /JWT_SECRETS/)
     for (const secret of [good, short]) {
-      assert.ok(!child.stderr().includes(secret) && !child.stdout().includes(secret), 'a secret was printed')
+      assert.ok(
+        !child.stderr().includes(secret) && !child.stdout().includes(secret),
+        'a secret was printed',
+      )
     }
   })
 })

@@ -5,7 +5,10 @@ import type { User } from '../../src/domain/user.js'
 import { assertProblem, type TestResponse } from '../helpers/http.js'
 import { startService, type TestService } from '../helpers/service.js'
 import {
-  assertFieldErrors, assertUnchangedBy, readUserFiles, type ExpectedFieldError,
+  assertFieldErrors,
+  assertUnchangedBy,
+  type ExpectedFieldError,
+  readUserFiles,
 } from '../helpers/users-suite.js'
 
 type Method = 'POST' | 'PUT' | 'PATCH'
@@ -20,7 +23,10 @@ async function startWithUser(t: Parameters<typeof startService>[0]): Promise<[Te
 
 /** Sends a body as it is (JSON text or raw bytes) to the route `method` writes through. */
 function send(
-  s: TestService, method: Method, user: User, body: string | Uint8Array,
+  s: TestService,
+  method: Method,
+  user: User,
+  body: string | Uint8Array,
 ): Promise<TestResponse> {
   const target = method === 'POST' ? '/users' : `/users/${user.id}`
   const contentType = method === 'PATCH' ? 'application/merge-patch+json' : 'application/json'
@@ -32,16 +38,19 @@ function send(
  * are). POST and PUT get a valid email and name unless the members replace them.
  */
 function jsonText(method: Method, members: Readonly<Record<string, string>>): string {
-  const base: Record<string, string> = method === 'PATCH'
-    ? {}
-    : { email: '"hostile@example.com"', name: '"Valid Name"' }
+  const base: Record<string, string> =
+    method === 'PATCH' ? {} : { email: '"hostile@example.com"', name: '"Valid Name"' }
   const all = { ...base, ...members }
-  return `{${Object.entries(all).map(([key, value]) => `"${key}":${value}`).join(',')}}`
+  return `{${Object.entries(all)
+    .map(([key, value]) => `"${key}":${value}`)
+    .join(',')}}`
 }
 
 /** Asserts a 422 with exactly these field errors, and that nothing was stored or changed. */
 async function assertRefused(
-  s: TestService, action: () => Promise<TestResponse>, expected: readonly ExpectedFieldError[],
+  s: TestService,
+  action: () => Promise<TestResponse>,
+  expected: readonly ExpectedFieldError[],
 ): Promise<void> {
   const res = await assertUnchangedBy(s, action)
   assertFieldErrors(res, expected)
@@ -81,7 +90,12 @@ describe('lone surrogates in request bodies', () => {
 
   it('as UTF-8 bytes (ED A0 80 and the like) is a 400 from the fatal decoder', async (t) => {
     const [s, user] = await startWithUser(t)
-    const encoded = [[0xed, 0xa0, 0x80], [0xed, 0xaf, 0xbf], [0xed, 0xb0, 0x80], [0xed, 0xbf, 0xbf]]
+    const encoded = [
+      [0xed, 0xa0, 0x80],
+      [0xed, 0xaf, 0xbf],
+      [0xed, 0xb0, 0x80],
+      [0xed, 0xbf, 0xbf],
+    ]
     for (const method of METHODS) {
       for (const bytes of encoded) {
         await t.test(`${method} with ${Buffer.from(bytes).toString('hex')}`, async () => {
@@ -178,12 +192,17 @@ describe('bodies with many errors', () => {
         const body = jsonText(method, { metadata })
         assert.ok(body.length > 60_000 && body.length < 64 * 1024, `a body of ${body.length} bytes`)
         const res = await assertUnchangedBy(s, () => send(s, method, user, body))
-        const first = keys.slice(0, 20)
+        const first = keys
+          .slice(0, 20)
           .map((key) => ({ pointer: `/metadata/${key}`, code: 'invalid_key' }))
         assertFieldErrors(res, first)
         const problem = assertProblem(res, 422, 'validation_failed')
         const pointers = problem.errors?.map((error) => error.pointer)
-        assert.deepEqual(pointers, first.map((error) => error.pointer), 'in body order')
+        assert.deepEqual(
+          pointers,
+          first.map((error) => error.pointer),
+          'in body order',
+        )
         assert.ok(problem.detail.length < 200, problem.detail)
         const named = ': /metadata/!0, /metadata/!1, /metadata/!2 and 17 more fields.'
         assert.ok(problem.detail.includes(named), problem.detail)

@@ -3,12 +3,12 @@ import { readdir } from 'node:fs/promises'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 
+import { assertUnauthorized } from '../helpers/auth-tokens.js'
 import { startChild } from '../helpers/child.js'
 import { assertProblem, type Problem } from '../helpers/http.js'
 import { tryRequest, waitFor } from '../helpers/ops.js'
-import { exchange, openSocket, type Exchange } from '../helpers/raw-exchange.js'
-import { makeTempDir, startService, uniqueEmail, type TestService } from '../helpers/service.js'
-import { assertUnauthorized } from '../helpers/auth-tokens.js'
+import { type Exchange, exchange, openSocket } from '../helpers/raw-exchange.js'
+import { makeTempDir, startService, type TestService, uniqueEmail } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'
 import { assertUnchangedBy } from '../helpers/users-suite.js'
 
@@ -16,26 +16,45 @@ import { assertUnchangedBy } from '../helpers/users-suite.js'
  * Opens `sockets` connections that each pipeline `count` copies of `head`, and closes them all:
  * as soon as the first answer arrives (the rest still queued behind it), or right after writing.
  */
-async function pipelineAndDrop(url: string, head: string, sockets: number, count: number, when: 'first-answer' | 'written'): Promise<void> {
+async function pipelineAndDrop(
+  url: string,
+  head: string,
+  sockets: number,
+  count: number,
+  when: 'first-answer' | 'written',
+): Promise<void> {
   const payload = Buffer.from(head.repeat(count), 'latin1')
-  await Promise.all(Array.from({ length: sockets }, async () => {
-    const socket = await openSocket(url)
-    socket.on('error', () => undefined)
-    await new Promise<void>((resolve) => {
-      socket.once('close', () => { resolve() })
-      if (when === 'first-answer') socket.once('data', () => { resolve() })
-      socket.write(payload, () => { if (when === 'written') resolve() })
-    })
-    socket.destroy()
-  }))
+  await Promise.all(
+    Array.from({ length: sockets }, async () => {
+      const socket = await openSocket(url)
+      socket.on('error', () => undefined)
+      await new Promise<void>((resolve) => {
+        socket.once('close', () => {
+          resolve()
+        })
+        if (when === 'first-answer')
+          socket.once('data', () => {
+            resolve()
+          })
+        socket.write(payload, () => {
+          if (when === 'written') resolve()
+        })
+      })
+      socket.destroy()
+    }),
+  )
 }
 
 /** Resolves once GET /readyz answers 200 (it never counts itself as in flight). */
 async function waitUntilReady(url: string, timeoutMs: number): Promise<void> {
-  await waitFor('/readyz to answer 200', async () => {
-    const res = await tryRequest('GET', `${url}/readyz`)
-    return 'status' in res && res.status === 200 ? true : undefined
-  }, timeoutMs)
+  await waitFor(
+    '/readyz to answer 200',
+    async () => {
+      const res = await tryRequest('GET', `${url}/readyz`)
+      return 'status' in res && res.status === 200 ? true : undefined
+    },
+    timeoutMs,
+  )
 }
 
 const ANONYMOUS_LIST = 'GET /users HTTP/1.1\r\nHost: x\r\n\r\n'
@@ -56,7 +75,9 @@ describe('request accounting under pipelined connections that die', () => {
     await waitUntilReady(s.url, 5000)
     const list = await s.call('GET', '/users')
     assert.equal(list.status, 200, list.text)
-    const created = await s.call('POST', '/users', { json: { email: uniqueEmail(), name: 'After The Storm' } })
+    const created = await s.call('POST', '/users', {
+      json: { email: uniqueEmail(), name: 'After The Storm' },
+    })
     assert.equal(created.status, 201, created.text)
 
     // A leaked count would hold close() for the whole 20 s shutdown time-out.
@@ -68,7 +89,10 @@ describe('request accounting under pipelined connections that die', () => {
 
   it('lets SIGTERM exit 0 well before SHUTDOWN_TIMEOUT_MS after such a storm', async (t) => {
     const dataDir = path.join(await makeTempDir(t), 'data')
-    const child = await startChild({ dataDir, env: { MAX_INFLIGHT: '8', SHUTDOWN_TIMEOUT_MS: '20000' } })
+    const child = await startChild({
+      dataDir,
+      env: { MAX_INFLIGHT: '8', SHUTDOWN_TIMEOUT_MS: '20000' },
+    })
     t.after(() => child.stop('SIGKILL'))
     for (const when of ['first-answer', 'written', 'first-answer'] as const) {
       await pipelineAndDrop(child.url, ANONYMOUS_LIST, 30, 50, when)
@@ -87,15 +111,29 @@ describe('request accounting under pipelined connections that die', () => {
 
 describe('a client that goes away mid-body', () => {
   /** Sends the head and 100 of the 1,000 announced body bytes, then resets the connection. */
-  async function abortMidBody(s: TestService, method: string, target: string, requestId: string): Promise<void> {
+  async function abortMidBody(
+    s: TestService,
+    method: string,
+    target: string,
+    requestId: string,
+  ): Promise<void> {
     const head = [
-      `${method} ${target} HTTP/1.1`, 'Host: x', `Authorization: Bearer ${s.token}`,
+      `${method} ${target} HTTP/1.1`,
+      'Host: x',
+      `Authorization: Bearer ${s.token}`,
       `Content-Type: ${method === 'PATCH' ? 'application/merge-patch+json' : 'application/json'}`,
-      'Content-Length: 1000', `X-Request-Id: ${requestId}`, '', '',
+      'Content-Length: 1000',
+      `X-Request-Id: ${requestId}`,
+      '',
+      '',
     ].join('\r\n')
     const socket = await openSocket(s.url)
     socket.on('error', () => undefined)
-    await new Promise<void>((resolve) => { socket.write(`${head}{"name":"${'x'.repeat(88)}`, () => { resolve() }) })
+    await new Promise<void>((resolve) => {
+      socket.write(`${head}{"name":"${'x'.repeat(88)}`, () => {
+        resolve()
+      })
+    })
     // Let the server see the head and the partial body before the connection dies.
     await new Promise((resolve) => setTimeout(resolve, 100))
     socket.destroy()
@@ -114,8 +152,12 @@ describe('a client that goes away mid-body', () => {
       for (const [index, [method, target]] of cases.entries()) {
         const requestId = `aborted-body-${index}`
         await abortMidBody(s, method, target, requestId)
-        const line = await waitFor(`the request line of ${method} ${target}`, () =>
-          s.logs.find((entry) => entry['msg'] === 'request' && entry['requestId'] === requestId), 5000)
+        const line = await waitFor(
+          `the request line of ${method} ${target}`,
+          () =>
+            s.logs.find((entry) => entry['msg'] === 'request' && entry['requestId'] === requestId),
+          5000,
+        )
         assert.equal(line['status'], 499, JSON.stringify(line))
         assert.equal(line['level'], 'info', JSON.stringify(line))
         assert.equal(line['method'], method)
@@ -123,7 +165,9 @@ describe('a client that goes away mid-body', () => {
     })
     const errors = s.logs.filter((entry) => entry['level'] === 'error')
     assert.deepEqual(errors, [], 'no error lines')
-    const serverErrors = s.logs.filter((entry) => typeof entry['status'] === 'number' && entry['status'] >= 500)
+    const serverErrors = s.logs.filter(
+      (entry) => typeof entry['status'] === 'number' && entry['status'] >= 500,
+    )
     assert.deepEqual(serverErrors, [], 'no 5xx lines')
     // Counted out too: the service is ready and serves.
     await waitUntilReady(s.url, 5000)
@@ -135,9 +179,13 @@ describe('bearer tokens over 8 KiB', () => {
   /** A correctly signed token of exactly `length` characters (header and payload padded). */
   function tokenOfLength(length: number): string {
     const make = (pad: number, headerPad: number): string =>
-      makeToken({ sub: 'big-token', claims: { pad: 'p'.repeat(pad) }, header: { x: 'h'.repeat(headerPad) } })
+      makeToken({
+        sub: 'big-token',
+        claims: { pad: 'p'.repeat(pad) },
+        header: { x: 'h'.repeat(headerPad) },
+      })
     // Each 3 bytes of claims add 4 characters: start just below the size asked for.
-    const start = Math.max(0, Math.floor((length - make(0, 0).length) * 3 / 4) - 8)
+    const start = Math.max(0, Math.floor(((length - make(0, 0).length) * 3) / 4) - 8)
     for (let headerPad = 0; headerPad < 3; headerPad += 1) {
       for (let pad = start; pad < start + 16; pad += 1) {
         if (make(pad, headerPad).length === length) return make(pad, headerPad)
@@ -154,17 +202,21 @@ describe('bearer tokens over 8 KiB', () => {
     const listed = await s.call('GET', '/users', { token: fits })
     assert.equal(listed.status, 200, listed.text)
 
-    for (const [method, target] of [['GET', '/users'], ['GET', '/users/0193a5f2-7c1e-7d3a-9b2f-1c2d3e4f5a6b']] as const) {
+    for (const [method, target] of [
+      ['GET', '/users'],
+      ['GET', '/users/0193a5f2-7c1e-7d3a-9b2f-1c2d3e4f5a6b'],
+    ] as const) {
       assertUnauthorized(await s.call(method, target, { token: over }), 'token_invalid', over)
     }
     const created = await assertUnchangedBy(s, () =>
-      s.call('POST', '/users', { token: over, json: { email: uniqueEmail(), name: 'Too Big' } }))
+      s.call('POST', '/users', { token: over, json: { email: uniqueEmail(), name: 'Too Big' } }),
+    )
     assertUnauthorized(created, 'token_invalid', over)
     assertUnauthorized(await s.call('GET', '/users', { token: far }), 'token_invalid', far)
   })
 })
 
-describe('requests that Node\'s HTTP parser refuses', () => {
+describe("requests that Node's HTTP parser refuses", () => {
   /** Asserts a problem+json answer with the status and code, X-Request-Id, Connection: close, then a close. */
   function assertParserProblem(result: Exchange, status: number, code: string): Problem {
     const res = result.response
@@ -176,7 +228,8 @@ describe('requests that Node\'s HTTP parser refuses', () => {
     const problem = res.body as Problem
     assert.equal(problem.code, code, res.text)
     assert.equal(problem.status, status)
-    for (const member of ['type', 'title', 'detail', 'requestId'] as const) assert.equal(typeof problem[member], 'string', res.text)
+    for (const member of ['type', 'title', 'detail', 'requestId'] as const)
+      assert.equal(typeof problem[member], 'string', res.text)
     assert.match(res.headers.get('x-request-id') ?? '', /^[A-Za-z0-9._-]{1,128}$/)
     assert.equal(problem.requestId, res.headers.get('x-request-id'))
     assert.ok(result.closed, 'the server closed the connection')
@@ -185,7 +238,10 @@ describe('requests that Node\'s HTTP parser refuses', () => {
 
   it('answers a 16 KB query string with 431 headers_too_large', async (t) => {
     const s = await startService(t)
-    const result = await exchange(s.url, `GET /users?q=${'a'.repeat(16 * 1024)} HTTP/1.1\r\nHost: x\r\n\r\n`)
+    const result = await exchange(
+      s.url,
+      `GET /users?q=${'a'.repeat(16 * 1024)} HTTP/1.1\r\nHost: x\r\n\r\n`,
+    )
     assertParserProblem(result, 431, 'headers_too_large')
     const line = s.logs.find((entry) => entry['status'] === 431)
     assert.equal(line?.['level'], 'info', JSON.stringify(s.logs))
@@ -193,17 +249,29 @@ describe('requests that Node\'s HTTP parser refuses', () => {
 
   it('answers 16 KB of headers with 431 headers_too_large', async (t) => {
     const s = await startService(t)
-    const result = await exchange(s.url, `GET /users HTTP/1.1\r\nHost: x\r\nX-Filler: ${'f'.repeat(16 * 1024)}\r\n\r\n`)
+    const result = await exchange(
+      s.url,
+      `GET /users HTTP/1.1\r\nHost: x\r\nX-Filler: ${'f'.repeat(16 * 1024)}\r\n\r\n`,
+    )
     assertParserProblem(result, 431, 'headers_too_large')
   })
 
   const malformed: Array<[string, string]> = [
-    ['an unknown method token with a control character', 'FOO\x01 /users HTTP/1.1\r\nHost: x\r\n\r\n'],
+    [
+      'an unknown method token with a control character',
+      'FOO\x01 /users HTTP/1.1\r\nHost: x\r\n\r\n',
+    ],
     ['an unknown method', 'FOO /users HTTP/1.1\r\nHost: x\r\n\r\n'],
     ['a NUL in a header value', 'GET /users HTTP/1.1\r\nHost: x\r\nX-Note: a\x00b\r\n\r\n'],
     ['a space inside a header name', 'GET /users HTTP/1.1\r\nHost: x\r\nX Note: a\r\n\r\n'],
-    ['both Content-Length and chunked Transfer-Encoding', 'POST /users HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n{}'],
-    ['a Transfer-Encoding that does not end in chunked', 'POST /users HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked, gzip\r\n\r\n{}'],
+    [
+      'both Content-Length and chunked Transfer-Encoding',
+      'POST /users HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n{}',
+    ],
+    [
+      'a Transfer-Encoding that does not end in chunked',
+      'POST /users HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked, gzip\r\n\r\n{}',
+    ],
   ]
   for (const [name, bytes] of malformed) {
     it(`answers ${name} with 400 bad_request problem+json and closes`, async (t) => {
@@ -211,7 +279,10 @@ describe('requests that Node\'s HTTP parser refuses', () => {
       await assertUnchangedBy(s, async () => {
         const problem = assertParserProblem(await exchange(s.url, bytes), 400, 'bad_request')
         assert.ok(problem.detail.length < 200, problem.detail)
-        assert.ok(!problem.detail.includes('\x00') && !problem.detail.includes('\x01'), 'no request bytes in the detail')
+        assert.ok(
+          !problem.detail.includes('\x00') && !problem.detail.includes('\x01'),
+          'no request bytes in the detail',
+        )
       })
       assert.equal((await s.call('GET', '/users')).status, 200, 'the service still answers')
     })
@@ -220,7 +291,11 @@ describe('requests that Node\'s HTTP parser refuses', () => {
   // Node's server, not its parser, refuses this one with a bare 400 before the listener sees it.
   it('answers an HTTP/1.1 request without Host with 400 bad_request problem+json and closes', async (t) => {
     const s = await startService(t)
-    assertParserProblem(await exchange(s.url, 'GET /users HTTP/1.1\r\nX-Note: a\r\n\r\n'), 400, 'bad_request')
+    assertParserProblem(
+      await exchange(s.url, 'GET /users HTTP/1.1\r\nX-Note: a\r\n\r\n'),
+      400,
+      'bad_request',
+    )
   })
 })
 
@@ -238,9 +313,21 @@ describe('tokens of deleted users after a restart', () => {
       const s = await startService(t, { dataDir: first.dataDir })
       await assertUnchangedBy(s, async () => {
         assertProblem(await s.call('GET', '/users', { token }), 403, 'subject_deleted')
-        assertProblem(await s.call('POST', '/users', { token, json: { email: uniqueEmail(), name: 'Ghost' } }), 403, 'subject_deleted')
-        assertProblem(await s.call('PATCH', `/users/${other.id}`, { token, json: { name: 'Ghost' } }), 403, 'subject_deleted')
-        assertProblem(await s.call('DELETE', `/users/${other.id}`, { token }), 403, 'subject_deleted')
+        assertProblem(
+          await s.call('POST', '/users', { token, json: { email: uniqueEmail(), name: 'Ghost' } }),
+          403,
+          'subject_deleted',
+        )
+        assertProblem(
+          await s.call('PATCH', `/users/${other.id}`, { token, json: { name: 'Ghost' } }),
+          403,
+          'subject_deleted',
+        )
+        assertProblem(
+          await s.call('DELETE', `/users/${other.id}`, { token }),
+          403,
+          'subject_deleted',
+        )
       })
       assert.deepEqual(await s.getUser(other.id), other)
       await s.service.close()
@@ -253,16 +340,35 @@ describe('a mix of 500 hostile requests', () => {
 
   /** Each returns the status answered, or 0 when the server closed without one. */
   function hostileRequests(s: TestService): Array<() => Promise<number>> {
-    const json = (method: string, target: string, body: string, contentType = 'application/json') => async (): Promise<number> =>
-      (await s.call(method, target, { body, contentType })).status
-    const raw = (bytes: string) => async (): Promise<number> => (await exchange(s.url, bytes, { untilResponse: true })).response?.status ?? 0
+    const json =
+      (method: string, target: string, body: string, contentType = 'application/json') =>
+      async (): Promise<number> =>
+        (await s.call(method, target, { body, contentType })).status
+    const raw = (bytes: string) => async (): Promise<number> =>
+      (await exchange(s.url, bytes, { untilResponse: true })).response?.status ?? 0
     const get = (target: string, token?: string) => async (): Promise<number> =>
       (await s.call('GET', target, token === undefined ? {} : { token })).status
     const kinds: Array<(i: number) => () => Promise<number>> = [
       () => json('POST', '/users', '{"email":'),
-      () => json('POST', '/users', '{"__proto__":{"polluted":true},"email":"p@example.com","name":"P"}'),
-      (i) => json('POST', '/users', `{"constructor":{"prototype":{"polluted":true}},"email":"c${i}@example.com","name":"C"}`),
-      () => json('PATCH', `/users/${ID}`, '{"metadata":{"__proto__":{"polluted":true}}}', 'application/merge-patch+json'),
+      () =>
+        json(
+          'POST',
+          '/users',
+          '{"__proto__":{"polluted":true},"email":"p@example.com","name":"P"}',
+        ),
+      (i) =>
+        json(
+          'POST',
+          '/users',
+          `{"constructor":{"prototype":{"polluted":true}},"email":"c${i}@example.com","name":"C"}`,
+        ),
+      () =>
+        json(
+          'PATCH',
+          `/users/${ID}`,
+          '{"metadata":{"__proto__":{"polluted":true}}}',
+          'application/merge-patch+json',
+        ),
       () => json('POST', '/users', '[1,2,3]'),
       () => json('POST', '/users', 'null'),
       () => json('POST', '/users', '{"email":"a@b.co","name":"x"}', 'text/plain'),
@@ -282,7 +388,10 @@ describe('a mix of 500 hostile requests', () => {
       () => raw('BREW /users HTTP/1.1\r\nHost: x\r\n\r\n'),
       () => raw('G\x00T /users HTTP/1.1\r\nHost: x\r\n\r\n'),
       () => raw('GET /users HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n'),
-      () => raw('POST /users HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\nzz\r\n{}\r\n0\r\n\r\n'),
+      () =>
+        raw(
+          'POST /users HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\nzz\r\n{}\r\n0\r\n\r\n',
+        ),
       () => raw('GET http://evil.example/../users HTTP/1.1\r\nHost: evil.example\r\n\r\n'),
       () => raw('\r\n\r\nGET / HTTP/1.1\r\n\r\n'),
       () => raw('GET /users HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \x7f\x7f\r\n\r\n'),
@@ -299,14 +408,27 @@ describe('a mix of 500 hostile requests', () => {
     const requests = hostileRequests(s)
     const statuses: number[] = []
     for (let start = 0; start < requests.length; start += 20) {
-      statuses.push(...await Promise.all(requests.slice(start, start + 20).map((send) => send())))
+      statuses.push(...(await Promise.all(requests.slice(start, start + 20).map((send) => send()))))
     }
     const serverErrors = statuses.filter((status) => status >= 500)
     assert.deepEqual(serverErrors, [], 'no 5xx answers')
-    assert.ok(statuses.filter((status) => status >= 400).length > 400, `mostly refusals: ${statuses.join(',')}`)
-    assert.deepEqual(s.logs.filter((entry) => entry['level'] === 'error'), [])
-    assert.deepEqual(s.logs.filter((entry) => typeof entry['status'] === 'number' && entry['status'] >= 500), [])
-    assert.equal((Object.prototype as Record<string, unknown>)['polluted'], undefined, 'Object.prototype was polluted')
+    assert.ok(
+      statuses.filter((status) => status >= 400).length > 400,
+      `mostly refusals: ${statuses.join(',')}`,
+    )
+    assert.deepEqual(
+      s.logs.filter((entry) => entry['level'] === 'error'),
+      [],
+    )
+    assert.deepEqual(
+      s.logs.filter((entry) => typeof entry['status'] === 'number' && entry['status'] >= 500),
+      [],
+    )
+    assert.equal(
+      (Object.prototype as Record<string, unknown>)['polluted'],
+      undefined,
+      'Object.prototype was polluted',
+    )
     await waitUntilReady(s.url, 5000)
     // Nothing named a file outside the data directory, and every create was refused.
     assert.deepEqual((await readdir(path.dirname(s.dataDir))).sort(), ['data'])

@@ -1,14 +1,14 @@
 import assert from 'node:assert/strict'
 import { describe, it, type TestContext } from 'node:test'
 
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js'
 import type { User } from '../../src/domain/user.js'
+import { PostgresStore } from '../../src/store/postgres/postgres-store.js'
 import { MAX_VERSION } from '../../src/users/user-fields.js'
 import { assertProblem, assertValidation, request, type TestResponse } from '../helpers/http.js'
 import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES } from '../helpers/postgres.js'
-import { startService, uniqueEmail, type TestService } from '../helpers/service.js'
+import { startService, type TestService, uniqueEmail } from '../helpers/service.js'
 import { makeUser, toContractJson } from '../helpers/store-users.js'
-import { makeToken, signJwt, nowSeconds } from '../helpers/tokens.js'
+import { makeToken, nowSeconds, signJwt } from '../helpers/tokens.js'
 
 /**
  * §9: input a store cannot take (a NUL, a number out of range) is the client's fault, answered
@@ -26,7 +26,14 @@ const ON_POSTGRES: StoreUnderTest = {
   name: 'PostgreSQL',
   skip: SKIP_POSTGRES,
   // Probed every 100 ms: a dip in readiness would show in a 50 ms sample.
-  start: (t) => startService(t, { store: new PostgresStore({ url: requireDatabaseUrl(), schema: freshSchema(t), probeIntervalMs: 100 }) }),
+  start: (t) =>
+    startService(t, {
+      store: new PostgresStore({
+        url: requireDatabaseUrl(),
+        schema: freshSchema(t),
+        probeIntervalMs: 100,
+      }),
+    }),
 }
 
 const MERGE_PATCH = 'application/merge-patch+json'
@@ -60,25 +67,35 @@ async function twiceASecond(send: () => Promise<void>): Promise<number> {
 }
 
 /** One import body of these lines; the results by line. */
-async function importLines(app: TestService, lines: readonly string[]): Promise<Record<string, unknown>[]> {
+async function importLines(
+  app: TestService,
+  lines: readonly string[],
+): Promise<Record<string, unknown>[]> {
   // fetch itself: the helper would parse the NDJSON answer as one JSON text.
   const res = await fetch(`${app.baseUrl}/users:import`, {
-    method: 'POST', body: `${lines.join('\n')}\n`,
+    method: 'POST',
+    body: `${lines.join('\n')}\n`,
     headers: { authorization: `Bearer ${app.token}`, 'content-type': 'application/x-ndjson' },
   })
   const text = await res.text()
   assert.equal(res.status, 200, text)
-  return text.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line) as Record<string, unknown>)
+  return text
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => JSON.parse(line) as Record<string, unknown>)
 }
 
-function exported(fields: Partial<User>): { user: User, line: string } {
+function exported(fields: Partial<User>): { user: User; line: string } {
   const user = makeUser({ email: uniqueEmail('imported'), ...fields })
   return { user, line: toContractJson(user) }
 }
 
 function nulNamed(res: TestResponse, parameter: string): void {
   const problem = assertProblem(res, 400, 'bad_request')
-  assert.equal(problem.detail, `The query parameter ${parameter} must not contain a NUL character (U+0000).`)
+  assert.equal(
+    problem.detail,
+    `The query parameter ${parameter} must not contain a NUL character (U+0000).`,
+  )
 }
 
 function describeHostileInput(on: StoreUnderTest): void {
@@ -89,8 +106,14 @@ function describeHostileInput(on: StoreUnderTest): void {
       const before = await app.snapshot()
       const reader = makeToken({ scope: 'users:read' })
       for (const [query, parameter] of [
-        ['q=a%00b', 'q'], ['email=a%00b@x.io', 'email'], ['q=%00', 'q'], ['status=active%00', 'status'],
-        ['sort=createdAt%00', 'sort'], ['cursor=abc%00def', 'cursor'], ['limit=1%00', 'limit'], ['status=active&email=ada@example.com%00', 'email'],
+        ['q=a%00b', 'q'],
+        ['email=a%00b@x.io', 'email'],
+        ['q=%00', 'q'],
+        ['status=active%00', 'status'],
+        ['sort=createdAt%00', 'sort'],
+        ['cursor=abc%00def', 'cursor'],
+        ['limit=1%00', 'limit'],
+        ['status=active&email=ada@example.com%00', 'email'],
       ] as const) {
         nulNamed(await app.call('GET', `/users?${query}`, { token: reader }), parameter)
       }
@@ -109,9 +132,16 @@ function describeHostileInput(on: StoreUnderTest): void {
           answers.push(await app.call('GET', '/users?email=a%00b@x.io', { token: reader }))
         })
       })
-      assert.ok(answers.length >= 8 && statuses.length >= 20, `${answers.length} bad requests, ${statuses.length} probes`)
+      assert.ok(
+        answers.length >= 8 && statuses.length >= 20,
+        `${answers.length} bad requests, ${statuses.length} probes`,
+      )
       // Readiness first: it is what the load balancer sees.
-      assert.deepEqual(statuses.filter((status) => status !== 200), [], `/readyz answered ${statuses.join(' ')}`)
+      assert.deepEqual(
+        statuses.filter((status) => status !== 200),
+        [],
+        `/readyz answered ${statuses.join(' ')}`,
+      )
       for (const [i, res] of answers.entries()) nulNamed(res, i % 2 === 0 ? 'q' : 'email')
       assert.deepEqual(await app.snapshot(), before)
     })
@@ -121,40 +151,102 @@ function describeHostileInput(on: StoreUnderTest): void {
       const user = await app.createUser()
       const before = await app.snapshot()
       const now = nowSeconds()
-      for (const sub of ['tok\u0000en', '\u0000', 'line\nbreak', 'del\u007F', 'c1\u0085', 'half\uD800']) {
-        const token = signJwt({ sub, iat: now, exp: now + 300, scope: 'users:read users:write users:admin' })
+      for (const sub of [
+        'tok\u0000en',
+        '\u0000',
+        'line\nbreak',
+        'del\u007F',
+        'c1\u0085',
+        'half\uD800',
+      ]) {
+        const token = signJwt({
+          sub,
+          iat: now,
+          exp: now + 300,
+          scope: 'users:read users:write users:admin',
+        })
         const answers = [
-          await app.call('POST', '/users', { token, json: { email: uniqueEmail(), name: 'Never' } }),
-          await app.call('PATCH', `/users/${user.id}`, { token, json: { name: 'Never' }, contentType: MERGE_PATCH }),
-          await app.call('POST', '/users:import', { token, body: `${JSON.stringify({ email: uniqueEmail(), name: 'Never' })}\n`, contentType: 'application/x-ndjson' }),
+          await app.call('POST', '/users', {
+            token,
+            json: { email: uniqueEmail(), name: 'Never' },
+          }),
+          await app.call('PATCH', `/users/${user.id}`, {
+            token,
+            json: { name: 'Never' },
+            contentType: MERGE_PATCH,
+          }),
+          await app.call('POST', '/users:import', {
+            token,
+            body: `${JSON.stringify({ email: uniqueEmail(), name: 'Never' })}\n`,
+            contentType: 'application/x-ndjson',
+          }),
           await app.call('GET', '/users', { token }),
         ]
         for (const res of answers) {
           assertProblem(res, 401, 'token_invalid')
-          assert.equal(res.headers.get('www-authenticate'), 'Bearer realm="users", error="invalid_token", error_description="The token is not valid."', JSON.stringify(sub))
+          assert.equal(
+            res.headers.get('www-authenticate'),
+            'Bearer realm="users", error="invalid_token", error_description="The token is not valid."',
+            JSON.stringify(sub),
+          )
         }
       }
       assert.deepEqual(await app.snapshot(), before)
       // A printable subject, however odd, is fine.
       const odd = signJwt({ sub: 'svc:import ✓ 𝒳', iat: now, exp: now + 300, scope: 'users:write' })
-      assert.equal((await app.call('POST', '/users', { token: odd, json: { email: uniqueEmail(), name: 'Fine' } })).status, 201)
+      assert.equal(
+        (
+          await app.call('POST', '/users', {
+            token: odd,
+            json: { email: uniqueEmail(), name: 'Fine' },
+          })
+        ).status,
+        201,
+      )
     })
 
-    it('refuses a NUL in a body\'s email or name with 422 naming the field, and keeps one inside a metadata value', async (t) => {
+    it("refuses a NUL in a body's email or name with 422 naming the field, and keeps one inside a metadata value", async (t) => {
       const app = await on.start(t)
       const user = await app.createUser({ email: 'ada@example.com', name: 'Ada' })
       const before = await app.snapshot()
-      const email = assertValidation(await app.call('POST', '/users', { json: { email: 'a\u0000b@example.com', name: 'Ada' } }), ['/email'])
-      assert.deepEqual(email.errors?.map((error) => [error.pointer, error.code]), [['/email', 'invalid_format']])
-      const name = assertValidation(await app.call('POST', '/users', { json: { email: uniqueEmail(), name: 'Ada\u0000Lovelace' } }), ['/name'])
-      assert.deepEqual(name.errors?.map((error) => [error.pointer, error.code]), [['/name', 'invalid_characters']])
+      const email = assertValidation(
+        await app.call('POST', '/users', { json: { email: 'a\u0000b@example.com', name: 'Ada' } }),
+        ['/email'],
+      )
+      assert.deepEqual(
+        email.errors?.map((error) => [error.pointer, error.code]),
+        [['/email', 'invalid_format']],
+      )
+      const name = assertValidation(
+        await app.call('POST', '/users', {
+          json: { email: uniqueEmail(), name: 'Ada\u0000Lovelace' },
+        }),
+        ['/name'],
+      )
+      assert.deepEqual(
+        name.errors?.map((error) => [error.pointer, error.code]),
+        [['/name', 'invalid_characters']],
+      )
       for (const body of [{ email: 'x\u0000@example.com' }, { name: '\u0000' }]) {
-        const res = await app.call('PATCH', `/users/${user.id}`, { json: body, contentType: MERGE_PATCH })
-        assertValidation(res, Object.keys(body).map((key) => `/${key}`))
+        const res = await app.call('PATCH', `/users/${user.id}`, {
+          json: body,
+          contentType: MERGE_PATCH,
+        })
+        assertValidation(
+          res,
+          Object.keys(body).map((key) => `/${key}`),
+        )
       }
       const line = JSON.stringify({ email: uniqueEmail(), name: 'Nul\u0000Name' })
       const [result] = await importLines(app, [line])
-      assert.deepEqual([result?.['status'], result?.['code'], (result?.['errors'] as { pointer: string }[] | undefined)?.map((error) => error.pointer)], [422, 'validation_failed', ['/name']])
+      assert.deepEqual(
+        [
+          result?.['status'],
+          result?.['code'],
+          (result?.['errors'] as { pointer: string }[] | undefined)?.map((error) => error.pointer),
+        ],
+        [422, 'validation_failed', ['/name']],
+      )
       assert.deepEqual(await app.snapshot(), before)
       const created = await app.createUser({ metadata: { note: 'a\u0000b' } })
       assert.equal(created.metadata['note'], 'a\u0000b')
@@ -168,11 +260,18 @@ function describeHostileInput(on: StoreUnderTest): void {
       const wide = exported({ version: 2 ** 31 })
       const top = exported({ version: MAX_VERSION })
       const lines = [
-        wide.line, top.line,
+        wide.line,
+        top.line,
         exported({ version: 0 }).line,
         // JSON text: 2^53 and 2^63 read as numbers no client holds exactly.
-        toContractJson(makeUser({ email: uniqueEmail() })).replace(/"version":1}$/, '"version":9007199254740992}'),
-        toContractJson(makeUser({ email: uniqueEmail() })).replace(/"version":1}$/, '"version":9223372036854775808}'),
+        toContractJson(makeUser({ email: uniqueEmail() })).replace(
+          /"version":1}$/,
+          '"version":9007199254740992}',
+        ),
+        toContractJson(makeUser({ email: uniqueEmail() })).replace(
+          /"version":1}$/,
+          '"version":9223372036854775808}',
+        ),
         exported({ version: 1.5 }).line,
       ]
       let results: Record<string, unknown>[] = []
@@ -180,13 +279,33 @@ function describeHostileInput(on: StoreUnderTest): void {
         results = await importLines(app, lines)
         await new Promise((resolve) => setTimeout(resolve, 300))
       })
-      assert.deepEqual(statuses.filter((status) => status !== 200), [], `/readyz answered ${statuses.join(' ')}`)
-      assert.deepEqual(results.map((result) => [result['line'], result['status']]), [[1, 201], [2, 201], [3, 422], [4, 422], [5, 422], [6, 422]])
+      assert.deepEqual(
+        statuses.filter((status) => status !== 200),
+        [],
+        `/readyz answered ${statuses.join(' ')}`,
+      )
+      assert.deepEqual(
+        results.map((result) => [result['line'], result['status']]),
+        [
+          [1, 201],
+          [2, 201],
+          [3, 422],
+          [4, 422],
+          [5, 422],
+          [6, 422],
+        ],
+      )
       for (const result of results.slice(2)) {
-        assert.deepEqual((result['errors'] as { pointer: string }[]).map((error) => error.pointer), ['/version'])
+        assert.deepEqual(
+          (result['errors'] as { pointer: string }[]).map((error) => error.pointer),
+          ['/version'],
+        )
       }
       assert.equal((await request('GET', `${app.url}/readyz`)).status, 200)
-      assert.deepEqual(await app.snapshot(), [...before, wide.user, top.user].sort((a, b) => (a.id < b.id ? -1 : 1)))
+      assert.deepEqual(
+        await app.snapshot(),
+        [...before, wide.user, top.user].sort((a, b) => (a.id < b.id ? -1 : 1)),
+      )
       const read = await app.call('GET', `/users/${top.user.id}`)
       assert.equal(read.headers.get('etag'), '"v9007199254740991"')
       assert.ok(read.text.endsWith('"version":9007199254740991}'), read.text)
@@ -198,34 +317,61 @@ function describeHostileInput(on: StoreUnderTest): void {
       const near = exported({ version: MAX_VERSION - 1 })
       const top = exported({ version: MAX_VERSION })
       const results = await importLines(app, [edge.line, near.line, top.line])
-      assert.deepEqual(results.map((result) => result['status']), [201, 201, 201])
+      assert.deepEqual(
+        results.map((result) => result['status']),
+        [201, 201, 201],
+      )
 
-      const widened = await app.call('PATCH', `/users/${edge.user.id}`, { json: { name: 'Past 32 bits' }, contentType: MERGE_PATCH })
+      const widened = await app.call('PATCH', `/users/${edge.user.id}`, {
+        json: { name: 'Past 32 bits' },
+        contentType: MERGE_PATCH,
+      })
       assert.equal(widened.status, 200, widened.text)
       assert.equal(widened.json<User>().version, 2 ** 31)
       assert.equal(widened.headers.get('etag'), `"v${2 ** 31}"`)
 
-      const reached = await app.call('PATCH', `/users/${near.user.id}`, { json: { name: 'At the top' }, contentType: MERGE_PATCH })
+      const reached = await app.call('PATCH', `/users/${near.user.id}`, {
+        json: { name: 'At the top' },
+        contentType: MERGE_PATCH,
+      })
       assert.equal(reached.status, 200, reached.text)
       assert.equal(reached.headers.get('etag'), '"v9007199254740991"')
       for (const user of [near.user, top.user]) {
         const before = await app.call('GET', `/users/${user.id}`)
         for (let i = 0; i < 3; i += 1) {
-          const res = await app.call('PATCH', `/users/${user.id}`, { json: { name: `Change ${i}` }, contentType: MERGE_PATCH })
+          const res = await app.call('PATCH', `/users/${user.id}`, {
+            json: { name: `Change ${i}` },
+            contentType: MERGE_PATCH,
+          })
           assertProblem(res, 409, 'version_exhausted')
         }
-        assertProblem(await app.call('PUT', `/users/${user.id}`, { json: { email: uniqueEmail(), name: 'Replaced' } }), 409, 'version_exhausted')
-        assertProblem(await app.call('POST', `/users/${user.id}:activate`), 409, 'version_exhausted')
+        assertProblem(
+          await app.call('PUT', `/users/${user.id}`, {
+            json: { email: uniqueEmail(), name: 'Replaced' },
+          }),
+          409,
+          'version_exhausted',
+        )
+        assertProblem(
+          await app.call('POST', `/users/${user.id}:activate`),
+          409,
+          'version_exhausted',
+        )
         // The writer holding the previous ETag is told so, never given a 200.
         const stale = await app.call('PATCH', `/users/${user.id}`, {
-          json: { name: 'Lost update' }, contentType: MERGE_PATCH, headers: { 'if-match': '"v9007199254740990"' },
+          json: { name: 'Lost update' },
+          contentType: MERGE_PATCH,
+          headers: { 'if-match': '"v9007199254740990"' },
         })
         assertProblem(stale, 412, 'precondition_failed')
         const after = await app.call('GET', `/users/${user.id}`)
         assert.equal(after.text, before.text)
         assert.equal(after.headers.get('etag'), '"v9007199254740991"')
         // A change that changes nothing is no change past the top.
-        const same = await app.call('PATCH', `/users/${user.id}`, { json: { name: after.json<User>().name }, contentType: MERGE_PATCH })
+        const same = await app.call('PATCH', `/users/${user.id}`, {
+          json: { name: after.json<User>().name },
+          contentType: MERGE_PATCH,
+        })
         assert.equal(same.status, 200)
         assert.equal(same.text, before.text)
       }
@@ -239,21 +385,36 @@ function describeHostileInput(on: StoreUnderTest): void {
       const users: User[] = []
       for (let i = 0; i < 5; i += 1) users.push(await app.createUser())
       const first = await app.call('GET', '/users?limit=2')
-      const page = first.json<{ items: User[], nextCursor: string | null }>()
-      assert.deepEqual(page.items.map((user) => user.id), users.slice(0, 2).map((user) => user.id))
+      const page = first.json<{ items: User[]; nextCursor: string | null }>()
+      assert.deepEqual(
+        page.items.map((user) => user.id),
+        users.slice(0, 2).map((user) => user.id),
+      )
       assert.equal((await app.call('DELETE', `/users/${users[1]?.id ?? ''}`)).status, 204)
       const rest = await app.call('GET', `/users?limit=10&cursor=${page.nextCursor ?? ''}`)
       assert.equal(rest.status, 200)
-      const last = rest.json<{ items: User[], nextCursor: string | null }>()
-      assert.deepEqual(last.items.map((user) => user.id), users.slice(2).map((user) => user.id))
+      const last = rest.json<{ items: User[]; nextCursor: string | null }>()
+      assert.deepEqual(
+        last.items.map((user) => user.id),
+        users.slice(2).map((user) => user.id),
+      )
       assert.equal(last.nextCursor, null)
       // A cursor after a user that is then deleted, the last: an empty last page.
-      const three = (await app.call('GET', '/users?limit=3')).json<{ items: User[], nextCursor: string | null }>()
-      assert.deepEqual(three.items.map((user) => user.id), [users[0], users[2], users[3]].map((user) => user?.id))
+      const three = (await app.call('GET', '/users?limit=3')).json<{
+        items: User[]
+        nextCursor: string | null
+      }>()
+      assert.deepEqual(
+        three.items.map((user) => user.id),
+        [users[0], users[2], users[3]].map((user) => user?.id),
+      )
       assert.equal((await app.call('DELETE', `/users/${users[4]?.id ?? ''}`)).status, 204)
       const end = await app.call('GET', `/users?cursor=${three.nextCursor ?? ''}`)
       assert.equal(end.status, 200)
-      assert.deepEqual(end.json<{ items: User[], nextCursor: string | null }>(), { items: [], nextCursor: null })
+      assert.deepEqual(end.json<{ items: User[]; nextCursor: string | null }>(), {
+        items: [],
+        nextCursor: null,
+      })
     })
   })
 }
@@ -265,8 +426,11 @@ describe('the OpenAPI document', () => {
   it('gives the version range of a user: 1 to 2^53 - 1', async (t) => {
     const app = await startService(t)
     const res = await request('GET', `${app.url}/openapi.json`)
-    const version = (res.body as { components: { schemas: { User: { properties: { version: Record<string, unknown> } } } } })
-      .components.schemas.User.properties.version
+    const version = (
+      res.body as {
+        components: { schemas: { User: { properties: { version: Record<string, unknown> } } } }
+      }
+    ).components.schemas.User.properties.version
     assert.deepEqual([version['minimum'], version['maximum']], [1, MAX_VERSION])
   })
 })

@@ -6,7 +6,7 @@ import { performance } from 'node:perf_hooks'
 import { describe, it, type TestContext } from 'node:test'
 
 import type { User } from '../../src/domain/user.js'
-import { sleep, startChild, type RunningChild } from '../helpers/child.js'
+import { type RunningChild, sleep, startChild } from '../helpers/child.js'
 import { assertProblem, request, type TestResponse, type UserPage } from '../helpers/http.js'
 import { waitFor } from '../helpers/ops.js'
 import { freshDatabase, SKIP_POSTGRES } from '../helpers/postgres.js'
@@ -33,10 +33,18 @@ interface StoreKind {
 
 const STORES: readonly StoreKind[] = [
   { name: 'file store', skip: false, env: () => Promise.resolve({}) },
-  { name: 'PostgreSQL', skip: SKIP_POSTGRES, env: async (t) => ({ DATABASE_URL: await freshDatabase(t) }) },
+  {
+    name: 'PostgreSQL',
+    skip: SKIP_POSTGRES,
+    env: async (t) => ({ DATABASE_URL: await freshDatabase(t) }),
+  },
 ]
 
-async function startOn(t: TestContext, dataDir: string, env: Record<string, string>): Promise<RunningChild & { pid: number }> {
+async function startOn(
+  t: TestContext,
+  dataDir: string,
+  env: Record<string, string>,
+): Promise<RunningChild & { pid: number }> {
   const child = await startChild({ dataDir, env })
   t.after(() => child.stop('SIGKILL'))
   const pid = child.proc.pid
@@ -49,7 +57,10 @@ function importBody(url: string, body: string): Promise<TestResponse> {
 }
 
 function resultsOf(text: string): Record<string, unknown>[] {
-  return text.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line) as Record<string, unknown>)
+  return text
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => JSON.parse(line) as Record<string, unknown>)
 }
 
 async function listUsers(url: string): Promise<User[]> {
@@ -73,31 +84,46 @@ function sendUnreadImport(url: string, body: Buffer): Socket {
   const socket = connect(Number(port), hostname)
   socket.on('error', () => undefined)
   socket.pause()
-  socket.write(`POST /users:import HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${token}\r\ncontent-type: ${NDJSON}\r\ncontent-length: ${body.length}\r\n\r\n`)
+  socket.write(
+    `POST /users:import HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${token}\r\ncontent-type: ${NDJSON}\r\ncontent-length: ${body.length}\r\n\r\n`,
+  )
   socket.write(body)
   return socket
 }
 
 for (const kind of STORES) {
   describe(`an import against the service (${kind.name})`, { skip: kind.skip }, () => {
-    it('holds little for an import whose answer is never read, keeps /healthz answering, and stops within a second of the client leaving', { timeout: 60_000 }, async (t) => {
+    it('holds little for an import whose answer is never read, keeps /healthz answering, and stops within a second of the client leaving', {
+      timeout: 60_000,
+    }, async (t) => {
       const child = await startOn(t, path.join(await makeTempDir(t), 'data'), await kind.env(t))
       const rss = sampleRss(child.pid)
       // 8 MiB of lines that are not JSON: each is refused at once, with a result line of its own.
       const socket = sendUnreadImport(child.url, Buffer.alloc(8 * MiB, 'x\n'))
-      t.after(() => { socket.destroy() })
-      await waitFor('the import to be under way', async () => {
-        const res = await importBody(child.url, '{}')
-        return res.status === 409 ? true : undefined
-      }, 10_000)
+      t.after(() => {
+        socket.destroy()
+      })
+      await waitFor(
+        'the import to be under way',
+        async () => {
+          const res = await importBody(child.url, '{}')
+          return res.status === 409 ? true : undefined
+        },
+        10_000,
+      )
       let slowestMs = 0
-      for (const until = Date.now() + 6000; Date.now() < until;) {
+      for (const until = Date.now() + 6000; Date.now() < until; ) {
         slowestMs = Math.max(slowestMs, await healthLatencyMs(child.url))
         await sleep(150)
       }
       const maxRss = rss.stop()
-      t.diagnostic(`slowest /healthz ${Math.round(slowestMs)} ms, largest RSS ${Math.round(maxRss)} MB`)
-      assert.ok(slowestMs < 1000, `/healthz took ${Math.round(slowestMs)} ms to answer during the import`)
+      t.diagnostic(
+        `slowest /healthz ${Math.round(slowestMs)} ms, largest RSS ${Math.round(maxRss)} MB`,
+      )
+      assert.ok(
+        slowestMs < 1000,
+        `/healthz took ${Math.round(slowestMs)} ms to answer during the import`,
+      )
       assert.ok(maxRss < RSS_LIMIT_MB, `RSS reached ${Math.round(maxRss)} MB for one unread import`)
       // The unread import is still the one running: it was paused, not finished in memory.
       assertProblem(await importBody(child.url, '{}'), 409, 'import_in_progress')
@@ -105,43 +131,72 @@ for (const kind of STORES) {
       socket.destroy()
       const left = performance.now()
       let next: TestResponse
-      do next = await importBody(child.url, JSON.stringify({ email: uniqueEmail('next'), name: 'Next Import' }))
+      do
+        next = await importBody(
+          child.url,
+          JSON.stringify({ email: uniqueEmail('next'), name: 'Next Import' }),
+        )
       while (next.status === 409 && performance.now() - left < 10_000)
       const freedMs = performance.now() - left
       assert.equal(next.status, 200, next.text)
-      assert.deepEqual(resultsOf(next.text).map((result) => result['status']), [201])
-      assert.ok(freedMs < 1000, `the next import waited ${Math.round(freedMs)} ms after the client left`)
+      assert.deepEqual(
+        resultsOf(next.text).map((result) => result['status']),
+        [201],
+      )
+      assert.ok(
+        freedMs < 1000,
+        `the next import waited ${Math.round(freedMs)} ms after the client left`,
+      )
       const cpuBefore = readCpuSeconds(child.pid)
       await sleep(1000)
       const busy = readCpuSeconds(child.pid) - cpuBefore
-      t.diagnostic(`the next import waited ${Math.round(freedMs)} ms; ${busy} s of CPU in the second after`)
+      t.diagnostic(
+        `the next import waited ${Math.round(freedMs)} ms; ${busy} s of CPU in the second after`,
+      )
       assert.ok(busy < 0.3, `the service used ${busy} s of CPU in the second after the client left`)
       // None of the refused lines left anything behind.
-      assert.deepEqual((await listUsers(child.url)).map((user) => user.name), ['Next Import'])
+      assert.deepEqual(
+        (await listUsers(child.url)).map((user) => user.name),
+        ['Next Import'],
+      )
     })
 
-    it('stops on SIGTERM during a 30,000-line import with exit 0, and every result it sent is true after a restart', { timeout: 90_000 }, async (t) => {
+    it('stops on SIGTERM during a 30,000-line import with exit 0, and every result it sent is true after a restart', {
+      timeout: 90_000,
+    }, async (t) => {
       const dataDir = path.join(await makeTempDir(t), 'data')
       const env = await kind.env(t)
       const child = await startOn(t, dataDir, env)
-      const lines = Array.from({ length: 30_000 }, (_, i) => `${JSON.stringify({ email: `sigterm.${i}.${uniqueEmail()}`, name: `Line ${i + 1}` })}\n`)
+      const lines = Array.from(
+        { length: 30_000 },
+        (_, i) =>
+          `${JSON.stringify({ email: `sigterm.${i}.${uniqueEmail()}`, name: `Line ${i + 1}` })}\n`,
+      )
       let text = ''
       let signalled = false
       const answered = new Promise<void>((resolve) => {
-        const req = httpRequest(`${child.url}/users:import`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': NDJSON } }, (res) => {
-          res.setEncoding('utf8')
-          res.on('data', (chunk: string) => {
-            text += chunk
-            if (!signalled && text.split('\n').length > 1000) {
-              signalled = true
-              child.proc.kill('SIGTERM')
-            }
-          })
-          res.on('end', resolve)
-          res.on('error', () => { resolve() })
-          res.on('close', resolve)
+        const req = httpRequest(
+          `${child.url}/users:import`,
+          { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': NDJSON } },
+          (res) => {
+            res.setEncoding('utf8')
+            res.on('data', (chunk: string) => {
+              text += chunk
+              if (!signalled && text.split('\n').length > 1000) {
+                signalled = true
+                child.proc.kill('SIGTERM')
+              }
+            })
+            res.on('end', resolve)
+            res.on('error', () => {
+              resolve()
+            })
+            res.on('close', resolve)
+          },
+        )
+        req.on('error', () => {
+          resolve()
         })
-        req.on('error', () => { resolve() })
         req.end(lines.join(''))
       })
       await answered
@@ -150,26 +205,52 @@ for (const kind of STORES) {
       assert.ok(signalled, 'SIGTERM was sent during the import')
       assert.deepEqual(exit, { code: 0, signal: null }, child.stderr())
       // Only whole result lines count: a cut connection may end inside one.
-      const results = text.split('\n').slice(0, -1).map((line) => JSON.parse(line) as { line: number, status: number, id: string })
+      const results = text
+        .split('\n')
+        .slice(0, -1)
+        .map((line) => JSON.parse(line) as { line: number; status: number; id: string })
       assert.ok(results.length >= 1000)
-      assert.deepEqual(results.map((result) => result.line), results.map((_, i) => i + 1), 'one result per line, in input order')
-      assert.ok(results.every((result) => result.status === 201), 'every line sent was stored')
+      assert.deepEqual(
+        results.map((result) => result.line),
+        results.map((_, i) => i + 1),
+        'one result per line, in input order',
+      )
+      assert.ok(
+        results.every((result) => result.status === 201),
+        'every line sent was stored',
+      )
       const restarted = await startOn(t, dataDir, env)
       for (const result of results.filter((_, i) => i % 97 === 0 || i === results.length - 1)) {
         const res = await request('GET', `${restarted.url}/users/${result.id}`, { token })
-        assert.equal(res.status, 200, `line ${result.line} was answered 201 and is missing after the restart`)
+        assert.equal(
+          res.status,
+          200,
+          `line ${result.line} was answered 201 and is missing after the restart`,
+        )
         assert.equal(res.json<User>().name, `Line ${result.line}`)
       }
-      const exported = await fetch(`${restarted.url}/users:export`, { headers: { authorization: `Bearer ${token}` } })
+      const exported = await fetch(`${restarted.url}/users:export`, {
+        headers: { authorization: `Bearer ${token}` },
+      })
       assert.equal(exported.status, 200)
-      const stored = new Set((await exported.text()).split('\n').filter((line) => line !== '').map((line) => (JSON.parse(line) as User).id))
-      assert.ok(results.every((result) => stored.has(result.id)), 'every user answered 201 is stored')
+      const stored = new Set(
+        (await exported.text())
+          .split('\n')
+          .filter((line) => line !== '')
+          .map((line) => (JSON.parse(line) as User).id),
+      )
+      assert.ok(
+        results.every((result) => stored.has(result.id)),
+        'every user answered 201 is stored',
+      )
     })
   })
 }
 
 describe('an import line of 200 MiB', () => {
-  it('is answered 413 with low RSS, and the next line is imported', { timeout: 60_000 }, async (t) => {
+  it('is answered 413 with low RSS, and the next line is imported', {
+    timeout: 60_000,
+  }, async (t) => {
     const child = await startOn(t, path.join(await makeTempDir(t), 'data'), {})
     const rss = sampleRss(child.pid)
     const after = JSON.stringify({ email: uniqueEmail('after'), name: 'After The Long Line' })
@@ -177,15 +258,27 @@ describe('an import line of 200 MiB', () => {
     const pieces = 200
     const tail = Buffer.from(`\n${after}\n`)
     const text = await new Promise<string>((resolve, reject) => {
-      const req = httpRequest(`${child.url}/users:import`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${token}`, 'content-type': NDJSON, 'content-length': pieces * MiB + tail.length },
-      }, (res) => {
-        let body = ''
-        res.setEncoding('utf8')
-        res.on('data', (chunk: string) => { body += chunk })
-        res.on('end', () => { resolve(body) })
-      })
+      const req = httpRequest(
+        `${child.url}/users:import`,
+        {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${token}`,
+            'content-type': NDJSON,
+            'content-length': pieces * MiB + tail.length,
+          },
+        },
+        (res) => {
+          let body = ''
+          res.setEncoding('utf8')
+          res.on('data', (chunk: string) => {
+            body += chunk
+          })
+          res.on('end', () => {
+            resolve(body)
+          })
+        },
+      )
       req.on('error', reject)
       let sent = 0
       const write = (): void => {
@@ -202,8 +295,17 @@ describe('an import line of 200 MiB', () => {
     })
     const maxRss = rss.stop()
     t.diagnostic(`largest RSS ${Math.round(maxRss)} MB`)
-    assert.deepEqual(resultsOf(text).map((result) => [result['line'], result['status'], result['code']]), [[1, 413, 'payload_too_large'], [2, 201, undefined]])
+    assert.deepEqual(
+      resultsOf(text).map((result) => [result['line'], result['status'], result['code']]),
+      [
+        [1, 413, 'payload_too_large'],
+        [2, 201, undefined],
+      ],
+    )
     assert.ok(maxRss < 150, `RSS reached ${Math.round(maxRss)} MB for a 200 MiB line`)
-    assert.deepEqual((await listUsers(child.url)).map((user) => user.name), ['After The Long Line'])
+    assert.deepEqual(
+      (await listUsers(child.url)).map((user) => user.name),
+      ['After The Long Line'],
+    )
   })
 })

@@ -5,7 +5,11 @@ import type { User, UserStatus } from '../../src/domain/user.js'
 import { assertProblem, type RequestOptions, type TestResponse } from '../helpers/http.js'
 import { startService, type TestService } from '../helpers/service.js'
 import {
-  assertFieldErrors, assertUnchangedBy, createTestClock, readUserFiles, type TestClock,
+  assertFieldErrors,
+  assertUnchangedBy,
+  createTestClock,
+  readUserFiles,
+  type TestClock,
 } from '../helpers/users-suite.js'
 
 const UNKNOWN_ID = '0193a5f2-7c1e-7d3a-9b2f-1c2d3e4f5a6b'
@@ -22,7 +26,12 @@ async function setup(t: TestContext): Promise<Setup> {
   return { s, clock }
 }
 
-function act(s: TestService, id: string, action: Action, options: RequestOptions = {}): Promise<TestResponse> {
+function act(
+  s: TestService,
+  id: string,
+  action: Action,
+  options: RequestOptions = {},
+): Promise<TestResponse> {
   return s.call('POST', `/users/${id}:${action}`, options)
 }
 
@@ -63,7 +72,10 @@ describe('POST /users/{id}:activate and :suspend', () => {
       const res = await act(s, user.id, action)
       const changed = assertUser(res)
       assert.deepEqual(changed, {
-        ...user, status: to, version: user.version + 1, updatedAt: new Date(clock.now()).toISOString(),
+        ...user,
+        status: to,
+        version: user.version + 1,
+        updatedAt: new Date(clock.now()).toISOString(),
       })
       assert.notEqual(res.headers.get('etag'), `"v${user.version}"`)
       assert.deepEqual(await s.getUser(user.id), changed)
@@ -100,8 +112,11 @@ describe('POST /users/{id}:activate and :suspend', () => {
     const { s, clock } = await setup(t)
     const user = await s.createUser()
     const steps: Array<[Action, UserStatus, number]> = [
-      ['activate', 'active', 2], ['activate', 'active', 2], ['suspend', 'suspended', 3],
-      ['suspend', 'suspended', 3], ['activate', 'active', 4],
+      ['activate', 'active', 2],
+      ['activate', 'active', 2],
+      ['suspend', 'suspended', 3],
+      ['suspend', 'suspended', 3],
+      ['activate', 'active', 4],
     ]
     for (const [action, status, version] of steps) {
       clock.advance(10)
@@ -143,7 +158,9 @@ describe('POST /users/{id}:activate and :suspend', () => {
     for (const action of ['activate', 'suspend'] as const) {
       for (const [label, body, pointer] of cases) {
         await t.test(`:${action} with ${label}`, async () => {
-          const res = await assertUnchangedBy(s, () => act(s, user.id, action, { body, contentType: 'application/json' }))
+          const res = await assertUnchangedBy(s, () =>
+            act(s, user.id, action, { body, contentType: 'application/json' }),
+          )
           assertFieldErrors(res, [{ pointer }])
         })
       }
@@ -153,7 +170,9 @@ describe('POST /users/{id}:activate and :suspend', () => {
   it('gives each field of an object body its own entry', async (t) => {
     const { s } = await setup(t)
     const user = await s.createUser()
-    const res = await assertUnchangedBy(s, () => act(s, user.id, 'activate', { json: { a: 1, b: 2 } }))
+    const res = await assertUnchangedBy(s, () =>
+      act(s, user.id, 'activate', { json: { a: 1, b: 2 } }),
+    )
     assertFieldErrors(res, [{ pointer: '/a' }, { pointer: '/b' }])
   })
 
@@ -161,7 +180,9 @@ describe('POST /users/{id}:activate and :suspend', () => {
     const { s } = await setup(t)
     const user = await s.createUser()
     for (const body of ['{', '{"a":}', 'nope', '{}x', '\u00ff']) {
-      const res = await assertUnchangedBy(s, () => act(s, user.id, 'activate', { body, contentType: 'application/json' }))
+      const res = await assertUnchangedBy(s, () =>
+        act(s, user.id, 'activate', { body, contentType: 'application/json' }),
+      )
       assertProblem(res, 400, 'bad_request')
     }
   })
@@ -205,7 +226,9 @@ describe('POST /users/{id}:activate and :suspend', () => {
   it('keeps the status through a later PATCH', async (t) => {
     const { s } = await setup(t)
     const user = await userIn(s, 'suspended')
-    const patched = assertUser(await s.call('PATCH', `/users/${user.id}`, { json: { name: 'Renamed' } }))
+    const patched = assertUser(
+      await s.call('PATCH', `/users/${user.id}`, { json: { name: 'Renamed' } }),
+    )
     assert.equal(patched.status, 'suspended')
     assert.equal(patched.version, user.version + 1)
   })

@@ -8,7 +8,7 @@ import { after, before, describe, it, type TestContext } from 'node:test'
 
 import { MAX_BODY_BYTES } from '../../src/http/body.js'
 import { LINGER_BYTES, LINGER_MS } from '../../src/http/lingering-close.js'
-import { startChild, type RunningChild } from '../helpers/child.js'
+import { type RunningChild, startChild } from '../helpers/child.js'
 import { holdRequest, waitFor } from '../helpers/ops.js'
 import { startService, type TestService } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'
@@ -52,17 +52,23 @@ function readAnswer(bytes: Buffer): Answer | undefined {
   const start = end + 4
   if (bytes.length < start + length) return undefined
   const text = bytes.subarray(start, start + length).toString('utf8')
-  const body: unknown = /json/.test(headers.get('content-type') ?? '') && text !== '' ? JSON.parse(text) : undefined
+  const body: unknown =
+    /json/.test(headers.get('content-type') ?? '') && text !== '' ? JSON.parse(text) : undefined
   return { status, headers, text, body, rest: bytes.subarray(start + length) }
 }
 
 /** Asserts a whole problem+json answer that closes the connection. */
-function assertClosingProblem(answer: Answer | undefined, status: number, code: string, what: string): void {
+function assertClosingProblem(
+  answer: Answer | undefined,
+  status: number,
+  code: string,
+  what: string,
+): void {
   assert.ok(answer !== undefined, `${what}: no whole answer arrived`)
   assert.equal(answer.status, status, `${what}: ${answer.text}`)
   assert.match(answer.headers.get('content-type') ?? '', /^application\/problem\+json/, what)
   assert.equal(answer.headers.get('connection'), 'close', what)
-  const problem = answer.body as { status?: unknown, code?: unknown, requestId?: unknown }
+  const problem = answer.body as { status?: unknown; code?: unknown; requestId?: unknown }
   assert.equal(problem.code, code, `${what}: ${answer.text}`)
   assert.equal(problem.status, status, what)
   assert.equal(problem.requestId, answer.headers.get('x-request-id'), what)
@@ -73,7 +79,7 @@ function head(lines: readonly string[]): Buffer {
 }
 
 /** A request head for POST /users; `auth` false leaves the token out. */
-function postHead(framing: string, options: { auth?: boolean, contentType?: string } = {}): Buffer {
+function postHead(framing: string, options: { auth?: boolean; contentType?: string } = {}): Buffer {
   const lines = ['POST /users HTTP/1.1', 'host: localhost']
   if (options.auth !== false) lines.push(`authorization: Bearer ${makeToken()}`)
   lines.push(`content-type: ${options.contentType ?? 'application/json'}`, framing)
@@ -82,7 +88,11 @@ function postHead(framing: string, options: { auth?: boolean, contentType?: stri
 
 /** `count` chunks of 16 KiB in chunked framing, one Buffer each, then the last chunk. */
 function chunkedPieces(count: number): Buffer[] {
-  const chunk = Buffer.concat([Buffer.from(`${CHUNK.toString(16)}\r\n`), Buffer.alloc(CHUNK, 0x61), Buffer.from('\r\n')])
+  const chunk = Buffer.concat([
+    Buffer.from(`${CHUNK.toString(16)}\r\n`),
+    Buffer.alloc(CHUNK, 0x61),
+    Buffer.from('\r\n'),
+  ])
   return [...Array.from({ length: count }, () => chunk), Buffer.from('0\r\n\r\n')]
 }
 
@@ -104,14 +114,20 @@ interface UploadOutcome {
 const pause = new Int32Array(new SharedArrayBuffer(4))
 
 /** Keeps everything a socket receives, and its first error, until it closes. */
-function collect(socket: Socket): { received: () => Buffer, outcome: Promise<UploadOutcome> } {
+function collect(socket: Socket): { received: () => Buffer; outcome: Promise<UploadOutcome> } {
   const chunks: Buffer[] = []
   let error: string | undefined
-  socket.on('data', (chunk: Buffer) => { chunks.push(chunk) })
-  socket.on('error', (caught: NodeJS.ErrnoException) => { error ??= caught.code ?? caught.message })
+  socket.on('data', (chunk: Buffer) => {
+    chunks.push(chunk)
+  })
+  socket.on('error', (caught: NodeJS.ErrnoException) => {
+    error ??= caught.code ?? caught.message
+  })
   const received = (): Buffer => Buffer.concat(chunks)
   const outcome = new Promise<UploadOutcome>((resolve) => {
-    const timer = setTimeout(() => { socket.destroy() }, WAIT_MS)
+    const timer = setTimeout(() => {
+      socket.destroy()
+    }, WAIT_MS)
     socket.on('close', () => {
       clearTimeout(timer)
       resolve({ received: received(), error })
@@ -129,9 +145,14 @@ function collect(socket: Socket): { received: () => Buffer, outcome: Promise<Upl
  * each round of pieces, still without a turn of the event loop.
  */
 function writeWhileBusy(
-  sockets: readonly Socket[], uploads: readonly Upload[], pauseMs: number, between?: (piece: number) => void,
+  sockets: readonly Socket[],
+  uploads: readonly Upload[],
+  pauseMs: number,
+  between?: (piece: number) => void,
 ): void {
-  sockets.forEach((socket, index) => { socket.write(uploads[index]?.head ?? '') })
+  sockets.forEach((socket, index) => {
+    socket.write(uploads[index]?.head ?? '')
+  })
   const longest = Math.max(...uploads.map((upload) => upload.pieces.length))
   for (let piece = 0; piece < longest; piece += 1) {
     Atomics.wait(pause, 0, 0, pauseMs)
@@ -151,7 +172,11 @@ async function connectTo(url: string): Promise<Socket> {
 }
 
 /** Connects one socket per upload, sends them all while busy, and waits for every connection to close. */
-async function uploadWhileBusy(url: string, uploads: readonly Upload[], pauseMs: number): Promise<UploadOutcome[]> {
+async function uploadWhileBusy(
+  url: string,
+  uploads: readonly Upload[],
+  pauseMs: number,
+): Promise<UploadOutcome[]> {
   const sockets = await Promise.all(uploads.map(() => connectTo(url)))
   const outcomes = sockets.map((socket) => collect(socket).outcome)
   writeWhileBusy(sockets, uploads, pauseMs)
@@ -160,20 +185,27 @@ async function uploadWhileBusy(url: string, uploads: readonly Upload[], pauseMs:
 
 /** Runs `rounds` uploads, `AT_ONCE` side by side, and checks every answer. */
 async function uploadRounds(
-  url: string, rounds: number, makeUpload: () => Upload, check: (outcome: UploadOutcome, round: number) => void,
+  url: string,
+  rounds: number,
+  makeUpload: () => Upload,
+  check: (outcome: UploadOutcome, round: number) => void,
 ): Promise<void> {
   for (let first = 0; first < rounds; first += AT_ONCE) {
     const batch = Array.from({ length: Math.min(AT_ONCE, rounds - first) }, makeUpload)
     // 1 to 3 ms between pieces: the answer lands at a different point of the upload each time.
-    const outcomes = await uploadWhileBusy(url, batch, 1 + (first / AT_ONCE) % 3)
-    outcomes.forEach((outcome, index) => { check(outcome, first + index) })
+    const outcomes = await uploadWhileBusy(url, batch, 1 + ((first / AT_ONCE) % 3))
+    outcomes.forEach((outcome, index) => {
+      check(outcome, first + index)
+    })
   }
 }
 
 async function countUsers(url: string): Promise<number> {
-  const res = await fetch(`${url}/users?limit=100`, { headers: { authorization: `Bearer ${makeToken()}` } })
+  const res = await fetch(`${url}/users?limit=100`, {
+    headers: { authorization: `Bearer ${makeToken()}` },
+  })
   assert.equal(res.status, 200)
-  const page = await res.json() as { items: unknown[] }
+  const page = (await res.json()) as { items: unknown[] }
   return page.items.length
 }
 
@@ -191,70 +223,110 @@ describe('early answers that close the connection reach a client still sending i
   })
 
   it(`answers 413 payload_too_large in each of ${ROUNDS} rounds of a 13 × 16 KiB chunked upload`, async () => {
-    await uploadRounds(child.url, ROUNDS, () => ({
-      head: postHead('transfer-encoding: chunked'), pieces: chunkedPieces(13),
-    }), (outcome, round) => {
-      const what = `chunked round ${round} (client error: ${outcome.error ?? 'none'})`
-      assertClosingProblem(readAnswer(outcome.received), 413, 'payload_too_large', what)
-      assert.equal(outcome.error, undefined, what)
-    })
+    await uploadRounds(
+      child.url,
+      ROUNDS,
+      () => ({
+        head: postHead('transfer-encoding: chunked'),
+        pieces: chunkedPieces(13),
+      }),
+      (outcome, round) => {
+        const what = `chunked round ${round} (client error: ${outcome.error ?? 'none'})`
+        assertClosingProblem(readAnswer(outcome.received), 413, 'payload_too_large', what)
+        assert.equal(outcome.error, undefined, what)
+      },
+    )
     assert.equal(await countUsers(child.url), 0)
   })
 
   it(`answers 413 payload_too_large in each of ${ROUNDS} rounds of a Content-Length: 212992 upload`, async () => {
     const size = 13 * CHUNK
     assert.ok(size > MAX_BODY_BYTES)
-    await uploadRounds(child.url, ROUNDS, () => ({
-      head: postHead(`content-length: ${size}`), pieces: plainPieces(13),
-    }), (outcome, round) => {
-      const what = `content-length round ${round} (client error: ${outcome.error ?? 'none'})`
-      assertClosingProblem(readAnswer(outcome.received), 413, 'payload_too_large', what)
-      assert.equal(outcome.error, undefined, what)
-    })
+    await uploadRounds(
+      child.url,
+      ROUNDS,
+      () => ({
+        head: postHead(`content-length: ${size}`),
+        pieces: plainPieces(13),
+      }),
+      (outcome, round) => {
+        const what = `content-length round ${round} (client error: ${outcome.error ?? 'none'})`
+        assertClosingProblem(readAnswer(outcome.received), 413, 'payload_too_large', what)
+        assert.equal(outcome.error, undefined, what)
+      },
+    )
     assert.equal(await countUsers(child.url), 0)
   })
 
   it('answers 401 token_missing, closing in stages, to uploads without a token', async () => {
     let round = 0
-    await uploadRounds(child.url, 10, () => {
-      round += 1
-      return round % 2 === 0
-        ? { head: postHead('transfer-encoding: chunked', { auth: false }), pieces: chunkedPieces(13) }
-        : { head: postHead(`content-length: ${13 * CHUNK}`, { auth: false }), pieces: plainPieces(13) }
-    }, (outcome, index) => {
-      const what = `401 round ${index} (client error: ${outcome.error ?? 'none'})`
-      assertClosingProblem(readAnswer(outcome.received), 401, 'token_missing', what)
-      assert.equal(outcome.error, undefined, what)
-    })
+    await uploadRounds(
+      child.url,
+      10,
+      () => {
+        round += 1
+        return round % 2 === 0
+          ? {
+              head: postHead('transfer-encoding: chunked', { auth: false }),
+              pieces: chunkedPieces(13),
+            }
+          : {
+              head: postHead(`content-length: ${13 * CHUNK}`, { auth: false }),
+              pieces: plainPieces(13),
+            }
+      },
+      (outcome, index) => {
+        const what = `401 round ${index} (client error: ${outcome.error ?? 'none'})`
+        assertClosingProblem(readAnswer(outcome.received), 401, 'token_missing', what)
+        assert.equal(outcome.error, undefined, what)
+      },
+    )
     assert.equal(await countUsers(child.url), 0)
   })
 
   it('answers 415 unsupported_media_type, closing in stages, to uploads of another media type', async () => {
     let round = 0
-    await uploadRounds(child.url, 10, () => {
-      round += 1
-      const contentType = 'text/plain'
-      return round % 2 === 0
-        ? { head: postHead('transfer-encoding: chunked', { contentType }), pieces: chunkedPieces(13) }
-        : { head: postHead(`content-length: ${13 * CHUNK}`, { contentType }), pieces: plainPieces(13) }
-    }, (outcome, index) => {
-      const what = `415 round ${index} (client error: ${outcome.error ?? 'none'})`
-      assertClosingProblem(readAnswer(outcome.received), 415, 'unsupported_media_type', what)
-      assert.equal(outcome.error, undefined, what)
-    })
+    await uploadRounds(
+      child.url,
+      10,
+      () => {
+        round += 1
+        const contentType = 'text/plain'
+        return round % 2 === 0
+          ? {
+              head: postHead('transfer-encoding: chunked', { contentType }),
+              pieces: chunkedPieces(13),
+            }
+          : {
+              head: postHead(`content-length: ${13 * CHUNK}`, { contentType }),
+              pieces: plainPieces(13),
+            }
+      },
+      (outcome, index) => {
+        const what = `415 round ${index} (client error: ${outcome.error ?? 'none'})`
+        assertClosingProblem(readAnswer(outcome.received), 415, 'unsupported_media_type', what)
+        assert.equal(outcome.error, undefined, what)
+      },
+    )
     assert.equal(await countUsers(child.url), 0)
   })
 
   it('answers 400 bad_request to a body the HTTP parser refuses while the rest is still coming', async () => {
     // A chunk size that is not hexadecimal: Node's parser fails on it, and the client sends on.
     const broken = Buffer.concat([Buffer.from('zz\r\n'), Buffer.alloc(CHUNK, 0x61)])
-    await uploadRounds(child.url, 10, () => ({
-      head: postHead('transfer-encoding: chunked'), pieces: [broken, ...plainPieces(12)],
-    }), (outcome, index) => {
-      const what = `parser error round ${index} (client error: ${outcome.error ?? 'none'})`
-      assertClosingProblem(readAnswer(outcome.received), 400, 'bad_request', what)
-      assert.equal(outcome.error, undefined, what)
-    })
+    await uploadRounds(
+      child.url,
+      10,
+      () => ({
+        head: postHead('transfer-encoding: chunked'),
+        pieces: [broken, ...plainPieces(12)],
+      }),
+      (outcome, index) => {
+        const what = `parser error round ${index} (client error: ${outcome.error ?? 'none'})`
+        assertClosingProblem(readAnswer(outcome.received), 400, 'bad_request', what)
+        assert.equal(outcome.error, undefined, what)
+      },
+    )
     assert.equal(await countUsers(child.url), 0)
   })
 })
@@ -263,39 +335,70 @@ describe('early answers that close the connection reach a client still sending i
 async function uploadWhileStopping(t: TestContext, finishEarly: boolean): Promise<void> {
   const dir = await mkdtemp(path.join(tmpdir(), 'lingering-close-'))
   t.after(() => rm(dir, { recursive: true, force: true }))
-  const child = await startChild({ dataDir: path.join(dir, 'data'), env: { MAX_INFLIGHT: '1', LOG_LEVEL: 'warn' } })
+  const child = await startChild({
+    dataDir: path.join(dir, 'data'),
+    env: { MAX_INFLIGHT: '1', LOG_LEVEL: 'warn' },
+  })
   t.after(() => child.stop('SIGKILL'))
   // A request held in flight keeps the stopping service waiting, and answering.
   const held = holdRequest(child.url, {
-    path: '/users', token: makeToken(), body: JSON.stringify({ email: 'held@example.com', name: 'Held' }),
+    path: '/users',
+    token: makeToken(),
+    body: JSON.stringify({ email: 'held@example.com', name: 'Held' }),
   })
-  t.after(() => { held.abort() })
-  await waitFor('the held request to be in flight', async () => {
-    const res = await fetch(`${child.url}/users`, { headers: { authorization: `Bearer ${makeToken()}` } })
-    await res.arrayBuffer()
-    return res.status === 503 ? true : undefined
-  }, WAIT_MS)
+  t.after(() => {
+    held.abort()
+  })
+  await waitFor(
+    'the held request to be in flight',
+    async () => {
+      const res = await fetch(`${child.url}/users`, {
+        headers: { authorization: `Bearer ${makeToken()}` },
+      })
+      await res.arrayBuffer()
+      return res.status === 503 ? true : undefined
+    },
+    WAIT_MS,
+  )
   // A connection busy with the start of a request is not idle: the stopping service keeps it.
   const socket = await connectTo(child.url)
   const seen = collect(socket)
   socket.write('GET /healthz HTTP/1.1\r\nhost: localhost\r\n\r\nPOST /users HTTP/1.1\r\n')
-  await waitFor('the health answer', () => (readAnswer(seen.received())?.status === 200 ? true : undefined), WAIT_MS)
+  await waitFor(
+    'the health answer',
+    () => (readAnswer(seen.received())?.status === 200 ? true : undefined),
+    WAIT_MS,
+  )
   const healthLength = seen.received().length
   child.proc.kill('SIGTERM')
-  await waitFor('the service to stop accepting connections', () => new Promise<true | undefined>((resolve) => {
-    const probe = connect(Number(new URL(child.url).port), '127.0.0.1')
-    probe.once('connect', () => {
-      probe.destroy()
-      resolve(undefined)
-    })
-    probe.once('error', () => { resolve(true) })
-  }), WAIT_MS)
+  await waitFor(
+    'the service to stop accepting connections',
+    () =>
+      new Promise<true | undefined>((resolve) => {
+        const probe = connect(Number(new URL(child.url).port), '127.0.0.1')
+        probe.once('connect', () => {
+          probe.destroy()
+          resolve(undefined)
+        })
+        probe.once('error', () => {
+          resolve(true)
+        })
+      }),
+    WAIT_MS,
+  )
   // 40 pieces of 16 KiB, 2 ms apart: an upload that lasts well past the stop's next look at the
   // requests in flight, and stays under the byte bound.
   const pieces = 40
-  const rest = head(['host: localhost', `authorization: Bearer ${makeToken()}`, 'content-type: application/json', `content-length: ${pieces * CHUNK}`])
+  const rest = head([
+    'host: localhost',
+    `authorization: Bearer ${makeToken()}`,
+    'content-type: application/json',
+    `content-length: ${pieces * CHUNK}`,
+  ])
   // finishEarly: the request in flight ends (and with it the stop's wait) as the upload begins.
-  writeWhileBusy([socket], [{ head: rest, pieces: plainPieces(pieces) }], 2, (piece) => { if (finishEarly && piece === 0) held.finish() })
+  writeWhileBusy([socket], [{ head: rest, pieces: plainPieces(pieces) }], 2, (piece) => {
+    if (finishEarly && piece === 0) held.finish()
+  })
   const outcome = await seen.outcome
   const what = `the 503 (client error: ${outcome.error ?? 'none'})`
   const answer = readAnswer(outcome.received.subarray(healthLength))
@@ -328,7 +431,9 @@ class Conversation {
 
   private constructor(socket: Socket) {
     this.socket = socket
-    const wake = (): void => { for (const waiter of this.#waiters) waiter() }
+    const wake = (): void => {
+      for (const waiter of this.#waiters) waiter()
+    }
     socket.on('data', (chunk: Buffer) => {
       this.received = Buffer.concat([this.received, chunk])
       wake()
@@ -337,7 +442,9 @@ class Conversation {
       this.ended = true
       wake()
     })
-    socket.on('error', (caught: NodeJS.ErrnoException) => { this.error ??= caught.code ?? caught.message })
+    socket.on('error', (caught: NodeJS.ErrnoException) => {
+      this.error ??= caught.code ?? caught.message
+    })
     socket.on('close', () => {
       this.closed = true
       wake()
@@ -364,7 +471,11 @@ class Conversation {
       }
       const timer = setTimeout(() => {
         this.#waiters.delete(check)
-        reject(new Error(`gave up waiting for ${what}; received: ${this.received.toString('latin1').slice(0, 500)}`))
+        reject(
+          new Error(
+            `gave up waiting for ${what}; received: ${this.received.toString('latin1').slice(0, 500)}`,
+          ),
+        )
       }, WAIT_MS)
       this.#waiters.add(check)
       check()
@@ -383,17 +494,24 @@ class Conversation {
   }
 
   whenEnded(): Promise<true> {
-    return this.until(() => (this.ended || this.closed ? true : undefined), 'the server to end its side')
+    return this.until(
+      () => (this.ended || this.closed ? true : undefined),
+      'the server to end its side',
+    )
   }
 }
 
 /** The server's side of the next connection that comes in. */
 function nextServerSocket(s: TestService): Promise<Socket> {
-  return new Promise((resolve) => { s.service.server.once('connection', resolve) })
+  return new Promise((resolve) => {
+    s.service.server.once('connection', resolve)
+  })
 }
 
 function closedServerSocket(socket: Socket): Promise<void> {
-  return socket.destroyed && socket.closed ? Promise.resolve() : once(socket, 'close').then(() => undefined)
+  return socket.destroyed && socket.closed
+    ? Promise.resolve()
+    : once(socket, 'close').then(() => undefined)
 }
 
 describe('the bounds of closing in stages', () => {
@@ -408,8 +526,12 @@ describe('the bounds of closing in stages', () => {
     assertClosingProblem(answer, 413, 'payload_too_large', 'the 413')
     // About 40 KiB/s: far below the byte bound, so only the time bound can end it.
     const piece = Buffer.alloc(1024, 0x61)
-    const sender = setInterval(() => { if (!client.closed) client.socket.write(piece) }, 25)
-    t.after(() => { clearInterval(sender) })
+    const sender = setInterval(() => {
+      if (!client.closed) client.socket.write(piece)
+    }, 25)
+    t.after(() => {
+      clearInterval(sender)
+    })
     await client.whenEnded()
     await client.whenClosed()
     const elapsed = performance.now() - answeredAt
@@ -446,7 +568,10 @@ describe('the bounds of closing in stages', () => {
     const server = await serverSide
     await closedServerSocket(server)
     const after = server.bytesRead - request.length
-    assert.ok(after > LINGER_BYTES, `read ${after} bytes after the answer: it did not read on to the bound`)
+    assert.ok(
+      after > LINGER_BYTES,
+      `read ${after} bytes after the answer: it did not read on to the bound`,
+    )
     // One read (64 KiB) past the bound at most, with room to spare; a clock-based check read
     // tens of MiB more here.
     assert.ok(after <= LINGER_BYTES + 256 * 1024, `read ${after} bytes after the answer`)
@@ -462,7 +587,10 @@ describe('the bounds of closing in stages', () => {
     // Without allowHalfOpen Node's client ends its side as soon as the server's FIN arrives.
     await client.whenClosed()
     const elapsed = performance.now() - answeredAt
-    assert.ok(elapsed < LINGER_MS, `closed after ${elapsed} ms: the server waited for its time bound`)
+    assert.ok(
+      elapsed < LINGER_MS,
+      `closed after ${elapsed} ms: the server waited for its time bound`,
+    )
     assert.equal(client.error, undefined)
   })
 })
@@ -472,12 +600,20 @@ describe('keep-alive where the body was fully read or empty', () => {
     const s = await startService(t)
     const client = await Conversation.open(s.url)
     const body = JSON.stringify({ email: 'keep.alive@example.com', name: 'Keep Alive' })
-    client.socket.write(Buffer.concat([postHead(`content-length: ${Buffer.byteLength(body)}`), Buffer.from(body)]))
+    client.socket.write(
+      Buffer.concat([postHead(`content-length: ${Buffer.byteLength(body)}`), Buffer.from(body)]),
+    )
     const created = await client.nextAnswer()
     assert.equal(created.status, 201, created.text)
     assert.notEqual(created.headers.get('connection'), 'close')
     const id = (created.body as { id: string }).id
-    client.socket.write(head([`GET /users/${id} HTTP/1.1`, 'host: localhost', `authorization: Bearer ${makeToken()}`]))
+    client.socket.write(
+      head([
+        `GET /users/${id} HTTP/1.1`,
+        'host: localhost',
+        `authorization: Bearer ${makeToken()}`,
+      ]),
+    )
     const read = await client.nextAnswer()
     assert.equal(read.status, 200, read.text)
     assert.equal((read.body as { id: string }).id, id)
@@ -490,7 +626,9 @@ describe('keep-alive where the body was fully read or empty', () => {
     const s = await startService(t)
     const client = await Conversation.open(s.url)
     const body = JSON.stringify({ email: 'not-an-email', name: 'Bad Email' })
-    client.socket.write(Buffer.concat([postHead(`content-length: ${Buffer.byteLength(body)}`), Buffer.from(body)]))
+    client.socket.write(
+      Buffer.concat([postHead(`content-length: ${Buffer.byteLength(body)}`), Buffer.from(body)]),
+    )
     const refused = await client.nextAnswer()
     assert.equal(refused.status, 422, refused.text)
     assert.equal((refused.body as { code: string }).code, 'validation_failed')
@@ -532,7 +670,9 @@ describe('a request pipelined behind an early answer that closes', () => {
   async function assertStillServing(s: TestService): Promise<void> {
     const ready = await fetch(`${s.url}/readyz`)
     assert.equal(ready.status, 200, await ready.text())
-    const created = await s.call('POST', '/users', { json: { email: 'after.pipeline@example.com', name: 'After' } })
+    const created = await s.call('POST', '/users', {
+      json: { email: 'after.pipeline@example.com', name: 'After' },
+    })
     assert.equal(created.status, 201, created.text)
   }
 
@@ -540,13 +680,20 @@ describe('a request pipelined behind an early answer that closes', () => {
     const s = await startService(t, { maxInflight: 1 })
     const client = await Conversation.open(s.url)
     const size = MAX_BODY_BYTES + 1
-    client.socket.write(Buffer.concat([
-      postHead(`content-length: ${size}`), Buffer.alloc(size, 0x61),
-      head(['GET /healthz HTTP/1.1', 'host: localhost']),
-    ]))
+    client.socket.write(
+      Buffer.concat([
+        postHead(`content-length: ${size}`),
+        Buffer.alloc(size, 0x61),
+        head(['GET /healthz HTTP/1.1', 'host: localhost']),
+      ]),
+    )
     assertClosingProblem(await client.nextAnswer(), 413, 'payload_too_large', 'the 413')
     await client.whenClosed()
-    assert.equal(client.received.length, 0, `an answer to the pipelined request: ${client.received.toString('latin1')}`)
+    assert.equal(
+      client.received.length,
+      0,
+      `an answer to the pipelined request: ${client.received.toString('latin1')}`,
+    )
     assert.equal(client.error, undefined)
     await assertStillServing(s)
   })
@@ -554,13 +701,20 @@ describe('a request pipelined behind an early answer that closes', () => {
   it('is not answered after a chunked 413 whose last chunk has arrived', async (t) => {
     const s = await startService(t, { maxInflight: 1 })
     const client = await Conversation.open(s.url)
-    client.socket.write(Buffer.concat([
-      postHead('transfer-encoding: chunked'), ...chunkedPieces(5),
-      head(['GET /healthz HTTP/1.1', 'host: localhost']),
-    ]))
+    client.socket.write(
+      Buffer.concat([
+        postHead('transfer-encoding: chunked'),
+        ...chunkedPieces(5),
+        head(['GET /healthz HTTP/1.1', 'host: localhost']),
+      ]),
+    )
     assertClosingProblem(await client.nextAnswer(), 413, 'payload_too_large', 'the 413')
     await client.whenClosed()
-    assert.equal(client.received.length, 0, `an answer to the pipelined request: ${client.received.toString('latin1')}`)
+    assert.equal(
+      client.received.length,
+      0,
+      `an answer to the pipelined request: ${client.received.toString('latin1')}`,
+    )
     await assertStillServing(s)
   })
 
@@ -568,13 +722,21 @@ describe('a request pipelined behind an early answer that closes', () => {
     const s = await startService(t, { maxInflight: 1 })
     const client = await Conversation.open(s.url)
     const size = 13 * CHUNK
-    client.socket.write(Buffer.concat([
-      postHead(`content-length: ${size}`, { auth: false }), Buffer.alloc(size, 0x61),
-      postHead('content-length: 2'), Buffer.from('{}'),
-    ]))
+    client.socket.write(
+      Buffer.concat([
+        postHead(`content-length: ${size}`, { auth: false }),
+        Buffer.alloc(size, 0x61),
+        postHead('content-length: 2'),
+        Buffer.from('{}'),
+      ]),
+    )
     assertClosingProblem(await client.nextAnswer(), 401, 'token_missing', 'the 401')
     await client.whenClosed()
-    assert.equal(client.received.length, 0, `an answer to the pipelined request: ${client.received.toString('latin1')}`)
+    assert.equal(
+      client.received.length,
+      0,
+      `an answer to the pipelined request: ${client.received.toString('latin1')}`,
+    )
     assert.deepEqual(await s.snapshot(), [])
     await assertStillServing(s)
   })

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test'
 
 import type { User } from '../../src/domain/user.js'
 import type { UserPage } from '../helpers/http.js'
-import { startService, uniqueEmail, type TestService } from '../helpers/service.js'
+import { startService, type TestService, uniqueEmail } from '../helpers/service.js'
 
 const BUDGET = 50
 const RARE = 'zyxrare'
@@ -39,7 +39,11 @@ async function walk(s: TestService, query: string): Promise<Walk> {
 
 /** Asserts that the walk returned exactly `expected` (ids), each once, in the order of `order`. */
 function assertExactlyOnce(result: Walk, expected: readonly string[], order: 'asc' | 'desc'): void {
-  assert.equal(new Set(result.ids).size, result.ids.length, `a user came twice: ${result.ids.join(',')}`)
+  assert.equal(
+    new Set(result.ids).size,
+    result.ids.length,
+    `a user came twice: ${result.ids.join(',')}`,
+  )
   const sorted = [...expected].sort()
   assert.deepEqual(result.ids, order === 'asc' ? sorted : sorted.reverse())
 }
@@ -48,11 +52,13 @@ function assertExactlyOnce(result: Walk, expected: readonly string[], order: 'as
  * 300 users in creation order: 3 whose name holds RARE, 294 others, then 2 more by name (one in
  * capitals) and 1 by email. The matches sit at both ends, so the pages between find nothing.
  */
-async function seed(s: TestService): Promise<{ users: User[], matches: User[] }> {
+async function seed(s: TestService): Promise<{ users: User[]; matches: User[] }> {
   const users: User[] = []
   for (let i = 0; i < 3; i += 1) users.push(await s.createUser({ name: `Early ${RARE} ${i}` }))
   for (let start = 0; start < 294; start += 21) {
-    const batch = Array.from({ length: Math.min(21, 294 - start) }, (_, i) => s.createUser({ name: `Plain ${start + i}` }))
+    const batch = Array.from({ length: Math.min(21, 294 - start) }, (_, i) =>
+      s.createUser({ name: `Plain ${start + i}` }),
+    )
     users.push(...(await Promise.all(batch)).sort((a, b) => (a.id < b.id ? -1 : 1)))
   }
   users.push(await s.createUser({ name: `Late ${RARE}` }))
@@ -69,13 +75,27 @@ describe('GET /users?q= under LIST_SCAN_BUDGET', () => {
     const s = await startService(t, { listScanBudget: BUDGET })
     const { users, matches } = await seed(s)
     const result = await walk(s, `q=${RARE}&limit=100`)
-    assertExactlyOnce(result, matches.map((user) => user.id), 'asc')
+    assertExactlyOnce(
+      result,
+      matches.map((user) => user.id),
+      'asc',
+    )
     // Each page may look at no more than BUDGET users, so 300 users take at least 300 / BUDGET pages.
-    assert.ok(result.pages.length >= users.length / BUDGET, `${result.pages.length} pages for ${users.length} users`)
-    const empty = result.pages.findIndex((page) => page.items.length === 0 && page.nextCursor !== null)
+    assert.ok(
+      result.pages.length >= users.length / BUDGET,
+      `${result.pages.length} pages for ${users.length} users`,
+    )
+    const empty = result.pages.findIndex(
+      (page) => page.items.length === 0 && page.nextCursor !== null,
+    )
     assert.ok(empty !== -1, 'an empty page with a non-null nextCursor')
-    assert.match(result.links[empty] ?? '', /; rel="next"$/, 'an empty page still links to the next one')
-    for (const page of result.pages.slice(0, -1)) assert.ok(page.items.length < 100, 'pages cut short by the budget')
+    assert.match(
+      result.links[empty] ?? '',
+      /; rel="next"$/,
+      'an empty page still links to the next one',
+    )
+    for (const page of result.pages.slice(0, -1))
+      assert.ok(page.items.length < 100, 'pages cut short by the budget')
     assert.equal(result.pages.at(-1)?.nextCursor, null)
   })
 
@@ -92,10 +112,19 @@ describe('GET /users?q= under LIST_SCAN_BUDGET', () => {
     const s = await startService(t, { listScanBudget: BUDGET })
     const { matches } = await seed(s)
     const activated = matches.filter((_, i) => i % 2 === 0)
-    for (const user of activated) assert.equal((await s.call('POST', `/users/${user.id}:activate`)).status, 200)
-    assertExactlyOnce(await walk(s, `q=${RARE}&status=active&limit=100`), activated.map((user) => user.id), 'asc')
+    for (const user of activated)
+      assert.equal((await s.call('POST', `/users/${user.id}:activate`)).status, 200)
+    assertExactlyOnce(
+      await walk(s, `q=${RARE}&status=active&limit=100`),
+      activated.map((user) => user.id),
+      'asc',
+    )
     const pending = matches.filter((_, i) => i % 2 === 1)
-    assertExactlyOnce(await walk(s, `q=${RARE}&status=pending&limit=1&sort=-createdAt`), pending.map((user) => user.id), 'desc')
+    assertExactlyOnce(
+      await walk(s, `q=${RARE}&status=pending&limit=1&sort=-createdAt`),
+      pending.map((user) => user.id),
+      'desc',
+    )
   })
 })
 
@@ -122,8 +151,16 @@ describe('GET /users?status= paging', () => {
     assertExactlyOnce(activeWalk, ids(active), 'asc')
     // No scan budget for status: every page but the last is full.
     for (const page of activeWalk.pages.slice(0, -1)) assert.equal(page.items.length, 7)
-    assertExactlyOnce(await walk(s, 'status=suspended&limit=4&sort=-createdAt'), ids(suspended), 'desc')
-    assertExactlyOnce(await walk(s, 'status=pending,suspended&limit=100'), ids([...pending, ...suspended]), 'asc')
+    assertExactlyOnce(
+      await walk(s, 'status=suspended&limit=4&sort=-createdAt'),
+      ids(suspended),
+      'desc',
+    )
+    assertExactlyOnce(
+      await walk(s, 'status=pending,suspended&limit=100'),
+      ids([...pending, ...suspended]),
+      'asc',
+    )
     assertExactlyOnce(await walk(s, 'status=active,pending,suspended&limit=100'), ids(users), 'asc')
   })
 })

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
-import { MemoryStore } from '../../src/store/memory-store.js'
 import type { User } from '../../src/domain/user.js'
+import { MemoryStore } from '../../src/store/memory-store.js'
 import { assertProblem, type TestResponse, type UserPage } from '../helpers/http.js'
 import { makeTempDir, startService, type TestService } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'
@@ -13,12 +13,16 @@ const OTHER_SECRET = 'another-secret-for-listing-tests-0123456789'
 
 /** A service on a memory store: listing needs no disk, and seeding is faster without fsync. */
 function startMemoryService(t: TestContext, basePath?: string): Promise<TestService> {
-  return startService(t, { store: new MemoryStore(), ...(basePath === undefined ? {} : { basePath }) })
+  return startService(t, {
+    store: new MemoryStore(),
+    ...(basePath === undefined ? {} : { basePath }),
+  })
 }
 
 async function seed(s: TestService, count: number, tag = 'seed'): Promise<User[]> {
   const users: User[] = []
-  for (let i = 0; i < count; i += 1) users.push(await s.createUser({ email: `${tag}.${i}@example.com`, name: `${tag} ${i}` }))
+  for (let i = 0; i < count; i += 1)
+    users.push(await s.createUser({ email: `${tag}.${i}@example.com`, name: `${tag} ${i}` }))
   return users
 }
 
@@ -46,7 +50,11 @@ async function assertBadQuery(s: TestService, query: string, parameter: string):
 }
 
 /** Follows nextCursor from `first` to the end (optionally with a limit), returning every item and the pages. */
-async function walkCursors(s: TestService, first: string, limit?: number): Promise<{ items: User[], pages: Listed[] }> {
+async function walkCursors(
+  s: TestService,
+  first: string,
+  limit?: number,
+): Promise<{ items: User[]; pages: Listed[] }> {
   const pages: Listed[] = []
   let listed = await list(s, first)
   pages.push(listed)
@@ -93,7 +101,12 @@ describe('GET /users: limit', () => {
 
   it('refuses unknown parameters, naming them', async (t) => {
     const s = await startMemoryService(t)
-    const cases = [['?page=2', 'page'], ['?limit=5&offset=10', 'offset'], ['?Status=active', 'Status'], ['?name=Ada', 'name']]
+    const cases = [
+      ['?page=2', 'page'],
+      ['?limit=5&offset=10', 'offset'],
+      ['?Status=active', 'Status'],
+      ['?name=Ada', 'name'],
+    ]
     for (const [query = '', name = ''] of cases) {
       await t.test(query, () => assertBadQuery(s, query, name))
     }
@@ -125,7 +138,8 @@ describe('GET /users: filters and sort', () => {
     const adam = await s.createUser({ email: 'adam@example.net', name: 'Adam Smith' })
     const other = await s.createUser({ email: 'someone@ada.dev', name: 'Someone' })
     const setStatus = async (user: User, actions: string[]): Promise<User> => {
-      for (const action of actions) assert.equal((await s.call('POST', `/users/${user.id}:${action}`)).status, 200)
+      for (const action of actions)
+        assert.equal((await s.call('POST', `/users/${user.id}:${action}`)).status, 200)
       return s.getUser(user.id)
     }
     return {
@@ -163,10 +177,20 @@ describe('GET /users: filters and sort', () => {
 
   it('matches email exactly, ignoring case', async (t) => {
     const { s, ada } = await people(t)
-    for (const email of ['Ada.Lovelace@Example.com', 'ada.lovelace@example.com', 'ADA.LOVELACE%40EXAMPLE.COM']) {
+    for (const email of [
+      'Ada.Lovelace@Example.com',
+      'ada.lovelace@example.com',
+      'ADA.LOVELACE%40EXAMPLE.COM',
+    ]) {
       assert.deepEqual((await list(s, `?email=${email}`)).page.items, [ada], email)
     }
-    for (const email of ['ada.lovelace@example.co', 'da.lovelace@example.com', 'ada.lovelace@example.com.', 'ada', 'example.com']) {
+    for (const email of [
+      'ada.lovelace@example.co',
+      'da.lovelace@example.com',
+      'ada.lovelace@example.com.',
+      'ada',
+      'example.com',
+    ]) {
       assert.deepEqual((await list(s, `?email=${email}`)).page.items, [], email)
     }
   })
@@ -182,15 +206,22 @@ describe('GET /users: filters and sort', () => {
       ['example', [ada, alan, adam]],
       ['zzz', []],
     ]
-    for (const [q, expected] of cases) assert.deepEqual((await list(s, `?q=${q}`)).page.items, expected, q)
+    for (const [q, expected] of cases)
+      assert.deepEqual((await list(s, `?q=${q}`)).page.items, expected, q)
   })
 
   it('combines filters with AND', async (t) => {
     const { s, ada, adam, other } = await people(t)
     assert.deepEqual((await list(s, '?status=active&q=ada')).page.items, [ada, other])
     assert.deepEqual((await list(s, '?status=pending&q=ada')).page.items, [adam])
-    assert.deepEqual((await list(s, '?status=active&email=ada.lovelace@example.com&q=love')).page.items, [ada])
-    assert.deepEqual((await list(s, '?status=pending&email=ada.lovelace@example.com')).page.items, [])
+    assert.deepEqual(
+      (await list(s, '?status=active&email=ada.lovelace@example.com&q=love')).page.items,
+      [ada],
+    )
+    assert.deepEqual(
+      (await list(s, '?status=pending&email=ada.lovelace@example.com')).page.items,
+      [],
+    )
     assert.deepEqual((await list(s, '?email=ada.lovelace@example.com&q=hopper')).page.items, [])
   })
 
@@ -207,7 +238,13 @@ describe('GET /users: filters and sort', () => {
 
   it('refuses another sort, naming sort', async (t) => {
     const { s } = await people(t)
-    for (const query of ['?sort=name', '?sort=createdat', '?sort=%2BcreatedAt', '?sort=', '?sort=createdAt&sort=-createdAt']) {
+    for (const query of [
+      '?sort=name',
+      '?sort=createdat',
+      '?sort=%2BcreatedAt',
+      '?sort=',
+      '?sort=createdAt&sort=-createdAt',
+    ]) {
       await assertBadQuery(s, query, 'sort')
     }
   })
@@ -226,7 +263,10 @@ describe('GET /users: paging', () => {
     const users = await seed(s, 7)
     const { items, pages } = await walkCursors(s, '?limit=3', 3)
     assert.deepEqual(items, users)
-    assert.deepEqual(pages.map((entry) => entry.page.items.length), [3, 3, 1])
+    assert.deepEqual(
+      pages.map((entry) => entry.page.items.length),
+      [3, 3, 1],
+    )
     for (const entry of pages.slice(0, -1)) {
       assert.equal(typeof entry.page.nextCursor, 'string')
       const link = readNextLink(entry.res)
@@ -281,7 +321,8 @@ describe('GET /users: paging', () => {
     const s = await startMemoryService(t)
     const users = await seed(s, 9)
     const active = users.filter((_, i) => i % 2 === 0)
-    for (const user of active) assert.equal((await s.call('POST', `/users/${user.id}:activate`)).status, 200)
+    for (const user of active)
+      assert.equal((await s.call('POST', `/users/${user.id}:activate`)).status, 200)
     const expected = (await Promise.all(active.map((user) => s.getUser(user.id)))).reverse()
     const { items } = await walkCursors(s, '?status=active&sort=-createdAt&limit=2', 2)
     assert.deepEqual(items, expected)
@@ -298,11 +339,23 @@ describe('GET /users: paging', () => {
     const { page: walk } = await list(s, '?status=pending,active&q=SEED&sort=-createdAt&limit=1')
     const cursor = walk.nextCursor
     assert.ok(cursor !== null)
-    for (const same of ['', '&status=active,pending', '&q=seed', '&sort=-createdAt', '&status=pending,active&q=Seed&sort=-createdAt']) {
+    for (const same of [
+      '',
+      '&status=active,pending',
+      '&q=seed',
+      '&sort=-createdAt',
+      '&status=pending,active&q=Seed&sort=-createdAt',
+    ]) {
       const { page: next } = await list(s, `?cursor=${cursor}${same}&limit=1`)
       assert.equal(next.items.length, 1, same)
     }
-    for (const other of ['&status=pending', '&status=active', '&sort=createdAt', '&q=see', '&email=seed.0@example.com']) {
+    for (const other of [
+      '&status=pending',
+      '&status=active',
+      '&sort=createdAt',
+      '&q=see',
+      '&email=seed.0@example.com',
+    ]) {
       await assertBadQuery(s, `?cursor=${cursor}${other}`, 'cursor')
     }
   })
@@ -313,7 +366,10 @@ describe('GET /users: paging', () => {
     const items: User[] = []
     let cursor: string | null = null
     for (const limit of [1, 4, 2, 100]) {
-      const { page }: Listed = await list(s, `?limit=${limit}${cursor === null ? '' : `&cursor=${cursor}`}`)
+      const { page }: Listed = await list(
+        s,
+        `?limit=${limit}${cursor === null ? '' : `&cursor=${cursor}`}`,
+      )
       assert.ok(page.items.length <= limit)
       items.push(...page.items)
       cursor = page.nextCursor
@@ -354,7 +410,11 @@ describe('GET /users: paging', () => {
     assert.ok(cursor !== null)
     const b = await startService(t, { store: new MemoryStore(), secret: OTHER_SECRET })
     const token = makeToken({ secret: OTHER_SECRET })
-    assert.equal((await b.call('GET', '/users?limit=1', { token })).status, 200, 'b takes its own token')
+    assert.equal(
+      (await b.call('GET', '/users?limit=1', { token })).status,
+      200,
+      'b takes its own token',
+    )
     const res = await b.call('GET', `/users?cursor=${cursor}`, { token })
     const problem = assertProblem(res, 400, 'bad_request')
     assert.match(problem.detail, /cursor/)
@@ -384,14 +444,18 @@ describe('GET /users: paging', () => {
       let cursor: string | null = null
       let round = 0
       do {
-        const listed: Listed = await list(s, `?limit=4&sort=${sort}${cursor === null ? '' : `&cursor=${cursor}`}`)
+        const listed: Listed = await list(
+          s,
+          `?limit=4&sort=${sort}${cursor === null ? '' : `&cursor=${cursor}`}`,
+        )
         seen.push(...idsOf(listed.page.items))
         cursor = listed.page.nextCursor
         // Delete one user behind the walk and one ahead of it, and create two.
         for (const id of [doomed.shift(), doomed.pop()]) {
           if (id !== undefined) assert.equal((await s.call('DELETE', `/users/${id}`)).status, 204)
         }
-        for (let i = 0; i < 2; i += 1) everyId.add((await s.createUser({ email: `late.${round}.${i}@example.com` })).id)
+        for (let i = 0; i < 2; i += 1)
+          everyId.add((await s.createUser({ email: `late.${round}.${i}@example.com` })).id)
         round += 1
       } while (cursor !== null)
       assertWalk(seen, stable, everyId)
@@ -409,9 +473,16 @@ describe('GET /users: paging', () => {
     // undefined: the walk has not begun; null: it has ended.
     let ascendingCursor: string | null | undefined
     let descendingCursor: string | null | undefined
-    const step = async (sort: string, cursor: string | null | undefined, seen: string[]): Promise<string | null> => {
+    const step = async (
+      sort: string,
+      cursor: string | null | undefined,
+      seen: string[],
+    ): Promise<string | null> => {
       if (cursor === null) return null
-      const listed: Listed = await list(s, `?limit=3&sort=${sort}${cursor === undefined ? '' : `&cursor=${cursor}`}`)
+      const listed: Listed = await list(
+        s,
+        `?limit=3&sort=${sort}${cursor === undefined ? '' : `&cursor=${cursor}`}`,
+      )
       seen.push(...idsOf(listed.page.items))
       return listed.page.nextCursor
     }
@@ -447,7 +518,11 @@ describe('GET /users: paging', () => {
 })
 
 /** Each stable user exactly once, nobody twice, and nobody who never existed. */
-function assertWalk(seen: readonly string[], stable: ReadonlySet<string>, everyId: ReadonlySet<string>): void {
+function assertWalk(
+  seen: readonly string[],
+  stable: ReadonlySet<string>,
+  everyId: ReadonlySet<string>,
+): void {
   assert.equal(new Set(seen).size, seen.length, 'no user is returned twice')
   for (const id of stable) assert.ok(seen.includes(id), `the stable user ${id} is returned`)
   for (const id of seen) assert.ok(everyId.has(id), `${id} existed`)

@@ -9,12 +9,16 @@ import { createUserService } from '../../src/process/create-user-service.js'
 import { MemoryStore } from '../../src/store/memory-store.js'
 import { sleep } from '../helpers/child.js'
 import { assertProblem, request, type TestResponse } from '../helpers/http.js'
-import { CountingStore, GatedStore, blockEventLoop, holdRequest, waitFor } from '../helpers/ops.js'
-import { startService, uniqueEmail, type TestService } from '../helpers/service.js'
-import { TEST_SECRET, makeToken } from '../helpers/tokens.js'
+import { blockEventLoop, CountingStore, GatedStore, holdRequest, waitFor } from '../helpers/ops.js'
+import { startService, type TestService, uniqueEmail } from '../helpers/service.js'
+import { makeToken, TEST_SECRET } from '../helpers/tokens.js'
 
 function assertRetryAfter(res: TestResponse): void {
-  assert.match(res.headers.get('retry-after') ?? '', /^\d+$/, `Retry-After on ${res.status}: ${res.text}`)
+  assert.match(
+    res.headers.get('retry-after') ?? '',
+    /^\d+$/,
+    `Retry-After on ${res.status}: ${res.text}`,
+  )
 }
 
 async function assertHealthy(url: string): Promise<void> {
@@ -24,7 +28,9 @@ async function assertHealthy(url: string): Promise<void> {
 }
 
 async function userFiles(s: TestService): Promise<string[]> {
-  return (await readdir(path.join(s.dataDir, 'users'))).filter((name) => name.endsWith('.json')).sort()
+  return (await readdir(path.join(s.dataDir, 'users')))
+    .filter((name) => name.endsWith('.json'))
+    .sort()
 }
 
 describe('GET /readyz', () => {
@@ -55,7 +61,10 @@ describe('while the store is loading', () => {
     const users = await request('GET', `${url}/users`, { token })
     assertProblem(users, 503, 'starting')
     assertRetryAfter(users)
-    const create = await request('POST', `${url}/users`, { token, json: { email: uniqueEmail(), name: 'Early' } })
+    const create = await request('POST', `${url}/users`, {
+      token,
+      json: { email: uniqueEmail(), name: 'Early' },
+    })
     assertProblem(create, 503, 'starting')
     await assertHealthy(url)
 
@@ -79,10 +88,14 @@ describe('maintenance (DATA_DIR/maintenance)', () => {
     t.after(() => rm(marker, { force: true }))
 
     // The file is looked at once a second; the clock here is only a generous upper bound.
-    const first = await waitFor('maintenance', async () => {
-      const res = await s.call('GET', '/users')
-      return res.status === 503 ? res : undefined
-    }, 5000)
+    const first = await waitFor(
+      'maintenance',
+      async () => {
+        const res = await s.call('GET', '/users')
+        return res.status === 503 ? res : undefined
+      },
+      5000,
+    )
     assertProblem(first, 503, 'maintenance')
     assertRetryAfter(first)
     assert.equal(first.headers.get('cache-control'), 'no-store')
@@ -105,19 +118,29 @@ describe('maintenance (DATA_DIR/maintenance)', () => {
     assertProblem(await s.call('GET', '/users', { token: 'not.a.token' }), 503, 'maintenance')
 
     // Nothing changes during maintenance.
-    const create = await s.call('POST', '/users', { json: { email: uniqueEmail(), name: 'During Maintenance' } })
+    const create = await s.call('POST', '/users', {
+      json: { email: uniqueEmail(), name: 'During Maintenance' },
+    })
     assertProblem(create, 503, 'maintenance')
     assertRetryAfter(create)
     assertProblem(await s.call('DELETE', `/users/${existing.id}`), 503, 'maintenance')
-    assertProblem(await s.call('PATCH', `/users/${existing.id}`, { json: { name: 'Changed' } }), 503, 'maintenance')
+    assertProblem(
+      await s.call('PATCH', `/users/${existing.id}`, { json: { name: 'Changed' } }),
+      503,
+      'maintenance',
+    )
     assertProblem(await s.call('POST', `/users/${existing.id}:activate`), 503, 'maintenance')
     assert.deepEqual(await userFiles(s), filesBefore)
 
     await rm(marker)
-    await waitFor('the end of maintenance', async () => {
-      const res = await s.call('GET', '/users')
-      return res.status === 200 ? true : undefined
-    }, 5000)
+    await waitFor(
+      'the end of maintenance',
+      async () => {
+        const res = await s.call('GET', '/users')
+        return res.status === 200 ? true : undefined
+      },
+      5000,
+    )
     assert.equal((await request('GET', `${s.url}/readyz`)).status, 200)
     assert.deepEqual(await s.snapshot(), before)
   })
@@ -130,9 +153,13 @@ describe('overload: requests in flight past MAX_INFLIGHT', () => {
     const email = uniqueEmail('held')
     // A canonical-UUID sub makes the held request read the store, which shows it is in flight.
     const held = holdRequest(s.baseUrl, {
-      path: '/users', token: makeToken({ sub: randomUUID() }), body: JSON.stringify({ email, name: 'Held' }),
+      path: '/users',
+      token: makeToken({ sub: randomUUID() }),
+      body: JSON.stringify({ email, name: 'Held' }),
     })
-    t.after(() => { held.abort() })
+    t.after(() => {
+      held.abort()
+    })
     await waitFor('the held request to be in flight', () => (store.calls > 0 ? true : undefined))
     store.calls = 0
 
@@ -143,7 +170,9 @@ describe('overload: requests in flight past MAX_INFLIGHT', () => {
     const badToken = await s.call('GET', '/users', { token: 'not.a.token' })
     assertProblem(badToken, 503, 'overloaded')
     assertProblem(await s.call('GET', '/users', { token: undefined }), 503, 'overloaded')
-    const create = await s.call('POST', '/users', { json: { email: uniqueEmail(), name: 'Refused' } })
+    const create = await s.call('POST', '/users', {
+      json: { email: uniqueEmail(), name: 'Refused' },
+    })
     assertProblem(create, 503, 'overloaded')
     assertProblem(await s.call('GET', `/users/${randomUUID()}`), 503, 'overloaded')
     await assertHealthy(s.url)
@@ -154,16 +183,23 @@ describe('overload: requests in flight past MAX_INFLIGHT', () => {
     assert.equal(done.status, 201, done.text)
     const after = await s.call('GET', '/users')
     assert.equal(after.status, 200)
-    assert.deepEqual(after.json<{ items: { email: string }[] }>().items.map((user) => user.email), [email])
+    assert.deepEqual(
+      after.json<{ items: { email: string }[] }>().items.map((user) => user.email),
+      [email],
+    )
   })
 
   it('answers /readyz 503 while a new /users request would be refused', async (t) => {
     const store = new CountingStore()
     const s = await startService(t, { store, maxInflight: 1 })
     const held = holdRequest(s.baseUrl, {
-      path: '/users', token: makeToken({ sub: randomUUID() }), body: JSON.stringify({ email: uniqueEmail(), name: 'Held' }),
+      path: '/users',
+      token: makeToken({ sub: randomUUID() }),
+      body: JSON.stringify({ email: uniqueEmail(), name: 'Held' }),
     })
-    t.after(() => { held.abort() })
+    t.after(() => {
+      held.abort()
+    })
     await waitFor('the held request to be in flight', () => (store.calls > 0 ? true : undefined))
     assertProblem(await s.call('GET', '/users'), 503, 'overloaded')
     const ready = await request('GET', `${s.url}/readyz`)
@@ -176,14 +212,18 @@ describe('overload: requests in flight past MAX_INFLIGHT', () => {
     const store = new CountingStore()
     const s = await startService(t, { store, maxInflight: 1 })
     const held = holdRequest(s.baseUrl, {
-      path: '/users', token: makeToken({ sub: randomUUID() }), body: JSON.stringify({ email: uniqueEmail(), name: 'Cut' }),
+      path: '/users',
+      token: makeToken({ sub: randomUUID() }),
+      body: JSON.stringify({ email: uniqueEmail(), name: 'Cut' }),
     })
     await waitFor('the held request to be in flight', () => (store.calls > 0 ? true : undefined))
     assertProblem(await s.call('GET', '/users'), 503, 'overloaded')
     held.abort()
     // The client's own abort, before any answer: Node's socket hang up.
     await assert.rejects(held.response, { code: 'ECONNRESET', message: 'socket hang up' })
-    await waitFor('the slot to be free', async () => ((await s.call('GET', '/users')).status === 200 ? true : undefined))
+    await waitFor('the slot to be free', async () =>
+      (await s.call('GET', '/users')).status === 200 ? true : undefined,
+    )
     assert.deepEqual(await s.snapshot(), [])
   })
 })
@@ -198,18 +238,28 @@ describe('overload: event-loop delay past MAX_EVENT_LOOP_DELAY_MS', () => {
     blockEventLoop(1000)
     // The refusal lasts until the next check, a second later: /users and /readyz are asked for
     // together while it lasts, and /healthz is answered all the same.
-    const [refused, ready] = await waitFor('overloaded', async () => {
-      const res = await s.call('GET', '/users')
-      if (res.status !== 503) return undefined
-      const readiness = await request('GET', `${s.url}/readyz`)
-      await assertHealthy(s.url)
-      return readiness.status === 503 ? [res, readiness] : undefined
-    }, 10_000, 20)
+    const [refused, ready] = await waitFor(
+      'overloaded',
+      async () => {
+        const res = await s.call('GET', '/users')
+        if (res.status !== 503) return undefined
+        const readiness = await request('GET', `${s.url}/readyz`)
+        await assertHealthy(s.url)
+        return readiness.status === 503 ? [res, readiness] : undefined
+      },
+      10_000,
+      20,
+    )
     assertProblem(refused, 503, 'overloaded')
     assertRetryAfter(refused)
     assertProblem(ready, 503, 'overloaded')
     assertRetryAfter(ready)
-    await waitFor('recovery', async () => ((await s.call('GET', '/users')).status === 200 ? true : undefined), 10_000, 50)
+    await waitFor(
+      'recovery',
+      async () => ((await s.call('GET', '/users')).status === 200 ? true : undefined),
+      10_000,
+      50,
+    )
     assert.equal((await request('GET', `${s.url}/readyz`)).status, 200)
   })
 })
@@ -224,8 +274,11 @@ describe('server time-outs', () => {
 
   it('passes the configured time-outs to the server', () => {
     const service = createUserService({
-      store: new MemoryStore(), secret: TEST_SECRET,
-      headersTimeoutMs: 1_000, requestTimeoutMs: 2_000, keepAliveTimeoutMs: 3_000,
+      store: new MemoryStore(),
+      secret: TEST_SECRET,
+      headersTimeoutMs: 1_000,
+      requestTimeoutMs: 2_000,
+      keepAliveTimeoutMs: 3_000,
     })
     assert.equal(service.server.headersTimeout, 1_000)
     assert.equal(service.server.requestTimeout, 2_000)
@@ -235,19 +288,40 @@ describe('server time-outs', () => {
   it('closes an idle keep-alive connection after keepAliveTimeoutMs, long before the 5 s default', async (t) => {
     const s = await startService(t, { store: new MemoryStore(), keepAliveTimeoutMs: 300 })
     const socket = connect(Number(new URL(s.url).port), '127.0.0.1')
-    t.after(() => { socket.destroy() })
+    t.after(() => {
+      socket.destroy()
+    })
     let received = ''
-    socket.setEncoding('utf8').on('data', (chunk: string) => { received += chunk })
+    socket.setEncoding('utf8').on('data', (chunk: string) => {
+      received += chunk
+    })
     const closed = new Promise<number>((resolve) => {
-      socket.on('close', () => { resolve(Date.now()) })
+      socket.on('close', () => {
+        resolve(Date.now())
+      })
     })
     const started = Date.now()
     socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n')
-    await waitFor('the answer', () => (received.includes('"status":"ok"') ? true : undefined), 10_000)
+    await waitFor(
+      'the answer',
+      () => (received.includes('"status":"ok"') ? true : undefined),
+      10_000,
+    )
     assert.match(received, /^HTTP\/1\.1 200/)
-    assert.doesNotMatch(received, /\r\nconnection: close\r\n/i, 'the answer keeps the connection open')
+    assert.doesNotMatch(
+      received,
+      /\r\nconnection: close\r\n/i,
+      'the answer keeps the connection open',
+    )
     // A clock below the 5 s default: a server that ignored the option would not close in time.
-    const closedAt = await Promise.race([closed, new Promise<number>((resolve) => setTimeout(() => { resolve(-1) }, 4000))])
+    const closedAt = await Promise.race([
+      closed,
+      new Promise<number>((resolve) =>
+        setTimeout(() => {
+          resolve(-1)
+        }, 4000),
+      ),
+    ])
     assert.notEqual(closedAt, -1, 'the idle connection should be closed by the server within 4 s')
     // Closed by its time-out, not at once (half of it, as timers may fire a few ms early).
     assert.ok(closedAt - started >= 150, `closed ${closedAt - started} ms after the request`)

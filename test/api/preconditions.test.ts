@@ -3,14 +3,16 @@ import { describe, it } from 'node:test'
 
 import type { User } from '../../src/domain/user.js'
 import { assertProblem, type TestResponse } from '../helpers/http.js'
-import { startService, uniqueEmail, type TestService } from '../helpers/service.js'
+import { startService, type TestService, uniqueEmail } from '../helpers/service.js'
 import { assertUnchangedBy } from '../helpers/users-suite.js'
 
 const UNKNOWN_ID = '0193a5f2-7c1e-7d3a-9b2f-1c2d3e4f5a6b'
 const STALE = '"never-this-tag"'
 
 /** An active user (so that :suspend and :activate both have something to change) and its ETag. */
-async function startWithActiveUser(t: Parameters<typeof startService>[0]): Promise<[TestService, User, string]> {
+async function startWithActiveUser(
+  t: Parameters<typeof startService>[0],
+): Promise<[TestService, User, string]> {
   const s = await startService(t)
   const created = await s.createUser({ name: 'Ada Lovelace', metadata: { team: 'analytics' } })
   const activated = await s.call('POST', `/users/${created.id}:activate`)
@@ -31,7 +33,11 @@ function writesOn(user: User): Array<[string, string, unknown]> {
   ]
 }
 
-function callWith(s: TestService, [method, target, json]: [string, string, unknown], headers: Record<string, string>): Promise<TestResponse> {
+function callWith(
+  s: TestService,
+  [method, target, json]: [string, string, unknown],
+  headers: Record<string, string>,
+): Promise<TestResponse> {
   return s.call(method, target, { headers, ...(json === undefined ? {} : { json }) })
 }
 
@@ -39,7 +45,11 @@ describe('If-None-Match on writes (RFC 9110 §13.1.2)', () => {
   it('answers 412 precondition_failed for If-None-Match: * on PUT of an existing user, and changes nothing', async (t) => {
     const [s, user] = await startWithActiveUser(t)
     const res = await assertUnchangedBy(s, () =>
-      s.call('PUT', `/users/${user.id}`, { json: { email: uniqueEmail(), name: 'Replaced' }, headers: { 'if-none-match': '*' } }))
+      s.call('PUT', `/users/${user.id}`, {
+        json: { email: uniqueEmail(), name: 'Replaced' },
+        headers: { 'if-none-match': '*' },
+      }),
+    )
     assertProblem(res, 412, 'precondition_failed')
     assert.equal(res.headers.get('cache-control'), 'no-store')
     assert.deepEqual(await s.getUser(user.id), user)
@@ -59,7 +69,10 @@ describe('If-None-Match on writes (RFC 9110 §13.1.2)', () => {
 
   it('lets a write through when If-None-Match names only other tags', async (t) => {
     const [s, user] = await startWithActiveUser(t)
-    const res = await s.call('PATCH', `/users/${user.id}`, { json: { name: 'Changed' }, headers: { 'if-none-match': STALE } })
+    const res = await s.call('PATCH', `/users/${user.id}`, {
+      json: { name: 'Changed' },
+      headers: { 'if-none-match': STALE },
+    })
     assert.equal(res.status, 200, res.text)
     assert.equal((await s.getUser(user.id)).name, 'Changed')
   })
@@ -85,16 +98,25 @@ describe('If-Match on GET and HEAD (RFC 9110 §13.1.1)', () => {
       const got = await s.call('GET', `/users/${user.id}`, { headers: { 'if-match': value } })
       assert.equal(got.status, 200, got.text)
       assert.deepEqual(got.json<User>(), user)
-      assert.equal((await s.call('HEAD', `/users/${user.id}`, { headers: { 'if-match': value } })).status, 200)
+      assert.equal(
+        (await s.call('HEAD', `/users/${user.id}`, { headers: { 'if-match': value } })).status,
+        200,
+      )
     }
   })
 
   it('checks If-Match before If-None-Match: a failing If-Match is 412, not 304', async (t) => {
     const [s, user, etag] = await startWithActiveUser(t)
     const both = { 'if-match': STALE, 'if-none-match': etag }
-    assertProblem(await s.call('GET', `/users/${user.id}`, { headers: both }), 412, 'precondition_failed')
+    assertProblem(
+      await s.call('GET', `/users/${user.id}`, { headers: both }),
+      412,
+      'precondition_failed',
+    )
     assert.equal((await s.call('HEAD', `/users/${user.id}`, { headers: both })).status, 412)
-    const revalidated = await s.call('GET', `/users/${user.id}`, { headers: { 'if-match': etag, 'if-none-match': etag } })
+    const revalidated = await s.call('GET', `/users/${user.id}`, {
+      headers: { 'if-match': etag, 'if-none-match': etag },
+    })
     assert.equal(revalidated.status, 304)
   })
 })
@@ -105,10 +127,17 @@ describe('If-Match: * on an unknown id', () => {
     const headers = { 'if-match': '*' }
     assertProblem(await s.call('GET', `/users/${UNKNOWN_ID}`, { headers }), 404, 'not_found')
     assert.equal((await s.call('HEAD', `/users/${UNKNOWN_ID}`, { headers })).status, 404)
-    const put = await s.call('PUT', `/users/${UNKNOWN_ID}`, { headers, json: { email: uniqueEmail(), name: 'Nobody' } })
+    const put = await s.call('PUT', `/users/${UNKNOWN_ID}`, {
+      headers,
+      json: { email: uniqueEmail(), name: 'Nobody' },
+    })
     assertProblem(put, 404, 'not_found')
     for (const verb of ['activate', 'suspend']) {
-      assertProblem(await s.call('POST', `/users/${UNKNOWN_ID}:${verb}`, { headers }), 404, 'not_found')
+      assertProblem(
+        await s.call('POST', `/users/${UNKNOWN_ID}:${verb}`, { headers }),
+        404,
+        'not_found',
+      )
     }
     assert.deepEqual(await s.snapshot(), [])
   })
@@ -132,7 +161,9 @@ describe('415 on PATCH', () => {
         assert.equal(res.headers.get('accept-patch'), ACCEPT_PATCH, contentType)
       }
       // fetch sends a string body as text/plain when no type is given: take the type away by hand.
-      const untyped = await s.call('PATCH', `/users/${user.id}`, { body: new Uint8Array(Buffer.from('{"name":"X"}')) })
+      const untyped = await s.call('PATCH', `/users/${user.id}`, {
+        body: new Uint8Array(Buffer.from('{"name":"X"}')),
+      })
       assertProblem(untyped, 415, 'unsupported_media_type')
       assert.equal(untyped.headers.get('accept-patch'), ACCEPT_PATCH)
     })

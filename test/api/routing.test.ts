@@ -14,7 +14,11 @@ const ITEM_ALLOW = ['DELETE', 'GET', 'HEAD', 'PATCH', 'PUT']
 
 /** The methods of an Allow header, sorted (their order carries no meaning). */
 function allowOf(res: TestResponse): string[] {
-  return (res.headers.get('allow') ?? '').split(',').map((token) => token.trim()).filter((token) => token !== '').sort()
+  return (res.headers.get('allow') ?? '')
+    .split(',')
+    .map((token) => token.trim())
+    .filter((token) => token !== '')
+    .sort()
 }
 
 function codeOf(body: unknown): unknown {
@@ -34,12 +38,26 @@ describe('unknown paths', () => {
     const user = await s.createUser()
     const before = await s.snapshot()
     const targets = [
-      '/nope', '/usersx', '/user', '/users.json', '/users/x/y', `/users/${user.id}/extra`, '/users/',
-      `/users/${user.id}/`, '/Users', '/healthz/', '/readyz/x', '/openapi.json/',
+      '/nope',
+      '/usersx',
+      '/user',
+      '/users.json',
+      '/users/x/y',
+      `/users/${user.id}/extra`,
+      '/users/',
+      `/users/${user.id}/`,
+      '/Users',
+      '/healthz/',
+      '/readyz/x',
+      '/openapi.json/',
     ]
     for (const target of targets) {
       for (const method of ['GET', 'POST', 'DELETE']) {
-        const res = await s.call(method, target, method === 'POST' ? { json: { email: uniqueEmail(), name: 'X' } } : {})
+        const res = await s.call(
+          method,
+          target,
+          method === 'POST' ? { json: { email: uniqueEmail(), name: 'X' } } : {},
+        )
         assertProblem(res, 404, 'not_found')
       }
     }
@@ -49,8 +67,17 @@ describe('unknown paths', () => {
   it('answers 404 for targets fetch would normalise, sent as they are', async (t) => {
     const s = await startService(t)
     const user = await s.createUser()
-    for (const target of [`/users/../users/${user.id}`, `/users/./${user.id}`, '//users', `/users//${user.id}`]) {
-      const res = await sendOverSocket(s.url, { method: 'GET', target, headers: { authorization: `Bearer ${s.token}` } })
+    for (const target of [
+      `/users/../users/${user.id}`,
+      `/users/./${user.id}`,
+      '//users',
+      `/users//${user.id}`,
+    ]) {
+      const res = await sendOverSocket(s.url, {
+        method: 'GET',
+        target,
+        headers: { authorization: `Bearer ${s.token}` },
+      })
       assert.equal(res.status, 404, `${target}: ${res.text}`)
       assert.equal(codeOf(res.body), 'not_found', target)
     }
@@ -60,7 +87,9 @@ describe('unknown paths', () => {
     const s = await startService(t)
     const user = await s.createUser()
     const res = await sendOverSocket(s.url, {
-      method: 'GET', target: `${s.url}/users/${user.id}`, headers: { authorization: `Bearer ${s.token}` },
+      method: 'GET',
+      target: `${s.url}/users/${user.id}`,
+      headers: { authorization: `Bearer ${s.token}` },
     })
     assert.equal(res.status, 200, res.text)
     assert.deepEqual(res.body, user)
@@ -100,7 +129,11 @@ describe('405 method_not_allowed', () => {
       } else {
         assertProblem(res, 405, 'method_not_allowed')
       }
-      assert.deepEqual(allowOf(res), allow, `${label}: Allow was "${res.headers.get('allow') ?? ''}"`)
+      assert.deepEqual(
+        allowOf(res),
+        allow,
+        `${label}: Allow was "${res.headers.get('allow') ?? ''}"`,
+      )
     }
     assert.deepEqual(await s.snapshot(), before)
   })
@@ -175,7 +208,9 @@ describe('HEAD', () => {
     const s = await startService(t)
     const user = await s.createUser()
     const res = await sendOverSocket(s.url, {
-      method: 'HEAD', target: `/users/${user.id}`, headers: { authorization: `Bearer ${s.token}` },
+      method: 'HEAD',
+      target: `/users/${user.id}`,
+      headers: { authorization: `Bearer ${s.token}` },
     })
     assert.equal(res.status, 200)
     assert.equal(res.text, '')
@@ -198,7 +233,11 @@ describe('custom methods after a literal colon', () => {
   it('treats an encoded colon (%3A, %3a) as part of the id: GET 404, POST 405 with the item Allow', async (t) => {
     const s = await startService(t)
     const user = await s.createUser()
-    for (const target of [`/users/${user.id}%3Aactivate`, `/users/${user.id}%3aactivate`, `/users/${user.id}%3Asuspend`]) {
+    for (const target of [
+      `/users/${user.id}%3Aactivate`,
+      `/users/${user.id}%3aactivate`,
+      `/users/${user.id}%3Asuspend`,
+    ]) {
       const post = await s.call('POST', target)
       assertProblem(post, 405, 'method_not_allowed')
       assert.deepEqual(allowOf(post), ITEM_ALLOW, `POST ${target}`)
@@ -216,7 +255,15 @@ describe('custom methods after a literal colon', () => {
     assert.deepEqual(await s.getUser(user.id), user)
   })
 
-  for (const suffix of [':explode', ':delete', ':Activate', ':activate2', ':', ':activate:activate', ':activate/']) {
+  for (const suffix of [
+    ':explode',
+    ':delete',
+    ':Activate',
+    ':activate2',
+    ':',
+    ':activate:activate',
+    ':activate/',
+  ]) {
     it(`answers the unknown verb "${suffix}" with a route 404 and changes nothing`, async (t) => {
       const s = await startService(t)
       const user = await s.createUser()
@@ -255,7 +302,9 @@ describe('malformed percent-encoding in the path', () => {
   it('answers a malformed escape sent raw on the socket with 400', async (t) => {
     const s = await startService(t)
     const res = await sendOverSocket(s.url, {
-      method: 'GET', target: '/users/%ZZ', headers: { authorization: `Bearer ${s.token}` },
+      method: 'GET',
+      target: '/users/%ZZ',
+      headers: { authorization: `Bearer ${s.token}` },
     })
     assert.equal(res.status, 400)
     assert.equal(codeOf(res.body), 'bad_request')
@@ -268,10 +317,24 @@ describe('ids that are not canonical UUIDs', () => {
     const s = await startService(t, { store })
     const user = await s.createUser()
     const bad = [
-      'not-a-uuid', '12345', user.id.toUpperCase(), user.id.replaceAll('-', ''), `${user.id}x`,
-      `x${user.id}`, `%7B${user.id}%7D`, `${user.id}%00`, `%20${user.id}`, `urn:uuid:${user.id}`,
-      `${user.id.slice(0, -1)}`, `${user.id}0`, '__proto__', 'constructor', 'prototype',
-      `${user.id.slice(0, 9)}${user.id.slice(10)}`, user.id.replace(/-/g, '_'), `${user.id}%3Aactivate`,
+      'not-a-uuid',
+      '12345',
+      user.id.toUpperCase(),
+      user.id.replaceAll('-', ''),
+      `${user.id}x`,
+      `x${user.id}`,
+      `%7B${user.id}%7D`,
+      `${user.id}%00`,
+      `%20${user.id}`,
+      `urn:uuid:${user.id}`,
+      `${user.id.slice(0, -1)}`,
+      `${user.id}0`,
+      '__proto__',
+      'constructor',
+      'prototype',
+      `${user.id.slice(0, 9)}${user.id.slice(10)}`,
+      user.id.replace(/-/g, '_'),
+      `${user.id}%3Aactivate`,
     ]
     store.calls.length = 0
     for (const id of bad) {
@@ -286,7 +349,11 @@ describe('ids that are not canonical UUIDs', () => {
         }
       }
     }
-    assert.deepEqual(store.callsOf('get', 'create', 'update', 'delete'), [], 'a non-canonical id reached the store')
+    assert.deepEqual(
+      store.callsOf('get', 'create', 'update', 'delete'),
+      [],
+      'a non-canonical id reached the store',
+    )
     assert.deepEqual(await s.getUser(user.id), user)
   })
 
@@ -327,9 +394,14 @@ describe('path traversal', () => {
     const user = await s.createUser()
     const root = path.dirname(s.dataDir)
     const victim = JSON.stringify({
-      id: '00000000-0000-7000-8000-000000000000', email: 'victim@example.com', name: 'Victim',
-      status: 'active', metadata: {}, createdAt: '2020-01-01T00:00:00.000Z',
-      updatedAt: '2020-01-01T00:00:00.000Z', version: 1,
+      id: '00000000-0000-7000-8000-000000000000',
+      email: 'victim@example.com',
+      name: 'Victim',
+      status: 'active',
+      metadata: {},
+      createdAt: '2020-01-01T00:00:00.000Z',
+      updatedAt: '2020-01-01T00:00:00.000Z',
+      version: 1,
     })
     await writeFile(path.join(root, 'victim.json'), victim)
     await writeFile(path.join(root, 'victim'), victim)
@@ -338,9 +410,20 @@ describe('path traversal', () => {
     await writeFile(path.join(root, 'outside', 'victim.json'), victim)
     const before = await listFiles(root)
     const ids = [
-      '..%2F..%2Fvictim', '..%2F..%2Foutside%2Fvictim', '..%2Fvictim', '%2E%2E%2F%2E%2E%2Fvictim',
-      '..%5C..%5Cvictim', '%252e%252e%252fvictim', '..%2F..%2Fvictim.json%00', '....%2F%2F....%2F%2Fvictim',
-      `..%2F${user.id}`, `${user.id}%2F..%2F..%2Fvictim`, '..', '.', '%2E%2E', '%2E',
+      '..%2F..%2Fvictim',
+      '..%2F..%2Foutside%2Fvictim',
+      '..%2Fvictim',
+      '%2E%2E%2F%2E%2E%2Fvictim',
+      '..%5C..%5Cvictim',
+      '%252e%252e%252fvictim',
+      '..%2F..%2Fvictim.json%00',
+      '....%2F%2F....%2F%2Fvictim',
+      `..%2F${user.id}`,
+      `${user.id}%2F..%2F..%2Fvictim`,
+      '..',
+      '.',
+      '%2E%2E',
+      '%2E',
       '..%2F..%2F..%2F..%2F..%2F..%2Fetc%2Fpasswd',
     ]
     for (const id of ids) {
@@ -348,12 +431,26 @@ describe('path traversal', () => {
       assertProblem(got, 404, 'not_found')
       assert.ok(!got.text.includes('victim@example.com'), `GET ${id} read a file outside the store`)
       assert.ok(!got.text.includes('root:'), `GET ${id} read a system file`)
-      assertProblem(await s.call('PUT', `/users/${id}`, { json: { email: uniqueEmail(), name: 'Overwritten' } }), 404, 'not_found')
-      assertProblem(await s.call('PATCH', `/users/${id}`, { json: { name: 'Overwritten' } }), 404, 'not_found')
+      assertProblem(
+        await s.call('PUT', `/users/${id}`, {
+          json: { email: uniqueEmail(), name: 'Overwritten' },
+        }),
+        404,
+        'not_found',
+      )
+      assertProblem(
+        await s.call('PATCH', `/users/${id}`, { json: { name: 'Overwritten' } }),
+        404,
+        'not_found',
+      )
       assertProblem(await s.call('DELETE', `/users/${id}`), 404, 'not_found')
       assertProblem(await s.call('POST', `/users/${id}:suspend`), 404, 'not_found')
     }
-    assert.deepEqual(await listFiles(root), before, 'files around or inside the data directory changed')
+    assert.deepEqual(
+      await listFiles(root),
+      before,
+      'files around or inside the data directory changed',
+    )
     assert.deepEqual(await s.getUser(user.id), user)
   })
 })
@@ -362,7 +459,9 @@ describe('BASE_PATH', () => {
   it('puts /users and /openapi.json under the base path only, with the base path in Location', async (t) => {
     const s = await startService(t, { basePath: '/v1' })
     assert.equal(s.baseUrl, `${s.url}/v1`)
-    const created = await s.call('POST', '/users', { json: { email: uniqueEmail(), name: 'Base Path' } })
+    const created = await s.call('POST', '/users', {
+      json: { email: uniqueEmail(), name: 'Base Path' },
+    })
     assert.equal(created.status, 201, created.text)
     const user = created.json<User>()
     assert.equal(created.headers.get('location'), `/v1/users/${user.id}`)
@@ -371,11 +470,25 @@ describe('BASE_PATH', () => {
     assert.equal((await request('GET', `${s.baseUrl}/openapi.json`)).status, 200)
 
     assertProblem(await request('GET', `${s.url}/users`, { token: s.token }), 404, 'not_found')
-    assertProblem(await request('GET', `${s.url}/users/${user.id}`, { token: s.token }), 404, 'not_found')
-    assertProblem(await request('POST', `${s.url}/users`, { token: s.token, json: { email: uniqueEmail(), name: 'X' } }), 404, 'not_found')
+    assertProblem(
+      await request('GET', `${s.url}/users/${user.id}`, { token: s.token }),
+      404,
+      'not_found',
+    )
+    assertProblem(
+      await request('POST', `${s.url}/users`, {
+        token: s.token,
+        json: { email: uniqueEmail(), name: 'X' },
+      }),
+      404,
+      'not_found',
+    )
     assertProblem(await request('GET', `${s.url}/openapi.json`), 404, 'not_found')
     assertProblem(await request('GET', `${s.url}/v2/users`, { token: s.token }), 404, 'not_found')
-    assert.deepEqual((await s.snapshot()).map((entry) => entry.id), [user.id])
+    assert.deepEqual(
+      (await s.snapshot()).map((entry) => entry.id),
+      [user.id],
+    )
   })
 
   it('keeps /healthz and /readyz at the root', async (t) => {
@@ -404,16 +517,26 @@ describe('collection custom methods after a literal colon', () => {
     const app = await startService(t)
     for (const target of ['/users%3Aexport', '/users%3aimport']) {
       assertProblem(await app.call('GET', target), 404, 'not_found')
-      assertProblem(await app.call('POST', target, { body: '{}', contentType: 'application/x-ndjson' }), 404, 'not_found')
+      assertProblem(
+        await app.call('POST', target, { body: '{}', contentType: 'application/x-ndjson' }),
+        404,
+        'not_found',
+      )
     }
   })
 
   it('answers a wrong method on /users:export and /users:import with 405 and Allow, importing nothing', async (t) => {
     const app = await startService(t)
-    const onExport = await app.call('POST', '/users:export', { body: '{"email":"a@example.com","name":"A"}\n', contentType: 'application/x-ndjson' })
+    const onExport = await app.call('POST', '/users:export', {
+      body: '{"email":"a@example.com","name":"A"}\n',
+      contentType: 'application/x-ndjson',
+    })
     assertProblem(onExport, 405, 'method_not_allowed')
     assert.deepEqual(allowOf(onExport), ['GET', 'HEAD'])
-    const onImport = await app.call('PUT', '/users:import', { body: '{"email":"a@example.com","name":"A"}\n', contentType: 'application/x-ndjson' })
+    const onImport = await app.call('PUT', '/users:import', {
+      body: '{"email":"a@example.com","name":"A"}\n',
+      contentType: 'application/x-ndjson',
+    })
     assertProblem(onImport, 405, 'method_not_allowed')
     assert.deepEqual(allowOf(onImport), ['POST'])
     assert.deepEqual(await app.snapshot(), [])

@@ -6,15 +6,24 @@ import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
 import type { User } from '../../src/domain/user.js'
-import { startChild, type RunningChild } from '../helpers/child.js'
+import { type RunningChild, startChild } from '../helpers/child.js'
 import { listLockFiles } from '../helpers/data-files.js'
 import { assertProblem } from '../helpers/http.js'
-import { CountingStore, holdRequest, tryRequest, waitFor, type HeldRequest } from '../helpers/ops.js'
+import {
+  CountingStore,
+  type HeldRequest,
+  holdRequest,
+  tryRequest,
+  waitFor,
+} from '../helpers/ops.js'
 import { makeTempDir, startService, uniqueEmail } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'
 
 /** A child with MAX_INFLIGHT=1, so that a held request shows itself by turning others away. */
-async function startLimitedChild(t: TestContext, env: Record<string, string> = {}): Promise<{ child: RunningChild, dataDir: string }> {
+async function startLimitedChild(
+  t: TestContext,
+  env: Record<string, string> = {},
+): Promise<{ child: RunningChild; dataDir: string }> {
   const dataDir = path.join(await makeTempDir(t), 'data')
   const child = await startChild({ dataDir, env: { MAX_INFLIGHT: '1', ...env } })
   t.after(() => child.stop('SIGKILL'))
@@ -23,17 +32,31 @@ async function startLimitedChild(t: TestContext, env: Record<string, string> = {
 
 /** Waits until a GET /users is refused 503 overloaded: with a limit of one, the held request is in flight. */
 async function waitUntilHeld(baseUrl: string): Promise<void> {
-  await waitFor('the held request to be in flight', async () => {
-    const res = await tryRequest('GET', `${baseUrl}/users`, { token: makeToken() })
-    if (!('status' in res) || res.status !== 503) return undefined
-    assertProblem(res, 503, 'overloaded')
-    return true
-  }, 10_000)
+  await waitFor(
+    'the held request to be in flight',
+    async () => {
+      const res = await tryRequest('GET', `${baseUrl}/users`, { token: makeToken() })
+      if (!('status' in res) || res.status !== 503) return undefined
+      assertProblem(res, 503, 'overloaded')
+      return true
+    },
+    10_000,
+  )
 }
 
-async function holdInChild(t: TestContext, child: RunningChild, email: string): Promise<HeldRequest> {
-  const held = holdRequest(child.url, { path: '/users', token: makeToken(), body: JSON.stringify({ email, name: 'Slow Writer' }) })
-  t.after(() => { held.abort() })
+async function holdInChild(
+  t: TestContext,
+  child: RunningChild,
+  email: string,
+): Promise<HeldRequest> {
+  const held = holdRequest(child.url, {
+    path: '/users',
+    token: makeToken(),
+    body: JSON.stringify({ email, name: 'Slow Writer' }),
+  })
+  t.after(() => {
+    held.abort()
+  })
   await waitUntilHeld(child.url)
   return held
 }
@@ -46,19 +69,25 @@ function tryConnect(url: string): Promise<string> {
       socket.destroy()
       resolve('connected')
     })
-    socket.once('error', (error: NodeJS.ErrnoException) => { resolve(error.code ?? error.message) })
+    socket.once('error', (error: NodeJS.ErrnoException) => {
+      resolve(error.code ?? error.message)
+    })
   })
 }
 
 /** Waits until the server no longer accepts connections. */
 async function waitUntilNotListening(url: string): Promise<void> {
-  await waitFor('the server to stop accepting connections', async () => {
-    const outcome = await tryConnect(url)
-    // A connection queued just as the listener closes is reset: look again until one is refused.
-    if (outcome === 'connected' || outcome === 'ECONNRESET') return undefined
-    assert.equal(outcome, 'ECONNREFUSED')
-    return true
-  }, 10_000)
+  await waitFor(
+    'the server to stop accepting connections',
+    async () => {
+      const outcome = await tryConnect(url)
+      // A connection queued just as the listener closes is reset: look again until one is refused.
+      if (outcome === 'connected' || outcome === 'ECONNRESET') return undefined
+      assert.equal(outcome, 'ECONNREFUSED')
+      return true
+    },
+    10_000,
+  )
 }
 
 function isRunning(child: RunningChild): boolean {
@@ -66,14 +95,23 @@ function isRunning(child: RunningChild): boolean {
 }
 
 /** Resolves with the exit, or fails after `ms`: a clock far longer than the exit should take. */
-async function exitWithin(child: RunningChild, ms: number): Promise<{ code: number | null, signal: NodeJS.Signals | null }> {
-  return within(child.exited, ms, () => `the process did not exit within ${ms} ms:\n${child.stderr()}`)
+async function exitWithin(
+  child: RunningChild,
+  ms: number,
+): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  return within(
+    child.exited,
+    ms,
+    () => `the process did not exit within ${ms} ms:\n${child.stderr()}`,
+  )
 }
 
 async function within<T>(promise: Promise<T>, ms: number, message: () => string): Promise<T> {
   let timer: NodeJS.Timeout | undefined
   const late = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => { reject(new Error(message())) }, ms)
+    timer = setTimeout(() => {
+      reject(new Error(message()))
+    }, ms)
   })
   try {
     return await Promise.race([promise, late])
@@ -86,7 +124,14 @@ async function within<T>(promise: Promise<T>, ms: number, message: () => string)
 function recordOrder(events: Record<string, Promise<unknown>>): string[] {
   const order: string[] = []
   for (const [name, promise] of Object.entries(events)) {
-    promise.then(() => { order.push(name) }, () => { order.push(name) })
+    promise.then(
+      () => {
+        order.push(name)
+      },
+      () => {
+        order.push(name)
+      },
+    )
   }
   return order
 }
@@ -101,7 +146,11 @@ describe('SIGTERM', () => {
 
     child.proc.kill('SIGTERM')
     await waitUntilNotListening(child.url)
-    await waitFor('the shutting-down log line', () => (/"msg":"shutting down"/.test(child.stdout()) ? true : undefined), 10_000)
+    await waitFor(
+      'the shutting-down log line',
+      () => (/"msg":"shutting down"/.test(child.stdout()) ? true : undefined),
+      10_000,
+    )
     assert.ok(isRunning(child), 'the process waits for the request in flight')
     assert.equal(listLockFiles(dataDir).length, 1, 'the lock is held while a request is in flight')
 
@@ -141,16 +190,31 @@ describe('SIGTERM', () => {
   it('is not held up by an idle keep-alive connection', async (t) => {
     const dataDir = path.join(await makeTempDir(t), 'data')
     // Both time-outs far past the clock below: only closing the idle connection lets the exit happen.
-    const child = await startChild({ dataDir, env: { KEEP_ALIVE_TIMEOUT_MS: '3600000', SHUTDOWN_TIMEOUT_MS: '3600000' } })
+    const child = await startChild({
+      dataDir,
+      env: { KEEP_ALIVE_TIMEOUT_MS: '3600000', SHUTDOWN_TIMEOUT_MS: '3600000' },
+    })
     t.after(() => child.stop('SIGKILL'))
     const socket = connect(Number(new URL(child.url).port), '127.0.0.1')
-    t.after(() => { socket.destroy() })
+    t.after(() => {
+      socket.destroy()
+    })
     let received = ''
-    socket.setEncoding('utf8').on('data', (chunk: string) => { received += chunk })
+    socket.setEncoding('utf8').on('data', (chunk: string) => {
+      received += chunk
+    })
     socket.on('error', () => undefined)
-    const socketClosed = new Promise<void>((resolve) => { socket.once('close', () => { resolve() }) })
+    const socketClosed = new Promise<void>((resolve) => {
+      socket.once('close', () => {
+        resolve()
+      })
+    })
     socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n')
-    await waitFor('the answer', () => (received.includes('"status":"ok"') ? true : undefined), 10_000)
+    await waitFor(
+      'the answer',
+      () => (received.includes('"status":"ok"') ? true : undefined),
+      10_000,
+    )
     assert.doesNotMatch(received, /\r\nconnection: close\r\n/i, 'the connection is kept alive')
     child.proc.kill('SIGTERM')
     const { code } = await exitWithin(child, 15_000)
@@ -178,14 +242,28 @@ describe('service.close()', () => {
     const s = await startService(t, { store, shutdownTimeoutMs: 3_600_000 })
     const email = uniqueEmail('closing')
     const held = holdRequest(s.baseUrl, {
-      path: '/users', token: makeToken({ sub: randomUUID() }), body: JSON.stringify({ email, name: 'In Flight' }),
+      path: '/users',
+      token: makeToken({ sub: randomUUID() }),
+      body: JSON.stringify({ email, name: 'In Flight' }),
     })
-    t.after(() => { held.abort() })
-    await waitFor('the held request to be in flight', () => (store.calls > 0 ? true : undefined), 10_000)
+    t.after(() => {
+      held.abort()
+    })
+    await waitFor(
+      'the held request to be in flight',
+      () => (store.calls > 0 ? true : undefined),
+      10_000,
+    )
 
     let closed = false
-    const closing = s.service.close().then(() => { closed = true })
-    assert.equal(await tryConnect(s.url), 'ECONNREFUSED', 'a new connection after close() is refused')
+    const closing = s.service.close().then(() => {
+      closed = true
+    })
+    assert.equal(
+      await tryConnect(s.url),
+      'ECONNREFUSED',
+      'a new connection after close() is refused',
+    )
     assert.equal(closed, false, 'close() waits for the request in flight')
 
     held.finish()
@@ -195,31 +273,50 @@ describe('service.close()', () => {
     await closing
     assert.equal(closed, true)
     const stored = await store.list({ filter: {}, order: 'asc', limit: 10 })
-    assert.deepEqual(stored.items.map((record) => record.user.email), [email])
+    assert.deepEqual(
+      stored.items.map((record) => record.user.email),
+      [email],
+    )
   })
 
   it('answers a request begun before close() with 503 shutting_down and Connection: close', async (t) => {
     const s = await startService(t, { maxInflight: 1, shutdownTimeoutMs: 3_600_000 })
     const email = uniqueEmail('held')
     const held = holdRequest(s.baseUrl, {
-      path: '/users', token: makeToken(), body: JSON.stringify({ email, name: 'Held' }),
+      path: '/users',
+      token: makeToken(),
+      body: JSON.stringify({ email, name: 'Held' }),
     })
-    t.after(() => { held.abort() })
+    t.after(() => {
+      held.abort()
+    })
     // The held request keeps close() waiting, so that the request below can still be answered.
     await waitUntilHeld(s.baseUrl)
     const socket = connect(Number(new URL(s.url).port), '127.0.0.1')
-    t.after(() => { socket.destroy() })
+    t.after(() => {
+      socket.destroy()
+    })
     socket.on('error', () => undefined)
     let received = ''
-    socket.setEncoding('utf8').on('data', (chunk: string) => { received += chunk })
+    socket.setEncoding('utf8').on('data', (chunk: string) => {
+      received += chunk
+    })
     // One write: a whole request, then the first line of the next. The answer to the first shows
     // that the server has read the second line too, so the connection is busy, not idle.
     socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /users HTTP/1.1\r\n')
-    await waitFor('the health answer', () => (received.includes('"status":"ok"') ? true : undefined), 10_000)
+    await waitFor(
+      'the health answer',
+      () => (received.includes('"status":"ok"') ? true : undefined),
+      10_000,
+    )
     const healthEnd = received.length
     const closing = s.service.close()
     socket.write(`Host: x\r\nAuthorization: Bearer ${s.token}\r\n\r\n`)
-    await waitFor('the second answer', () => (received.slice(healthEnd).includes('"code"') ? true : undefined), 10_000)
+    await waitFor(
+      'the second answer',
+      () => (received.slice(healthEnd).includes('"code"') ? true : undefined),
+      10_000,
+    )
     const second = received.slice(healthEnd)
     assert.match(second, /^HTTP\/1\.1 503 /)
     assert.match(second, /\r\nconnection: close\r\n/i)
@@ -229,15 +326,21 @@ describe('service.close()', () => {
     const res = await held.response
     assert.equal(res.status, 201, res.text)
     await closing
-    assert.deepEqual(await readdir(path.join(s.dataDir, 'users')), [`${(JSON.parse(res.text) as User).id}.json`])
+    assert.deepEqual(await readdir(path.join(s.dataDir, 'users')), [
+      `${(JSON.parse(res.text) as User).id}.json`,
+    ])
   })
 
   it('cuts a request held past shutdownTimeoutMs, then resolves', async (t) => {
     const s = await startService(t, { maxInflight: 1, shutdownTimeoutMs: 1000 })
     const held = holdRequest(s.baseUrl, {
-      path: '/users', token: makeToken(), body: JSON.stringify({ email: uniqueEmail(), name: 'Forever' }),
+      path: '/users',
+      token: makeToken(),
+      body: JSON.stringify({ email: uniqueEmail(), name: 'Forever' }),
     })
-    t.after(() => { held.abort() })
+    t.after(() => {
+      held.abort()
+    })
     await waitUntilHeld(s.baseUrl)
     const started = Date.now()
     // The default is 10 s: resolving within this clock shows that the option was used.

@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test'
 import { promisify } from 'node:util'
 
 import type { User } from '../../src/domain/user.js'
-import { PROJECT_ROOT, sleep, startChild, type RunningChild } from '../helpers/child.js'
+import { PROJECT_ROOT, type RunningChild, sleep, startChild } from '../helpers/child.js'
 import { request, type UserPage } from '../helpers/http.js'
 import { makeUser, toContractJson } from '../helpers/store-users.js'
 import { makeToken } from '../helpers/tokens.js'
@@ -28,7 +28,11 @@ function fillUsers(dataDir: string, count: number): User[] {
   mkdirSync(usersDir, { recursive: true, mode: 0o700 })
   const users: User[] = []
   for (let n = 0; n < count; n += 1) {
-    const user = makeUser({ email: `heap${n}@example.com`, status: 'active', metadata: { team: `t${n % 50}` } })
+    const user = makeUser({
+      email: `heap${n}@example.com`,
+      status: 'active',
+      metadata: { team: `t${n % 50}` },
+    })
     writeFileSync(path.join(usersDir, `${user.id}.json`), toContractJson(user), { mode: 0o600 })
     users.push(user)
   }
@@ -45,15 +49,21 @@ describe('a heap cap for 10,000 users', () => {
 
   before(async () => {
     // The one-file form: what runs in the container, and no tsx compiling inside the capped heap.
-    await run(process.execPath, [path.join(PROJECT_ROOT, 'scripts', 'build-bundle.mjs'), bundle], { cwd: PROJECT_ROOT, timeout: 60_000 })
+    await run(process.execPath, [path.join(PROJECT_ROOT, 'scripts', 'build-bundle.mjs'), bundle], {
+      cwd: PROJECT_ROOT,
+      timeout: 60_000,
+    })
     users = fillUsers(dataDir, USERS)
-    child = await startChild({
-      dataDir,
-      args: [`--max-old-space-size=${HEAP_MIB}`, bundle],
-      cwd: dir,
-      // Coverage and inherited options would add to the heap; the service gets only the cap.
-      env: { NODE_V8_COVERAGE: undefined, NODE_OPTIONS: undefined, NODE_TEST_CONTEXT: undefined },
-    }, 60_000)
+    child = await startChild(
+      {
+        dataDir,
+        args: [`--max-old-space-size=${HEAP_MIB}`, bundle],
+        cwd: dir,
+        // Coverage and inherited options would add to the heap; the service gets only the cap.
+        env: { NODE_V8_COVERAGE: undefined, NODE_OPTIONS: undefined, NODE_TEST_CONTEXT: undefined },
+      },
+      60_000,
+    )
   })
 
   after(async () => {
@@ -84,14 +94,20 @@ describe('a heap cap for 10,000 users', () => {
   it('creates a user, stores its file, and stays up', async () => {
     const running = child
     assert.ok(running)
-    const created = await request('POST', `${running.url}/users`, { token, json: { email: 'capped@example.com', name: 'Capped' } })
+    const created = await request('POST', `${running.url}/users`, {
+      token,
+      json: { email: 'capped@example.com', name: 'Capped' },
+    })
     assert.equal(created.status, 201, created.text)
     const id = created.json<User>().id
     assert.ok(readdirSync(path.join(dataDir, 'users')).includes(`${id}.json`))
 
     const found = await request('GET', `${running.url}/users?email=capped@example.com`, { token })
     assert.equal(found.status, 200, found.text)
-    assert.deepEqual(found.json<UserPage>().items.map((user) => user.id), [id])
+    assert.deepEqual(
+      found.json<UserPage>().items.map((user) => user.id),
+      [id],
+    )
 
     // A heap too small would die in a later collection rather than in the request that filled it.
     await sleep(1000)

@@ -6,7 +6,13 @@ import { describe, it } from 'node:test'
 import { startChild } from '../helpers/child.js'
 import type { Problem } from '../helpers/http.js'
 import { tryRequest, waitFor } from '../helpers/ops.js'
-import { exchange, openSocket, parseRawResponse, waitForClose, type Exchange } from '../helpers/raw-exchange.js'
+import {
+  type Exchange,
+  exchange,
+  openSocket,
+  parseRawResponse,
+  waitForClose,
+} from '../helpers/raw-exchange.js'
 import { makeTempDir, startService } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'
 import { assertUnchangedBy } from '../helpers/users-suite.js'
@@ -23,16 +29,24 @@ function trickle(head: string, drip = 'a'): (socket: Socket) => () => void {
     const timer = setInterval(() => {
       if (socket.writable) socket.write(drip)
     }, 200)
-    return () => { clearInterval(timer) }
+    return () => {
+      clearInterval(timer)
+    }
   }
 }
 
 /** Asserts the 408 request_timeout problem+json, Connection: close, and the close that follows. */
 function assertTimedOut(result: Exchange, limitMs: number): void {
   assert.ok(result.closed, `the connection was still open after ${result.elapsedMs} ms`)
-  assert.ok(result.elapsedMs < NOT_LATER_THAN_MS, `closed after ${result.elapsedMs} ms for a ${limitMs} ms limit`)
+  assert.ok(
+    result.elapsedMs < NOT_LATER_THAN_MS,
+    `closed after ${result.elapsedMs} ms for a ${limitMs} ms limit`,
+  )
   // Never early: the limit is the client's to use.
-  assert.ok(result.elapsedMs >= limitMs * 0.9, `closed after ${result.elapsedMs} ms for a ${limitMs} ms limit`)
+  assert.ok(
+    result.elapsedMs >= limitMs * 0.9,
+    `closed after ${result.elapsedMs} ms for a ${limitMs} ms limit`,
+  )
   const res = result.response
   assert.ok(res !== undefined, `no 408 before the close: ${JSON.stringify(result.raw)}`)
   assert.equal(res.status, 408, result.raw)
@@ -48,7 +62,8 @@ describe('the headers time-out', () => {
   it('answers headers sent one byte every 200 ms with 408 request_timeout after about headersTimeoutMs, not 30 s', async (t) => {
     const s = await startService(t, { headersTimeoutMs: 1000 })
     const result = await exchange(s.url, undefined, {
-      waitMs: WAIT_MS, drive: trickle('GET /users HTTP/1.1\r\nHost: x\r\nX-Slow: '),
+      waitMs: WAIT_MS,
+      drive: trickle('GET /users HTTP/1.1\r\nHost: x\r\nX-Slow: '),
     })
     assertTimedOut(result, 1000)
     assert.equal((await s.call('GET', '/users')).status, 200, 'the service still answers')
@@ -59,7 +74,8 @@ describe('the headers time-out', () => {
     const child = await startChild({ dataDir, env: { HEADERS_TIMEOUT_MS: '1000' } })
     t.after(() => child.stop('SIGKILL'))
     const result = await exchange(child.url, undefined, {
-      waitMs: WAIT_MS, drive: trickle('GET /users HTTP/1.1\r\nHost: x\r\nX-Slow: '),
+      waitMs: WAIT_MS,
+      drive: trickle('GET /users HTTP/1.1\r\nHost: x\r\nX-Slow: '),
     })
     assertTimedOut(result, 1000)
   })
@@ -69,18 +85,30 @@ describe('the request time-out', () => {
   it('answers a body sent one byte every 200 ms with 408 after about requestTimeoutMs and stores nothing', async (t) => {
     const s = await startService(t, { headersTimeoutMs: 1000, requestTimeoutMs: 2000 })
     const head = [
-      'POST /users HTTP/1.1', 'Host: x', `Authorization: Bearer ${s.token}`,
-      'Content-Type: application/json', 'Content-Length: 100', '', '',
+      'POST /users HTTP/1.1',
+      'Host: x',
+      `Authorization: Bearer ${s.token}`,
+      'Content-Type: application/json',
+      'Content-Length: 100',
+      '',
+      '',
     ].join('\r\n')
     const result = await assertUnchangedBy(s, () =>
-      exchange(s.url, undefined, { waitMs: WAIT_MS, drive: trickle(`${head}{"name":"`, 'n') }))
+      exchange(s.url, undefined, { waitMs: WAIT_MS, drive: trickle(`${head}{"name":"`, 'n') }),
+    )
     assertTimedOut(result, 2000)
     // The request the service had begun is logged as the client's fault, never as a 5xx.
-    const line = await waitFor('the request line of the timed-out POST', () =>
-      s.logs.find((entry) => entry['msg'] === 'request' && entry['method'] === 'POST'), 5000)
+    const line = await waitFor(
+      'the request line of the timed-out POST',
+      () => s.logs.find((entry) => entry['msg'] === 'request' && entry['method'] === 'POST'),
+      5000,
+    )
     assert.equal(line['level'], 'info')
     assert.ok(typeof line['status'] === 'number' && line['status'] < 500, JSON.stringify(line))
-    assert.deepEqual(s.logs.filter((entry) => entry['level'] === 'error'), [])
+    assert.deepEqual(
+      s.logs.filter((entry) => entry['level'] === 'error'),
+      [],
+    )
   })
 })
 
@@ -97,7 +125,9 @@ describe('MAX_CONNECTIONS', () => {
         resolve(res.status)
       }
       socket.on('data', onData)
-      socket.once('close', () => { reject(new Error(`closed before an answer: ${received}`)) })
+      socket.once('close', () => {
+        reject(new Error(`closed before an answer: ${received}`))
+      })
       socket.write(`GET ${target} HTTP/1.1\r\nHost: x\r\n\r\n`)
     })
   }
@@ -107,21 +137,33 @@ describe('MAX_CONNECTIONS', () => {
     // No fetch before this point: its pooled keep-alive connections would count too.
     const kept: Socket[] = []
     for (let i = 0; i < 5; i += 1) kept.push(await openSocket(s.url))
-    t.after(() => { for (const socket of kept) socket.destroy() })
+    t.after(() => {
+      for (const socket of kept) socket.destroy()
+    })
     const { hostname, port } = new URL(s.url)
     const extra = Array.from({ length: 5 }, () => connect(Number(port), hostname))
-    t.after(() => { for (const socket of extra) socket.destroy() })
+    t.after(() => {
+      for (const socket of extra) socket.destroy()
+    })
     const closed = await Promise.all(extra.map((socket) => waitForClose(socket, 3000)))
-    assert.deepEqual(closed, [true, true, true, true, true], 'every connection above the limit is closed')
+    assert.deepEqual(
+      closed,
+      [true, true, true, true, true],
+      'every connection above the limit is closed',
+    )
 
     for (const socket of kept) {
       assert.ok(!socket.destroyed, 'a connection within the limit stays open')
       assert.equal(await askOn(socket, '/healthz'), 200)
     }
     for (const socket of kept) socket.destroy()
-    await waitFor('a new connection to be served', async () => {
-      const res = await tryRequest('GET', `${s.url}/users`, { token: makeToken() })
-      return 'status' in res && res.status === 200 ? true : undefined
-    }, 5000)
+    await waitFor(
+      'a new connection to be served',
+      async () => {
+        const res = await tryRequest('GET', `${s.url}/users`, { token: makeToken() })
+        return 'status' in res && res.status === 200 ? true : undefined
+      },
+      5000,
+    )
   })
 })

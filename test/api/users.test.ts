@@ -2,14 +2,21 @@ import assert from 'node:assert/strict'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 
-import { MemoryStore } from '../../src/store/memory-store.js'
 import type { User } from '../../src/domain/user.js'
-import { assertProblem, type TestResponse } from '../helpers/http.js'
+import { MemoryStore } from '../../src/store/memory-store.js'
 import { readUserFile, TIMESTAMP } from '../helpers/data-files.js'
+import { assertProblem, type TestResponse } from '../helpers/http.js'
 import { makeTempDir, startService, type TestService } from '../helpers/service.js'
 import {
-  UUID7_PATTERN, assertFieldErrors, assertUnchangedBy, captureState, createTestClock, makeEmail, readUserFiles,
-  uuid7Millis, type ExpectedFieldError,
+  assertFieldErrors,
+  assertUnchangedBy,
+  captureState,
+  createTestClock,
+  type ExpectedFieldError,
+  makeEmail,
+  readUserFiles,
+  UUID7_PATTERN,
+  uuid7Millis,
 } from '../helpers/users-suite.js'
 
 const EMOJI = '😀'
@@ -33,7 +40,13 @@ function patch(s: TestService, id: string, json: unknown): Promise<TestResponse>
 }
 
 /** A raw JSON text body, for bodies JSON.stringify cannot spell (own `__proto__` keys). */
-function sendRaw(s: TestService, method: string, target: string, body: string, contentType = 'application/json'): Promise<TestResponse> {
+function sendRaw(
+  s: TestService,
+  method: string,
+  target: string,
+  body: string,
+  contentType = 'application/json',
+): Promise<TestResponse> {
   return s.call(method, target, { body, contentType })
 }
 
@@ -53,7 +66,9 @@ function assertStrongEtag(res: TestResponse, user: User): string {
 
 /** Asserts a 422 with exactly these pointers (and codes) and that nothing was stored or changed. */
 async function assertRefusedUnchanged(
-  s: TestService, send: () => Promise<TestResponse>, expected: readonly ExpectedFieldError[],
+  s: TestService,
+  send: () => Promise<TestResponse>,
+  expected: readonly ExpectedFieldError[],
 ): Promise<void> {
   const res = await assertUnchangedBy(s, send)
   assertFieldErrors(res, expected)
@@ -62,9 +77,22 @@ async function assertRefusedUnchanged(
 describe('POST /users', () => {
   it('returns 201 with the user, a Location and a strong ETag, and GET returns the same', async (t) => {
     const s = await startService(t)
-    const res = await post(s, { email: 'ada@example.com', name: 'Ada Lovelace', metadata: { team: 'analytics' } })
+    const res = await post(s, {
+      email: 'ada@example.com',
+      name: 'Ada Lovelace',
+      metadata: { team: 'analytics' },
+    })
     const user = assertUser(res, 201)
-    assert.deepEqual(Object.keys(user), ['id', 'email', 'name', 'status', 'metadata', 'createdAt', 'updatedAt', 'version'])
+    assert.deepEqual(Object.keys(user), [
+      'id',
+      'email',
+      'name',
+      'status',
+      'metadata',
+      'createdAt',
+      'updatedAt',
+      'version',
+    ])
     assert.equal(user.email, 'ada@example.com')
     assert.equal(user.name, 'Ada Lovelace')
     assert.equal(user.status, 'pending')
@@ -129,19 +157,29 @@ describe('POST /users', () => {
     const s = await startService(t, { now: () => fixed, store: new MemoryStore() })
     const ids: string[] = []
     for (let i = 0; i < 40; i += 1) {
-      const user = assertUser(await post(s, { email: `same.ms.${i}@example.com`, name: 'Same' }), 201)
+      const user = assertUser(
+        await post(s, { email: `same.ms.${i}@example.com`, name: 'Same' }),
+        201,
+      )
       assert.match(user.id, UUID7_PATTERN)
       assert.equal(uuid7Millis(user.id), fixed)
       assert.equal(user.createdAt, new Date(fixed).toISOString())
       ids.push(user.id)
     }
-    for (let i = 1; i < ids.length; i += 1) assert.ok((ids[i - 1] ?? '') < (ids[i] ?? ''), `ids ${i - 1} and ${i}`)
-    assert.deepEqual((await s.snapshot()).map((user) => user.id), ids)
+    for (let i = 1; i < ids.length; i += 1)
+      assert.ok((ids[i - 1] ?? '') < (ids[i] ?? ''), `ids ${i - 1} and ${i}`)
+    assert.deepEqual(
+      (await s.snapshot()).map((user) => user.id),
+      ids,
+    )
   })
 
-  it('trims email and name and keeps the email\'s case', async (t) => {
+  it("trims email and name and keeps the email's case", async (t) => {
     const s = await startService(t)
-    const user = assertUser(await post(s, { email: '  Ada.Lovelace@Example.COM \n', name: '\t Ada Lovelace  ' }), 201)
+    const user = assertUser(
+      await post(s, { email: '  Ada.Lovelace@Example.COM \n', name: '\t Ada Lovelace  ' }),
+      201,
+    )
     assert.equal(user.email, 'Ada.Lovelace@Example.COM')
     assert.equal(user.name, 'Ada Lovelace')
     assert.deepEqual(await s.getUser(user.id), user)
@@ -164,7 +202,10 @@ describe('POST /users', () => {
         '32 metadata keys, a 64-character key, a 512-code-point value, an empty value',
         { email: 'e@example.com', name: 'x', metadata: bigMetadata },
       ],
-      ['a key of every allowed character class', { email: 'f@example.com', name: 'x', metadata: { 'Az09_.-': 'v' } }],
+      [
+        'a key of every allowed character class',
+        { email: 'f@example.com', name: 'x', metadata: { 'Az09_.-': 'v' } },
+      ],
     ]
     for (const [label, body] of cases) {
       await t.test(label, async () => {
@@ -197,10 +238,25 @@ describe('POST /users', () => {
       ['email a number', { email: 42, name }, '/email', 'invalid_type'],
       ['email null', { email: null, name }, '/email', 'required'],
       ['email without @', { email: 'ada.example.com', name }, '/email', 'invalid_format'],
-      ['email with a space inside', { email: 'ada lovelace@example.com', name }, '/email', 'invalid_format'],
-      ['email with an empty local part', { email: '@example.com', name }, '/email', 'invalid_format'],
+      [
+        'email with a space inside',
+        { email: 'ada lovelace@example.com', name },
+        '/email',
+        'invalid_format',
+      ],
+      [
+        'email with an empty local part',
+        { email: '@example.com', name },
+        '/email',
+        'invalid_format',
+      ],
       ['email without a domain', { email: 'ada@', name }, '/email', 'invalid_format'],
-      ['email with a domain without a dot', { email: 'ada@example', name }, '/email', 'invalid_format'],
+      [
+        'email with a domain without a dot',
+        { email: 'ada@example', name },
+        '/email',
+        'invalid_format',
+      ],
       ['email with two @', { email: 'ada@lovelace@example.com', name }, '/email', 'invalid_format'],
       ['email with a local part of 65', { email: makeEmail(65, 90), name }, '/email', 'too_long'],
       ['email of 255 characters', { email: makeEmail(64, 255), name }, '/email', 'too_long'],
@@ -221,17 +277,72 @@ describe('POST /users', () => {
       ['metadata an array', { email, name, metadata: [] }, '/metadata', 'invalid_type'],
       ['metadata a string', { email, name, metadata: 'team=x' }, '/metadata', 'invalid_type'],
       ['metadata null', { email, name, metadata: null }, '/metadata', 'invalid_type'],
-      ['metadata of 33 keys', { email, name, metadata: metadataOf(33) }, '/metadata', 'too_many_keys'],
-      ['metadata with an empty key', { email, name, metadata: { '': 'x' } }, '/metadata/', 'invalid_key'],
-      ['metadata with a 65-character key', { email, name, metadata: { [LONG_KEY]: 'x' } }, `/metadata/${LONG_KEY}`, 'invalid_key'],
-      ['metadata with a space in a key', { email, name, metadata: { 'a b': 'x' } }, '/metadata/a b', 'invalid_key'],
-      ['metadata with a slash in a key', { email, name, metadata: { 'a/b': 'x' } }, '/metadata/a~1b', 'invalid_key'],
-      ['metadata with a non-ASCII key', { email, name, metadata: { clé: 'x' } }, '/metadata/clé', 'invalid_key'],
-      ['metadata with a number value', { email, name, metadata: { n: 1 } }, '/metadata/n', 'invalid_type'],
-      ['metadata with a boolean value', { email, name, metadata: { b: false } }, '/metadata/b', 'invalid_type'],
-      ['metadata with an object value', { email, name, metadata: { o: { x: 'y' } } }, '/metadata/o', 'invalid_type'],
-      ['metadata with a 513-character value', { email, name, metadata: { s: 's'.repeat(513) } }, '/metadata/s', 'too_long'],
-      ['metadata with a 513-code-point value', { email, name, metadata: { e: EMOJI.repeat(513) } }, '/metadata/e', 'too_long'],
+      [
+        'metadata of 33 keys',
+        { email, name, metadata: metadataOf(33) },
+        '/metadata',
+        'too_many_keys',
+      ],
+      [
+        'metadata with an empty key',
+        { email, name, metadata: { '': 'x' } },
+        '/metadata/',
+        'invalid_key',
+      ],
+      [
+        'metadata with a 65-character key',
+        { email, name, metadata: { [LONG_KEY]: 'x' } },
+        `/metadata/${LONG_KEY}`,
+        'invalid_key',
+      ],
+      [
+        'metadata with a space in a key',
+        { email, name, metadata: { 'a b': 'x' } },
+        '/metadata/a b',
+        'invalid_key',
+      ],
+      [
+        'metadata with a slash in a key',
+        { email, name, metadata: { 'a/b': 'x' } },
+        '/metadata/a~1b',
+        'invalid_key',
+      ],
+      [
+        'metadata with a non-ASCII key',
+        { email, name, metadata: { clé: 'x' } },
+        '/metadata/clé',
+        'invalid_key',
+      ],
+      [
+        'metadata with a number value',
+        { email, name, metadata: { n: 1 } },
+        '/metadata/n',
+        'invalid_type',
+      ],
+      [
+        'metadata with a boolean value',
+        { email, name, metadata: { b: false } },
+        '/metadata/b',
+        'invalid_type',
+      ],
+      [
+        'metadata with an object value',
+        { email, name, metadata: { o: { x: 'y' } } },
+        '/metadata/o',
+        'invalid_type',
+      ],
+      [
+        'metadata with a 513-character value',
+        { email, name, metadata: { s: 's'.repeat(513) } },
+        '/metadata/s',
+        'too_long',
+      ],
+      [
+        'metadata with a 513-code-point value',
+        { email, name, metadata: { e: EMOJI.repeat(513) } },
+        '/metadata/e',
+        'too_long',
+      ],
     ]
     for (const [label, body, pointer, code] of cases) {
       await t.test(label, async () => {
@@ -242,36 +353,65 @@ describe('POST /users', () => {
 
   it('gives one entry per offending field', async (t) => {
     const s = await startService(t)
-    await assertRefusedUnchanged(s, () => post(s, {
-      email: 'nope', name: '', metadata: { 'bad key': 1, fine: 'ok', n: 2 }, status: 'active', extra: true,
-    }), [
-      { pointer: '/email', code: 'invalid_format' },
-      { pointer: '/name', code: 'required' },
-      { pointer: '/metadata/bad key', code: 'invalid_key' },
-      { pointer: '/metadata/n', code: 'invalid_type' },
-      { pointer: '/status', code: 'read_only' },
-      { pointer: '/extra', code: 'unknown_field' },
-    ])
+    await assertRefusedUnchanged(
+      s,
+      () =>
+        post(s, {
+          email: 'nope',
+          name: '',
+          metadata: { 'bad key': 1, fine: 'ok', n: 2 },
+          status: 'active',
+          extra: true,
+        }),
+      [
+        { pointer: '/email', code: 'invalid_format' },
+        { pointer: '/name', code: 'required' },
+        { pointer: '/metadata/bad key', code: 'invalid_key' },
+        { pointer: '/metadata/n', code: 'invalid_type' },
+        { pointer: '/status', code: 'read_only' },
+        { pointer: '/extra', code: 'unknown_field' },
+      ],
+    )
   })
 
   it('refuses unknown fields, each with its own entry', async (t) => {
     const s = await startService(t)
-    await assertRefusedUnchanged(s, () => post(s, { email: 'ada@example.com', name: 'Ada', role: 'admin', Name: 'x', password: null }), [
-      { pointer: '/role', code: 'unknown_field' },
-      { pointer: '/Name', code: 'unknown_field' },
-      { pointer: '/password', code: 'unknown_field' },
-    ])
+    await assertRefusedUnchanged(
+      s,
+      () =>
+        post(s, {
+          email: 'ada@example.com',
+          name: 'Ada',
+          role: 'admin',
+          Name: 'x',
+          password: null,
+        }),
+      [
+        { pointer: '/role', code: 'unknown_field' },
+        { pointer: '/Name', code: 'unknown_field' },
+        { pointer: '/password', code: 'unknown_field' },
+      ],
+    )
   })
 
   it('treats __proto__ and constructor as unknown body fields, without polluting Object.prototype', async (t) => {
     const s = await startService(t)
     const before = Object.getOwnPropertyNames(Object.prototype)
-    await assertRefusedUnchanged(s, () => sendRaw(s, 'POST', '/users',
-      '{"email":"ada@example.com","name":"Ada","__proto__":{"polluted":"yes","status":"active"},' +
-      '"constructor":{"prototype":{"polluted":"yes"}}}'), [
-      { pointer: '/__proto__', code: 'unknown_field' },
-      { pointer: '/constructor', code: 'unknown_field' },
-    ])
+    await assertRefusedUnchanged(
+      s,
+      () =>
+        sendRaw(
+          s,
+          'POST',
+          '/users',
+          '{"email":"ada@example.com","name":"Ada","__proto__":{"polluted":"yes","status":"active"},' +
+            '"constructor":{"prototype":{"polluted":"yes"}}}',
+        ),
+      [
+        { pointer: '/__proto__', code: 'unknown_field' },
+        { pointer: '/constructor', code: 'unknown_field' },
+      ],
+    )
     assert.deepEqual(Object.getOwnPropertyNames(Object.prototype), before)
     assert.equal(({} as Record<string, unknown>)['polluted'], undefined)
   })
@@ -280,8 +420,12 @@ describe('POST /users', () => {
     const dataDir = path.join(await makeTempDir(t), 'data')
     const s = await startService(t, { dataDir })
     const before = Object.getOwnPropertyNames(Object.prototype)
-    const res = await sendRaw(s, 'POST', '/users',
-      '{"email":"ada@example.com","name":"Ada","metadata":{"__proto__":"p","constructor":"c","toString":"t"}}')
+    const res = await sendRaw(
+      s,
+      'POST',
+      '/users',
+      '{"email":"ada@example.com","name":"Ada","metadata":{"__proto__":"p","constructor":"c","toString":"t"}}',
+    )
     const user = assertUser(res, 201)
     const expected: unknown = JSON.parse('{"__proto__":"p","constructor":"c","toString":"t"}')
     assert.deepEqual(user.metadata, expected)
@@ -299,16 +443,30 @@ describe('POST /users', () => {
 
   it('refuses an object under a __proto__ metadata key without polluting Object.prototype', async (t) => {
     const s = await startService(t)
-    await assertRefusedUnchanged(s, () => sendRaw(s, 'POST', '/users',
-      '{"email":"ada@example.com","name":"Ada","metadata":{"__proto__":{"polluted":"yes"}}}'), [
-      { pointer: '/metadata/__proto__', code: 'invalid_type' },
-    ])
+    await assertRefusedUnchanged(
+      s,
+      () =>
+        sendRaw(
+          s,
+          'POST',
+          '/users',
+          '{"email":"ada@example.com","name":"Ada","metadata":{"__proto__":{"polluted":"yes"}}}',
+        ),
+      [{ pointer: '/metadata/__proto__', code: 'invalid_type' }],
+    )
     assert.equal(({} as Record<string, unknown>)['polluted'], undefined)
   })
 
   it('refuses bodies that are not JSON objects with a 422 at the root', async (t) => {
     const s = await startService(t)
-    for (const body of ['[]', '[{"email":"ada@example.com","name":"Ada"}]', '"ada"', '42', 'true', 'null']) {
+    for (const body of [
+      '[]',
+      '[{"email":"ada@example.com","name":"Ada"}]',
+      '"ada"',
+      '42',
+      'true',
+      'null',
+    ]) {
       await t.test(body, async () => {
         await assertRefusedUnchanged(s, () => sendRaw(s, 'POST', '/users', body), [{ pointer: '' }])
       })
@@ -318,21 +476,32 @@ describe('POST /users', () => {
   it('refuses each output-only field as read_only', async (t) => {
     const s = await startService(t)
     const fields: Record<string, unknown> = {
-      id: UNKNOWN_ID, status: 'pending', createdAt: '2026-11-21T13:47:00.000Z', updatedAt: '2026-11-21T13:47:00.000Z', version: 1,
+      id: UNKNOWN_ID,
+      status: 'pending',
+      createdAt: '2026-11-21T13:47:00.000Z',
+      updatedAt: '2026-11-21T13:47:00.000Z',
+      version: 1,
     }
     for (const [field, value] of Object.entries(fields)) {
       await t.test(field, async () => {
-        await assertRefusedUnchanged(s, () => post(s, { email: 'ada@example.com', name: 'Ada', [field]: value }), [
-          { pointer: `/${field}`, code: 'read_only' },
-        ])
+        await assertRefusedUnchanged(
+          s,
+          () => post(s, { email: 'ada@example.com', name: 'Ada', [field]: value }),
+          [{ pointer: `/${field}`, code: 'read_only' }],
+        )
       })
     }
   })
 
-  it('returns 409 duplicate_email for another user\'s email in another case or with spaces around', async (t) => {
+  it("returns 409 duplicate_email for another user's email in another case or with spaces around", async (t) => {
     const s = await startService(t)
     await s.createUser({ email: 'Ada@Example.com' })
-    for (const email of ['Ada@Example.com', 'ada@example.com', 'ADA@EXAMPLE.COM', '  ada@Example.com\t']) {
+    for (const email of [
+      'Ada@Example.com',
+      'ada@example.com',
+      'ADA@EXAMPLE.COM',
+      '  ada@Example.com\t',
+    ]) {
       await t.test(JSON.stringify(email), async () => {
         const res = await assertUnchangedBy(s, () => post(s, { email, name: 'Other' }))
         assertProblem(res, 409, 'duplicate_email')
@@ -343,13 +512,20 @@ describe('POST /users', () => {
   it('creates exactly one of several concurrent users with one email', async (t) => {
     const s = await startService(t)
     const emails = [
-      'race@example.com', 'Race@Example.com', 'RACE@EXAMPLE.COM', ' race@example.com ',
-      'race@EXAMPLE.com', 'rAce@example.com', 'race@example.com', 'RACE@example.com',
+      'race@example.com',
+      'Race@Example.com',
+      'RACE@EXAMPLE.COM',
+      ' race@example.com ',
+      'race@EXAMPLE.com',
+      'rAce@example.com',
+      'race@example.com',
+      'RACE@example.com',
     ]
     const answers = await Promise.all(emails.map((email) => post(s, { email, name: 'Racer' })))
     const created = answers.filter((res) => res.status === 201)
     assert.equal(created.length, 1, answers.map((res) => res.status).join(' '))
-    for (const res of answers.filter((answer) => answer.status !== 201)) assertProblem(res, 409, 'duplicate_email')
+    for (const res of answers.filter((answer) => answer.status !== 201))
+      assertProblem(res, 409, 'duplicate_email')
     const users = await s.snapshot()
     assert.equal(users.length, 1)
     assert.equal(users[0]?.email.toLowerCase(), 'race@example.com')
@@ -361,12 +537,20 @@ describe('PUT /users/{id}', () => {
   it('replaces every writable field; a missing metadata becomes {}', async (t) => {
     const clock = createTestClock()
     const s = await startService(t, { now: clock.now })
-    const user = await s.createUser({ email: 'ada@example.com', name: 'Ada', metadata: { team: 'analytics' } })
+    const user = await s.createUser({
+      email: 'ada@example.com',
+      name: 'Ada',
+      metadata: { team: 'analytics' },
+    })
     clock.advance(1500)
     const res = await put(s, user.id, { email: ' Countess@Example.com ', name: ' Countess ' })
     const replaced = assertUser(res, 200)
     assert.deepEqual(replaced, {
-      ...user, email: 'Countess@Example.com', name: 'Countess', metadata: {}, version: 2,
+      ...user,
+      email: 'Countess@Example.com',
+      name: 'Countess',
+      metadata: {},
+      version: 2,
       updatedAt: new Date(clock.now()).toISOString(),
     })
     assertStrongEtag(res, replaced)
@@ -390,7 +574,11 @@ describe('PUT /users/{id}', () => {
   it('keeps version, updatedAt and ETag for a PUT that changes nothing', async (t) => {
     const clock = createTestClock()
     const s = await startService(t, { now: clock.now })
-    const user = await s.createUser({ email: 'ada@example.com', name: 'Ada', metadata: { a: 'b', c: 'd' } })
+    const user = await s.createUser({
+      email: 'ada@example.com',
+      name: 'Ada',
+      metadata: { a: 'b', c: 'd' },
+    })
     clock.advance(2000)
     const before = await readUserFiles(s.dataDir)
     for (const body of [
@@ -409,11 +597,17 @@ describe('PUT /users/{id}', () => {
     const s = await startService(t)
     const user = await s.createUser()
     const changes: Record<string, unknown> = {
-      id: UNKNOWN_ID, status: 'active', createdAt: '2000-01-01T00:00:00.000Z', updatedAt: '2000-01-01T00:00:00.000Z', version: 7,
+      id: UNKNOWN_ID,
+      status: 'active',
+      createdAt: '2000-01-01T00:00:00.000Z',
+      updatedAt: '2000-01-01T00:00:00.000Z',
+      version: 7,
     }
     for (const [field, value] of Object.entries(changes)) {
       await t.test(field, async () => {
-        const res = await assertUnchangedBy(s, () => put(s, user.id, { ...user, name: 'Changed', [field]: value }))
+        const res = await assertUnchangedBy(s, () =>
+          put(s, user.id, { ...user, name: 'Changed', [field]: value }),
+        )
         assertFieldErrors(res, [{ pointer: `/${field}`, code: 'read_only' }])
         const message = res.json<{ errors: Array<{ message: string }> }>().errors[0]?.message ?? ''
         assert.match(message, /read-only/)
@@ -428,21 +622,29 @@ describe('PUT /users/{id}', () => {
   it('refuses metadata null as a wrong type', async (t) => {
     const s = await startService(t)
     const user = await s.createUser({ metadata: { a: 'b' } })
-    await assertRefusedUnchanged(s, () => put(s, user.id, { email: user.email, name: user.name, metadata: null }), [
-      { pointer: '/metadata', code: 'invalid_type' },
-    ])
+    await assertRefusedUnchanged(
+      s,
+      () => put(s, user.id, { email: user.email, name: user.name, metadata: null }),
+      [{ pointer: '/metadata', code: 'invalid_type' }],
+    )
   })
 
   it('refuses a body without the required fields, and bad values, storing nothing', async (t) => {
     const s = await startService(t)
     const user = await s.createUser()
     await assertRefusedUnchanged(s, () => put(s, user.id, { metadata: {} }), [
-      { pointer: '/email', code: 'required' }, { pointer: '/name', code: 'required' },
+      { pointer: '/email', code: 'required' },
+      { pointer: '/name', code: 'required' },
     ])
-    await assertRefusedUnchanged(s, () => put(s, user.id, { email: 'x@y', name: 'A\u0000', nickname: 'x' }), [
-      { pointer: '/email', code: 'invalid_format' }, { pointer: '/name', code: 'invalid_characters' },
-      { pointer: '/nickname', code: 'unknown_field' },
-    ])
+    await assertRefusedUnchanged(
+      s,
+      () => put(s, user.id, { email: 'x@y', name: 'A\u0000', nickname: 'x' }),
+      [
+        { pointer: '/email', code: 'invalid_format' },
+        { pointer: '/name', code: 'invalid_characters' },
+        { pointer: '/nickname', code: 'unknown_field' },
+      ],
+    )
   })
 
   it('refuses bodies that are not JSON objects', async (t) => {
@@ -450,12 +652,14 @@ describe('PUT /users/{id}', () => {
     const user = await s.createUser()
     for (const body of ['[]', '"x"', '1', 'true', 'null']) {
       await t.test(body, async () => {
-        await assertRefusedUnchanged(s, () => sendRaw(s, 'PUT', `/users/${user.id}`, body), [{ pointer: '' }])
+        await assertRefusedUnchanged(s, () => sendRaw(s, 'PUT', `/users/${user.id}`, body), [
+          { pointer: '' },
+        ])
       })
     }
   })
 
-  it('returns 409 duplicate_email for another user\'s email, in any case and with spaces', async (t) => {
+  it("returns 409 duplicate_email for another user's email, in any case and with spaces", async (t) => {
     const s = await startService(t)
     await s.createUser({ email: 'taken@example.com' })
     const user = await s.createUser({ email: 'mine@example.com' })
@@ -478,7 +682,9 @@ describe('PUT /users/{id}', () => {
     const s = await startService(t)
     await s.createUser()
     for (const id of [UNKNOWN_ID, 'not-a-uuid']) {
-      const res = await assertUnchangedBy(s, () => put(s, id, { email: 'new@example.com', name: 'New' }))
+      const res = await assertUnchangedBy(s, () =>
+        put(s, id, { email: 'new@example.com', name: 'New' }),
+      )
       assertProblem(res, 404, 'not_found')
     }
   })
@@ -488,11 +694,20 @@ describe('PATCH /users/{id}', () => {
   it('changes only the named fields', async (t) => {
     const clock = createTestClock()
     const s = await startService(t, { now: clock.now })
-    const user = await s.createUser({ email: 'ada@example.com', name: 'Ada', metadata: { a: '1', b: '2' } })
+    const user = await s.createUser({
+      email: 'ada@example.com',
+      name: 'Ada',
+      metadata: { a: '1', b: '2' },
+    })
     clock.advance(1000)
     const res = await patch(s, user.id, { name: '  Countess ' })
     const patched = assertUser(res, 200)
-    assert.deepEqual(patched, { ...user, name: 'Countess', version: 2, updatedAt: new Date(clock.now()).toISOString() })
+    assert.deepEqual(patched, {
+      ...user,
+      name: 'Countess',
+      version: 2,
+      updatedAt: new Date(clock.now()).toISOString(),
+    })
     assertStrongEtag(res, patched)
     assert.deepEqual(await s.getUser(user.id), patched)
     assert.equal((await readUserFiles(s.dataDir))[`${user.id}.json`], res.text)
@@ -501,9 +716,12 @@ describe('PATCH /users/{id}', () => {
   it('merges metadata: null removes a key, a value sets one, the others stay', async (t) => {
     const s = await startService(t)
     const user = await s.createUser({ metadata: { a: '1', b: '2', c: '3' } })
-    const patched = assertUser(await s.call('PATCH', `/users/${user.id}`, {
-      json: { metadata: { a: null, b: 'two', d: '4', absent: null } },
-    }), 200)
+    const patched = assertUser(
+      await s.call('PATCH', `/users/${user.id}`, {
+        json: { metadata: { a: null, b: 'two', d: '4', absent: null } },
+      }),
+      200,
+    )
     assert.deepEqual(patched.metadata, { b: 'two', c: '3', d: '4' })
     assert.equal(patched.email, user.email)
     assert.equal(patched.name, user.name)
@@ -519,9 +737,22 @@ describe('PATCH /users/{id}', () => {
 
   it('removes and sets __proto__ and constructor metadata keys like any other', async (t) => {
     const s = await startService(t)
-    const created = await sendRaw(s, 'POST', '/users', '{"email":"ada@example.com","name":"Ada","metadata":{"__proto__":"p","keep":"k"}}')
+    const created = await sendRaw(
+      s,
+      'POST',
+      '/users',
+      '{"email":"ada@example.com","name":"Ada","metadata":{"__proto__":"p","keep":"k"}}',
+    )
     const user = assertUser(created, 201)
-    const removed = assertUser(await sendRaw(s, 'PATCH', `/users/${user.id}`, '{"metadata":{"__proto__":null,"constructor":"c"}}'), 200)
+    const removed = assertUser(
+      await sendRaw(
+        s,
+        'PATCH',
+        `/users/${user.id}`,
+        '{"metadata":{"__proto__":null,"constructor":"c"}}',
+      ),
+      200,
+    )
     assert.deepEqual(removed.metadata, { keep: 'k', constructor: 'c' })
     assert.equal(({} as Record<string, unknown>)['keep'], undefined)
   })
@@ -560,9 +791,20 @@ describe('PATCH /users/{id}', () => {
   it('takes application/merge-patch+json and application/json', async (t) => {
     const s = await startService(t)
     const user = await s.createUser()
-    const types = ['application/merge-patch+json', 'application/json', 'application/merge-patch+json; charset=utf-8', 'Application/JSON']
+    const types = [
+      'application/merge-patch+json',
+      'application/json',
+      'application/merge-patch+json; charset=utf-8',
+      'Application/JSON',
+    ]
     for (const [i, contentType] of types.entries()) {
-      const res = await sendRaw(s, 'PATCH', `/users/${user.id}`, JSON.stringify({ name: `Name ${i}` }), contentType)
+      const res = await sendRaw(
+        s,
+        'PATCH',
+        `/users/${user.id}`,
+        JSON.stringify({ name: `Name ${i}` }),
+        contentType,
+      )
       const patched = assertUser(res, 200)
       assert.equal(patched.name, `Name ${i}`, contentType)
       assert.equal(patched.version, i + 2)
@@ -583,20 +825,34 @@ describe('PATCH /users/{id}', () => {
     const s = await startService(t)
     const user = await s.createUser()
     for (const field of ['name', 'email']) {
-      await assertRefusedUnchanged(s, () => patch(s, user.id, { [field]: null }), [{ pointer: `/${field}`, code: 'required' }])
+      await assertRefusedUnchanged(s, () => patch(s, user.id, { [field]: null }), [
+        { pointer: `/${field}`, code: 'required' },
+      ])
     }
   })
 
   it('refuses bad values and unknown fields, one entry each, storing nothing', async (t) => {
     const s = await startService(t)
     const user = await s.createUser()
-    await assertRefusedUnchanged(s, () => s.call('PATCH', `/users/${user.id}`, {
-      json: { email: 'no-at', name: 'n'.repeat(201), metadata: { 'k/1': 'v', v: 5 }, nick: 'x' },
-    }), [
-      { pointer: '/email', code: 'invalid_format' }, { pointer: '/name', code: 'too_long' },
-      { pointer: '/metadata/k~11', code: 'invalid_key' }, { pointer: '/metadata/v', code: 'invalid_type' },
-      { pointer: '/nick', code: 'unknown_field' },
-    ])
+    await assertRefusedUnchanged(
+      s,
+      () =>
+        s.call('PATCH', `/users/${user.id}`, {
+          json: {
+            email: 'no-at',
+            name: 'n'.repeat(201),
+            metadata: { 'k/1': 'v', v: 5 },
+            nick: 'x',
+          },
+        }),
+      [
+        { pointer: '/email', code: 'invalid_format' },
+        { pointer: '/name', code: 'too_long' },
+        { pointer: '/metadata/k~11', code: 'invalid_key' },
+        { pointer: '/metadata/v', code: 'invalid_type' },
+        { pointer: '/nick', code: 'unknown_field' },
+      ],
+    )
     await assertRefusedUnchanged(s, () => patch(s, user.id, { metadata: ['a'] }), [
       { pointer: '/metadata', code: 'invalid_type' },
     ])
@@ -605,7 +861,13 @@ describe('PATCH /users/{id}', () => {
   it('accepts equal output-only fields and refuses different ones as read-only', async (t) => {
     const s = await startService(t)
     const user = await s.createUser()
-    const echoed = { status: 'pending', version: 1, id: user.id, createdAt: user.createdAt, name: 'P' }
+    const echoed = {
+      status: 'pending',
+      version: 1,
+      id: user.id,
+      createdAt: user.createdAt,
+      name: 'P',
+    }
     const patched = assertUser(await patch(s, user.id, echoed), 200)
     assert.equal(patched.name, 'P')
     const res = await assertUnchangedBy(s, () => patch(s, user.id, { status: 'active' }))
@@ -623,13 +885,14 @@ describe('PATCH /users/{id}', () => {
     const user = await s.createUser()
     for (const body of ['[]', '"x"', '1', 'false', 'null']) {
       await t.test(body, async () => {
-        const send = (): Promise<TestResponse> => sendRaw(s, 'PATCH', `/users/${user.id}`, body, 'application/merge-patch+json')
+        const send = (): Promise<TestResponse> =>
+          sendRaw(s, 'PATCH', `/users/${user.id}`, body, 'application/merge-patch+json')
         await assertRefusedUnchanged(s, send, [{ pointer: '' }])
       })
     }
   })
 
-  it('returns 409 duplicate_email for another user\'s email', async (t) => {
+  it("returns 409 duplicate_email for another user's email", async (t) => {
     const s = await startService(t)
     await s.createUser({ email: 'Taken@Example.com' })
     const user = await s.createUser()
@@ -648,7 +911,9 @@ describe('PATCH /users/{id}', () => {
       patch(s, second.id, { email: 'WANTED@example.com' }),
     ])
     assert.deepEqual(answers.map((res) => res.status).sort(), [200, 409])
-    const holders = (await s.snapshot()).filter((user) => user.email.toLowerCase() === 'wanted@example.com')
+    const holders = (await s.snapshot()).filter(
+      (user) => user.email.toLowerCase() === 'wanted@example.com',
+    )
     assert.equal(holders.length, 1)
   })
 
@@ -664,7 +929,11 @@ describe('email uniqueness', () => {
   it('frees the email of a deleted user', async (t) => {
     const s = await startService(t)
     const user = await s.createUser({ email: 'Reuse@Example.com' })
-    assertProblem(await post(s, { email: 'reuse@example.com', name: 'Second' }), 409, 'duplicate_email')
+    assertProblem(
+      await post(s, { email: 'reuse@example.com', name: 'Second' }),
+      409,
+      'duplicate_email',
+    )
     assert.equal((await s.call('DELETE', `/users/${user.id}`)).status, 204)
     const second = assertUser(await post(s, { email: 'reuse@example.com', name: 'Second' }), 201)
     assert.notEqual(second.id, user.id)
@@ -676,7 +945,11 @@ describe('email uniqueness', () => {
     const other = await s.createUser({ email: 'other@example.com' })
     assertUser(await patch(s, user.id, { email: 'new@example.com' }), 200)
     assertUser(await post(s, { email: 'OLD@example.com', name: 'Taker' }), 201)
-    assertProblem(await post(s, { email: 'NEW@example.com', name: 'Taker' }), 409, 'duplicate_email')
+    assertProblem(
+      await post(s, { email: 'NEW@example.com', name: 'Taker' }),
+      409,
+      'duplicate_email',
+    )
     assertUser(await put(s, user.id, { email: 'newer@example.com', name: 'X' }), 200)
     assertUser(await patch(s, other.id, { email: 'new@example.com' }), 200)
   })

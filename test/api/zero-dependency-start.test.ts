@@ -7,7 +7,7 @@ import { describe, it } from 'node:test'
 import { promisify } from 'node:util'
 
 import type { User } from '../../src/domain/user.js'
-import { PROJECT_ROOT, spawnService, sleep } from '../helpers/child.js'
+import { PROJECT_ROOT, sleep, spawnService } from '../helpers/child.js'
 import { listLockFiles } from '../helpers/data-files.js'
 import { request } from '../helpers/http.js'
 import { makeTempDir, uniqueEmail } from '../helpers/service.js'
@@ -31,24 +31,40 @@ function withoutCoverage(): NodeJS.ProcessEnv {
 }
 
 describe('node dist/main.js with no node_modules', () => {
-  it('builds, starts with plain node, serves /healthz and POST /users, and exits 0 on SIGTERM', { timeout: 90_000 }, async (t) => {
+  it('builds, starts with plain node, serves /healthz and POST /users, and exits 0 on SIGTERM', {
+    timeout: 90_000,
+  }, async (t) => {
     const tmp = await makeTempDir(t, 'user-service-dist-')
     const app = path.join(tmp, 'app')
     const dataDir = path.join(tmp, 'data')
     await mkdir(app)
     assert.equal(hasNodeModulesAbove(app), false, `a node_modules folder is visible from ${app}`)
 
-    await run(process.execPath, [
-      path.join('node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json',
-      '--outDir', path.join(app, 'dist'), '--tsBuildInfoFile', path.join(tmp, 'tsbuildinfo'),
-    ], { cwd: PROJECT_ROOT, timeout: 60_000, env: withoutCoverage() })
+    await run(
+      process.execPath,
+      [
+        path.join('node_modules', 'typescript', 'bin', 'tsc'),
+        '-p',
+        'tsconfig.build.json',
+        '--outDir',
+        path.join(app, 'dist'),
+        '--tsBuildInfoFile',
+        path.join(tmp, 'tsbuildinfo'),
+      ],
+      { cwd: PROJECT_ROOT, timeout: 60_000, env: withoutCoverage() },
+    )
     await copyFile(path.join(PROJECT_ROOT, 'package.json'), path.join(app, 'package.json'))
     assert.deepEqual((await readdir(app)).sort(), ['dist', 'package.json'])
     assert.ok(existsSync(path.join(app, 'dist', 'main.js')))
-    assert.ok(existsSync(path.join(app, 'dist', 'index.d.ts')), 'the build writes type declarations')
+    assert.ok(
+      existsSync(path.join(app, 'dist', 'index.d.ts')),
+      'the build writes type declarations',
+    )
 
     const child = spawnService({ dataDir, cwd: app, args: [path.join('dist', 'main.js')] })
-    t.after(() => { if (child.proc.exitCode === null) child.proc.kill('SIGKILL') })
+    t.after(() => {
+      if (child.proc.exitCode === null) child.proc.kill('SIGKILL')
+    })
     const deadline = Date.now() + 15_000
     let url: string | undefined
     while (url === undefined) {
@@ -70,7 +86,10 @@ describe('node dist/main.js with no node_modules', () => {
     assert.equal(ready.status, 200)
 
     const email = uniqueEmail('dist')
-    const created = await request('POST', `${url}/users`, { token: makeToken(), json: { email, name: 'Plain Node' } })
+    const created = await request('POST', `${url}/users`, {
+      token: makeToken(),
+      json: { email, name: 'Plain Node' },
+    })
     assert.equal(created.status, 201, created.text)
     const user = created.json<User>()
     assert.equal(user.email, email)

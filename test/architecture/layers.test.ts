@@ -30,7 +30,9 @@ const LAYERS: readonly (readonly string[])[] = [
 
 /** The layer of a module (its path under src/, with `/`), or -1 when none holds it. */
 function layerOf(file: string): number {
-  return LAYERS.findIndex((members) => members.some((member) => member.endsWith('/') ? file.startsWith(member) : file === member))
+  return LAYERS.findIndex((members) =>
+    members.some((member) => (member.endsWith('/') ? file.startsWith(member) : file === member)),
+  )
 }
 
 function sourceFiles(dir: string, prefix = ''): string[] {
@@ -42,7 +44,8 @@ function sourceFiles(dir: string, prefix = ''): string[] {
 }
 
 // `import … from 'x'`, `export … from 'x'`, `import 'x'` and `import('x')`, types included.
-const IMPORT = /(?:^|[\s;])(?:import|export)\s[^'"`;]*?from\s*['"]([^'"]+)['"]|(?:^|[\s;])import\s*['"]([^'"]+)['"]|\bimport\(\s*['"]([^'"]+)['"]\s*\)/g
+const IMPORT =
+  /(?:^|[\s;])(?:import|export)\s[^'"`;]*?from\s*['"]([^'"]+)['"]|(?:^|[\s;])import\s*['"]([^'"]+)['"]|\bimport\(\s*['"]([^'"]+)['"]\s*\)/g
 
 /** The modules of src/ a file imports, as paths under src/ (packages and node: left out). */
 export function importsOf(file: string, text: string): string[] {
@@ -70,12 +73,23 @@ describe('the layers of src/ (arrows point down)', () => {
       "import {\n  g,\n  h,\n} from './g.js'",
       "import path from 'node:path'",
     ].join('\n')
-    assert.deepEqual(importsOf('routes/x.ts', text), ['routes/a.ts', 'b/b.ts', 'routes/c.ts', 'routes/d.ts', 'routes/e.ts', 'routes/f.ts', 'routes/g.ts'])
+    assert.deepEqual(importsOf('routes/x.ts', text), [
+      'routes/a.ts',
+      'b/b.ts',
+      'routes/c.ts',
+      'routes/d.ts',
+      'routes/e.ts',
+      'routes/f.ts',
+      'routes/g.ts',
+    ])
   })
 
   it('places every module of src/ in a layer', () => {
     assert.ok(files.length > 50, `only ${files.length} modules found under ${SRC}`)
-    assert.deepEqual(files.filter((file) => layerOf(file) === -1), [])
+    assert.deepEqual(
+      files.filter((file) => layerOf(file) === -1),
+      [],
+    )
   })
 
   it('has no import that points up', () => {
@@ -92,8 +106,11 @@ describe('the layers of src/ (arrows point down)', () => {
 
   it('resolves every import to a module of src/', () => {
     const known = new Set(files)
-    const missing = files.flatMap((file) => importsOf(file, readFileSync(path.join(SRC, file), 'utf8'))
-      .filter((target) => !known.has(target)).map((target) => `${file} -> ${target}`))
+    const missing = files.flatMap((file) =>
+      importsOf(file, readFileSync(path.join(SRC, file), 'utf8'))
+        .filter((target) => !known.has(target))
+        .map((target) => `${file} -> ${target}`),
+    )
     assert.deepEqual(missing, [])
   })
 })

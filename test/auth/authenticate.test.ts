@@ -1,11 +1,17 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { SCOPES, createAuthenticator, requireScope, type Authenticator, type AuthenticatorOptions } from '../../src/auth/authenticate.js'
+import {
+  type Authenticator,
+  type AuthenticatorOptions,
+  createAuthenticator,
+  requireScope,
+  SCOPES,
+} from '../../src/auth/authenticate.js'
 import { createSingleKeySet } from '../../src/auth/keys.js'
-import { TokenError, type TokenClaims } from '../../src/auth/verify-token.js'
+import { type TokenClaims, TokenError } from '../../src/auth/verify-token.js'
 import { HttpError } from '../../src/http/problem.js'
-import { TEST_SECRET, makeToken } from '../helpers/tokens.js'
+import { makeToken, TEST_SECRET } from '../helpers/tokens.js'
 
 const START_S = 1_900_000_000
 
@@ -13,8 +19,16 @@ interface Clock {
   nowMs: number
 }
 
-function createTestAuthenticator(clock: Clock, overrides: Partial<AuthenticatorOptions> = {}): Authenticator {
-  return createAuthenticator({ keys: createSingleKeySet(TEST_SECRET), leewaySeconds: 30, now: () => clock.nowMs, ...overrides })
+function createTestAuthenticator(
+  clock: Clock,
+  overrides: Partial<AuthenticatorOptions> = {},
+): Authenticator {
+  return createAuthenticator({
+    keys: createSingleKeySet(TEST_SECRET),
+    leewaySeconds: 30,
+    now: () => clock.nowMs,
+    ...overrides,
+  })
 }
 
 /** Asserts an HttpError with a code and status; returns it. */
@@ -33,7 +47,9 @@ function assertHttpError(run: () => unknown, code: string, status: number): Http
 describe('createAuthenticator', () => {
   it('returns the claims of a valid token', () => {
     const auth = createTestAuthenticator({ nowMs: START_S * 1000 })
-    const claims = auth.authenticate(makeToken({ nowS: START_S, sub: 'alice', scope: 'users:read' }))
+    const claims = auth.authenticate(
+      makeToken({ nowS: START_S, sub: 'alice', scope: 'users:read' }),
+    )
     assert.equal(claims.sub, 'alice')
     assert.deepEqual([...claims.scopes], ['users:read'])
   })
@@ -48,7 +64,10 @@ describe('createAuthenticator', () => {
     const auth = createTestAuthenticator({ nowMs: START_S * 1000 })
     const token = makeToken({ nowS: START_S, secret: 'some-other-secret-of-at-least-32-bytes' })
     const error = assertHttpError(() => auth.authenticate(token), 'token_invalid', 401)
-    assert.match(error.headers['www-authenticate'] ?? '', /^Bearer realm="users", error="invalid_token"/)
+    assert.match(
+      error.headers['www-authenticate'] ?? '',
+      /^Bearer realm="users", error="invalid_token"/,
+    )
     assert.ok(error.cause instanceof TokenError)
     assert.equal(error.cause.reason, 'bad_signature')
     assert.ok(!error.detail.includes(token))
@@ -56,20 +75,48 @@ describe('createAuthenticator', () => {
 
   it('refuses an expired token with token_expired and error="invalid_token"', () => {
     const auth = createTestAuthenticator({ nowMs: START_S * 1000 })
-    const error = assertHttpError(() => auth.authenticate(makeToken({ nowS: START_S - 1000, ttl: 60 })), 'token_expired', 401)
-    assert.match(error.headers['www-authenticate'] ?? '', /^Bearer realm="users", error="invalid_token"/)
+    const error = assertHttpError(
+      () => auth.authenticate(makeToken({ nowS: START_S - 1000, ttl: 60 })),
+      'token_expired',
+      401,
+    )
+    assert.match(
+      error.headers['www-authenticate'] ?? '',
+      /^Bearer realm="users", error="invalid_token"/,
+    )
   })
 
   it('passes the issuer, audience and leeway on to verification', () => {
     const clock = { nowMs: START_S * 1000 }
-    const auth = createTestAuthenticator(clock, { issuer: 'iss', audience: 'aud', leewaySeconds: 0 })
-    const tokenWith = (claims: Record<string, unknown>, nowS = START_S): string => makeToken({ nowS, ttl: 60, claims })
+    const auth = createTestAuthenticator(clock, {
+      issuer: 'iss',
+      audience: 'aud',
+      leewaySeconds: 0,
+    })
+    const tokenWith = (claims: Record<string, unknown>, nowS = START_S): string =>
+      makeToken({ nowS, ttl: 60, claims })
     assert.equal(auth.authenticate(tokenWith({ iss: 'iss', aud: 'aud' })).sub, 'tester')
-    const wrongIssuer = assertHttpError(() => auth.authenticate(tokenWith({ iss: 'x', aud: 'aud' })), 'token_invalid', 401)
-    assert.ok(wrongIssuer.cause instanceof TokenError && wrongIssuer.cause.reason === 'wrong_issuer')
-    const wrongAudience = assertHttpError(() => auth.authenticate(tokenWith({ iss: 'iss', aud: 'x' })), 'token_invalid', 401)
-    assert.ok(wrongAudience.cause instanceof TokenError && wrongAudience.cause.reason === 'wrong_audience')
-    assertHttpError(() => auth.authenticate(tokenWith({ iss: 'iss', aud: 'aud' }, START_S - 61)), 'token_expired', 401)
+    const wrongIssuer = assertHttpError(
+      () => auth.authenticate(tokenWith({ iss: 'x', aud: 'aud' })),
+      'token_invalid',
+      401,
+    )
+    assert.ok(
+      wrongIssuer.cause instanceof TokenError && wrongIssuer.cause.reason === 'wrong_issuer',
+    )
+    const wrongAudience = assertHttpError(
+      () => auth.authenticate(tokenWith({ iss: 'iss', aud: 'x' })),
+      'token_invalid',
+      401,
+    )
+    assert.ok(
+      wrongAudience.cause instanceof TokenError && wrongAudience.cause.reason === 'wrong_audience',
+    )
+    assertHttpError(
+      () => auth.authenticate(tokenWith({ iss: 'iss', aud: 'aud' }, START_S - 61)),
+      'token_expired',
+      401,
+    )
   })
 
   describe('the verification cache', () => {
@@ -118,16 +165,23 @@ describe('createAuthenticator', () => {
       const auth = createTestAuthenticator(clock, { cacheSize: 2 })
       const tokens = ['a', 'b', 'c', 'd'].map((sub) => makeToken({ nowS: START_S, sub, ttl: 60 }))
       for (let round = 0; round < 3; round += 1) {
-        tokens.forEach((token, i) => { assert.equal(auth.authenticate(token).sub, ['a', 'b', 'c', 'd'][i]) })
+        tokens.forEach((token, i) => {
+          assert.equal(auth.authenticate(token).sub, ['a', 'b', 'c', 'd'][i])
+        })
       }
       clock.nowMs = (START_S + 91) * 1000
-      for (const token of tokens) assertHttpError(() => auth.authenticate(token), 'token_expired', 401)
+      for (const token of tokens)
+        assertHttpError(() => auth.authenticate(token), 'token_expired', 401)
     })
   })
 })
 
 describe('requireScope', () => {
-  const claimsWith = (scope: string): TokenClaims => ({ sub: 'x', exp: START_S, scopes: new Set(scope.split(' ').filter(Boolean)) })
+  const claimsWith = (scope: string): TokenClaims => ({
+    sub: 'x',
+    exp: START_S,
+    scopes: new Set(scope.split(' ').filter(Boolean)),
+  })
 
   it('lets a token with the scope pass', () => {
     for (const scope of SCOPES) requireScope(claimsWith(scope), scope)
@@ -139,11 +193,32 @@ describe('requireScope', () => {
     for (const needed of SCOPES) {
       for (const held of SCOPES) {
         if (held === needed) continue
-        const error = assertHttpError(() => { requireScope(claimsWith(held), needed) }, 'insufficient_scope', 403)
-        assert.equal(error.headers['www-authenticate'], `Bearer realm="users", error="insufficient_scope", scope="${needed}"`)
+        const error = assertHttpError(
+          () => {
+            requireScope(claimsWith(held), needed)
+          },
+          'insufficient_scope',
+          403,
+        )
+        assert.equal(
+          error.headers['www-authenticate'],
+          `Bearer realm="users", error="insufficient_scope", scope="${needed}"`,
+        )
       }
-      assertHttpError(() => { requireScope(claimsWith(''), needed) }, 'insufficient_scope', 403)
-      assertHttpError(() => { requireScope(claimsWith(needed.toUpperCase()), needed) }, 'insufficient_scope', 403)
+      assertHttpError(
+        () => {
+          requireScope(claimsWith(''), needed)
+        },
+        'insufficient_scope',
+        403,
+      )
+      assertHttpError(
+        () => {
+          requireScope(claimsWith(needed.toUpperCase()), needed)
+        },
+        'insufficient_scope',
+        403,
+      )
     }
   })
 })

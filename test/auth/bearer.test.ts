@@ -22,8 +22,18 @@ describe('readBearerToken', () => {
 
   it('finds no token without a header, with another scheme, or with an empty bearer token', () => {
     const headers = [
-      undefined, '', '   ', 'Basic dXNlcjpwYXNz', 'Token abc', 'Bearer', 'Bearer ', 'Bearer \t ', 'bearer',
-      'Bearerabc', 'Bearer:abc', 'abc.def.ghi',
+      undefined,
+      '',
+      '   ',
+      'Basic dXNlcjpwYXNz',
+      'Token abc',
+      'Bearer',
+      'Bearer ',
+      'Bearer \t ',
+      'bearer',
+      'Bearerabc',
+      'Bearer:abc',
+      'abc.def.ghi',
     ]
     for (const header of headers) {
       assert.equal(readBearerToken(header), undefined, JSON.stringify(header))

@@ -2,10 +2,16 @@ import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { describe, it } from 'node:test'
 
-import { KeyError, MIN_SECRET_BYTES, createSingleKeySet, parseKeyList, parseSecret } from '../../src/auth/keys.js'
-import { TokenError, verifyToken, type TokenRefusal } from '../../src/auth/verify-token.js'
+import {
+  createSingleKeySet,
+  KeyError,
+  MIN_SECRET_BYTES,
+  parseKeyList,
+  parseSecret,
+} from '../../src/auth/keys.js'
+import { TokenError, type TokenRefusal, verifyToken } from '../../src/auth/verify-token.js'
 import { b64url } from '../helpers/auth-tokens.js'
-import { TEST_SECRET, makeToken } from '../helpers/tokens.js'
+import { makeToken, TEST_SECRET } from '../helpers/tokens.js'
 
 const SECRET_A = 'rotation-secret-a-0123456789-abcdefghij'
 const SECRET_B = 'rotation-secret-b-0123456789-abcdefghij'
@@ -15,7 +21,10 @@ const SECRET_C = 'rotation-secret-c-0123456789-abcdefghij'
 function assertKeyError(run: () => unknown, variable: string, secret?: string): void {
   assert.throws(run, (error: unknown) => {
     assert.ok(error instanceof KeyError, `not a KeyError: ${String(error)}`)
-    assert.ok(error.message.includes(variable), `the message should name ${variable}: ${error.message}`)
+    assert.ok(
+      error.message.includes(variable),
+      `the message should name ${variable}: ${error.message}`,
+    )
     if (secret !== undefined && secret !== '') {
       assert.ok(!error.message.includes(secret), `the message shows the secret: ${error.message}`)
     }
@@ -77,7 +86,11 @@ describe('createSingleKeySet', () => {
 
   it('names JWT_SECRET (or the given name) when the secret is too short', () => {
     assertKeyError(() => createSingleKeySet('too-short'), 'JWT_SECRET', 'too-short')
-    assertKeyError(() => createSingleKeySet('too-short', 'JWT_SECRET from /data/.jwt-secret'), '/data/.jwt-secret', 'too-short')
+    assertKeyError(
+      () => createSingleKeySet('too-short', 'JWT_SECRET from /data/.jwt-secret'),
+      '/data/.jwt-secret',
+      'too-short',
+    )
   })
 })
 
@@ -86,7 +99,10 @@ describe('parseKeyList', () => {
     const bytes = randomBytes(32)
     const set = parseKeyList(` k1 = ${SECRET_A} ,k.2_-B=base64url:${b64url(bytes)}`)
     assert.equal(set.byKid, true)
-    assert.deepEqual(set.keys.map((key) => key.kid), ['k1', 'k.2_-B'])
+    assert.deepEqual(
+      set.keys.map((key) => key.kid),
+      ['k1', 'k.2_-B'],
+    )
     assert.deepEqual(set.keys[0]?.secret, Buffer.from(SECRET_A))
     assert.deepEqual(set.keys[1]?.secret, bytes)
   })
@@ -157,8 +173,17 @@ describe('key rotation', () => {
 
   it('ignores the kid with a single secret', () => {
     const single = createSingleKeySet(SECRET_A)
-    assert.equal(reasonOf(makeToken({ secret: SECRET_A, header: { kid: 'anything' } }), single), 'accepted')
-    assert.equal(reasonOf(makeToken({ secret: SECRET_A, header: { kid: 'k2' } }), single), 'accepted')
-    assert.equal(reasonOf(makeToken({ secret: SECRET_B, header: { kid: 'k2' } }), single), 'bad_signature')
+    assert.equal(
+      reasonOf(makeToken({ secret: SECRET_A, header: { kid: 'anything' } }), single),
+      'accepted',
+    )
+    assert.equal(
+      reasonOf(makeToken({ secret: SECRET_A, header: { kid: 'k2' } }), single),
+      'accepted',
+    )
+    assert.equal(
+      reasonOf(makeToken({ secret: SECRET_B, header: { kid: 'k2' } }), single),
+      'bad_signature',
+    )
   })
 })

@@ -1,29 +1,51 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { MAX_TOKEN_BYTES, createAuthenticator, type Authenticator, type AuthenticatorOptions } from '../../src/auth/authenticate.js'
+import {
+  type Authenticator,
+  type AuthenticatorOptions,
+  createAuthenticator,
+  MAX_TOKEN_BYTES,
+} from '../../src/auth/authenticate.js'
 import { createSingleKeySet } from '../../src/auth/keys.js'
 import { HttpError } from '../../src/http/problem.js'
-import { TEST_SECRET, makeToken } from '../helpers/tokens.js'
+import { makeToken, TEST_SECRET } from '../helpers/tokens.js'
 
 const START_S = 1_900_000_000
 
-function createTestAuthenticator(clock: { nowMs: number }, overrides: Partial<AuthenticatorOptions> = {}): Authenticator {
-  return createAuthenticator({ keys: createSingleKeySet(TEST_SECRET), leewaySeconds: 30, now: () => clock.nowMs, ...overrides })
+function createTestAuthenticator(
+  clock: { nowMs: number },
+  overrides: Partial<AuthenticatorOptions> = {},
+): Authenticator {
+  return createAuthenticator({
+    keys: createSingleKeySet(TEST_SECRET),
+    leewaySeconds: 30,
+    now: () => clock.nowMs,
+    ...overrides,
+  })
 }
 
 /** A correctly signed token of about `length` characters (its `pad` claim sets the size). */
 function bigToken(sub: string, length: number, ttl = 600): string {
   const base = makeToken({ nowS: START_S, sub, ttl }).length
-  return makeToken({ nowS: START_S, sub, ttl, claims: { pad: 'p'.repeat(Math.max(0, Math.floor((length - base - 10) * 3 / 4))) } })
+  return makeToken({
+    nowS: START_S,
+    sub,
+    ttl,
+    claims: { pad: 'p'.repeat(Math.max(0, Math.floor(((length - base - 10) * 3) / 4))) },
+  })
 }
 
 /** A correctly signed token of exactly `length` characters. */
 function tokenOfLength(length: number): string {
   const make = (pad: number, headerPad: number): string =>
-    makeToken({ nowS: START_S, claims: { pad: 'p'.repeat(pad) }, header: { x: 'h'.repeat(headerPad) } })
+    makeToken({
+      nowS: START_S,
+      claims: { pad: 'p'.repeat(pad) },
+      header: { x: 'h'.repeat(headerPad) },
+    })
   // Each 3 bytes of claims add 4 characters: start just below the size asked for.
-  const start = Math.max(0, Math.floor((length - make(0, 0).length) * 3 / 4) - 8)
+  const start = Math.max(0, Math.floor(((length - make(0, 0).length) * 3) / 4) - 8)
   for (let headerPad = 0; headerPad < 3; headerPad += 1) {
     for (let pad = start; pad < start + 16; pad += 1) {
       if (make(pad, headerPad).length === length) return make(pad, headerPad)
@@ -33,7 +55,10 @@ function tokenOfLength(length: number): string {
 }
 
 function assertRefused(auth: Authenticator, token: string, code: string): void {
-  assert.throws(() => auth.authenticate(token), (error: unknown) => error instanceof HttpError && error.code === code && error.status === 401)
+  assert.throws(
+    () => auth.authenticate(token),
+    (error: unknown) => error instanceof HttpError && error.code === code && error.status === 401,
+  )
 }
 
 describe('tokens over MAX_TOKEN_BYTES', () => {
@@ -71,7 +96,10 @@ describe('the verification cache', () => {
       const { cachedBytes, cached } = auth.stats()
       assert.ok(cachedBytes <= cacheBytes, `${cachedBytes} bytes held after ${i + 1} tokens`)
       // An estimate that left out the token text would bound nothing.
-      assert.ok(cachedBytes >= cached * token.length, `${cached} tokens of ${token.length} counted as ${cachedBytes} bytes`)
+      assert.ok(
+        cachedBytes >= cached * token.length,
+        `${cached} tokens of ${token.length} counted as ${cachedBytes} bytes`,
+      )
       largest = Math.max(largest, cached)
     }
     assert.equal(auth.stats().verifications, 1000)
@@ -119,6 +147,9 @@ describe('the verification cache', () => {
     assert.ok(auth.stats().cachedBytes >= short.length)
     clock.nowMs = (START_S + 11) * 1000
     assertRefused(auth, short, 'token_expired')
-    assert.deepEqual({ ...auth.stats(), verifications: 0 }, { cached: 0, cachedBytes: 0, verifications: 0 })
+    assert.deepEqual(
+      { ...auth.stats(), verifications: 0 },
+      { cached: 0, cachedBytes: 0, verifications: 0 },
+    )
   })
 })

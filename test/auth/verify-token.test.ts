@@ -1,13 +1,27 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { createSingleKeySet, parseKeyList, type KeySet } from '../../src/auth/keys.js'
+import { createSingleKeySet, type KeySet, parseKeyList } from '../../src/auth/keys.js'
 import { signToken } from '../../src/auth/sign-token.js'
-import { TokenError, verifyToken, type TokenClaims, type TokenRefusal, type VerifyOptions } from '../../src/auth/verify-token.js'
 import {
-  RFC7515_EXP, RFC7515_K, RFC7515_TOKEN, b64url, flipChar, nonCanonical, partIndexes, signParts, signText,
+  type TokenClaims,
+  TokenError,
+  type TokenRefusal,
+  type VerifyOptions,
+  verifyToken,
+} from '../../src/auth/verify-token.js'
+import {
+  b64url,
+  flipChar,
+  nonCanonical,
+  partIndexes,
+  RFC7515_EXP,
+  RFC7515_K,
+  RFC7515_TOKEN,
+  signParts,
+  signText,
 } from '../helpers/auth-tokens.js'
-import { TEST_SECRET, makeToken, signJwt } from '../helpers/tokens.js'
+import { makeToken, signJwt, TEST_SECRET } from '../helpers/tokens.js'
 
 const NOW_S = 1_900_000_000
 const KEYS = createSingleKeySet(TEST_SECRET)
@@ -27,16 +41,26 @@ function verify(text: string, overrides: Partial<VerifyOptions> = {}): TokenClai
 }
 
 /** Asserts that verification throws a TokenError with this reason (and the matching code). */
-function assertRefused(text: string, reason: TokenRefusal, overrides: Partial<VerifyOptions> = {}): void {
-  assert.throws(() => verify(text, overrides), (error: unknown) => {
-    assert.ok(error instanceof TokenError, `not a TokenError: ${String(error)}`)
-    assert.equal(error.reason, reason, `token ${text}`)
-    assert.equal(error.code, reason === 'expired' ? 'token_expired' : 'token_invalid')
-    return true
-  })
+function assertRefused(
+  text: string,
+  reason: TokenRefusal,
+  overrides: Partial<VerifyOptions> = {},
+): void {
+  assert.throws(
+    () => verify(text, overrides),
+    (error: unknown) => {
+      assert.ok(error instanceof TokenError, `not a TokenError: ${String(error)}`)
+      assert.equal(error.reason, reason, `token ${text}`)
+      assert.equal(error.code, reason === 'expired' ? 'token_expired' : 'token_invalid')
+      return true
+    },
+  )
 }
 
-function refusalOf(text: string, overrides: Partial<VerifyOptions> = {}): TokenRefusal | 'accepted' {
+function refusalOf(
+  text: string,
+  overrides: Partial<VerifyOptions> = {},
+): TokenRefusal | 'accepted' {
   try {
     verify(text, overrides)
     return 'accepted'
@@ -80,7 +104,10 @@ describe('verifyToken', () => {
       const [listed] = list.keys
       assert.ok(listed !== undefined)
       const signed = signToken(claims, { key: listed, alg: 'HS512' })
-      assert.deepEqual(JSON.parse(Buffer.from(signed.split('.')[0] ?? '', 'base64url').toString()), { alg: 'HS512', typ: 'JWT', kid: 'k1' })
+      assert.deepEqual(
+        JSON.parse(Buffer.from(signed.split('.')[0] ?? '', 'base64url').toString()),
+        { alg: 'HS512', typ: 'JWT', kid: 'k1' },
+      )
       assert.equal(verify(signed, { keys: list }).sub, 'signed')
     })
   })
@@ -90,7 +117,15 @@ describe('verifyToken', () => {
     const [h = '', p = '', s = ''] = valid.split('.')
 
     it('refuses a token that does not have three parts', () => {
-      for (const text of ['', 'abc', `${h}.${p}`, `${h}.${p}.${s}.${s}`, `${h}.${p}.${s}.`, '..', '...']) {
+      for (const text of [
+        '',
+        'abc',
+        `${h}.${p}`,
+        `${h}.${p}.${s}.${s}`,
+        `${h}.${p}.${s}.`,
+        '..',
+        '...',
+      ]) {
         assertRefused(text, 'malformed')
       }
     })
@@ -139,7 +174,11 @@ describe('verifyToken', () => {
     })
 
     it('refuses a header that is not UTF-8', () => {
-      const bytes = Buffer.concat([Buffer.from('{"alg":"HS256","x":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')])
+      const bytes = Buffer.concat([
+        Buffer.from('{"alg":"HS256","x":"'),
+        Buffer.from([0xff, 0xfe]),
+        Buffer.from('"}'),
+      ])
       assertRefused(signParts(b64url(bytes), PAYLOAD), 'bad_header')
     })
 
@@ -164,9 +203,23 @@ describe('verifyToken', () => {
 
   describe('unsupported_alg', () => {
     const cases: Record<string, unknown>[] = [
-      { alg: 'none' }, { alg: 'None' }, { alg: 'RS256' }, { alg: 'ES256' }, { alg: 'PS256' }, { alg: 'EdDSA' },
-      { alg: 'hs256' }, { alg: 'HS256 ' }, { alg: 'HS1' }, { alg: '' }, { alg: 256 }, { alg: null }, { alg: ['HS256'] },
-      { alg: 'constructor' }, { alg: '__proto__' }, { alg: 'toString' }, {},
+      { alg: 'none' },
+      { alg: 'None' },
+      { alg: 'RS256' },
+      { alg: 'ES256' },
+      { alg: 'PS256' },
+      { alg: 'EdDSA' },
+      { alg: 'hs256' },
+      { alg: 'HS256 ' },
+      { alg: 'HS1' },
+      { alg: '' },
+      { alg: 256 },
+      { alg: null },
+      { alg: ['HS256'] },
+      { alg: 'constructor' },
+      { alg: '__proto__' },
+      { alg: 'toString' },
+      {},
     ]
     for (const header of cases) {
       it(`refuses ${JSON.stringify(header)} before any signature work`, () => {
@@ -216,7 +269,10 @@ describe('verifyToken', () => {
       const valid = token()
       for (const index of partIndexes(valid, 0)) {
         const reason = refusalOf(flipChar(valid, index))
-        assert.ok(['bad_signature', 'bad_header', 'unsupported_alg', 'malformed'].includes(reason), `index ${index}: ${reason}`)
+        assert.ok(
+          ['bad_signature', 'bad_header', 'unsupported_alg', 'malformed'].includes(reason),
+          `index ${index}: ${reason}`,
+        )
       }
     })
 
@@ -225,15 +281,24 @@ describe('verifyToken', () => {
       const hs512 = signParts(b64url('{"alg":"HS256","typ":"JWT"}'), PAYLOAD, TEST_SECRET, 'HS512')
       assert.ok(hs512.startsWith(input))
       assertRefused(hs512, 'bad_signature')
-      assertRefused(signJwt({ sub: 'x', exp: NOW_S + 60 }, { alg: 'HS512' }, TEST_SECRET, 'HS256'), 'bad_signature')
-      assertRefused(signJwt({ sub: 'x', exp: NOW_S + 60 }, { alg: 'HS384' }, TEST_SECRET, 'HS512'), 'bad_signature')
+      assertRefused(
+        signJwt({ sub: 'x', exp: NOW_S + 60 }, { alg: 'HS512' }, TEST_SECRET, 'HS256'),
+        'bad_signature',
+      )
+      assertRefused(
+        signJwt({ sub: 'x', exp: NOW_S + 60 }, { alg: 'HS384' }, TEST_SECRET, 'HS512'),
+        'bad_signature',
+      )
     })
 
     it('refuses a signature cut short or lengthened', () => {
       const [h = '', p = '', s = ''] = token().split('.')
       const bytes = Buffer.from(s, 'base64url')
       assertRefused(`${h}.${p}.${b64url(bytes.subarray(0, 31))}`, 'bad_signature')
-      assertRefused(`${h}.${p}.${b64url(Buffer.concat([bytes, Buffer.from([0])]))}`, 'bad_signature')
+      assertRefused(
+        `${h}.${p}.${b64url(Buffer.concat([bytes, Buffer.from([0])]))}`,
+        'bad_signature',
+      )
       assertRefused(`${h}.${p}.${b64url(Buffer.alloc(32))}`, 'bad_signature')
     })
 
@@ -251,7 +316,11 @@ describe('verifyToken', () => {
     })
 
     it('refuses a signed payload that is not UTF-8', () => {
-      const bytes = Buffer.concat([Buffer.from(`{"exp":${NOW_S + 60},"sub":"`), Buffer.from([0xc3, 0x28]), Buffer.from('"}')])
+      const bytes = Buffer.concat([
+        Buffer.from(`{"exp":${NOW_S + 60},"sub":"`),
+        Buffer.from([0xc3, 0x28]),
+        Buffer.from('"}'),
+      ])
       assertRefused(signParts(HEADER, b64url(bytes)), 'bad_payload')
     })
   })
@@ -267,18 +336,31 @@ describe('verifyToken', () => {
       const exp = NOW_S - 3600
       assertRefused(token({ exp, sub: undefined }), 'expired')
       assertRefused(token({ exp, sub: '' }), 'expired')
-      assertRefused(token({ exp, iss: 'elsewhere' }), 'expired', { issuer: 'https://issuer.example' })
+      assertRefused(token({ exp, iss: 'elsewhere' }), 'expired', {
+        issuer: 'https://issuer.example',
+      })
       assertRefused(token({ exp, aud: 'elsewhere' }), 'expired', { audience: 'users-api' })
       assertRefused(token({ exp, nbf: NOW_S + 3600 }), 'expired')
       assertRefused(token({ exp, iat: NOW_S + 3600 }), 'expired')
       assertRefused(token({ exp, scope: 42 }), 'expired')
-      assertRefused(token({ exp, sub: undefined, iss: undefined, nbf: 'soon', scope: ['x'] }), 'expired', { issuer: 'i', audience: 'a' })
+      assertRefused(
+        token({ exp, sub: undefined, iss: undefined, nbf: 'soon', scope: ['x'] }),
+        'expired',
+        { issuer: 'i', audience: 'a' },
+      )
     })
   })
 
   describe('missing_exp', () => {
     it('refuses a token without a numeric exp', () => {
-      for (const exp of [undefined, null, String(NOW_S + 60), true, [NOW_S + 60], { value: NOW_S + 60 }]) {
+      for (const exp of [
+        undefined,
+        null,
+        String(NOW_S + 60),
+        true,
+        [NOW_S + 60],
+        { value: NOW_S + 60 },
+      ]) {
         assertRefused(token({ exp }), 'missing_exp')
       }
     })
@@ -323,13 +405,33 @@ describe('verifyToken', () => {
 
   describe('bad_sub', () => {
     it('refuses a sub holding a C0, DEL or C1 control character (NUL included) or a lone surrogate', () => {
-      for (const sub of ['\u0000', 'a\u0000b', 'tab\there', 'cr\r', '\u001F', 'del\u007F', 'c1\u0080', '\u009F', 'high\uD800', '\uDC00low', '\uDBFF']) {
+      for (const sub of [
+        '\u0000',
+        'a\u0000b',
+        'tab\there',
+        'cr\r',
+        '\u001F',
+        'del\u007F',
+        'c1\u0080',
+        '\u009F',
+        'high\uD800',
+        '\uDC00low',
+        '\uDBFF',
+      ]) {
         assertRefused(token({ sub }), 'bad_sub')
       }
     })
 
     it('takes any other sub, non-ASCII and astral characters included', () => {
-      for (const sub of ['tester', 'svc:import', 'Zoë Ångström', '\u00A0nbsp', 'math 𝒳 \uD83D\uDE00', '0193a5f2-7c1e-7d3a-9b2f-1c2d3e4f5a6b', ' ']) {
+      for (const sub of [
+        'tester',
+        'svc:import',
+        'Zoë Ångström',
+        '\u00A0nbsp',
+        'math 𝒳 \uD83D\uDE00',
+        '0193a5f2-7c1e-7d3a-9b2f-1c2d3e4f5a6b',
+        ' ',
+      ]) {
         assert.equal(verify(token({ sub })).sub, sub)
       }
     })
@@ -364,7 +466,10 @@ describe('verifyToken', () => {
 
     it('checks the issuer before the audience', () => {
       assertRefused(token({ iss: 'x', aud: 'y' }), 'wrong_issuer', { issuer, audience })
-      assert.equal(verify(token({ iss: issuer, aud: [audience] }), { issuer, audience }).sub, 'tester')
+      assert.equal(
+        verify(token({ iss: issuer, aud: [audience] }), { issuer, audience }).sub,
+        'tester',
+      )
     })
   })
 
@@ -398,8 +503,20 @@ describe('verifyToken', () => {
   describe('TokenError', () => {
     it('maps expired to token_expired and every other reason to token_invalid', () => {
       const reasons: TokenRefusal[] = [
-        'malformed', 'bad_header', 'unsupported_alg', 'unknown_kid', 'bad_signature', 'bad_payload', 'missing_exp',
-        'not_yet_valid', 'issued_in_future', 'missing_sub', 'bad_sub', 'wrong_issuer', 'wrong_audience', 'bad_scope',
+        'malformed',
+        'bad_header',
+        'unsupported_alg',
+        'unknown_kid',
+        'bad_signature',
+        'bad_payload',
+        'missing_exp',
+        'not_yet_valid',
+        'issued_in_future',
+        'missing_sub',
+        'bad_sub',
+        'wrong_issuer',
+        'wrong_audience',
+        'bad_scope',
       ]
       for (const reason of reasons) {
         const error = new TokenError(reason)
@@ -414,7 +531,9 @@ describe('verifyToken', () => {
     const keys: KeySet = createSingleKeySet(`base64url:${RFC7515_K}`)
 
     it('has a header with CRLFs, which the signature covers as received', () => {
-      const headerText = Buffer.from(RFC7515_TOKEN.split('.')[0] ?? '', 'base64url').toString('utf8')
+      const headerText = Buffer.from(RFC7515_TOKEN.split('.')[0] ?? '', 'base64url').toString(
+        'utf8',
+      )
       assert.ok(headerText.includes('\r\n'), JSON.stringify(headerText))
       // The same header re-encoded without the CRLFs no longer matches the signature.
       const [, p = '', s = ''] = RFC7515_TOKEN.split('.')
@@ -433,13 +552,19 @@ describe('verifyToken', () => {
     })
 
     it('is not signed by the key text itself (the base64url: prefix decodes the key)', () => {
-      assertRefused(RFC7515_TOKEN, 'bad_signature', { keys: createSingleKeySet(RFC7515_K), nowMs: 1_300_819_000_000 })
+      assertRefused(RFC7515_TOKEN, 'bad_signature', {
+        keys: createSingleKeySet(RFC7515_K),
+        nowMs: 1_300_819_000_000,
+      })
     })
 
     it('is token_invalid after any one character changes, in each part', () => {
       for (const part of [0, 1, 2] as const) {
         for (const index of partIndexes(RFC7515_TOKEN, part)) {
-          const reason = refusalOf(flipChar(RFC7515_TOKEN, index), { keys, nowMs: 1_300_819_000_000 })
+          const reason = refusalOf(flipChar(RFC7515_TOKEN, index), {
+            keys,
+            nowMs: 1_300_819_000_000,
+          })
           assert.notEqual(reason, 'accepted', `index ${index}`)
           assert.notEqual(reason, 'expired', `index ${index}`)
           assert.notEqual(reason, 'missing_sub', `index ${index}: the change went unnoticed`)
@@ -479,7 +604,9 @@ describe('verifyToken: a kid with a single secret', () => {
   })
 
   it('still looks the kid up with a key list', () => {
-    assertRefused(token({}, { kid: 'whatever' }), 'unknown_kid', { keys: parseKeyList(`k1=${TEST_SECRET}`) })
+    assertRefused(token({}, { kid: 'whatever' }), 'unknown_kid', {
+      keys: parseKeyList(`k1=${TEST_SECRET}`),
+    })
   })
 })
 

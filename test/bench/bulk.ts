@@ -14,7 +14,15 @@ import { fileURLToPath } from 'node:url'
 
 import { DurableDirectory } from '../../src/store/file/atomic-write.js'
 import { createDatabase, POSTGRES_URL } from './postgres-cases.js'
-import { installCleanup, makeTempRoot, rssMb, type Server, SERVICE_BENCH_ENV, startServer, stopServer } from './procs.js'
+import {
+  installCleanup,
+  makeTempRoot,
+  rssMb,
+  SERVICE_BENCH_ENV,
+  type Server,
+  startServer,
+  stopServer,
+} from './procs.js'
 import { makeToken } from './token.js'
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
@@ -24,7 +32,9 @@ const CONCURRENCY = 64
 const SECRET = randomBytes(24).toString('hex')
 const AUTH = `Bearer ${makeToken(SECRET)}`
 
-const log = (line: string): void => { process.stdout.write(`${line}\n`) }
+const log = (line: string): void => {
+  process.stdout.write(`${line}\n`)
+}
 const rate = (count: number, ms: number): number => Math.round(count / (ms / 1000))
 
 installCleanup()
@@ -45,7 +55,13 @@ const newDir = async (prefix: string): Promise<string> => {
 async function diskRate(count: number, durable: boolean): Promise<number> {
   const dir = await newDir(durable ? 'disk-durable' : 'disk-bare')
   const directory = await DurableDirectory.open(dir)
-  const body = JSON.stringify({ id: '0'.repeat(36), email: 'someone@example.com', name: 'Someone', status: 'pending', metadata: {} })
+  const body = JSON.stringify({
+    id: '0'.repeat(36),
+    email: 'someone@example.com',
+    name: 'Someone',
+    status: 'pending',
+    metadata: {},
+  })
   const bare = async (i: number): Promise<void> => {
     const temp = join(dir, `.${i}.tmp`)
     const file = await open(temp, 'wx', 0o600)
@@ -55,12 +71,14 @@ async function diskRate(count: number, durable: boolean): Promise<number> {
   }
   let next = 0
   const started = performance.now()
-  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
-    while (next < count) {
-      const i = next++
-      await (durable ? directory.writeFile(`${i}.json`, body) : bare(i))
-    }
-  }))
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (next < count) {
+        const i = next++
+        await (durable ? directory.writeFile(`${i}.json`, body) : bare(i))
+      }
+    }),
+  )
   const ms = performance.now() - started
   await directory.close()
   await rm(dir, { recursive: true, force: true })
@@ -73,33 +91,49 @@ async function startService(env: NodeJS.ProcessEnv): Promise<Server> {
     command: process.execPath,
     args: [MAIN],
     cwd: ROOT,
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', JWT_SECRET: SECRET, WORKERS: undefined, ...SERVICE_BENCH_ENV, ...env },
+    env: {
+      ...process.env,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      JWT_SECRET: SECRET,
+      WORKERS: undefined,
+      ...SERVICE_BENCH_ENV,
+      ...env,
+    },
     readyz: true,
     timeoutMs: 120_000,
   })
 }
 
 /** Streams `count` new-user lines into POST /users:import; resolves with the statuses seen. */
-function importUsers(url: string, count: number): Promise<{ ms: number, statuses: Map<number, number> }> {
+function importUsers(
+  url: string,
+  count: number,
+): Promise<{ ms: number; statuses: Map<number, number> }> {
   return new Promise((resolvePromise, reject) => {
     const started = performance.now()
     const statuses = new Map<number, number>()
-    const req = request(`${url}/users:import`, {
-      method: 'POST', headers: { authorization: AUTH, 'content-type': 'application/x-ndjson' },
-    }, (res) => {
-      let rest = ''
-      res.setEncoding('utf8')
-      res.on('data', (chunk: string) => {
-        const lines = (rest + chunk).split('\n')
-        rest = lines.pop() ?? ''
-        for (const line of lines) {
-          const status = (JSON.parse(line) as { status: number }).status
-          statuses.set(status, (statuses.get(status) ?? 0) + 1)
-        }
-      })
-      res.on('end', () => resolvePromise({ ms: performance.now() - started, statuses }))
-      res.on('error', reject)
-    })
+    const req = request(
+      `${url}/users:import`,
+      {
+        method: 'POST',
+        headers: { authorization: AUTH, 'content-type': 'application/x-ndjson' },
+      },
+      (res) => {
+        let rest = ''
+        res.setEncoding('utf8')
+        res.on('data', (chunk: string) => {
+          const lines = (rest + chunk).split('\n')
+          rest = lines.pop() ?? ''
+          for (const line of lines) {
+            const status = (JSON.parse(line) as { status: number }).status
+            statuses.set(status, (statuses.get(status) ?? 0) + 1)
+          }
+        })
+        res.on('end', () => resolvePromise({ ms: performance.now() - started, statuses }))
+        res.on('error', reject)
+      },
+    )
     req.on('error', reject)
     const tag = randomBytes(4).toString('hex')
     let sent = 0
@@ -121,11 +155,16 @@ function importUsers(url: string, count: number): Promise<{ ms: number, statuses
 }
 
 /** Reads GET /users:export to its end, sampling the service's RSS; resolves with lines and the RSS growth. */
-function exportUsers(url: string, pid: number): Promise<{ ms: number, lines: number, rssGrowthMb: number }> {
+function exportUsers(
+  url: string,
+  pid: number,
+): Promise<{ ms: number; lines: number; rssGrowthMb: number }> {
   return new Promise((resolvePromise, reject) => {
     const before = rssMb(pid)
     let peak = before
-    const sampler = setInterval(() => { peak = Math.max(peak, rssMb(pid)) }, 20)
+    const sampler = setInterval(() => {
+      peak = Math.max(peak, rssMb(pid))
+    }, 20)
     const started = performance.now()
     const req = request(`${url}/users:export`, { headers: { authorization: AUTH } }, (res) => {
       let lines = 0
@@ -144,23 +183,52 @@ function exportUsers(url: string, pid: number): Promise<{ ms: number, lines: num
   })
 }
 
-interface Row { readonly label: string, readonly value: string, readonly target: string, readonly pass: boolean | null }
+interface Row {
+  readonly label: string
+  readonly value: string
+  readonly target: string
+  readonly pass: boolean | null
+}
 const rows: Row[] = []
 
-async function bulkCase(store: string, env: NodeJS.ProcessEnv, importTarget: number, close: () => Promise<void>): Promise<void> {
+async function bulkCase(
+  store: string,
+  env: NodeJS.ProcessEnv,
+  importTarget: number,
+  close: () => Promise<void>,
+): Promise<void> {
   log(`\n== ${store}: import and export of ${USERS} users`)
   const service = await startService(env)
   try {
     const imported = await importUsers(service.url, USERS)
     const created = imported.statuses.get(201) ?? 0
     const importRate = rate(created, imported.ms)
-    log(`  import: ${created} created in ${(imported.ms / 1000).toFixed(1)} s, ${importRate} users/s; statuses ${JSON.stringify([...imported.statuses])}`)
-    rows.push({ label: `import, ${store}`, value: `${importRate} users/s`, target: `>= ${importTarget}`, pass: created === USERS && importRate >= importTarget })
+    log(
+      `  import: ${created} created in ${(imported.ms / 1000).toFixed(1)} s, ${importRate} users/s; statuses ${JSON.stringify([...imported.statuses])}`,
+    )
+    rows.push({
+      label: `import, ${store}`,
+      value: `${importRate} users/s`,
+      target: `>= ${importTarget}`,
+      pass: created === USERS && importRate >= importTarget,
+    })
     const exported = await exportUsers(service.url, service.pid)
     const exportRate = rate(exported.lines, exported.ms)
-    log(`  export: ${exported.lines} lines in ${(exported.ms / 1000).toFixed(2)} s, ${exportRate} users/s, RSS +${exported.rssGrowthMb.toFixed(1)} MB`)
-    rows.push({ label: `export, ${store}`, value: `${exportRate} users/s`, target: '>= 50000', pass: exported.lines === USERS && exportRate >= 50_000 })
-    rows.push({ label: `export RSS growth, ${store}`, value: `${exported.rssGrowthMb.toFixed(1)} MB`, target: '< 20 MB', pass: exported.rssGrowthMb < 20 })
+    log(
+      `  export: ${exported.lines} lines in ${(exported.ms / 1000).toFixed(2)} s, ${exportRate} users/s, RSS +${exported.rssGrowthMb.toFixed(1)} MB`,
+    )
+    rows.push({
+      label: `export, ${store}`,
+      value: `${exportRate} users/s`,
+      target: '>= 50000',
+      pass: exported.lines === USERS && exportRate >= 50_000,
+    })
+    rows.push({
+      label: `export RSS growth, ${store}`,
+      value: `${exported.rssGrowthMb.toFixed(1)} MB`,
+      target: '< 20 MB',
+      pass: exported.rssGrowthMb < 20,
+    })
   } catch (error) {
     log(`  failed: ${String(error)}\n  the service's last words:\n${service.stderrTail()}`)
     rows.push({ label: `bulk, ${store}`, value: 'error', target: '', pass: false })
@@ -173,19 +241,38 @@ async function bulkCase(store: string, env: NodeJS.ProcessEnv, importTarget: num
 log(`bulk benchmark: ${USERS} users, Node ${process.version}, temp root ${tempRoot}`)
 log('\n== the disk alone (same file system as the data directories)')
 const durable = await diskRate(USERS, true)
-log(`  files written as the store writes one (temp, fsync, rename, shared directory fsync): ${durable}/s`)
+log(
+  `  files written as the store writes one (temp, fsync, rename, shared directory fsync): ${durable}/s`,
+)
 const bare = await diskRate(USERS, false)
 log(`  files created and renamed, no fsync at all: ${bare}/s`)
-rows.push({ label: 'disk: durable file writes', value: `${durable}/s`, target: 'reference', pass: null })
-rows.push({ label: 'disk: bare file creation', value: `${bare}/s`, target: 'reference', pass: null })
+rows.push({
+  label: 'disk: durable file writes',
+  value: `${durable}/s`,
+  target: 'reference',
+  pass: null,
+})
+rows.push({
+  label: 'disk: bare file creation',
+  value: `${bare}/s`,
+  target: 'reference',
+  pass: null,
+})
 
 const fileDir = await newDir('data')
-await bulkCase('file store', { DATA_DIR: fileDir, DATABASE_URL: undefined }, 10_000, () => rm(fileDir, { recursive: true, force: true }))
+await bulkCase('file store', { DATA_DIR: fileDir, DATABASE_URL: undefined }, 10_000, () =>
+  rm(fileDir, { recursive: true, force: true }),
+)
 if (POSTGRES_URL === undefined) {
   log('\n== PostgreSQL skipped: DATABASE_URL is not set (scripts/with-postgres.sh npm run bench)')
 } else {
   const db = await createDatabase()
-  await bulkCase('PostgreSQL', { DATA_DIR: await newDir('pg-data'), DATABASE_URL: db.url }, 5_000, db.drop)
+  await bulkCase(
+    'PostgreSQL',
+    { DATA_DIR: await newDir('pg-data'), DATABASE_URL: db.url },
+    5_000,
+    db.drop,
+  )
 }
 
 log('\n== summary')

@@ -10,20 +10,26 @@
 import { loadavg } from 'node:os'
 import { performance } from 'node:perf_hooks'
 
-import { PROJECT_ROOT } from '../helpers/child.js'
 import { findEngine, TARGETS, waitForHealthz } from '../container/engine.js'
+import { PROJECT_ROOT } from '../helpers/child.js'
 
 const RUNS = Number(process.env['BENCH_CONTAINER_RUNS'] ?? '7')
 if (!Number.isInteger(RUNS) || RUNS < 1) {
-  process.stderr.write(`BENCH_CONTAINER_RUNS must be a positive integer, got ${JSON.stringify(process.env['BENCH_CONTAINER_RUNS'])}\n`)
+  process.stderr.write(
+    `BENCH_CONTAINER_RUNS must be a positive integer, got ${JSON.stringify(process.env['BENCH_CONTAINER_RUNS'])}\n`,
+  )
   process.exit(1)
 }
 
-const log = (line: string): void => { process.stderr.write(`${line}\n`) }
+const log = (line: string): void => {
+  process.stderr.write(`${line}\n`)
+}
 const median = (values: readonly number[]): number => {
   const sorted = [...values].sort((a, b) => a - b)
   const mid = Math.floor(sorted.length / 2)
-  return sorted.length % 2 === 1 ? sorted[mid] ?? Number.NaN : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2
+  return sorted.length % 2 === 1
+    ? (sorted[mid] ?? Number.NaN)
+    : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2
 }
 const spread = (values: readonly number[]): string =>
   `${median(values).toFixed(0)} ms (${Math.min(...values).toFixed(0)}–${Math.max(...values).toFixed(0)})`
@@ -37,7 +43,9 @@ if (typeof engine === 'string') {
 const rows: string[] = []
 const made = { containers: [] as string[], volumes: [] as string[], images: [] as string[] }
 const cleanup = (): Promise<void> => engine.remove(made)
-process.once('SIGINT', () => { void cleanup().then(() => process.exit(130)) })
+process.once('SIGINT', () => {
+  void cleanup().then(() => process.exit(130))
+})
 
 try {
   for (const target of TARGETS) {
@@ -46,7 +54,9 @@ try {
     log(`${target.name}: building`)
     const since = performance.now()
     await engine.must(engine.buildArgs(image, target, PROJECT_ROOT), 900_000)
-    log(`${target.name}: built in ${((performance.now() - since) / 1000).toFixed(1)} s (with the engine's build cache)`)
+    log(
+      `${target.name}: built in ${((performance.now() - since) / 1000).toFixed(1)} s (with the engine's build cache)`,
+    )
     const size = Number(await engine.inspect(image, '{{.Size}}'))
     const ready: number[] = []
     const stops: number[] = []
@@ -56,29 +66,53 @@ try {
       made.containers.push(name)
       made.volumes.push(name)
       const started = performance.now()
-      await engine.must(['run', '-d', '--name', name, '-p', '127.0.0.1::8080', '-v', `${name}:/data`, ...engine.readOnlyArgs(), image])
-      ready.push(await waitForHealthz(`http://127.0.0.1:${await engine.hostPort(name)}`, started, 30_000))
+      await engine.must([
+        'run',
+        '-d',
+        '--name',
+        name,
+        '-p',
+        '127.0.0.1::8080',
+        '-v',
+        `${name}:/data`,
+        ...engine.readOnlyArgs(),
+        image,
+      ])
+      ready.push(
+        await waitForHealthz(`http://127.0.0.1:${await engine.hostPort(name)}`, started, 30_000),
+      )
       const startedAt = Date.parse(await engine.inspect(name, '{{.State.StartedAt}}'))
-      const listening = /"time":"([^"]+)","level":"info","msg":"listening"/.exec(await engine.logs(name))?.[1]
-      if (listening === undefined || Number.isNaN(startedAt)) throw new Error(`${name}: no listening line or start time`)
+      const listening = /"time":"([^"]+)","level":"info","msg":"listening"/.exec(
+        await engine.logs(name),
+      )?.[1]
+      if (listening === undefined || Number.isNaN(startedAt))
+        throw new Error(`${name}: no listening line or start time`)
       own.push(Date.parse(listening) - startedAt)
       const stopping = performance.now()
       await engine.must(['stop', name])
       stops.push(performance.now() - stopping)
       await engine.remove({ containers: [name], volumes: [name] })
-      log(`${target.name}: run ${run}: /healthz 200 after ${ready.at(-1)?.toFixed(0) ?? '?'} ms (the service ${own.at(-1)?.toFixed(0) ?? '?'} ms), stop ${stops.at(-1)?.toFixed(0) ?? '?'} ms`)
+      log(
+        `${target.name}: run ${run}: /healthz 200 after ${ready.at(-1)?.toFixed(0) ?? '?'} ms (the service ${own.at(-1)?.toFixed(0) ?? '?'} ms), stop ${stops.at(-1)?.toFixed(0) ?? '?'} ms`,
+      )
     }
-    rows.push(`| ${target.target === undefined ? '`docker build .` (Node 26 + user-service.mjs)' : '`--target binary` (single executable)'} | ${(size / 1e6).toFixed(1)} MB | ${spread(ready)} | ${spread(own)} | ${spread(stops)} |`)
+    rows.push(
+      `| ${target.target === undefined ? '`docker build .` (Node 26 + user-service.mjs)' : '`--target binary` (single executable)'} | ${(size / 1e6).toFixed(1)} MB | ${spread(ready)} | ${spread(own)} | ${spread(stops)} |`,
+    )
   }
 } finally {
   await cleanup()
 }
 
-process.stdout.write([
-  `container images, ${engine.name}, ${RUNS} runs each, median (min–max), load average ${loadavg().map((load) => load.toFixed(1)).join(' ')}:`,
-  '',
-  '| Image | Size | `run -d` to 200 on /healthz | process start to `listening` | `stop` |',
-  '|---|---:|---:|---:|---:|',
-  ...rows,
-  '',
-].join('\n'))
+process.stdout.write(
+  [
+    `container images, ${engine.name}, ${RUNS} runs each, median (min–max), load average ${loadavg()
+      .map((load) => load.toFixed(1))
+      .join(' ')}:`,
+    '',
+    '| Image | Size | `run -d` to 200 on /healthz | process start to `listening` | `stop` |',
+    '|---|---:|---:|---:|---:|',
+    ...rows,
+    '',
+  ].join('\n'),
+)

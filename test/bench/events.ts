@@ -12,8 +12,8 @@ import path from 'node:path'
 import type { ChangeEvent } from '../../src/domain/event.js'
 import { createUserService } from '../../src/process/create-user-service.js'
 import { FileStore } from '../../src/store/file/file-store.js'
-import { makeToken, TEST_SECRET } from '../helpers/tokens.js'
 import { makeUser } from '../helpers/store-users.js'
+import { makeToken, TEST_SECRET } from '../helpers/tokens.js'
 
 const DURATION_S = Number(process.env['BENCH_DURATION_S'] ?? '3')
 const RUNS = Number(process.env['BENCH_RUNS'] ?? '3')
@@ -32,12 +32,14 @@ async function creates(make: (dir: string) => FileStore): Promise<number> {
   await store.open()
   let count = 0
   const until = Date.now() + DURATION_S * 1000
-  await Promise.all(Array.from({ length: WRITERS }, async () => {
-    while (Date.now() < until) {
-      await store.create(makeUser())
-      count += 1
-    }
-  }))
+  await Promise.all(
+    Array.from({ length: WRITERS }, async () => {
+      while (Date.now() < until) {
+        await store.create(makeUser())
+        count += 1
+      }
+    }),
+  )
   await store.close()
   await rm(dir, { recursive: true, force: true })
   return count / DURATION_S
@@ -55,7 +57,9 @@ for (let run = 0; run < RUNS; run += 1) {
   on.push(await creates((dir) => new FileStore({ dataDir: dir })))
 }
 const ratio = median(on) / median(off)
-process.stdout.write(`creates/s with events: ${median(on).toFixed(0)}, events written nowhere: ${median(off).toFixed(0)}, ratio ${ratio.toFixed(3)} (need >= 0.9)\n`)
+process.stdout.write(
+  `creates/s with events: ${median(on).toFixed(0)}, events written nowhere: ${median(off).toFixed(0)}, ratio ${ratio.toFixed(3)} (need >= 0.9)\n`,
+)
 
 // Live latency.
 const dir = await mkdtemp(path.join(tmpdir(), 'bench-events-live-'))
@@ -66,11 +70,14 @@ const writer = makeToken({ scope: 'users:write' })
 const reader = makeToken({ scope: 'events:read' })
 const arrived = new Map<string, number>()
 let waiting: (() => void) | undefined
-const stream = httpRequest(`${url}/events`, { headers: { accept: 'text/event-stream', authorization: `Bearer ${reader}` } })
+const stream = httpRequest(`${url}/events`, {
+  headers: { accept: 'text/event-stream', authorization: `Bearer ${reader}` },
+})
 stream.on('response', (res) => {
   res.setEncoding('utf8')
   res.on('data', (chunk: string) => {
-    for (const match of chunk.matchAll(/"userId":"([0-9a-f-]{36})"/g)) if (match[1] !== undefined) arrived.set(match[1], performance.now())
+    for (const match of chunk.matchAll(/"userId":"([0-9a-f-]{36})"/g))
+      if (match[1] !== undefined) arrived.set(match[1], performance.now())
     waiting?.()
   })
 })
@@ -80,15 +87,21 @@ const latencies: number[] = []
 for (let i = 0; i < 200; i += 1) {
   const sent = performance.now()
   const res = await fetch(`${url}/users`, {
-    method: 'POST', headers: { authorization: `Bearer ${writer}`, 'content-type': 'application/json' },
+    method: 'POST',
+    headers: { authorization: `Bearer ${writer}`, 'content-type': 'application/json' },
     body: JSON.stringify({ email: `bench.${i}.${Date.now()}@example.com`, name: 'Bench' }),
   })
-  const { id } = await res.json() as { id: string }
-  while (!arrived.has(id)) await new Promise<void>((resolve) => { waiting = resolve })
+  const { id } = (await res.json()) as { id: string }
+  while (!arrived.has(id))
+    await new Promise<void>((resolve) => {
+      waiting = resolve
+    })
   latencies.push((arrived.get(id) ?? sent) - sent)
 }
 stream.destroy()
 await service.close()
 await rm(dir, { recursive: true, force: true })
-process.stdout.write(`live: POST sent → event received, median ${median(latencies).toFixed(2)} ms, p99 ${(latencies.sort((a, b) => a - b)[Math.floor(latencies.length * 0.99)] ?? 0).toFixed(2)} ms (need median < 50 ms)\n`)
+process.stdout.write(
+  `live: POST sent → event received, median ${median(latencies).toFixed(2)} ms, p99 ${(latencies.sort((a, b) => a - b)[Math.floor(latencies.length * 0.99)] ?? 0).toFixed(2)} ms (need median < 50 ms)\n`,
+)
 process.exitCode = ratio >= 0.9 && median(latencies) < 50 ? 0 : 1

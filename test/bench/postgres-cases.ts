@@ -8,7 +8,7 @@ import { join } from 'node:path'
 
 import pg from 'pg'
 
-import { type Server, SERVICE_BENCH_ENV, startServer, stopServer } from './procs.js'
+import { SERVICE_BENCH_ENV, type Server, startServer, stopServer } from './procs.js'
 import { type SeededUser, uuidv7 } from './seed.js'
 
 export const POSTGRES_URL = process.env['DATABASE_URL']
@@ -60,7 +60,12 @@ export const createDatabase = async (): Promise<BenchDatabase> => {
   await admin((client) => client.query(`CREATE DATABASE ${name}`))
   const url = new URL(POSTGRES_URL)
   url.pathname = `/${name}`
-  return { url: url.toString(), drop: async () => { await admin((client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)) } }
+  return {
+    url: url.toString(),
+    drop: async () => {
+      await admin((client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))
+    },
+  }
 }
 
 const SEED_CHUNK = 5000
@@ -71,7 +76,11 @@ const seedDatabase = async (url: string, count: number): Promise<SeededUser[]> =
   const users: SeededUser[] = []
   for (let i = 0; i < count; i++) {
     const n = i + 1
-    users.push({ id: uuidv7(start + i), email: `user${n}@bench.example.com`, name: `Bench User ${n}` })
+    users.push({
+      id: uuidv7(start + i),
+      email: `user${n}@bench.example.com`,
+      name: `Bench User ${n}`,
+    })
   }
   await admin(async (client) => {
     for (let from = 0; from < users.length; from += SEED_CHUNK) {
@@ -88,45 +97,60 @@ const seedDatabase = async (url: string, count: number): Promise<SeededUser[]> =
   return users
 }
 
-const startPgService = async (ctx: PgBenchContext, url: string, workers: number): Promise<Server> => startServer({
-  name: `service (PostgreSQL, WORKERS=${workers})`,
-  command: process.execPath,
-  args: [ctx.main],
-  cwd: ctx.root,
-  env: {
-    ...process.env,
-    PORT: '0',
-    HOST: '127.0.0.1',
-    DATA_DIR: await ctx.newDir('pg-data'),
-    DATABASE_URL: url,
-    WORKERS: String(workers),
-    JWT_SECRET: ctx.secret,
-    ...SERVICE_BENCH_ENV,
-  },
-  readyz: true,
-  timeoutMs: 120_000,
-})
+const startPgService = async (ctx: PgBenchContext, url: string, workers: number): Promise<Server> =>
+  startServer({
+    name: `service (PostgreSQL, WORKERS=${workers})`,
+    command: process.execPath,
+    args: [ctx.main],
+    cwd: ctx.root,
+    env: {
+      ...process.env,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      DATA_DIR: await ctx.newDir('pg-data'),
+      DATABASE_URL: url,
+      WORKERS: String(workers),
+      JWT_SECRET: ctx.secret,
+      ...SERVICE_BENCH_ENV,
+    },
+    readyz: true,
+    timeoutMs: 120_000,
+  })
 
-const startPgReference = (ctx: PgBenchContext, url: string, mode: 'get' | 'post'): Promise<Server> => startServer({
-  name: `PostgreSQL ${mode} reference`,
-  command: process.execPath,
-  args: ['--import', 'tsx', join(ctx.benchDir, 'postgres-reference.ts'), mode],
-  cwd: ctx.root,
-  env: { ...process.env, DATABASE_URL: url },
-  readyz: false,
-})
+const startPgReference = (
+  ctx: PgBenchContext,
+  url: string,
+  mode: 'get' | 'post',
+): Promise<Server> =>
+  startServer({
+    name: `PostgreSQL ${mode} reference`,
+    command: process.execPath,
+    args: ['--import', 'tsx', join(ctx.benchDir, 'postgres-reference.ts'), mode],
+    cwd: ctx.root,
+    env: { ...process.env, DATABASE_URL: url },
+    readyz: false,
+  })
 
-const expect = async (url: string, init: RequestInit, status: number, what: string): Promise<void> => {
+const expect = async (
+  url: string,
+  init: RequestInit,
+  status: number,
+  what: string,
+): Promise<void> => {
   const res = await fetch(url, init)
   const body = await res.text()
-  if (res.status !== status) throw new Error(`${what}: expected ${status}, got ${res.status}: ${body.slice(0, 300)}`)
+  if (res.status !== status)
+    throw new Error(`${what}: expected ${status}, got ${res.status}: ${body.slice(0, 300)}`)
 }
 
 /**
  * Runs the steps of a setup in order (starting servers, seeding); if one fails, stops the servers
  * started so far and drops the database.
  */
-const assemble = async (db: BenchDatabase, steps: (() => Promise<Server | undefined>)[]): Promise<{ servers: Server[], close: () => Promise<void> }> => {
+const assemble = async (
+  db: BenchDatabase,
+  steps: (() => Promise<Server | undefined>)[],
+): Promise<{ servers: Server[]; close: () => Promise<void> }> => {
   const servers: Server[] = []
   const close = async (): Promise<void> => {
     for (const server of servers) await stopServer(server)
@@ -156,7 +180,10 @@ export const pgGetSetup = async (ctx: PgBenchContext, users: number): Promise<Pg
   let seeded: SeededUser[] = []
   const { servers, close } = await assemble(db, [
     () => startPgService(ctx, db.url, 1),
-    async () => { seeded = await seedDatabase(db.url, users); return undefined },
+    async () => {
+      seeded = await seedDatabase(db.url, users)
+      return undefined
+    },
     () => startPgReference(ctx, db.url, 'get'),
   ])
   const service = pick(servers, 0)
@@ -164,7 +191,12 @@ export const pgGetSetup = async (ctx: PgBenchContext, users: number): Promise<Pg
   const ids = seeded.slice(0, 1000).map((u) => u.id)
   const probe = ids[0] ?? ''
   try {
-    await expect(`${service.url}/users/${probe}`, { headers: { authorization: ctx.auth } }, 200, 'GET /users/{id} (PostgreSQL)')
+    await expect(
+      `${service.url}/users/${probe}`,
+      { headers: { authorization: ctx.auth } },
+      200,
+      'GET /users/{id} (PostgreSQL)',
+    )
     await expect(`${reference.url}/users/${probe}`, {}, 200, 'GET /users/{id} (pg reference)')
   } catch (error) {
     await close()
@@ -183,15 +215,36 @@ export const pgPostSetup = async (ctx: PgBenchContext, users: number): Promise<P
   const db = await createDatabase()
   const { servers, close } = await assemble(db, [
     () => startPgService(ctx, db.url, 1),
-    async () => { await seedDatabase(db.url, users); return undefined },
+    async () => {
+      await seedDatabase(db.url, users)
+      return undefined
+    },
     () => startPgReference(ctx, db.url, 'post'),
   ])
   const service = pick(servers, 0)
   const reference = pick(servers, 1)
-  const body = (who: string): string => JSON.stringify({ email: `check-${who}-${randomBytes(4).toString('hex')}@bench.example.com`, name: 'Bench' })
+  const body = (who: string): string =>
+    JSON.stringify({
+      email: `check-${who}-${randomBytes(4).toString('hex')}@bench.example.com`,
+      name: 'Bench',
+    })
   try {
-    await expect(`${service.url}/users`, { method: 'POST', headers: { authorization: ctx.auth, 'content-type': 'application/json' }, body: body('svc') }, 201, 'POST /users (PostgreSQL)')
-    await expect(`${reference.url}/users`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: body('ref') }, 201, 'POST /users (pg reference)')
+    await expect(
+      `${service.url}/users`,
+      {
+        method: 'POST',
+        headers: { authorization: ctx.auth, 'content-type': 'application/json' },
+        body: body('svc'),
+      },
+      201,
+      'POST /users (PostgreSQL)',
+    )
+    await expect(
+      `${reference.url}/users`,
+      { method: 'POST', headers: { 'content-type': 'application/json' }, body: body('ref') },
+      201,
+      'POST /users (pg reference)',
+    )
   } catch (error) {
     await close()
     throw error
@@ -213,7 +266,10 @@ export const pgWorkersSetup = async (ctx: PgBenchContext, users: number): Promis
   let seeded: SeededUser[] = []
   const { servers, close } = await assemble(db, [
     () => startPgService(ctx, db.url, 2),
-    async () => { seeded = await seedDatabase(db.url, users); return undefined },
+    async () => {
+      seeded = await seedDatabase(db.url, users)
+      return undefined
+    },
     () => startPgService(ctx, db.url, 1),
   ])
   const two = pick(servers, 0)
@@ -221,7 +277,12 @@ export const pgWorkersSetup = async (ctx: PgBenchContext, users: number): Promis
   const ids = seeded.slice(0, 1000).map((u) => u.id)
   try {
     for (const server of [two, one]) {
-      await expect(`${server.url}/users/${ids[0] ?? ''}`, { headers: { authorization: ctx.auth } }, 200, `GET /users/{id} (${server.name})`)
+      await expect(
+        `${server.url}/users/${ids[0] ?? ''}`,
+        { headers: { authorization: ctx.auth } },
+        200,
+        `GET /users/{id} (${server.name})`,
+      )
     }
   } catch (error) {
     await close()

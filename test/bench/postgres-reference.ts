@@ -33,7 +33,8 @@ if ((mode !== 'get' && mode !== 'post') || url === undefined) {
 }
 // The service's default pool size.
 const pool = new pg.Pool({ connectionString: url, max: 10 })
-const COLUMNS = 'id, email, name, status, metadata::text AS metadata, created_at, updated_at, version'
+const COLUMNS =
+  'id, email, name, status, metadata::text AS metadata, created_at, updated_at, version'
 
 const toJson = (row: Row): string =>
   `{"id":${JSON.stringify(row.id)},"email":${JSON.stringify(row.email)},"name":${JSON.stringify(row.name)},` +
@@ -41,7 +42,10 @@ const toJson = (row: Row): string =>
   `"updatedAt":${JSON.stringify(row.updated_at)},"version":${row.version}}`
 
 const send = (res: ServerResponse, status: number, body: string, etag?: string): void => {
-  const headers: Record<string, string | number> = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }
+  const headers: Record<string, string | number> = {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(body),
+  }
   if (etag !== undefined) headers['etag'] = etag
   res.writeHead(status, headers)
   res.end(body)
@@ -57,20 +61,44 @@ const readBody = (req: IncomingMessage): Promise<string> =>
 
 const get = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
   const id = req.url?.startsWith('/users/') === true ? req.url.slice('/users/'.length) : ''
-  const result = await pool.query<Row>({ name: 'ref_get', text: `SELECT ${COLUMNS} FROM users WHERE id = $1`, values: [id] })
+  const result = await pool.query<Row>({
+    name: 'ref_get',
+    text: `SELECT ${COLUMNS} FROM users WHERE id = $1`,
+    values: [id],
+  })
   const row = result.rows[0]
   if (row === undefined) send(res, 404, '{"code":"not_found"}')
   else send(res, 200, toJson(row), `"v${row.version}"`)
 }
 
 const post = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-  const input = JSON.parse(await readBody(req)) as { email: string, name: string }
+  const input = JSON.parse(await readBody(req)) as { email: string; name: string }
   const at = new Date().toISOString()
-  const row: Row = { id: randomUUID(), email: input.email, name: input.name, status: 'pending', metadata: '{}', created_at: at, updated_at: at, version: 1 }
+  const row: Row = {
+    id: randomUUID(),
+    email: input.email,
+    name: input.name,
+    status: 'pending',
+    metadata: '{}',
+    created_at: at,
+    updated_at: at,
+    version: 1,
+  }
   await pool.query({
     name: 'ref_insert',
     text: 'INSERT INTO users (id, email, email_key, name, name_key, status, metadata, created_at, updated_at, version) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)',
-    values: [row.id, row.email, row.email.toLowerCase(), row.name, row.name.toLowerCase(), row.status, row.metadata, at, at, 1],
+    values: [
+      row.id,
+      row.email,
+      row.email.toLowerCase(),
+      row.name,
+      row.name.toLowerCase(),
+      row.status,
+      row.metadata,
+      at,
+      at,
+      1,
+    ],
   })
   send(res, 201, toJson(row), '"v1"')
 }

@@ -80,11 +80,13 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 export const startServer = async (opts: StartOptions): Promise<Server> => {
   const timeoutMs = opts.timeoutMs ?? 60_000
   const t0 = performance.now()
-  const child = track(spawn(opts.command, opts.args, {
-    cwd: opts.cwd,
-    env: opts.env ?? process.env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  }))
+  const child = track(
+    spawn(opts.command, opts.args, {
+      cwd: opts.cwd,
+      env: opts.env ?? process.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  )
   const pid = child.pid
   if (pid === undefined) throw new Error(`${opts.name}: spawn failed`)
   let stderr = ''
@@ -97,7 +99,11 @@ export const startServer = async (opts: StartOptions): Promise<Server> => {
   const exitedPromise = new Promise<never>((_resolve, reject) => {
     child.on('exit', (code, signal) => {
       exited = true
-      reject(new Error(`${opts.name} exited early (code ${String(code)}, signal ${String(signal)}):\n${stderrTail()}`))
+      reject(
+        new Error(
+          `${opts.name} exited early (code ${String(code)}, signal ${String(signal)}):\n${stderrTail()}`,
+        ),
+      )
     })
   })
   exitedPromise.catch(() => undefined)
@@ -113,8 +119,14 @@ export const startServer = async (opts: StartOptions): Promise<Server> => {
       } catch {
         return
       }
-      if (typeof parsed === 'object' && parsed !== null && 'msg' in parsed && 'url' in parsed &&
-        parsed.msg === 'listening' && typeof parsed.url === 'string') {
+      if (
+        typeof parsed === 'object' &&
+        parsed !== null &&
+        'msg' in parsed &&
+        'url' in parsed &&
+        parsed.msg === 'listening' &&
+        typeof parsed.url === 'string'
+      ) {
         resolve(parsed.url)
         // Later lines (request logs at LOG_LEVEL=info) are read and thrown away unparsed, so
         // that the service writes at full speed and the bench spends no CPU on them.
@@ -125,7 +137,10 @@ export const startServer = async (opts: StartOptions): Promise<Server> => {
   })
   let timer: NodeJS.Timeout | undefined
   const timeout = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => reject(new Error(`${opts.name}: not ready after ${timeoutMs} ms:\n${stderrTail()}`)), timeoutMs)
+    timer = setTimeout(
+      () => reject(new Error(`${opts.name}: not ready after ${timeoutMs} ms:\n${stderrTail()}`)),
+      timeoutMs,
+    )
   })
   try {
     const url = await Promise.race([listening, exitedPromise, timeout])
@@ -172,7 +187,8 @@ export const cpuSeconds = (pid: number): number => {
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
   const utime = Number(fields[11])
   const stime = Number(fields[12])
-  if (!Number.isFinite(utime) || !Number.isFinite(stime)) throw new Error(`no CPU times for pid ${pid}`)
+  if (!Number.isFinite(utime) || !Number.isFinite(stime))
+    throw new Error(`no CPU times for pid ${pid}`)
   return (utime + stime) / CLOCK_TICKS
 }
 

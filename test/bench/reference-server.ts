@@ -93,7 +93,7 @@ const loadUsers = async (dataDir: string): Promise<void> => {
   for (const name of await readdir(usersDir)) {
     if (!name.endsWith('.json')) continue
     const text = await readFile(join(usersDir, name), 'utf8')
-    const user = JSON.parse(text) as { id: string, version: number }
+    const user = JSON.parse(text) as { id: string; version: number }
     users.set(user.id, { body: Buffer.from(text), etag: `"v${user.version}"` })
   }
 }
@@ -111,9 +111,14 @@ const authorized = (header: string | undefined): boolean => {
   const given = Buffer.from(signature, 'base64url')
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) return false
   const header64 = JSON.parse(Buffer.from(head, 'base64url').toString()) as { alg?: unknown }
-  const payload = JSON.parse(Buffer.from(claims, 'base64url').toString()) as { exp?: unknown, scope?: unknown }
-  if (header64.alg !== 'HS256' || typeof payload.exp !== 'number' || payload.exp <= nowS) return false
-  if (typeof payload.scope !== 'string' || !payload.scope.split(' ').includes('users:read')) return false
+  const payload = JSON.parse(Buffer.from(claims, 'base64url').toString()) as {
+    exp?: unknown
+    scope?: unknown
+  }
+  if (header64.alg !== 'HS256' || typeof payload.exp !== 'number' || payload.exp <= nowS)
+    return false
+  if (typeof payload.scope !== 'string' || !payload.scope.split(' ').includes('users:read'))
+    return false
   verified.set(token, payload.exp)
   return true
 }
@@ -168,7 +173,9 @@ server.keepAliveTimeout = 60_000
 
 server.listen(0, '127.0.0.1', () => {
   const { port } = server.address() as AddressInfo
-  process.stdout.write(`${JSON.stringify({ msg: 'listening', url: `http://127.0.0.1:${port}`, mode })}\n`)
+  process.stdout.write(
+    `${JSON.stringify({ msg: 'listening', url: `http://127.0.0.1:${port}`, mode })}\n`,
+  )
 })
 
 const shutdown = (): void => {

@@ -8,9 +8,26 @@ import { mkdir, rm, writeFile } from 'node:fs/promises'
 import { cpus, loadavg, platform, release, totalmem } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { cpuSeconds, installCleanup, makeTempRoot, rssMb, type Server, SERVICE_BENCH_ENV, startServer, stopServer, track } from './procs.js'
+
+import {
+  type PgBenchContext,
+  POSTGRES_URL,
+  pgGetSetup,
+  pgPostSetup,
+  pgWorkersSetup,
+} from './postgres-cases.js'
+import {
+  cpuSeconds,
+  installCleanup,
+  makeTempRoot,
+  rssMb,
+  SERVICE_BENCH_ENV,
+  type Server,
+  startServer,
+  stopServer,
+  track,
+} from './procs.js'
 import { type SeededUser, seedDataDir } from './seed.js'
-import { POSTGRES_URL, pgGetSetup, pgPostSetup, pgWorkersSetup, type PgBenchContext } from './postgres-cases.js'
 import { makeToken } from './token.js'
 import { ensureWrk, luaHeaders, luaString, runWrk, type WrkResult } from './wrk.js'
 
@@ -34,7 +51,10 @@ const positiveInt = (name: string, fallback: number): number => {
 const DURATION_S = positiveInt('BENCH_DURATION_S', 5)
 const RUNS = positiveInt('BENCH_RUNS', 3)
 /** BENCH_ONLY: a comma list of case labels (or their beginnings) to run, for a quick before/after; unset: every case. */
-const ONLY = process.env['BENCH_ONLY']?.split(',').map((x) => x.trim()).filter((x) => x !== '')
+const ONLY = process.env['BENCH_ONLY']
+  ?.split(',')
+  .map((x) => x.trim())
+  .filter((x) => x !== '')
 const CONNECTIONS = 16
 const WARMUP_S = 1
 const PATCH_USERS = 1000
@@ -113,32 +133,39 @@ const startService = async (users: number, sample = false): Promise<Service> => 
   const seedStart = performance.now()
   const seeded = await seedDataDir(dataDir, users)
   await syncFs(dataDir)
-  if (users > 0) log(`  seeded ${users} users in ${((performance.now() - seedStart) / 1000).toFixed(1)} s`)
-  const server = await closingOnError(() => rm(dataDir, { recursive: true, force: true }), () => startServer({
-    name: 'service',
-    command: process.execPath,
-    args: [MAIN],
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      PORT: '0',
-      HOST: '127.0.0.1',
-      DATA_DIR: dataDir,
-      JWT_SECRET: SECRET,
-      // The file store, even when DATABASE_URL is set for the PostgreSQL cases.
-      DATABASE_URL: undefined,
-      WORKERS: undefined,
-      ...SERVICE_BENCH_ENV,
-    },
-    readyz: true,
-    timeoutMs: 120_000,
-  }))
+  if (users > 0)
+    log(`  seeded ${users} users in ${((performance.now() - seedStart) / 1000).toFixed(1)} s`)
+  const server = await closingOnError(
+    () => rm(dataDir, { recursive: true, force: true }),
+    () =>
+      startServer({
+        name: 'service',
+        command: process.execPath,
+        args: [MAIN],
+        cwd: ROOT,
+        env: {
+          ...process.env,
+          PORT: '0',
+          HOST: '127.0.0.1',
+          DATA_DIR: dataDir,
+          JWT_SECRET: SECRET,
+          // The file store, even when DATABASE_URL is set for the PostgreSQL cases.
+          DATABASE_URL: undefined,
+          WORKERS: undefined,
+          ...SERVICE_BENCH_ENV,
+        },
+        readyz: true,
+        timeoutMs: 120_000,
+      }),
+  )
   const service = { server, dataDir, users: seeded }
   if (sample) {
     await sleep(1000)
     const rss = rssMb(server.pid)
     startSamples.push({ users, startMs: server.startMs, rssMb: rss })
-    log(`  service with ${users} users: ready in ${server.startMs.toFixed(0)} ms, RSS ${rss.toFixed(1)} MB`)
+    log(
+      `  service with ${users} users: ready in ${server.startMs.toFixed(0)} ms, RSS ${rss.toFixed(1)} MB`,
+    )
   }
   return service
 }
@@ -152,7 +179,10 @@ const stopService = async (service: Service): Promise<void> => {
  * Starts a reference server. The write reference gets a directory already holding `files` user
  * files, like the service's data directory, so that both write into directories of one size.
  */
-const startReference = async (mode: 'read' | 'write', files = 0): Promise<{ server: Server, dir: string | undefined }> => {
+const startReference = async (
+  mode: 'read' | 'write',
+  files = 0,
+): Promise<{ server: Server; dir: string | undefined }> => {
   let dir: string | undefined
   if (mode === 'write') {
     dir = await newDir('write-ref')
@@ -164,7 +194,13 @@ const startReference = async (mode: 'read' | 'write', files = 0): Promise<{ serv
   const server = await startServer({
     name: `${mode} reference`,
     command: process.execPath,
-    args: ['--import', 'tsx', REFERENCE, mode, ...(dir === undefined ? [] : [files > 0 ? join(dir, 'users') : dir])],
+    args: [
+      '--import',
+      'tsx',
+      REFERENCE,
+      mode,
+      ...(dir === undefined ? [] : [files > 0 ? join(dir, 'users') : dir]),
+    ],
     cwd: ROOT,
     readyz: false,
   })
@@ -172,17 +208,18 @@ const startReference = async (mode: 'read' | 'write', files = 0): Promise<{ serv
 }
 
 /** The auth reference over a service's data directory (read only: it loads the user files). */
-const startAuthReference = async (dataDir: string): Promise<Server> => startServer({
-  name: 'auth reference',
-  command: process.execPath,
-  args: ['--import', 'tsx', REFERENCE, 'auth', dataDir],
-  cwd: ROOT,
-  env: { ...process.env, JWT_SECRET: SECRET },
-  readyz: false,
-  timeoutMs: 120_000,
-})
+const startAuthReference = async (dataDir: string): Promise<Server> =>
+  startServer({
+    name: 'auth reference',
+    command: process.execPath,
+    args: ['--import', 'tsx', REFERENCE, 'auth', dataDir],
+    cwd: ROOT,
+    env: { ...process.env, JWT_SECRET: SECRET },
+    readyz: false,
+    timeoutMs: 120_000,
+  })
 
-const stopReference = async (ref: { server: Server, dir: string | undefined }): Promise<void> => {
+const stopReference = async (ref: { server: Server; dir: string | undefined }): Promise<void> => {
   await stopServer(ref.server)
   if (ref.dir !== undefined) await rm(ref.dir, { recursive: true, force: true })
 }
@@ -234,10 +271,11 @@ request = function()
 end
 `
 
-const getByIdScript = (ids: string[]): string => roundRobinScript(
-  ids.map((id) => `  ${luaString(id)},`).join('\n'),
-  `wrk.format("GET", "/users/" .. it, { ["Authorization"] = ${luaString(AUTH)} })`,
-)
+const getByIdScript = (ids: string[]): string =>
+  roundRobinScript(
+    ids.map((id) => `  ${luaString(id)},`).join('\n'),
+    `wrk.format("GET", "/users/" .. it, { ["Authorization"] = ${luaString(AUTH)} })`,
+  )
 
 const postScript = (): string => {
   const prefix = randomBytes(4).toString('hex')
@@ -259,11 +297,14 @@ interface PatchTarget {
   name: string
 }
 
-const patchScript = (targets: PatchTarget[]): string => roundRobinScript(
-  targets.map((t) => `  { ${luaString(t.id)}, ${luaString(t.etag)}, ${luaString(nameBody(t.name))} },`).join('\n'),
-  `wrk.format("PATCH", "/users/" .. it[1], { ["Authorization"] = ${luaString(AUTH)}, `
-    + `["Content-Type"] = "application/merge-patch+json", ["If-Match"] = it[2] }, it[3])`,
-)
+const patchScript = (targets: PatchTarget[]): string =>
+  roundRobinScript(
+    targets
+      .map((t) => `  { ${luaString(t.id)}, ${luaString(t.etag)}, ${luaString(nameBody(t.name))} },`)
+      .join('\n'),
+    `wrk.format("PATCH", "/users/" .. it[1], { ["Authorization"] = ${luaString(AUTH)}, ` +
+      `["Content-Type"] = "application/merge-patch+json", ["If-Match"] = it[2] }, it[3])`,
+  )
 
 /**
  * PATCH that really changes each user: the name flips between its seeded value and a variant,
@@ -346,7 +387,7 @@ interface CaseResult {
   authReference?: Summary
   /** service rps / auth reference rps. */
   authRatio?: number
-  runs: { service: Run[], reference: Run[], authReference: Run[] }
+  runs: { service: Run[]; reference: Run[]; authReference: Run[] }
 }
 
 const summarize = (results: Run[]): Summary => ({
@@ -364,9 +405,18 @@ const fmtRun = (r: Run): string =>
 const wrk = async (target: Target, durationS: number): Promise<Run> => {
   const script = await target.script()
   const before = cpuSeconds(target.pid)
-  const result = await runWrk({ url: target.url, script, tmpDir: tempRoot, durationS, connections: CONNECTIONS })
+  const result = await runWrk({
+    url: target.url,
+    script,
+    tmpDir: tempRoot,
+    durationS,
+    connections: CONNECTIONS,
+  })
   const used = cpuSeconds(target.pid) - before
-  return { ...result, cpuUsPerReq: result.requests > 0 ? (used * 1e6) / result.requests : Number.NaN }
+  return {
+    ...result,
+    cpuUsPerReq: result.requests > 0 ? (used * 1e6) / result.requests : Number.NaN,
+  }
 }
 
 /**
@@ -416,13 +466,20 @@ const runCase = async (
   const reference = summarize(ref)
   const authReference = auth.length === 0 ? undefined : summarize(auth)
   return {
-    key, label, users, service, reference, ratio: service.rps / reference.rps,
-    ...(authReference === undefined ? {} : { authReference, authRatio: service.rps / authReference.rps }),
+    key,
+    label,
+    users,
+    service,
+    reference,
+    ratio: service.rps / reference.rps,
+    ...(authReference === undefined
+      ? {}
+      : { authReference, authRatio: service.rps / authReference.rps }),
     runs: { service: svc, reference: ref, authReference: auth },
   }
 }
 
-let readRef: { server: Server, dir: string | undefined } | undefined
+let readRef: { server: Server; dir: string | undefined } | undefined
 
 const readRefTarget = (script: string): Target => {
   if (readRef === undefined) throw new Error('read reference not started')
@@ -432,7 +489,10 @@ const readRefTarget = (script: string): Target => {
 const getByIdCase = (users: number): Promise<CaseResult> =>
   runCase('get-by-id', 'GET /users/{id}', users, false, async () => {
     const service = await startService(users)
-    const authRef = await closingOnError(() => stopService(service), () => startAuthReference(service.dataDir))
+    const authRef = await closingOnError(
+      () => stopService(service),
+      () => startAuthReference(service.dataDir),
+    )
     const close = async (): Promise<void> => {
       await stopServer(authRef)
       await stopService(service)
@@ -441,8 +501,14 @@ const getByIdCase = (users: number): Promise<CaseResult> =>
       const first = service.users[0]
       if (first === undefined) throw new Error('no seeded users')
       for (const url of [service.server.url, authRef.url]) {
-        await (await expectStatus(`${url}/users/${first.id}`,
-          { headers: { authorization: AUTH } }, 200, 'GET /users/{id}')).arrayBuffer()
+        await (
+          await expectStatus(
+            `${url}/users/${first.id}`,
+            { headers: { authorization: AUTH } },
+            200,
+            'GET /users/{id}',
+          )
+        ).arrayBuffer()
       }
       const script = getByIdScript(service.users.map((u) => u.id))
       return {
@@ -488,8 +554,14 @@ const listCase = (users: number): Promise<CaseResult> =>
     }
     return closingOnError(close, async () => {
       const path = '/users?limit=100'
-      await (await expectStatus(`${service.server.url}${path}`,
-        { headers: { authorization: AUTH } }, 200, 'GET /users?limit=100')).arrayBuffer()
+      await (
+        await expectStatus(
+          `${service.server.url}${path}`,
+          { headers: { authorization: AUTH } },
+          200,
+          'GET /users?limit=100',
+        )
+      ).arrayBuffer()
       const script = staticGetScript(path)
       return {
         service: { url: service.server.url, pid: service.server.pid, script: () => script },
@@ -502,17 +574,30 @@ const listCase = (users: number): Promise<CaseResult> =>
 const postCase = (users: number): Promise<CaseResult> =>
   runCase(`post-${users}`, 'POST /users', users, true, async () => {
     const service = await startService(users, users === LARGE)
-    const writeRef = await closingOnError(() => stopService(service), () => startReference('write', users))
+    const writeRef = await closingOnError(
+      () => stopService(service),
+      () => startReference('write', users),
+    )
     const close = async (): Promise<void> => {
       await stopService(service)
       await stopReference(writeRef)
     }
     return closingOnError(close, async () => {
-      await (await expectStatus(`${service.server.url}/users`, {
-        method: 'POST',
-        headers: { authorization: AUTH, 'content-type': 'application/json' },
-        body: JSON.stringify({ email: `check-${randomBytes(4).toString('hex')}@bench.example.com`, name: 'Bench' }),
-      }, 201, 'POST /users')).arrayBuffer()
+      await (
+        await expectStatus(
+          `${service.server.url}/users`,
+          {
+            method: 'POST',
+            headers: { authorization: AUTH, 'content-type': 'application/json' },
+            body: JSON.stringify({
+              email: `check-${randomBytes(4).toString('hex')}@bench.example.com`,
+              name: 'Bench',
+            }),
+          },
+          201,
+          'POST /users',
+        )
+      ).arrayBuffer()
       // Every wrk run gets its own random prefix, so emails stay unique across runs.
       return {
         service: { url: service.server.url, pid: service.server.pid, script: postScript },
@@ -524,13 +609,19 @@ const postCase = (users: number): Promise<CaseResult> =>
 
 /** The current ETag and name of a user, read through the API. */
 const currentOf = async (base: string, user: SeededUser): Promise<PatchTarget> => {
-  const res = await expectStatus(`${base}/users/${user.id}`, { headers: { authorization: AUTH } }, 200, 'GET /users/{id}')
+  const res = await expectStatus(
+    `${base}/users/${user.id}`,
+    { headers: { authorization: AUTH } },
+    200,
+    'GET /users/{id}',
+  )
   const body: unknown = await res.json()
   const etag = res.headers.get('etag')
   if (etag === null) throw new Error(`GET /users/${user.id}: no ETag header`)
-  const name = typeof body === 'object' && body !== null && 'name' in body && typeof body.name === 'string'
-    ? body.name
-    : user.name
+  const name =
+    typeof body === 'object' && body !== null && 'name' in body && typeof body.name === 'string'
+      ? body.name
+      : user.name
   return { id: user.id, etag, name }
 }
 
@@ -539,54 +630,82 @@ const currentOf = async (base: string, user: SeededUser): Promise<PatchTarget> =
  * merge patch (same name; ETag kept). `changing` true: the name flips on every request.
  */
 const patchCase = (users: number, changing: boolean): Promise<CaseResult> =>
-  runCase(changing ? 'patch-change' : 'patch-noop', `PATCH /users/{id} (${changing ? 'change' : 'no-op'})`, users, false, async () => {
-    const service = await startService(users)
-    const writeRef = await closingOnError(() => stopService(service), () => startReference('write'))
-    const close = async (): Promise<void> => {
-      await stopService(service)
-      await stopReference(writeRef)
-    }
-    return closingOnError(close, async () => {
-      const base = service.server.url
-      const picked = service.users.slice(0, Math.min(PATCH_USERS, service.users.length - 1))
-      const current = async (): Promise<PatchTarget[]> => {
-        const targets: PatchTarget[] = []
-        for (const user of picked) targets.push(await currentOf(base, user))
-        return targets
+  runCase(
+    changing ? 'patch-change' : 'patch-noop',
+    `PATCH /users/{id} (${changing ? 'change' : 'no-op'})`,
+    users,
+    false,
+    async () => {
+      const service = await startService(users)
+      const writeRef = await closingOnError(
+        () => stopService(service),
+        () => startReference('write'),
+      )
+      const close = async (): Promise<void> => {
+        await stopService(service)
+        await stopReference(writeRef)
       }
-      // Probe, on a user outside the wrk list, that the PATCH is a 200 and what it does to the ETag.
-      const probeUser = service.users[service.users.length - 1]
-      if (probeUser === undefined) throw new Error('no seeded users')
-      const probe = await currentOf(base, probeUser)
-      const patched = await expectStatus(`${base}/users/${probe.id}`, {
-        method: 'PATCH',
-        headers: { authorization: AUTH, 'content-type': 'application/merge-patch+json', 'if-match': probe.etag },
-        body: nameBody(changing ? flipName(probe.name) : probe.name),
-      }, 200, `PATCH /users/{id} (${changing ? 'change' : 'no-op'}, If-Match)`)
-      await patched.arrayBuffer()
-      const after = patched.headers.get('etag')
-      if (!changing && after !== probe.etag) {
-        log(`  warning: a no-op PATCH changed the ETag (${probe.etag} -> ${String(after)}); expect 412s`)
-      }
-      if (changing && after === probe.etag) {
-        log(`  warning: a changing PATCH kept the ETag ${probe.etag}`)
-      }
-      if (!changing) {
-        const script = patchScript(await current())
+      return closingOnError(close, async () => {
+        const base = service.server.url
+        const picked = service.users.slice(0, Math.min(PATCH_USERS, service.users.length - 1))
+        const current = async (): Promise<PatchTarget[]> => {
+          const targets: PatchTarget[] = []
+          for (const user of picked) targets.push(await currentOf(base, user))
+          return targets
+        }
+        // Probe, on a user outside the wrk list, that the PATCH is a 200 and what it does to the ETag.
+        const probeUser = service.users[service.users.length - 1]
+        if (probeUser === undefined) throw new Error('no seeded users')
+        const probe = await currentOf(base, probeUser)
+        const patched = await expectStatus(
+          `${base}/users/${probe.id}`,
+          {
+            method: 'PATCH',
+            headers: {
+              authorization: AUTH,
+              'content-type': 'application/merge-patch+json',
+              'if-match': probe.etag,
+            },
+            body: nameBody(changing ? flipName(probe.name) : probe.name),
+          },
+          200,
+          `PATCH /users/{id} (${changing ? 'change' : 'no-op'}, If-Match)`,
+        )
+        await patched.arrayBuffer()
+        const after = patched.headers.get('etag')
+        if (!changing && after !== probe.etag) {
+          log(
+            `  warning: a no-op PATCH changed the ETag (${probe.etag} -> ${String(after)}); expect 412s`,
+          )
+        }
+        if (changing && after === probe.etag) {
+          log(`  warning: a changing PATCH kept the ETag ${probe.etag}`)
+        }
+        if (!changing) {
+          const script = patchScript(await current())
+          return {
+            service: { url: base, pid: service.server.pid, script: () => script },
+            reference: { url: writeRef.server.url, pid: writeRef.server.pid, script: () => script },
+            close,
+          }
+        }
+        const refScript = changingPatchScript(await current())
         return {
-          service: { url: base, pid: service.server.pid, script: () => script },
-          reference: { url: writeRef.server.url, pid: writeRef.server.pid, script: () => script },
+          service: {
+            url: base,
+            pid: service.server.pid,
+            script: async () => changingPatchScript(await current()),
+          },
+          reference: {
+            url: writeRef.server.url,
+            pid: writeRef.server.pid,
+            script: () => refScript,
+          },
           close,
         }
-      }
-      const refScript = changingPatchScript(await current())
-      return {
-        service: { url: base, pid: service.server.pid, script: async () => changingPatchScript(await current()) },
-        reference: { url: writeRef.server.url, pid: writeRef.server.pid, script: () => refScript },
-        close,
-      }
-    })
-  })
+      })
+    },
+  )
 
 /** Starts the service on an empty data dir RUNS times (start-up with users is sampled in the cases). */
 const idleStartCase = async (): Promise<void> => {
@@ -635,7 +754,14 @@ const caseRow = (c: CaseResult, target: string, pass: boolean | null): Row => ({
   result: verdict(pass, c.service.errors + c.reference.errors),
 })
 
-const valueRow = (label: string, users: number | null, value: string, target: string, pass: boolean | null, errors = 0): Row => ({
+const valueRow = (
+  label: string,
+  users: number | null,
+  value: string,
+  target: string,
+  pass: boolean | null,
+  errors = 0,
+): Row => ({
   case: label,
   users,
   serviceRps: null,
@@ -672,16 +798,43 @@ const fmtUsers = (n: number | null): string => {
 const fmtNum = (n: number | null, digits: number): string => (n === null ? '-' : n.toFixed(digits))
 
 const renderTable = (rows: Row[]): string => {
-  const header = ['case', 'users', 'svc rps', 'ref rps', 'ratio', 'svc µs/req', 'ref µs/req', 'p50 ms', 'p99 ms', 'errors', 'target', 'result']
+  const header = [
+    'case',
+    'users',
+    'svc rps',
+    'ref rps',
+    'ratio',
+    'svc µs/req',
+    'ref µs/req',
+    'p50 ms',
+    'p99 ms',
+    'errors',
+    'target',
+    'result',
+  ]
   const cells = rows.map((r) => [
-    r.case, fmtUsers(r.users), fmtNum(r.serviceRps, 0), fmtNum(r.referenceRps, 0), r.ratio,
-    fmtNum(r.serviceCpuUs, 1), fmtNum(r.referenceCpuUs, 1),
-    fmtNum(r.p50Ms, 2), fmtNum(r.p99Ms, 2), String(r.errors), r.target, r.result,
+    r.case,
+    fmtUsers(r.users),
+    fmtNum(r.serviceRps, 0),
+    fmtNum(r.referenceRps, 0),
+    r.ratio,
+    fmtNum(r.serviceCpuUs, 1),
+    fmtNum(r.referenceCpuUs, 1),
+    fmtNum(r.p50Ms, 2),
+    fmtNum(r.p99Ms, 2),
+    String(r.errors),
+    r.target,
+    r.result,
   ])
-  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((row) => (row[i] ?? '').length)))
+  const widths = header.map((h, i) =>
+    Math.max(h.length, ...cells.map((row) => (row[i] ?? '').length)),
+  )
   const left = new Set([0, 10, 11])
   const line = (row: string[]): string =>
-    row.map((cell, i) => (left.has(i) ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join('  ').trimEnd()
+    row
+      .map((cell, i) => (left.has(i) ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0)))
+      .join('  ')
+      .trimEnd()
   const rule = widths.map((w) => '-'.repeat(w)).join('  ')
   return [line(header), rule, ...cells.map(line)].join('\n')
 }
@@ -699,17 +852,25 @@ const main = async (): Promise<void> => {
   tempRoot = makeTempRoot()
   const startedAt = new Date()
   const loadAtStart = loadavg()
-  log(`bench: ${RUNS} run(s) of ${DURATION_S} s per case and server, wrk -t1 -c${CONNECTIONS}, temp ${tempRoot}`)
+  log(
+    `bench: ${RUNS} run(s) of ${DURATION_S} s per case and server, wrk -t1 -c${CONNECTIONS}, temp ${tempRoot}`,
+  )
   if ((loadAtStart[0] ?? 0) > cpus().length / 2) {
-    log(`warning: load average ${loadAtStart.map((x) => x.toFixed(2)).join(' ')} on ${cpus().length} cores; figures will be noisy`)
+    log(
+      `warning: load average ${loadAtStart.map((x) => x.toFixed(2)).join(' ')} on ${cpus().length} cores; figures will be noisy`,
+    )
   }
 
   readRef = await startReference('read')
   const rows: Row[] = []
   const cases: CaseResult[] = []
-  const failures: { case: string, error: string }[] = []
+  const failures: { case: string; error: string }[] = []
 
-  const attempt = async <T>(label: string, users: number | null, fn: () => Promise<T>): Promise<T | undefined> => {
+  const attempt = async <T>(
+    label: string,
+    users: number | null,
+    fn: () => Promise<T>,
+  ): Promise<T | undefined> => {
     if (ONLY !== undefined && !ONLY.some((prefix) => label.startsWith(prefix))) return undefined
     try {
       return await fn()
@@ -734,7 +895,10 @@ const main = async (): Promise<void> => {
         referenceCpuUs: getById.authReference.cpuUsPerReq,
         ratio: `${getById.authRatio.toFixed(2)}x`,
         errors: getById.service.errors + getById.authReference.errors,
-        result: verdict(getById.authRatio >= 0.8, getById.service.errors + getById.authReference.errors),
+        result: verdict(
+          getById.authRatio >= 0.8,
+          getById.service.errors + getById.authReference.errors,
+        ),
       })
     }
   }
@@ -748,8 +912,16 @@ const main = async (): Promise<void> => {
   }
   if (list1k !== undefined && list100k !== undefined) {
     const cost = list1k.service.rps / list100k.service.rps
-    rows.push(valueRow('GET /users?limit=100 cost 100k/1k', null, `${cost.toFixed(2)}x`, '<= 1.50x', cost <= 1.5,
-      list1k.service.errors + list100k.service.errors))
+    rows.push(
+      valueRow(
+        'GET /users?limit=100 cost 100k/1k',
+        null,
+        `${cost.toFixed(2)}x`,
+        '<= 1.50x',
+        cost <= 1.5,
+        list1k.service.errors + list100k.service.errors,
+      ),
+    )
   }
 
   const post1k = await attempt('POST /users', SMALL, () => postCase(SMALL))
@@ -761,8 +933,16 @@ const main = async (): Promise<void> => {
   }
   if (post1k !== undefined && post100k !== undefined) {
     const scale = post100k.service.rps / post1k.service.rps
-    rows.push(valueRow('POST /users rps 100k/1k', null, `${scale.toFixed(2)}x`, '>= 0.80x', scale >= 0.8,
-      post1k.service.errors + post100k.service.errors))
+    rows.push(
+      valueRow(
+        'POST /users rps 100k/1k',
+        null,
+        `${scale.toFixed(2)}x`,
+        '>= 0.80x',
+        scale >= 0.8,
+        post1k.service.errors + post100k.service.errors,
+      ),
+    )
   }
 
   for (const changing of [false, true]) {
@@ -775,18 +955,49 @@ const main = async (): Promise<void> => {
   }
 
   if (POSTGRES_URL === undefined) {
-    log('\n== PostgreSQL cases skipped: DATABASE_URL is not set (scripts/with-postgres.sh npm run bench)')
+    log(
+      '\n== PostgreSQL cases skipped: DATABASE_URL is not set (scripts/with-postgres.sh npm run bench)',
+    )
   } else {
     const pgContext: PgBenchContext = {
-      main: MAIN, root: ROOT, benchDir: BENCH_DIR, secret: SECRET, auth: AUTH, newDir, getByIdScript, postScript,
+      main: MAIN,
+      root: ROOT,
+      benchDir: BENCH_DIR,
+      secret: SECRET,
+      auth: AUTH,
+      newDir,
+      getByIdScript,
+      postScript,
     }
     const pgCases = [
-      { key: 'pg-get-by-id', label: 'PostgreSQL GET /users/{id}', target: 'vs pg ref (info)', setup: pgGetSetup, fresh: false },
-      { key: 'pg-post', label: 'PostgreSQL POST /users', target: 'vs pg ref (info)', setup: pgPostSetup, fresh: true },
-      { key: 'pg-workers', label: 'PostgreSQL GET /users/{id} WORKERS=2 vs 1', target: 'ref = WORKERS=1 (info)', setup: pgWorkersSetup, fresh: false },
+      {
+        key: 'pg-get-by-id',
+        label: 'PostgreSQL GET /users/{id}',
+        target: 'vs pg ref (info)',
+        setup: pgGetSetup,
+        fresh: false,
+      },
+      {
+        key: 'pg-post',
+        label: 'PostgreSQL POST /users',
+        target: 'vs pg ref (info)',
+        setup: pgPostSetup,
+        fresh: true,
+      },
+      {
+        key: 'pg-workers',
+        label: 'PostgreSQL GET /users/{id} WORKERS=2 vs 1',
+        target: 'ref = WORKERS=1 (info)',
+        setup: pgWorkersSetup,
+        fresh: false,
+      },
     ]
     for (const pgCase of pgCases) {
-      const result = await attempt(pgCase.label, MEDIUM, () => runCase(pgCase.key, pgCase.label, MEDIUM, pgCase.fresh, () => pgCase.setup(pgContext, MEDIUM)))
+      const result = await attempt(pgCase.label, MEDIUM, () =>
+        runCase(pgCase.key, pgCase.label, MEDIUM, pgCase.fresh, () =>
+          pgCase.setup(pgContext, MEDIUM),
+        ),
+      )
       if (result !== undefined) {
         cases.push(result)
         rows.push(caseRow(result, pgCase.target, null))
@@ -796,7 +1007,15 @@ const main = async (): Promise<void> => {
 
   const scrape100k = scrapeMs[`list-${LARGE}`]
   if (scrape100k !== undefined) {
-    rows.push(valueRow('GET /metrics (median of 21)', LARGE, `${scrape100k.toFixed(2)} ms`, '< 5 ms', scrape100k < 5))
+    rows.push(
+      valueRow(
+        'GET /metrics (median of 21)',
+        LARGE,
+        `${scrape100k.toFixed(2)} ms`,
+        '< 5 ms',
+        scrape100k < 5,
+      ),
+    )
   }
 
   await attempt('start-up / RSS', 0, idleStartCase)
@@ -813,7 +1032,9 @@ const main = async (): Promise<void> => {
     const start100k = median(loaded.map((x) => x.startMs)) / 1000
     const rss100k = median(loaded.map((x) => x.rssMb))
     rows.push(valueRow('start-up', LARGE, `${start100k.toFixed(2)} s`, '< 3 s', start100k < 3))
-    rows.push(valueRow('RSS after load', LARGE, `${rss100k.toFixed(1)} MB`, '< 250 MB', rss100k < 250))
+    rows.push(
+      valueRow('RSS after load', LARGE, `${rss100k.toFixed(1)} MB`, '< 250 MB', rss100k < 250),
+    )
   } else {
     rows.push(errorRow('start-up / RSS', LARGE, 'no service start with 100k users succeeded'))
   }
@@ -825,9 +1046,11 @@ const main = async (): Promise<void> => {
   const targets = rows.filter((r) => r.result === 'PASS' || r.result === 'FAIL')
   const passed = targets.filter((r) => r.result === 'PASS').length
   const flagged = rows.filter((r) => r.result === 'ERRORS' || r.result === 'ERROR').length
-  process.stdout.write(`\n${passed}/${targets.length} targets passed` +
-    `${flagged > 0 ? `, ${flagged} row(s) with errors` : ''}` +
-    ' (errors = non-2xx responses + socket errors, service and reference; a row with errors does not pass)\n')
+  process.stdout.write(
+    `\n${passed}/${targets.length} targets passed` +
+      `${flagged > 0 ? `, ${flagged} row(s) with errors` : ''}` +
+      ' (errors = non-2xx responses + socket errors, service and reference; a row with errors does not pass)\n',
+  )
 
   const cpu = cpus()
   const report = {
@@ -841,7 +1064,13 @@ const main = async (): Promise<void> => {
       loadAvgStart: loadAtStart,
       loadAvgEnd: loadavg(),
     },
-    config: { durationS: DURATION_S, runs: RUNS, connections: CONNECTIONS, threads: 1, warmupS: WARMUP_S },
+    config: {
+      durationS: DURATION_S,
+      runs: RUNS,
+      connections: CONNECTIONS,
+      threads: 1,
+      warmupS: WARMUP_S,
+    },
     table: rows,
     cases,
     startSamples,
@@ -857,7 +1086,9 @@ const main = async (): Promise<void> => {
 main().then(
   () => process.exit(0),
   (err: unknown) => {
-    process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`)
+    process.stderr.write(
+      `bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    )
     process.exit(1)
   },
 )

@@ -6,12 +6,14 @@ const b64url = (data: string | Buffer): string => Buffer.from(data).toString('ba
 export const makeToken = (secret: string, ttlS = 3600): string => {
   const iat = Math.floor(Date.now() / 1000)
   const header = b64url(JSON.stringify({ alg: 'HS256', typ: 'JWT' }))
-  const claims = b64url(JSON.stringify({
-    sub: 'bench',
-    scope: 'users:read users:write users:admin',
-    iat,
-    exp: iat + ttlS,
-  }))
+  const claims = b64url(
+    JSON.stringify({
+      sub: 'bench',
+      scope: 'users:read users:write users:admin',
+      iat,
+      exp: iat + ttlS,
+    }),
+  )
   const signature = createHmac('sha256', secret).update(`${header}.${claims}`).digest('base64url')
   return `${header}.${claims}.${signature}`
 }

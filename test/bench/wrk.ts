@@ -2,6 +2,7 @@
 import { spawn, spawnSync } from 'node:child_process'
 import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
+
 import { track } from './procs.js'
 
 export interface WrkResult {
@@ -37,7 +38,9 @@ export const luaString = (s: string): string => {
 }
 
 export const luaHeaders = (headers: Record<string, string>): string =>
-  `{ ${Object.entries(headers).map(([k, v]) => `[${luaString(k)}] = ${luaString(v)}`).join(', ')} }`
+  `{ ${Object.entries(headers)
+    .map(([k, v]) => `[${luaString(k)}] = ${luaString(v)}`)
+    .join(', ')} }`
 
 const UNIT_MS: Record<string, number> = { us: 0.001, ms: 1, s: 1000, m: 60_000, h: 3_600_000 }
 
@@ -52,12 +55,20 @@ export const parseWrk = (output: string): WrkResult => {
   const p50 = /^\s+50%\s+([\d.]+)(us|ms|s|m|h)\s*$/m.exec(output)
   const p99 = /^\s+99%\s+([\d.]+)(us|ms|s|m|h)\s*$/m.exec(output)
   const requests = /^\s+(\d+) requests in /m.exec(output)
-  if (rps?.[1] === undefined || p50?.[1] === undefined || p50[2] === undefined ||
-    p99?.[1] === undefined || p99[2] === undefined || requests?.[1] === undefined) {
+  if (
+    rps?.[1] === undefined ||
+    p50?.[1] === undefined ||
+    p50[2] === undefined ||
+    p99?.[1] === undefined ||
+    p99[2] === undefined ||
+    requests?.[1] === undefined
+  ) {
     throw new Error(`cannot parse wrk output:\n${output}`)
   }
   const non2xx = Number(/^\s+Non-2xx or 3xx responses:\s+(\d+)/m.exec(output)?.[1] ?? 0)
-  const sock = /^\s+Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/m.exec(output)
+  const sock = /^\s+Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/m.exec(
+    output,
+  )
   const socketErrors = sock === null ? 0 : sock.slice(1).reduce((sum, n) => sum + Number(n), 0)
   return {
     rps: Number(rps[1]),
@@ -85,14 +96,25 @@ export const runWrk = async (opts: WrkOptions): Promise<WrkResult> => {
   const scriptPath = join(opts.tmpDir, `wrk-${process.pid}-${++scriptCounter}.lua`)
   await writeFile(scriptPath, opts.script)
   const args = [
-    '-t1', `-c${opts.connections}`, `-d${opts.durationS}s`, '--timeout', '10s', '--latency',
-    '-s', scriptPath, opts.url,
+    '-t1',
+    `-c${opts.connections}`,
+    `-d${opts.durationS}s`,
+    '--timeout',
+    '10s',
+    '--latency',
+    '-s',
+    scriptPath,
+    opts.url,
   ]
   const child = track(spawn('wrk', args, { stdio: ['ignore', 'pipe', 'pipe'] }))
   let out = ''
   let err = ''
-  child.stdout.setEncoding('utf8').on('data', (s: string) => { out += s })
-  child.stderr.setEncoding('utf8').on('data', (s: string) => { err += s })
+  child.stdout.setEncoding('utf8').on('data', (s: string) => {
+    out += s
+  })
+  child.stderr.setEncoding('utf8').on('data', (s: string) => {
+    err += s
+  })
   const code = await new Promise<number | null>((resolve, reject) => {
     child.on('error', reject)
     child.on('close', resolve)

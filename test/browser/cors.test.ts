@@ -7,17 +7,24 @@ import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
-import { chromium, type BrowserContext, type Page } from 'playwright-core'
+import { type BrowserContext, chromium, type Page } from 'playwright-core'
 
 import { startService } from '../helpers/service.js'
 
 const CHROMIUM = '/usr/bin/chromium'
 // What these machines need to run Chromium headless as root in a container, quietly.
 const CHROMIUM_ARGS = [
-  '--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
-  '--disable-component-update', '--disable-sync',
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
 ]
-const SKIP = existsSync(CHROMIUM) ? false : `no ${CHROMIUM}: install Debian's chromium (apt-get install -y chromium) to run the browser test`
+const SKIP = existsSync(CHROMIUM)
+  ? false
+  : `no ${CHROMIUM}: install Debian's chromium (apt-get install -y chromium) to run the browser test`
 
 /**
  * The front end: plain browser JavaScript in the page itself, as a real app would ship it. The test
@@ -81,7 +88,9 @@ const PAGE = `<!doctype html><html><head><meta charset="utf-8"><title>front end<
 
 /** Calls a function of the page with JSON arguments. */
 function callPage<T>(page: Page, name: string, ...args: readonly string[]): Promise<T> {
-  return page.evaluate(`${name}(${args.map((arg) => JSON.stringify(arg)).join(', ')})`) as Promise<T>
+  return page.evaluate(
+    `${name}(${args.map((arg) => JSON.stringify(arg)).join(', ')})`,
+  ) as Promise<T>
 }
 
 /** A tiny static server: one page, on its own origin (127.0.0.1 and a port of its own). */
@@ -93,11 +102,18 @@ async function startPageServer(t: TestContext): Promise<string> {
     }
     res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(PAGE)
   })
-  await new Promise<void>((resolve) => { server.listen(0, '127.0.0.1', resolve) })
-  t.after(() => new Promise<void>((resolve) => {
-    server.close(() => { resolve() })
-    server.closeAllConnections()
-  }))
+  await new Promise<void>((resolve) => {
+    server.listen(0, '127.0.0.1', resolve)
+  })
+  t.after(
+    () =>
+      new Promise<void>((resolve) => {
+        server.close(() => {
+          resolve()
+        })
+        server.closeAllConnections()
+      }),
+  )
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
 }
 
@@ -105,7 +121,10 @@ async function openBrowser(t: TestContext): Promise<BrowserContext> {
   // launchPersistentContext gives the browser a fresh --user-data-dir of its own (here: a new temp dir).
   const profile = await mkdtemp(path.join(tmpdir(), 'user-service-chromium-'))
   const context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS, timeout: 60_000,
+    executablePath: CHROMIUM,
+    headless: true,
+    args: CHROMIUM_ARGS,
+    timeout: 60_000,
   })
   t.after(async () => {
     await context.close()
@@ -136,12 +155,12 @@ describe('CORS in headless Chromium', { skip: SKIP, timeout: 120_000 }, () => {
     const page = await openPage(context, pageOrigin)
     assert.notEqual(new URL(pageOrigin).port, new URL(s.url).port)
 
-    const result = await callPage<Record<'created' | 'list' | 'patched' | 'stale' | 'anonymous', Exchange>>(
-      page, 'useService', s.baseUrl, s.token,
-    )
+    const result = await callPage<
+      Record<'created' | 'list' | 'patched' | 'stale' | 'anonymous', Exchange>
+    >(page, 'useService', s.baseUrl, s.token)
 
     assert.equal(result.created.status, 201, JSON.stringify(result.created))
-    const created = result.created.body as { id: string, version: number }
+    const created = result.created.body as { id: string; version: number }
     assert.equal(result.created.headers['location'], `/users/${created.id}`)
     assert.equal(result.created.headers['etag'], `"v${created.version}"`)
     assert.equal(result.created.headers['x-request-id'], 'from-the-browser-1')
@@ -172,7 +191,13 @@ describe('CORS in headless Chromium', { skip: SKIP, timeout: 120_000 }, () => {
     const context = await openBrowser(t)
     const page = await openPage(context, otherOrigin)
 
-    const outcome = await callPage<Record<string, string>>(page, 'tryService', s.baseUrl, s.url, s.token)
+    const outcome = await callPage<Record<string, string>>(
+      page,
+      'tryService',
+      s.baseUrl,
+      s.url,
+      s.token,
+    )
 
     assert.deepEqual(outcome, { list: 'TypeError', create: 'TypeError', health: 'TypeError' })
     // The create's preflight was refused, so the POST itself was never sent.

@@ -36,10 +36,15 @@ export class Engine {
   /** Runs `<engine> args…`; resolves with what it said, never rejects. */
   run(args: readonly string[], timeoutMs = 60_000): Promise<Outcome> {
     return new Promise((resolve) => {
-      execFile(this.name, [...args], { timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
-        const code = error === null ? 0 : typeof error.code === 'number' ? error.code : null
-        resolve({ code, stdout, stderr })
-      })
+      execFile(
+        this.name,
+        [...args],
+        { timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 },
+        (error, stdout, stderr) => {
+          const code = error === null ? 0 : typeof error.code === 'number' ? error.code : null
+          resolve({ code, stdout, stderr })
+        },
+      )
     })
   }
 
@@ -47,7 +52,9 @@ export class Engine {
   async must(args: readonly string[], timeoutMs = 60_000): Promise<string> {
     const outcome = await this.run(args, timeoutMs)
     if (outcome.code !== 0) {
-      throw new Error(`${this.name} ${args.join(' ')} exited ${String(outcome.code)}:\n${outcome.stderr}${outcome.stdout}`)
+      throw new Error(
+        `${this.name} ${args.join(' ')} exited ${String(outcome.code)}:\n${outcome.stderr}${outcome.stdout}`,
+      )
     }
     return outcome.stdout
   }
@@ -61,7 +68,9 @@ export class Engine {
       'build',
       ...(this.name === 'podman' ? ['--format', 'docker', '--pull=never'] : ['--pull=false']),
       ...(target.target === undefined ? [] : ['--target', target.target]),
-      '-t', tag, context,
+      '-t',
+      tag,
+      context,
     ]
   }
 
@@ -94,7 +103,10 @@ export class Engine {
 
   /** The image's HEALTHCHECK as JSON: podman keeps it beside the config, docker inside it. */
   async healthcheck(image: string): Promise<string> {
-    return this.inspect(image, this.name === 'podman' ? '{{json .HealthCheck}}' : '{{json .Config.Healthcheck}}')
+    return this.inspect(
+      image,
+      this.name === 'podman' ? '{{json .HealthCheck}}' : '{{json .Config.Healthcheck}}',
+    )
   }
 
   /**
@@ -112,7 +124,10 @@ export class Engine {
           else reject(error)
         })
       })
-      return listing.split('\n').filter((line) => line !== '').map((line) => line.replace(/^\.?\//, ''))
+      return listing
+        .split('\n')
+        .filter((line) => line !== '')
+        .map((line) => line.replace(/^\.?\//, ''))
     } finally {
       await this.run(['rm', '-f', '-v', container])
       await rm(tar, { force: true })
@@ -120,7 +135,11 @@ export class Engine {
   }
 
   /** Removes containers, volumes and images by name; missing ones are fine. */
-  async remove(what: { containers?: readonly string[], volumes?: readonly string[], images?: readonly string[] }): Promise<void> {
+  async remove(what: {
+    containers?: readonly string[]
+    volumes?: readonly string[]
+    images?: readonly string[]
+  }): Promise<void> {
     // -v: the anonymous volumes of `create` (the image's VOLUME) go too.
     for (const name of what.containers ?? []) await this.run(['rm', '-f', '-v', name])
     for (const name of what.volumes ?? []) await this.run(['volume', 'rm', '-f', name])
@@ -135,7 +154,11 @@ export async function findEngine(): Promise<Engine | string> {
     const engine = new Engine(name)
     const info = await engine.run(['info'], 30_000).catch(() => undefined)
     if (info?.code === 0) return engine
-    tried.push(info === undefined || info.code === null ? `${name} is not installed or did not answer` : `${name} info failed`)
+    tried.push(
+      info === undefined || info.code === null
+        ? `${name} is not installed or did not answer`
+        : `${name} info failed`,
+    )
   }
   return `no container engine runs here (${tried.join(', ')})`
 }
@@ -159,8 +182,14 @@ export async function baseImages(): Promise<string[]> {
  */
 export async function cleanTree(dir: string): Promise<string> {
   const listed = await new Promise<string | undefined>((resolve) => {
-    execFile('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: PROJECT_ROOT, maxBuffer: 16 * 1024 * 1024 },
-      (error, stdout) => { resolve(error === null ? stdout : undefined) })
+    execFile(
+      'git',
+      ['ls-files', '-z', '--cached', '--others', '--exclude-standard'],
+      { cwd: PROJECT_ROOT, maxBuffer: 16 * 1024 * 1024 },
+      (error, stdout) => {
+        resolve(error === null ? stdout : undefined)
+      },
+    )
   })
   if (listed === undefined) return PROJECT_ROOT
   for (const file of listed.split('\0')) {
@@ -174,13 +203,23 @@ export async function cleanTree(dir: string): Promise<string> {
 }
 
 /** Polls GET /healthz until a 200; resolves with the milliseconds since `since`. */
-export async function waitForHealthz(url: string, since: number, timeoutMs: number): Promise<number> {
+export async function waitForHealthz(
+  url: string,
+  since: number,
+  timeoutMs: number,
+): Promise<number> {
   const deadline = since + timeoutMs
   for (;;) {
-    const status = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(1000) })
-      .then(async (res) => { await res.arrayBuffer(); return res.status }, () => 0)
+    const status = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(1000) }).then(
+      async (res) => {
+        await res.arrayBuffer()
+        return res.status
+      },
+      () => 0,
+    )
     if (status === 200) return performance.now() - since
-    if (performance.now() > deadline) throw new Error(`no 200 from ${url}/healthz within ${timeoutMs} ms`)
+    if (performance.now() > deadline)
+      throw new Error(`no 200 from ${url}/healthz within ${timeoutMs} ms`)
     await new Promise((resolve) => setTimeout(resolve, 25))
   }
 }

@@ -20,7 +20,8 @@ function configSource(): string {
  */
 function variablesRead(source: string): Set<string> {
   const names = new Set<string>()
-  for (const match of source.matchAll(/[([]\s*['"]([A-Z][A-Z0-9_]*)['"]\s*[)\],]/g)) names.add(match[1] ?? '')
+  for (const match of source.matchAll(/[([]\s*['"]([A-Z][A-Z0-9_]*)['"]\s*[)\],]/g))
+    names.add(match[1] ?? '')
   for (const match of source.matchAll(/\benv\??\.([A-Z][A-Z0-9_]*)\b/g)) names.add(match[1] ?? '')
   names.delete('')
   return names
@@ -30,7 +31,8 @@ function variablesRead(source: string): Set<string> {
 function variablesListed(document: string): Map<string, string[]> {
   const rows = new Map<string, string[]>()
   for (const row of tableRows(readRepoFile(document), 'variable')) {
-    for (const match of (row[0] ?? '').matchAll(/`([A-Z][A-Z0-9_]*)`/g)) rows.set(match[1] ?? '', row)
+    for (const match of (row[0] ?? '').matchAll(/`([A-Z][A-Z0-9_]*)`/g))
+      rows.set(match[1] ?? '', row)
   }
   return rows
 }
@@ -41,10 +43,16 @@ describe('docs/configuration.md and the configuration source', () => {
   it('reads variable names in each way a configuration module reads them', () => {
     const source = `read('PORT'); env['HOST']; env.DATA_DIR; env?.WORKERS; parse(read("LOG_LEVEL"), 'LOG_LEVEL', 1)
       throw new ConfigError('JWT_SECRET must be set'); const t = \`NOT_READ is \${x}\``
-    assert.deepEqual(sorted(variablesRead(source)), ['DATA_DIR', 'HOST', 'LOG_LEVEL', 'PORT', 'WORKERS'])
+    assert.deepEqual(sorted(variablesRead(source)), [
+      'DATA_DIR',
+      'HOST',
+      'LOG_LEVEL',
+      'PORT',
+      'WORKERS',
+    ])
   })
 
-  it('finds the service\'s variables in the configuration source', () => {
+  it("finds the service's variables in the configuration source", () => {
     const read = variablesRead(readRepoFile(configSource()))
     for (const name of ['PORT', 'HOST', 'DATA_DIR', 'JWT_SECRET', 'DATABASE_URL', 'NODE_ENV']) {
       assert.ok(read.has(name), `${configSource()} reads ${name}`)
@@ -55,7 +63,10 @@ describe('docs/configuration.md and the configuration source', () => {
     const read = sorted(variablesRead(readRepoFile(configSource())))
     const documented = sorted(variablesListed('docs/configuration.md').keys())
     assert.deepEqual(
-      { undocumented: read.filter((name) => !documented.includes(name)), notRead: documented.filter((name) => !read.includes(name)) },
+      {
+        undocumented: read.filter((name) => !documented.includes(name)),
+        notRead: documented.filter((name) => !read.includes(name)),
+      },
       { undocumented: [], notRead: [] },
     )
   })
@@ -68,10 +79,13 @@ describe('docs/configuration.md and the configuration source', () => {
     }
   })
 
-  it('names in the README\'s short table only variables the configuration reads', () => {
+  it("names in the README's short table only variables the configuration reads", () => {
     const read = variablesRead(readRepoFile(configSource()))
     const listed = sorted(variablesListed('README.md').keys())
     assert.ok(listed.length >= 5)
-    assert.deepEqual(listed.filter((name) => !read.has(name)), [])
+    assert.deepEqual(
+      listed.filter((name) => !read.has(name)),
+      [],
+    )
   })
 })

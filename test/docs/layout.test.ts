@@ -3,7 +3,7 @@ import { readdirSync, statSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 
-import { REPO_ROOT, blockAfter, readRepoFile } from '../helpers/markdown.js'
+import { blockAfter, REPO_ROOT, readRepoFile } from '../helpers/markdown.js'
 
 interface Entry {
   /** From the repository's root; a folder ends with `/`. */
@@ -51,14 +51,20 @@ function kindOf(relative: string): 'folder' | 'file' | 'missing' {
   }
 }
 
-describe('the README\'s Layout block', () => {
+describe("the README's Layout block", () => {
   it('reads nested entries as paths', () => {
-    assert.deepEqual(parseLayout('src/\n  a.ts   x\n  b/     y\n    c/   z\n  d/\ntest/').map((entry) => entry.path),
-      ['src/', 'src/a.ts', 'src/b/', 'src/b/c/', 'src/d/', 'test/'])
+    assert.deepEqual(
+      parseLayout('src/\n  a.ts   x\n  b/     y\n    c/   z\n  d/\ntest/').map(
+        (entry) => entry.path,
+      ),
+      ['src/', 'src/a.ts', 'src/b/', 'src/b/c/', 'src/d/', 'test/'],
+    )
   })
 
   it('has one line per entry, within 100 columns', () => {
-    const long = layout().filter((entry) => entry.line.length > 100).map((entry) => entry.path)
+    const long = layout()
+      .filter((entry) => entry.line.length > 100)
+      .map((entry) => entry.path)
     assert.deepEqual(long, [])
   })
 
@@ -74,6 +80,9 @@ describe('the README\'s Layout block', () => {
   it('names every folder under src/', () => {
     const named = new Set(layout().map((entry) => entry.path))
     assert.ok(named.has('src/'))
-    assert.deepEqual(foldersUnder('src/').filter((folder) => !named.has(folder)), [])
+    assert.deepEqual(
+      foldersUnder('src/').filter((folder) => !named.has(folder)),
+      [],
+    )
   })
 })

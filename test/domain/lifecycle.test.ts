@@ -2,9 +2,14 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
 import { ServiceError } from '../../src/domain/errors.js'
-import { ERROR_CODES } from '../../src/http/problem.js'
-import { LIFECYCLE_ACTIONS, TRANSITIONS, nextStatus, type LifecycleAction } from '../../src/domain/lifecycle.js'
+import {
+  LIFECYCLE_ACTIONS,
+  type LifecycleAction,
+  nextStatus,
+  TRANSITIONS,
+} from '../../src/domain/lifecycle.js'
 import { USER_STATUSES, type UserStatus } from '../../src/domain/user.js'
+import { ERROR_CODES } from '../../src/http/problem.js'
 
 /** §2 of the contract, cell by cell: the status an action leads to, or undefined for a 409. */
 const TABLE: ReadonlyArray<[UserStatus, LifecycleAction, UserStatus | undefined]> = [
@@ -20,13 +25,16 @@ describe('nextStatus', () => {
   for (const [from, action, to] of TABLE) {
     if (to === undefined) {
       it(`refuses to ${action} a ${from} user with 409 invalid_transition`, () => {
-        assert.throws(() => nextStatus(from, action), (error: unknown) => {
-          assert.ok(error instanceof ServiceError)
-          assert.equal(error.code, 'invalid_transition')
-          assert.equal(ERROR_CODES[error.code].status, 409)
-          assert.match(error.detail, new RegExp(from))
-          return true
-        })
+        assert.throws(
+          () => nextStatus(from, action),
+          (error: unknown) => {
+            assert.ok(error instanceof ServiceError)
+            assert.equal(error.code, 'invalid_transition')
+            assert.equal(ERROR_CODES[error.code].status, 409)
+            assert.match(error.detail, new RegExp(from))
+            return true
+          },
+        )
       })
     } else {
       it(`takes a ${from} user to ${to} on ${action}`, () => {
@@ -57,10 +65,13 @@ describe('nextStatus', () => {
 
 describe('the 409 invalid_transition message', () => {
   it('names the status and the refused action in words', () => {
-    assert.throws(() => nextStatus('pending', 'suspend'), (error: unknown) => {
-      assert.ok(error instanceof ServiceError)
-      assert.equal(error.detail, 'A pending user cannot be suspended.')
-      return true
-    })
+    assert.throws(
+      () => nextStatus('pending', 'suspend'),
+      (error: unknown) => {
+        assert.ok(error instanceof ServiceError)
+        assert.equal(error.detail, 'A pending user cannot be suspended.')
+        return true
+      },
+    )
   })
 })

@@ -2,7 +2,10 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
 import {
-  NO_PRECONDITIONS, evaluatePreconditions, matchesIfMatch, matchesIfNoneMatch,
+  evaluatePreconditions,
+  matchesIfMatch,
+  matchesIfNoneMatch,
+  NO_PRECONDITIONS,
 } from '../../src/domain/preconditions.js'
 
 const TAG = '"v3"'
@@ -14,18 +17,33 @@ describe('evaluatePreconditions', () => {
   })
 
   it('fails a stale If-Match whatever the method', () => {
-    assert.equal(evaluatePreconditions({ ifMatch: '"v2"', ifNoneMatch: undefined }, TAG, true), 'failed')
-    assert.equal(evaluatePreconditions({ ifMatch: '"v2"', ifNoneMatch: undefined }, TAG, false), 'failed')
+    assert.equal(
+      evaluatePreconditions({ ifMatch: '"v2"', ifNoneMatch: undefined }, TAG, true),
+      'failed',
+    )
+    assert.equal(
+      evaluatePreconditions({ ifMatch: '"v2"', ifNoneMatch: undefined }, TAG, false),
+      'failed',
+    )
   })
 
   it('answers not_modified to a matching If-None-Match on GET and HEAD, failed on other methods', () => {
-    assert.equal(evaluatePreconditions({ ifMatch: undefined, ifNoneMatch: TAG }, TAG, true), 'not_modified')
-    assert.equal(evaluatePreconditions({ ifMatch: undefined, ifNoneMatch: TAG }, TAG, false), 'failed')
+    assert.equal(
+      evaluatePreconditions({ ifMatch: undefined, ifNoneMatch: TAG }, TAG, true),
+      'not_modified',
+    )
+    assert.equal(
+      evaluatePreconditions({ ifMatch: undefined, ifNoneMatch: TAG }, TAG, false),
+      'failed',
+    )
   })
 
   it('checks If-Match before If-None-Match', () => {
     assert.equal(evaluatePreconditions({ ifMatch: '"v2"', ifNoneMatch: TAG }, TAG, true), 'failed')
-    assert.equal(evaluatePreconditions({ ifMatch: TAG, ifNoneMatch: TAG }, TAG, true), 'not_modified')
+    assert.equal(
+      evaluatePreconditions({ ifMatch: TAG, ifNoneMatch: TAG }, TAG, true),
+      'not_modified',
+    )
     assert.equal(evaluatePreconditions({ ifMatch: TAG, ifNoneMatch: '"v2"' }, TAG, false), 'pass')
   })
 })

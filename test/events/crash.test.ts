@@ -4,7 +4,7 @@ import { describe, it } from 'node:test'
 
 import type { ChangeEvent } from '../../src/domain/event.js'
 import { FileStore } from '../../src/store/file/file-store.js'
-import { PROJECT_ROOT, sleep, spawnService, startChild, type Child } from '../helpers/child.js'
+import { type Child, PROJECT_ROOT, sleep, spawnService, startChild } from '../helpers/child.js'
 import { request } from '../helpers/http.js'
 import { makeTempDir, uniqueEmail } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'
@@ -15,17 +15,21 @@ const ACK = /^([0-9a-f-]{36}) (\d+)$/
 const KILL_AFTER_ACKS = [1, 40, 9, 120, 25, 70] as const
 
 function acksOf(stdout: string): [string, number][] {
-  return stdout.split('\n').slice(1, -1).map((line) => {
-    const match = ACK.exec(line)
-    if (match === null) throw new Error(`an unexpected line from the crash writer: ${line}`)
-    return [match[1] ?? '', Number(match[2])]
-  })
+  return stdout
+    .split('\n')
+    .slice(1, -1)
+    .map((line) => {
+      const match = ACK.exec(line)
+      if (match === null) throw new Error(`an unexpected line from the crash writer: ${line}`)
+      return [match[1] ?? '', Number(match[2])]
+    })
 }
 
 async function killAfter(child: Child, count: number): Promise<void> {
   const deadline = Date.now() + 60_000
   while (!child.stdout().startsWith('ready\n') || acksOf(child.stdout()).length < count) {
-    if (child.proc.exitCode !== null || Date.now() > deadline) throw new Error(`the writer stopped or stalled:\n${child.stderr()}`)
+    if (child.proc.exitCode !== null || Date.now() > deadline)
+      throw new Error(`the writer stopped or stalled:\n${child.stderr()}`)
     await sleep(2)
   }
   child.proc.kill('SIGKILL')
@@ -44,14 +48,21 @@ async function readAll(store: FileStore): Promise<ChangeEvent[]> {
 }
 
 describe('the change feed after SIGKILL', () => {
-  it('has exactly one event per acknowledged change, none without its change, versions in order, across rounds', { timeout: 240_000 }, async (t) => {
+  it('has exactly one event per acknowledged change, none without its change, versions in order, across rounds', {
+    timeout: 240_000,
+  }, async (t) => {
     const dataDir = path.join(await makeTempDir(t, 'events-crash-'), 'data')
     const acked: [string, number][] = []
     let lastId = ''
     for (const [index, count] of KILL_AFTER_ACKS.entries()) {
       const round = index + 1
-      const child = spawnService({ dataDir, args: ['--import', 'tsx', WRITER, dataDir, String(round)] })
-      t.after(() => { child.proc.kill('SIGKILL') })
+      const child = spawnService({
+        dataDir,
+        args: ['--import', 'tsx', WRITER, dataDir, String(round)],
+      })
+      t.after(() => {
+        child.proc.kill('SIGKILL')
+      })
       await killAfter(child, count)
       acked.push(...acksOf(child.stdout()))
 
@@ -63,7 +74,10 @@ describe('the change feed after SIGKILL', () => {
         assert.deepEqual([...ids].sort(), ids, `round ${round}: ids in order`)
         assert.equal(new Set(ids).size, ids.length, `round ${round}: ids unique`)
         // Ids are never reused: every event of this round comes after the last one seen before.
-        assert.ok(ids.at(-1) === undefined || (ids.at(-1) ?? '') >= lastId, `round ${round}: ids went back`)
+        assert.ok(
+          ids.at(-1) === undefined || (ids.at(-1) ?? '') >= lastId,
+          `round ${round}: ids went back`,
+        )
         lastId = ids.at(-1) ?? lastId
         const byChange = new Map<string, number>()
         const versions = new Map<string, number[]>()
@@ -74,15 +88,30 @@ describe('the change feed after SIGKILL', () => {
           assert.equal(event.type, event.version === 1 ? 'user.created' : 'user.updated')
         }
         for (const [id, version] of acked) {
-          assert.equal(byChange.get(`${id} ${version}`), 1, `round ${round}: acknowledged ${id} v${version} has ${byChange.get(`${id} ${version}`) ?? 0} events`)
+          assert.equal(
+            byChange.get(`${id} ${version}`),
+            1,
+            `round ${round}: acknowledged ${id} v${version} has ${byChange.get(`${id} ${version}`) ?? 0} events`,
+          )
         }
         for (const [userId, list] of versions) {
           const record = await store.get(userId)
-          assert.ok(record !== undefined, `round ${round}: an event for user ${userId}, who is not stored`)
+          assert.ok(
+            record !== undefined,
+            `round ${round}: an event for user ${userId}, who is not stored`,
+          )
           // Every version from 1 to the stored one has its event, in order, and none beyond it.
-          assert.deepEqual(list, Array.from({ length: record.user.version }, (_, i) => i + 1), `round ${round}: versions of ${userId}`)
+          assert.deepEqual(
+            list,
+            Array.from({ length: record.user.version }, (_, i) => i + 1),
+            `round ${round}: versions of ${userId}`,
+          )
         }
-        assert.equal(versions.size, store.count(), `round ${round}: every stored user has its events`)
+        assert.equal(
+          versions.size,
+          store.count(),
+          `round ${round}: every stored user has its events`,
+        )
       } finally {
         await store.close()
       }
@@ -91,37 +120,53 @@ describe('the change feed after SIGKILL', () => {
 })
 
 interface Feed {
-  items: { id: string, type: string, userId: string, version: number, actor?: string }[]
+  items: { id: string; type: string; userId: string; version: number; actor?: string }[]
   nextCursor: string
 }
 
 describe('the change feed after SIGKILL of the service', () => {
-  it('keeps exactly one event per acknowledged HTTP change, of every type, across rounds', { timeout: 240_000 }, async (t) => {
+  it('keeps exactly one event per acknowledged HTTP change, of every type, across rounds', {
+    timeout: 240_000,
+  }, async (t) => {
     const dataDir = path.join(await makeTempDir(t, 'events-crash-http-'), 'data')
-    const token = makeToken({ sub: 'crash-actor', scope: 'users:read users:write users:admin events:read' })
+    const token = makeToken({
+      sub: 'crash-actor',
+      scope: 'users:read users:write users:admin events:read',
+    })
     /** Every acknowledged change, as `<userId> <version>`, and the users whose deletion was acknowledged. */
     const acked = new Set<string>()
     const deleted = new Set<string>()
     for (const round of [1, 2, 3]) {
       const child = await startChild({ dataDir })
       t.after(() => child.stop('SIGKILL'))
-      const live: { id: string, version: number }[] = []
+      const live: { id: string; version: number }[] = []
       let killed = false
       let count = 0
-      const call = async (method: string, target: string, json?: unknown): Promise<{ status: number, body: { id: string, version: number } }> => {
+      const call = async (
+        method: string,
+        target: string,
+        json?: unknown,
+      ): Promise<{ status: number; body: { id: string; version: number } }> => {
         const res = await request(method, `${child.url}${target}`, {
-          token, ...(json === undefined ? {} : { json }),
+          token,
+          ...(json === undefined ? {} : { json }),
           ...(method === 'PATCH' ? { contentType: 'application/merge-patch+json' } : {}),
         })
-        return { status: res.status, body: res.json<{ id: string, version: number }>() }
+        return { status: res.status, body: res.json<{ id: string; version: number }>() }
       }
       const worker = async (seed: number): Promise<void> => {
         for (let i = 0; !killed; i += 1) {
           try {
             const pick = live[(seed * 7 + i) % Math.max(1, live.length)]
-            const action = pick === undefined || i % 5 === 0 ? 'create' : ['patch', 'activate', 'suspend', 'delete'][(seed + i) % 4]
+            const action =
+              pick === undefined || i % 5 === 0
+                ? 'create'
+                : ['patch', 'activate', 'suspend', 'delete'][(seed + i) % 4]
             if (action === 'create') {
-              const res = await call('POST', '/users', { email: uniqueEmail('crash'), name: 'Crash' })
+              const res = await call('POST', '/users', {
+                email: uniqueEmail('crash'),
+                name: 'Crash',
+              })
               if (res.status !== 201) throw new Error(`POST: ${res.status}`)
               acked.add(`${res.body.id} 1`)
               live.push({ id: res.body.id, version: 1 })
@@ -131,9 +176,12 @@ describe('the change feed after SIGKILL of the service', () => {
               const res = await call('DELETE', `/users/${pick.id}`)
               if (res.status === 204) deleted.add(pick.id)
             } else if (pick !== undefined) {
-              const res = action === 'patch'
-                ? await call('PATCH', `/users/${pick.id}`, { name: `Crash ${round}.${seed}.${i}` })
-                : await call('POST', `/users/${pick.id}:${action ?? 'activate'}`)
+              const res =
+                action === 'patch'
+                  ? await call('PATCH', `/users/${pick.id}`, {
+                      name: `Crash ${round}.${seed}.${i}`,
+                    })
+                  : await call('POST', `/users/${pick.id}:${action ?? 'activate'}`)
               if (res.status === 200) acked.add(`${pick.id} ${res.body.version}`)
             }
             count += 1
@@ -154,7 +202,11 @@ describe('the change feed after SIGKILL of the service', () => {
         const events: Feed['items'] = []
         let after = ''
         for (;;) {
-          const res = await request('GET', `${again.url}/events?limit=1000${after === '' ? '' : `&after=${after}`}`, { token })
+          const res = await request(
+            'GET',
+            `${again.url}/events?limit=1000${after === '' ? '' : `&after=${after}`}`,
+            { token },
+          )
           assert.equal(res.status, 200, res.text)
           const page = res.json<Feed>()
           events.push(...page.items)
@@ -169,20 +221,38 @@ describe('the change feed after SIGKILL of the service', () => {
           byUser.set(event.userId, [...(byUser.get(event.userId) ?? []), event])
           assert.equal(event.actor, 'crash-actor')
         }
-        for (const key of acked) assert.equal(changes.get(key), 1, `round ${round}: acknowledged change ${key}`)
+        for (const key of acked)
+          assert.equal(changes.get(key), 1, `round ${round}: acknowledged change ${key}`)
         for (const [userId, list] of byUser) {
           const versions = list.map((event) => event.version)
-          assert.deepEqual(versions, Array.from({ length: versions.length }, (_, i) => i + 1), `round ${round}: versions of ${userId}`)
+          assert.deepEqual(
+            versions,
+            Array.from({ length: versions.length }, (_, i) => i + 1),
+            `round ${round}: versions of ${userId}`,
+          )
           const res = await request('GET', `${again.url}/users/${userId}`, { token })
           const last = list.at(-1)
           if (last?.type === 'user.deleted') {
-            assert.equal(res.status, 404, `round ${round}: ${userId} has a deletion event but is stored`)
+            assert.equal(
+              res.status,
+              404,
+              `round ${round}: ${userId} has a deletion event but is stored`,
+            )
           } else {
             assert.equal(res.status, 200, `round ${round}: ${userId} has events but is not stored`)
-            assert.equal(res.json<{ version: number }>().version, last?.version, `round ${round}: ${userId}'s last event is its stored version`)
+            assert.equal(
+              res.json<{ version: number }>().version,
+              last?.version,
+              `round ${round}: ${userId}'s last event is its stored version`,
+            )
           }
         }
-        for (const id of deleted) assert.equal(byUser.get(id)?.at(-1)?.type, 'user.deleted', `round ${round}: acknowledged deletion of ${id}`)
+        for (const id of deleted)
+          assert.equal(
+            byUser.get(id)?.at(-1)?.type,
+            'user.deleted',
+            `round ${round}: acknowledged deletion of ${id}`,
+          )
       } finally {
         await again.stop()
       }

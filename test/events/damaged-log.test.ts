@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict'
-import { appendFile, readFile, readdir, writeFile } from 'node:fs/promises'
+import { appendFile, readdir, readFile, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 
 import { makeTempDir, startService } from '../helpers/service.js'
-import { feedReader, type FeedPage } from './feed-fixtures.js'
+import { type FeedPage, feedReader } from './feed-fixtures.js'
 
 const ID_2 = '{"id":"0000000000000002"'
 /** What a crash in the middle of appending event 4 (never acknowledged) leaves. */
@@ -18,10 +18,16 @@ describe('a damaged event log on the file store', () => {
     const first = await startService(t, { dataDir })
     const user = await first.createUser({ name: 'Zoë Ünal', metadata: { city: 'Zürich €' } })
     for (const name of ['Zoë Ü. Two', 'Zoë Ü. Three']) {
-      assert.equal((await first.call('PATCH', `/users/${user.id}`, { ...patch, json: { name } })).status, 200)
+      assert.equal(
+        (await first.call('PATCH', `/users/${user.id}`, { ...patch, json: { name } })).status,
+        200,
+      )
     }
     const before = (await first.call('GET', '/events', { token: feedReader })).json<FeedPage>()
-    assert.deepEqual(before.items.map((event) => event.id), ['0000000000000001', '0000000000000002', '0000000000000003'])
+    assert.deepEqual(
+      before.items.map((event) => event.id),
+      ['0000000000000001', '0000000000000002', '0000000000000003'],
+    )
     await first.service.close()
 
     const eventsDir = path.join(dataDir, 'events')
@@ -41,12 +47,22 @@ describe('a damaged event log on the file store', () => {
 
     const second = await startService(t, { dataDir })
     const afterFirst = (await second.call('GET', '/events', { token: feedReader })).json<FeedPage>()
-    assert.deepEqual(afterFirst.items.map((event) => event.id), ['0000000000000001', '0000000000000003'])
-    assert.deepEqual((await readFile(file)).subarray(0, damaged.length), damaged, 'the torn line is cut at its first byte, nothing else')
+    assert.deepEqual(
+      afterFirst.items.map((event) => event.id),
+      ['0000000000000001', '0000000000000003'],
+    )
+    assert.deepEqual(
+      (await readFile(file)).subarray(0, damaged.length),
+      damaged,
+      'the torn line is cut at its first byte, nothing else',
+    )
     assert.equal((await readFile(file)).length, damaged.length)
     const quarantined = await readdir(path.join(dataDir, 'quarantine'))
     assert.equal(quarantined.length, 1, String(quarantined))
-    assert.deepEqual(await readFile(path.join(dataDir, 'quarantine', quarantined[0] ?? '')), Buffer.concat([damagedLine, Buffer.from('\n')]))
+    assert.deepEqual(
+      await readFile(path.join(dataDir, 'quarantine', quarantined[0] ?? '')),
+      Buffer.concat([damagedLine, Buffer.from('\n')]),
+    )
     const logged = second.logs.find((line) => line['msg'] === 'quarantined a damaged event record')
     assert.ok(logged !== undefined, JSON.stringify(second.logs))
     assert.equal(logged['level'], 'warn')
@@ -55,25 +71,53 @@ describe('a damaged event log on the file store', () => {
     assert.equal(logged['id'], '0000000000000002')
     assert.match(String(logged['reason']), /UTF-8/)
     // The one write: acknowledged event 4.
-    assert.equal((await second.call('PATCH', `/users/${user.id}`, { ...patch, json: { name: 'Zoë Ü. Four' } })).status, 200)
-    const written = (await second.call('GET', '/events?after=0000000000000003', { token: feedReader })).json<FeedPage>()
-    assert.deepEqual(written.items.map((event) => [event.id, event.version]), [['0000000000000004', 4]])
+    assert.equal(
+      (await second.call('PATCH', `/users/${user.id}`, { ...patch, json: { name: 'Zoë Ü. Four' } }))
+        .status,
+      200,
+    )
+    const written = (
+      await second.call('GET', '/events?after=0000000000000003', { token: feedReader })
+    ).json<FeedPage>()
+    assert.deepEqual(
+      written.items.map((event) => [event.id, event.version]),
+      [['0000000000000004', 4]],
+    )
     await second.service.close()
 
     const third = await startService(t, { dataDir })
     const res = await third.call('GET', '/events', { token: feedReader })
     assert.doesNotMatch(res.text, /\uFFFD/, 'no event is served with a replacement character')
     const afterSecond = res.json<FeedPage>()
-    assert.deepEqual(afterSecond.items.map((event) => [event.id, event.version, event.user?.['name']]), [
-      ['0000000000000001', 1, 'Zoë Ünal'],
-      ['0000000000000003', 3, 'Zoë Ü. Three'],
-      ['0000000000000004', 4, 'Zoë Ü. Four'],
-    ], 'acknowledged event 4 is still served')
-    assert.equal((await third.call('PATCH', `/users/${user.id}`, { ...patch, json: { name: 'Zoë Ü. Five' } })).status, 200)
-    const last = (await third.call('GET', '/events?after=0000000000000004', { token: feedReader })).json<FeedPage>()
-    assert.deepEqual(last.items.map((event) => [event.id, event.version]), [['0000000000000005', 5]], 'id 4 is not handed out again')
+    assert.deepEqual(
+      afterSecond.items.map((event) => [event.id, event.version, event.user?.['name']]),
+      [
+        ['0000000000000001', 1, 'Zoë Ünal'],
+        ['0000000000000003', 3, 'Zoë Ü. Three'],
+        ['0000000000000004', 4, 'Zoë Ü. Four'],
+      ],
+      'acknowledged event 4 is still served',
+    )
+    assert.equal(
+      (await third.call('PATCH', `/users/${user.id}`, { ...patch, json: { name: 'Zoë Ü. Five' } }))
+        .status,
+      200,
+    )
+    const last = (
+      await third.call('GET', '/events?after=0000000000000004', { token: feedReader })
+    ).json<FeedPage>()
+    assert.deepEqual(
+      last.items.map((event) => [event.id, event.version]),
+      [['0000000000000005', 5]],
+      'id 4 is not handed out again',
+    )
     // Quarantined once; the record stays where it was, and each start says it is left out.
     assert.equal((await readdir(path.join(dataDir, 'quarantine'))).length, 1)
-    assert.ok(third.logs.some((line) => line['msg'] === 'quarantined a damaged event record' && line['id'] === '0000000000000002'))
+    assert.ok(
+      third.logs.some(
+        (line) =>
+          line['msg'] === 'quarantined a damaged event record' && line['id'] === '0000000000000002',
+      ),
+    )
   })
 })

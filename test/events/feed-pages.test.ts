@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
-import { eventJson, type ChangeEvent } from '../../src/domain/event.js'
+import { type ChangeEvent, eventJson } from '../../src/domain/event.js'
 import { EVENT_PAGE_MAX_BYTES, type EventFeed } from '../../src/store/feed/journal.js'
 import { FileStore } from '../../src/store/file/file-store.js'
 import { MemoryStore } from '../../src/store/memory-store.js'
@@ -12,14 +12,20 @@ import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES, sql } from '../helpers/
 import { makeTempDir, startService, type TestService } from '../helpers/service.js'
 import { changeUser, makeUser } from '../helpers/store-users.js'
 import {
-  bigMetadata, createBigUser, feedReader, pageBytes, patchMetadata, readWholeFeed, type FeedPage,
+  bigMetadata,
+  createBigUser,
+  type FeedPage,
+  feedReader,
+  pageBytes,
+  patchMetadata,
+  readWholeFeed,
 } from './feed-fixtures.js'
 
 interface Kind {
   readonly name: string
   readonly skip: string | false
   /** A fresh store, closed when the test ends, and (PostgreSQL) its schema. */
-  make(t: TestContext): Promise<{ store: Store, schema?: string }>
+  make(t: TestContext): Promise<{ store: Store; schema?: string }>
 }
 
 const KINDS: readonly Kind[] = [
@@ -27,7 +33,9 @@ const KINDS: readonly Kind[] = [
     name: 'file store',
     skip: false,
     async make(t) {
-      return { store: new FileStore({ dataDir: path.join(await makeTempDir(t, 'feed-pages-'), 'data') }) }
+      return {
+        store: new FileStore({ dataDir: path.join(await makeTempDir(t, 'feed-pages-'), 'data') }),
+      }
     },
   },
   {
@@ -73,12 +81,23 @@ for (const kind of KINDS) {
       const first = res.json<FeedPage>()
       const size = Buffer.byteLength(JSON.stringify(first.items[0]))
       assert.ok(size > 40_000, `an event of ${size} bytes`)
-      assert.equal(first.items.length, Math.floor(EVENT_PAGE_MAX_BYTES / size), 'as many events as fit in 1 MiB')
+      assert.equal(
+        first.items.length,
+        Math.floor(EVENT_PAGE_MAX_BYTES / size),
+        'as many events as fit in 1 MiB',
+      )
       assert.ok(pageBytes(res) <= EVENT_PAGE_MAX_BYTES)
       assert.equal(first.nextCursor, first.items.at(-1)?.id)
       const rest = await page(svc, `?limit=1000&after=${first.nextCursor}`)
-      assert.deepEqual([...first.items, ...rest.items].map((event) => event.version), Array.from({ length: 31 }, (_, i) => i + 1))
-      for (const query of ['limit=1000', 'limit=1000&type=user.updated', `limit=1000&userId=${id}`]) {
+      assert.deepEqual(
+        [...first.items, ...rest.items].map((event) => event.version),
+        Array.from({ length: 31 }, (_, i) => i + 1),
+      )
+      for (const query of [
+        'limit=1000',
+        'limit=1000&type=user.updated',
+        `limit=1000&userId=${id}`,
+      ]) {
         const { items, pages } = await readWholeFeed(svc.baseUrl, query)
         const expected = query.includes('type=') ? 30 : 31
         assert.equal(items.length, expected, query)
@@ -99,21 +118,44 @@ for (const kind of KINDS) {
       const all = (await feed.read({ limit: 10 })).items
       assert.equal(all.length, 3)
       const sizes = all.map((event) => Buffer.byteLength(eventJson(event)))
-      assert.deepEqual((await pagesOf(feed, 1)).map((items) => items.length), [1, 1, 1])
+      assert.deepEqual(
+        (await pagesOf(feed, 1)).map((items) => items.length),
+        [1, 1, 1],
+      )
       // Exactly the first two fit; one byte less and only the first.
       const two = (sizes[0] ?? 0) + (sizes[1] ?? 0)
       const fits = await feed.read({ limit: 10, maxBytes: two })
-      assert.deepEqual(fits.items.map((event) => event.version), [1, 2])
+      assert.deepEqual(
+        fits.items.map((event) => event.version),
+        [1, 2],
+      )
       assert.equal(fits.nextCursor, all[1]?.id)
       const short = await feed.read({ limit: 10, maxBytes: two - 1 })
-      assert.deepEqual(short.items.map((event) => event.version), [1])
+      assert.deepEqual(
+        short.items.map((event) => event.version),
+        [1],
+      )
       const resumed = await feed.read({ limit: 10, maxBytes: two - 1, after: short.nextCursor })
-      assert.deepEqual(resumed.items.map((event) => event.version), [2])
+      assert.deepEqual(
+        resumed.items.map((event) => event.version),
+        [2],
+      )
       // A filtered page that stops early resumes just before the match it left out.
       const filtered = await feed.read({ limit: 10, maxBytes: 1, types: ['user.updated'] })
-      assert.deepEqual(filtered.items.map((event) => event.version), [2])
-      const next = await feed.read({ limit: 10, maxBytes: 1, types: ['user.updated'], after: filtered.nextCursor })
-      assert.deepEqual(next.items.map((event) => event.version), [3])
+      assert.deepEqual(
+        filtered.items.map((event) => event.version),
+        [2],
+      )
+      const next = await feed.read({
+        limit: 10,
+        maxBytes: 1,
+        types: ['user.updated'],
+        after: filtered.nextCursor,
+      })
+      assert.deepEqual(
+        next.items.map((event) => event.version),
+        [3],
+      )
     })
 
     it('compares cursors exactly: one ahead of the feed gives an empty page that resumes at that cursor, never before it', async (t) => {
@@ -121,7 +163,14 @@ for (const kind of KINDS) {
       const svc = await startService(t, { store })
       const user = await svc.createUser()
       const head = (await page(svc, '')).nextCursor
-      for (const cursor of ['001fffffffffffff', '0020000000000000', '0020000000000001', '0020000000000003', '7ffffffffffffffe', '7fffffffffffffff']) {
+      for (const cursor of [
+        '001fffffffffffff',
+        '0020000000000000',
+        '0020000000000001',
+        '0020000000000003',
+        '7ffffffffffffffe',
+        '7fffffffffffffff',
+      ]) {
         for (const filter of ['', '&type=user.deleted', `&userId=${user.id}`]) {
           const ahead = await page(svc, `?after=${cursor}${filter}`)
           assert.deepEqual(ahead.items, [], cursor)
@@ -139,7 +188,12 @@ for (const kind of KINDS) {
       await store.open()
       t.after(() => store.close())
       await store.create(makeUser())
-      for (const cursor of ['0020000000000001', '7fffffffffffffff', '8000000000000000', 'ffffffffffffffff']) {
+      for (const cursor of [
+        '0020000000000001',
+        '7fffffffffffffff',
+        '8000000000000000',
+        'ffffffffffffffff',
+      ]) {
         const ahead = await store.events?.read({ after: cursor, limit: 10 })
         assert.deepEqual(ahead?.items, [], cursor)
         assert.equal(ahead?.nextCursor, cursor)
@@ -159,32 +213,56 @@ describe('PostgreSQL event ids past 2^53', { skip: SKIP_POSTGRES }, () => {
     await sql(`UPDATE ${schema}.event_counter SET last_id = 9007199254740992`)
     const users = [await svc.createUser(), await svc.createUser(), await svc.createUser()]
     const all = await page(svc, '?after=001ffffffffffffe')
-    assert.deepEqual(all.items.map((event) => event.id), ['0020000000000001', '0020000000000002', '0020000000000003'])
-    assert.deepEqual(all.items.map((event) => event.userId), users.map((user) => user.id))
+    assert.deepEqual(
+      all.items.map((event) => event.id),
+      ['0020000000000001', '0020000000000002', '0020000000000003'],
+    )
+    assert.deepEqual(
+      all.items.map((event) => event.userId),
+      users.map((user) => user.id),
+    )
     assert.equal(all.nextCursor, '0020000000000003')
     const after1 = await page(svc, '?after=0020000000000001')
-    assert.deepEqual(after1.items.map((event) => event.id), ['0020000000000002', '0020000000000003'])
+    assert.deepEqual(
+      after1.items.map((event) => event.id),
+      ['0020000000000002', '0020000000000003'],
+    )
     const one = await page(svc, '?after=0020000000000002&limit=1')
-    assert.deepEqual(one.items.map((event) => event.id), ['0020000000000003'])
+    assert.deepEqual(
+      one.items.map((event) => event.id),
+      ['0020000000000003'],
+    )
     assert.equal(one.nextCursor, '0020000000000003')
     const ahead = await page(svc, '?after=0020000000000005')
     assert.deepEqual(ahead.items, [])
     assert.equal(ahead.nextCursor, '0020000000000005')
     const filtered = await page(svc, `?after=0020000000000001&userId=${users[2]?.id ?? ''}`)
-    assert.deepEqual(filtered.items.map((event) => event.id), ['0020000000000003'])
+    assert.deepEqual(
+      filtered.items.map((event) => event.id),
+      ['0020000000000003'],
+    )
     assert.equal(filtered.nextCursor, '0020000000000003')
     const { items } = await readWholeFeed(svc.baseUrl, 'limit=2')
-    assert.deepEqual(items.map((event) => event.id), ['0000000000000001', '0020000000000001', '0020000000000002', '0020000000000003'])
+    assert.deepEqual(
+      items.map((event) => event.id),
+      ['0000000000000001', '0020000000000001', '0020000000000002', '0020000000000003'],
+    )
   })
 })
 
-describe('the memory store\'s feed', () => {
+describe("the memory store's feed", () => {
   it('bounds pages by bytes too', async () => {
     const store = new MemoryStore()
     const user = (await store.create(makeUser({ metadata: bigMetadata('m') }))).user
-    for (let i = 0; i < 3; i += 1) await store.update(user.id, (current) => changeUser(current.user, { name: `N${i}` }))
-    const size = Buffer.byteLength(eventJson((await store.events.read({ limit: 1 })).items[0] ?? assert.fail('no event')))
+    for (let i = 0; i < 3; i += 1)
+      await store.update(user.id, (current) => changeUser(current.user, { name: `N${i}` }))
+    const size = Buffer.byteLength(
+      eventJson((await store.events.read({ limit: 1 })).items[0] ?? assert.fail('no event')),
+    )
     const pages = await pagesOf(store.events, size * 2 + 10)
-    assert.deepEqual(pages.map((items) => items.length), [2, 2])
+    assert.deepEqual(
+      pages.map((items) => items.length),
+      [2, 2],
+    )
   })
 })

@@ -1,4 +1,4 @@
-import { request, type ClientRequest, type IncomingMessage } from 'node:http'
+import { type ClientRequest, type IncomingMessage, request } from 'node:http'
 
 export interface SseEvent {
   id: string
@@ -24,9 +24,15 @@ export interface SseClient {
   readonly req: ClientRequest
 }
 
-export function openSse(url: string, token: string, headers: Record<string, string> = {}): Promise<SseClient> {
+export function openSse(
+  url: string,
+  token: string,
+  headers: Record<string, string> = {},
+): Promise<SseClient> {
   return new Promise((resolve, reject) => {
-    const req = request(url, { headers: { accept: 'text/event-stream', authorization: `Bearer ${token}`, ...headers } })
+    const req = request(url, {
+      headers: { accept: 'text/event-stream', authorization: `Bearer ${token}`, ...headers },
+    })
     req.on('error', reject)
     req.on('response', (res) => {
       const events: SseEvent[] = []
@@ -36,7 +42,9 @@ export function openSse(url: string, token: string, headers: Record<string, stri
       const ended = new Promise<void>((done) => {
         res.on('end', done)
         res.on('close', done)
-        res.on('error', () => { done() })
+        res.on('error', () => {
+          done()
+        })
       })
       res.setEncoding('utf8')
       res.on('data', (chunk: string) => {
@@ -64,24 +72,31 @@ export function openSse(url: string, token: string, headers: Record<string, stri
         }
         notify?.()
       })
-      const wait = (done: () => boolean, timeoutMs: number, what: string): Promise<void> => new Promise((ok, fail) => {
-        if (done()) return ok()
-        const timer = setTimeout(() => { fail(new Error(`timed out waiting for ${what} (have ${events.length} events)`)) }, timeoutMs)
-        const previous = notify
-        notify = () => {
-          previous?.()
-          if (done()) {
-            clearTimeout(timer)
-            ok()
+      const wait = (done: () => boolean, timeoutMs: number, what: string): Promise<void> =>
+        new Promise((ok, fail) => {
+          if (done()) return ok()
+          const timer = setTimeout(() => {
+            fail(new Error(`timed out waiting for ${what} (have ${events.length} events)`))
+          }, timeoutMs)
+          const previous = notify
+          notify = () => {
+            previous?.()
+            if (done()) {
+              clearTimeout(timer)
+              ok()
+            }
           }
-        }
-        void ended.then(() => {
-          if (!done()) {
-            clearTimeout(timer)
-            fail(new Error(`the stream ended while waiting for ${what} (have ${events.length} events)`))
-          }
+          void ended.then(() => {
+            if (!done()) {
+              clearTimeout(timer)
+              fail(
+                new Error(
+                  `the stream ended while waiting for ${what} (have ${events.length} events)`,
+                ),
+              )
+            }
+          })
         })
-      })
       resolve({
         status: res.statusCode ?? 0,
         headers: res.headers,
@@ -90,10 +105,15 @@ export function openSse(url: string, token: string, headers: Record<string, stri
         ended,
         response: res,
         req,
-        waitFor: (count, timeoutMs = 20_000) => wait(() => events.length >= count, timeoutMs, `${count} events`),
-        waitForComment: (timeoutMs = 20_000) => wait(() => comments.length > 0, timeoutMs, 'a comment'),
-        waitForComments: (count, timeoutMs = 20_000) => wait(() => comments.length >= count, timeoutMs, `${count} comments`),
-        close: () => { req.destroy() },
+        waitFor: (count, timeoutMs = 20_000) =>
+          wait(() => events.length >= count, timeoutMs, `${count} events`),
+        waitForComment: (timeoutMs = 20_000) =>
+          wait(() => comments.length > 0, timeoutMs, 'a comment'),
+        waitForComments: (count, timeoutMs = 20_000) =>
+          wait(() => comments.length >= count, timeoutMs, `${count} comments`),
+        close: () => {
+          req.destroy()
+        },
       })
     })
     req.end()

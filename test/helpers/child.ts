@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process'
+import { type ChildProcess, spawn } from 'node:child_process'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -8,11 +8,32 @@ export const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.
 
 /** Variables of the service that must not leak in from the shell running the tests. */
 const SERVICE_VARS = [
-  'PORT', 'HOST', 'DATA_DIR', 'BASE_PATH', 'JWT_SECRET', 'JWT_SECRETS', 'JWT_ISSUER', 'JWT_AUDIENCE',
-  'JWT_LEEWAY_S', 'LOG_LEVEL', 'MAX_INFLIGHT', 'MAX_EVENT_LOOP_DELAY_MS', 'NODE_ENV',
-  'HEADERS_TIMEOUT_MS', 'REQUEST_TIMEOUT_MS', 'KEEP_ALIVE_TIMEOUT_MS', 'SHUTDOWN_TIMEOUT_MS', 'NODE_TEST_CONTEXT',
-  'MAX_CONNECTIONS', 'LIST_SCAN_BUDGET', 'METRICS', 'DATABASE_URL', 'WORKERS', 'CORS_ORIGINS',
-  'MAX_EVENT_STREAMS', 'EVENTS_RETENTION_DAYS',
+  'PORT',
+  'HOST',
+  'DATA_DIR',
+  'BASE_PATH',
+  'JWT_SECRET',
+  'JWT_SECRETS',
+  'JWT_ISSUER',
+  'JWT_AUDIENCE',
+  'JWT_LEEWAY_S',
+  'LOG_LEVEL',
+  'MAX_INFLIGHT',
+  'MAX_EVENT_LOOP_DELAY_MS',
+  'NODE_ENV',
+  'HEADERS_TIMEOUT_MS',
+  'REQUEST_TIMEOUT_MS',
+  'KEEP_ALIVE_TIMEOUT_MS',
+  'SHUTDOWN_TIMEOUT_MS',
+  'NODE_TEST_CONTEXT',
+  'MAX_CONNECTIONS',
+  'LIST_SCAN_BUDGET',
+  'METRICS',
+  'DATABASE_URL',
+  'WORKERS',
+  'CORS_ORIGINS',
+  'MAX_EVENT_STREAMS',
+  'EVENTS_RETENTION_DAYS',
 ]
 
 export interface ChildOptions {
@@ -29,23 +50,37 @@ export interface Child {
   stdout(): string
   stderr(): string
   /** Resolves with the exit code and signal. */
-  readonly exited: Promise<{ code: number | null, signal: NodeJS.Signals | null }>
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
 }
 
 /** Runs the service (or another script) as a child process with a clean environment. */
 export function spawnService(options: ChildOptions): Child {
   const env: Record<string, string | undefined> = { ...process.env }
   for (const name of SERVICE_VARS) delete env[name]
-  Object.assign(env, { PORT: '0', HOST: '127.0.0.1', DATA_DIR: options.dataDir, JWT_SECRET: TEST_SECRET }, options.env)
+  Object.assign(
+    env,
+    { PORT: '0', HOST: '127.0.0.1', DATA_DIR: options.dataDir, JWT_SECRET: TEST_SECRET },
+    options.env,
+  )
   for (const [name, value] of Object.entries(env)) if (value === undefined) delete env[name]
   const args = options.args ?? ['--import', 'tsx', path.join(PROJECT_ROOT, 'src', 'main.ts')]
-  const proc = spawn(process.execPath, [...args], { cwd: options.cwd ?? PROJECT_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] })
+  const proc = spawn(process.execPath, [...args], {
+    cwd: options.cwd ?? PROJECT_ROOT,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   let out = ''
   let err = ''
-  proc.stdout?.setEncoding('utf8').on('data', (chunk: string) => { out += chunk })
-  proc.stderr?.setEncoding('utf8').on('data', (chunk: string) => { err += chunk })
-  const exited = new Promise<{ code: number | null, signal: NodeJS.Signals | null }>((resolve) => {
-    proc.on('exit', (code, signal) => { resolve({ code, signal }) })
+  proc.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+    out += chunk
+  })
+  proc.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+    err += chunk
+  })
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    proc.on('exit', (code, signal) => {
+      resolve({ code, signal })
+    })
   })
   return { proc, stdout: () => out, stderr: () => err, exited }
 }
@@ -53,7 +88,7 @@ export function spawnService(options: ChildOptions): Child {
 export interface RunningChild extends Child {
   readonly url: string
   /** SIGTERM (or another signal) and the exit. */
-  stop(signal?: NodeJS.Signals): Promise<{ code: number | null, signal: NodeJS.Signals | null }>
+  stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>
 }
 
 /** Starts the service as a child and waits for its listening line and a 200 from /readyz. */
@@ -70,7 +105,12 @@ export async function startChild(options: ChildOptions, timeoutMs = 15_000): Pro
     }
     await sleep(20)
   }
-  while ((await fetch(`${url}/readyz`).then((res) => res.status, () => 0)) !== 200) {
+  while (
+    (await fetch(`${url}/readyz`).then(
+      (res) => res.status,
+      () => 0,
+    )) !== 200
+  ) {
     if (Date.now() > deadline) throw new Error(`the service never became ready:\n${child.stderr()}`)
     await sleep(20)
   }

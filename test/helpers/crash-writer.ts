@@ -4,8 +4,9 @@
  * printing `<id> <version>` for every write once the store has acknowledged it. The choice of
  * create or update, the user updated and the padding come from SEED, so a round can be replayed.
  */
-import { FileStore } from '../../src/store/file/file-store.js'
+
 import type { UserRecord } from '../../src/domain/user.js'
+import { FileStore } from '../../src/store/file/file-store.js'
 import { changeUser, makeUser } from './store-users.js'
 
 const WRITERS = 8
@@ -19,7 +20,12 @@ await store.open()
 const ids: string[] = []
 let after: string | undefined
 for (;;) {
-  const page = await store.list({ filter: {}, order: 'asc', limit: 100, ...(after === undefined ? {} : { after }) })
+  const page = await store.list({
+    filter: {},
+    order: 'asc',
+    limit: 100,
+    ...(after === undefined ? {} : { after }),
+  })
   ids.push(...page.items.map((record) => record.user.id))
   if (!page.hasMore) break
   after = ids.at(-1)
@@ -37,9 +43,11 @@ async function writeOne(): Promise<UserRecord> {
     ids.push(record.user.id)
     return record
   }
-  return store.update(id, (current) => changeUser(current.user, {
-    metadata: { ...current.user.metadata, n: String(current.user.version), pad: filler() },
-  }))
+  return store.update(id, (current) =>
+    changeUser(current.user, {
+      metadata: { ...current.user.metadata, n: String(current.user.version), pad: filler() },
+    }),
+  )
 }
 
 async function runWriter(): Promise<void> {

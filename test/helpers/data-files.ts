@@ -1,10 +1,12 @@
-import { readFileSync, readdirSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import path from 'node:path'
 
 /** The lock files a data directory holds now (`.lock.<n>`, and a 0.1.0 `.lock`). */
 export function listLockFiles(dataDir: string): string[] {
   try {
-    return readdirSync(dataDir).filter((name) => /^\.lock(\.\d+)?$/.test(name)).sort()
+    return readdirSync(dataDir)
+      .filter((name) => /^\.lock(\.\d+)?$/.test(name))
+      .sort()
   } catch {
     return []
   }
@@ -12,7 +14,9 @@ export function listLockFiles(dataDir: string): string[] {
 
 /** The parsed content of `users/<id>.json` (or of `tombstones/<id>.json`), or undefined when missing. */
 export function readUserFile(
-  dataDir: string, id: string, folder: 'users' | 'tombstones' = 'users',
+  dataDir: string,
+  id: string,
+  folder: 'users' | 'tombstones' = 'users',
 ): Record<string, unknown> | undefined {
   let text: string
   try {

@@ -1,9 +1,17 @@
-import { MemoryStore } from '../../src/store/memory-store.js'
-import type { ChangeUser, ListPage, ListQuery, SubjectState } from '../../src/store/store.js'
 import type { ChangeContext } from '../../src/domain/change-context.js'
 import type { User, UserRecord } from '../../src/domain/user.js'
+import { MemoryStore } from '../../src/store/memory-store.js'
+import type { ChangeUser, ListPage, ListQuery, SubjectState } from '../../src/store/store.js'
 
-export type StoreMethod = 'get' | 'getMany' | 'isDeleted' | 'subjectOf' | 'list' | 'create' | 'update' | 'delete'
+export type StoreMethod =
+  | 'get'
+  | 'getMany'
+  | 'isDeleted'
+  | 'subjectOf'
+  | 'list'
+  | 'create'
+  | 'update'
+  | 'delete'
 
 export interface StoreCall {
   readonly method: StoreMethod
@@ -68,7 +76,11 @@ export class FaultyStore extends MemoryStore {
     return this.#run('update', id, () => super.update(id, change, context))
   }
 
-  override delete(id: string, check?: (current: UserRecord) => void, context?: ChangeContext): Promise<void> {
+  override delete(
+    id: string,
+    check?: (current: UserRecord) => void,
+    context?: ChangeContext,
+  ): Promise<void> {
     return this.#run('delete', id, () => super.delete(id, check, context))
   }
 

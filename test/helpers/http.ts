@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 
-import type { FieldError } from '../../src/http/problem.js'
 import type { User } from '../../src/domain/user.js'
+import type { FieldError } from '../../src/http/problem.js'
 
 export interface TestResponse {
   readonly status: number
@@ -37,7 +37,11 @@ export interface RequestOptions {
 }
 
 /** One request with fetch; `url` is absolute. */
-export async function request(method: string, url: string, options: RequestOptions = {}): Promise<TestResponse> {
+export async function request(
+  method: string,
+  url: string,
+  options: RequestOptions = {},
+): Promise<TestResponse> {
   const headers: Record<string, string> = { ...options.headers }
   if (options.token !== undefined) headers['authorization'] = `Bearer ${options.token}`
   let body = options.body
@@ -46,11 +50,22 @@ export async function request(method: string, url: string, options: RequestOptio
     headers['content-type'] = 'application/json'
   }
   if (options.contentType !== undefined) headers['content-type'] = options.contentType
-  const res = await fetch(url, { method, headers, ...(body === undefined ? {} : { body }), redirect: 'manual' })
+  const res = await fetch(url, {
+    method,
+    headers,
+    ...(body === undefined ? {} : { body }),
+    redirect: 'manual',
+  })
   const text = await res.text()
   const type = res.headers.get('content-type') ?? ''
   const parsed: unknown = text !== '' && /json/.test(type) ? JSON.parse(text) : undefined
-  return { status: res.status, headers: res.headers, text, body: parsed, json: <T>() => parsed as T }
+  return {
+    status: res.status,
+    headers: res.headers,
+    text,
+    body: parsed,
+    json: <T>() => parsed as T,
+  }
 }
 
 /** Asserts a problem+json answer with a status and (when given) a code; returns the problem. */
@@ -73,7 +88,14 @@ export function assertValidation(res: TestResponse, pointers: readonly string[])
   const errors = problem.errors ?? []
   assert.ok(errors.length > 0, `422 without errors[]: ${res.text}`)
   for (const pointer of pointers) {
-    assert.ok(errors.some((entry) => entry.pointer === pointer || (pointer.endsWith('*') && entry.pointer.startsWith(pointer.slice(0, -1)))), `no error at ${pointer}: ${res.text}`)
+    assert.ok(
+      errors.some(
+        (entry) =>
+          entry.pointer === pointer ||
+          (pointer.endsWith('*') && entry.pointer.startsWith(pointer.slice(0, -1))),
+      ),
+      `no error at ${pointer}: ${res.text}`,
+    )
   }
   return problem
 }

@@ -11,14 +11,19 @@
 import { DataDirLock } from '../../src/store/file/data-dir-lock.js'
 
 export type RacerCommand =
-  | { readonly kind: 'go', readonly dir: string, readonly at: number }
+  | { readonly kind: 'go'; readonly dir: string; readonly at: number }
   | { readonly kind: 'release' }
 
 export type RacerAnswer =
-  | { readonly kind: 'ready', readonly pid: number }
-  | { readonly kind: 'held', readonly pid: number, readonly file: string }
-  | { readonly kind: 'refused', readonly pid: number, readonly name: string, readonly message: string }
-  | { readonly kind: 'released', readonly pid: number, readonly removed: boolean }
+  | { readonly kind: 'ready'; readonly pid: number }
+  | { readonly kind: 'held'; readonly pid: number; readonly file: string }
+  | {
+      readonly kind: 'refused'
+      readonly pid: number
+      readonly name: string
+      readonly message: string
+    }
+  | { readonly kind: 'released'; readonly pid: number; readonly removed: boolean }
 
 /** The lock when taken, or the error that refused it. */
 function tryLock(dir: string): DataDirLock | Error {
@@ -45,7 +50,9 @@ function serveRounds(send: (answer: RacerAnswer) => void): void {
       return
     }
     // A busy wait, not a timer: timers fire late by a varying amount, which would spread the start.
-    while (Date.now() < command.at) { /* wait for the common start */ }
+    while (Date.now() < command.at) {
+      /* wait for the common start */
+    }
     const result = tryLock(command.dir)
     if (result instanceof Error) {
       const { name, message } = result
@@ -65,14 +72,19 @@ function runOnce(dir: string): void {
     return
   }
   process.stdout.write(`held ${result.file}\n`)
-  process.stdin.resume().on('end', () => { result.release() })
+  process.stdin.resume().on('end', () => {
+    result.release()
+  })
 }
 
 const send = process.send?.bind(process)
 if (send !== undefined) {
-  serveRounds((answer) => { send(answer) })
+  serveRounds((answer) => {
+    send(answer)
+  })
 } else {
   const dir = process.argv[2]
-  if (dir === undefined) throw new Error('usage: lock-racer.ts DATA_DIR (or run it with an IPC channel)')
+  if (dir === undefined)
+    throw new Error('usage: lock-racer.ts DATA_DIR (or run it with an IPC channel)')
   runOnce(dir)
 }

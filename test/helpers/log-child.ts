@@ -35,7 +35,10 @@ export interface SlowReaderReport {
 }
 
 const deadline = Date.now() + DEADLINE_MS
-const nextTurn = (): Promise<void> => new Promise((resolve) => { setImmediate(resolve) })
+const nextTurn = (): Promise<void> =>
+  new Promise((resolve) => {
+    setImmediate(resolve)
+  })
 const report = (value: ClosedPipeReport | SlowReaderReport): void => {
   process.stderr.write(`${JSON.stringify(value)}\n`)
 }
@@ -48,14 +51,19 @@ async function closedPipe(): Promise<void> {
   while (logger.dropped === 0 && Date.now() < deadline) {
     logger.info('line', { n })
     n += 1
-    await new Promise((resolve) => { setTimeout(resolve, 1) })
+    await new Promise((resolve) => {
+      setTimeout(resolve, 1)
+    })
   }
   const before = logger.dropped
   for (let i = 0; i < AFTER_BREAK; i += 1) logger.info('after the break', { i })
   const droppedAfterBreak = logger.dropped - before
   await logger.flush()
   report({
-    timedOut: before === 0, linesBeforeDrop: n, afterBreak: AFTER_BREAK, droppedAfterBreak,
+    timedOut: before === 0,
+    linesBeforeDrop: n,
+    afterBreak: AFTER_BREAK,
+    droppedAfterBreak,
     dropped: logger.dropped,
   })
 }
@@ -68,7 +76,14 @@ async function slowReader(): Promise<void> {
   }
   // Every line has this length: the ISO time and n have fixed widths.
   let sample = ''
-  logLine(createJsonLogger({ write: (line) => { sample = line } }), 0)
+  logLine(
+    createJsonLogger({
+      write: (line) => {
+        sample = line
+      },
+    }),
+    0,
+  )
   const lineBytes = Buffer.byteLength(sample)
   let logged = 0
   let maxHeldBytes = 0
@@ -86,7 +101,11 @@ async function slowReader(): Promise<void> {
     await nextTurn()
   }
   report({
-    logged, dropped: logger.dropped, lineBytes, maxHeldBytes, maxWritableLength,
+    logged,
+    dropped: logger.dropped,
+    lineBytes,
+    maxHeldBytes,
+    maxWritableLength,
     maxBufferBytes: SLOW_READER_MAX_BYTES,
   })
   await logger.flush()

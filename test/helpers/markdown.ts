@@ -12,8 +12,8 @@ export function readRepoFile(relative: string): string {
 }
 
 /** The document's lines outside fenced code blocks, with their 1-based line numbers. */
-export function proseLines(text: string): { line: number, text: string }[] {
-  const lines: { line: number, text: string }[] = []
+export function proseLines(text: string): { line: number; text: string }[] {
+  const lines: { line: number; text: string }[] = []
   let fence: string | undefined
   text.split('\n').forEach((line, index) => {
     const marker = /^\s*(`{3,}|~{3,})/.exec(line)?.[1]
@@ -60,12 +60,15 @@ export interface MarkdownLink {
 export function linksOf(text: string): MarkdownLink[] {
   // Fenced lines become empty lines, so that an offset still gives its line number.
   const lines = text.split('\n').map(() => '')
-  for (const { line, text: prose } of proseLines(text)) lines[line - 1] = prose.replace(/(`+)[^`]*?\1/g, '')
+  for (const { line, text: prose } of proseLines(text))
+    lines[line - 1] = prose.replace(/(`+)[^`]*?\1/g, '')
   const prose = lines.join('\n')
   const links: MarkdownLink[] = []
   for (const match of prose.matchAll(/!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g)) {
     const target = match[1]
-    const line = prose.slice(0, match.index).split('\n').length + (match[0].slice(0, match[0].indexOf('](')).split('\n').length - 1)
+    const line =
+      prose.slice(0, match.index).split('\n').length +
+      (match[0].slice(0, match[0].indexOf('](')).split('\n').length - 1)
     if (target !== undefined) links.push({ line, target })
   }
   return links
@@ -85,7 +88,12 @@ export function blockAfter(text: string, heading: string): string {
 /** The rows of the first table whose header's first cell is `firstHeader`, as trimmed cells. */
 export function tableRows(text: string, firstHeader: string): string[][] {
   const lines = text.split('\n')
-  const cells = (line: string): string[] => line.trim().replace(/^\||\|$/g, '').split('|').map((cell) => cell.trim())
+  const cells = (line: string): string[] =>
+    line
+      .trim()
+      .replace(/^\||\|$/g, '')
+      .split('|')
+      .map((cell) => cell.trim())
   const header = lines.findIndex((line) => line.startsWith('|') && cells(line)[0] === firstHeader)
   if (header === -1) throw new Error(`no table headed "${firstHeader}"`)
   const rows: string[][] = []

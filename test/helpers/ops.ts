@@ -1,11 +1,11 @@
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http'
 
-import { MemoryStore } from '../../src/store/memory-store.js'
-import type { ChangeUser, ListPage, ListQuery, SubjectState } from '../../src/store/store.js'
 import type { ChangeContext } from '../../src/domain/change-context.js'
 import type { User, UserRecord } from '../../src/domain/user.js'
+import { MemoryStore } from '../../src/store/memory-store.js'
+import type { ChangeUser, ListPage, ListQuery, SubjectState } from '../../src/store/store.js'
 import { sleep } from './child.js'
-import { request, type RequestOptions, type TestResponse } from './http.js'
+import { type RequestOptions, request, type TestResponse } from './http.js'
 
 export interface HeldResponse {
   readonly status: number
@@ -50,9 +50,13 @@ export function holdRequest(baseUrl: string, options: HoldOptions): HeldRequest 
     req.on('response', (res) => {
       let text = ''
       res.setEncoding('utf8')
-      res.on('data', (chunk: string) => { text += chunk })
+      res.on('data', (chunk: string) => {
+        text += chunk
+      })
       res.on('error', reject)
-      res.on('end', () => { resolve({ status: res.statusCode ?? 0, headers: res.headers, text }) })
+      res.on('end', () => {
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, text })
+      })
     })
   })
   // Marks the rejection as handled; callers that await the promise still see it.
@@ -60,31 +64,43 @@ export function holdRequest(baseUrl: string, options: HoldOptions): HeldRequest 
   req.write(bytes.subarray(0, half))
   return {
     response,
-    finish() { req.end(bytes.subarray(half)) },
-    abort() { req.destroy() },
+    finish() {
+      req.end(bytes.subarray(half))
+    },
+    abort() {
+      req.destroy()
+    },
   }
 }
 
 /** A request that may fail to connect: the answer, or the error's text. */
 export async function tryRequest(
-  method: string, url: string, options: RequestOptions = {},
+  method: string,
+  url: string,
+  options: RequestOptions = {},
 ): Promise<TestResponse | { error: string }> {
   try {
     return await request(method, url, options)
   } catch (error) {
-    return { error: error instanceof Error ? `${error.message} ${String(error.cause)}` : String(error) }
+    return {
+      error: error instanceof Error ? `${error.message} ${String(error.cause)}` : String(error),
+    }
   }
 }
 
 /** Polls `check` until it returns a value other than undefined, or throws after `timeoutMs`. */
 export async function waitFor<T>(
-  what: string, check: () => Promise<T | undefined> | T | undefined, timeoutMs = 3000, everyMs = 25,
+  what: string,
+  check: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 3000,
+  everyMs = 25,
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     const value = await check()
     if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
+    if (Date.now() > deadline)
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
     await sleep(everyMs)
   }
 }
@@ -136,7 +152,11 @@ export class CountingStore extends MemoryStore {
     return super.update(id, change, context)
   }
 
-  override delete(id: string, check?: (current: UserRecord) => void, context?: ChangeContext): Promise<void> {
+  override delete(
+    id: string,
+    check?: (current: UserRecord) => void,
+    context?: ChangeContext,
+  ): Promise<void> {
     this.calls += 1
     return super.delete(id, check, context)
   }
@@ -149,7 +169,9 @@ export class GatedStore extends MemoryStore {
 
   constructor() {
     super()
-    this.#gate = new Promise<void>((resolve) => { this.#release = resolve })
+    this.#gate = new Promise<void>((resolve) => {
+      this.#release = resolve
+    })
   }
 
   release(): void {

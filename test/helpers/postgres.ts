@@ -7,9 +7,10 @@ import pg from 'pg'
 export const DATABASE_URL = process.env['DATABASE_URL']
 
 /** The one line a run without PostgreSQL prints for each skipped suite. */
-export const SKIP_POSTGRES = DATABASE_URL === undefined
-  ? 'DATABASE_URL is not set: run scripts/with-postgres.sh npm test'
-  : false
+export const SKIP_POSTGRES =
+  DATABASE_URL === undefined
+    ? 'DATABASE_URL is not set: run scripts/with-postgres.sh npm test'
+    : false
 
 export function requireDatabaseUrl(): string {
   if (DATABASE_URL === undefined) throw new Error('DATABASE_URL is not set')
@@ -17,7 +18,11 @@ export function requireDatabaseUrl(): string {
 }
 
 /** Runs SQL as the test's role on DATABASE_URL (or another database's URL). */
-export async function sql(text: string, values: unknown[] = [], url = requireDatabaseUrl()): Promise<pg.QueryResult> {
+export async function sql(
+  text: string,
+  values: unknown[] = [],
+  url = requireDatabaseUrl(),
+): Promise<pg.QueryResult> {
   const client = new pg.Client({ connectionString: url })
   await client.connect()
   try {

@@ -14,7 +14,8 @@ export function readCpuSeconds(pid: number): number {
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
   const utime = Number(fields[11])
   const stime = Number(fields[12])
-  if (!Number.isFinite(utime) || !Number.isFinite(stime)) throw new Error(`no CPU times for pid ${pid}`)
+  if (!Number.isFinite(utime) || !Number.isFinite(stime))
+    throw new Error(`no CPU times for pid ${pid}`)
   return (utime + stime) / 100
 }
 

@@ -48,14 +48,21 @@ export interface ExchangeOptions {
  * the server sends until it closes the connection, or `waitMs` passes. The client never closes
  * first: the point is to see what the server does.
  */
-export async function exchange(url: string, bytes: string | Buffer | undefined, options: ExchangeOptions = {}): Promise<Exchange> {
+export async function exchange(
+  url: string,
+  bytes: string | Buffer | undefined,
+  options: ExchangeOptions = {},
+): Promise<Exchange> {
   const socket = await openSocket(url)
   const started = Date.now()
   const chunks: Buffer[] = []
   const stop = options.drive?.(socket)
-  if (bytes !== undefined) socket.write(typeof bytes === 'string' ? Buffer.from(bytes, 'latin1') : bytes)
+  if (bytes !== undefined)
+    socket.write(typeof bytes === 'string' ? Buffer.from(bytes, 'latin1') : bytes)
   const closed = await new Promise<boolean>((resolve) => {
-    const timer = setTimeout(() => { resolve(false) }, options.waitMs ?? 5000)
+    const timer = setTimeout(() => {
+      resolve(false)
+    }, options.waitMs ?? 5000)
     let settled = false
     const done = (): void => {
       if (settled) return
@@ -65,7 +72,11 @@ export async function exchange(url: string, bytes: string | Buffer | undefined, 
     }
     socket.on('data', (chunk: Buffer) => {
       chunks.push(chunk)
-      if (options.untilResponse === true && parseRawResponse(Buffer.concat(chunks).toString('latin1')) !== undefined) done()
+      if (
+        options.untilResponse === true &&
+        parseRawResponse(Buffer.concat(chunks).toString('latin1')) !== undefined
+      )
+        done()
     })
     socket.once('end', done)
     socket.once('close', done)
@@ -94,7 +105,8 @@ export function parseRawResponse(raw: string): RawResponse | undefined {
   const bodyBytes = Buffer.from(raw.slice(end + 4), 'latin1')
   if (bodyBytes.length < length) return undefined
   const text = bodyBytes.subarray(0, length).toString('utf8')
-  const body: unknown = text !== '' && /json/.test(headers.get('content-type') ?? '') ? JSON.parse(text) : undefined
+  const body: unknown =
+    text !== '' && /json/.test(headers.get('content-type') ?? '') ? JSON.parse(text) : undefined
   return { status, headers, text, body }
 }
 
@@ -102,7 +114,9 @@ export function parseRawResponse(raw: string): RawResponse | undefined {
 export function waitForClose(socket: Socket, timeoutMs: number): Promise<boolean> {
   if (socket.destroyed) return Promise.resolve(true)
   return new Promise((resolve) => {
-    const timer = setTimeout(() => { resolve(false) }, timeoutMs)
+    const timer = setTimeout(() => {
+      resolve(false)
+    }, timeoutMs)
     socket.on('error', () => undefined)
     socket.once('close', () => {
       clearTimeout(timer)

@@ -3,12 +3,15 @@ import { tmpdir } from 'node:os'
 import path from 'node:path'
 import type { TestContext } from 'node:test'
 
-import type { Logger } from '../../src/logger.js'
-import { createUserService, type UserServiceOptions } from '../../src/process/create-user-service.js'
-import type { UserService } from '../../src/service.js'
 import type { User } from '../../src/domain/user.js'
-import { request, type RequestOptions, type TestResponse, type UserPage } from './http.js'
-import { TEST_SECRET, makeToken } from './tokens.js'
+import type { Logger } from '../../src/logger.js'
+import {
+  createUserService,
+  type UserServiceOptions,
+} from '../../src/process/create-user-service.js'
+import type { UserService } from '../../src/service.js'
+import { type RequestOptions, request, type TestResponse, type UserPage } from './http.js'
+import { makeToken, TEST_SECRET } from './tokens.js'
 
 export interface TestService {
   readonly service: UserService
@@ -37,9 +40,11 @@ export async function makeTempDir(t: TestContext, prefix = 'user-service-test-')
 
 /** A logger that keeps every line, for tests that read the logs. */
 export function createMemoryLogger(lines: Record<string, unknown>[]): Logger {
-  const keep = (level: string) => (msg: string, fields?: Readonly<Record<string, unknown>>): void => {
-    lines.push({ level, msg, ...fields })
-  }
+  const keep =
+    (level: string) =>
+    (msg: string, fields?: Readonly<Record<string, unknown>>): void => {
+      lines.push({ level, msg, ...fields })
+    }
   return { debug: keep('debug'), info: keep('info'), warn: keep('warn'), error: keep('error') }
 }
 
@@ -53,7 +58,10 @@ export function uniqueEmail(tag = 'user'): string {
  * Starts the real service on port 0 with a temporary data directory (or the options' store) and
  * waits until it is ready; it is closed when the test ends.
  */
-export async function startService(t: TestContext, options: Partial<UserServiceOptions> = {}): Promise<TestService> {
+export async function startService(
+  t: TestContext,
+  options: Partial<UserServiceOptions> = {},
+): Promise<TestService> {
   const dataDir = options.dataDir ?? path.join(await makeTempDir(t), 'data')
   const logs: Record<string, unknown>[] = []
   const service = createUserService({
@@ -67,17 +75,33 @@ export async function startService(t: TestContext, options: Partial<UserServiceO
   await service.open()
   const baseUrl = `${url}${options.basePath ?? ''}`
   const token = makeToken()
-  const call = (method: string, target: string, requestOptions: RequestOptions = {}): Promise<TestResponse> =>
-    request(method, /^https?:/.test(target) ? target : `${baseUrl}${target}`, { token, ...requestOptions })
+  const call = (
+    method: string,
+    target: string,
+    requestOptions: RequestOptions = {},
+  ): Promise<TestResponse> =>
+    request(method, /^https?:/.test(target) ? target : `${baseUrl}${target}`, {
+      token,
+      ...requestOptions,
+    })
   const getUser = async (id: string): Promise<User> => {
     const res = await call('GET', `/users/${id}`)
     if (res.status !== 200) throw new Error(`GET /users/${id}: ${res.status} ${res.text}`)
     return res.json<User>()
   }
   return {
-    service, url, baseUrl, dataDir, token, logs, call, getUser,
+    service,
+    url,
+    baseUrl,
+    dataDir,
+    token,
+    logs,
+    call,
+    getUser,
     async createUser(fields = {}) {
-      const res = await call('POST', '/users', { json: { email: uniqueEmail(), name: 'Test User', ...fields } })
+      const res = await call('POST', '/users', {
+        json: { email: uniqueEmail(), name: 'Test User', ...fields },
+      })
       if (res.status !== 201) throw new Error(`POST /users: ${res.status} ${res.text}`)
       return res.json<User>()
     },

@@ -34,7 +34,11 @@ export function sendOverSocket(url: string, request: SocketRequest): Promise<Soc
     let received = Buffer.alloc(0)
     const timer = setTimeout(() => {
       socket.destroy()
-      reject(new Error(`no whole response within ${request.timeoutMs ?? 5000} ms: ${received.toString('latin1')}`))
+      reject(
+        new Error(
+          `no whole response within ${request.timeoutMs ?? 5000} ms: ${received.toString('latin1')}`,
+        ),
+      )
     }, request.timeoutMs ?? 5000)
     const finish = (): boolean => {
       const parsed = parseResponse(received, request.method === 'HEAD')
@@ -55,10 +59,16 @@ export function sendOverSocket(url: string, request: SocketRequest): Promise<Soc
     const fail = (error: Error): void => {
       if (finish()) return
       clearTimeout(timer)
-      reject(new Error(`socket closed before a whole response (${error.message}): ${received.toString('latin1')}`))
+      reject(
+        new Error(
+          `socket closed before a whole response (${error.message}): ${received.toString('latin1')}`,
+        ),
+      )
     }
     socket.on('error', fail)
-    socket.on('close', () => { fail(new Error('closed')) })
+    socket.on('close', () => {
+      fail(new Error('closed'))
+    })
   })
 }
 
@@ -72,10 +82,12 @@ function parseResponse(bytes: Buffer, isHead: boolean): SocketResponse | undefin
     const colon = line.indexOf(':')
     headers.set(line.slice(0, colon).trim().toLowerCase(), line.slice(colon + 1).trim())
   }
-  const length = isHead || status === 204 || status === 304 ? 0 : Number(headers.get('content-length') ?? 0)
+  const length =
+    isHead || status === 204 || status === 304 ? 0 : Number(headers.get('content-length') ?? 0)
   const rest = bytes.subarray(end + 4)
   if (rest.length < length) return undefined
   const text = rest.subarray(0, length).toString('utf8')
-  const body: unknown = text !== '' && /json/.test(headers.get('content-type') ?? '') ? JSON.parse(text) : undefined
+  const body: unknown =
+    text !== '' && /json/.test(headers.get('content-type') ?? '') ? JSON.parse(text) : undefined
   return { status, headers, text, body }
 }

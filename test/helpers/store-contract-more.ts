@@ -4,8 +4,8 @@ import { describe, it } from 'node:test'
 
 import { ServiceError } from '../../src/domain/errors.js'
 import type { Store } from '../../src/store/store.js'
-import { changeUser, makeUser } from './store-users.js'
 import type { StoreFactory } from './store-suite.js'
+import { changeUser, makeUser } from './store-users.js'
 
 type Opener = (t: Parameters<StoreFactory>[0], factory: StoreFactory) => Promise<Store>
 
@@ -14,7 +14,10 @@ async function readAll(store: Store, limit = 100, after?: string) {
   const items = []
   let cursor = after
   for (;;) {
-    const page = await store.events.read({ limit, ...(cursor === undefined ? {} : { after: cursor }) })
+    const page = await store.events.read({
+      limit,
+      ...(cursor === undefined ? {} : { after: cursor }),
+    })
     items.push(...page.items)
     if (page.items.length === 0) return { items, cursor: page.nextCursor }
     cursor = page.nextCursor
@@ -25,20 +28,34 @@ async function readAll(store: Store, limit = 100, after?: string) {
  * The rest of the Store contract: the change feed, tombstones, subjectOf, getMany, the scan
  * budget, each error class, capabilities. Registered by describeStoreContract.
  */
-export function describeMoreStoreContract(label: string, factory: StoreFactory, openStore: Opener): void {
+export function describeMoreStoreContract(
+  label: string,
+  factory: StoreFactory,
+  openStore: Opener,
+): void {
   describe(`${label}: change feed`, () => {
     it('appends one event per change, in order, naming the actor and request id given', async (t) => {
       const store = await openStore(t, factory)
       const start = (await readAll(store)).cursor
       const context = { actor: 'admin-1', requestId: 'req-1' }
       const user = (await store.create(makeUser(), undefined, context)).user
-      await store.update(user.id, (current) => changeUser(current.user, { name: 'Renamed' }), context)
+      await store.update(
+        user.id,
+        (current) => changeUser(current.user, { name: 'Renamed' }),
+        context,
+      )
       await store.update(user.id, (current) => changeUser(current.user, { status: 'active' }), {})
       await store.delete(user.id, undefined, { actor: 'admin-2' })
       const { items } = await readAll(store, 100, start)
-      assert.deepEqual(items.map((event) => [event.type, event.userId, event.version]), [
-        ['user.created', user.id, 1], ['user.updated', user.id, 2], ['user.activated', user.id, 3], ['user.deleted', user.id, 4],
-      ])
+      assert.deepEqual(
+        items.map((event) => [event.type, event.userId, event.version]),
+        [
+          ['user.created', user.id, 1],
+          ['user.updated', user.id, 2],
+          ['user.activated', user.id, 3],
+          ['user.deleted', user.id, 4],
+        ],
+      )
       assert.deepEqual([items[0]?.actor, items[0]?.requestId], ['admin-1', 'req-1'])
       assert.deepEqual(items[1]?.changed, ['name'])
       assert.deepEqual([items[2]?.actor, items[2]?.requestId], [undefined, undefined])
@@ -56,10 +73,23 @@ export function describeMoreStoreContract(label: string, factory: StoreFactory, 
       await store.create(makeUser({ email: 'two@example.com' }))
       const { cursor } = await readAll(store)
       assert.equal((await store.update(user.id, () => undefined)).user.version, 1)
-      await assert.rejects(store.update(user.id, (current) => changeUser(current.user, { email: 'TWO@example.com' })), { code: 'duplicate_email' })
+      await assert.rejects(
+        store.update(user.id, (current) => changeUser(current.user, { email: 'TWO@example.com' })),
+        { code: 'duplicate_email' },
+      )
       const refused = new ServiceError('precondition_failed', 'refused by its check')
-      await assert.rejects(store.delete(user.id, () => { throw refused }), refused)
-      await assert.rejects(store.create(makeUser(), () => { throw refused }), refused)
+      await assert.rejects(
+        store.delete(user.id, () => {
+          throw refused
+        }),
+        refused,
+      )
+      await assert.rejects(
+        store.create(makeUser(), () => {
+          throw refused
+        }),
+        refused,
+      )
       assert.deepEqual((await readAll(store, 100, cursor)).items, [])
     })
 
@@ -94,7 +124,10 @@ export function describeMoreStoreContract(label: string, factory: StoreFactory, 
       assert.equal(await store.get(user.id), undefined)
       assert.equal(await store.isDeleted(user.id), true)
       assert.deepEqual(await store.subjectOf(user.id), { status: undefined, deleted: true })
-      await assert.rejects(store.create(makeUser({ id: user.id })), { name: 'ServiceError', code: 'duplicate_id' })
+      await assert.rejects(store.create(makeUser({ id: user.id })), {
+        name: 'ServiceError',
+        code: 'duplicate_id',
+      })
       assert.equal(await store.get(user.id), undefined)
       await assert.rejects(store.delete(user.id), { name: 'ServiceError', code: 'not_found' })
     })
@@ -111,9 +144,20 @@ export function describeMoreStoreContract(label: string, factory: StoreFactory, 
   describe(`${label}: getMany`, () => {
     it('returns the users of the ids that exist, leaving out unknown, deleted and impossible ids', async (t) => {
       const store = await openStore(t, factory)
-      const [a, b, gone] = [await store.create(makeUser()), await store.create(makeUser()), await store.create(makeUser())]
+      const [a, b, gone] = [
+        await store.create(makeUser()),
+        await store.create(makeUser()),
+        await store.create(makeUser()),
+      ]
       await store.delete(gone.user.id)
-      const found = await store.getMany([b.user.id, makeUser().id, a.user.id, gone.user.id, 'nope', 'a\u0000b'])
+      const found = await store.getMany([
+        b.user.id,
+        makeUser().id,
+        a.user.id,
+        gone.user.id,
+        'nope',
+        'a\u0000b',
+      ])
       assert.deepEqual(found.map((record) => record.json).sort(), [a.json, b.json].sort())
       assert.deepEqual(await store.getMany([]), [])
     })
@@ -123,15 +167,32 @@ export function describeMoreStoreContract(label: string, factory: StoreFactory, 
     it('stops a q page after the budget with hasMore and resumeAfter, and the walk finds every match once', async (t) => {
       const store = await openStore(t, factory)
       const users = []
-      for (let i = 0; i < 9; i += 1) users.push((await store.create(makeUser({ name: i % 3 === 0 ? `Needle ${i}` : `Hay ${i}` }))).user)
-      const first = await store.list({ filter: { q: 'needle' }, order: 'asc', limit: 10, scanBudget: 2 })
+      for (let i = 0; i < 9; i += 1)
+        users.push(
+          (await store.create(makeUser({ name: i % 3 === 0 ? `Needle ${i}` : `Hay ${i}` }))).user,
+        )
+      const first = await store.list({
+        filter: { q: 'needle' },
+        order: 'asc',
+        limit: 10,
+        scanBudget: 2,
+      })
       assert.equal(first.hasMore, true)
       assert.equal(first.resumeAfter, users[1]?.id)
-      assert.deepEqual(first.items.map((record) => record.user.id), [users[0]?.id])
+      assert.deepEqual(
+        first.items.map((record) => record.user.id),
+        [users[0]?.id],
+      )
       const found: string[] = []
       let after: string | undefined
       for (let pages = 0; pages < 20; pages += 1) {
-        const page = await store.list({ filter: { q: 'needle' }, order: 'asc', limit: 10, scanBudget: 2, ...(after === undefined ? {} : { after }) })
+        const page = await store.list({
+          filter: { q: 'needle' },
+          order: 'asc',
+          limit: 10,
+          scanBudget: 2,
+          ...(after === undefined ? {} : { after }),
+        })
         found.push(...page.items.map((record) => record.user.id))
         if (!page.hasMore) break
         after = page.resumeAfter
@@ -144,7 +205,12 @@ export function describeMoreStoreContract(label: string, factory: StoreFactory, 
     it('declares its capabilities and starts healthy, knowing its count or saying it does not', async (t) => {
       const store = await openStore(t, factory)
       const { capabilities } = store
-      assert.deepEqual(Object.keys(capabilities).sort(), ['dataDir', 'durable', 'shared', 'turnsReadOnly'])
+      assert.deepEqual(Object.keys(capabilities).sort(), [
+        'dataDir',
+        'durable',
+        'shared',
+        'turnsReadOnly',
+      ])
       assert.equal(store.health().state, 'ok')
       store.lock()
       await store.prepare()
@@ -165,11 +231,21 @@ export function describeMoreStoreContract(label: string, factory: StoreFactory, 
       const user = (await store.create(makeUser())).user
       await rm(dataDir, { recursive: true, force: true })
       const deadline = Date.now() + 5000
-      while (store.health().state !== 'read_only' && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
+      while (store.health().state !== 'read_only' && Date.now() < deadline)
+        await new Promise((resolve) => setTimeout(resolve, 20))
       assert.equal(store.health().state, 'read_only')
-      await assert.rejects(store.create(makeUser()), { name: 'ServiceError', code: 'storage_unavailable' })
-      await assert.rejects(store.update(user.id, (current) => changeUser(current.user, { name: 'No' })), { name: 'ServiceError', code: 'storage_unavailable' })
-      await assert.rejects(store.delete(user.id), { name: 'ServiceError', code: 'storage_unavailable' })
+      await assert.rejects(store.create(makeUser()), {
+        name: 'ServiceError',
+        code: 'storage_unavailable',
+      })
+      await assert.rejects(
+        store.update(user.id, (current) => changeUser(current.user, { name: 'No' })),
+        { name: 'ServiceError', code: 'storage_unavailable' },
+      )
+      await assert.rejects(store.delete(user.id), {
+        name: 'ServiceError',
+        code: 'storage_unavailable',
+      })
       assert.deepEqual((await store.get(user.id))?.user, user)
     })
   })

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict'
 import { describe, it, type TestContext } from 'node:test'
 
 import { ServiceError } from '../../src/domain/errors.js'
-import type { ListFilter, Store } from '../../src/store/store.js'
 import type { User, UserRecord, UserStatus } from '../../src/domain/user.js'
+import type { ListFilter, Store } from '../../src/store/store.js'
 import { MAX_VERSION } from '../../src/users/user-fields.js'
 import { describeMoreStoreContract } from './store-contract-more.js'
 import { changeUser, makeUser, toContractJson } from './store-users.js'
@@ -21,12 +21,20 @@ export async function openStore(t: TestContext, factory: StoreFactory): Promise<
 
 /** Every user the filter selects, following `after` from page to page. */
 export async function listAll(
-  store: Store, filter: ListFilter = {}, order: 'asc' | 'desc' = 'asc', limit = 100,
+  store: Store,
+  filter: ListFilter = {},
+  order: 'asc' | 'desc' = 'asc',
+  limit = 100,
 ): Promise<UserRecord[]> {
   const items: UserRecord[] = []
   let after: string | undefined
   for (;;) {
-    const page = await store.list({ filter, order, limit, ...(after === undefined ? {} : { after }) })
+    const page = await store.list({
+      filter,
+      order,
+      limit,
+      ...(after === undefined ? {} : { after }),
+    })
     items.push(...page.items)
     if (!page.hasMore) return items
     after = page.items.at(-1)?.user.id
@@ -45,7 +53,7 @@ function increment(current: UserRecord): User {
   return changeUser(current.user, { metadata: { ...current.user.metadata, n: String(n) } })
 }
 
-const PEOPLE: readonly { name: string, email: string, status: UserStatus }[] = [
+const PEOPLE: readonly { name: string; email: string; status: UserStatus }[] = [
   { name: 'Ada Lovelace', email: 'ada@math.example', status: 'active' },
   { name: 'Grace Hopper', email: 'grace@navy.example', status: 'pending' },
   { name: 'Alan Turing', email: 'alan@math.example', status: 'suspended' },
@@ -75,15 +83,27 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       const user = makeUser({ email: 'Mixed.Case@Example.com', metadata: { team: 'analytics' } })
       // Built in another field order: the JSON must still follow the contract's order.
       const scrambled: User = {
-        version: user.version, metadata: user.metadata, updatedAt: user.updatedAt, status: user.status,
-        createdAt: user.createdAt, name: user.name, email: user.email, id: user.id,
+        version: user.version,
+        metadata: user.metadata,
+        updatedAt: user.updatedAt,
+        status: user.status,
+        createdAt: user.createdAt,
+        name: user.name,
+        email: user.email,
+        id: user.id,
       }
       const record = await store.create(scrambled)
       assert.equal(record.json, toContractJson(user))
-      assert.deepEqual(
-        Object.keys(JSON.parse(record.json) as object),
-        ['id', 'email', 'name', 'status', 'metadata', 'createdAt', 'updatedAt', 'version'],
-      )
+      assert.deepEqual(Object.keys(JSON.parse(record.json) as object), [
+        'id',
+        'email',
+        'name',
+        'status',
+        'metadata',
+        'createdAt',
+        'updatedAt',
+        'version',
+      ])
       assert.equal(record.etag, '"v1"')
       assert.equal(record.emailKey, 'mixed.case@example.com')
       assert.deepEqual(record.user, user)
@@ -101,14 +121,22 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       const store = await openStore(t, factory)
       const first = await store.create(makeUser())
       const before = await snapshotStore(store)
-      await assert.rejects(store.create(makeUser({ id: first.user.id })), { name: 'ServiceError', code: 'duplicate_id', message: /already exists/ })
+      await assert.rejects(store.create(makeUser({ id: first.user.id })), {
+        name: 'ServiceError',
+        code: 'duplicate_id',
+        message: /already exists/,
+      })
       assert.deepEqual(await snapshotStore(store), before)
     })
 
     it('refuses ids that are not canonical UUIDs before anything is written', async (t) => {
       const store = await openStore(t, factory)
       for (const id of ['../victim', 'not-a-uuid', makeUser().id.toUpperCase()]) {
-        await assert.rejects(store.create(makeUser({ id })), { name: 'ServiceError', code: 'validation_failed', message: /canonical UUID/ })
+        await assert.rejects(store.create(makeUser({ id })), {
+          name: 'ServiceError',
+          code: 'validation_failed',
+          message: /canonical UUID/,
+        })
       }
       assert.deepEqual(await snapshotStore(store), [])
     })
@@ -119,7 +147,10 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       const before = await snapshotStore(store)
       await assert.rejects(
         store.update(first.user.id, (current) => ({ ...current.user, id: makeUser().id })),
-        (error: unknown) => error instanceof ServiceError && error.code === 'internal' && /may not alter the id/.test(String(error.cause)),
+        (error: unknown) =>
+          error instanceof ServiceError &&
+          error.code === 'internal' &&
+          /may not alter the id/.test(String(error.cause)),
       )
       assert.deepEqual(await snapshotStore(store), before)
     })
@@ -136,17 +167,23 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       assert.deepEqual(await snapshotStore(store), before)
     })
 
-    it('refuses an update to another user\'s email with duplicate_email, changing nothing', async (t) => {
+    it("refuses an update to another user's email with duplicate_email, changing nothing", async (t) => {
       const store = await openStore(t, factory)
       await store.create(makeUser({ email: 'ada@example.com' }))
       const grace = await store.create(makeUser({ email: 'grace@example.com' }))
       const before = await snapshotStore(store)
       await assert.rejects(
-        store.update(grace.user.id, (current) => changeUser(current.user, { email: 'ADA@example.com' })),
+        store.update(grace.user.id, (current) =>
+          changeUser(current.user, { email: 'ADA@example.com' }),
+        ),
         { name: 'ServiceError', code: 'duplicate_email' },
       )
       assert.deepEqual(await snapshotStore(store), before)
-      const found = await store.list({ filter: { email: 'ada@example.com' }, order: 'asc', limit: 10 })
+      const found = await store.list({
+        filter: { email: 'ada@example.com' },
+        order: 'asc',
+        limit: 10,
+      })
       assert.equal(found.items.length, 1)
       assert.notEqual(found.items[0]?.user.id, grace.user.id)
     })
@@ -154,7 +191,9 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
     it('lets a user change the case of its own email', async (t) => {
       const store = await openStore(t, factory)
       const ada = await store.create(makeUser({ email: 'ada@example.com' }))
-      const next = await store.update(ada.user.id, (current) => changeUser(current.user, { email: 'ADA@example.com' }))
+      const next = await store.update(ada.user.id, (current) =>
+        changeUser(current.user, { email: 'ADA@example.com' }),
+      )
       assert.equal(next.user.email, 'ADA@example.com')
       assert.equal(next.user.version, 2)
       assert.deepEqual(await store.get(ada.user.id), next)
@@ -163,12 +202,23 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
     it('frees the old email when a user changes it, and takes the new one', async (t) => {
       const store = await openStore(t, factory)
       const ada = await store.create(makeUser({ email: 'old@example.com' }))
-      await store.update(ada.user.id, (current) => changeUser(current.user, { email: 'new@example.com' }))
+      await store.update(ada.user.id, (current) =>
+        changeUser(current.user, { email: 'new@example.com' }),
+      )
       const taker = await store.create(makeUser({ email: 'OLD@example.com' }))
       assert.equal(taker.user.email, 'OLD@example.com')
-      await assert.rejects(store.create(makeUser({ email: 'New@Example.com' })), { code: 'duplicate_email' })
-      const byOld = await store.list({ filter: { email: 'old@example.com' }, order: 'asc', limit: 10 })
-      assert.deepEqual(byOld.items.map((record) => record.user.id), [taker.user.id])
+      await assert.rejects(store.create(makeUser({ email: 'New@Example.com' })), {
+        code: 'duplicate_email',
+      })
+      const byOld = await store.list({
+        filter: { email: 'old@example.com' },
+        order: 'asc',
+        limit: 10,
+      })
+      assert.deepEqual(
+        byOld.items.map((record) => record.user.id),
+        [taker.user.id],
+      )
     })
 
     it('frees the email of a deleted user', async (t) => {
@@ -182,12 +232,14 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
     it('lets exactly one of 20 concurrent creates with one email succeed', async (t) => {
       const store = await openStore(t, factory)
       const users = Array.from({ length: 20 }, (_, i) =>
-        makeUser({ email: i % 2 === 0 ? 'race@example.com' : 'RACE@example.com' }))
+        makeUser({ email: i % 2 === 0 ? 'race@example.com' : 'RACE@example.com' }),
+      )
       const results = await Promise.allSettled(users.map((user) => store.create(user)))
       const fulfilled = results.filter((result) => result.status === 'fulfilled')
       assert.equal(fulfilled.length, 1)
       for (const result of results) {
-        if (result.status === 'rejected') assert.equal((result.reason as { code?: unknown }).code, 'duplicate_email')
+        if (result.status === 'rejected')
+          assert.equal((result.reason as { code?: unknown }).code, 'duplicate_email')
       }
       const stored = await listAll(store)
       assert.equal(stored.length, 1)
@@ -199,12 +251,19 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       const existing: UserRecord[] = []
       for (let i = 0; i < 10; i += 1) existing.push(await store.create(makeUser()))
       const results = await Promise.allSettled([
-        ...existing.map((record) => store.update(record.user.id, (current) =>
-          changeUser(current.user, { email: 'claim@example.com' }))),
+        ...existing.map((record) =>
+          store.update(record.user.id, (current) =>
+            changeUser(current.user, { email: 'claim@example.com' }),
+          ),
+        ),
         ...Array.from({ length: 10 }, () => store.create(makeUser({ email: 'Claim@Example.com' }))),
       ])
       assert.equal(results.filter((result) => result.status === 'fulfilled').length, 1)
-      const holders = await store.list({ filter: { email: 'claim@example.com' }, order: 'asc', limit: 100 })
+      const holders = await store.list({
+        filter: { email: 'claim@example.com' },
+        order: 'asc',
+        limit: 100,
+      })
       assert.equal(holders.items.length, 1)
       const all = await listAll(store)
       assert.equal(all.filter((record) => record.emailKey === 'claim@example.com').length, 1)
@@ -260,7 +319,12 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       const created = await store.create(makeUser({ email: 'ada@example.com' }))
       const before = await snapshotStore(store)
       const refusal = new Error('refused by the precondition')
-      await assert.rejects(store.update(created.user.id, () => { throw refusal }), (error) => error === refusal)
+      await assert.rejects(
+        store.update(created.user.id, () => {
+          throw refusal
+        }),
+        (error) => error === refusal,
+      )
       assert.deepEqual(await snapshotStore(store), before)
       // The store still works for this user afterwards.
       const next = await store.update(created.user.id, increment)
@@ -271,7 +335,9 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       const store = await openStore(t, factory)
       const created = await store.create(makeUser())
       const results = await Promise.allSettled([
-        store.update(created.user.id, () => { throw new Error('refused') }),
+        store.update(created.user.id, () => {
+          throw new Error('refused')
+        }),
         store.update(created.user.id, increment),
       ])
       assert.equal(results[0]?.status, 'rejected')
@@ -286,13 +352,23 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       const store = await openStore(t, factory)
       const created = await store.create(makeUser())
       const versionsSeen: number[] = []
-      const results = await Promise.all(Array.from({ length: 20 }, () => store.update(created.user.id, (current) => {
-        versionsSeen.push(current.user.version)
-        return increment(current)
-      })))
-      assert.deepEqual(versionsSeen, Array.from({ length: 20 }, (_, i) => i + 1))
+      const results = await Promise.all(
+        Array.from({ length: 20 }, () =>
+          store.update(created.user.id, (current) => {
+            versionsSeen.push(current.user.version)
+            return increment(current)
+          }),
+        ),
+      )
+      assert.deepEqual(
+        versionsSeen,
+        Array.from({ length: 20 }, (_, i) => i + 1),
+      )
       const versions = results.map((record) => record.user.version).sort((a, b) => a - b)
-      assert.deepEqual(versions, Array.from({ length: 20 }, (_, i) => i + 2))
+      assert.deepEqual(
+        versions,
+        Array.from({ length: 20 }, (_, i) => i + 2),
+      )
       const stored = await store.get(created.user.id)
       assert.ok(stored)
       assert.equal(stored.user.metadata['n'], '20')
@@ -307,10 +383,15 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       const keep = await store.create(makeUser())
       const gone = await store.create(makeUser())
       let checked: UserRecord | undefined
-      await store.delete(gone.user.id, (current) => { checked = current })
+      await store.delete(gone.user.id, (current) => {
+        checked = current
+      })
       assert.deepEqual(checked, gone)
       assert.equal(await store.get(gone.user.id), undefined)
-      assert.deepEqual((await listAll(store)).map((record) => record.user.id), [keep.user.id])
+      assert.deepEqual(
+        (await listAll(store)).map((record) => record.user.id),
+        [keep.user.id],
+      )
     })
 
     it('rejects an unknown id with not_found when given a check, without calling it', async (t) => {
@@ -318,7 +399,12 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       await store.create(makeUser())
       const before = await snapshotStore(store)
       let called = false
-      await assert.rejects(store.delete(makeUser().id, () => { called = true }), { name: 'ServiceError', code: 'not_found' })
+      await assert.rejects(
+        store.delete(makeUser().id, () => {
+          called = true
+        }),
+        { name: 'ServiceError', code: 'not_found' },
+      )
       assert.equal(called, false)
       assert.deepEqual(await snapshotStore(store), before)
     })
@@ -336,7 +422,12 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       const created = await store.create(makeUser())
       const before = await snapshotStore(store)
       const refusal = new Error('precondition failed')
-      await assert.rejects(store.delete(created.user.id, () => { throw refusal }), (error) => error === refusal)
+      await assert.rejects(
+        store.delete(created.user.id, () => {
+          throw refusal
+        }),
+        (error) => error === refusal,
+      )
       assert.deepEqual(await store.get(created.user.id), created)
       assert.deepEqual(await snapshotStore(store), before)
     })
@@ -344,7 +435,10 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
     it('serialises a delete behind an update in flight; a later update finds nothing', async (t) => {
       const store = await openStore(t, factory)
       const created = await store.create(makeUser())
-      const [updated] = await Promise.all([store.update(created.user.id, increment), store.delete(created.user.id)])
+      const [updated] = await Promise.all([
+        store.update(created.user.id, increment),
+        store.delete(created.user.id),
+      ])
       assert.equal(updated.user.version, 2)
       assert.equal(await store.get(created.user.id), undefined)
       await assert.rejects(store.update(created.user.id, increment), { code: 'not_found' })
@@ -357,7 +451,10 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       const store = await openStore(t, factory)
       const people = await seedPeople(store)
       const asc = await store.list({ filter: {}, order: 'asc', limit: 100 })
-      assert.deepEqual(namesOf(asc.items), people.map((user) => user.name))
+      assert.deepEqual(
+        namesOf(asc.items),
+        people.map((user) => user.name),
+      )
       assert.equal(asc.hasMore, false)
       const desc = await store.list({ filter: {}, order: 'desc', limit: 100 })
       assert.deepEqual(namesOf(desc.items), people.map((user) => user.name).reverse())
@@ -369,19 +466,34 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       const people = await seedPeople(store)
       const ids = people.map((user) => user.id)
       const first = await store.list({ filter: {}, order: 'asc', limit: 4 })
-      assert.deepEqual(first.items.map((record) => record.user.id), ids.slice(0, 4))
+      assert.deepEqual(
+        first.items.map((record) => record.user.id),
+        ids.slice(0, 4),
+      )
       assert.equal(first.hasMore, true)
       const second = await store.list({ filter: {}, order: 'asc', limit: 4, after: ids[3] ?? '' })
-      assert.deepEqual(second.items.map((record) => record.user.id), ids.slice(4, 8))
+      assert.deepEqual(
+        second.items.map((record) => record.user.id),
+        ids.slice(4, 8),
+      )
       assert.equal(second.hasMore, true)
       const third = await store.list({ filter: {}, order: 'asc', limit: 4, after: ids[7] ?? '' })
-      assert.deepEqual(third.items.map((record) => record.user.id), ids.slice(8))
+      assert.deepEqual(
+        third.items.map((record) => record.user.id),
+        ids.slice(8),
+      )
       assert.equal(third.hasMore, false)
       const back = await store.list({ filter: {}, order: 'desc', limit: 4, after: ids[5] ?? '' })
-      assert.deepEqual(back.items.map((record) => record.user.id), ids.slice(1, 5).reverse())
+      assert.deepEqual(
+        back.items.map((record) => record.user.id),
+        ids.slice(1, 5).reverse(),
+      )
       assert.equal(back.hasMore, true)
       const last = await store.list({ filter: {}, order: 'desc', limit: 4, after: ids[1] ?? '' })
-      assert.deepEqual(last.items.map((record) => record.user.id), ids.slice(0, 1))
+      assert.deepEqual(
+        last.items.map((record) => record.user.id),
+        ids.slice(0, 1),
+      )
       assert.equal(last.hasMore, false)
     })
 
@@ -395,7 +507,10 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       assert.equal(tail.items.length, 3)
       assert.equal(tail.hasMore, false)
       const head = await store.list({ filter: {}, order: 'desc', limit: 3, after: ids[3] ?? '' })
-      assert.deepEqual(head.items.map((record) => record.user.id), ids.slice(0, 3).reverse())
+      assert.deepEqual(
+        head.items.map((record) => record.user.id),
+        ids.slice(0, 3).reverse(),
+      )
       assert.equal(head.hasMore, false)
       const beyond = await store.list({ filter: {}, order: 'asc', limit: 3, after: ids[8] ?? '' })
       assert.deepEqual(beyond, { items: [], hasMore: false })
@@ -415,22 +530,46 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
     it('filters by one status or several', async (t) => {
       const store = await openStore(t, factory)
       await seedPeople(store)
-      const active = await store.list({ filter: { statuses: ['active'] }, order: 'asc', limit: 100 })
-      assert.deepEqual(namesOf(active.items), ['Ada Lovelace', 'Edsger Dijkstra', 'Donald Knuth', 'John McCarthy'])
-      const others = await store.list({ filter: { statuses: ['suspended', 'pending'] }, order: 'asc', limit: 100 })
-      assert.deepEqual(
-        namesOf(others.items),
-        ['Grace Hopper', 'Alan Turing', 'Barbara Liskov', 'Frances Allen', 'Margaret Hamilton'],
-      )
+      const active = await store.list({
+        filter: { statuses: ['active'] },
+        order: 'asc',
+        limit: 100,
+      })
+      assert.deepEqual(namesOf(active.items), [
+        'Ada Lovelace',
+        'Edsger Dijkstra',
+        'Donald Knuth',
+        'John McCarthy',
+      ])
+      const others = await store.list({
+        filter: { statuses: ['suspended', 'pending'] },
+        order: 'asc',
+        limit: 100,
+      })
+      assert.deepEqual(namesOf(others.items), [
+        'Grace Hopper',
+        'Alan Turing',
+        'Barbara Liskov',
+        'Frances Allen',
+        'Margaret Hamilton',
+      ])
     })
 
     it('filters by exact email, compared case-insensitively', async (t) => {
       const store = await openStore(t, factory)
       await seedPeople(store)
-      const ada = await store.list({ filter: { email: 'ADA@Math.Example' }, order: 'asc', limit: 100 })
+      const ada = await store.list({
+        filter: { email: 'ADA@Math.Example' },
+        order: 'asc',
+        limit: 100,
+      })
       assert.deepEqual(namesOf(ada.items), ['Ada Lovelace'])
       assert.equal(ada.hasMore, false)
-      const margaret = await store.list({ filter: { email: 'mhamilton@nasa.example' }, order: 'desc', limit: 100 })
+      const margaret = await store.list({
+        filter: { email: 'mhamilton@nasa.example' },
+        order: 'desc',
+        limit: 100,
+      })
       assert.deepEqual(namesOf(margaret.items), ['Margaret Hamilton'])
       assert.equal(margaret.items[0]?.user.email, 'MHamilton@Nasa.example')
       const partial = await store.list({ filter: { email: 'ada@math' }, order: 'asc', limit: 100 })
@@ -441,12 +580,21 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       const store = await openStore(t, factory)
       const people = await seedPeople(store)
       const an = await store.list({ filter: { q: 'AN' }, order: 'asc', limit: 100 })
-      assert.deepEqual(namesOf(an.items), ['Alan Turing', 'Donald Knuth', 'Frances Allen', 'John McCarthy'])
+      assert.deepEqual(namesOf(an.items), [
+        'Alan Turing',
+        'Donald Knuth',
+        'Frances Allen',
+        'John McCarthy',
+      ])
       const math = await store.list({ filter: { q: 'math' }, order: 'asc', limit: 100 })
       assert.deepEqual(namesOf(math.items), ['Ada Lovelace', 'Alan Turing'])
       const nasa = await store.list({ filter: { q: 'nAsA' }, order: 'asc', limit: 100 })
       assert.deepEqual(namesOf(nasa.items), ['Margaret Hamilton'])
-      const byId = await store.list({ filter: { q: people[0]?.id.slice(0, 13) ?? '' }, order: 'asc', limit: 100 })
+      const byId = await store.list({
+        filter: { q: people[0]?.id.slice(0, 13) ?? '' },
+        order: 'asc',
+        limit: 100,
+      })
       assert.deepEqual(byId.items, [])
     })
 
@@ -455,10 +603,18 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       await seedPeople(store)
       const list = (filter: ListFilter): Promise<string[]> =>
         store.list({ filter, order: 'asc', limit: 100 }).then((page) => namesOf(page.items))
-      assert.deepEqual(await list({ statuses: ['active'], q: 'stanford' }), ['Donald Knuth', 'John McCarthy'])
-      assert.deepEqual(await list({ statuses: ['pending', 'suspended'], q: 'an' }), ['Alan Turing', 'Frances Allen'])
+      assert.deepEqual(await list({ statuses: ['active'], q: 'stanford' }), [
+        'Donald Knuth',
+        'John McCarthy',
+      ])
+      assert.deepEqual(await list({ statuses: ['pending', 'suspended'], q: 'an' }), [
+        'Alan Turing',
+        'Frances Allen',
+      ])
       assert.deepEqual(await list({ email: 'ada@math.example', statuses: ['pending'] }), [])
-      assert.deepEqual(await list({ email: 'ada@math.example', statuses: ['active'], q: 'LOVE' }), ['Ada Lovelace'])
+      assert.deepEqual(await list({ email: 'ada@math.example', statuses: ['active'], q: 'LOVE' }), [
+        'Ada Lovelace',
+      ])
       assert.deepEqual(await list({ email: 'ada@math.example', q: 'turing' }), [])
     })
 
@@ -471,13 +627,23 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       assert.deepEqual(namesOf(first.items), ['Ada Lovelace', 'Edsger Dijkstra'])
       assert.equal(first.hasMore, true)
       // John is the last active user although Margaret (pending) comes after him.
-      const second = await store.list({ filter: active, order: 'asc', limit: 2, after: ids[3] ?? '' })
+      const second = await store.list({
+        filter: active,
+        order: 'asc',
+        limit: 2,
+        after: ids[3] ?? '',
+      })
       assert.deepEqual(namesOf(second.items), ['Donald Knuth', 'John McCarthy'])
       assert.equal(second.hasMore, false)
       const down = await store.list({ filter: active, order: 'desc', limit: 3 })
       assert.deepEqual(namesOf(down.items), ['John McCarthy', 'Donald Knuth', 'Edsger Dijkstra'])
       assert.equal(down.hasMore, true)
-      const rest = await store.list({ filter: active, order: 'desc', limit: 3, after: ids[3] ?? '' })
+      const rest = await store.list({
+        filter: active,
+        order: 'desc',
+        limit: 3,
+        after: ids[3] ?? '',
+      })
       assert.deepEqual(namesOf(rest.items), ['Ada Lovelace'])
       assert.equal(rest.hasMore, false)
     })
@@ -523,8 +689,10 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
         }
         const counts = new Map<string, number>()
         for (const id of seen) counts.set(id, (counts.get(id) ?? 0) + 1)
-        for (const id of stable) assert.equal(counts.get(id), 1, `user ${id} was seen ${counts.get(id) ?? 0} times`)
-        for (const [id, count] of counts) assert.equal(count, 1, `user ${id} was seen ${count} times`)
+        for (const id of stable)
+          assert.equal(counts.get(id), 1, `user ${id} was seen ${counts.get(id) ?? 0} times`)
+        for (const [id, count] of counts)
+          assert.equal(count, 1, `user ${id} was seen ${count} times`)
         const sorted = [...seen].sort()
         assert.deepEqual(seen, order === 'asc' ? sorted : sorted.reverse())
       })
@@ -543,13 +711,24 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       const next = await store.update(created.user.id, increment)
       const stored = await store.get(created.user.id)
       assert.deepEqual(stored, next)
-      assert.deepEqual(Object.keys(stored?.user.metadata ?? {}), ['__proto__', 'constructor', 'toString', 'n'])
-      assert.equal(Object.getOwnPropertyDescriptor(stored?.user.metadata, '__proto__')?.value, 'polluted')
-      assert.equal(Object.getOwnPropertyDescriptor(stored?.user.metadata, 'constructor')?.value, 'not a function')
+      assert.deepEqual(Object.keys(stored?.user.metadata ?? {}), [
+        '__proto__',
+        'constructor',
+        'toString',
+        'n',
+      ])
+      assert.equal(
+        Object.getOwnPropertyDescriptor(stored?.user.metadata, '__proto__')?.value,
+        'polluted',
+      )
+      assert.equal(
+        Object.getOwnPropertyDescriptor(stored?.user.metadata, 'constructor')?.value,
+        'not a function',
+      )
       assert.equal(Object.getPrototypeOf({}), Object.prototype)
       assert.equal(Object.hasOwn(Object.prototype, 'polluted'), false)
       assert.equal(({} as Record<string, unknown>)['polluted'], undefined)
-      assert.equal(typeof ({}).constructor, 'function')
+      assert.equal(typeof {}.constructor, 'function')
       const page = await store.list({ filter: { q: 'polluted' }, order: 'asc', limit: 10 })
       assert.deepEqual(page.items, [])
     })
@@ -564,11 +743,27 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       const store = await openStore(t, factory)
       const ada = await store.create(makeUser({ email: 'ada@example.com' }))
       const before = await snapshotStore(store)
-      const cases = [['email', 'a\u0000b@example.com'], ['name', 'Ada\u0000Lovelace']] as const
+      const cases = [
+        ['email', 'a\u0000b@example.com'],
+        ['name', 'Ada\u0000Lovelace'],
+      ] as const
       for (const [field, value] of cases) {
-        const refused = { name: 'ServiceError', code: 'validation_failed', errors: [{ pointer: `/${field}`, code: 'invalid_characters', message: `${field} must not contain a NUL character (U+0000).` }] }
+        const refused = {
+          name: 'ServiceError',
+          code: 'validation_failed',
+          errors: [
+            {
+              pointer: `/${field}`,
+              code: 'invalid_characters',
+              message: `${field} must not contain a NUL character (U+0000).`,
+            },
+          ],
+        }
         await assert.rejects(store.create(makeUser({ [field]: value })), refused)
-        await assert.rejects(store.update(ada.user.id, (current) => changeUser(current.user, { [field]: value })), refused)
+        await assert.rejects(
+          store.update(ada.user.id, (current) => changeUser(current.user, { [field]: value })),
+          refused,
+        )
       }
       assert.deepEqual(await snapshotStore(store), before)
       assertHealthy(store)
@@ -578,7 +773,9 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       const store = await openStore(t, factory)
       const created = await store.create(makeUser({ metadata: { note: 'a\u0000b' } }))
       assert.equal((await store.get(created.user.id))?.user.metadata['note'], 'a\u0000b')
-      const next = await store.update(created.user.id, (current) => changeUser(current.user, { metadata: { note: '\u0000' } }))
+      const next = await store.update(created.user.id, (current) =>
+        changeUser(current.user, { metadata: { note: '\u0000' } }),
+      )
       assert.deepEqual(await store.get(created.user.id), next)
       assert.equal(next.user.metadata['note'], '\u0000')
     })
@@ -586,17 +783,28 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
     it('refuses a NUL in the q or email filter or in after with bad_request naming it, staying healthy', async (t) => {
       const store = await openStore(t, factory)
       await seedPeople(store)
-      for (const filter of [{ q: 'a\u0000b' }, { email: 'ada\u0000@math.example' }, { statuses: ['active'], q: '\u0000' }] as ListFilter[]) {
+      for (const filter of [
+        { q: 'a\u0000b' },
+        { email: 'ada\u0000@math.example' },
+        { statuses: ['active'], q: '\u0000' },
+      ] as ListFilter[]) {
         const name = filter.q === undefined ? 'email' : 'q'
         for (const order of ['asc', 'desc'] as const) {
           await assert.rejects(store.list({ filter, order, limit: 10 }), {
-            name: 'ServiceError', code: 'bad_request', message: `The query parameter ${name} must not contain a NUL character (U+0000).`,
+            name: 'ServiceError',
+            code: 'bad_request',
+            message: `The query parameter ${name} must not contain a NUL character (U+0000).`,
           })
         }
       }
-      await assert.rejects(store.list({ filter: {}, order: 'asc', limit: 10, after: `${makeUser().id}\u0000` }), {
-        name: 'ServiceError', code: 'bad_request', message: 'The query parameter cursor must not contain a NUL character (U+0000).',
-      })
+      await assert.rejects(
+        store.list({ filter: {}, order: 'asc', limit: 10, after: `${makeUser().id}\u0000` }),
+        {
+          name: 'ServiceError',
+          code: 'bad_request',
+          message: 'The query parameter cursor must not contain a NUL character (U+0000).',
+        },
+      )
       assertHealthy(store)
       assert.equal((await listAll(store)).length, PEOPLE.length)
     })
@@ -622,7 +830,10 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
         assert.equal(await store.get(id), undefined)
         assert.equal(await store.isDeleted(id), false)
         assert.deepEqual(await store.getMany?.([id]), [])
-        assert.deepEqual(await store.subjectOf?.(id) ?? { status: undefined, deleted: false }, { status: undefined, deleted: false })
+        assert.deepEqual((await store.subjectOf?.(id)) ?? { status: undefined, deleted: false }, {
+          status: undefined,
+          deleted: false,
+        })
       }
       assertHealthy(store)
     })
@@ -646,7 +857,10 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       const store = await openStore(t, factory)
       const top = await store.create(makeUser({ version: MAX_VERSION }))
       const before = await snapshotStore(store)
-      await assert.rejects(store.update(top.user.id, increment), { name: 'ServiceError', code: 'version_exhausted' })
+      await assert.rejects(store.update(top.user.id, increment), {
+        name: 'ServiceError',
+        code: 'version_exhausted',
+      })
       assert.deepEqual(await snapshotStore(store), before)
       // A change that changes nothing keeps the version, so it is no change past the top.
       assert.deepEqual(await store.update(top.user.id, () => undefined), top)
@@ -660,10 +874,30 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       const store = await openStore(t, factory)
       await store.create(makeUser())
       const before = await snapshotStore(store)
-      for (const version of [0, -1, 1.5, MAX_VERSION + 1, 2 ** 63, Number.NaN, Number.POSITIVE_INFINITY]) {
-        await assert.rejects(store.create(makeUser({ version })), {
-          name: 'ServiceError', code: 'validation_failed', errors: [{ pointer: '/version', code: 'out_of_range', message: `version must be a whole number from 1 to ${MAX_VERSION}.` }],
-        }, String(version))
+      for (const version of [
+        0,
+        -1,
+        1.5,
+        MAX_VERSION + 1,
+        2 ** 63,
+        Number.NaN,
+        Number.POSITIVE_INFINITY,
+      ]) {
+        await assert.rejects(
+          store.create(makeUser({ version })),
+          {
+            name: 'ServiceError',
+            code: 'validation_failed',
+            errors: [
+              {
+                pointer: '/version',
+                code: 'out_of_range',
+                message: `version must be a whole number from 1 to ${MAX_VERSION}.`,
+              },
+            ],
+          },
+          String(version),
+        )
       }
       assert.deepEqual(await snapshotStore(store), before)
       assertHealthy(store)
@@ -673,15 +907,33 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
   describe(`${label}: cursor edges`, () => {
     const FIRST_ID = '00000000-0000-7000-8000-000000000000'
     const LAST_ID = 'ffffffff-ffff-7fff-bfff-ffffffffffff'
-    const FILTERS: readonly ListFilter[] = [{}, { statuses: ['active'] }, { statuses: ['pending', 'suspended'] }, { q: 'a' }, { email: 'ewd@tue.example' }]
+    const FILTERS: readonly ListFilter[] = [
+      {},
+      { statuses: ['active'] },
+      { statuses: ['pending', 'suspended'] },
+      { q: 'a' },
+      { email: 'ewd@tue.example' },
+    ]
 
     /** What a page after `after` must hold: computed from the stored users, not from the store's list. */
-    const expected = (people: readonly User[], filter: ListFilter, order: 'asc' | 'desc', after: string, limit: number): { ids: string[], hasMore: boolean } => {
-      const selected = people.filter((user) => (filter.statuses === undefined || filter.statuses.includes(user.status))
-        && (filter.email === undefined || user.email.toLowerCase() === filter.email)
-        && (filter.q === undefined || user.email.toLowerCase().includes(filter.q) || user.name.toLowerCase().includes(filter.q)))
+    const expected = (
+      people: readonly User[],
+      filter: ListFilter,
+      order: 'asc' | 'desc',
+      after: string,
+      limit: number,
+    ): { ids: string[]; hasMore: boolean } => {
+      const selected = people.filter(
+        (user) =>
+          (filter.statuses === undefined || filter.statuses.includes(user.status)) &&
+          (filter.email === undefined || user.email.toLowerCase() === filter.email) &&
+          (filter.q === undefined ||
+            user.email.toLowerCase().includes(filter.q) ||
+            user.name.toLowerCase().includes(filter.q)),
+      )
       const ids = selected.map((user) => user.id).sort()
-      const beyond = order === 'asc' ? ids.filter((id) => id > after) : ids.filter((id) => id < after).reverse()
+      const beyond =
+        order === 'asc' ? ids.filter((id) => id > after) : ids.filter((id) => id < after).reverse()
       return { ids: beyond.slice(0, limit), hasMore: beyond.length > limit }
     }
 
@@ -690,8 +942,17 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       const people = await seedPeople(store)
       const ids = people.map((user) => user.id)
       for (const filter of FILTERS) {
-        for (const [order, after] of [['asc', ids.at(-1)], ['desc', ids[0]], ['asc', LAST_ID], ['desc', FIRST_ID]] as const) {
-          assert.deepEqual(await store.list({ filter, order, limit: 3, after: after ?? '' }), { items: [], hasMore: false }, `${JSON.stringify(filter)} ${order} ${String(after)}`)
+        for (const [order, after] of [
+          ['asc', ids.at(-1)],
+          ['desc', ids[0]],
+          ['asc', LAST_ID],
+          ['desc', FIRST_ID],
+        ] as const) {
+          assert.deepEqual(
+            await store.list({ filter, order, limit: 3, after: after ?? '' }),
+            { items: [], hasMore: false },
+            `${JSON.stringify(filter)} ${order} ${String(after)}`,
+          )
         }
       }
     })
@@ -708,7 +969,11 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
           for (const order of ['asc', 'desc'] as const) {
             const page = await store.list({ filter, order, limit: 2, after })
             const want = expected(people, filter, order, after, 2)
-            assert.deepEqual(page.items.map((record) => record.user.id), want.ids, `${JSON.stringify(filter)} ${order} ${after}`)
+            assert.deepEqual(
+              page.items.map((record) => record.user.id),
+              want.ids,
+              `${JSON.stringify(filter)} ${order} ${after}`,
+            )
             assert.equal(page.hasMore, want.hasMore, `${JSON.stringify(filter)} ${order} ${after}`)
           }
         }
@@ -726,7 +991,11 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
         for (const order of ['asc', 'desc'] as const) {
           const page = await store.list({ filter, order, limit: 2, after: gone.id })
           const want = expected(left, filter, order, gone.id, 2)
-          assert.deepEqual(page.items.map((record) => record.user.id), want.ids, `${JSON.stringify(filter)} ${order}`)
+          assert.deepEqual(
+            page.items.map((record) => record.user.id),
+            want.ids,
+            `${JSON.stringify(filter)} ${order}`,
+          )
           assert.equal(page.hasMore, want.hasMore, `${JSON.stringify(filter)} ${order}`)
         }
       }

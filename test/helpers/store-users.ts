@@ -29,7 +29,12 @@ export function makeUser(fields: Partial<User> = {}): User {
 
 /** The next version of `current` with `fields` changed, as an update would make it. */
 export function changeUser(current: User, fields: Partial<User> = {}): User {
-  return { ...current, ...fields, version: current.version + 1, updatedAt: new Date().toISOString() }
+  return {
+    ...current,
+    ...fields,
+    version: current.version + 1,
+    updatedAt: new Date().toISOString(),
+  }
 }
 
 /** The contract's JSON of a user: its fields in the order of the contract's example. */

@@ -9,7 +9,9 @@ import { PROJECT_ROOT } from './child.js'
 export const SHIM_SOURCE = path.join(PROJECT_ROOT, 'test', 'helpers', 'syscall-shim.c')
 
 /** The compiled shim, or why there is none (the caller skips with that reason). */
-export type Shim = { readonly library: string, readonly skip?: undefined } | { readonly library?: undefined, readonly skip: string }
+export type Shim =
+  | { readonly library: string; readonly skip?: undefined }
+  | { readonly library?: undefined; readonly skip: string }
 
 let compiled: Shim | undefined
 
@@ -24,17 +26,22 @@ export function compileShim(): Shim {
 }
 
 function compile(): Shim {
-  if (process.platform !== 'linux') return { skip: 'the syscall shim needs Linux (LD_PRELOAD over glibc, /proc/self/fd)' }
+  if (process.platform !== 'linux')
+    return { skip: 'the syscall shim needs Linux (LD_PRELOAD over glibc, /proc/self/fd)' }
   try {
     execFileSync('cc', ['--version'], { stdio: 'ignore' })
   } catch {
     return { skip: 'no C compiler (`cc`) on this machine: the syscall shim cannot be built' }
   }
   const dir = mkdtempSync(path.join(tmpdir(), 'syscall-shim-'))
-  process.on('exit', () => { rmSync(dir, { recursive: true, force: true }) })
+  process.on('exit', () => {
+    rmSync(dir, { recursive: true, force: true })
+  })
   const library = path.join(dir, 'syscall-shim.so')
   try {
-    execFileSync('cc', ['-shared', '-fPIC', '-O1', '-Wall', '-o', library, SHIM_SOURCE, '-ldl'], { stdio: ['ignore', 'ignore', 'pipe'] })
+    execFileSync('cc', ['-shared', '-fPIC', '-O1', '-Wall', '-o', library, SHIM_SOURCE, '-ldl'], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    })
   } catch (error) {
     const stderr = (error as { stderr?: Buffer }).stderr?.toString() ?? String(error)
     return { skip: `the syscall shim did not compile with cc: ${stderr.slice(0, 500)}` }
@@ -68,8 +75,10 @@ export function shimEnv(library: string, options: ShimEnvOptions): Record<string
   if (options.failKind !== undefined) env['SHIM_FAIL_KIND'] = options.failKind
   if (options.failErrno !== undefined) env['SHIM_FAIL_ERRNO'] = String(options.failErrno)
   if (options.failUnder !== undefined) env['SHIM_FAIL_UNDER'] = options.failUnder
-  if (options.dirSyncDelayMs !== undefined) env['SHIM_DIR_SYNC_DELAY_MS'] = String(options.dirSyncDelayMs)
-  if (options.dataSyncDelayMs !== undefined) env['SHIM_DATASYNC_DELAY_MS'] = String(options.dataSyncDelayMs)
+  if (options.dirSyncDelayMs !== undefined)
+    env['SHIM_DIR_SYNC_DELAY_MS'] = String(options.dirSyncDelayMs)
+  if (options.dataSyncDelayMs !== undefined)
+    env['SHIM_DATASYNC_DELAY_MS'] = String(options.dataSyncDelayMs)
   if (options.log !== undefined) env['SHIM_LOG'] = options.log
   if (options.logUnder !== undefined) env['SHIM_LOG_UNDER'] = options.logUnder
   return env
@@ -107,15 +116,30 @@ export function readShimLog(file: string): ShimCall[] {
   let offset = 0
   for (const line of text.split('\n').slice(0, -1)) {
     offset += Buffer.byteLength(line) + 1
-    const [pid = '', call = '', result = '', errno = '', a = '', b = '', extra = ''] = line.split('\t')
+    const [pid = '', call = '', result = '', errno = '', a = '', b = '', extra = ''] =
+      line.split('\t')
     const paths = [a, b].filter((item) => item !== '')
-    const base = { seq: calls.length, pid: Number(pid), call, result: Number(result), errno: Number(errno), paths, end: offset }
-    if (call.startsWith('open') || call.startsWith('__open')) calls.push({ ...base, flags: Number.parseInt(extra, 16) })
+    const base = {
+      seq: calls.length,
+      pid: Number(pid),
+      call,
+      result: Number(result),
+      errno: Number(errno),
+      paths,
+      end: offset,
+    }
+    if (call.startsWith('open') || call.startsWith('__open'))
+      calls.push({ ...base, flags: Number.parseInt(extra, 16) })
     else if (call.startsWith('fsync') || call.startsWith('fdatasync')) {
       const [kind, id] = extra.split(' ')
-      calls.push({ ...base, call: call.replace(/-begin$/, ''), begin: call.endsWith('-begin'), dir: kind === 'dir', syncId: Number(id) })
-    }
-    else calls.push(base)
+      calls.push({
+        ...base,
+        call: call.replace(/-begin$/, ''),
+        begin: call.endsWith('-begin'),
+        dir: kind === 'dir',
+        syncId: Number(id),
+      })
+    } else calls.push(base)
   }
   return calls
 }

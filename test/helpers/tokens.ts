@@ -25,8 +25,14 @@ export interface TokenOptions {
 export const nowSeconds = (): number => Math.floor(Date.now() / 1000)
 
 /** Signs a compact JWS with HMAC; `header` can lie about `alg` (for key-confusion tests). */
-export function signJwt(claims: Record<string, unknown>, header: Record<string, unknown> = {}, secret: string | Buffer = TEST_SECRET, alg: Alg = 'HS256'): string {
-  const encode = (value: unknown): string => Buffer.from(JSON.stringify(dropUndefined(value))).toString('base64url')
+export function signJwt(
+  claims: Record<string, unknown>,
+  header: Record<string, unknown> = {},
+  secret: string | Buffer = TEST_SECRET,
+  alg: Alg = 'HS256',
+): string {
+  const encode = (value: unknown): string =>
+    Buffer.from(JSON.stringify(dropUndefined(value))).toString('base64url')
   const input = `${encode({ alg, typ: 'JWT', ...header })}.${encode(claims)}`
   return `${input}.${createHmac(HASHES[alg], secret).update(input).digest('base64url')}`
 }
@@ -34,7 +40,11 @@ export function signJwt(claims: Record<string, unknown>, header: Record<string, 
 /** A ready token: sub, iat, exp and (by default) all three scopes. */
 export function makeToken(options: TokenOptions = {}): string {
   const now = options.nowS ?? nowSeconds()
-  const claims: Record<string, unknown> = { sub: 'tester', iat: now, exp: now + (options.ttl ?? 300) }
+  const claims: Record<string, unknown> = {
+    sub: 'tester',
+    iat: now,
+    exp: now + (options.ttl ?? 300),
+  }
   if ('sub' in options) claims['sub'] = options.sub
   if (options.scope !== null) claims['scope'] = options.scope ?? ALL_SCOPES
   return signJwt({ ...claims, ...options.claims }, options.header, options.secret, options.alg)

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { readFile, readdir } from 'node:fs/promises'
+import { readdir, readFile } from 'node:fs/promises'
 import path from 'node:path'
 
 import type { User } from '../../src/domain/user.js'
@@ -50,7 +50,10 @@ export interface ExpectedFieldError {
  * Asserts a 422 validation_failed whose errors[] has exactly one entry per expected pointer (in
  * any order), each with the expected code when given and a message.
  */
-export function assertFieldErrors(res: TestResponse, expected: readonly ExpectedFieldError[]): void {
+export function assertFieldErrors(
+  res: TestResponse,
+  expected: readonly ExpectedFieldError[],
+): void {
   const problem = assertProblem(res, 422, 'validation_failed')
   const errors = problem.errors ?? []
   const pointers = errors.map((entry) => entry.pointer).sort()

@@ -3,8 +3,14 @@ import { createServer, type IncomingMessage } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { describe, it, type TestContext } from 'node:test'
 
+import {
+  hasBody,
+  MAX_BODY_BYTES,
+  parseJsonBody,
+  readBody,
+  validateContentType,
+} from '../../src/http/body.js'
 import { HttpError, toHttpError } from '../../src/http/problem.js'
-import { MAX_BODY_BYTES, hasBody, parseJsonBody, readBody, validateContentType } from '../../src/http/body.js'
 import { request } from '../helpers/http.js'
 import { sendOverSocket } from '../helpers/socket-http.js'
 
@@ -14,22 +20,34 @@ import { sendOverSocket } from '../helpers/socket-http.js'
  */
 async function serve(t: TestContext, work: (req: IncomingMessage) => unknown): Promise<string> {
   const server = createServer((req, res) => {
-    Promise.resolve().then(() => work(req)).then((value) => {
-      res.setHeader('content-type', 'application/json')
-      res.end(JSON.stringify({ value }))
-    }, (caught: unknown) => {
-      const error = toHttpError(caught)
-      res.statusCode = error.status
-      res.setHeader('content-type', 'application/json')
-      res.setHeader('connection', 'close')
-      res.end(JSON.stringify({ code: error.code }))
-    })
+    Promise.resolve()
+      .then(() => work(req))
+      .then(
+        (value) => {
+          res.setHeader('content-type', 'application/json')
+          res.end(JSON.stringify({ value }))
+        },
+        (caught: unknown) => {
+          const error = toHttpError(caught)
+          res.statusCode = error.status
+          res.setHeader('content-type', 'application/json')
+          res.setHeader('connection', 'close')
+          res.end(JSON.stringify({ code: error.code }))
+        },
+      )
   })
-  await new Promise<void>((resolve) => { server.listen(0, '127.0.0.1', resolve) })
-  t.after(() => new Promise<void>((resolve) => {
-    server.closeAllConnections()
-    server.close(() => { resolve() })
-  }))
+  await new Promise<void>((resolve) => {
+    server.listen(0, '127.0.0.1', resolve)
+  })
+  t.after(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => {
+          resolve()
+        })
+      }),
+  )
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}/`
 }
 
@@ -43,7 +61,9 @@ function refusedWith(code: string): (error: unknown) => boolean {
 
 describe('parseJsonBody', () => {
   it('parses UTF-8 JSON', () => {
-    assert.deepEqual(parseJsonBody(Buffer.from('{"name":"Zoë 😀"}'), 'required'), { name: 'Zoë 😀' })
+    assert.deepEqual(parseJsonBody(Buffer.from('{"name":"Zoë 😀"}'), 'required'), {
+      name: 'Zoë 😀',
+    })
     assert.equal(parseJsonBody(Buffer.from('null'), 'required'), null)
   })
 
@@ -69,16 +89,30 @@ describe('parseJsonBody', () => {
 describe('validateContentType', () => {
   const cases: [string, Record<string, string>, string | undefined][] = [
     ['application/json', { 'content-type': 'application/json' }, undefined],
-    ['upper case and a utf-8 charset', { 'content-type': 'APPLICATION/JSON; Charset="UTF-8"' }, undefined],
+    [
+      'upper case and a utf-8 charset',
+      { 'content-type': 'APPLICATION/JSON; Charset="UTF-8"' },
+      undefined,
+    ],
     ['another parameter', { 'content-type': 'application/json; profile=x' }, undefined],
     ['text/plain', { 'content-type': 'text/plain' }, 'unsupported_media_type'],
     ['a prefix of the type', { 'content-type': 'application/js' }, 'unsupported_media_type'],
-    ['a latin-1 charset', { 'content-type': 'application/json; charset=latin1' }, 'unsupported_media_type'],
-    ['an empty charset', { 'content-type': 'application/json; charset=' }, 'unsupported_media_type'],
+    [
+      'a latin-1 charset',
+      { 'content-type': 'application/json; charset=latin1' },
+      'unsupported_media_type',
+    ],
+    [
+      'an empty charset',
+      { 'content-type': 'application/json; charset=' },
+      'unsupported_media_type',
+    ],
   ]
   for (const [name, headers, code] of cases) {
     it(`${code === undefined ? 'takes' : 'refuses'} ${name}`, async (t) => {
-      const url = await serve(t, (req) => { validateContentType(req, ['application/json']) })
+      const url = await serve(t, (req) => {
+        validateContentType(req, ['application/json'])
+      })
       const res = await request('POST', url, { body: '{}', headers })
       if (code === undefined) assert.equal(res.status, 200, res.text)
       else assert.deepEqual([res.status, res.body], [415, { code }])
@@ -86,7 +120,9 @@ describe('validateContentType', () => {
   }
 
   it('refuses a body without a Content-Type, and takes no body without one', async (t) => {
-    const url = await serve(t, (req) => { validateContentType(req, ['application/json']) })
+    const url = await serve(t, (req) => {
+      validateContentType(req, ['application/json'])
+    })
     const withBody = await request('POST', url, { body: new TextEncoder().encode('{}') })
     assert.deepEqual([withBody.status, withBody.body], [415, { code: 'unsupported_media_type' }])
     const withoutBody = await request('POST', url)
@@ -98,13 +134,20 @@ describe('hasBody', () => {
   it('is true for a non-zero Content-Length or chunked transfer only', async (t) => {
     const url = await serve(t, (req) => hasBody(req))
     const seen = async (headers: Record<string, string>, body?: string): Promise<unknown> => {
-      const res = await sendOverSocket(url, { method: 'POST', target: '/', headers, ...(body === undefined ? {} : { body }) })
+      const res = await sendOverSocket(url, {
+        method: 'POST',
+        target: '/',
+        headers,
+        ...(body === undefined ? {} : { body }),
+      })
       return res.body
     }
     assert.deepEqual(await seen({ 'content-length': '0' }), { value: false })
     assert.deepEqual(await seen({}), { value: false })
     assert.deepEqual(await seen({ 'content-length': '2' }, '{}'), { value: true })
-    assert.deepEqual(await seen({ 'transfer-encoding': 'chunked' }, '2\r\n{}\r\n0\r\n\r\n'), { value: true })
+    assert.deepEqual(await seen({ 'transfer-encoding': 'chunked' }, '2\r\n{}\r\n0\r\n\r\n'), {
+      value: true,
+    })
   })
 })
 
@@ -132,7 +175,12 @@ describe('readBody', () => {
   it('counts chunked bodies as they arrive', async (t) => {
     const url = await serve(t, async (req) => (await readBody(req, 10)).toString('utf8'))
     const send = (chunks: string): ReturnType<typeof sendOverSocket> =>
-      sendOverSocket(url, { method: 'POST', target: '/', headers: { 'transfer-encoding': 'chunked' }, body: chunks })
+      sendOverSocket(url, {
+        method: 'POST',
+        target: '/',
+        headers: { 'transfer-encoding': 'chunked' },
+        body: chunks,
+      })
     const ok = await send('5\r\n01234\r\n5\r\n56789\r\n0\r\n\r\n')
     assert.deepEqual(ok.body, { value: '0123456789' })
     const over = await send('5\r\n01234\r\n6\r\n56789x\r\n0\r\n\r\n')
@@ -142,7 +190,10 @@ describe('readBody', () => {
   it('refuses an announced length over the limit before any byte of the body', async (t) => {
     const url = await serve(t, async (req) => (await readBody(req)).length)
     const res = await sendOverSocket(url, {
-      method: 'POST', target: '/', headers: { 'content-length': String(MAX_BODY_BYTES + 1) }, timeoutMs: 2000,
+      method: 'POST',
+      target: '/',
+      headers: { 'content-length': String(MAX_BODY_BYTES + 1) },
+      timeoutMs: 2000,
     })
     assert.deepEqual([res.status, res.body], [413, { code: 'payload_too_large' }])
   })

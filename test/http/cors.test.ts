@@ -3,10 +3,13 @@ import { writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 
-import { parseConfig } from '../../src/process/config.js'
 import {
-  CORS_ALLOW_HEADERS, CORS_EXPOSE_HEADERS, createCors, parseCorsOrigins,
+  CORS_ALLOW_HEADERS,
+  CORS_EXPOSE_HEADERS,
+  createCors,
+  parseCorsOrigins,
 } from '../../src/http/cors.js'
+import { parseConfig } from '../../src/process/config.js'
 import { assertProblem, request, type TestResponse } from '../helpers/http.js'
 import { waitFor } from '../helpers/ops.js'
 import { startService, uniqueEmail } from '../helpers/service.js'
@@ -14,27 +17,49 @@ import { startService, uniqueEmail } from '../helpers/service.js'
 const APP = 'http://app.example.test:5173'
 const OTHER = 'https://evil.example.test'
 
-function preflight(url: string, origin: string, method = 'POST', headers = 'authorization, content-type'): Promise<TestResponse> {
+function preflight(
+  url: string,
+  origin: string,
+  method = 'POST',
+  headers = 'authorization, content-type',
+): Promise<TestResponse> {
   return request('OPTIONS', url, {
-    headers: { origin, 'access-control-request-method': method, 'access-control-request-headers': headers },
+    headers: {
+      origin,
+      'access-control-request-method': method,
+      'access-control-request-headers': headers,
+    },
   })
 }
 
 function varyList(res: TestResponse): string[] {
-  return (res.headers.get('vary') ?? '').split(',').map((item) => item.trim().toLowerCase()).filter((item) => item !== '')
+  return (res.headers.get('vary') ?? '')
+    .split(',')
+    .map((item) => item.trim().toLowerCase())
+    .filter((item) => item !== '')
 }
 
 /** An answer a page on `origin` may read: the origin allowed, the useful headers exposed, Vary: Origin. */
 function assertCorsFor(res: TestResponse, origin: string): void {
-  assert.equal(res.headers.get('access-control-allow-origin'), origin, `ACAO on ${res.status}: ${res.text}`)
+  assert.equal(
+    res.headers.get('access-control-allow-origin'),
+    origin,
+    `ACAO on ${res.status}: ${res.text}`,
+  )
   assert.equal(res.headers.get('access-control-expose-headers'), CORS_EXPOSE_HEADERS)
   assert.ok(varyList(res).includes('origin'), `Vary: ${res.headers.get('vary') ?? ''}`)
   assert.equal(res.headers.get('access-control-allow-credentials'), null)
 }
 
 function assertNoCors(res: TestResponse): void {
-  for (const name of ['access-control-allow-origin', 'access-control-expose-headers', 'access-control-allow-methods',
-    'access-control-allow-headers', 'access-control-max-age', 'access-control-allow-credentials']) {
+  for (const name of [
+    'access-control-allow-origin',
+    'access-control-expose-headers',
+    'access-control-allow-methods',
+    'access-control-allow-headers',
+    'access-control-max-age',
+    'access-control-allow-credentials',
+  ]) {
     assert.equal(res.headers.get(name), null, `${name} on ${res.status}`)
   }
 }
@@ -54,7 +79,7 @@ describe('CORS off (no CORS_ORIGINS)', () => {
 })
 
 describe('CORS with a list of origins', () => {
-  it('answers a preflight from an allowed origin with 204, the path\'s methods, the headers and a max age', async (t) => {
+  it("answers a preflight from an allowed origin with 204, the path's methods, the headers and a max age", async (t) => {
     const s = await startService(t, { corsOrigins: [APP, 'https://admin.example.test'] })
     const pre = await preflight(`${s.baseUrl}/users`, APP)
     assert.equal(pre.status, 204, pre.text)
@@ -67,12 +92,19 @@ describe('CORS with a list of origins', () => {
     }
     assert.match(pre.headers.get('access-control-max-age') ?? '', /^[1-9]\d*$/)
 
-    const item = await preflight(`${s.baseUrl}/users/0190a0a0-0000-7000-8000-000000000000`, 'https://admin.example.test', 'PATCH')
+    const item = await preflight(
+      `${s.baseUrl}/users/0190a0a0-0000-7000-8000-000000000000`,
+      'https://admin.example.test',
+      'PATCH',
+    )
     assert.equal(item.status, 204)
     assertCorsFor(item, 'https://admin.example.test')
     assert.equal(item.headers.get('access-control-allow-methods'), 'GET, PUT, PATCH, DELETE, HEAD')
 
-    const verb = await preflight(`${s.baseUrl}/users/0190a0a0-0000-7000-8000-000000000000:suspend`, APP)
+    const verb = await preflight(
+      `${s.baseUrl}/users/0190a0a0-0000-7000-8000-000000000000:suspend`,
+      APP,
+    )
     assert.equal(verb.status, 204)
     assert.equal(verb.headers.get('access-control-allow-methods'), 'POST')
   })
@@ -92,7 +124,11 @@ describe('CORS with a list of origins', () => {
     assert.equal(pre.headers.get('allow'), 'GET, POST, HEAD')
     assertNoCors(pre)
     // Same host, other port or scheme: a different origin.
-    for (const origin of ['http://app.example.test:5174', 'https://app.example.test:5173', 'null']) {
+    for (const origin of [
+      'http://app.example.test:5174',
+      'https://app.example.test:5173',
+      'null',
+    ]) {
       const res = await s.call('GET', '/users', { headers: { origin } })
       assert.equal(res.status, 200)
       assertNoCors(res)
@@ -116,7 +152,8 @@ describe('CORS with a list of origins', () => {
   it('lets an allowed origin read lists, creates and items, with ETag, Location and X-Request-Id exposed', async (t) => {
     const s = await startService(t, { corsOrigins: [APP] })
     const created = await s.call('POST', '/users', {
-      json: { email: uniqueEmail(), name: 'Cors' }, headers: { origin: APP, 'x-request-id': 'cors-create-1' },
+      json: { email: uniqueEmail(), name: 'Cors' },
+      headers: { origin: APP, 'x-request-id': 'cors-create-1' },
     })
     assert.equal(created.status, 201, created.text)
     assertCorsFor(created, APP)
@@ -133,7 +170,9 @@ describe('CORS with a list of origins', () => {
     assert.equal(item.status, 200)
     assertCorsFor(item, APP)
     const etag = item.headers.get('etag') ?? ''
-    const notModified = await s.call('GET', `/users/${id}`, { headers: { origin: APP, 'if-none-match': etag } })
+    const notModified = await s.call('GET', `/users/${id}`, {
+      headers: { origin: APP, 'if-none-match': etag },
+    })
     assert.equal(notModified.status, 304)
     assertCorsFor(notModified, APP)
 
@@ -145,15 +184,21 @@ describe('CORS with a list of origins', () => {
 
   it('puts the CORS headers on error answers too (401, 404, 412), so the page can read them', async (t) => {
     const s = await startService(t, { corsOrigins: [APP] })
-    const unauthorized = await s.call('GET', '/users', { token: undefined, headers: { origin: APP } })
+    const unauthorized = await s.call('GET', '/users', {
+      token: undefined,
+      headers: { origin: APP },
+    })
     assertProblem(unauthorized, 401, 'token_missing')
     assertCorsFor(unauthorized, APP)
-    const missing = await s.call('GET', '/users/0190a0a0-0000-7000-8000-000000000000', { headers: { origin: APP } })
+    const missing = await s.call('GET', '/users/0190a0a0-0000-7000-8000-000000000000', {
+      headers: { origin: APP },
+    })
     assertProblem(missing, 404, 'not_found')
     assertCorsFor(missing, APP)
     const user = await s.createUser()
     const stale = await s.call('PATCH', `/users/${user.id}`, {
-      json: { name: 'Changed' }, headers: { origin: APP, 'if-match': '"stale"' },
+      json: { name: 'Changed' },
+      headers: { origin: APP, 'if-match': '"stale"' },
     })
     assertProblem(stale, 412, 'precondition_failed')
     assertCorsFor(stale, APP)
@@ -163,10 +208,14 @@ describe('CORS with a list of origins', () => {
   it('puts the CORS headers on a 503 maintenance answer, with Retry-After exposed', async (t) => {
     const s = await startService(t, { corsOrigins: [APP] })
     await writeFile(path.join(s.dataDir, 'maintenance'), '')
-    const res = await waitFor('maintenance', async () => {
-      const answer = await s.call('GET', '/users', { headers: { origin: APP } })
-      return answer.status === 503 ? answer : undefined
-    }, 10_000)
+    const res = await waitFor(
+      'maintenance',
+      async () => {
+        const answer = await s.call('GET', '/users', { headers: { origin: APP } })
+        return answer.status === 503 ? answer : undefined
+      },
+      10_000,
+    )
     assertProblem(res, 503, 'maintenance')
     assertCorsFor(res, APP)
     assert.match(res.headers.get('retry-after') ?? '', /^\d+$/)
@@ -209,20 +258,33 @@ describe('CORS_ORIGINS', () => {
     assert.equal(parseConfig({}).corsOrigins, undefined)
     assert.equal(parseConfig({ CORS_ORIGINS: ' ' }).corsOrigins, undefined)
     assert.equal(parseConfig({ CORS_ORIGINS: '*' }).corsOrigins, '*')
-    assert.deepEqual(parseConfig({ CORS_ORIGINS: 'https://a.example, http://localhost:3000,' }).corsOrigins,
-      ['https://a.example', 'http://localhost:3000'])
+    assert.deepEqual(
+      parseConfig({ CORS_ORIGINS: 'https://a.example, http://localhost:3000,' }).corsOrigins,
+      ['https://a.example', 'http://localhost:3000'],
+    )
     assert.equal(createCors(parseCorsOrigins(',')), undefined)
     assert.equal(createCors(undefined), undefined)
   })
 
   it('refuses anything that is not an origin, naming the variable', () => {
-    for (const bad of ['app.example.com', 'https://app.example.com/', 'https://app.example.com/x', 'ftp://a.example',
-      'https://App.Example.com', 'null', 'https://a.example,*']) {
-      assert.throws(() => parseConfig({ CORS_ORIGINS: bad }), (error: Error) => {
-        assert.equal(error.name, 'ConfigError')
-        assert.match(error.message, /^CORS_ORIGINS: /)
-        return true
-      }, bad)
+    for (const bad of [
+      'app.example.com',
+      'https://app.example.com/',
+      'https://app.example.com/x',
+      'ftp://a.example',
+      'https://App.Example.com',
+      'null',
+      'https://a.example,*',
+    ]) {
+      assert.throws(
+        () => parseConfig({ CORS_ORIGINS: bad }),
+        (error: Error) => {
+          assert.equal(error.name, 'ConfigError')
+          assert.match(error.message, /^CORS_ORIGINS: /)
+          return true
+        },
+        bad,
+      )
     }
   })
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { once } from 'node:events'
-import { createServer, connect, type Socket } from 'node:net'
+import { connect, createServer, type Socket } from 'node:net'
 import { describe, it, type TestContext } from 'node:test'
 
 import { closeInStages, isClosing } from '../../src/http/lingering-close.js'
@@ -9,7 +9,7 @@ import { closeInStages, isClosing } from '../../src/http/lingering-close.js'
  * A real TCP connection on loopback: the server's end (half-open allowed, as node:http has it)
  * and the client's, which keeps its side open after the server's FIN unless it ends it.
  */
-async function connection(t: TestContext): Promise<{ server: Socket, client: Socket }> {
+async function connection(t: TestContext): Promise<{ server: Socket; client: Socket }> {
   const listener = createServer({ allowHalfOpen: true })
   listener.listen(0, '127.0.0.1')
   await once(listener, 'listening')
@@ -61,7 +61,9 @@ describe('closeInStages', () => {
     assert.equal(server.bytesRead, 1301)
   })
 
-  it('closes at once when the client ends its side, long before its time bound', { timeout: 10_000 }, async (t) => {
+  it('closes at once when the client ends its side, long before its time bound', {
+    timeout: 10_000,
+  }, async (t) => {
     const { server, client } = await connection(t)
     closeInStages(server, { ms: 60_000, bytes: 1000 })
     await once(client, 'end')

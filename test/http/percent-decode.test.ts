@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { HttpError } from '../../src/http/problem.js'
 import { decodePathParam, decodePathParams, percentDecode } from '../../src/http/percent-decode.js'
+import { HttpError } from '../../src/http/problem.js'
 
 describe('percentDecode', () => {
   const valid: [string, string][] = [
@@ -70,13 +70,16 @@ describe('decodePathParam', () => {
 
   for (const raw of ['%ZZ', 'abc%', '%FF', '%C3%28', '%C0%AF', '%ED%A0%80']) {
     it(`throws a 400 bad_request naming the parameter for "${raw}"`, () => {
-      assert.throws(() => decodePathParam('id', raw), (error: unknown) => {
-        assert.ok(error instanceof HttpError)
-        assert.equal(error.code, 'bad_request')
-        assert.equal(error.status, 400)
-        assert.match(error.detail, /\bid\b/)
-        return true
-      })
+      assert.throws(
+        () => decodePathParam('id', raw),
+        (error: unknown) => {
+          assert.ok(error instanceof HttpError)
+          assert.equal(error.code, 'bad_request')
+          assert.equal(error.status, 400)
+          assert.match(error.detail, /\bid\b/)
+          return true
+        },
+      )
     })
   }
 })
@@ -90,11 +93,14 @@ describe('decodePathParams', () => {
   })
 
   it('throws a 400 naming the first malformed parameter', () => {
-    assert.throws(() => decodePathParams({ ok: 'a', bad: '%FF' }), (error: unknown) => {
-      assert.ok(error instanceof HttpError)
-      assert.equal(error.status, 400)
-      assert.match(error.detail, /\bbad\b/)
-      return true
-    })
+    assert.throws(
+      () => decodePathParams({ ok: 'a', bad: '%FF' }),
+      (error: unknown) => {
+        assert.ok(error instanceof HttpError)
+        assert.equal(error.status, 400)
+        assert.match(error.detail, /\bbad\b/)
+        return true
+      },
+    )
   })
 })

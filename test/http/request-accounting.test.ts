@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { once } from 'node:events'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
-import { connect, type AddressInfo, type Socket } from 'node:net'
+import { type AddressInfo, connect, type Socket } from 'node:net'
 import { describe, it, type TestContext } from 'node:test'
 
 import { isResponding, onSettled } from '../../src/http/request-accounting.js'
@@ -13,10 +13,15 @@ async function serve(t: TestContext, handler: Handler): Promise<Server> {
   const server = createServer(handler)
   server.listen(0, '127.0.0.1')
   await once(server, 'listening')
-  t.after(() => new Promise<void>((resolve) => {
-    server.closeAllConnections()
-    server.close(() => { resolve() })
-  }))
+  t.after(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => {
+          resolve()
+        })
+      }),
+  )
   return server
 }
 
@@ -29,7 +34,11 @@ async function rawClient(server: Server): Promise<Socket> {
 }
 
 /** Resolves once `count` values have been pushed to the returned list. */
-function collector<T>(): { values: T[], push: (value: T) => void, next: (count: number) => Promise<void> } {
+function collector<T>(): {
+  values: T[]
+  push: (value: T) => void
+  next: (count: number) => Promise<void>
+} {
   const values: T[] = []
   const waiters: Array<() => void> = []
   return {
@@ -144,7 +153,9 @@ describe('isResponding', () => {
   it('is false for a socket that never carried a request', async (t) => {
     const server = await serve(t, () => undefined)
     const accepted = collector<Socket>()
-    server.on('connection', (socket: Socket) => { accepted.push(socket) })
+    server.on('connection', (socket: Socket) => {
+      accepted.push(socket)
+    })
     const socket = await rawClient(server)
     await accepted.next(1)
     const [serverSide] = accepted.values

@@ -25,8 +25,8 @@ describe('readTraceId (W3C Trace Context traceparent)', () => {
   })
 
   const malformed: Record<string, string | string[] | undefined> = {
-    'missing': undefined,
-    'empty': '',
+    missing: undefined,
+    empty: '',
     'repeated (joined by Node)': `${VALID}, ${VALID}`,
     'an array': [VALID],
     'version ff': `ff-${TRACE}-${PARENT}-01`,
@@ -49,19 +49,28 @@ describe('readTraceId (W3C Trace Context traceparent)', () => {
 })
 
 describe('traceparent on the request log line', () => {
-  const start = async (t: TestContext): Promise<{ url: string, lines: () => Record<string, unknown>[] }> => {
+  const start = async (
+    t: TestContext,
+  ): Promise<{ url: string; lines: () => Record<string, unknown>[] }> => {
     const written: string[] = []
-    const logger = createJsonLogger({ write: (line) => { written.push(line) } })
+    const logger = createJsonLogger({
+      write: (line) => {
+        written.push(line)
+      },
+    })
     const svc = await startService(t, { logger })
-    const lines = (): Record<string, unknown>[] => written
-      .map((line) => JSON.parse(line) as Record<string, unknown>)
-      .filter((line) => line['msg'] === 'request')
+    const lines = (): Record<string, unknown>[] =>
+      written
+        .map((line) => JSON.parse(line) as Record<string, unknown>)
+        .filter((line) => line['msg'] === 'request')
     return { url: svc.url, lines }
   }
 
   it('writes the trace id of a valid traceparent on the request line', async (t) => {
     const { url, lines } = await start(t)
-    const res = await request('GET', `${url}/healthz`, { headers: { traceparent: VALID, 'x-request-id': 'traced-1' } })
+    const res = await request('GET', `${url}/healthz`, {
+      headers: { traceparent: VALID, 'x-request-id': 'traced-1' },
+    })
     assert.equal(res.status, 200)
     const line = lines().find((entry) => entry['requestId'] === 'traced-1')
     assert.equal(line?.['traceId'], TRACE)
@@ -70,9 +79,16 @@ describe('traceparent on the request log line', () => {
 
   it('serves a request with a malformed traceparent as untraced, with no error', async (t) => {
     const { url, lines } = await start(t)
-    const bad = [`00-${'0'.repeat(32)}-${PARENT}-01`, 'garbage', `${VALID}-extra`, VALID.toUpperCase()]
+    const bad = [
+      `00-${'0'.repeat(32)}-${PARENT}-01`,
+      'garbage',
+      `${VALID}-extra`,
+      VALID.toUpperCase(),
+    ]
     for (const [i, traceparent] of bad.entries()) {
-      const res = await request('GET', `${url}/healthz`, { headers: { traceparent, 'x-request-id': `bad-${i}` } })
+      const res = await request('GET', `${url}/healthz`, {
+        headers: { traceparent, 'x-request-id': `bad-${i}` },
+      })
       assert.equal(res.status, 200, traceparent)
       assert.equal(res.text, '{"status":"ok"}')
     }
@@ -85,7 +101,9 @@ describe('traceparent on the request log line', () => {
     const { url, lines } = await start(t)
     // The head goes on the wire as given: the CRLF inside makes two traceparent lines.
     const answer = await sendOverSocket(url, {
-      method: 'GET', target: '/healthz', headers: { 'x-request-id': 'twice', traceparent: `${VALID}\r\ntraceparent: ${VALID}` },
+      method: 'GET',
+      target: '/healthz',
+      headers: { 'x-request-id': 'twice', traceparent: `${VALID}\r\ntraceparent: ${VALID}` },
     })
     assert.equal(answer.status, 200)
     const line = lines().find((entry) => entry['requestId'] === 'twice')

@@ -23,7 +23,8 @@ const VALUE = /^(?:[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[+-]Inf|NaN)$/
 
 /** Parses a whole exposition; throws with the line number on the first thing that is wrong. */
 export function parseExposition(text: string): Map<string, MetricFamily> {
-  if (text !== '' && !text.endsWith('\n')) throw new Error('the exposition does not end with a line feed')
+  if (text !== '' && !text.endsWith('\n'))
+    throw new Error('the exposition does not end with a line feed')
   const families = new Map<string, MetricFamily>()
   const helps = new Map<string, string>()
   const finished = new Set<string>()
@@ -31,7 +32,9 @@ export function parseExposition(text: string): Map<string, MetricFamily> {
   let current: string | undefined
   const lines = text.split('\n').slice(0, -1)
   lines.forEach((line, index) => {
-    const fail = (why: string): never => { throw new Error(`line ${index + 1}: ${why}: ${JSON.stringify(line)}`) }
+    const fail = (why: string): never => {
+      throw new Error(`line ${index + 1}: ${why}: ${JSON.stringify(line)}`)
+    }
     const enter = (name: string): void => {
       if (current !== name) {
         if (finished.has(name)) fail(`family ${name} appears in two places`)
@@ -80,7 +83,10 @@ export function parseExposition(text: string): Map<string, MetricFamily> {
   return families
 }
 
-function familyOf(sampleName: string, families: Map<string, MetricFamily>): MetricFamily | undefined {
+function familyOf(
+  sampleName: string,
+  families: Map<string, MetricFamily>,
+): MetricFamily | undefined {
   const direct = families.get(sampleName)
   if (direct !== undefined && direct.type !== 'histogram') return direct
   for (const suffix of ['_bucket', '_sum', '_count']) {
@@ -131,9 +137,18 @@ function parseSample(line: string, fail: (why: string) => never): Sample {
   }
   if (line[at] !== ' ') fail('no space before the value')
   const [valueText = '', timestamp, ...rest] = line.slice(at + 1).split(' ')
-  if (rest.length > 0 || (timestamp !== undefined && !/^-?\d+$/.test(timestamp))) fail('trailing text after the value')
+  if (rest.length > 0 || (timestamp !== undefined && !/^-?\d+$/.test(timestamp)))
+    fail('trailing text after the value')
   if (!VALUE.test(valueText)) fail(`a bad value ${valueText}`)
-  return { name, labels, value: valueText.endsWith('Inf') ? (valueText.startsWith('-') ? -Infinity : Infinity) : Number(valueText) }
+  return {
+    name,
+    labels,
+    value: valueText.endsWith('Inf')
+      ? valueText.startsWith('-')
+        ? -Infinity
+        : Infinity
+      : Number(valueText),
+  }
 }
 
 function unescapeHelp(raw: string, fail: (why: string) => never): string {
@@ -153,7 +168,7 @@ function checkFamily(family: MetricFamily): void {
     }
   }
   if (family.type !== 'histogram') return
-  const groups = new Map<string, { buckets: [number, number][], sum?: number, count?: number }>()
+  const groups = new Map<string, { buckets: [number, number][]; sum?: number; count?: number }>()
   for (const sample of family.samples) {
     const { le, ...rest } = sample.labels
     const key = JSON.stringify(Object.entries(rest).sort())
@@ -180,19 +195,24 @@ function checkFamily(family: MetricFamily): void {
     }
     const last = group.buckets[group.buckets.length - 1]
     if (last?.[0] !== Infinity) throw new Error(`${label}: no le="+Inf" bucket last`)
-    if (group.count === undefined || group.sum === undefined) throw new Error(`${label}: no _sum or _count`)
-    if (group.count !== last[1]) throw new Error(`${label}: _count ${group.count} is not the +Inf bucket ${last[1]}`)
+    if (group.count === undefined || group.sum === undefined)
+      throw new Error(`${label}: no _sum or _count`)
+    if (group.count !== last[1])
+      throw new Error(`${label}: _count ${group.count} is not the +Inf bucket ${last[1]}`)
   }
 }
 
 /** The value of the one sample with this name and these labels (all of them), or undefined. */
 export function sampleValue(
-  families: Map<string, MetricFamily>, name: string, labels: Readonly<Record<string, string>> = {},
+  families: Map<string, MetricFamily>,
+  name: string,
+  labels: Readonly<Record<string, string>> = {},
 ): number | undefined {
   const wanted = JSON.stringify(Object.entries(labels).sort())
   for (const family of families.values()) {
     for (const sample of family.samples) {
-      if (sample.name === name && JSON.stringify(Object.entries(sample.labels).sort()) === wanted) return sample.value
+      if (sample.name === name && JSON.stringify(Object.entries(sample.labels).sort()) === wanted)
+        return sample.value
     }
   }
   return undefined

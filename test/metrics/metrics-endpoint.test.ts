@@ -2,14 +2,14 @@ import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
 import { describe, it } from 'node:test'
 
-import { parseConfig } from '../../src/process/config.js'
 import { createJsonLogger } from '../../src/logger.js'
+import { parseConfig } from '../../src/process/config.js'
 import { MemoryStore } from '../../src/store/memory-store.js'
 import { startChild } from '../helpers/child.js'
 import { assertProblem, request } from '../helpers/http.js'
 import { makeTempDir, startService } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'
-import { parseExposition, sampleValue, type MetricFamily } from './exposition.js'
+import { type MetricFamily, parseExposition, sampleValue } from './exposition.js'
 
 type Families = Map<string, MetricFamily>
 
@@ -23,7 +23,9 @@ interface Scraper {
 function scraperFor(url: string): Scraper {
   let count = 0
   return {
-    get count() { return count },
+    get count() {
+      return count
+    },
     async scrape() {
       for (let attempt = 0; ; attempt += 1) {
         const res = await request('GET', `${url}/metrics`)
@@ -41,7 +43,11 @@ function scraperFor(url: string): Scraper {
 }
 
 const requests = (families: Families, route: string, method: string, status: number): number =>
-  sampleValue(families, 'user_service_http_requests_total', { route, method, status: String(status) }) ?? 0
+  sampleValue(families, 'user_service_http_requests_total', {
+    route,
+    method,
+    status: String(status),
+  }) ?? 0
 
 const durationCount = (families: Families, route: string): number =>
   sampleValue(families, 'user_service_http_request_duration_seconds_count', { route }) ?? 0
@@ -86,7 +92,11 @@ describe('GET /metrics', () => {
     assert.ok(value(families, 'process_resident_memory_bytes') > 0)
     assert.ok(value(families, 'process_cpu_seconds_total') > 0)
     assert.ok(value(families, 'nodejs_heap_size_used_bytes') > 0)
-    assert.ok(Math.abs(value(families, 'process_start_time_seconds') - (Date.now() / 1000 - process.uptime())) < 5)
+    assert.ok(
+      Math.abs(
+        value(families, 'process_start_time_seconds') - (Date.now() / 1000 - process.uptime()),
+      ) < 5,
+    )
     for (const stat of ['p50', 'p99', 'max']) {
       assert.ok(value(families, 'user_service_event_loop_delay_seconds', { stat }) >= 0)
     }
@@ -102,9 +112,17 @@ describe('GET /metrics', () => {
     const scraper = scraperFor(svc.url)
     const before = await scraper.scrape()
     const scrapesBefore = scraper.count
-    for (let i = 0; i < 3; i += 1) assert.equal((await svc.call('GET', `/users/${user.id}`)).status, 200)
-    assert.equal((await request('HEAD', `${svc.url}/users/${user.id}`, { token: svc.token })).status, 200)
-    assertProblem(await svc.call('GET', '/users/0190a5b2-3c4d-7e8f-9a0b-1c2d3e4f5a6b'), 404, 'not_found')
+    for (let i = 0; i < 3; i += 1)
+      assert.equal((await svc.call('GET', `/users/${user.id}`)).status, 200)
+    assert.equal(
+      (await request('HEAD', `${svc.url}/users/${user.id}`, { token: svc.token })).status,
+      200,
+    )
+    assertProblem(
+      await svc.call('GET', '/users/0190a5b2-3c4d-7e8f-9a0b-1c2d3e4f5a6b'),
+      404,
+      'not_found',
+    )
     assertProblem(await svc.call('GET', `/users/${user.id}`, { token: 'not-a-token' }), 401)
     assertProblem(await svc.call('GET', '/no/such/path-with-"quotes"'), 404, 'not_found')
     assertProblem(await svc.call('DELETE', '/healthz'), 405, 'method_not_allowed')
@@ -124,8 +142,15 @@ describe('GET /metrics', () => {
     assert.equal(delta('/metrics', 'GET', 200), scraper.count - scrapesBefore)
     assert.equal(durationCount(after, '/users/{id}') - durationCount(before, '/users/{id}'), 6)
     assert.equal(durationCount(after, 'unmatched') - durationCount(before, 'unmatched'), 3)
-    const routes = new Set(after.get('user_service_http_requests_total')?.samples.map((sample) => sample.labels['route']))
-    assert.deepEqual([...routes].filter((route) => route?.includes(user.id) || route?.includes('no/such')), [])
+    const routes = new Set(
+      after
+        .get('user_service_http_requests_total')
+        ?.samples.map((sample) => sample.labels['route']),
+    )
+    assert.deepEqual(
+      [...routes].filter((route) => route?.includes(user.id) || route?.includes('no/such')),
+      [],
+    )
     assert.equal(value(after, 'user_service_http_requests_in_flight'), 1)
   })
 
@@ -133,21 +158,32 @@ describe('GET /metrics', () => {
     let release: () => void = () => undefined
     const store = new MemoryStore()
     const get = store.get.bind(store)
-    const held = new Promise<void>((resolve) => { release = resolve })
-    store.get = async (id) => { await held; return get(id) }
+    const held = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    store.get = async (id) => {
+      await held
+      return get(id)
+    }
     const svc = await startService(t, { store })
     const scraper = scraperFor(svc.url)
     const before = await scraper.scrape()
     const controller = new AbortController()
     const pending = fetch(`${svc.url}/users/0190a5b2-3c4d-7e8f-9a0b-1c2d3e4f5a6b`, {
-      headers: { authorization: `Bearer ${svc.token}` }, signal: controller.signal,
+      headers: { authorization: `Bearer ${svc.token}` },
+      signal: controller.signal,
     }).catch(() => undefined)
-    await waitFor(async () => value(await rawScrape(svc.url), 'user_service_http_requests_in_flight') === 2)
+    await waitFor(
+      async () => value(await rawScrape(svc.url), 'user_service_http_requests_in_flight') === 2,
+    )
     controller.abort()
     await pending
     const after = await scraper.scrape()
     release()
-    assert.equal(requests(after, '/users/{id}', 'GET', 499) - requests(before, '/users/{id}', 'GET', 499), 1)
+    assert.equal(
+      requests(after, '/users/{id}', 'GET', 499) - requests(before, '/users/{id}', 'GET', 499),
+      1,
+    )
   })
 
   it('shows users stored, store write and fsync timings, and the token cache', async (t) => {
@@ -157,32 +193,57 @@ describe('GET /metrics', () => {
     assert.equal(value(before, 'user_service_users'), 0)
     const token = makeToken({ sub: 'metrics-cache-test' })
     await svc.createUser()
-    const created = await svc.call('POST', '/users', { token, json: { email: 'metrics@example.com', name: 'M' } })
+    const created = await svc.call('POST', '/users', {
+      token,
+      json: { email: 'metrics@example.com', name: 'M' },
+    })
     assert.equal(created.status, 201, created.text)
     assert.equal((await svc.call('GET', '/users', { token })).status, 200)
     const after = await scraper.scrape()
     assert.equal(value(after, 'user_service_users'), 2)
-    const count = (families: Families, name: string, labels: Record<string, string> = {}): number => value(families, `${name}_count`, labels)
-    assert.equal(count(after, 'user_service_store_write_seconds') - count(before, 'user_service_store_write_seconds'), 2)
-    assert.equal(count(after, 'user_service_store_fsync_seconds', { target: 'file' }) - count(before, 'user_service_store_fsync_seconds', { target: 'file' }), 2)
-    const dirSyncs = count(after, 'user_service_store_fsync_seconds', { target: 'directory' }) - count(before, 'user_service_store_fsync_seconds', { target: 'directory' })
+    const count = (families: Families, name: string, labels: Record<string, string> = {}): number =>
+      value(families, `${name}_count`, labels)
+    assert.equal(
+      count(after, 'user_service_store_write_seconds') -
+        count(before, 'user_service_store_write_seconds'),
+      2,
+    )
+    assert.equal(
+      count(after, 'user_service_store_fsync_seconds', { target: 'file' }) -
+        count(before, 'user_service_store_fsync_seconds', { target: 'file' }),
+      2,
+    )
+    const dirSyncs =
+      count(after, 'user_service_store_fsync_seconds', { target: 'directory' }) -
+      count(before, 'user_service_store_fsync_seconds', { target: 'directory' })
     assert.ok(dirSyncs >= 1 && dirSyncs <= 2, `directory fsyncs: ${dirSyncs}`)
     assert.ok(value(after, 'user_service_store_write_seconds_sum') > 0)
     // Two new tokens were verified once each, and are held; the second use of `token` was a hit.
-    assert.equal(value(after, 'user_service_token_verifications_total') - value(before, 'user_service_token_verifications_total'), 2)
+    assert.equal(
+      value(after, 'user_service_token_verifications_total') -
+        value(before, 'user_service_token_verifications_total'),
+      2,
+    )
     assert.equal(value(after, 'user_service_token_cache_entries'), 2)
     assert.ok(value(after, 'user_service_token_cache_bytes') >= token.length + svc.token.length)
   })
 
   it('counts log lines the logger dropped', async (t) => {
-    const logger = createJsonLogger({ write: () => { throw new Error('the reader is gone') } })
+    const logger = createJsonLogger({
+      write: () => {
+        throw new Error('the reader is gone')
+      },
+    })
     const svc = await startService(t, { logger })
     const scraper = scraperFor(svc.url)
     const before = await scraper.scrape()
     const scrapesBefore = scraper.count
-    for (let i = 0; i < 4; i += 1) assert.equal((await request('GET', `${svc.url}/healthz`)).status, 200)
+    for (let i = 0; i < 4; i += 1)
+      assert.equal((await request('GET', `${svc.url}/healthz`)).status, 200)
     const after = await scraper.scrape()
-    const dropped = value(after, 'user_service_log_lines_dropped_total') - value(before, 'user_service_log_lines_dropped_total')
+    const dropped =
+      value(after, 'user_service_log_lines_dropped_total') -
+      value(before, 'user_service_log_lines_dropped_total')
     // One request line per request: the four probes and every scrape before the last.
     assert.equal(dropped, 4 + scraper.count - scrapesBefore)
     // The store's 'users loaded' line went the same way before the first scrape.
@@ -198,8 +259,14 @@ describe('GET /metrics', () => {
       if (method !== 'HEAD') assertProblem(res, 404, 'not_found')
     }
     assert.equal((await request('GET', `${svc.url}/healthz`)).status, 200)
-    const document = (await request('GET', `${svc.url}/openapi.json`)).json<{ paths: Record<string, unknown> }>()
-    assert.equal(document.paths['/metrics'], undefined, 'the OpenAPI document does not list /metrics')
+    const document = (await request('GET', `${svc.url}/openapi.json`)).json<{
+      paths: Record<string, unknown>
+    }>()
+    assert.equal(
+      document.paths['/metrics'],
+      undefined,
+      'the OpenAPI document does not list /metrics',
+    )
     assert.ok(document.paths['/healthz'] !== undefined)
   })
 
@@ -208,19 +275,27 @@ describe('GET /metrics', () => {
     assert.equal(parseConfig({ METRICS: 'off' }).metrics, false)
     assert.equal(parseConfig({ METRICS: 'OFF' }).metrics, false)
     assert.equal(parseConfig({ METRICS: 'on' }).metrics, true)
-    assert.throws(() => parseConfig({ METRICS: 'false' }), /^ConfigError: METRICS must be on or off, got "false"$/)
+    assert.throws(
+      () => parseConfig({ METRICS: 'false' }),
+      /^ConfigError: METRICS must be on or off, got "false"$/,
+    )
   })
 })
 
 describe('GET /metrics of the service process', () => {
   it('passes promtool check metrics on a real scrape (skipped when promtool is not installed)', async (t) => {
     if (spawnSync('promtool', ['--version'], { stdio: 'ignore' }).status !== 0) {
-      t.skip('promtool not installed (apt-get install -y prometheus): the exposition was checked by our parser only')
+      t.skip(
+        'promtool not installed (apt-get install -y prometheus): the exposition was checked by our parser only',
+      )
       return
     }
     const child = await startChild({ dataDir: await makeTempDir(t) })
     t.after(() => child.stop())
-    const res = await request('POST', `${child.url}/users`, { token: makeToken(), json: { email: 'p@example.com', name: 'P' } })
+    const res = await request('POST', `${child.url}/users`, {
+      token: makeToken(),
+      json: { email: 'p@example.com', name: 'P' },
+    })
     assert.equal(res.status, 201, res.text)
     await request('GET', `${child.url}/missing`)
     const scrape = await request('GET', `${child.url}/metrics`)
@@ -251,14 +326,20 @@ async function waitFor(check: () => Promise<boolean>, timeoutMs = 10_000): Promi
   }
 }
 
-function promtool(text: string): Promise<{ code: number | null, output: string }> {
+function promtool(text: string): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve, reject) => {
     const proc = spawn('promtool', ['check', 'metrics'], { stdio: ['pipe', 'pipe', 'pipe'] })
     let output = ''
-    proc.stdout.setEncoding('utf8').on('data', (chunk: string) => { output += chunk })
-    proc.stderr.setEncoding('utf8').on('data', (chunk: string) => { output += chunk })
+    proc.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      output += chunk
+    })
+    proc.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      output += chunk
+    })
     proc.on('error', reject)
-    proc.on('close', (code) => { resolve({ code, output }) })
+    proc.on('close', (code) => {
+      resolve({ code, output })
+    })
     proc.stdin.end(text)
   })
 }

@@ -9,9 +9,14 @@ import { sleep } from '../helpers/child.js'
 import { blockEventLoop, waitFor } from '../helpers/ops.js'
 import { makeTempDir } from '../helpers/service.js'
 
-function createAvailability(t: TestContext, options: Partial<AvailabilityOptions> = {}): Availability {
+function createAvailability(
+  t: TestContext,
+  options: Partial<AvailabilityOptions> = {},
+): Availability {
   const availability = new Availability({ maxInflight: 10, maxEventLoopDelayMs: 1000, ...options })
-  t.after(() => { availability.stop() })
+  t.after(() => {
+    availability.stop()
+  })
   return availability
 }
 
@@ -68,14 +73,19 @@ describe('Availability in-flight limit', () => {
 
 /** Waits until `availability` has noticed that its maintenance file exists (its write gate refuses). */
 function noticedMaintenance(availability: Availability): Promise<true> {
-  return waitFor('the maintenance file to be noticed', () => {
-    try {
-      availability.writeGate()
-      return undefined
-    } catch {
-      return true
-    }
-  }, 5000, 10)
+  return waitFor(
+    'the maintenance file to be noticed',
+    () => {
+      try {
+        availability.writeGate()
+        return undefined
+      } catch {
+        return true
+      }
+    },
+    5000,
+    10,
+  )
 }
 
 /**
@@ -90,14 +100,19 @@ async function waitForWholeChecks(t: TestContext, checkIntervalMs: number): Prom
   await writeFile(file, '')
   await noticedMaintenance(witness)
   await rm(file)
-  await waitFor('the witness to notice the end', () => {
-    try {
-      witness.writeGate()
-      return true
-    } catch {
-      return undefined
-    }
-  }, 5000, 10)
+  await waitFor(
+    'the witness to notice the end',
+    () => {
+      try {
+        witness.writeGate()
+        return true
+      } catch {
+        return undefined
+      }
+    },
+    5000,
+    10,
+  )
 }
 
 describe('Availability maintenance file', () => {
@@ -112,7 +127,12 @@ describe('Availability maintenance file', () => {
     const refusal = await waitFor('maintenance', () => availability.refusal(), 5000, 10)
     assertRefusal(refusal, 'maintenance', '30')
     await rm(file)
-    await waitFor('the end of maintenance', () => (availability.refusal() === undefined ? true : undefined), 5000, 10)
+    await waitFor(
+      'the end of maintenance',
+      () => (availability.refusal() === undefined ? true : undefined),
+      5000,
+      10,
+    )
   })
 
   it('prefers starting and shutting_down over maintenance', async (t) => {
@@ -140,7 +160,9 @@ describe('Availability maintenance file', () => {
     // Checks that a running timer would have made since the file appeared have all ended.
     await waitForWholeChecks(t, 20)
     assert.equal(availability.refusal(), undefined)
-    assert.doesNotThrow(() => { availability.writeGate() })
+    assert.doesNotThrow(() => {
+      availability.writeGate()
+    })
   })
 
   it('never reports maintenance without a maintenance file option', async (t) => {
@@ -149,7 +171,9 @@ describe('Availability maintenance file', () => {
     availability.markReady()
     await waitForWholeChecks(t, 20)
     assert.equal(availability.refusal(), undefined)
-    assert.doesNotThrow(() => { availability.writeGate() })
+    assert.doesNotThrow(() => {
+      availability.writeGate()
+    })
   })
 })
 
@@ -166,7 +190,12 @@ describe('Availability event-loop delay', () => {
     blockEventLoop(1000)
     const refusal = await waitFor('overloaded', () => availability.refusal(), 10_000, 5)
     assertRefusal(refusal, 'overloaded', '1')
-    await waitFor('recovery', () => (availability.refusal() === undefined ? true : undefined), 10_000, 20)
+    await waitFor(
+      'recovery',
+      () => (availability.refusal() === undefined ? true : undefined),
+      10_000,
+      20,
+    )
   })
 
   it('does not count the sampling interval as delay: an idle loop under a 10 ms limit is served again', async (t) => {
@@ -178,7 +207,16 @@ describe('Availability event-loop delay', () => {
     availability.markReady()
     await sleep(50)
     blockEventLoop(300)
-    assertRefusal(await waitFor('overloaded', () => availability.refusal(), 10_000, 5), 'overloaded', '1')
-    await waitFor('an idle check to serve again', () => (availability.refusal() === undefined ? true : undefined), 10_000, 5)
+    assertRefusal(
+      await waitFor('overloaded', () => availability.refusal(), 10_000, 5),
+      'overloaded',
+      '1',
+    )
+    await waitFor(
+      'an idle check to serve again',
+      () => (availability.refusal() === undefined ? true : undefined),
+      10_000,
+      5,
+    )
   })
 })

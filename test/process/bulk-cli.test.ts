@@ -11,17 +11,29 @@ interface Run {
 }
 
 /** Runs `user-service <args>` as a child process, with `input` on stdin. */
-function runCli(args: readonly string[], input = '', env: Record<string, string> = {}): Promise<Run> {
+function runCli(
+  args: readonly string[],
+  input = '',
+  env: Record<string, string> = {},
+): Promise<Run> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], {
-      cwd: new URL('../..', import.meta.url), env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'],
+      cwd: new URL('../..', import.meta.url),
+      env: { ...process.env, ...env },
+      stdio: ['pipe', 'pipe', 'pipe'],
     })
     const out: Buffer[] = []
     const err: Buffer[] = []
     child.stdout.on('data', (chunk: Buffer) => out.push(chunk))
     child.stderr.on('data', (chunk: Buffer) => err.push(chunk))
     child.on('error', reject)
-    child.on('close', (code) => { resolve({ code, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') }) })
+    child.on('close', (code) => {
+      resolve({
+        code,
+        stdout: Buffer.concat(out).toString('utf8'),
+        stderr: Buffer.concat(err).toString('utf8'),
+      })
+    })
     child.stdin.end(input)
   })
 }
@@ -35,7 +47,10 @@ describe('user-service export and import', () => {
     assert.equal(exported.stdout.split('\n').filter((line) => line !== '').length, 25)
     assert.match(exported.stderr, /exported 25 users/)
     const target = await startService(t)
-    const imported = await runCli(['import'], exported.stdout, { USER_SERVICE_URL: target.baseUrl, USER_SERVICE_TOKEN: target.token })
+    const imported = await runCli(['import'], exported.stdout, {
+      USER_SERVICE_URL: target.baseUrl,
+      USER_SERVICE_TOKEN: target.token,
+    })
     assert.equal(imported.code, 0, imported.stderr)
     assert.match(imported.stderr, /201: 25/)
     assert.deepEqual(await target.snapshot(), await source.snapshot())

@@ -19,8 +19,14 @@ function assertRefused(env: Record<string, string>, variable: string): ConfigErr
   } catch (error) {
     caught = error
   }
-  assert.ok(caught instanceof ConfigError, `expected a ConfigError for ${JSON.stringify(env)}, got ${String(caught)}`)
-  assert.ok(caught.message.startsWith(variable), `the message should start with ${variable}: ${caught.message}`)
+  assert.ok(
+    caught instanceof ConfigError,
+    `expected a ConfigError for ${JSON.stringify(env)}, got ${String(caught)}`,
+  )
+  assert.ok(
+    caught.message.startsWith(variable),
+    `the message should start with ${variable}: ${caught.message}`,
+  )
   return caught
 }
 
@@ -56,37 +62,48 @@ describe('parseConfig defaults', () => {
   it('returns a frozen object', () => {
     const config = parseConfig({ PORT: '9000' }, CWD)
     assert.ok(Object.isFrozen(config))
-    assert.throws(() => { Object.assign(config, { port: 1 }) }, { name: 'TypeError', message: /^Cannot assign to read only property 'port'/ })
+    assert.throws(
+      () => {
+        Object.assign(config, { port: 1 })
+      },
+      { name: 'TypeError', message: /^Cannot assign to read only property 'port'/ },
+    )
     assert.equal(config.port, 9000)
   })
 })
 
 describe('parseConfig accepted values', () => {
   it('reads every variable it knows', () => {
-    const config = parseConfig({
-      PORT: '0',
-      HOST: '0.0.0.0',
-      DATA_DIR: '/var/lib/users',
-      BASE_PATH: '/api/v2',
-      JWT_SECRET: SECRET_A,
-      JWT_ISSUER: 'https://issuer.example',
-      JWT_AUDIENCE: 'users-api',
-      JWT_LEEWAY_S: '0',
-      LOG_LEVEL: 'debug',
-      MAX_INFLIGHT: '5',
-      MAX_EVENT_LOOP_DELAY_MS: '250',
-      HEADERS_TIMEOUT_MS: '1000',
-      REQUEST_TIMEOUT_MS: '2000',
-      KEEP_ALIVE_TIMEOUT_MS: '3000',
-      SHUTDOWN_TIMEOUT_MS: '0',
-      NODE_ENV: 'production',
-    }, CWD)
+    const config = parseConfig(
+      {
+        PORT: '0',
+        HOST: '0.0.0.0',
+        DATA_DIR: '/var/lib/users',
+        BASE_PATH: '/api/v2',
+        JWT_SECRET: SECRET_A,
+        JWT_ISSUER: 'https://issuer.example',
+        JWT_AUDIENCE: 'users-api',
+        JWT_LEEWAY_S: '0',
+        LOG_LEVEL: 'debug',
+        MAX_INFLIGHT: '5',
+        MAX_EVENT_LOOP_DELAY_MS: '250',
+        HEADERS_TIMEOUT_MS: '1000',
+        REQUEST_TIMEOUT_MS: '2000',
+        KEEP_ALIVE_TIMEOUT_MS: '3000',
+        SHUTDOWN_TIMEOUT_MS: '0',
+        NODE_ENV: 'production',
+      },
+      CWD,
+    )
     assert.equal(config.port, 0)
     assert.equal(config.host, '0.0.0.0')
     assert.equal(config.dataDir, path.resolve('/var/lib/users'))
     assert.equal(config.basePath, '/api/v2')
     assert.ok(config.keys !== undefined)
-    assert.deepEqual(config.keys.keys.map((key) => key.secret.toString()), [SECRET_A])
+    assert.deepEqual(
+      config.keys.keys.map((key) => key.secret.toString()),
+      [SECRET_A],
+    )
     assert.equal(config.keys.byKid, false)
     assert.equal(config.issuer, 'https://issuer.example')
     assert.equal(config.audience, 'users-api')
@@ -102,8 +119,14 @@ describe('parseConfig accepted values', () => {
   })
 
   it('resolves a relative DATA_DIR against the working directory', () => {
-    assert.equal(parseConfig({ DATA_DIR: 'state/users' }, CWD).dataDir, path.join(CWD, 'state', 'users'))
-    assert.equal(parseConfig({ DATA_DIR: './data' }, '/tmp/other').dataDir, path.resolve('/tmp/other/data'))
+    assert.equal(
+      parseConfig({ DATA_DIR: 'state/users' }, CWD).dataDir,
+      path.join(CWD, 'state', 'users'),
+    )
+    assert.equal(
+      parseConfig({ DATA_DIR: './data' }, '/tmp/other').dataDir,
+      path.resolve('/tmp/other/data'),
+    )
   })
 
   it('trims a trailing slash from BASE_PATH and reads "/" as no base path', () => {
@@ -125,13 +148,19 @@ describe('parseConfig accepted values', () => {
 
   it('reads JWT_SECRETS as kid=secret pairs, in order, and decodes base64url: secrets', () => {
     const raw = Buffer.alloc(32, 7)
-    const config = parseConfig({
-      JWT_SECRETS: `new=${SECRET_A}, old=base64url:${raw.toString('base64url')}`,
-      JWT_SECRET: SECRET_B,
-    }, CWD)
+    const config = parseConfig(
+      {
+        JWT_SECRETS: `new=${SECRET_A}, old=base64url:${raw.toString('base64url')}`,
+        JWT_SECRET: SECRET_B,
+      },
+      CWD,
+    )
     assert.ok(config.keys !== undefined)
     assert.equal(config.keys.byKid, true)
-    assert.deepEqual(config.keys.keys.map((key) => key.kid), ['new', 'old'])
+    assert.deepEqual(
+      config.keys.keys.map((key) => key.kid),
+      ['new', 'old'],
+    )
     assert.equal(config.keys.keys[0]?.secret.toString(), SECRET_A)
     assert.deepEqual(config.keys.keys[1]?.secret, raw)
   })
@@ -184,7 +213,10 @@ describe('parseConfig refusals', () => {
     assert.ok(!single.message.includes(short), single.message)
     const listed = assertRefused({ JWT_SECRETS: `k1=${SECRET_A},k2=${short}` }, 'JWT_SECRETS')
     assert.ok(!listed.message.includes(short), listed.message)
-    assertRefused({ JWT_SECRET: `base64url:${Buffer.alloc(31).toString('base64url')}` }, 'JWT_SECRET')
+    assertRefused(
+      { JWT_SECRET: `base64url:${Buffer.alloc(31).toString('base64url')}` },
+      'JWT_SECRET',
+    )
     assertRefused({ JWT_SECRET: 'base64url:not base64!' }, 'JWT_SECRET')
   })
 })

@@ -10,9 +10,14 @@ import { PROJECT_ROOT, spawnService } from '../helpers/child.js'
 import { makeTempDir, startService } from '../helpers/service.js'
 
 /** Runs the probe in this process; resolves with its exit code and what it wrote to stderr. */
-async function probe(env: NodeJS.ProcessEnv): Promise<{ code: number, stderr: string }> {
+async function probe(env: NodeJS.ProcessEnv): Promise<{ code: number; stderr: string }> {
   let stderr = ''
-  const sink = new Writable({ write(chunk: Buffer, _encoding, done) { stderr += chunk.toString('utf8'); done() } })
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      stderr += chunk.toString('utf8')
+      done()
+    },
+  })
   const code = await runHealthcheck(env, sink)
   return { code, stderr }
 }
@@ -21,9 +26,20 @@ const portOf = (url: string): string => new URL(url).port
 
 /** A plain server that answers every request with `status`, closed when the test ends. */
 async function answering(t: TestContext, status: number): Promise<string> {
-  const server: Server = createServer((_req, res) => { res.writeHead(status).end() })
-  await new Promise<void>((resolve) => { server.listen(0, '127.0.0.1', resolve) })
-  t.after(() => new Promise<void>((resolve) => { server.close(() => { resolve() }) }))
+  const server: Server = createServer((_req, res) => {
+    res.writeHead(status).end()
+  })
+  await new Promise<void>((resolve) => {
+    server.listen(0, '127.0.0.1', resolve)
+  })
+  t.after(
+    () =>
+      new Promise<void>((resolve) => {
+        server.close(() => {
+          resolve()
+        })
+      }),
+  )
   return String((server.address() as AddressInfo).port)
 }
 
@@ -40,13 +56,17 @@ describe('user-service healthcheck', () => {
 
   it('looks for /healthz at the root, outside BASE_PATH, as the service serves it', async (t) => {
     const { url } = await startService(t, { basePath: '/v1' })
-    assert.deepEqual(await probe({ PORT: portOf(url), HOST: '127.0.0.1', BASE_PATH: '/v1' }), { code: 0, stderr: '' })
+    assert.deepEqual(await probe({ PORT: portOf(url), HOST: '127.0.0.1', BASE_PATH: '/v1' }), {
+      code: 0,
+      stderr: '',
+    })
   })
 
   it('exits 1 with one line when /healthz answers anything but 200', async (t) => {
     const port = await answering(t, 503)
     assert.deepEqual(await probe({ PORT: port, HOST: '127.0.0.1' }), {
-      code: 1, stderr: `healthcheck: GET /healthz on 127.0.0.1:${port} answered 503\n`,
+      code: 1,
+      stderr: `healthcheck: GET /healthz on 127.0.0.1:${port} answered 503\n`,
     })
   })
 
@@ -55,24 +75,47 @@ describe('user-service healthcheck', () => {
     assert.equal((await probe({ PORT: port, HOST: '127.0.0.1' })).code, 0)
     // The port of a server that has just closed: nothing listens there now.
     const server = createServer()
-    await new Promise<void>((resolve) => { server.listen(0, '127.0.0.1', resolve) })
+    await new Promise<void>((resolve) => {
+      server.listen(0, '127.0.0.1', resolve)
+    })
     const closed = String((server.address() as AddressInfo).port)
-    await new Promise<void>((resolve) => { server.close(() => { resolve() }) })
+    await new Promise<void>((resolve) => {
+      server.close(() => {
+        resolve()
+      })
+    })
     const result = await probe({ PORT: closed, HOST: '127.0.0.1' })
     assert.equal(result.code, 1)
-    assert.match(result.stderr, new RegExp(`^healthcheck: GET /healthz on 127\\.0\\.0\\.1:${closed} failed: .*ECONNREFUSED.*\\n$`))
+    assert.match(
+      result.stderr,
+      new RegExp(
+        `^healthcheck: GET /healthz on 127\\.0\\.0\\.1:${closed} failed: .*ECONNREFUSED.*\\n$`,
+      ),
+    )
   })
 
   it('exits 1 naming the variable when the configuration is bad, or when PORT=0 leaves no port to probe', async () => {
-    assert.deepEqual(await probe({ PORT: 'abc' }), { code: 1, stderr: 'healthcheck: PORT must be a whole number, got "abc"\n' })
-    assert.deepEqual(await probe({ PORT: '0' }), { code: 1, stderr: 'healthcheck: PORT=0 picks a free port at start; set PORT to probe it\n' })
+    assert.deepEqual(await probe({ PORT: 'abc' }), {
+      code: 1,
+      stderr: 'healthcheck: PORT must be a whole number, got "abc"\n',
+    })
+    assert.deepEqual(await probe({ PORT: '0' }), {
+      code: 1,
+      stderr: 'healthcheck: PORT=0 picks a free port at start; set PORT to probe it\n',
+    })
   })
 
-  it('is a subcommand of the one-file entry: its exit code is the probe\'s', { timeout: 60_000 }, async (t) => {
+  it("is a subcommand of the one-file entry: its exit code is the probe's", {
+    timeout: 60_000,
+  }, async (t) => {
     const { url } = await startService(t)
     const dataDir = await makeTempDir(t)
-    const run = async (port: string): Promise<{ code: number | null, stderr: string }> => {
-      const child = spawnService({ dataDir, args: ['--import', 'tsx', path.join(PROJECT_ROOT, 'src', 'cli.ts'), 'healthcheck'], env: { PORT: port } })
+    const run = async (port: string): Promise<{ code: number | null; stderr: string }> => {
+      const child = spawnService({
+        dataDir,
+        args: ['--import', 'tsx', path.join(PROJECT_ROOT, 'src', 'cli.ts'), 'healthcheck'],
+        env: { PORT: port },
+      })
       const { code } = await child.exited
       return { code, stderr: child.stderr() }
     }

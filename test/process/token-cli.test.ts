@@ -4,14 +4,14 @@ import { readFile } from 'node:fs/promises'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
-import { SECRET_FILE, resolveKeys } from '../../src/process/first-start.js'
 import { parseDuration } from '../../src/auth/sign-token.js'
 import { parseConfig } from '../../src/process/config.js'
+import { resolveKeys, SECRET_FILE } from '../../src/process/first-start.js'
 import { assertInsufficientScope, decodePart } from '../helpers/auth-tokens.js'
 import { PROJECT_ROOT, spawnService } from '../helpers/child.js'
 import { assertProblem } from '../helpers/http.js'
 import { makeTempDir, startService, uniqueEmail } from '../helpers/service.js'
-import { TEST_SECRET, nowSeconds } from '../helpers/tokens.js'
+import { nowSeconds, TEST_SECRET } from '../helpers/tokens.js'
 
 const CLI = path.join(PROJECT_ROOT, 'src', 'token-cli.ts')
 const SECRET_A = 'rotation-secret-a-0123456789-abcdefghij'
@@ -24,9 +24,15 @@ interface CliResult {
 }
 
 /** Runs `node --import tsx src/token-cli.ts ARGS` with a clean environment (JWT_SECRET = TEST_SECRET unless env says). */
-async function runCli(dataDir: string, args: readonly string[], env: Record<string, string | undefined> = {}): Promise<CliResult> {
+async function runCli(
+  dataDir: string,
+  args: readonly string[],
+  env: Record<string, string | undefined> = {},
+): Promise<CliResult> {
   const child = spawnService({ dataDir, args: ['--import', 'tsx', CLI, ...args], env })
-  const timer = setTimeout(() => { child.proc.kill('SIGKILL') }, 60_000)
+  const timer = setTimeout(() => {
+    child.proc.kill('SIGKILL')
+  }, 60_000)
   const { code } = await child.exited
   clearTimeout(timer)
   return { code, stdout: child.stdout(), stderr: child.stderr() }
@@ -65,8 +71,23 @@ describe('parseDuration', () => {
   })
 
   it('refuses anything else, and zero', () => {
-    for (const text of ['', '0', '0s', '0h', '-1h', '1.5h', '1y', 'h', '1h30m', '1 h', 'one hour', '1H']) {
-      const message = /^0[smhd]?$/.test(text) ? `a duration must be positive: "${text}"` : `not a duration: "${text}" (try 1h)`
+    for (const text of [
+      '',
+      '0',
+      '0s',
+      '0h',
+      '-1h',
+      '1.5h',
+      '1y',
+      'h',
+      '1h30m',
+      '1 h',
+      'one hour',
+      '1H',
+    ]) {
+      const message = /^0[smhd]?$/.test(text)
+        ? `a duration must be positive: "${text}"`
+        : `not a duration: "${text}" (try 1h)`
       assert.throws(() => parseDuration(text), { name: 'Error', message }, JSON.stringify(text))
     }
   })
@@ -76,7 +97,9 @@ describe('npm run token (src/token-cli.ts)', () => {
   it('prints one token that the service accepts for its scope only', async (t) => {
     const dataDir = await tempData(t)
     const before = nowSeconds()
-    const token = tokenOf(await runCli(dataDir, ['--sub', 'X', '--scope', 'users:read', '--ttl', '1h']))
+    const token = tokenOf(
+      await runCli(dataDir, ['--sub', 'X', '--scope', 'users:read', '--ttl', '1h']),
+    )
     const after = nowSeconds()
     const header = decodePart(token, 0)
     assert.equal(header['alg'], 'HS256')
@@ -87,13 +110,19 @@ describe('npm run token (src/token-cli.ts)', () => {
     assert.equal(typeof claims['exp'], 'number')
     assert.equal(typeof claims['iat'], 'number')
     assert.equal(Number(claims['exp']) - Number(claims['iat']), 3600)
-    assert.ok(Number(claims['exp']) >= before + 3600 && Number(claims['exp']) <= after + 3600, `exp ${String(claims['exp'])}`)
+    assert.ok(
+      Number(claims['exp']) >= before + 3600 && Number(claims['exp']) <= after + 3600,
+      `exp ${String(claims['exp'])}`,
+    )
 
     const s = await startService(t)
     const list = await s.call('GET', '/users', { token })
     assert.equal(list.status, 200, list.text)
     const snapshot = await s.snapshot()
-    assertInsufficientScope(await s.call('POST', '/users', { token, json: { email: uniqueEmail(), name: 'Refused' } }), 'users:write')
+    assertInsufficientScope(
+      await s.call('POST', '/users', { token, json: { email: uniqueEmail(), name: 'Refused' } }),
+      'users:write',
+    )
     assert.deepEqual(await s.snapshot(), snapshot)
   })
 
@@ -109,17 +138,28 @@ describe('npm run token (src/token-cli.ts)', () => {
     const claims = runs.map((run) => decodePart(tokenOf(run), 1))
     const lifetimes = claims.map((claim) => Number(claim['exp']) - Number(claim['iat']))
     assert.deepEqual(lifetimes, [90, 900, 604_800, 3600, 3600])
-    assert.deepEqual(String(claims[3]?.['scope']).split(' ').sort(), ['events:read', 'users:admin', 'users:read', 'users:write'])
+    assert.deepEqual(String(claims[3]?.['scope']).split(' ').sort(), [
+      'events:read',
+      'users:admin',
+      'users:read',
+      'users:write',
+    ])
     assert.equal(claims[4]?.['scope'], 'users:write users:admin')
 
     const s = await startService(t)
     const [, , , all, writeAdmin] = runs.map(tokenOf)
     assert.ok(all !== undefined && writeAdmin !== undefined)
-    const created = await s.call('POST', '/users', { token: all, json: { email: uniqueEmail(), name: 'By token' } })
+    const created = await s.call('POST', '/users', {
+      token: all,
+      json: { email: uniqueEmail(), name: 'By token' },
+    })
     assert.equal(created.status, 201, created.text)
     const id = created.json<{ id: string }>().id
     assert.equal((await s.call('POST', `/users/${id}:activate`, { token: writeAdmin })).status, 200)
-    assertInsufficientScope(await s.call('GET', `/users/${id}`, { token: writeAdmin }), 'users:read')
+    assertInsufficientScope(
+      await s.call('GET', `/users/${id}`, { token: writeAdmin }),
+      'users:read',
+    )
   })
 
   it('signs with the first key of JWT_SECRETS and puts its kid in the header; --kid picks another', async (t) => {
@@ -169,18 +209,30 @@ describe('npm run token (src/token-cli.ts)', () => {
       runCli(dataDir, ['--sub', 'X', '--ttl', '0']),
       runCli(dataDir, ['--sub', 'X', '--ttl=-5m']),
     ])
-    assert.ok(noSub !== undefined && emptySub !== undefined && badScope !== undefined && unknownOption !== undefined)
+    assert.ok(
+      noSub !== undefined &&
+        emptySub !== undefined &&
+        badScope !== undefined &&
+        unknownOption !== undefined,
+    )
     assertRefused(noSub, /--sub/)
     assertRefused(emptySub, /--sub/)
     assertRefused(badScope, /users:delete/)
     assertRefused(unknownOption, /--bogus/)
     for (const run of badTtls) assertRefused(run, /duration/)
-    assert.ok(![noSub, emptySub, badScope, unknownOption, ...badTtls].some((run) => run.stderr.includes(TEST_SECRET)))
+    assert.ok(
+      ![noSub, emptySub, badScope, unknownOption, ...badTtls].some((run) =>
+        run.stderr.includes(TEST_SECRET),
+      ),
+    )
   })
 
   it('refuses to sign without a configured secret or DATA_DIR/.jwt-secret, saying how to get one', async (t) => {
     const dataDir = await tempData(t)
-    const result = await runCli(dataDir, ['--sub', 'X'], { JWT_SECRET: undefined, NODE_ENV: 'development' })
+    const result = await runCli(dataDir, ['--sub', 'X'], {
+      JWT_SECRET: undefined,
+      NODE_ENV: 'development',
+    })
     assertRefused(result, /JWT_SECRET/)
     assert.match(result.stderr, /\.jwt-secret/)
     assert.equal(existsSync(path.join(dataDir, SECRET_FILE)), false, 'the command wrote a secret')
@@ -195,7 +247,9 @@ describe('npm run token (src/token-cli.ts)', () => {
 
   it('signs with DATA_DIR/.jwt-secret when it is the only secret (as a first start leaves it)', async (t) => {
     const dataDir = await tempData(t)
-    const { generatedFile } = await resolveKeys(parseConfig({ DATA_DIR: dataDir, NODE_ENV: 'development' }))
+    const { generatedFile } = await resolveKeys(
+      parseConfig({ DATA_DIR: dataDir, NODE_ENV: 'development' }),
+    )
     assert.equal(generatedFile, path.join(dataDir, SECRET_FILE))
     const secret = (await readFile(path.join(dataDir, SECRET_FILE), 'utf8')).trim()
     const env = { JWT_SECRET: undefined, NODE_ENV: 'development' }

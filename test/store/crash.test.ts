@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict'
-import { readFile, readdir, stat } from 'node:fs/promises'
+import { readdir, readFile, stat } from 'node:fs/promises'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 
-import { FileStore } from '../../src/store/file/file-store.js'
 import type { User } from '../../src/domain/user.js'
-import { PROJECT_ROOT, sleep, spawnService, startChild, type Child } from '../helpers/child.js'
+import { FileStore } from '../../src/store/file/file-store.js'
+import { type Child, PROJECT_ROOT, sleep, spawnService, startChild } from '../helpers/child.js'
 import { request } from '../helpers/http.js'
 import { createMemoryLogger, makeTempDir, uniqueEmail } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'
@@ -57,8 +57,12 @@ function killAfterAcks(child: Child, count: number, timeoutMs = 60_000): Promise
       child.proc.kill('SIGKILL')
       finish()
     }
-    const exited = (): void => { finish(new Error(`the crash writer stopped by itself:\n${child.stderr()}`)) }
-    const timer = setTimeout(() => { finish(new Error(`fewer than ${count} writes within ${timeoutMs} ms`)) }, timeoutMs)
+    const exited = (): void => {
+      finish(new Error(`the crash writer stopped by itself:\n${child.stderr()}`))
+    }
+    const timer = setTimeout(() => {
+      finish(new Error(`fewer than ${count} writes within ${timeoutMs} ms`))
+    }, timeoutMs)
     stdout.on('data', check)
     child.proc.once('exit', exited)
     check()
@@ -99,25 +103,41 @@ async function checkUserFiles(usersDir: string): Promise<number> {
 }
 
 describe('durability after SIGKILL', () => {
-  const across = 'keeps every acknowledged store write, with whole files and no quarantine, across five kills'
+  const across =
+    'keeps every acknowledged store write, with whole files and no quarantine, across five kills'
   it(across, { timeout: 300_000 }, async (t) => {
     const dataDir = path.join(await makeTempDir(t, 'crash-test-'), 'data')
     const usersDir = path.join(dataDir, 'users')
     const acked = new Map<string, number>()
     for (const [index, killAfter] of KILL_AFTER_ACKS.entries()) {
       const round = index + 1
-      const child = spawnService({ dataDir, args: ['--import', 'tsx', WRITER, dataDir, String(round)] })
-      t.after(() => { child.proc.kill('SIGKILL') })
+      const child = spawnService({
+        dataDir,
+        args: ['--import', 'tsx', WRITER, dataDir, String(round)],
+      })
+      t.after(() => {
+        child.proc.kill('SIGKILL')
+      })
       await waitForReady(child)
       await killAfterAcks(child, killAfter)
       const exit = await child.exited
-      assert.equal(exit.signal, 'SIGKILL', `round ${round}: the writer stopped by itself:\n${child.stderr()}`)
+      assert.equal(
+        exit.signal,
+        'SIGKILL',
+        `round ${round}: the writer stopped by itself:\n${child.stderr()}`,
+      )
       const acks = readAcks(child.stdout())
-      assert.ok(acks.length >= killAfter, `round ${round}: ${acks.length} writes acknowledged, killed after ${killAfter}`)
+      assert.ok(
+        acks.length >= killAfter,
+        `round ${round}: ${acks.length} writes acknowledged, killed after ${killAfter}`,
+      )
       for (const [id, version] of acks) acked.set(id, Math.max(version, acked.get(id) ?? 0))
 
       const files = await checkUserFiles(usersDir)
-      assert.ok(files >= acked.size, `round ${round}: ${files} user files for ${acked.size} acknowledged users`)
+      assert.ok(
+        files >= acked.size,
+        `round ${round}: ${files} user files for ${acked.size} acknowledged users`,
+      )
 
       const logs: Record<string, unknown>[] = []
       const store = new FileStore({ dataDir, logger: createMemoryLogger(logs) })
@@ -134,14 +154,24 @@ describe('durability after SIGKILL', () => {
       } finally {
         await store.close()
       }
-      assert.deepEqual(logs.filter((line) => line['level'] === 'warn'), [], `round ${round}: warnings at open`)
+      assert.deepEqual(
+        logs.filter((line) => line['level'] === 'warn'),
+        [],
+        `round ${round}: warnings at open`,
+      )
       const quarantined = stat(path.join(dataDir, 'quarantine'))
-      await assert.rejects(quarantined, { code: 'ENOENT' }, `round ${round}: something was quarantined`)
+      await assert.rejects(
+        quarantined,
+        { code: 'ENOENT' },
+        `round ${round}: something was quarantined`,
+      )
       assert.deepEqual(await tempFiles(usersDir), [], `round ${round}: temp files left after open`)
     }
   })
 
-  it('keeps every user the service answered 201 for when it is SIGKILLed mid-stream', { timeout: 120_000 }, async (t) => {
+  it('keeps every user the service answered 201 for when it is SIGKILLed mid-stream', {
+    timeout: 120_000,
+  }, async (t) => {
     const dataDir = path.join(await makeTempDir(t, 'crash-test-'), 'data')
     const first = await startChild({ dataDir })
     t.after(() => first.stop('SIGKILL'))

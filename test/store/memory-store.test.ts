@@ -12,7 +12,10 @@ describe('MemoryStore: seed users', () => {
     const users = [makeUser(), makeUser(), makeUser()]
     const store = new MemoryStore(users)
     await store.open()
-    assert.deepEqual((await listAll(store)).map((record) => record.user), users)
+    assert.deepEqual(
+      (await listAll(store)).map((record) => record.user),
+      users,
+    )
     assert.deepEqual((await store.get(users[0]?.id ?? ''))?.user, users[0])
   })
 
@@ -21,7 +24,10 @@ describe('MemoryStore: seed users', () => {
     const store = new MemoryStore(users)
     await store.open()
     await new Promise((resolve) => setImmediate(resolve))
-    assert.deepEqual((await listAll(store)).map((record) => record.user), users)
+    assert.deepEqual(
+      (await listAll(store)).map((record) => record.user),
+      users,
+    )
     await store.close()
   })
 

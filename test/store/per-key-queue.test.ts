@@ -4,10 +4,17 @@ import { describe, it } from 'node:test'
 import { PerKeyQueue } from '../../src/store/per-key-queue.js'
 
 /** A promise with its resolve and reject at hand. */
-function deferred(): { promise: Promise<void>, resolve: () => void, reject: (error: Error) => void } {
+function deferred(): {
+  promise: Promise<void>
+  resolve: () => void
+  reject: (error: Error) => void
+} {
   let resolve!: () => void
   let reject!: (error: Error) => void
-  const promise = new Promise<void>((ok, fail) => { resolve = ok; reject = fail })
+  const promise = new Promise<void>((ok, fail) => {
+    resolve = ok
+    reject = fail
+  })
   return { promise, resolve, reject }
 }
 
@@ -16,9 +23,17 @@ describe('PerKeyQueue', () => {
     const queue = new PerKeyQueue()
     const log: string[] = []
     const first = deferred()
-    const a1 = queue.run('a', async () => { log.push('a1 start'); await first.promise; log.push('a1 end') })
-    const a2 = queue.run('a', async () => { log.push('a2') })
-    const b1 = queue.run('b', async () => { log.push('b1') })
+    const a1 = queue.run('a', async () => {
+      log.push('a1 start')
+      await first.promise
+      log.push('a1 end')
+    })
+    const a2 = queue.run('a', async () => {
+      log.push('a2')
+    })
+    const b1 = queue.run('b', async () => {
+      log.push('b1')
+    })
     await b1
     assert.deepEqual(log, ['a1 start', 'b1'], 'b ran while a1 was still running, a2 had to wait')
     first.resolve()
@@ -26,7 +41,7 @@ describe('PerKeyQueue', () => {
     assert.deepEqual(log, ['a1 start', 'b1', 'a1 end', 'a2'])
   })
 
-  it('gives each caller its own task\'s result or failure, and a failure does not stop the next task', async () => {
+  it("gives each caller its own task's result or failure, and a failure does not stop the next task", async () => {
     const queue = new PerKeyQueue()
     const failing = queue.run('a', () => Promise.reject(new Error('boom')))
     const next = queue.run('a', () => Promise.resolve(42))
@@ -39,7 +54,9 @@ describe('PerKeyQueue', () => {
     const gate = deferred()
     let secondStarted = false
     const first = queue.run('a', () => gate.promise)
-    const second = queue.run('a', async () => { secondStarted = true })
+    const second = queue.run('a', async () => {
+      secondStarted = true
+    })
     await new Promise((resolve) => setImmediate(resolve))
     assert.equal(secondStarted, false)
     gate.reject(new Error('first failed'))

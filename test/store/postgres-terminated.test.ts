@@ -13,11 +13,19 @@ import { makeToken } from '../helpers/tokens.js'
 const admin = makeToken()
 
 describe('a PostgreSQL connection ended under a running statement', { skip: SKIP_POSTGRES }, () => {
-  it('answers 503 storage_unavailable for that write, keeps the process up, and writes again once the database does', { timeout: 60_000 }, async (t) => {
+  it('answers 503 storage_unavailable for that write, keeps the process up, and writes again once the database does', {
+    timeout: 60_000,
+  }, async (t) => {
     const url = await freshDatabase(t)
-    const service = await startChild({ dataDir: await makeTempDir(t, 'pg-terminated-'), env: { DATABASE_URL: url } }, 30_000)
+    const service = await startChild(
+      { dataDir: await makeTempDir(t, 'pg-terminated-'), env: { DATABASE_URL: url } },
+      30_000,
+    )
     t.after(() => service.stop('SIGKILL'))
-    const created = await request('POST', `${service.url}/users`, { token: admin, json: { email: uniqueEmail(), name: 'Locked Row' } })
+    const created = await request('POST', `${service.url}/users`, {
+      token: admin,
+      json: { email: uniqueEmail(), name: 'Locked Row' },
+    })
     assert.equal(created.status, 201, created.text)
     const user = created.json<User>()
 
@@ -29,12 +37,15 @@ describe('a PostgreSQL connection ended under a running statement', { skip: SKIP
     await locker.query('BEGIN')
     await locker.query('SELECT 1 FROM users WHERE id = $1 FOR UPDATE', [user.id])
     const patch = request('PATCH', `${service.url}/users/${user.id}`, {
-      token: admin, json: { name: 'Never Written' }, contentType: 'application/merge-patch+json',
+      token: admin,
+      json: { name: 'Never Written' },
+      contentType: 'application/merge-patch+json',
     })
     let waiting: number | undefined
     for (let tries = 0; tries < 200 && waiting === undefined; tries += 1) {
       const found = await locker.query<{ pid: number }>(
-        "SELECT pid FROM pg_stat_activity WHERE application_name = 'user-service' AND wait_event_type = 'Lock'")
+        "SELECT pid FROM pg_stat_activity WHERE application_name = 'user-service' AND wait_event_type = 'Lock'",
+      )
       waiting = found.rows[0]?.pid
       if (waiting === undefined) await sleep(25)
     }
@@ -49,7 +60,9 @@ describe('a PostgreSQL connection ended under a running statement', { skip: SKIP
     const health = await request('GET', `${service.url}/healthz`)
     assert.equal(health.status, 200)
     const again = await request('PATCH', `${service.url}/users/${user.id}`, {
-      token: admin, json: { name: 'Written Later' }, contentType: 'application/merge-patch+json',
+      token: admin,
+      json: { name: 'Written Later' },
+      contentType: 'application/merge-patch+json',
     })
     assert.equal(again.status, 200, again.text)
     assert.equal(again.json<User>().name, 'Written Later')

@@ -1,13 +1,22 @@
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, rmSync, writeFileSync, writeSync } from 'node:fs'
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  rmSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs'
 import { mkdtemp } from 'node:fs/promises'
 import { constants, tmpdir } from 'node:os'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
 import type { User } from '../../src/domain/user.js'
-import { startChild, type ChildOptions, type RunningChild } from '../helpers/child.js'
+import { type ChildOptions, type RunningChild, startChild } from '../helpers/child.js'
 import { listLockFiles, readUserFile } from '../helpers/data-files.js'
 import { assertProblem, request, type TestResponse, type UserPage } from '../helpers/http.js'
 import { holdRequest, waitFor } from '../helpers/ops.js'
@@ -31,13 +40,19 @@ function cleanups(t: TestContext): (step: () => unknown) => void {
       }
     }
   })
-  return (step) => { steps.push(step) }
+  return (step) => {
+    steps.push(step)
+  }
 }
 
-async function makeWorld(t: TestContext): Promise<{ root: string, dataDir: string, later: (step: () => unknown) => void }> {
+async function makeWorld(
+  t: TestContext,
+): Promise<{ root: string; dataDir: string; later: (step: () => unknown) => void }> {
   const later = cleanups(t)
   const root = await mkdtemp(path.join(tmpdir(), 'storage-faults-'))
-  later(() => { rmSync(root, { recursive: true, force: true }) })
+  later(() => {
+    rmSync(root, { recursive: true, force: true })
+  })
   return { root, dataDir: path.join(root, 'data'), later }
 }
 
@@ -45,16 +60,23 @@ async function makeWorld(t: TestContext): Promise<{ root: string, dataDir: strin
 function mountTmpfs(dir: string, later: (step: () => unknown) => void): string | undefined {
   mkdirSync(dir, { recursive: true })
   try {
-    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m,mode=0700', 'tmpfs', dir], { stdio: 'pipe' })
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m,mode=0700', 'tmpfs', dir], {
+      stdio: 'pipe',
+    })
   } catch (error) {
     const why = (error as { stderr?: Buffer }).stderr?.toString().trim() ?? String(error)
     return `mounting a tmpfs is not allowed here (${why || 'mount failed'})`
   }
-  later(() => { execFileSync('umount', ['-l', dir], { stdio: 'ignore' }) })
+  later(() => {
+    execFileSync('umount', ['-l', dir], { stdio: 'ignore' })
+  })
   return undefined
 }
 
-async function start(options: ChildOptions, later: (step: () => unknown) => void): Promise<RunningChild> {
+async function start(
+  options: ChildOptions,
+  later: (step: () => unknown) => void,
+): Promise<RunningChild> {
   const child = await startChild(options)
   later(() => child.stop('SIGKILL'))
   return child
@@ -63,11 +85,18 @@ async function start(options: ChildOptions, later: (step: () => unknown) => void
 /** SIGTERM, and the clean exit the contract asks for (exit code 0) whatever the disk did. */
 async function stopCleanly(child: RunningChild): Promise<void> {
   const exit = await child.stop('SIGTERM')
-  assert.deepEqual(exit, { code: 0, signal: null }, `the service did not stop cleanly:\n${child.stderr()}`)
+  assert.deepEqual(
+    exit,
+    { code: 0, signal: null },
+    `the service did not stop cleanly:\n${child.stderr()}`,
+  )
 }
 
 /** What the API shows: every user (following nextCursor), and the answer for each id asked about. */
-async function readView(url: string, ids: readonly string[] = []): Promise<{ users: User[], items: Record<string, string> }> {
+async function readView(
+  url: string,
+  ids: readonly string[] = [],
+): Promise<{ users: User[]; items: Record<string, string> }> {
   const users: User[] = []
   let cursor: string | null = null
   do {
@@ -104,7 +133,11 @@ async function created(url: string): Promise<User> {
 /** A 503 storage_unavailable with a Retry-After; returns the problem's detail. */
 function assertStorageUnavailable(res: TestResponse): string {
   const problem = assertProblem(res, 503, 'storage_unavailable')
-  assert.match(res.headers.get('retry-after') ?? '', /^\d+$/, 'a 503 storage_unavailable needs Retry-After')
+  assert.match(
+    res.headers.get('retry-after') ?? '',
+    /^\d+$/,
+    'a 503 storage_unavailable needs Retry-After',
+  )
   return problem.detail
 }
 
@@ -123,18 +156,28 @@ function listFiles(dir: string): string[] {
 
 /** The fields of the child's "users loaded" log lines, in order. */
 function loadedLines(child: RunningChild): Record<string, unknown>[] {
-  return child.stdout().split('\n').filter((line) => line.includes('"users loaded"'))
+  return child
+    .stdout()
+    .split('\n')
+    .filter((line) => line.includes('"users loaded"'))
     .map((line) => JSON.parse(line) as Record<string, unknown>)
 }
 
 describe('storage faults, through a running service and a restart', () => {
-  it('answers 503 storage_unavailable when the fsync of the new file fails, keeps nothing of it and turns read-only until a restart', { timeout: 60_000 }, async (t) => {
+  it('answers 503 storage_unavailable when the fsync of the new file fails, keeps nothing of it and turns read-only until a restart', {
+    timeout: 60_000,
+  }, async (t) => {
     if (shim.skip !== undefined) return t.skip(shim.skip)
     const { root, dataDir, later } = await makeWorld(t)
     const marker = path.join(root, 'fail-fsync')
     // Only the user file's fsync fails (the change feed's fdatasync works), and with ENOSPC rather
     // than EIO: it is the failed fsync of that file, not its errno, that makes the store read-only.
-    const env = shimEnv(shim.library, { failMarker: marker, failKind: 'file', failErrno: constants.errno.ENOSPC, failUnder: path.join(dataDir, 'users') })
+    const env = shimEnv(shim.library, {
+      failMarker: marker,
+      failKind: 'file',
+      failErrno: constants.errno.ENOSPC,
+      failUnder: path.join(dataDir, 'users'),
+    })
     const child = await start({ dataDir, env }, later)
     const kept = await created(child.url)
     assert.equal((await patchUser(child.url, kept.id, 'Second Version')).status, 200)
@@ -145,7 +188,11 @@ describe('storage faults, through a running service and a restart', () => {
     const refused = await createUser(child.url, email)
     assertStorageUnavailable(refused)
     rmSync(marker)
-    assert.deepEqual(listFiles(path.join(dataDir, 'users')), [`${kept.id}.json`], 'no new file and no temp file is left behind')
+    assert.deepEqual(
+      listFiles(path.join(dataDir, 'users')),
+      [`${kept.id}.json`],
+      'no new file and no temp file is left behind',
+    )
 
     // The fsync failed once: the store trusts the disk no more, even with fsync working again.
     const ready = await readiness(child.url)
@@ -155,22 +202,41 @@ describe('storage faults, through a running service and a restart', () => {
     assertStorageUnavailable(await request('DELETE', `${child.url}/users/${kept.id}`, { token }))
     const after = await readView(child.url, [kept.id])
     assert.deepEqual(after, before, 'reads are still served and show nothing of the refused writes')
-    assert.equal((await request('GET', `${child.url}/users?email=${encodeURIComponent(email)}`, { token })).json<UserPage>().items.length, 0)
+    assert.equal(
+      (
+        await request('GET', `${child.url}/users?email=${encodeURIComponent(email)}`, { token })
+      ).json<UserPage>().items.length,
+      0,
+    )
     await stopCleanly(child)
 
     const restarted = await start({ dataDir }, later)
-    assert.deepEqual(await readView(restarted.url, [kept.id]), before, 'a restart shows what the API showed')
+    assert.deepEqual(
+      await readView(restarted.url, [kept.id]),
+      before,
+      'a restart shows what the API showed',
+    )
     assert.equal((await readiness(restarted.url)).status, 200, 'a restart ends read-only')
-    assert.equal((await createUser(restarted.url, email)).status, 201, 'the refused email was never taken')
+    assert.equal(
+      (await createUser(restarted.url, email)).status,
+      201,
+      'the refused email was never taken',
+    )
   })
 
-  it('keeps the new record in memory and on disk when only the directory fsync after the rename fails', { timeout: 60_000 }, async (t) => {
+  it('keeps the new record in memory and on disk when only the directory fsync after the rename fails', {
+    timeout: 60_000,
+  }, async (t) => {
     if (shim.skip !== undefined) return t.skip(shim.skip)
     const { root, dataDir, later } = await makeWorld(t)
     const marker = path.join(root, 'fail-fsync')
     const env = shimEnv(shim.library, { failMarker: marker, failKind: 'dir' })
     // A failed fsync is a failed fsync whatever its errno: ENOSPC from fsync turns read-only too.
-    const enospcEnv = shimEnv(shim.library, { failMarker: marker, failKind: 'dir', failErrno: constants.errno.ENOSPC })
+    const enospcEnv = shimEnv(shim.library, {
+      failMarker: marker,
+      failKind: 'dir',
+      failErrno: constants.errno.ENOSPC,
+    })
 
     // A replace whose directory fsync fails: the API shows the new version, as the disk does.
     const first = await start({ dataDir, env: enospcEnv }, later)
@@ -198,7 +264,9 @@ describe('storage faults, through a running service and a restart', () => {
     const email = uniqueEmail('applied')
     assertStorageUnavailable(await createUser(second.url, email))
     rmSync(marker)
-    const found = (await request('GET', `${second.url}/users?email=${encodeURIComponent(email)}`, { token })).json<UserPage>()
+    const found = (
+      await request('GET', `${second.url}/users?email=${encodeURIComponent(email)}`, { token })
+    ).json<UserPage>()
     assert.equal(found.items.length, 1, 'the created user is visible: memory follows the disk')
     const applied = found.items[0]
     assert.ok(applied !== undefined)
@@ -211,8 +279,16 @@ describe('storage faults, through a running service and a restart', () => {
     await stopCleanly(second)
 
     const third = await start({ dataDir, env }, later)
-    assert.deepEqual(await readView(third.url, [user.id, applied.id]), beforeSecond, 'no user vanished and none was added')
-    assert.equal(loadedLines(third)[0]?.['quarantined'], 0, 'no duplicate-email file was quarantined')
+    assert.deepEqual(
+      await readView(third.url, [user.id, applied.id]),
+      beforeSecond,
+      'no user vanished and none was added',
+    )
+    assert.equal(
+      loadedLines(third)[0]?.['quarantined'],
+      0,
+      'no duplicate-email file was quarantined',
+    )
     assert.equal(existsSync(path.join(dataDir, 'quarantine')), false)
     assert.equal((await readiness(third.url)).status, 200)
 
@@ -222,19 +298,33 @@ describe('storage faults, through a running service and a restart', () => {
     rmSync(marker)
     assert.equal((await request('GET', `${third.url}/users/${user.id}`, { token })).status, 200)
     assert.equal(readUserFile(dataDir, user.id)?.['id'], user.id, 'the user file is still on disk')
-    assert.equal(readUserFile(dataDir, user.id, 'tombstones')?.['id'], user.id, 'the tombstone was renamed in before its fsync failed')
+    assert.equal(
+      readUserFile(dataDir, user.id, 'tombstones')?.['id'],
+      user.id,
+      'the tombstone was renamed in before its fsync failed',
+    )
     const beforeThird = await readView(third.url, [user.id, applied.id])
     assert.deepEqual(beforeThird, beforeSecond)
     await stopCleanly(third)
 
     const fourth = await start({ dataDir }, later)
-    assert.deepEqual(await readView(fourth.url, [user.id, applied.id]), beforeThird, 'the unfinished delete did not happen')
-    assert.equal(readUserFile(dataDir, user.id, 'tombstones'), undefined, 'the unfinished delete\'s tombstone was cleared at load')
+    assert.deepEqual(
+      await readView(fourth.url, [user.id, applied.id]),
+      beforeThird,
+      'the unfinished delete did not happen',
+    )
+    assert.equal(
+      readUserFile(dataDir, user.id, 'tombstones'),
+      undefined,
+      "the unfinished delete's tombstone was cleared at load",
+    )
     const deleted = await request('DELETE', `${fourth.url}/users/${user.id}`, { token })
     assert.equal(deleted.status, 204, deleted.text)
   })
 
-  it('answers 503 storage_unavailable on a full disk, is not ready until a write succeeds, then takes writes again', { timeout: 60_000 }, async (t) => {
+  it('answers 503 storage_unavailable on a full disk, is not ready until a write succeeds, then takes writes again', {
+    timeout: 60_000,
+  }, async (t) => {
     const { root, later } = await makeWorld(t)
     const mount = path.join(root, 'mnt')
     const refused = mountTmpfs(mount, later)
@@ -249,14 +339,26 @@ describe('storage faults, through a running service and a restart', () => {
     const email = uniqueEmail('full')
     const detail = assertStorageUnavailable(await createUser(child.url, email))
     assert.doesNotMatch(detail, /restart/, 'a full disk is not a failed fsync: no read-only')
-    assert.deepEqual(listFiles(path.join(dataDir, 'users')), [`${kept.id}.json`], 'no new file and no temp file is left behind')
+    assert.deepEqual(
+      listFiles(path.join(dataDir, 'users')),
+      [`${kept.id}.json`],
+      'no new file and no temp file is left behind',
+    )
     assertStorageUnavailable(await readiness(child.url))
-    assert.deepEqual(await readView(child.url, [kept.id]), before, 'reads still work and show nothing new')
+    assert.deepEqual(
+      await readView(child.url, [kept.id]),
+      before,
+      'reads still work and show nothing new',
+    )
 
     rmSync(filler)
     const res = await createUser(child.url, email)
     assert.equal(res.status, 201, `a write succeeds again once space is freed: ${res.text}`)
-    assert.equal((await readiness(child.url)).status, 200, 'a successful write makes the service ready again')
+    assert.equal(
+      (await readiness(child.url)).status,
+      200,
+      'a successful write makes the service ready again',
+    )
     const added = res.json<User>()
     const after = await readView(child.url, [kept.id, added.id])
     assert.equal(after.users.length, 2)
@@ -266,7 +368,9 @@ describe('storage faults, through a running service and a restart', () => {
     assert.deepEqual(await readView(restarted.url, [kept.id, added.id]), after)
   })
 
-  it('answers 503 storage_unavailable on a read-only mount, still serves reads and exits 0 on SIGTERM', { timeout: 60_000 }, async (t) => {
+  it('answers 503 storage_unavailable on a read-only mount, still serves reads and exits 0 on SIGTERM', {
+    timeout: 60_000,
+  }, async (t) => {
     const { root, later } = await makeWorld(t)
     const mount = path.join(root, 'mnt')
     const refused = mountTmpfs(mount, later)
@@ -277,51 +381,84 @@ describe('storage faults, through a running service and a restart', () => {
     const before = await readView(child.url, [kept.id])
 
     execFileSync('mount', ['-o', 'remount,ro', mount])
-    later(() => { execFileSync('mount', ['-o', 'remount,rw', mount], { stdio: 'ignore' }) })
+    later(() => {
+      execFileSync('mount', ['-o', 'remount,rw', mount], { stdio: 'ignore' })
+    })
     assertStorageUnavailable(await createUser(child.url))
     assertStorageUnavailable(await patchUser(child.url, kept.id, 'Never Written'))
     assertStorageUnavailable(await readiness(child.url))
-    assert.deepEqual(await readView(child.url, [kept.id]), before, 'reads are served and show nothing new')
+    assert.deepEqual(
+      await readView(child.url, [kept.id]),
+      before,
+      'reads are served and show nothing new',
+    )
     // The lock file cannot be removed on a read-only mount; the stop must stay clean anyway.
     await stopCleanly(child)
 
     execFileSync('mount', ['-o', 'remount,rw', mount])
     const restarted = await start({ dataDir }, later)
     assert.deepEqual(await readView(restarted.url, [kept.id]), before)
-    assert.equal((await createUser(restarted.url)).status, 201, 'the stale lock was taken over and writes work')
+    assert.equal(
+      (await createUser(restarted.url)).status,
+      201,
+      'the stale lock was taken over and writes work',
+    )
   })
 
-  it('turns read-only within a few seconds when the data directory is removed, and never writes into the new one', { timeout: 60_000 }, async (t) => {
+  it('turns read-only within a few seconds when the data directory is removed, and never writes into the new one', {
+    timeout: 60_000,
+  }, async (t) => {
     const { dataDir, later } = await makeWorld(t)
     const first = await start({ dataDir }, later)
     const kept = await created(first.url)
 
     rmSync(dataDir, { recursive: true, force: true })
-    await waitFor('/readyz to turn 503', async () => ((await readiness(first.url)).status === 503 ? true : undefined), 10_000)
+    await waitFor(
+      '/readyz to turn 503',
+      async () => ((await readiness(first.url)).status === 503 ? true : undefined),
+      10_000,
+    )
     assert.match(assertStorageUnavailable(await readiness(first.url)), /restart/)
     assertStorageUnavailable(await createUser(first.url))
-    assert.equal((await request('GET', `${first.url}/users/${kept.id}`, { token })).status, 200, 'reads are still served from memory')
+    assert.equal(
+      (await request('GET', `${first.url}/users/${kept.id}`, { token })).status,
+      200,
+      'reads are still served from memory',
+    )
 
     // The first process's lock went with the directory, so a second one may own the new directory.
     const second = await start({ dataDir }, later)
     const added = await created(second.url)
     assertStorageUnavailable(await createUser(first.url))
     assertStorageUnavailable(await patchUser(first.url, kept.id, 'Into The New Directory'))
-    assert.deepEqual(listFiles(path.join(dataDir, 'users')), [`${added.id}.json`], 'the first process wrote nothing into the new directory')
+    assert.deepEqual(
+      listFiles(path.join(dataDir, 'users')),
+      [`${added.id}.json`],
+      'the first process wrote nothing into the new directory',
+    )
     const locks = listLockFiles(dataDir)
     assert.equal(locks.length, 1)
     await stopCleanly(first)
-    assert.deepEqual(listLockFiles(dataDir), locks, 'the first process left the second one\'s lock alone')
+    assert.deepEqual(
+      listLockFiles(dataDir),
+      locks,
+      "the first process left the second one's lock alone",
+    )
     assert.equal((await readiness(second.url)).status, 200)
 
     const before = await readView(second.url, [kept.id, added.id])
-    assert.deepEqual(before.users.map((user) => user.id), [added.id])
+    assert.deepEqual(
+      before.users.map((user) => user.id),
+      [added.id],
+    )
     await stopCleanly(second)
     const restarted = await start({ dataDir }, later)
     assert.deepEqual(await readView(restarted.url, [kept.id, added.id]), before)
   })
 
-  it('refuses a write in flight when maintenance begins with 503 maintenance, and writes no file', { timeout: 60_000 }, async (t) => {
+  it('refuses a write in flight when maintenance begins with 503 maintenance, and writes no file', {
+    timeout: 60_000,
+  }, async (t) => {
     const { dataDir, later } = await makeWorld(t)
     // One request in flight is then enough to make /readyz say overloaded: the sign that the held
     // POST has passed the refusals made when a request arrives.
@@ -330,35 +467,67 @@ describe('storage faults, through a running service and a restart', () => {
     const before = await readView(child.url, [kept.id])
 
     const email = uniqueEmail('maintenance')
-    const held = holdRequest(child.url, { path: '/users', token, body: JSON.stringify({ email, name: 'In Flight' }) })
-    later(() => { held.abort() })
-    await waitFor('the held POST to count as in flight', async () => {
-      const res = await readiness(child.url)
-      return res.status === 503 && res.json<{ code: string }>().code === 'overloaded' ? true : undefined
-    }, 10_000)
+    const held = holdRequest(child.url, {
+      path: '/users',
+      token,
+      body: JSON.stringify({ email, name: 'In Flight' }),
+    })
+    later(() => {
+      held.abort()
+    })
+    await waitFor(
+      'the held POST to count as in flight',
+      async () => {
+        const res = await readiness(child.url)
+        return res.status === 503 && res.json<{ code: string }>().code === 'overloaded'
+          ? true
+          : undefined
+      },
+      10_000,
+    )
     const maintenanceFile = path.join(dataDir, 'maintenance')
     writeFileSync(maintenanceFile, '')
-    await waitFor('/readyz to say maintenance', async () => {
-      const res = await readiness(child.url)
-      return res.status === 503 && res.json<{ code: string }>().code === 'maintenance' ? true : undefined
-    }, 10_000)
+    await waitFor(
+      '/readyz to say maintenance',
+      async () => {
+        const res = await readiness(child.url)
+        return res.status === 503 && res.json<{ code: string }>().code === 'maintenance'
+          ? true
+          : undefined
+      },
+      10_000,
+    )
     held.finish()
     const answer = await held.response
     assert.equal(answer.status, 503, answer.text)
     assert.equal((JSON.parse(answer.text) as { code: string }).code, 'maintenance')
     assert.match(String(answer.headers['retry-after']), /^\d+$/)
-    assert.deepEqual(listFiles(path.join(dataDir, 'users')), [`${kept.id}.json`], 'no user file was written')
+    assert.deepEqual(
+      listFiles(path.join(dataDir, 'users')),
+      [`${kept.id}.json`],
+      'no user file was written',
+    )
 
     rmSync(maintenanceFile)
-    await waitFor('/readyz to be 200 again', async () => ((await readiness(child.url)).status === 200 ? true : undefined), 10_000)
+    await waitFor(
+      '/readyz to be 200 again',
+      async () => ((await readiness(child.url)).status === 200 ? true : undefined),
+      10_000,
+    )
     assert.deepEqual(await readView(child.url, [kept.id]), before)
     await stopCleanly(child)
     const restarted = await start({ dataDir }, later)
     assert.deepEqual(await readView(restarted.url, [kept.id]), before)
-    assert.equal((await createUser(restarted.url, email)).status, 201, 'the refused email was never taken')
+    assert.equal(
+      (await createUser(restarted.url, email)).status,
+      201,
+      'the refused email was never taken',
+    )
   })
 
-  it('counts every quarantined file, torn and duplicate-email alike, in the "users loaded" line', { timeout: 60_000 }, async (t) => {
+  it('counts every quarantined file, torn and duplicate-email alike, in the "users loaded" line', {
+    timeout: 60_000,
+  }, async (t) => {
     const { dataDir, later } = await makeWorld(t)
     const usersDir = path.join(dataDir, 'users')
     mkdirSync(usersDir, { recursive: true })
@@ -375,11 +544,18 @@ describe('storage faults, through a running service and a restart', () => {
     assert.equal(loaded.length, 1, child.stdout())
     assert.equal(loaded[0]?.['quarantined'], 2, 'the torn file and the duplicate both count')
     assert.equal(loaded[0]?.['users'], 1)
-    assert.deepEqual(listFiles(path.join(dataDir, 'quarantine')), [`${torn.id}.json`, `${newer.id}.json`].sort())
+    assert.deepEqual(
+      listFiles(path.join(dataDir, 'quarantine')),
+      [`${torn.id}.json`, `${newer.id}.json`].sort(),
+    )
     assert.deepEqual(listFiles(usersDir), [`${older.id}.json`])
     const ids = [torn.id, older.id, newer.id]
     const before = await readView(child.url, ids)
-    assert.deepEqual(before.users.map((user) => user.id), [older.id], 'the older user keeps the email')
+    assert.deepEqual(
+      before.users.map((user) => user.id),
+      [older.id],
+      'the older user keeps the email',
+    )
     await stopCleanly(child)
 
     const restarted = await start({ dataDir }, later)

@@ -1,13 +1,16 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import type { ListPage, ListQuery } from '../../src/store/store.js'
-import { UserIndex, type ListWork } from '../../src/store/user-index.js'
 import { toRecord, type User, type UserRecord } from '../../src/domain/user.js'
+import type { ListPage, ListQuery } from '../../src/store/store.js'
+import { type ListWork, UserIndex } from '../../src/store/user-index.js'
 import { changeUser, makeUser } from '../helpers/store-users.js'
 
 /** An index holding `count` users, put in the given order; returns them oldest first. */
-function indexOf(count: number, order: 'forward' | 'shuffled' = 'forward'): { index: UserIndex, users: User[] } {
+function indexOf(
+  count: number,
+  order: 'forward' | 'shuffled' = 'forward',
+): { index: UserIndex; users: User[] } {
   const users = Array.from({ length: count }, (_, i) => makeUser({ name: `Person ${i}` }))
   const index = new UserIndex()
   const puts = order === 'forward' ? users : shuffle(users)
@@ -24,7 +27,7 @@ function shuffle<T>(items: readonly T[]): T[] {
 
 const idsOf = (items: readonly UserRecord[]): string[] => items.map((record) => record.user.id)
 
-function page(index: UserIndex, query: Partial<ListQuery>): { ids: string[], hasMore: boolean } {
+function page(index: UserIndex, query: Partial<ListQuery>): { ids: string[]; hasMore: boolean } {
   const result = index.list({ filter: {}, order: 'asc', limit: 100, ...query })
   return { ids: idsOf(result.items), hasMore: result.hasMore }
 }
@@ -44,7 +47,11 @@ describe('UserIndex: put, get and remove', () => {
     assert.equal(index.size, 1)
     assert.equal(index.get(record.user.id), record)
     assert.equal(index.idOfEmail('ada@example.com'), record.user.id)
-    assert.equal(index.idOfEmail('Ada@Example.com'), undefined, 'lookups take the key, not the email')
+    assert.equal(
+      index.idOfEmail('Ada@Example.com'),
+      undefined,
+      'lookups take the key, not the email',
+    )
     assert.equal(index.get(makeUser().id), undefined)
   })
 
@@ -87,7 +94,10 @@ describe('UserIndex: put, get and remove', () => {
 
   it('keeps ids sorted whatever order they are put in', () => {
     const { index, users } = indexOf(25, 'shuffled')
-    assert.deepEqual(page(index, {}).ids, users.map((user) => user.id))
+    assert.deepEqual(
+      page(index, {}).ids,
+      users.map((user) => user.id),
+    )
     assert.deepEqual(page(index, { order: 'desc' }).ids, users.map((user) => user.id).reverse())
   })
 })
@@ -97,28 +107,52 @@ describe('UserIndex: list', () => {
     const { index, users } = indexOf(10)
     const ids = users.map((user) => user.id)
     assert.deepEqual(page(index, { limit: 3 }), { ids: ids.slice(0, 3), hasMore: true })
-    assert.deepEqual(page(index, { limit: 3, after: ids[2] ?? '' }), { ids: ids.slice(3, 6), hasMore: true })
-    assert.deepEqual(page(index, { limit: 4, after: ids[5] ?? '' }), { ids: ids.slice(6), hasMore: false })
+    assert.deepEqual(page(index, { limit: 3, after: ids[2] ?? '' }), {
+      ids: ids.slice(3, 6),
+      hasMore: true,
+    })
+    assert.deepEqual(page(index, { limit: 4, after: ids[5] ?? '' }), {
+      ids: ids.slice(6),
+      hasMore: false,
+    })
     assert.deepEqual(page(index, { limit: 10 }), { ids, hasMore: false })
     assert.deepEqual(page(index, { limit: 9 }), { ids: ids.slice(0, 9), hasMore: true })
-    assert.deepEqual(page(index, { order: 'desc', limit: 3 }), { ids: ids.slice(7).reverse(), hasMore: true })
-    assert.deepEqual(
-      page(index, { order: 'desc', limit: 3, after: ids[3] ?? '' }),
-      { ids: ids.slice(0, 3).reverse(), hasMore: false },
-    )
+    assert.deepEqual(page(index, { order: 'desc', limit: 3 }), {
+      ids: ids.slice(7).reverse(),
+      hasMore: true,
+    })
+    assert.deepEqual(page(index, { order: 'desc', limit: 3, after: ids[3] ?? '' }), {
+      ids: ids.slice(0, 3).reverse(),
+      hasMore: false,
+    })
     assert.deepEqual(page(index, { after: ids[9] ?? '' }), { ids: [], hasMore: false })
-    assert.deepEqual(page(index, { order: 'desc', after: ids[0] ?? '' }), { ids: [], hasMore: false })
+    assert.deepEqual(page(index, { order: 'desc', after: ids[0] ?? '' }), {
+      ids: [],
+      hasMore: false,
+    })
   })
 
   it('starts after an id it does not hold, in both orders', () => {
     const { index, users } = indexOf(6)
     const ids = users.map((user) => user.id)
     index.remove(ids[2] ?? '')
-    assert.deepEqual(page(index, { after: ids[2] ?? '', limit: 2 }), { ids: ids.slice(3, 5), hasMore: true })
-    assert.deepEqual(page(index, { after: ids[2] ?? '', order: 'desc' }), { ids: ids.slice(0, 2).reverse(), hasMore: false })
+    assert.deepEqual(page(index, { after: ids[2] ?? '', limit: 2 }), {
+      ids: ids.slice(3, 5),
+      hasMore: true,
+    })
+    assert.deepEqual(page(index, { after: ids[2] ?? '', order: 'desc' }), {
+      ids: ids.slice(0, 2).reverse(),
+      hasMore: false,
+    })
     // Ids before every stored one and after every stored one.
-    assert.deepEqual(page(index, { after: '0' }).ids, ids.filter((_, i) => i !== 2))
-    assert.deepEqual(page(index, { after: 'g', order: 'desc' }).ids, ids.filter((_, i) => i !== 2).reverse())
+    assert.deepEqual(
+      page(index, { after: '0' }).ids,
+      ids.filter((_, i) => i !== 2),
+    )
+    assert.deepEqual(
+      page(index, { after: 'g', order: 'desc' }).ids,
+      ids.filter((_, i) => i !== 2).reverse(),
+    )
     assert.deepEqual(page(index, { after: '0', order: 'desc' }), { ids: [], hasMore: false })
     assert.deepEqual(page(index, { after: 'g' }), { ids: [], hasMore: false })
   })
@@ -126,12 +160,20 @@ describe('UserIndex: list', () => {
   it('lists nothing from an empty index', () => {
     const index = new UserIndex()
     assert.deepEqual(page(index, {}), { ids: [], hasMore: false })
-    assert.deepEqual(page(index, { order: 'desc', after: makeUser().id }), { ids: [], hasMore: false })
-    assert.deepEqual(page(index, { filter: { email: 'a@example.com' } }), { ids: [], hasMore: false })
+    assert.deepEqual(page(index, { order: 'desc', after: makeUser().id }), {
+      ids: [],
+      hasMore: false,
+    })
+    assert.deepEqual(page(index, { filter: { email: 'a@example.com' } }), {
+      ids: [],
+      hasMore: false,
+    })
   })
 
   it('skips users the filter refuses and says hasMore only for a later match', () => {
-    const users = Array.from({ length: 8 }, (_, i) => makeUser({ status: i % 3 === 0 ? 'active' : 'pending' }))
+    const users = Array.from({ length: 8 }, (_, i) =>
+      makeUser({ status: i % 3 === 0 ? 'active' : 'pending' }),
+    )
     const index = new UserIndex()
     for (const user of users) index.put(toRecord(user))
     const active = users.filter((user) => user.status === 'active').map((user) => user.id)
@@ -139,7 +181,10 @@ describe('UserIndex: list', () => {
     const filter = { statuses: ['active'] } as const
     assert.deepEqual(page(index, { filter, limit: 2 }), { ids: active.slice(0, 2), hasMore: true })
     // The last active user is followed by pending ones only.
-    assert.deepEqual(page(index, { filter, limit: 2, after: active[1] ?? '' }), { ids: active.slice(2), hasMore: false })
+    assert.deepEqual(page(index, { filter, limit: 2, after: active[1] ?? '' }), {
+      ids: active.slice(2),
+      hasMore: false,
+    })
     assert.deepEqual(page(index, { filter, limit: 3 }), { ids: active, hasMore: false })
     assert.deepEqual(page(index, { filter: { statuses: [] } }), { ids: [], hasMore: false })
   })
@@ -168,19 +213,32 @@ describe('UserIndex: list', () => {
     assert.deepEqual(page(index, { filter: { email, statuses: ['active'] } }).ids, [])
     assert.deepEqual(page(index, { filter: { email }, after: first?.id ?? '' }).ids, [middle?.id])
     assert.deepEqual(page(index, { filter: { email }, after: middle?.id ?? '' }).ids, [])
-    assert.deepEqual(page(index, { filter: { email }, order: 'desc', after: last?.id ?? '' }).ids, [middle?.id])
-    assert.deepEqual(page(index, { filter: { email }, order: 'desc', after: middle?.id ?? '' }).ids, [])
+    assert.deepEqual(page(index, { filter: { email }, order: 'desc', after: last?.id ?? '' }).ids, [
+      middle?.id,
+    ])
+    assert.deepEqual(
+      page(index, { filter: { email }, order: 'desc', after: middle?.id ?? '' }).ids,
+      [],
+    )
   })
 
   it('examines at most limit + 1 records for a page without a filter, whatever the number of users', () => {
     for (const count of [100, 20_000]) {
       const { index, users } = indexOf(count)
       const middle = users[count >> 1]?.id ?? ''
-      for (const query of [{}, { order: 'desc' }, { after: middle }, { order: 'desc', after: middle }] as const) {
+      for (const query of [
+        {},
+        { order: 'desc' },
+        { after: middle },
+        { order: 'desc', after: middle },
+      ] as const) {
         const result = counted(index, { ...query, limit: 20 })
         assert.equal(result.items.length, 20)
         assert.equal(result.hasMore, true)
-        assert.ok(result.examined <= 21, `${result.examined} records examined for 20 of ${count} users`)
+        assert.ok(
+          result.examined <= 21,
+          `${result.examined} records examined for 20 of ${count} users`,
+        )
       }
     }
   })

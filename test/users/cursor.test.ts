@@ -4,7 +4,7 @@ import { describe, it } from 'node:test'
 
 import { ServiceError } from '../../src/domain/errors.js'
 import { toHttpError } from '../../src/http/problem.js'
-import { createCursorCodec, type CursorState } from '../../src/users/cursor.js'
+import { type CursorState, createCursorCodec } from '../../src/users/cursor.js'
 
 const SECRET = Buffer.from('cursor-test-secret-0123456789-abcdefgh')
 const OTHER_SECRET = Buffer.from('cursor-test-secret-0123456789-abcdefgX')
@@ -124,7 +124,7 @@ describe('createCursorCodec', () => {
     for (const candidate of cases) assertBadCursor(() => codec.decode(candidate))
   })
 
-  it('refuses a cursor whose payload was swapped with another valid cursor\'s', () => {
+  it("refuses a cursor whose payload was swapped with another valid cursor's", () => {
     const codec = createCursorCodec(SECRET)
     const [payloadA = ''] = codec.encode(FULL).split('.')
     const [, signatureB = ''] = codec.encode(BARE).split('.')
@@ -149,24 +149,45 @@ describe('createCursorCodec: signed payloads it did not make', () => {
   it('derives its key from the secret with the documented label', () => {
     const text = forge(SECRET, JSON.stringify([1, AFTER, 'createdAt', null, null, null]))
     assert.deepEqual(codec.decode(text), { ...BARE, after: AFTER })
-    assert.deepEqual(codec.decode(forge(SECRET, JSON.stringify([1, AFTER, '-createdAt', ['pending'], 'a@b.c', 'x']))), {
-      after: AFTER, sort: '-createdAt', statuses: ['pending'], email: 'a@b.c', q: 'x',
-    })
+    assert.deepEqual(
+      codec.decode(
+        forge(SECRET, JSON.stringify([1, AFTER, '-createdAt', ['pending'], 'a@b.c', 'x'])),
+      ),
+      {
+        after: AFTER,
+        sort: '-createdAt',
+        statuses: ['pending'],
+        email: 'a@b.c',
+        q: 'x',
+      },
+    )
   })
 
   const refused: [string, string][] = [
     ['not JSON', '[1,'],
-    ['an object, not an array', JSON.stringify({ 0: 1, 1: AFTER, 2: 'createdAt', 3: null, 4: null, 5: null, length: 6 })],
+    [
+      'an object, not an array',
+      JSON.stringify({ 0: 1, 1: AFTER, 2: 'createdAt', 3: null, 4: null, 5: null, length: 6 }),
+    ],
     ['five elements', JSON.stringify([1, AFTER, 'createdAt', null, null])],
     ['seven elements', JSON.stringify([1, AFTER, 'createdAt', null, null, null, null])],
     ['version 2', JSON.stringify([2, AFTER, 'createdAt', null, null, null])],
     ['version "1"', JSON.stringify(['1', AFTER, 'createdAt', null, null, null])],
     ['a numeric after', JSON.stringify([1, 7, 'createdAt', null, null, null])],
-    ['an after that is not a canonical UUID', JSON.stringify([1, AFTER.toUpperCase(), 'createdAt', null, null, null])],
+    [
+      'an after that is not a canonical UUID',
+      JSON.stringify([1, AFTER.toUpperCase(), 'createdAt', null, null, null]),
+    ],
     ['an unknown sort', JSON.stringify([1, AFTER, 'name', null, null, null])],
     ['a missing sort', JSON.stringify([1, AFTER, null, null, null, null])],
-    ['statuses that are not an array', JSON.stringify([1, AFTER, 'createdAt', 'active', null, null])],
-    ['an unknown status', JSON.stringify([1, AFTER, 'createdAt', ['active', 'deleted'], null, null])],
+    [
+      'statuses that are not an array',
+      JSON.stringify([1, AFTER, 'createdAt', 'active', null, null]),
+    ],
+    [
+      'an unknown status',
+      JSON.stringify([1, AFTER, 'createdAt', ['active', 'deleted'], null, null]),
+    ],
     ['a numeric email', JSON.stringify([1, AFTER, 'createdAt', null, 5, null])],
     ['a numeric q', JSON.stringify([1, AFTER, 'createdAt', null, null, false])],
   ]

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { LineReader, NOT_UTF8, TOO_LONG, type SplitLine } from '../../src/users/import-lines.js'
+import { LineReader, NOT_UTF8, type SplitLine, TOO_LONG } from '../../src/users/import-lines.js'
 
 /** Every line the reader gives now. */
 function drain(reader: LineReader): SplitLine[] {
@@ -49,7 +49,14 @@ describe('LineReader', () => {
     const reader = new LineReader(100)
     const euro = Buffer.from('€')
     reader.push(Buffer.concat([Buffer.from('a'), euro.subarray(0, 1)]))
-    reader.push(Buffer.concat([euro.subarray(1), Buffer.from('\n'), Buffer.from([0xff, 0x0a]), Buffer.from('\uFEFFb\n')]))
+    reader.push(
+      Buffer.concat([
+        euro.subarray(1),
+        Buffer.from('\n'),
+        Buffer.from([0xff, 0x0a]),
+        Buffer.from('\uFEFFb\n'),
+      ]),
+    )
     assert.deepEqual(drain(reader), ['a€', NOT_UTF8, '\uFEFFb'])
   })
 })

@@ -1,11 +1,14 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { ServiceError, type FieldError } from '../../src/domain/errors.js'
-import { toHttpError } from '../../src/http/problem.js'
+import { type FieldError, ServiceError } from '../../src/domain/errors.js'
 import type { User } from '../../src/domain/user.js'
+import { toHttpError } from '../../src/http/problem.js'
 import {
-  validateCreate, validateEmptyBody, validatePatch, validateReplace,
+  validateCreate,
+  validateEmptyBody,
+  validatePatch,
+  validateReplace,
 } from '../../src/users/validate-user.js'
 import { makeEmail } from '../helpers/users-suite.js'
 
@@ -56,8 +59,11 @@ function metadataOf(count: number): Record<string, string> {
 }
 
 describe('validateCreate', () => {
-  it('trims email and name, keeps the email\'s case, and defaults metadata to {}', () => {
-    const input = validateCreate({ email: '  Ada.Lovelace@Example.COM \n', name: '\t Ada Lovelace  ' })
+  it("trims email and name, keeps the email's case, and defaults metadata to {}", () => {
+    const input = validateCreate({
+      email: '  Ada.Lovelace@Example.COM \n',
+      name: '\t Ada Lovelace  ',
+    })
     assert.equal(input.email, 'Ada.Lovelace@Example.COM')
     assert.equal(input.name, 'Ada Lovelace')
     assert.deepEqual({ ...input.metadata }, {})
@@ -98,8 +104,12 @@ describe('validateCreate', () => {
       }
       return assert.fail('expected a validation error')
     }
-    assert.deepEqual(messages({ email: 'ada@example.com', name: '  ' }), ['name must have at least 1 character.'])
-    assert.deepEqual(messages({ email: 'ada@example.com', name: 'n'.repeat(201) }), ['name must have at most 200 characters.'])
+    assert.deepEqual(messages({ email: 'ada@example.com', name: '  ' }), [
+      'name must have at least 1 character.',
+    ])
+    assert.deepEqual(messages({ email: 'ada@example.com', name: 'n'.repeat(201) }), [
+      'name must have at most 200 characters.',
+    ])
   })
 
   it('refuses each email rule at /email', () => {
@@ -155,7 +165,8 @@ describe('validateCreate', () => {
       ['Ada\u009fLovelace', 'invalid_characters'],
     ]
     for (const [name, code] of cases) {
-      const body = name === undefined ? { email: 'ada@example.com' } : { email: 'ada@example.com', name }
+      const body =
+        name === undefined ? { email: 'ada@example.com' } : { email: 'ada@example.com', name }
       assertRefused(() => validateCreate(body), [['/name', code]])
     }
   })
@@ -182,7 +193,13 @@ describe('validateCreate', () => {
       [{ z: null }, [['/metadata/z', 'invalid_type']]],
       [{ s: 's'.repeat(513) }, [['/metadata/s', 'too_long']]],
       [{ e: EMOJI.repeat(513) }, [['/metadata/e', 'too_long']]],
-      [{ one: 1, two: 2, ok: 'fine' }, [['/metadata/one', 'invalid_type'], ['/metadata/two', 'invalid_type']]],
+      [
+        { one: 1, two: 2, ok: 'fine' },
+        [
+          ['/metadata/one', 'invalid_type'],
+          ['/metadata/two', 'invalid_type'],
+        ],
+      ],
     ]
     for (const [metadata, expected] of cases) {
       assertRefused(() => validateCreate({ ...valid, metadata }), expected)
@@ -190,21 +207,36 @@ describe('validateCreate', () => {
   })
 
   it('refuses each unknown field with its own entry', () => {
-    assertRefused(() => validateCreate({ ...valid, foo: 1, bar: null, Email: 'x' }), [
-      ['/foo', 'unknown_field'], ['/bar', 'unknown_field'], ['/Email', 'unknown_field'],
-    ])
+    assertRefused(
+      () => validateCreate({ ...valid, foo: 1, bar: null, Email: 'x' }),
+      [
+        ['/foo', 'unknown_field'],
+        ['/bar', 'unknown_field'],
+        ['/Email', 'unknown_field'],
+      ],
+    )
     assertRefused(() => validateCreate({ ...valid, 'a/b': 1 }), [['/a~1b', 'unknown_field']])
   })
 
   it('treats __proto__ and constructor as unknown body fields', () => {
-    const body: unknown = JSON.parse('{"email":"ada@example.com","name":"Ada","__proto__":{"x":1},"constructor":"y"}')
-    assertRefused(() => validateCreate(body), [['/__proto__', 'unknown_field'], ['/constructor', 'unknown_field']])
+    const body: unknown = JSON.parse(
+      '{"email":"ada@example.com","name":"Ada","__proto__":{"x":1},"constructor":"y"}',
+    )
+    assertRefused(
+      () => validateCreate(body),
+      [
+        ['/__proto__', 'unknown_field'],
+        ['/constructor', 'unknown_field'],
+      ],
+    )
     assert.equal(Object.getOwnPropertyNames(Object.prototype).includes('x'), false)
   })
 
   it('stores __proto__ and constructor metadata keys as ordinary keys', () => {
     const metadataText = '{"__proto__":"p","constructor":"c","toString":"t"}'
-    const body: unknown = JSON.parse(`{"email":"ada@example.com","name":"Ada","metadata":${metadataText}}`)
+    const body: unknown = JSON.parse(
+      `{"email":"ada@example.com","name":"Ada","metadata":${metadataText}}`,
+    )
     const { metadata } = validateCreate(body)
     assert.equal(Object.getPrototypeOf(metadata), null)
     assert.deepEqual(Object.keys(metadata).sort(), ['__proto__', 'constructor', 'toString'])
@@ -215,7 +247,9 @@ describe('validateCreate', () => {
   })
 
   it('refuses an object __proto__ metadata value without polluting Object.prototype', () => {
-    const body: unknown = JSON.parse('{"email":"ada@example.com","name":"Ada","metadata":{"__proto__":{"polluted":"yes"}}}')
+    const body: unknown = JSON.parse(
+      '{"email":"ada@example.com","name":"Ada","metadata":{"__proto__":{"polluted":"yes"}}}',
+    )
     assertRefused(() => validateCreate(body), [['/metadata/__proto__', 'invalid_type']])
     assert.equal(({} as Record<string, unknown>)['polluted'], undefined)
   })
@@ -228,17 +262,30 @@ describe('validateCreate', () => {
 
   it('refuses every output-only field as read_only, whatever its value', () => {
     for (const [field, value] of Object.entries({
-      id: CURRENT.id, status: 'pending', createdAt: CURRENT.createdAt, updatedAt: CURRENT.updatedAt, version: 1,
+      id: CURRENT.id,
+      status: 'pending',
+      createdAt: CURRENT.createdAt,
+      updatedAt: CURRENT.updatedAt,
+      version: 1,
     })) {
-      assertRefused(() => validateCreate({ ...valid, [field]: value }), [[`/${field}`, 'read_only']])
+      assertRefused(
+        () => validateCreate({ ...valid, [field]: value }),
+        [[`/${field}`, 'read_only']],
+      )
     }
   })
 
   it('gives one entry per offending field', () => {
-    assertRefused(() => validateCreate({ email: 'nope', name: '', metadata: [], id: 'x', extra: 1 }), [
-      ['/email', 'invalid_format'], ['/name', 'required'], ['/metadata', 'invalid_type'],
-      ['/id', 'read_only'], ['/extra', 'unknown_field'],
-    ])
+    assertRefused(
+      () => validateCreate({ email: 'nope', name: '', metadata: [], id: 'x', extra: 1 }),
+      [
+        ['/email', 'invalid_format'],
+        ['/name', 'required'],
+        ['/metadata', 'invalid_type'],
+        ['/id', 'read_only'],
+        ['/extra', 'unknown_field'],
+      ],
+    )
   })
 })
 
@@ -258,13 +305,22 @@ describe('validateReplace', () => {
 
   it('refuses output-only fields that differ, pointing status to :activate and :suspend', () => {
     const changed: Record<string, unknown> = {
-      id: '0193a5f2-7c1e-7d3a-9b2f-1c2d3e4f5a6c', status: 'suspended', createdAt: '2026-11-21T13:47:00.001Z',
-      updatedAt: '2026-11-21T14:00:00Z', version: 5,
+      id: '0193a5f2-7c1e-7d3a-9b2f-1c2d3e4f5a6c',
+      status: 'suspended',
+      createdAt: '2026-11-21T13:47:00.001Z',
+      updatedAt: '2026-11-21T14:00:00Z',
+      version: 5,
     }
     for (const [field, value] of Object.entries(changed)) {
-      assertRefused(() => validateReplace({ ...CURRENT, [field]: value }, CURRENT), [[`/${field}`, 'read_only']])
+      assertRefused(
+        () => validateReplace({ ...CURRENT, [field]: value }, CURRENT),
+        [[`/${field}`, 'read_only']],
+      )
     }
-    assertRefused(() => validateReplace({ ...CURRENT, version: '4' }, CURRENT), [['/version', 'read_only']])
+    assertRefused(
+      () => validateReplace({ ...CURRENT, version: '4' }, CURRENT),
+      [['/version', 'read_only']],
+    )
     try {
       validateReplace({ ...CURRENT, status: 'pending' }, CURRENT)
       assert.fail('status was accepted')
@@ -278,33 +334,59 @@ describe('validateReplace', () => {
   })
 
   it('refuses metadata null as a wrong type', () => {
-    assertRefused(() => validateReplace({ ...valid, metadata: null }, CURRENT), [['/metadata', 'invalid_type']])
+    assertRefused(
+      () => validateReplace({ ...valid, metadata: null }, CURRENT),
+      [['/metadata', 'invalid_type']],
+    )
   })
 
   it('requires email and name', () => {
-    assertRefused(() => validateReplace({ metadata: {} }, CURRENT), [['/email', 'required'], ['/name', 'required']])
+    assertRefused(
+      () => validateReplace({ metadata: {} }, CURRENT),
+      [
+        ['/email', 'required'],
+        ['/name', 'required'],
+      ],
+    )
   })
 })
 
 describe('validatePatch', () => {
   it('changes only the named fields', () => {
     const input = validatePatch({ name: ' Countess ' }, CURRENT)
-    assert.deepEqual({ ...input, metadata: { ...input.metadata } }, {
-      email: CURRENT.email, name: 'Countess', metadata: { ...CURRENT.metadata },
-    })
+    assert.deepEqual(
+      { ...input, metadata: { ...input.metadata } },
+      {
+        email: CURRENT.email,
+        name: 'Countess',
+        metadata: { ...CURRENT.metadata },
+      },
+    )
   })
 
   it('returns the stored values for {}', () => {
     const input = validatePatch({}, CURRENT)
-    assert.deepEqual({ ...input, metadata: { ...input.metadata } }, {
-      email: CURRENT.email, name: CURRENT.name, metadata: { ...CURRENT.metadata },
-    })
+    assert.deepEqual(
+      { ...input, metadata: { ...input.metadata } },
+      {
+        email: CURRENT.email,
+        name: CURRENT.name,
+        metadata: { ...CURRENT.metadata },
+      },
+    )
   })
 
   it('merges metadata: null removes a key, a string sets one, others stay', () => {
-    const input = validatePatch({ metadata: { level: null, missing: null, city: 'London' } }, CURRENT)
+    const input = validatePatch(
+      { metadata: { level: null, missing: null, city: 'London' } },
+      CURRENT,
+    )
     assert.deepEqual({ ...input.metadata }, { team: 'analytics', city: 'London' })
-    assert.deepEqual({ ...CURRENT.metadata }, { team: 'analytics', level: '3' }, 'the stored metadata is not touched')
+    assert.deepEqual(
+      { ...CURRENT.metadata },
+      { team: 'analytics', level: '3' },
+      'the stored metadata is not touched',
+    )
   })
 
   it('removes all metadata for metadata null', () => {
@@ -312,7 +394,10 @@ describe('validatePatch', () => {
   })
 
   it('removes a __proto__ key with null like any other key', () => {
-    const current: User = { ...CURRENT, metadata: JSON.parse('{"__proto__":"p","a":"b"}') as Record<string, string> }
+    const current: User = {
+      ...CURRENT,
+      metadata: JSON.parse('{"__proto__":"p","a":"b"}') as Record<string, string>,
+    }
     const input = validatePatch(JSON.parse('{"metadata":{"__proto__":null}}'), current)
     assert.deepEqual(Object.keys(input.metadata), ['a'])
     const added = validatePatch(JSON.parse('{"metadata":{"constructor":"c"}}'), CURRENT)
@@ -322,19 +407,42 @@ describe('validatePatch', () => {
 
   it('refuses merged metadata over 32 keys, but not a patch that stays at 32', () => {
     const current: User = { ...CURRENT, metadata: metadataOf(31) }
-    assertRefused(() => validatePatch({ metadata: { x: '1', y: '2' } }, current), [['/metadata', 'too_many_keys']])
-    assert.equal(Object.keys(validatePatch({ metadata: { k0: null, x: '1', y: '2' } }, current).metadata).length, 32)
+    assertRefused(
+      () => validatePatch({ metadata: { x: '1', y: '2' } }, current),
+      [['/metadata', 'too_many_keys']],
+    )
+    assert.equal(
+      Object.keys(validatePatch({ metadata: { k0: null, x: '1', y: '2' } }, current).metadata)
+        .length,
+      32,
+    )
   })
 
   it('refuses null for name and email as required', () => {
-    assertRefused(() => validatePatch({ name: null, email: null }, CURRENT), [['/name', 'required'], ['/email', 'required']])
+    assertRefused(
+      () => validatePatch({ name: null, email: null }, CURRENT),
+      [
+        ['/name', 'required'],
+        ['/email', 'required'],
+      ],
+    )
   })
 
   it('refuses bad values, unknown fields and changed output-only fields', () => {
-    assertRefused(() => validatePatch({ email: 'nope', metadata: { 'bad key': 'x', n: 1 }, foo: 1, status: 'suspended' }, CURRENT), [
-      ['/email', 'invalid_format'], ['/metadata/bad key', 'invalid_key'], ['/metadata/n', 'invalid_type'],
-      ['/foo', 'unknown_field'], ['/status', 'read_only'],
-    ])
+    assertRefused(
+      () =>
+        validatePatch(
+          { email: 'nope', metadata: { 'bad key': 'x', n: 1 }, foo: 1, status: 'suspended' },
+          CURRENT,
+        ),
+      [
+        ['/email', 'invalid_format'],
+        ['/metadata/bad key', 'invalid_key'],
+        ['/metadata/n', 'invalid_type'],
+        ['/foo', 'unknown_field'],
+        ['/status', 'read_only'],
+      ],
+    )
     assertRefused(() => validatePatch({ metadata: 'x' }, CURRENT), [['/metadata', 'invalid_type']])
     assertRefused(() => validatePatch({ metadata: [] }, CURRENT), [['/metadata', 'invalid_type']])
   })
@@ -344,32 +452,51 @@ describe('validatePatch', () => {
   })
 
   it('refuses bodies that are not objects', () => {
-    for (const body of [null, [], 'x', 1, true]) assertRefused(() => validatePatch(body, CURRENT), [['', 'invalid_type']])
+    for (const body of [null, [], 'x', 1, true])
+      assertRefused(() => validatePatch(body, CURRENT), [['', 'invalid_type']])
   })
 })
 
 describe('validateEmptyBody', () => {
   it('accepts no body and {}', () => {
-    assert.doesNotThrow(() => { validateEmptyBody(undefined) })
-    assert.doesNotThrow(() => { validateEmptyBody({}) })
+    assert.doesNotThrow(() => {
+      validateEmptyBody(undefined)
+    })
+    assert.doesNotThrow(() => {
+      validateEmptyBody({})
+    })
   })
 
   it('refuses any field, each at its pointer', () => {
-    assertRefused(() => { validateEmptyBody({ reason: 'x', status: 'active' }) }, [
-      ['/reason', 'unknown_field'], ['/status', 'unknown_field'],
+    assertRefused(() => {
+      validateEmptyBody({ reason: 'x', status: 'active' })
+    }, [
+      ['/reason', 'unknown_field'],
+      ['/status', 'unknown_field'],
     ])
   })
 
   it('refuses JSON that is not an object', () => {
-    for (const body of [null, [], 'x', 0, false]) assertRefused(() => { validateEmptyBody(body) }, [['', 'invalid_type']])
+    for (const body of [null, [], 'x', 0, false])
+      assertRefused(() => {
+        validateEmptyBody(body)
+      }, [['', 'invalid_type']])
   })
 })
 
 describe('email edges', () => {
   it('refuses addresses a practical check must not take as invalid_format', () => {
     const cases = [
-      'a@.example.com', 'a@example.com.', 'a@example..com', '@example.com', 'a@b@example.com',
-      'v@io', 'a@b', 'zoë@example', 'a@example.com@', 'a @example.com',
+      'a@.example.com',
+      'a@example.com.',
+      'a@example..com',
+      '@example.com',
+      'a@b@example.com',
+      'v@io',
+      'a@b',
+      'zoë@example',
+      'a@example.com@',
+      'a @example.com',
     ]
     for (const email of cases) {
       assertRefused(() => validateCreate({ email, name: 'Ada' }), [['/email', 'invalid_format']])
@@ -418,76 +545,107 @@ describe('well-formed Unicode', () => {
     for (const bad of ILL_FORMED) {
       const email = `ada${bad}@example.com`
       const body = { email, name: `Ada ${bad}`, metadata: { k: `v${bad}` } }
-      assertRefused(() => validateCreate(body), [
-        ['/email', 'invalid_characters'], ['/name', 'invalid_characters'],
-        ['/metadata/k', 'invalid_characters'],
-      ])
-      assertRefused(() => validateCreate({ email: 'a@example.com', name: bad }), [
-        ['/name', 'invalid_characters'],
-      ])
-      assertRefused(() => validateReplace({ ...CURRENT, email: `a@exam${bad}ple.com` }, CURRENT), [
-        ['/email', 'invalid_characters'],
-      ])
-      assertRefused(() => validatePatch({ name: `${bad}Ada` }, CURRENT), [
-        ['/name', 'invalid_characters'],
-      ])
+      assertRefused(
+        () => validateCreate(body),
+        [
+          ['/email', 'invalid_characters'],
+          ['/name', 'invalid_characters'],
+          ['/metadata/k', 'invalid_characters'],
+        ],
+      )
+      assertRefused(
+        () => validateCreate({ email: 'a@example.com', name: bad }),
+        [['/name', 'invalid_characters']],
+      )
+      assertRefused(
+        () => validateReplace({ ...CURRENT, email: `a@exam${bad}ple.com` }, CURRENT),
+        [['/email', 'invalid_characters']],
+      )
+      assertRefused(
+        () => validatePatch({ name: `${bad}Ada` }, CURRENT),
+        [['/name', 'invalid_characters']],
+      )
     }
   })
 
   it('refuses a lone surrogate before any other rule of the field', () => {
-    assertRefused(() => validateCreate({ email: 'x\ud800', name: `${'n'.repeat(300)}\ud800` }), [
-      ['/email', 'invalid_characters'], ['/name', 'invalid_characters'],
-    ])
+    assertRefused(
+      () => validateCreate({ email: 'x\ud800', name: `${'n'.repeat(300)}\ud800` }),
+      [
+        ['/email', 'invalid_characters'],
+        ['/name', 'invalid_characters'],
+      ],
+    )
     const metadata = { 'bad key\ud800': 's'.repeat(600) }
-    assertRefused(() => validateCreate({ ...valid, metadata }), [
-      ['/metadata/bad key\ud800', 'invalid_characters'],
-    ])
-    assertRefused(() => validateCreate({ ...valid, metadata: { o: { x: ['\udc00'] } } }), [
-      ['/metadata/o', 'invalid_characters'],
-    ])
-    assertRefused(() => validateCreate({ ...valid, metadata: ['\udfff'] }), [
-      ['/metadata', 'invalid_characters'],
-    ])
-    assertRefused(() => validatePatch({ metadata: '\udfff' }, CURRENT), [
-      ['/metadata', 'invalid_characters'],
-    ])
+    assertRefused(
+      () => validateCreate({ ...valid, metadata }),
+      [['/metadata/bad key\ud800', 'invalid_characters']],
+    )
+    assertRefused(
+      () => validateCreate({ ...valid, metadata: { o: { x: ['\udc00'] } } }),
+      [['/metadata/o', 'invalid_characters']],
+    )
+    assertRefused(
+      () => validateCreate({ ...valid, metadata: ['\udfff'] }),
+      [['/metadata', 'invalid_characters']],
+    )
+    assertRefused(
+      () => validatePatch({ metadata: '\udfff' }, CURRENT),
+      [['/metadata', 'invalid_characters']],
+    )
   })
 
   it('refuses a lone surrogate in a metadata key, even one a patch removes', () => {
-    assertRefused(() => validatePatch({ metadata: { 'team\ud800': null } }, CURRENT), [
-      ['/metadata/team\ud800', 'invalid_characters'],
-    ])
-    assertRefused(() => validateCreate({ ...valid, metadata: { '\udbff': 'v' } }), [
-      ['/metadata/\udbff', 'invalid_characters'],
-    ])
+    assertRefused(
+      () => validatePatch({ metadata: { 'team\ud800': null } }, CURRENT),
+      [['/metadata/team\ud800', 'invalid_characters']],
+    )
+    assertRefused(
+      () => validateCreate({ ...valid, metadata: { '\udbff': 'v' } }),
+      [['/metadata/\udbff', 'invalid_characters']],
+    )
   })
 
   it('refuses a lone surrogate in unknown and read-only fields, names included', () => {
     const deep = { a: [1, { b: '\udfff' }] }
-    assertRefused(() => validateCreate({ ...valid, nickname: '\ud800', deep }), [
-      ['/nickname', 'invalid_characters'], ['/deep', 'invalid_characters'],
-    ])
-    assertRefused(() => validateCreate({ ...valid, 'x\ud800': 1, ok: { 'k\udc00': 1 } }), [
-      ['/x\ud800', 'invalid_characters'], ['/ok', 'invalid_characters'],
-    ])
-    assertRefused(() => validateCreate({ ...valid, status: 'active\ud800' }), [
-      ['/status', 'invalid_characters'],
-    ])
+    assertRefused(
+      () => validateCreate({ ...valid, nickname: '\ud800', deep }),
+      [
+        ['/nickname', 'invalid_characters'],
+        ['/deep', 'invalid_characters'],
+      ],
+    )
+    assertRefused(
+      () => validateCreate({ ...valid, 'x\ud800': 1, ok: { 'k\udc00': 1 } }),
+      [
+        ['/x\ud800', 'invalid_characters'],
+        ['/ok', 'invalid_characters'],
+      ],
+    )
+    assertRefused(
+      () => validateCreate({ ...valid, status: 'active\ud800' }),
+      [['/status', 'invalid_characters']],
+    )
     const createdAt = `${CURRENT.createdAt}\udbff`
-    assertRefused(() => validateReplace({ ...CURRENT, createdAt }, CURRENT), [
-      ['/createdAt', 'invalid_characters'],
-    ])
+    assertRefused(
+      () => validateReplace({ ...CURRENT, createdAt }, CURRENT),
+      [['/createdAt', 'invalid_characters']],
+    )
     assertRefused(() => validatePatch({ id: '\udc00' }, CURRENT), [['/id', 'invalid_characters']])
-    assertRefused(() => { validateEmptyBody({ reason: '\ud800', ok: 1 }) }, [
-      ['/reason', 'invalid_characters'], ['/ok', 'unknown_field'],
+    assertRefused(() => {
+      validateEmptyBody({ reason: '\ud800', ok: 1 })
+    }, [
+      ['/reason', 'invalid_characters'],
+      ['/ok', 'unknown_field'],
     ])
   })
 
   it('finds a lone surrogate under any depth of nesting without overflowing the stack', () => {
     const depth = 30_000
-    const nested = (inner: string): unknown => JSON.parse(
-      `{"email":"a@example.com","name":"A","x":${'['.repeat(depth)}${inner}${']'.repeat(depth)}}`,
-    )
+    const nested = (inner: string): unknown =>
+      JSON.parse(
+        `{"email":"a@example.com","name":"A","x":${'['.repeat(depth)}${inner}${']'.repeat(depth)}}`,
+      )
     assertRefused(() => validateCreate(nested('"\\ud800"')), [['/x', 'invalid_characters']])
     assertRefused(() => validateCreate(nested('"ok"')), [['/x', 'unknown_field']])
   })
@@ -496,31 +654,52 @@ describe('well-formed Unicode', () => {
 describe('visible characters', () => {
   // Every one is White_Space or Default_Ignorable_Code_Point; String.prototype.trim keeps most.
   const INVISIBLE = [
-    '\u200b', '\u200c', '\u200d', '\u2060', '\u00ad', '\u034f', '\u180e', '\u3164', '\u115f',
-    '\uffa0', '\u{e0001}', '\u{e0020}', '\u200b\u200d\u2060', '\u200b \u200b', '\u00a0\u200b\u3000',
+    '\u200b',
+    '\u200c',
+    '\u200d',
+    '\u2060',
+    '\u00ad',
+    '\u034f',
+    '\u180e',
+    '\u3164',
+    '\u115f',
+    '\uffa0',
+    '\u{e0001}',
+    '\u{e0020}',
+    '\u200b\u200d\u2060',
+    '\u200b \u200b',
+    '\u00a0\u200b\u3000',
   ]
 
   it('refuses a name of only white space and zero-width characters, saying why', () => {
     for (const name of INVISIBLE) {
       const problem = problemOf(() => validateCreate({ email: 'ada@example.com', name }))
-      assert.deepEqual(problem.errors?.map((error) => [error.pointer, error.code]), [
-        ['/name', 'invalid_characters'],
-      ], JSON.stringify(name))
+      assert.deepEqual(
+        problem.errors?.map((error) => [error.pointer, error.code]),
+        [['/name', 'invalid_characters']],
+        JSON.stringify(name),
+      )
       assert.match(problem.errors?.[0]?.message ?? '', /nothing visible/)
       assertRefused(() => validatePatch({ name }, CURRENT), [['/name', 'invalid_characters']])
     }
   })
 
   it('refuses a name of only a byte order mark as required: trimming removes it', () => {
-    assertRefused(() => validateCreate({ email: 'ada@example.com', name: '\ufeff' }), [
-      ['/name', 'required'],
-    ])
+    assertRefused(
+      () => validateCreate({ email: 'ada@example.com', name: '\ufeff' }),
+      [['/name', 'required']],
+    )
   })
 
   it('accepts zero-width characters between or beside visible ones', () => {
     const names = [
-      '👨\u200d👩\u200d👧', '\u0915\u094d\u200d\u0937', 'Ada\u200bLovelace', '\u200bAda', 'x\u00ad',
-      '\u0930\u094d\u200d', 'Ada\u2060',
+      '👨\u200d👩\u200d👧',
+      '\u0915\u094d\u200d\u0937',
+      'Ada\u200bLovelace',
+      '\u200bAda',
+      'x\u00ad',
+      '\u0930\u094d\u200d',
+      'Ada\u2060',
     ]
     for (const name of names) {
       assert.equal(validateCreate({ email: 'a@example.com', name }).name, name)
@@ -529,14 +708,22 @@ describe('visible characters', () => {
 
   it('refuses an email whose local part or a domain label is only invisible characters', () => {
     const cases = [
-      '\u200b@example.com', '\u200d\u2060@example.com', 'a@\u200b.com', 'a@example.\u200b',
-      'a@\u00ad.example.com', 'a@example.\u3164', '\u{e0001}@example.com', 'a@b.\u034f\u180e',
+      '\u200b@example.com',
+      '\u200d\u2060@example.com',
+      'a@\u200b.com',
+      'a@example.\u200b',
+      'a@\u00ad.example.com',
+      'a@example.\u3164',
+      '\u{e0001}@example.com',
+      'a@b.\u034f\u180e',
     ]
     for (const email of cases) {
       const problem = problemOf(() => validateCreate({ email, name: 'Ada' }))
-      assert.deepEqual(problem.errors?.map((error) => [error.pointer, error.code]), [
-        ['/email', 'invalid_format'],
-      ], JSON.stringify(email))
+      assert.deepEqual(
+        problem.errors?.map((error) => [error.pointer, error.code]),
+        [['/email', 'invalid_format']],
+        JSON.stringify(email),
+      )
       assert.match(problem.errors?.[0]?.message ?? '', /visible/)
     }
   })
@@ -557,10 +744,16 @@ describe('the size of a 422', () => {
 
   it('lists the first 20 field errors in body order and says more were left out', () => {
     const problem = problemOf(() => validatePatch({ metadata: badKeys(7000) }, CURRENT))
-    assert.deepEqual(pointersOf(problem), Object.keys(badKeys(20)).map((key) => `/metadata/${key}`))
+    assert.deepEqual(
+      pointersOf(problem),
+      Object.keys(badKeys(20)).map((key) => `/metadata/${key}`),
+    )
     assert.ok(problem.errors?.every((error) => error.code === 'invalid_key'))
-    assert.equal(problem.detail, `${RULES} /metadata/!0, /metadata/!1, /metadata/!2 and 17 more `
-      + 'fields. Only the first 20 errors are listed.')
+    assert.equal(
+      problem.detail,
+      `${RULES} /metadata/!0, /metadata/!1, /metadata/!2 and 17 more ` +
+        'fields. Only the first 20 errors are listed.',
+    )
   })
 
   it('sends 20 errors without the note, and 20 of 21 with it', () => {
@@ -570,30 +763,54 @@ describe('the size of a 422', () => {
     assert.equal(twenty.errors?.length, 20)
     assert.equal(twenty.detail, `${RULES} /f0, /f1, /f2 and 17 more fields.`)
     const more = problemOf(() => validateCreate({ ...valid, ...fields(21) }))
-    assert.deepEqual(pointersOf(more), Object.keys(fields(20)).map((key) => `/${key}`))
+    assert.deepEqual(
+      pointersOf(more),
+      Object.keys(fields(20)).map((key) => `/${key}`),
+    )
     assert.match(more.detail, /and 17 more fields\. Only the first 20 errors are listed\.$/)
   })
 
   it('keeps body order across fields, with missing required fields last', () => {
-    const problem = problemOf(() => validateCreate({
-      zz: 1, email: 'bad', metadata: { 'b k': 'x', ok: 'y', n: 1 }, id: 'x',
-    }))
-    assert.deepEqual(problem.errors?.map((error) => [error.pointer, error.code]), [
-      ['/zz', 'unknown_field'], ['/email', 'invalid_format'], ['/metadata/b k', 'invalid_key'],
-      ['/metadata/n', 'invalid_type'], ['/id', 'read_only'], ['/name', 'required'],
-    ])
+    const problem = problemOf(() =>
+      validateCreate({
+        zz: 1,
+        email: 'bad',
+        metadata: { 'b k': 'x', ok: 'y', n: 1 },
+        id: 'x',
+      }),
+    )
+    assert.deepEqual(
+      problem.errors?.map((error) => [error.pointer, error.code]),
+      [
+        ['/zz', 'unknown_field'],
+        ['/email', 'invalid_format'],
+        ['/metadata/b k', 'invalid_key'],
+        ['/metadata/n', 'invalid_type'],
+        ['/id', 'read_only'],
+        ['/name', 'required'],
+      ],
+    )
     assert.equal(problem.detail, `${RULES} /zz, /email, /metadata/b k and 3 more fields.`)
   })
 
   it('names up to three fields in the detail, and the body as "the body"', () => {
     const detail = (action: () => unknown): string => problemOf(action).detail
-    assert.equal(detail(() => validateCreate({ email: 'bad', name: 'A' })), `${RULES} /email.`)
-    assert.equal(detail(() => validateCreate({ name: '' })), `${RULES} /name, /email.`)
+    assert.equal(
+      detail(() => validateCreate({ email: 'bad', name: 'A' })),
+      `${RULES} /email.`,
+    )
+    assert.equal(
+      detail(() => validateCreate({ name: '' })),
+      `${RULES} /name, /email.`,
+    )
     const five = detail(() => validateCreate({ a: 1, b: 2, c: 3 }))
     assert.equal(five, `${RULES} /a, /b, /c and 2 more fields.`)
     const four = detail(() => validateCreate({ a: 1, b: 2, c: 3, email: 'a@example.com' }))
     assert.equal(four, `${RULES} /a, /b, /c and 1 more field.`)
-    assert.equal(detail(() => validateCreate(null)), `${RULES} the body.`)
+    assert.equal(
+      detail(() => validateCreate(null)),
+      `${RULES} the body.`,
+    )
   })
 
   it('cuts a long pointer in the detail to 40 characters, but sends it whole in errors[]', () => {
@@ -613,12 +830,14 @@ describe('the size of a 422', () => {
     assert.doesNotMatch(cut.detail, /\p{Surrogate}/u)
   })
 
-  it('never repeats a client\'s key in a message', () => {
+  it("never repeats a client's key in a message", () => {
     const key = 'k'.repeat(10_000)
     const messages = [
-      ...problemOf(() => validateCreate({ ...valid, [key]: 1 })).errors ?? [],
-      ...problemOf(() => validateCreate({ ...valid, metadata: { [key]: 'v' } })).errors ?? [],
-      ...problemOf(() => { validateEmptyBody({ [key]: 1 }) }).errors ?? [],
+      ...(problemOf(() => validateCreate({ ...valid, [key]: 1 })).errors ?? []),
+      ...(problemOf(() => validateCreate({ ...valid, metadata: { [key]: 'v' } })).errors ?? []),
+      ...(problemOf(() => {
+        validateEmptyBody({ [key]: 1 })
+      }).errors ?? []),
     ].map((error) => error.message)
     assert.equal(messages.length, 3)
     for (const message of messages) {
@@ -632,8 +851,10 @@ describe('read-only hints', () => {
     const messageOf = (action: () => unknown): string =>
       problemOf(action).errors?.[0]?.message ?? ''
     const changed: Record<string, unknown> = {
-      id: '0193a5f2-7c1e-7d3a-9b2f-1c2d3e4f5a6c', createdAt: '2026-11-21T13:47:00.001Z',
-      updatedAt: '2026-11-21T14:00:00Z', version: 5,
+      id: '0193a5f2-7c1e-7d3a-9b2f-1c2d3e4f5a6c',
+      createdAt: '2026-11-21T13:47:00.001Z',
+      updatedAt: '2026-11-21T14:00:00Z',
+      version: 5,
     }
     for (const [field, value] of Object.entries(changed)) {
       for (const message of [
@@ -675,8 +896,14 @@ describe('read-only messages', () => {
   it('asks for the stored value on replace and patch, with no hint for fields other than status', () => {
     for (const field of ['id', 'createdAt', 'updatedAt', 'version']) {
       const expected = `${field} is read-only: send its stored value or leave it out.`
-      assert.equal(messageOf(() => validateReplace({ ...CURRENT, [field]: 'x' }, CURRENT), `/${field}`), expected)
-      assert.equal(messageOf(() => validatePatch({ [field]: 'x' }, CURRENT), `/${field}`), expected)
+      assert.equal(
+        messageOf(() => validateReplace({ ...CURRENT, [field]: 'x' }, CURRENT), `/${field}`),
+        expected,
+      )
+      assert.equal(
+        messageOf(() => validatePatch({ [field]: 'x' }, CURRENT), `/${field}`),
+        expected,
+      )
     }
   })
 
@@ -705,9 +932,13 @@ describe('mutation-found edges', () => {
   })
 
   it('refuses a missing (undefined) email or name as required', () => {
-    assertRefused(() => validateCreate({ email: undefined, name: undefined }), [
-      ['/email', 'required'], ['/name', 'required'],
-    ])
+    assertRefused(
+      () => validateCreate({ email: undefined, name: undefined }),
+      [
+        ['/email', 'required'],
+        ['/name', 'required'],
+      ],
+    )
   })
 
   it('says metadata must be an object of strings on create, and that null removes it on patch', () => {
@@ -719,7 +950,9 @@ describe('mutation-found edges', () => {
 
   it('reports only the bad entry, not too_many_keys, when 33 keys hold a bad one', () => {
     const bad: Array<[string, unknown, string]> = [
-      ['b k', 'x', 'invalid_key'], ['n', 1, 'invalid_type'], ['s', 's'.repeat(513), 'too_long'],
+      ['b k', 'x', 'invalid_key'],
+      ['n', 1, 'invalid_type'],
+      ['s', 's'.repeat(513), 'too_long'],
       ['\ud800', 'x', 'invalid_characters'],
     ]
     for (const [key, value, code] of bad) {
@@ -731,24 +964,34 @@ describe('mutation-found edges', () => {
   it('counts a surrogate pair at each edge of the ranges as one character', () => {
     for (const pair of ['\ud800\udc00', '\udbff\udfff', '\ud800\udfff', '\udbff\udc00']) {
       assert.equal(validateCreate({ ...valid, name: pair.repeat(200) }).name, pair.repeat(200))
-      assertRefused(() => validateCreate({ ...valid, name: pair.repeat(201) }), [['/name', 'too_long']])
+      assertRefused(
+        () => validateCreate({ ...valid, name: pair.repeat(201) }),
+        [['/name', 'too_long']],
+      )
     }
   })
 
   it('names exactly three fields without "and 0 more"', () => {
-    assert.equal(problemOf(() => validateCreate({ a: 1, b: 2, email: 'a@example.com', name: 'x', c: 3 })).detail,
-      `${RULES} /a, /b, /c.`)
+    assert.equal(
+      problemOf(() => validateCreate({ a: 1, b: 2, email: 'a@example.com', name: 'x', c: 3 }))
+        .detail,
+      `${RULES} /a, /b, /c.`,
+    )
   })
 
   it('cuts a pointer of 41 to 80 characters too', () => {
     const key = 'k'.repeat(49)
-    assert.equal(problemOf(() => validateCreate({ ...valid, [key]: 1 })).detail, `${RULES} /${'k'.repeat(38)}….`)
+    assert.equal(
+      problemOf(() => validateCreate({ ...valid, [key]: 1 })).detail,
+      `${RULES} /${'k'.repeat(38)}….`,
+    )
   })
 })
 
 describe('an email of only invisible characters', () => {
-  it('is refused by the email shape rule (the visibility rule is the name\'s)', () => {
-    const error = problemOf(() => validateCreate({ email: '\u200b\u200b\u200b', name: 'Ada' })).errors?.[0]
+  it("is refused by the email shape rule (the visibility rule is the name's)", () => {
+    const error = problemOf(() => validateCreate({ email: '\u200b\u200b\u200b', name: 'Ada' }))
+      .errors?.[0]
     assert.equal(error?.pointer, '/email')
     assert.equal(error?.code, 'invalid_format')
     assert.equal(error?.message, 'email must look like local@domain.tld, without spaces.')

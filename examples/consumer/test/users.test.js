@@ -17,7 +17,10 @@ describe('my app against a real user service', () => {
     })
     assert.equal(res.status, 200)
     const page = await res.json()
-    assert.deepEqual(page.items.map((user) => user.id), [ada.id])
+    assert.deepEqual(
+      page.items.map((user) => user.id),
+      [ada.id],
+    )
   })
 
   it('refuses a write without users:write', async (t) => {
@@ -25,7 +28,10 @@ describe('my app against a real user service', () => {
     t.after(service.close)
     const res = await fetch(`${service.url}/users`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${service.token('users:read', 'reader')}`, 'content-type': 'application/json' },
+      headers: {
+        authorization: `Bearer ${service.token('users:read', 'reader')}`,
+        'content-type': 'application/json',
+      },
       body: JSON.stringify({ email: 'someone@example.com', name: 'Someone' }),
     })
     assert.equal(res.status, 403)
@@ -40,7 +46,9 @@ describe('my app against a real user service', () => {
     await first.close()
     const second = await startTestService({ dataDir })
     t.after(second.close)
-    const res = await fetch(`${second.url}/users/${user.id}`, { headers: { authorization: `Bearer ${second.token()}` } })
+    const res = await fetch(`${second.url}/users/${user.id}`, {
+      headers: { authorization: `Bearer ${second.token()}` },
+    })
     assert.equal((await res.json()).email, 'kept@example.com')
   })
 })

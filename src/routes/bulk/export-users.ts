@@ -1,5 +1,5 @@
+import { type Route, STREAMED } from '../route.js'
 import { API_ROUTE, NDJSON, TEXT } from '../route-defaults.js'
-import { STREAMED, type Route } from '../route.js'
 import { drained, dropIfUnread, readyToStream, streamHeaders } from './slow-client.js'
 
 /** The export's writes: large enough to cost few system calls, small beside OUTPUT_BYTES. */
@@ -17,7 +17,8 @@ export const exportUsers: Route = {
   summary: 'Every user as NDJSON, one per line, streamed',
   responses: {
     200: {
-      description: 'Every user that existed throughout the export, exactly once, one JSON user per line, in id order.',
+      description:
+        'Every user that existed throughout the export, exactly once, one JSON user per line, in id order.',
       content: { [NDJSON]: TEXT },
     },
   },
@@ -33,7 +34,12 @@ export const exportUsers: Route = {
     // Keyset pages: every user that exists throughout is in exactly one page, whatever changes.
     let after: string | undefined
     for (;;) {
-      const page = await store.list({ filter: {}, order: 'asc', limit: pageSize, ...(after === undefined ? {} : { after }) })
+      const page = await store.list({
+        filter: {},
+        order: 'asc',
+        limit: pageSize,
+        ...(after === undefined ? {} : { after }),
+      })
       // One page at a time in memory, written in pieces of about WRITE_BYTES, each once the
       // socket took the last: the next page is only read once the socket took this one.
       let piece = ''

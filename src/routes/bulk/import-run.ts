@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 
 import { lingerAfterResponse } from '../../http/lingering-close.js'
 import { LineReader, type SplitLine } from '../../users/import-lines.js'
-import { MAX_LINE_BYTES, toFailureResult, type LineResult } from '../../users/import-user.js'
+import { type LineResult, MAX_LINE_BYTES, toFailureResult } from '../../users/import-user.js'
 
 export interface ImportRunOptions {
   readonly req: IncomingMessage
@@ -61,15 +61,21 @@ export class ImportRun {
 
   async run(): Promise<void> {
     const { req, res } = this.#options
-    const onData = (chunk: Buffer): void => { this.#take(chunk) }
+    const onData = (chunk: Buffer): void => {
+      this.#take(chunk)
+    }
     const onEnd = (): void => {
       if (this.#inputEnded) return
       this.#inputEnded = true
       this.#reader.end()
       this.#wake()
     }
-    const onLeave = (): void => { this.#leave() }
-    const onClose = (): void => { if (!res.writableFinished) this.#leave() }
+    const onLeave = (): void => {
+      this.#leave()
+    }
+    const onClose = (): void => {
+      if (!res.writableFinished) this.#leave()
+    }
     const onDrain = (): void => {
       this.#clearStall()
       this.#wake()
@@ -87,7 +93,9 @@ export class ImportRun {
       if (this.#tooLarge) {
         const { maxBytes } = this.#options
         const detail = `The import body is larger than ${maxBytes} bytes (IMPORT_MAX_BYTES); the rest was not read.`
-        res.write(`${JSON.stringify({ line: this.#lineNumber + 1, status: 413, code: 'payload_too_large', detail })}\n`)
+        res.write(
+          `${JSON.stringify({ line: this.#lineNumber + 1, status: 413, code: 'payload_too_large', detail })}\n`,
+        )
         // The rest of the body is not read: close the connection once the answer is out.
         lingerAfterResponse(req.socket)
       }
@@ -136,7 +144,8 @@ export class ImportRun {
     const slot: Slot = { text: undefined }
     this.#slots.push(slot)
     this.#running += 1
-    void this.#options.importLine(line, text)
+    void this.#options
+      .importLine(line, text)
       .catch((error: unknown) => toFailureResult(line, error))
       .then((result) => {
         slot.text = `${JSON.stringify(result)}\n`
@@ -166,7 +175,13 @@ export class ImportRun {
   /** Reads the body on once the lines read ahead have shrunk below the bound. */
   #readOnIfRoom(): void {
     const { req, readAheadBytes } = this.#options
-    if (req.isPaused() && !this.#inputEnded && !this.#left && this.#reader.buffered <= readAheadBytes) req.resume()
+    if (
+      req.isPaused() &&
+      !this.#inputEnded &&
+      !this.#left &&
+      this.#reader.buffered <= readAheadBytes
+    )
+      req.resume()
   }
 
   #outputFull(): boolean {
@@ -219,7 +234,9 @@ export class ImportRun {
   }
 
   #wait(): Promise<void> {
-    return new Promise((resolve) => { this.#waiter = resolve })
+    return new Promise((resolve) => {
+      this.#waiter = resolve
+    })
   }
 
   #wake(): void {
@@ -230,5 +247,7 @@ export class ImportRun {
 }
 
 function yieldToLoop(): Promise<void> {
-  return new Promise((resolve) => { setImmediate(resolve) })
+  return new Promise((resolve) => {
+    setImmediate(resolve)
+  })
 }

@@ -10,7 +10,9 @@ import type { RouteContext } from '../route.js'
  * other route. False when the connection is closing or gone: nothing is to be sent.
  */
 export async function readyToStream(req: IncomingMessage): Promise<boolean> {
-  await new Promise((resolve) => { setImmediate(resolve) })
+  await new Promise((resolve) => {
+    setImmediate(resolve)
+  })
   return !(isClosing(req.socket) || req.socket.destroyed)
 }
 
@@ -54,5 +56,7 @@ export function dropIfUnread(res: ServerResponse, stallMs: number): void {
     timer = setTimeout(check, stallMs)
   }
   let timer = setTimeout(check, stallMs)
-  res.once('close', () => { clearTimeout(timer) })
+  res.once('close', () => {
+    clearTimeout(timer)
+  })
 }

@@ -3,7 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import { HttpError } from '../../http/problem.js'
 import { EVENT_PAGE_MAX_BYTES, type EventFeed, type EventPage } from '../../store/feed/journal.js'
 import { parseEventQuery } from './event-query.js'
-import { startSseStream, STREAM_PAGE, type SseStream, type StreamReader } from './sse-stream.js'
+import { type SseStream, STREAM_PAGE, type StreamReader, startSseStream } from './sse-stream.js'
 
 export interface EventStreamsOptions {
   /** The store's feed; undefined: a store without one (404). */
@@ -32,13 +32,15 @@ export interface StreamRequest {
   /** A flat name, value list sent too (CORS). */
   readonly headers?: readonly string[] | undefined
   /** The verified token: the stream ends at its `exp` (plus the leeway) or when its subject loses access. */
-  readonly token?: {
-    readonly sub: string
-    /** Seconds since the epoch. */
-    readonly exp: number
-    /** Rejects with subject_suspended or subject_deleted; undefined for a sub that names no user. */
-    checkSubject(): Promise<void> | undefined
-  } | undefined
+  readonly token?:
+    | {
+        readonly sub: string
+        /** Seconds since the epoch. */
+        readonly exp: number
+        /** Rejects with subject_suspended or subject_deleted; undefined for a sub that names no user. */
+        checkSubject(): Promise<void> | undefined
+      }
+    | undefined
 }
 
 /** The change feed (§10) and its live streams. */
@@ -64,11 +66,14 @@ export function createEventStreams(options: EventStreamsOptions): EventStreams {
   let closed = false
 
   const requireFeed = (): EventFeed => {
-    if (options.feed === undefined) throw new HttpError('not_found', 'This store keeps no change feed.')
+    if (options.feed === undefined)
+      throw new HttpError('not_found', 'This store keeps no change feed.')
     return options.feed
   }
 
-  const counted = (): void => { options.onStreams?.(open.size) }
+  const counted = (): void => {
+    options.onStreams?.(open.size)
+  }
 
   return {
     requireFeed,
@@ -80,12 +85,19 @@ export function createEventStreams(options: EventStreamsOptions): EventStreams {
     async stream(req, res, request) {
       const feed = requireFeed()
       const lastEventId = req.headers['last-event-id']
-      const query = parseEventQuery(request.rawQuery, typeof lastEventId === 'string' ? lastEventId : undefined)
+      const query = parseEventQuery(
+        request.rawQuery,
+        typeof lastEventId === 'string' ? lastEventId : undefined,
+      )
       if (closed) throw new HttpError('shutting_down', 'The service is shutting down.')
       if (open.size + starting >= maxStreams) {
-        throw new HttpError('overloaded', `At most ${maxStreams} event streams may be open at once; try again later.`, {
-          headers: { 'retry-after': '5' },
-        })
+        throw new HttpError(
+          'overloaded',
+          `At most ${maxStreams} event streams may be open at once; try again later.`,
+          {
+            headers: { 'retry-after': '5' },
+          },
+        )
       }
       starting += 1
       let first: EventPage
@@ -97,19 +109,38 @@ export function createEventStreams(options: EventStreamsOptions): EventStreams {
       }
       if (closed) throw new HttpError('shutting_down', 'The service is shutting down.')
       res.writeHead(200, [
-        'content-type', 'text/event-stream; charset=utf-8',
-        'cache-control', 'no-store',
-        'x-request-id', request.requestId,
+        'content-type',
+        'text/event-stream; charset=utf-8',
+        'cache-control',
+        'no-store',
+        'x-request-id',
+        request.requestId,
         // Proxies such as nginx would otherwise hold events back in their buffers.
-        'x-accel-buffering', 'no',
+        'x-accel-buffering',
+        'no',
         ...(request.headers ?? []),
       ])
       res.flushHeaders()
       const token = request.token
-      const reader: StreamReader | undefined = token === undefined
-        ? undefined
-        : { sub: token.sub, expiresAtMs: token.exp * 1000 + leewayMs, checkSubject: () => token.checkSubject() }
-      const stream = startSseStream({ res, feed, query, first, maxBufferBytes, stallMs, heartbeatMs, now, reader })
+      const reader: StreamReader | undefined =
+        token === undefined
+          ? undefined
+          : {
+              sub: token.sub,
+              expiresAtMs: token.exp * 1000 + leewayMs,
+              checkSubject: () => token.checkSubject(),
+            }
+      const stream = startSseStream({
+        res,
+        feed,
+        query,
+        first,
+        maxBufferBytes,
+        stallMs,
+        heartbeatMs,
+        now,
+        reader,
+      })
       open.add(stream)
       counted()
       await stream.done
@@ -119,7 +150,8 @@ export function createEventStreams(options: EventStreamsOptions): EventStreams {
 
     close() {
       closed = true
-      for (const stream of [...open]) stream.end('stream ended: the service is shutting down; reconnect with Last-Event-ID')
+      for (const stream of [...open])
+        stream.end('stream ended: the service is shutting down; reconnect with Last-Event-ID')
     },
   }
 }

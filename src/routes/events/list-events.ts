@@ -1,7 +1,7 @@
-import { eventJson, EVENT_TYPES } from '../../domain/event.js'
+import { EVENT_TYPES, eventJson } from '../../domain/event.js'
 import { EVENT_PAGE_MAX_BYTES } from '../../store/feed/journal.js'
+import { type Json, type Route, type RouteContext, ref, STREAMED } from '../route.js'
 import { API_ROUTE, TEXT } from '../route-defaults.js'
-import { ref, STREAMED, type Json, type Route, type RouteContext } from '../route.js'
 import { DEFAULT_EVENT_LIMIT, MAX_EVENT_LIMIT, parseEventQuery } from './event-query.js'
 import type { StreamRequest } from './event-streams.js'
 
@@ -20,9 +20,10 @@ export const listEvents: Route = {
   parameters: eventParameters(),
   responses: {
     200: {
-      description: 'A page of events; or, with Accept: text/event-stream, the backlog then each new event as it is committed ('
-        + '`id:` the event id, `event:` its type, `data:` the event JSON), with a comment line at least every 15 s. '
-        + 'At most MAX_EVENT_STREAMS streams (then 503 overloaded); a consumer that does not read is cut off and resumes with Last-Event-ID.',
+      description:
+        'A page of events; or, with Accept: text/event-stream, the backlog then each new event as it is committed (' +
+        '`id:` the event id, `event:` its type, `data:` the event JSON), with a comment line at least every 15 s. ' +
+        'At most MAX_EVENT_STREAMS streams (then 503 overloaded); a consumer that does not read is cut off and resumes with Last-Event-ID.',
       content: { 'application/json': ref('EventPage'), 'text/event-stream': TEXT },
     },
   },
@@ -31,12 +32,18 @@ export const listEvents: Route = {
     const { req, res, services } = context
     if (wantsStream(context)) {
       await services.events.stream(req, res, {
-        rawQuery: context.rawQuery, requestId: context.requestId, headers: context.cors, token: streamToken(context),
+        rawQuery: context.rawQuery,
+        requestId: context.requestId,
+        headers: context.cors,
+        token: streamToken(context),
       })
       return STREAMED
     }
     const feed = services.events.requireFeed()
-    const page = await feed.read({ ...parseEventQuery(context.rawQuery, undefined), maxBytes: EVENT_PAGE_MAX_BYTES })
+    const page = await feed.read({
+      ...parseEventQuery(context.rawQuery, undefined),
+      maxBytes: EVENT_PAGE_MAX_BYTES,
+    })
     const items = page.items.map(eventJson).join(',')
     return { status: 200, body: `{"items":[${items}],"nextCursor":"${page.nextCursor}"}` }
   },
@@ -44,26 +51,54 @@ export const listEvents: Route = {
 
 /** True when the request asks for Server-Sent Events. */
 function wantsStream({ req }: RouteContext): boolean {
-  return req.method === 'GET' && (req.headers.accept ?? '').toLowerCase().includes('text/event-stream')
+  return (
+    req.method === 'GET' && (req.headers.accept ?? '').toLowerCase().includes('text/event-stream')
+  )
 }
 
 /** A stream outlives its request's checks: it ends at the token's expiry or its subject's loss of access. */
 function streamToken({ claims, services }: RouteContext): StreamRequest['token'] {
   if (claims === undefined) return undefined
-  return { sub: claims.sub, exp: claims.exp, checkSubject: () => services.operations.checkSubject(claims.sub) }
+  return {
+    sub: claims.sub,
+    exp: claims.exp,
+    checkSubject: () => services.operations.checkSubject(claims.sub),
+  }
 }
 
 function eventParameters(): Json[] {
-  const query = (name: string, schema: Json, description: string): Json => ({ name, in: 'query', required: false, schema, description })
+  const query = (name: string, schema: Json, description: string): Json => ({
+    name,
+    in: 'query',
+    required: false,
+    schema,
+    description,
+  })
   const type = `(${EVENT_TYPES.join('|').replaceAll('.', '\\.')})`
   return [
-    query('after', EVENT_CURSOR, 'Only events after this cursor or event id; a cursor older than the retained feed is 410 cursor_expired. Each parameter at most once; an unknown, empty or malformed one is 400 bad_request.'),
-    query('limit', { type: 'integer', minimum: 1, maximum: MAX_EVENT_LIMIT, default: DEFAULT_EVENT_LIMIT }, 'Events per page.'),
-    query('type', { type: 'string', pattern: `^\\s*${type}\\s*(,\\s*${type}\\s*)*$` }, 'One event type or a comma list.'),
+    query(
+      'after',
+      EVENT_CURSOR,
+      'Only events after this cursor or event id; a cursor older than the retained feed is 410 cursor_expired. Each parameter at most once; an unknown, empty or malformed one is 400 bad_request.',
+    ),
+    query(
+      'limit',
+      { type: 'integer', minimum: 1, maximum: MAX_EVENT_LIMIT, default: DEFAULT_EVENT_LIMIT },
+      'Events per page.',
+    ),
+    query(
+      'type',
+      { type: 'string', pattern: `^\\s*${type}\\s*(,\\s*${type}\\s*)*$` },
+      'One event type or a comma list.',
+    ),
     query('userId', { type: 'string', format: 'uuid' }, 'The events of one user.'),
     {
-      name: 'Last-Event-ID', in: 'header', required: false, schema: EVENT_CURSOR,
-      description: 'With Accept: text/event-stream: resume after this event (as after does); after wins when both are sent.',
+      name: 'Last-Event-ID',
+      in: 'header',
+      required: false,
+      schema: EVENT_CURSOR,
+      description:
+        'With Accept: text/event-stream: resume after this event (as after does); after wins when both are sent.',
     },
   ]
 }

@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http'
 
 import { ServiceError } from '../../domain/errors.js'
-import { eventJson, type ChangeEvent } from '../../domain/event.js'
+import { type ChangeEvent, eventJson } from '../../domain/event.js'
 import type { EventFeed, EventPage, EventQuery } from '../../store/feed/journal.js'
 
 /** Events a stream reads from the feed at a time (a page is also bounded in bytes). */
@@ -59,7 +59,9 @@ export function startSseStream(options: SseStreamOptions): SseStream {
   let waitingForDrain = false
   let expiry: NodeJS.Timeout | undefined
   let resolveDone = (): void => undefined
-  const finished = new Promise<void>((resolve) => { resolveDone = resolve })
+  const finished = new Promise<void>((resolve) => {
+    resolveDone = resolve
+  })
 
   const finish = (why: string | undefined): void => {
     if (done) return
@@ -85,43 +87,50 @@ export function startSseStream(options: SseStreamOptions): SseStream {
       return undefined
     } catch (error) {
       if (!(error instanceof ServiceError)) return undefined
-      if (error.code === 'subject_suspended') return 'stream ended: the subject of the token is suspended'
-      if (error.code === 'subject_deleted') return 'stream ended: the subject of the token was deleted'
+      if (error.code === 'subject_suspended')
+        return 'stream ended: the subject of the token is suspended'
+      if (error.code === 'subject_deleted')
+        return 'stream ended: the subject of the token was deleted'
       return undefined
     }
   }
 
   /** Waits until the socket has taken what is buffered; false when the consumer stalled and was cut off. */
-  const drained = (): Promise<boolean> => new Promise((resolve) => {
-    if (res.destroyed) {
-      resolve(false)
-      return
-    }
-    waitingForDrain = true
-    let left = res.writableLength
-    const settle = (ok: boolean): void => {
-      waitingForDrain = false
-      clearTimeout(stall)
-      res.off('drain', onDrain)
-      res.off('close', onClose)
-      resolve(ok)
-    }
-    const onDrain = (): void => { settle(true) }
-    const onClose = (): void => { settle(false) }
-    const check = (): void => {
-      // A slow consumer that still takes data is given more time; one that takes nothing is cut.
-      if (res.writableLength < left) {
-        left = res.writableLength
-        stall = setTimeout(check, stallMs)
+  const drained = (): Promise<boolean> =>
+    new Promise((resolve) => {
+      if (res.destroyed) {
+        resolve(false)
         return
       }
-      finish(undefined)
-      settle(false)
-    }
-    let stall = setTimeout(check, stallMs)
-    res.on('drain', onDrain)
-    res.on('close', onClose)
-  })
+      waitingForDrain = true
+      let left = res.writableLength
+      const settle = (ok: boolean): void => {
+        waitingForDrain = false
+        clearTimeout(stall)
+        res.off('drain', onDrain)
+        res.off('close', onClose)
+        resolve(ok)
+      }
+      const onDrain = (): void => {
+        settle(true)
+      }
+      const onClose = (): void => {
+        settle(false)
+      }
+      const check = (): void => {
+        // A slow consumer that still takes data is given more time; one that takes nothing is cut.
+        if (res.writableLength < left) {
+          left = res.writableLength
+          stall = setTimeout(check, stallMs)
+          return
+        }
+        finish(undefined)
+        settle(false)
+      }
+      let stall = setTimeout(check, stallMs)
+      res.on('drain', onDrain)
+      res.on('close', onClose)
+    })
 
   /** Writes a page's frames (fewer when the buffer's room is smaller); false when the stream ended. */
   const send = async (page: EventPage, room: number): Promise<boolean> => {
@@ -172,7 +181,12 @@ export function startSseStream(options: SseStreamOptions): SseStream {
           if (done || expired()) return
           const before = cursor
           const room = roomLeft(res, maxBufferBytes)
-          const page = await feed.read({ ...query, after: cursor, limit: STREAM_PAGE, maxBytes: room })
+          const page = await feed.read({
+            ...query,
+            after: cursor,
+            limit: STREAM_PAGE,
+            maxBytes: room,
+          })
           if (done || !(await send(page, room))) return
           if (cursor === before) break
         }
@@ -187,29 +201,46 @@ export function startSseStream(options: SseStreamOptions): SseStream {
 
   const armExpiry = (): void => {
     if (reader === undefined || done) return
-    expiry = setTimeout(() => { if (!expired()) armExpiry() }, Math.min(Math.max(reader.expiresAtMs - now() + 1, 0), MAX_TIMER_MS))
+    expiry = setTimeout(
+      () => {
+        if (!expired()) armExpiry()
+      },
+      Math.min(Math.max(reader.expiresAtMs - now() + 1, 0), MAX_TIMER_MS),
+    )
   }
 
   const beat = setInterval(() => {
     if (done || expired()) return
     // A consumer with data still buffered needs no keep-alive, and a stalled one gets no more bytes.
     if (!waitingForDrain && res.writableLength === 0) res.write(': keep-alive\n\n')
-    void lostAccess().then((why) => { if (why !== undefined) finish(why) })
+    void lostAccess().then((why) => {
+      if (why !== undefined) finish(why)
+    })
   }, options.heartbeatMs)
-  const unsubscribe = feed.subscribe(() => { void pump() })
-  res.on('close', () => { finish(undefined) })
+  const unsubscribe = feed.subscribe(() => {
+    void pump()
+  })
+  res.on('close', () => {
+    finish(undefined)
+  })
   armExpiry()
   void pump(options.first)
 
   return {
     done: finished,
-    end: (why) => { finish(why) },
+    end: (why) => {
+      finish(why)
+    },
   }
 }
 
 /** A suspension or deletion of the reader's own subject: access may have ended with it. */
 function isLossOfAccess(event: ChangeEvent, reader: StreamReader | undefined): boolean {
-  return reader !== undefined && event.userId === reader.sub && (event.type === 'user.suspended' || event.type === 'user.deleted')
+  return (
+    reader !== undefined &&
+    event.userId === reader.sub &&
+    (event.type === 'user.suspended' || event.type === 'user.deleted')
+  )
 }
 
 function roomLeft(res: ServerResponse, maxBufferBytes: number): number {
@@ -219,8 +250,14 @@ function roomLeft(res: ServerResponse, maxBufferBytes: number): number {
 /** Ends the response with a last comment; a consumer that never takes it is cut off after `stallMs`. */
 function endCleanly(res: ServerResponse, comment: string, stallMs: number): void {
   if (res.destroyed) return
-  const cut = setTimeout(() => { res.destroy() }, stallMs)
-  res.once('close', () => { clearTimeout(cut) })
-  res.once('finish', () => { clearTimeout(cut) })
+  const cut = setTimeout(() => {
+    res.destroy()
+  }, stallMs)
+  res.once('close', () => {
+    clearTimeout(cut)
+  })
+  res.once('finish', () => {
+    clearTimeout(cut)
+  })
   res.end(comment)
 }

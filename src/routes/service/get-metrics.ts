@@ -1,6 +1,6 @@
 import { EXPOSITION_CONTENT_TYPE } from '../../metrics/service-metrics.js'
-import { ROOT_ROUTE, TEXT } from '../route-defaults.js'
 import type { Route } from '../route.js'
+import { ROOT_ROUTE, TEXT } from '../route-defaults.js'
 
 const SUMMARY = 'Metrics in the Prometheus text format (METRICS=off hides it)'
 
@@ -12,5 +12,9 @@ export const getMetrics: Route = {
   path: '/metrics',
   summary: SUMMARY,
   responses: { 200: { description: SUMMARY, content: { 'text/plain': TEXT } } },
-  handle: ({ services }) => ({ status: 200, body: services.metrics?.render() ?? '', contentType: EXPOSITION_CONTENT_TYPE }),
+  handle: ({ services }) => ({
+    status: 200,
+    body: services.metrics?.render() ?? '',
+    contentType: EXPOSITION_CONTENT_TYPE,
+  }),
 }

@@ -1,5 +1,5 @@
-import { API_ROUTE } from '../route-defaults.js'
 import type { Route } from '../route.js'
+import { API_ROUTE } from '../route-defaults.js'
 
 export const getOpenApi: Route = {
   ...API_ROUTE,
@@ -9,6 +9,8 @@ export const getOpenApi: Route = {
   scope: undefined,
   tag: 'service',
   summary: 'This OpenAPI document',
-  responses: { 200: { description: 'This document.', content: { 'application/json': { type: 'object' } } } },
+  responses: {
+    200: { description: 'This document.', content: { 'application/json': { type: 'object' } } },
+  },
   handle: ({ services }) => ({ status: 200, body: services.openApi }),
 }

@@ -1,5 +1,5 @@
+import { type Route, ref } from '../route.js'
 import { ROOT_ROUTE } from '../route-defaults.js'
-import { ref, type Route } from '../route.js'
 
 const LIVENESS = 'Liveness: 200 while the process runs'
 const READINESS = 'Readiness: 200 when the service takes traffic'

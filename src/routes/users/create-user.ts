@@ -1,5 +1,5 @@
+import { type Route, ref } from '../route.js'
 import { API_ROUTE, JSON_ONLY } from '../route-defaults.js'
-import { ref, type Route } from '../route.js'
 import { userReply } from './user-replies.js'
 
 export const createUser: Route = {
@@ -13,13 +13,23 @@ export const createUser: Route = {
   summary: 'Create a user',
   request: { schema: ref('UserCreate') },
   responses: {
-    201: { description: 'Created.', headers: ['ETag', 'Location'], content: { 'application/json': ref('User') } },
+    201: {
+      description: 'Created.',
+      headers: ['ETag', 'Location'],
+      content: { 'application/json': ref('User') },
+    },
   },
   // Another user's email.
   errors: [409],
   async handle(context) {
     const record = await context.services.operations.create(context.body, context.change)
     const reply = userReply(201, record)
-    return { ...reply, headers: { ...reply.headers, location: `${context.services.basePath}/users/${record.user.id}` } }
+    return {
+      ...reply,
+      headers: {
+        ...reply.headers,
+        location: `${context.services.basePath}/users/${record.user.id}`,
+      },
+    }
   },
 }

@@ -1,5 +1,5 @@
-import { API_ROUTE } from '../route-defaults.js'
 import type { Route } from '../route.js'
+import { API_ROUTE } from '../route-defaults.js'
 import { preconditions, userId } from './user-replies.js'
 
 export const deleteUser: Route = {
@@ -12,7 +12,11 @@ export const deleteUser: Route = {
   summary: 'Delete a user',
   responses: { 204: { description: 'Deleted.' } },
   async handle(context) {
-    await context.services.operations.remove(userId(context), preconditions(context), context.change)
+    await context.services.operations.remove(
+      userId(context),
+      preconditions(context),
+      context.change,
+    )
     return { status: 204 }
   },
 }

@@ -1,6 +1,6 @@
 import { evaluatePreconditions } from '../../domain/preconditions.js'
-import { API_ROUTE } from '../route-defaults.js'
 import type { Route } from '../route.js'
+import { API_ROUTE } from '../route-defaults.js'
 import { preconditions, USER_ANSWER, userId, userReply } from './user-replies.js'
 
 export const getUser: Route = {
@@ -19,9 +19,13 @@ export const getUser: Route = {
   handle(context) {
     const conditions = preconditions(context)
     // The hottest route: one promise, no async frames.
-    return context.services.operations.get(userId(context), conditions).then((record) =>
-      conditions.ifNoneMatch !== undefined && evaluatePreconditions(conditions, record.etag, true) === 'not_modified'
-        ? { status: 304, headers: { etag: record.etag } }
-        : userReply(200, record))
+    return context.services.operations
+      .get(userId(context), conditions)
+      .then((record) =>
+        conditions.ifNoneMatch !== undefined &&
+        evaluatePreconditions(conditions, record.etag, true) === 'not_modified'
+          ? { status: 304, headers: { etag: record.etag } }
+          : userReply(200, record),
+      )
   },
 }

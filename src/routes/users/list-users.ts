@@ -1,10 +1,10 @@
+import { USER_STATUSES, type UserRecord } from '../../domain/user.js'
 import { HttpError } from '../../http/problem.js'
 import type { Reply } from '../../http/respond.js'
 import { SORTS } from '../../users/cursor.js'
 import { DEFAULT_LIMIT, MAX_IDS, MAX_LIMIT, parseListQuery } from '../../users/list-query.js'
-import { USER_STATUSES, type UserRecord } from '../../domain/user.js'
+import { type Json, type Route, type RouteContext, ref } from '../route.js'
 import { API_ROUTE } from '../route-defaults.js'
-import { ref, type Json, type Route, type RouteContext } from '../route.js'
 
 // The service trims each value and refuses one that is then empty (`?email=` or `?email=%20`).
 const NOT_BLANK = { minLength: 1, pattern: '\\S' } as const
@@ -33,7 +33,10 @@ export const listUsers: Route = {
     const page = await operations.list({ ...query, scanBudget })
     // A page cut short by the scan budget may be empty and still say where to go on.
     const resumeAfter = page.resumeAfter ?? page.items[page.items.length - 1]?.user.id
-    const nextCursor = page.hasMore && resumeAfter !== undefined ? cursors.encode({ ...walk, after: resumeAfter }) : null
+    const nextCursor =
+      page.hasMore && resumeAfter !== undefined
+        ? cursors.encode({ ...walk, after: resumeAfter })
+        : null
     const body = `{"items":[${page.items.map((record) => record.json).join(',')}],"nextCursor":${JSON.stringify(nextCursor)}}`
     if (nextCursor === null) return { status: 200, body }
     const next = `${basePath}/users?limit=${query.limit}&cursor=${nextCursor}`
@@ -42,14 +45,22 @@ export const listUsers: Route = {
 }
 
 /** The users of these ids that exist: the store's batch get, or one get per id. */
-async function fetchMany(context: RouteContext, ids: readonly string[]): Promise<readonly UserRecord[]> {
+async function fetchMany(
+  context: RouteContext,
+  ids: readonly string[],
+): Promise<readonly UserRecord[]> {
   const { getMany, operations } = context.services
   if (getMany !== undefined) return getMany(ids)
-  const found = await Promise.all(ids.map((one) =>
-    operations.get(one, { ifMatch: undefined, ifNoneMatch: undefined }).catch((error: unknown) => {
-      if (error instanceof HttpError && error.code === 'not_found') return undefined
-      throw error
-    })))
+  const found = await Promise.all(
+    ids.map((one) =>
+      operations
+        .get(one, { ifMatch: undefined, ifNoneMatch: undefined })
+        .catch((error: unknown) => {
+          if (error instanceof HttpError && error.code === 'not_found') return undefined
+          throw error
+        }),
+    ),
+  )
   return found.filter((record) => record !== undefined)
 }
 
@@ -65,16 +76,47 @@ function batchPage(ids: readonly string[], found: readonly UserRecord[]): Reply 
 }
 
 function listParameters(): Json[] {
-  const query = (name: string, schema: Json, description: string): Json => ({ name, in: 'query', required: false, schema, description })
+  const query = (name: string, schema: Json, description: string): Json => ({
+    name,
+    in: 'query',
+    required: false,
+    schema,
+    description,
+  })
   const status = `(${USER_STATUSES.join('|')})`
-  const repeated = 'Each parameter at most once; an unknown, empty or malformed one is 400 bad_request.'
+  const repeated =
+    'Each parameter at most once; an unknown, empty or malformed one is 400 bad_request.'
   return [
-    query('limit', { type: 'integer', minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT }, `Users per page. ${repeated}`),
-    query('cursor', { type: 'string', ...NOT_BLANK }, 'The nextCursor of the previous page; it carries its filters and sort, so it may be sent alone. Filters or sort that differ from its own are 400.'),
-    query('status', { type: 'string', pattern: `^\\s*${status}\\s*(,\\s*${status}\\s*)*$` }, 'One status or a comma list.'),
+    query(
+      'limit',
+      { type: 'integer', minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT },
+      `Users per page. ${repeated}`,
+    ),
+    query(
+      'cursor',
+      { type: 'string', ...NOT_BLANK },
+      'The nextCursor of the previous page; it carries its filters and sort, so it may be sent alone. Filters or sort that differ from its own are 400.',
+    ),
+    query(
+      'status',
+      { type: 'string', pattern: `^\\s*${status}\\s*(,\\s*${status}\\s*)*$` },
+      'One status or a comma list.',
+    ),
     query('email', { type: 'string', ...NOT_BLANK }, 'Exact match, case-insensitive.'),
-    query('q', { type: 'string', maxLength: 200, ...NOT_BLANK }, 'Case-insensitive substring of name or email.'),
-    query('sort', { type: 'string', enum: SORTS, default: 'createdAt' }, 'Creation order, oldest or newest first.'),
-    query('ids', { type: 'string', ...NOT_BLANK }, `A batch get: a comma list of up to ${MAX_IDS} user ids; the users that exist, in the order asked, as one page (nextCursor null). Unknown ids are left out; a malformed id, or any other parameter beside it, is 400.`),
+    query(
+      'q',
+      { type: 'string', maxLength: 200, ...NOT_BLANK },
+      'Case-insensitive substring of name or email.',
+    ),
+    query(
+      'sort',
+      { type: 'string', enum: SORTS, default: 'createdAt' },
+      'Creation order, oldest or newest first.',
+    ),
+    query(
+      'ids',
+      { type: 'string', ...NOT_BLANK },
+      `A batch get: a comma list of up to ${MAX_IDS} user ids; the users that exist, in the order asked, as one page (nextCursor null). Unknown ids are left out; a malformed id, or any other parameter beside it, is 400.`,
+    ),
   ]
 }

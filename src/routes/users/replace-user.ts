@@ -1,5 +1,5 @@
+import { type Route, ref } from '../route.js'
 import { API_ROUTE, JSON_ONLY } from '../route-defaults.js'
-import { ref, type Route } from '../route.js'
 import { preconditions, USER_ANSWER, userId, userReply } from './user-replies.js'
 
 export const replaceUser: Route = {
@@ -17,6 +17,14 @@ export const replaceUser: Route = {
   // Another user's email, or a user at the highest version.
   errors: [409],
   async handle(context) {
-    return userReply(200, await context.services.operations.replace(userId(context), context.body, preconditions(context), context.change))
+    return userReply(
+      200,
+      await context.services.operations.replace(
+        userId(context),
+        context.body,
+        preconditions(context),
+        context.change,
+      ),
+    )
   },
 }

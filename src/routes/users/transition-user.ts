@@ -1,6 +1,6 @@
 import type { LifecycleAction } from '../../domain/lifecycle.js'
+import { type Route, ref } from '../route.js'
 import { API_ROUTE, JSON_ONLY } from '../route-defaults.js'
-import { ref, type Route } from '../route.js'
 import { preconditions, USER_ANSWER, userId, userReply } from './user-replies.js'
 
 /** `POST /users/{id}:activate` and `:suspend`: one lifecycle action each (§5). */
@@ -21,10 +21,23 @@ function transitionRoute(operationId: string, action: LifecycleAction, summary: 
     errors: [409],
     async handle(context) {
       const { operations } = context.services
-      return userReply(200, await operations.transition(userId(context), action, context.body, preconditions(context), context.change))
+      return userReply(
+        200,
+        await operations.transition(
+          userId(context),
+          action,
+          context.body,
+          preconditions(context),
+          context.change,
+        ),
+      )
     },
   }
 }
 
-export const activateUser = transitionRoute('activateUser', 'activate', 'Activate a pending or suspended user')
+export const activateUser = transitionRoute(
+  'activateUser',
+  'activate',
+  'Activate a pending or suspended user',
+)
 export const suspendUser = transitionRoute('suspendUser', 'suspend', 'Suspend an active user')

@@ -48,8 +48,10 @@ export class EventIndex {
   /** Adds a row after every other (ids must grow); returns its slot. */
   push(id: number, type: EventType, userId: string, place: EventPlace): number {
     const last = this.#count > 0 ? this.#ids[this.#head + this.#count - 1] : undefined
-    if (last !== undefined && id <= last) throw new RangeError(`event id ${id} is not after ${last}`)
-    if (this.#head + this.#count === this.#ids.length) this.#resize(Math.max(INITIAL_ROWS, this.#count * 2))
+    if (last !== undefined && id <= last)
+      throw new RangeError(`event id ${id} is not after ${last}`)
+    if (this.#head + this.#count === this.#ids.length)
+      this.#resize(Math.max(INITIAL_ROWS, this.#count * 2))
     const at = this.#head + this.#count
     this.#ids[at] = id
     this.#types[at] = EVENT_TYPES.indexOf(type)
@@ -67,7 +69,11 @@ export class EventIndex {
 
   placeAt(slot: number): EventPlace {
     const at = this.#at(slot)
-    return { segment: this.#segments[at] ?? 0, offset: this.#offsets[at] ?? 0, bytes: this.#sizes[at] ?? 0 }
+    return {
+      segment: this.#segments[at] ?? 0,
+      offset: this.#offsets[at] ?? 0,
+      bytes: this.#sizes[at] ?? 0,
+    }
   }
 
   bytesAt(slot: number): number {
@@ -90,14 +96,20 @@ export class EventIndex {
    * A test of a row against a page's filters, or undefined when no row can match (a user with
    * no event). Reads the index only: filtering costs no body.
    */
-  matcher(types: readonly EventType[] | undefined, userId: string | undefined): ((slot: number) => boolean) | undefined {
+  matcher(
+    types: readonly EventType[] | undefined,
+    userId: string | undefined,
+  ): ((slot: number) => boolean) | undefined {
     const user = userId === undefined ? undefined : this.#userNumbers.get(userId)
     if (userId !== undefined && user === undefined) return undefined
     let mask = 0
     for (const type of types ?? EVENT_TYPES) mask |= 1 << EVENT_TYPES.indexOf(type)
     return (slot) => {
       const at = this.#at(slot)
-      return (mask & (1 << (this.#types[at] ?? 0))) !== 0 && (user === undefined || this.#users[at] === user)
+      return (
+        (mask & (1 << (this.#types[at] ?? 0))) !== 0 &&
+        (user === undefined || this.#users[at] === user)
+      )
     }
   }
 
@@ -109,7 +121,8 @@ export class EventIndex {
     this.#dropped += count
     if (this.#count === 0) this.#head = 0
     // Most of the arrays dead after a large prune: give the memory back.
-    if (this.#ids.length > INITIAL_ROWS && this.#count * 4 < this.#ids.length) this.#resize(Math.max(INITIAL_ROWS, this.#count * 2))
+    if (this.#ids.length > INITIAL_ROWS && this.#count * 4 < this.#ids.length)
+      this.#resize(Math.max(INITIAL_ROWS, this.#count * 2))
   }
 
   /** Keeps only the rows `keep` accepts, in order; only before any row was dropped (a load). */
@@ -148,7 +161,10 @@ export class EventIndex {
   #resize(rows: number): void {
     const from = this.#head
     const to = this.#head + this.#count
-    const copy = <T extends Float64Array | Uint32Array | Uint8Array>(old: T, make: (n: number) => T): T => {
+    const copy = <T extends Float64Array | Uint32Array | Uint8Array>(
+      old: T,
+      make: (n: number) => T,
+    ): T => {
       const next = make(rows)
       next.set(old.subarray(from, to))
       return next

@@ -1,5 +1,13 @@
 import { ServiceError } from '../../domain/errors.js'
-import { cursorFloor, eventIdNumber, eventJson, formatEventId, type ChangeEvent, type EventDraft, type EventType } from '../../domain/event.js'
+import {
+  type ChangeEvent,
+  cursorFloor,
+  type EventDraft,
+  type EventType,
+  eventIdNumber,
+  eventJson,
+  formatEventId,
+} from '../../domain/event.js'
 import { EventIndex, type EventPlace } from './event-index.js'
 
 /** One page request of the feed (§10). */
@@ -39,7 +47,10 @@ export const ZERO_CURSOR = formatEventId(0)
 
 /** A cursor before the oldest retained event: the consumer missed events (§10). */
 export function cursorExpired(): ServiceError {
-  return new ServiceError('cursor_expired', 'This cursor is older than the retained feed: events after it were pruned. Start again without after.')
+  return new ServiceError(
+    'cursor_expired',
+    'This cursor is older than the retained feed: events after it were pruned. Start again without after.',
+  )
 }
 
 /**
@@ -175,7 +186,8 @@ export class EventJournal implements EventFeed {
       if (plan.slots.length === 0) return { items: [], nextCursor: plan.nextCursor }
       const events = await this.#bodies.read(this.#index, plan.slots)
       if (events !== undefined) return boundPage(events, plan.nextCursor, query)
-      if (attempt === READ_ATTEMPTS) throw new Error('the feed was pruned under every attempt to read this page')
+      if (attempt === READ_ATTEMPTS)
+        throw new Error('the feed was pruned under every attempt to read this page')
     }
   }
 
@@ -184,7 +196,7 @@ export class EventJournal implements EventFeed {
    * before the match that would pass the byte bound (one match at least); `nextCursor` is the
    * last row looked at, or the cursor given when there was none.
    */
-  #plan(query: EventQuery): { slots: number[], nextCursor: string } {
+  #plan(query: EventQuery): { slots: number[]; nextCursor: string } {
     const after = query.after === undefined ? undefined : cursorFloor(query.after)
     if (after !== undefined && after < this.#prunedThrough) throw cursorExpired()
     const index = this.#index
@@ -194,7 +206,10 @@ export class EventJournal implements EventFeed {
     const matches = index.matcher(query.types, query.userId)
     if (matches === undefined) {
       // No row can match: the page covers every row there is.
-      return { slots: [], nextCursor: from < index.end ? formatEventId(index.idAt(index.end - 1)) : given }
+      return {
+        slots: [],
+        nextCursor: from < index.end ? formatEventId(index.idAt(index.end - 1)) : given,
+      }
     }
     const slots: number[] = []
     let bytes = 0
@@ -213,7 +228,9 @@ export class EventJournal implements EventFeed {
 
   subscribe(wake: () => void): () => void {
     this.#wakers.add(wake)
-    return () => { this.#wakers.delete(wake) }
+    return () => {
+      this.#wakers.delete(wake)
+    }
   }
 }
 
@@ -221,12 +238,17 @@ export class EventJournal implements EventFeed {
  * The page's events within the byte bound, measured exactly as they are sent (the index's sizes
  * are the bodies' as stored, which match unless a log line was written otherwise).
  */
-function boundPage(events: readonly ChangeEvent[], nextCursor: string, query: EventQuery): EventPage {
+function boundPage(
+  events: readonly ChangeEvent[],
+  nextCursor: string,
+  query: EventQuery,
+): EventPage {
   const maxBytes = query.maxBytes ?? EVENT_PAGE_MAX_BYTES
   let bytes = 0
   for (const [i, event] of events.entries()) {
     bytes += Buffer.byteLength(eventJson(event))
-    if (i > 0 && bytes > maxBytes) return { items: events.slice(0, i), nextCursor: formatEventId(eventIdNumber(event.id) - 1) }
+    if (i > 0 && bytes > maxBytes)
+      return { items: events.slice(0, i), nextCursor: formatEventId(eventIdNumber(event.id) - 1) }
   }
   return { items: events, nextCursor }
 }

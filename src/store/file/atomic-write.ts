@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { closeSync, fsyncSync, mkdirSync, openSync } from 'node:fs'
-import { open, rename, unlink, type FileHandle } from 'node:fs/promises'
+import { type FileHandle, open, rename, unlink } from 'node:fs/promises'
 import path from 'node:path'
 import { performance } from 'node:perf_hooks'
 
@@ -24,10 +24,14 @@ export class WriteError extends Error {
   readonly code: string | undefined
 
   constructor(step: WriteStep, cause: unknown, applied = step === 'dir-sync') {
-    super(`a durable write failed at ${step}: ${cause instanceof Error ? cause.message : String(cause)}`, { cause })
+    super(
+      `a durable write failed at ${step}: ${cause instanceof Error ? cause.message : String(cause)}`,
+      { cause },
+    )
     this.step = step
     this.applied = applied
-    const code: unknown = typeof cause === 'object' && cause !== null ? (cause as { code?: unknown }).code : undefined
+    const code: unknown =
+      typeof cause === 'object' && cause !== null ? (cause as { code?: unknown }).code : undefined
     this.code = typeof code === 'string' ? code : undefined
   }
 
@@ -37,7 +41,11 @@ export class WriteError extends Error {
   }
 }
 
-export { observeDurableWrites, type DurableWriteObserver, type DurableWriteTiming } from '../../metrics/durable-writes.js'
+export {
+  type DurableWriteObserver,
+  type DurableWriteTiming,
+  observeDurableWrites,
+} from '../../metrics/durable-writes.js'
 
 const READY: Promise<void> = Promise.resolve()
 
@@ -92,7 +100,9 @@ export class DurableDirectory {
       await file.close()
       file = undefined
       step = 'rename'
-      await beforeRename.catch((error: unknown) => { throw new GateClosed(error) })
+      await beforeRename.catch((error: unknown) => {
+        throw new GateClosed(error)
+      })
       await rename(temp, target)
     } catch (error) {
       await file?.close().catch(() => undefined)
@@ -158,11 +168,13 @@ export class DurableDirectory {
     const started = performance.now()
     const run = this.#handle.sync()
     this.#running = run
-    void run.catch(() => undefined).then(() => {
-      reportDurableWrite('dir-sync', this.path, started)
-      // Stryker disable next-line ConditionalExpression,EqualityOperator: always true (this callback is registered before any queued start, so it runs first); never clearing only delays the next start by a microtask or two
-      if (this.#running === run) this.#running = undefined
-    })
+    void run
+      .catch(() => undefined)
+      .then(() => {
+        reportDurableWrite('dir-sync', this.path, started)
+        // Stryker disable next-line ConditionalExpression,EqualityOperator: always true (this callback is registered before any queued start, so it runs first); never clearing only delays the next start by a microtask or two
+        if (this.#running === run) this.#running = undefined
+      })
     return run
   }
 

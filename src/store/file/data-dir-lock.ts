@@ -1,6 +1,14 @@
 import { randomBytes } from 'node:crypto'
 import {
-  closeSync, fstatSync, fsyncSync, linkSync, openSync, readSync, readdirSync, unlinkSync, writeFileSync,
+  closeSync,
+  fstatSync,
+  fsyncSync,
+  linkSync,
+  openSync,
+  readdirSync,
+  readSync,
+  unlinkSync,
+  writeFileSync,
 } from 'node:fs'
 import path from 'node:path'
 
@@ -206,15 +214,16 @@ export class DataDirLock {
     if (reading === 'garbage') {
       return new LockError(
         `the lock file ${file} was not written by this service (no owner can be read from it); ` +
-        'remove it if no process uses this directory',
+          'remove it if no process uses this directory',
       )
     }
-    const owner = reading.pid === process.pid
-      ? `another store in this process (pid ${reading.pid})`
-      : `another running process (pid ${reading.pid})`
+    const owner =
+      reading.pid === process.pid
+        ? `another store in this process (pid ${reading.pid})`
+        : `another running process (pid ${reading.pid})`
     return new LockError(
       `the data directory ${this.#dir} is already in use by ${owner}; lock file ${file}. ` +
-      'Stop that process or point DATA_DIR elsewhere.',
+        'Stop that process or point DATA_DIR elsewhere.',
     )
   }
 
@@ -223,7 +232,8 @@ export class DataDirLock {
     const locks: LockFile[] = []
     for (const name of readdirSync(this.#dir)) {
       const match = LOCK_NAME.exec(name)
-      if (match !== null) locks.push({ generation: Number(match[1]), file: path.join(this.#dir, name) })
+      if (match !== null)
+        locks.push({ generation: Number(match[1]), file: path.join(this.#dir, name) })
     }
     return locks.sort((a, b) => a.generation - b.generation)
   }

@@ -1,15 +1,32 @@
-import { closeSync, fsyncSync, openSync, readFileSync, readdirSync, renameSync, statSync, truncateSync, unlinkSync, writeSync } from 'node:fs'
-import { open, unlink, type FileHandle } from 'node:fs/promises'
+import {
+  closeSync,
+  fsyncSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  statSync,
+  truncateSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs'
+import { type FileHandle, open, unlink } from 'node:fs/promises'
 import path from 'node:path'
 import { TextDecoder } from 'node:util'
 
-import type { EventPlace } from '../feed/event-index.js'
-import { EventIndex } from '../feed/event-index.js'
 import {
-  EVENT_ID, eventIdNumber, eventJson, formatEventId, parseEvent, parseEventHead, type ChangeEvent, type EventHead,
+  type ChangeEvent,
+  EVENT_ID,
+  type EventHead,
+  eventIdNumber,
+  eventJson,
+  formatEventId,
+  parseEvent,
+  parseEventHead,
 } from '../../domain/event.js'
+import { type Logger, silentLogger } from '../../logger.js'
+import type { EventIndex, EventPlace } from '../feed/event-index.js'
 import type { EventBodies } from '../feed/journal.js'
-import { silentLogger, type Logger } from '../../logger.js'
 import { makeDurableDirectory, syncDirectorySync, WriteError } from './atomic-write.js'
 import { hasCode } from './data-dir-lock.js'
 
@@ -92,7 +109,7 @@ export class EventLog implements EventBodies {
   /** Where each appended event landed, until the journal keeps it (or discards it). */
   readonly #placed = new Map<number, EventPlace>()
   /** The newest bodies by slot, oldest first, and their bytes. */
-  readonly #recent = new Map<number, { event: ChangeEvent, bytes: number }>()
+  readonly #recent = new Map<number, { event: ChangeEvent; bytes: number }>()
   #recentBytes = 0
   /** Events committed without having been appended here (a subclass that keeps events elsewhere). */
   readonly #unlogged = new Map<number, ChangeEvent>()
@@ -115,7 +132,9 @@ export class EventLog implements EventBodies {
    * whose id can be read, and segment names.
    */
   load(index: EventIndex, isMade: (event: EventHead) => boolean): LoadedLog {
-    const names = readdirSync(this.dir).filter((name) => SEGMENT.test(name)).sort()
+    const names = readdirSync(this.dir)
+      .filter((name) => SEGMENT.test(name))
+      .sort()
     const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
     const voided = new Set<number>()
     const ghosts = new Set<number>()
@@ -126,17 +145,30 @@ export class EventLog implements EventBodies {
       const data = readFileSync(file)
       const end = data.lastIndexOf(NEWLINE) + 1
       if (end < data.length) {
-        this.#logger.warn('cut a torn last line from the event log', { file, offset: end, bytes: data.length - end })
+        this.#logger.warn('cut a torn last line from the event log', {
+          file,
+          offset: end,
+          bytes: data.length - end,
+        })
         truncateSync(file, end)
       }
       const segment: Segment = {
-        serial: this.#nextSerial, name, first: eventIdNumber(name.slice(0, 16)), last: 0, lastTime: '', bytes: end, opened: this.#now(),
+        serial: this.#nextSerial,
+        name,
+        first: eventIdNumber(name.slice(0, 16)),
+        last: 0,
+        lastTime: '',
+        bytes: end,
+        opened: this.#now(),
       }
       this.#nextSerial += 1
-      for (let offset = 0; offset < end;) {
+      for (let offset = 0; offset < end; ) {
         const stop = data.indexOf(NEWLINE, offset)
         const line = data.subarray(offset, stop)
-        const problem = line.length === 0 ? undefined : this.#loadLine(line, offset, segment, decoder, index, voided, ghosts, isMade)
+        const problem =
+          line.length === 0
+            ? undefined
+            : this.#loadLine(line, offset, segment, decoder, index, voided, ghosts, isMade)
         if (problem !== undefined) {
           damaged += 1
           const id = SOME_ID.exec(line.toString('latin1'))?.[1]
@@ -165,8 +197,14 @@ export class EventLog implements EventBodies {
 
   /** Indexes one line; returns what is wrong with it, or undefined when it is whole. */
   #loadLine(
-    line: Buffer, offset: number, segment: Segment, decoder: TextDecoder, index: EventIndex,
-    voided: Set<number>, ghosts: Set<number>, isMade: (event: EventHead) => boolean,
+    line: Buffer,
+    offset: number,
+    segment: Segment,
+    decoder: TextDecoder,
+    index: EventIndex,
+    voided: Set<number>,
+    ghosts: Set<number>,
+    isMade: (event: EventHead) => boolean,
   ): string | undefined {
     let text: string
     try {
@@ -184,9 +222,10 @@ export class EventLog implements EventBodies {
     const head = parseEventHead(text)
     if (head === undefined) return 'the record is not an event'
     const id = safeId(head.id)
-    if (id === undefined) return 'the event\'s id is past the ids this store hands out'
+    if (id === undefined) return "the event's id is past the ids this store hands out"
     const previous = index.size > 0 ? index.idAt(index.end - 1) : 0
-    if (id <= previous) return `the event's id is not after the one before it (${formatEventId(previous)})`
+    if (id <= previous)
+      return `the event's id is not after the one before it (${formatEventId(previous)})`
     index.push(id, head.type, head.userId, { segment: segment.serial, offset, bytes: line.length })
     segment.last = id
     if (head.time > segment.lastTime) segment.lastTime = head.time
@@ -198,7 +237,14 @@ export class EventLog implements EventBodies {
    * Copies a damaged record, durably, to the quarantine (once: a later start finds it there) and
    * logs it. The segment is left as it is: every other record keeps its offset.
    */
-  #quarantine(file: string, segment: Segment, offset: number, line: Buffer, reason: string, id: string | undefined): void {
+  #quarantine(
+    file: string,
+    segment: Segment,
+    offset: number,
+    line: Buffer,
+    reason: string,
+    id: string | undefined,
+  ): void {
     const fields = { file, offset, bytes: line.length, reason, ...(id === undefined ? {} : { id }) }
     const dir = this.#quarantineDir
     if (dir === undefined) {
@@ -277,7 +323,10 @@ export class EventLog implements EventBodies {
     const segment = await this.#activeSegment()
     const handle = this.#handle
     if (handle === undefined) throw new Error('the event log is closed')
-    const data = batch.length === 1 && batch[0] !== undefined ? batch[0].line : Buffer.concat(batch.map((entry) => entry.line))
+    const data =
+      batch.length === 1 && batch[0] !== undefined
+        ? batch[0].line
+        : Buffer.concat(batch.map((entry) => entry.line))
     try {
       await handle.write(data, 0, data.length, segment.bytes)
     } catch (error) {
@@ -308,8 +357,10 @@ export class EventLog implements EventBodies {
    */
   async #activeSegment(): Promise<Segment> {
     const current = this.#segments.at(-1)
-    const roll = current === undefined
-      || (current.last > 0 && (current.bytes >= this.#segmentBytes || this.#now() - current.opened >= this.#segmentMs))
+    const roll =
+      current === undefined ||
+      (current.last > 0 &&
+        (current.bytes >= this.#segmentBytes || this.#now() - current.opened >= this.#segmentMs))
     if (!roll && this.#handle !== undefined) return current
     await this.#handle?.close()
     this.#handle = undefined
@@ -333,7 +384,15 @@ export class EventLog implements EventBodies {
     this.#handle = handle
     if (!roll) return current
     const bytes = statSync(path.join(this.dir, name)).size
-    const segment: Segment = { serial: this.#nextSerial, name, first, last: 0, lastTime: '', bytes, opened: this.#now() }
+    const segment: Segment = {
+      serial: this.#nextSerial,
+      name,
+      first,
+      last: 0,
+      lastTime: '',
+      bytes,
+      opened: this.#now(),
+    }
     this.#nextSerial += 1
     this.#segments.push(segment)
     return segment
@@ -367,7 +426,7 @@ export class EventLog implements EventBodies {
    */
   async read(index: EventIndex, slots: readonly number[]): Promise<ChangeEvent[] | undefined> {
     const events: (ChangeEvent | undefined)[] = []
-    const wanted = new Map<number, { at: number, place: EventPlace }[]>()
+    const wanted = new Map<number, { at: number; place: EventPlace }[]>()
     for (const [at, slot] of slots.entries()) {
       if (slot < index.start || slot >= index.end) return undefined
       const known = this.#recent.get(slot)?.event ?? this.#unlogged.get(slot)
@@ -419,7 +478,11 @@ export class EventLog implements EventBodies {
    */
   async prune(cutoff: string, drop: (through: number) => void): Promise<void> {
     let count = 0
-    while (count < this.#segments.length - 1 && (this.#segments[count]?.lastTime ?? cutoff) < cutoff) count += 1
+    while (
+      count < this.#segments.length - 1 &&
+      (this.#segments[count]?.lastTime ?? cutoff) < cutoff
+    )
+      count += 1
     const next = this.#segments[count]
     if (count === 0 || next === undefined) return
     const removed = this.#segments.splice(0, count)
@@ -447,22 +510,30 @@ function safeId(id: string): number | undefined {
 
 /** Reads records of one segment into `events` at their positions, merging reads of near ones. */
 async function readRecords(
-  handle: FileHandle, file: string, list: readonly { at: number, place: EventPlace }[], events: (ChangeEvent | undefined)[],
+  handle: FileHandle,
+  file: string,
+  list: readonly { at: number; place: EventPlace }[],
+  events: (ChangeEvent | undefined)[],
 ): Promise<void> {
   const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
-  for (let i = 0; i < list.length;) {
+  for (let i = 0; i < list.length; ) {
     const from = list[i]?.place.offset ?? 0
     let to = from
     let j = i
     for (; j < list.length; j += 1) {
       const place = list[j]?.place
-      const far = place !== undefined && (place.offset - to > READ_GAP || place.offset < to || place.offset + place.bytes - from > READ_MAX)
+      const far =
+        place !== undefined &&
+        (place.offset - to > READ_GAP ||
+          place.offset < to ||
+          place.offset + place.bytes - from > READ_MAX)
       if (place === undefined || (j > i && far)) break
       to = place.offset + place.bytes
     }
     const buffer = Buffer.allocUnsafe(to - from)
     const { bytesRead } = await handle.read(buffer, 0, buffer.length, from)
-    if (bytesRead !== buffer.length) throw new Error(`the event log ${file} is shorter than its index (offset ${from})`)
+    if (bytesRead !== buffer.length)
+      throw new Error(`the event log ${file} is shorter than its index (offset ${from})`)
     for (; i < j; i += 1) {
       const item = list[i]
       if (item === undefined) continue
@@ -473,7 +544,10 @@ async function readRecords(
       } catch {
         event = undefined
       }
-      if (event === undefined) throw new Error(`the event record at ${file}:${item.place.offset} was damaged after it was loaded`)
+      if (event === undefined)
+        throw new Error(
+          `the event record at ${file}:${item.place.offset} was damaged after it was loaded`,
+        )
       events[item.at] = event
     }
   }

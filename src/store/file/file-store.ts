@@ -1,19 +1,19 @@
-import { readFileSync, readdirSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import { access, stat, unlink } from 'node:fs/promises'
 import path from 'node:path'
 
-import { EventIndex } from '../feed/event-index.js'
-import type { ChangeEvent, EventHead } from '../../domain/event.js'
-import { silentLogger, type Logger } from '../../logger.js'
 import { internalFault } from '../../domain/errors.js'
+import type { ChangeEvent, EventHead } from '../../domain/event.js'
 import type { Tombstone } from '../../domain/tombstone.js'
-import { parseStoredUser, parseTombstone, toTombstoneJson } from './stored-files.js'
 import { toRecord, type User, type UserRecord } from '../../domain/user.js'
+import { type Logger, silentLogger } from '../../logger.js'
+import { EventIndex } from '../feed/event-index.js'
+import { IndexedStore } from '../indexed-store.js'
+import type { StoreCapabilities } from '../store.js'
 import { DurableDirectory, makeDurableDirectory, WriteError } from './atomic-write.js'
 import { DataDirLock, hasCode } from './data-dir-lock.js'
 import { EventLog } from './event-log.js'
-import { IndexedStore } from '../indexed-store.js'
-import type { StoreCapabilities } from '../store.js'
+import { parseStoredUser, parseTombstone, toTombstoneJson } from './stored-files.js'
 
 export interface FileStoreOptions {
   dataDir: string
@@ -75,10 +75,19 @@ export class FileStore extends IndexedStore {
     this.quarantineDir = path.join(this.dataDir, 'quarantine')
     this.tombstonesDir = path.join(this.dataDir, 'tombstones')
     this.eventsDir = path.join(this.dataDir, 'events')
-    this.capabilities = Object.freeze({ dataDir: this.dataDir, durable: true, shared: false, turnsReadOnly: true })
+    this.capabilities = Object.freeze({
+      dataDir: this.dataDir,
+      durable: true,
+      shared: false,
+      turnsReadOnly: true,
+    })
     this.#clock = options.now ?? Date.now
     this.#logger = options.logger ?? silentLogger
-    this.#eventLog = new EventLog(this.eventsDir, { now: this.#clock, logger: this.#logger, quarantineDir: this.quarantineDir })
+    this.#eventLog = new EventLog(this.eventsDir, {
+      now: this.#clock,
+      logger: this.#logger,
+      quarantineDir: this.quarantineDir,
+    })
     this.#retentionMs = (options.eventsRetentionDays ?? 30) * 86_400_000
     this.#lock = new DataDirLock(this.dataDir)
     this.#chunk = options.loadChunk ?? 2000
@@ -108,9 +117,13 @@ export class FileStore extends IndexedStore {
     await this.#loadEvents()
     this.#watch = setInterval(() => {
       void this.#checkPlace()
-      this.#pruning ??= this.pruneEvents().catch((error: unknown) => {
-        this.#logger.warn('could not prune events', { error: String(error) })
-      }).finally(() => { this.#pruning = undefined })
+      this.#pruning ??= this.pruneEvents()
+        .catch((error: unknown) => {
+          this.#logger.warn('could not prune events', { error: String(error) })
+        })
+        .finally(() => {
+          this.#pruning = undefined
+        })
     }, this.#watchIntervalMs)
     this.#watch.unref()
   }
@@ -141,9 +154,12 @@ export class FileStore extends IndexedStore {
 
   /** Drops whole segments older than the retention; requests go on meanwhile. */
   async pruneEvents(): Promise<void> {
-    await this.#eventLog.prune(new Date(this.#clock() - this.#retentionMs).toISOString(), (through) => {
-      this.events.dropThrough(through)
-    })
+    await this.#eventLog.prune(
+      new Date(this.#clock() - this.#retentionMs).toISOString(),
+      (through) => {
+        this.events.dropThrough(through)
+      },
+    )
   }
 
   /**
@@ -157,14 +173,20 @@ export class FileStore extends IndexedStore {
     const loaded = this.#eventLog.load(index, (event) => this.#made(event))
     for (const id of loaded.ghosts) await this.#eventLog.void(id)
     this.events.load(index, this.#eventLog, loaded.nextId, loaded.prunedThrough)
-    this.#logger.info('events loaded', { events: loaded.events, voided: loaded.ghosts.length, damaged: loaded.damaged })
+    this.#logger.info('events loaded', {
+      events: loaded.events,
+      voided: loaded.ghosts.length,
+      damaged: loaded.damaged,
+    })
   }
 
   /** Whether the change an event describes is in what was loaded. */
   #made(event: EventHead): boolean {
     const user = this.index.get(event.userId)
     const gone = this.tombstones.has(event.userId)
-    return event.type === 'user.deleted' ? gone : gone || (user !== undefined && user.user.version >= event.version)
+    return event.type === 'user.deleted'
+      ? gone
+      : gone || (user !== undefined && user.user.version >= event.version)
   }
 
   protected persist(record: UserRecord, logged: Promise<void>): Promise<void> {
@@ -181,7 +203,8 @@ export class FileStore extends IndexedStore {
     try {
       await this.#tombstones().writeFile(name, toTombstoneJson(tombstone))
     } catch (error) {
-      if (error instanceof WriteError && error.applied) throw new WriteError(error.step, error.cause, false)
+      if (error instanceof WriteError && error.applied)
+        throw new WriteError(error.step, error.cause, false)
       throw error
     }
     await this.#directory().removeFile(name)
@@ -207,11 +230,13 @@ export class FileStore extends IndexedStore {
     let problem: string | undefined
     try {
       const now = await readPlace(this.usersDir)
-      if (now.dev !== loaded.dev || now.ino !== loaded.ino) problem = 'the data directory was replaced'
+      if (now.dev !== loaded.dev || now.ino !== loaded.ino)
+        problem = 'the data directory was replaced'
     } catch {
       problem = 'the data directory was removed'
     }
-    if (problem === undefined && !this.#lock.check()) problem = 'the data directory\'s lock file was removed or taken'
+    if (problem === undefined && !this.#lock.check())
+      problem = "the data directory's lock file was removed or taken"
     if (problem === undefined) return
     this.turnReadOnly(problem)
     this.#logger.error('the store turned read-only', { reason: problem, dataDir: this.dataDir })
@@ -241,7 +266,9 @@ export class FileStore extends IndexedStore {
         } else if (TEMP_FILE.test(name)) {
           temps.push(name)
         } else {
-          this.#logger.warn('ignoring a file that is not a user', { file: path.join(this.usersDir, name) })
+          this.#logger.warn('ignoring a file that is not a user', {
+            file: path.join(this.usersDir, name),
+          })
         }
       }
       await yieldToLoop()
@@ -252,7 +279,10 @@ export class FileStore extends IndexedStore {
     for (const user of users) {
       if (this.tombstones.delete(user.id)) await this.#tombstones().removeFile(`${user.id}.json`)
     }
-    const quarantine: Misfit[] = bad.map((name) => ({ name, reason: 'the file is not a whole, valid user' }))
+    const quarantine: Misfit[] = bad.map((name) => ({
+      name,
+      reason: 'the file is not a whole, valid user',
+    }))
     // Oldest first, so that of two files with one email the older user keeps it.
     users.sort((a, b) => (a.id < b.id ? -1 : 1))
     for (let i = 0; i < users.length; i += 1) {
@@ -261,7 +291,11 @@ export class FileStore extends IndexedStore {
       const record = toRecord(user)
       const holder = this.index.idOfEmail(record.emailKey)
       if (holder === undefined) this.index.put(record)
-      else quarantine.push({ name: `${user.id}.json`, reason: `its email is already used by user ${holder}` })
+      else
+        quarantine.push({
+          name: `${user.id}.json`,
+          reason: `its email is already used by user ${holder}`,
+        })
       if (i % this.#chunk === 0) await yieldToLoop()
     }
     await this.#quarantine(this.#directory(), quarantine)
@@ -287,10 +321,12 @@ export class FileStore extends IndexedStore {
         continue
       }
       const id = USER_FILE.exec(entry.name)?.[1]
-      const tombstone = id === undefined
-        ? undefined
-        : parseTombstone(readFileSync(path.join(this.tombstonesDir, entry.name), 'utf8'), id)
-      if (tombstone === undefined) bad.push({ name: entry.name, reason: 'the file is not a whole, valid tombstone' })
+      const tombstone =
+        id === undefined
+          ? undefined
+          : parseTombstone(readFileSync(path.join(this.tombstonesDir, entry.name), 'utf8'), id)
+      if (tombstone === undefined)
+        bad.push({ name: entry.name, reason: 'the file is not a whole, valid tombstone' })
       else this.tombstones.set(tombstone.id, tombstone.deletedAt)
     }
     if (temps > 0) await this.#tombstones().sync()
@@ -307,7 +343,9 @@ export class FileStore extends IndexedStore {
         const target = await freeName(to.path, name)
         await from.moveOut(name, to, target)
         this.#logger.warn('quarantined a file', {
-          file: path.join(from.path, name), quarantine: path.join(to.path, target), reason,
+          file: path.join(from.path, name),
+          quarantine: path.join(to.path, target),
+          reason,
         })
       }
     } finally {

@@ -23,7 +23,9 @@ export function parseTombstone(text: string, expectedId: string): Tombstone | un
   const value = parseOwnObject(text, expectedId)
   if (value === undefined || Object.keys(value).length !== 2) return undefined
   const deletedAt = value['deletedAt']
-  return typeof deletedAt === 'string' && TIMESTAMP.test(deletedAt) ? { id: expectedId, deletedAt } : undefined
+  return typeof deletedAt === 'string' && TIMESTAMP.test(deletedAt)
+    ? { id: expectedId, deletedAt }
+    : undefined
 }
 
 /** The JSON object of a file named after `expectedId`, when it says it is that id. */
@@ -34,20 +36,31 @@ function parseOwnObject(text: string, expectedId: string): Record<string, unknow
   } catch {
     return undefined
   }
-  if (!isRecord(value) || value['id'] !== expectedId || !isCanonicalUuid(expectedId)) return undefined
+  if (!isRecord(value) || value['id'] !== expectedId || !isCanonicalUuid(expectedId))
+    return undefined
   return value
 }
 
 function toUser(value: Record<string, unknown>, id: string): User | undefined {
   const { email, name, status, metadata, createdAt, updatedAt, version } = value
-  if (typeof email !== 'string' || typeof name !== 'string' || !isUserStatus(status)) return undefined
+  if (typeof email !== 'string' || typeof name !== 'string' || !isUserStatus(status))
+    return undefined
   if (typeof createdAt !== 'string' || !TIMESTAMP.test(createdAt)) return undefined
   if (typeof updatedAt !== 'string' || !TIMESTAMP.test(updatedAt)) return undefined
   if (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 1) return undefined
   const cleanMetadata = toMetadata(metadata)
   if (cleanMetadata === undefined) return undefined
   // Equal time stamps share one string: 100,000 users loaded at start add up.
-  return { id, email, name, status, metadata: cleanMetadata, createdAt, updatedAt: updatedAt === createdAt ? createdAt : updatedAt, version }
+  return {
+    id,
+    email,
+    name,
+    status,
+    metadata: cleanMetadata,
+    createdAt,
+    updatedAt: updatedAt === createdAt ? createdAt : updatedAt,
+    version,
+  }
 }
 
 function toMetadata(value: unknown): Metadata | undefined {

@@ -1,13 +1,19 @@
 import type { Pool, PoolClient, PoolConfig, QueryResultRow } from 'pg'
 
-import type { EventDraft } from '../../domain/event.js'
 import { ServiceError } from '../../domain/errors.js'
+import type { EventDraft } from '../../domain/event.js'
 import { isCanonicalUuid } from '../../domain/uuid7.js'
 import type { Logger } from '../../logger.js'
-import { duplicateEmail, duplicateId } from '../store-errors.js'
 import type { StoreHealth } from '../store.js'
+import { duplicateEmail, duplicateId } from '../store-errors.js'
 import { loadPg, type PgModule } from './driver.js'
-import { classifyPgError, databaseUnavailable, isUniqueViolation, pgFault, toInputError } from './errors.js'
+import {
+  classifyPgError,
+  databaseUnavailable,
+  isUniqueViolation,
+  pgFault,
+  toInputError,
+} from './errors.js'
 import { appendEvents } from './events.js'
 import { quoteIdentifier } from './schema.js'
 import type { SqlShape } from './sql.js'
@@ -21,7 +27,7 @@ export interface PgConnectionOptions {
 }
 
 /** A statement: a named prepared statement and its values. */
-export type Statement = SqlShape | { name: string, text: string, values: unknown[] }
+export type Statement = SqlShape | { name: string; text: string; values: unknown[] }
 
 const HEALTHY: StoreHealth = Object.freeze({ state: 'ok' })
 
@@ -47,14 +53,15 @@ export class PgConnection {
   /** Loads the driver (refusing the start when it is missing) and makes the pool; idempotent. */
   async connect(): Promise<void> {
     if (this.#pool !== undefined) return
-    const pg = this.#options.pg ?? await loadPg()
+    const pg = this.#options.pg ?? (await loadPg())
     const config: PoolConfig = {
       connectionString: this.#options.url,
       max: this.#options.poolSize ?? 10,
       connectionTimeoutMillis: 5000,
       application_name: 'user-service',
     }
-    if (this.#options.schema !== undefined) config.options = `-c search_path=${quoteIdentifier(this.#options.schema)},public`
+    if (this.#options.schema !== undefined)
+      config.options = `-c search_path=${quoteIdentifier(this.#options.schema)},public`
     const pool = new pg.Pool(config)
     // A connection the server ends must not crash the process: the pool's listener covers idle
     // ones, and every connection gets its own for the time it is checked out (pg emits 'error' on
@@ -71,7 +78,9 @@ export class PgConnection {
 
   /** Asks the database whether it answers every `intervalMs`, for /readyz between requests. */
   startProbe(intervalMs: number): void {
-    this.#probe = setInterval(() => { void this.#check() }, intervalMs)
+    this.#probe = setInterval(() => {
+      void this.#check()
+    }, intervalMs)
     this.#probe.unref()
   }
 
@@ -90,7 +99,11 @@ export class PgConnection {
 
   async query<R extends QueryResultRow>(shape: Statement) {
     try {
-      const result = await this.#connection().query<R>({ name: shape.name, text: shape.text, values: [...shape.values] })
+      const result = await this.#connection().query<R>({
+        name: shape.name,
+        text: shape.text,
+        values: [...shape.values],
+      })
       this.#noteSuccess()
       return result
     } catch (error) {
@@ -103,7 +116,9 @@ export class PgConnection {
    * (§10), those `events` gives, in the same transaction, last.
    */
   async transaction<T>(
-    work: (client: PoolClient) => Promise<T>, events: (result: T) => readonly EventDraft[], committed: () => void,
+    work: (client: PoolClient) => Promise<T>,
+    events: (result: T) => readonly EventDraft[],
+    committed: () => void,
   ): Promise<T> {
     let client: PoolClient
     try {
@@ -122,7 +137,9 @@ export class PgConnection {
       if (drafts.length > 0) committed()
       return result
     } catch (error) {
-      await client.query('ROLLBACK').catch(() => { broken = true })
+      await client.query('ROLLBACK').catch(() => {
+        broken = true
+      })
       if (isUniqueViolation(error, 'users_email_key')) throw duplicateEmail()
       if (isUniqueViolation(error, 'users_pkey')) throw duplicateId(pkeyId(error))
       throw this.#failure(error)
@@ -153,7 +170,8 @@ export class PgConnection {
   #noteFailure(error: unknown): void {
     // Readiness turns 503: a warning, since the request that met the fault logs it at error
     // (StorageFaultLog), once, with its requestId; the probe alone logs nothing more.
-    if (this.#health.state === 'ok') this.#options.logger.warn('the database does not answer', pgFault(error))
+    if (this.#health.state === 'ok')
+      this.#options.logger.warn('the database does not answer', pgFault(error))
     this.#health = { state: 'degraded', reason: 'the database does not answer' }
   }
 

@@ -1,6 +1,6 @@
 import type { ChangeContext } from '../../domain/change-context.js'
-import { draftEvent } from '../../domain/event.js'
 import { ServiceError } from '../../domain/errors.js'
+import { draftEvent } from '../../domain/event.js'
 import type { UserRecord } from '../../domain/user.js'
 import type { PgConnection } from './connection.js'
 import { one, rowColumns, STORED_COLUMNS } from './rows.js'
@@ -36,7 +36,11 @@ export class CreateBatcher {
     this.#committed = committed
   }
 
-  insert(record: UserRecord, check: (() => void) | undefined, context: ChangeContext | undefined): Promise<boolean> {
+  insert(
+    record: UserRecord,
+    check: (() => void) | undefined,
+    context: ChangeContext | undefined,
+  ): Promise<boolean> {
     return new Promise<boolean>((resolve, reject) => {
       this.#creates.push({ record, check, context, resolve, reject })
       if (!this.#creating) void this.#run()
@@ -58,26 +62,33 @@ export class CreateBatcher {
       if (ready.length === 0) continue
       try {
         const time = this.#time()
-        const inserted = await this.#connection.transaction(async (client) => {
-          const result = await client.query<{ id: string }>({
-            name: 'users_insert_many',
-            text: `INSERT INTO users (${STORED_COLUMNS})
+        const inserted = await this.#connection.transaction(
+          async (client) => {
+            const result = await client.query<{ id: string }>({
+              name: 'users_insert_many',
+              text: `INSERT INTO users (${STORED_COLUMNS})
               SELECT u.* FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::json[], $8::text[], $9::text[], $10::bigint[])
                 AS u(id, email, email_key, name, name_key, status, metadata, created_at, updated_at, version)
               WHERE NOT EXISTS (SELECT 1 FROM tombstones t WHERE t.id = u.id)
               ON CONFLICT DO NOTHING RETURNING id`,
-            values: rowColumns(ready.map((entry) => entry.record)),
-          })
-          return new Set(result.rows.map((row) => row.id))
-        }, (ids) => ready
-          .filter((entry) => ids.has(entry.record.user.id))
-          .flatMap((entry) => one(draftEvent(undefined, entry.record, entry.record.user.id, time, entry.context))),
-        this.#committed)
+              values: rowColumns(ready.map((entry) => entry.record)),
+            })
+            return new Set(result.rows.map((row) => row.id))
+          },
+          (ids) =>
+            ready
+              .filter((entry) => ids.has(entry.record.user.id))
+              .flatMap((entry) =>
+                one(draftEvent(undefined, entry.record, entry.record.user.id, time, entry.context)),
+              ),
+          this.#committed,
+        )
         for (const entry of ready) entry.resolve(inserted.has(entry.record.user.id))
       } catch (error) {
         // Input the database refused is one row's fault: each row is tried alone, and only the
         // one it belongs to is refused.
-        const alone = ready.length > 1 && error instanceof ServiceError && error.code === 'bad_request'
+        const alone =
+          ready.length > 1 && error instanceof ServiceError && error.code === 'bad_request'
         for (const entry of ready) {
           if (alone) entry.resolve(false)
           else entry.reject(error)

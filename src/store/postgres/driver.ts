@@ -20,14 +20,17 @@ export async function loadPg(importer: Importer = importModule): Promise<PgModul
     loaded = await importer('pg')
   } catch (error) {
     if (isModuleMissing(error)) {
-      throw new StartError('DATABASE_URL is set but the PostgreSQL driver is not installed: npm install pg')
+      throw new StartError(
+        'DATABASE_URL is set but the PostgreSQL driver is not installed: npm install pg',
+      )
     }
     throw error
   }
   // pg is CommonJS: its exports arrive as the default export of the ES module namespace.
   const namespace = loaded as { default?: PgModule } & Partial<PgModule>
   const module = namespace.default ?? namespace
-  if (typeof module.Pool !== 'function') throw new StartError('the pg module has no Pool: install pg 8.x (npm install pg)')
+  if (typeof module.Pool !== 'function')
+    throw new StartError('the pg module has no Pool: install pg 8.x (npm install pg)')
   return module as PgModule
 }
 

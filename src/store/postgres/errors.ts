@@ -25,7 +25,7 @@ export function classifyPgError(error: unknown): PgFailure {
  */
 function sqlState(error: unknown): string | undefined {
   if (typeof error !== 'object' || error === null) return undefined
-  const { code, severity } = error as { code?: unknown, severity?: unknown }
+  const { code, severity } = error as { code?: unknown; severity?: unknown }
   return typeof code === 'string' && typeof severity === 'string' ? code : undefined
 }
 
@@ -36,10 +36,13 @@ function sqlState(error: unknown): string | undefined {
  * the net under them.
  */
 export function toInputError(error: unknown): ServiceError {
-  const found = error as { code?: unknown, column?: unknown, constraint?: unknown }
-  const named = typeof found.constraint === 'string'
-    ? `, constraint ${found.constraint}`
-    : typeof found.column === 'string' ? `, column ${found.column}` : ''
+  const found = error as { code?: unknown; column?: unknown; constraint?: unknown }
+  const named =
+    typeof found.constraint === 'string'
+      ? `, constraint ${found.constraint}`
+      : typeof found.column === 'string'
+        ? `, column ${found.column}`
+        : ''
   return new ServiceError(
     'bad_request',
     `The database refused a value of this request (SQLSTATE ${String(found.code)}${named}), so nothing was changed.`,
@@ -51,7 +54,7 @@ const UNIQUE_VIOLATION = '23505'
 
 /** A unique violation of this constraint (one the store gives a meaning of its own). */
 export function isUniqueViolation(error: unknown, constraint: string): boolean {
-  const found = error as { code?: unknown, constraint?: unknown } | null
+  const found = error as { code?: unknown; constraint?: unknown } | null
   return found?.code === UNIQUE_VIOLATION && found.constraint === constraint
 }
 
@@ -66,9 +69,13 @@ export function databaseUnavailable(cause: unknown): ServiceError {
 
 /** A change lost to other replicas too many times in a row. */
 export function contention(id: string): ServiceError {
-  return new ServiceError('storage_unavailable', `User ${id} changed too often at once to apply this change; try again.`, {
-    retryAfterSeconds: 1,
-  })
+  return new ServiceError(
+    'storage_unavailable',
+    `User ${id} changed too often at once to apply this change; try again.`,
+    {
+      retryAfterSeconds: 1,
+    },
+  )
 }
 
 /**
@@ -76,6 +83,7 @@ export function contention(id: string): ServiceError {
  * message, which may quote a client's data.
  */
 export function pgFault(error: unknown): Record<string, string> {
-  const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined
+  const code =
+    typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined
   return { code: typeof code === 'string' ? code : 'none' }
 }

@@ -2,7 +2,13 @@ import type { PoolClient, QueryResultRow } from 'pg'
 
 import type { ChangeEvent, EventDraft, EventType } from '../../domain/event.js'
 import { cursorValue, eventJson, formatEventId } from '../../domain/event.js'
-import { cursorExpired, EVENT_PAGE_MAX_BYTES, type EventFeed, type EventPage, type EventQuery } from '../feed/journal.js'
+import {
+  cursorExpired,
+  EVENT_PAGE_MAX_BYTES,
+  type EventFeed,
+  type EventPage,
+  type EventQuery,
+} from '../feed/journal.js'
 
 /** The channel every replica LISTENs on for new events. */
 const CHANNEL = 'user_service_events'
@@ -70,9 +76,13 @@ const LOWER_BOUND_BYTES = `64 + octet_length(type) + octet_length(time) + octet_
  * Appends the events of a transaction's changes inside it, last, so that the counter's lock is
  * held briefly: one statement for any number, their ids consecutive in the order given.
  */
-export async function appendEvents(client: PoolClient, drafts: readonly EventDraft[]): Promise<void> {
+export async function appendEvents(
+  client: PoolClient,
+  drafts: readonly EventDraft[],
+): Promise<void> {
   if (drafts.length === 0) return
-  const column = <K extends keyof EventDraft>(key: K): unknown[] => drafts.map((draft) => draft[key] ?? null)
+  const column = <K extends keyof EventDraft>(key: K): unknown[] =>
+    drafts.map((draft) => draft[key] ?? null)
   await client.query({
     name: 'events_append',
     // The NOTIFY is delivered at COMMIT to every replica that listens: a wake-up only, the poll
@@ -85,13 +95,24 @@ export async function appendEvents(client: PoolClient, drafts: readonly EventDra
         RETURNING id)
       SELECT pg_notify('${CHANNEL}', '') FROM added LIMIT 1`,
     values: [
-      drafts.length, column('type'), column('time'), column('userId'), column('version'), column('actor'), column('requestId'),
-      drafts.map((draft) => draft.changed === undefined ? null : JSON.stringify(draft.changed)), column('userJson'),
+      drafts.length,
+      column('type'),
+      column('time'),
+      column('userId'),
+      column('version'),
+      column('actor'),
+      column('requestId'),
+      drafts.map((draft) => (draft.changed === undefined ? null : JSON.stringify(draft.changed))),
+      column('userJson'),
     ],
   })
 }
 
-type Query = <R extends QueryResultRow>(shape: { name: string, text: string, values: unknown[] }) => Promise<{ rows: R[] }>
+type Query = <R extends QueryResultRow>(shape: {
+  name: string
+  text: string
+  values: unknown[]
+}) => Promise<{ rows: R[] }>
 
 /**
  * The feed read from the database, so that a stream on any replica sees what every replica
@@ -143,8 +164,13 @@ export class PostgresEventFeed implements EventFeed {
               FROM events JOIN page ON page.id = events.id WHERE page.before < $5) e), '[]') AS items
           FROM event_counter c`,
         // No id is above the largest bigint: a cursor past it (never sent by the HTTP layer) compares as it.
-        values: [(position > MAX_BIGINT ? MAX_BIGINT : position).toString(), wanted, query.userId ?? null,
-          query.types === undefined ? null : [...query.types], Math.max(1, maxBytes - bytes)],
+        values: [
+          (position > MAX_BIGINT ? MAX_BIGINT : position).toString(),
+          wanted,
+          query.userId ?? null,
+          query.types === undefined ? null : [...query.types],
+          Math.max(1, maxBytes - bytes),
+        ],
       })
       const row = result.rows[0]
       if (row === undefined) throw new Error('the event counter row is missing')
@@ -156,7 +182,8 @@ export class PostgresEventFeed implements EventFeed {
       for (const found of rows) {
         const event = toEvent(found)
         const size = Buffer.byteLength(eventJson(event))
-        if (items.length > 0 && bytes + size > maxBytes) return { items, nextCursor: formatEventId(cursorValue(event.id) - 1n) }
+        if (items.length > 0 && bytes + size > maxBytes)
+          return { items, nextCursor: formatEventId(cursorValue(event.id) - 1n) }
         items.push(event)
         bytes += size
         position = cursorValue(event.id)
@@ -178,7 +205,9 @@ export class PostgresEventFeed implements EventFeed {
   subscribe(wake: () => void): () => void {
     this.#wakers.add(wake)
     if (this.#poll === undefined) {
-      this.#poll = setInterval(() => { void this.#check() }, this.#pollMs)
+      this.#poll = setInterval(() => {
+        void this.#check()
+      }, this.#pollMs)
       this.#poll.unref()
       this.#startListening()
     }
@@ -217,7 +246,9 @@ export class PostgresEventFeed implements EventFeed {
     this.#listener = (async () => {
       try {
         const client = await listen()
-        client.on('notification', () => { this.#wake() })
+        client.on('notification', () => {
+          this.#wake()
+        })
         client.on('error', () => undefined)
         await client.query(`LISTEN ${CHANNEL}`)
         return client
@@ -243,7 +274,9 @@ export class PostgresEventFeed implements EventFeed {
   async #check(): Promise<void> {
     try {
       const result = await this.#query<{ head: string }>({
-        name: 'events_head', text: 'SELECT last_id::text AS head FROM event_counter', values: [],
+        name: 'events_head',
+        text: 'SELECT last_id::text AS head FROM event_counter',
+        values: [],
       })
       const head = result.rows[0]?.head ?? ''
       if (head === this.#head) return

@@ -1,8 +1,8 @@
-import type { QueryResultRow, QueryResult } from 'pg'
+import type { QueryResult, QueryResultRow } from 'pg'
 
 import type { ListPage, ListQuery } from '../store.js'
 import type { Statement } from './connection.js'
-import { toUserRecord, withMore, type SearchRow, type UserRow } from './rows.js'
+import { type SearchRow, toUserRecord, type UserRow, withMore } from './rows.js'
 import { pageShape, searchShape, USER_COLUMNS } from './sql.js'
 
 /** Runs one statement (the connection's query, with its failure classification). */
@@ -14,7 +14,8 @@ export type RunQuery = <R extends QueryResultRow>(statement: Statement) => Promi
  */
 export async function listUsers(query: ListQuery, run: RunQuery): Promise<ListPage> {
   const { email, q } = query.filter
-  const statuses = query.filter.statuses === undefined ? undefined : [...new Set(query.filter.statuses)]
+  const statuses =
+    query.filter.statuses === undefined ? undefined : [...new Set(query.filter.statuses)]
   if (email !== undefined) return listByEmail(query, email.toLowerCase(), run)
   const shape = { order: query.order, after: query.after, statuses }
   if (q === undefined) {
@@ -40,7 +41,9 @@ export async function listUsers(query: ListQuery, run: RunQuery): Promise<ListPa
 /** An email names at most one user: look it up, then apply the other filters to it. */
 async function listByEmail(query: ListQuery, emailKey: string, run: RunQuery): Promise<ListPage> {
   const result = await run<UserRow>({
-    name: 'users_by_email', text: `SELECT ${USER_COLUMNS} FROM users WHERE email_key = $1`, values: [emailKey],
+    name: 'users_by_email',
+    text: `SELECT ${USER_COLUMNS} FROM users WHERE email_key = $1`,
+    values: [emailKey],
   })
   const row = result.rows[0]
   if (row === undefined) return { items: [], hasMore: false }
@@ -48,8 +51,11 @@ async function listByEmail(query: ListQuery, emailKey: string, run: RunQuery): P
   const { statuses, q } = query.filter
   const { after, order } = query
   const needle = q?.toLowerCase()
-  const found = (after === undefined || (order === 'asc' ? row.id > after : row.id < after))
-    && (statuses === undefined || statuses.includes(row.status))
-    && (needle === undefined || record.emailKey.includes(needle) || row.name.toLowerCase().includes(needle))
+  const found =
+    (after === undefined || (order === 'asc' ? row.id > after : row.id < after)) &&
+    (statuses === undefined || statuses.includes(row.status)) &&
+    (needle === undefined ||
+      record.emailKey.includes(needle) ||
+      row.name.toLowerCase().includes(needle))
   return { items: found ? [record] : [], hasMore: false }
 }

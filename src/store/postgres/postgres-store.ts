@@ -1,15 +1,21 @@
 import type { ChangeContext } from '../../domain/change-context.js'
-import { draftEvent } from '../../domain/event.js'
 import { internalFault } from '../../domain/errors.js'
+import { draftEvent } from '../../domain/event.js'
 import { toRecord, type User, type UserRecord, type UserStatus } from '../../domain/user.js'
 import { isCanonicalUuid } from '../../domain/uuid7.js'
-import { silentLogger, type Logger } from '../../logger.js'
+import { type Logger, silentLogger } from '../../logger.js'
 import { PerKeyQueue } from '../per-key-queue.js'
+import type {
+  ChangeUser,
+  ListPage,
+  ListQuery,
+  Store,
+  StoreCapabilities,
+  StoreHealth,
+  SubjectState,
+} from '../store.js'
 import { duplicateId, notCanonical, userNotFound } from '../store-errors.js'
 import { checkStorableContext, checkStorableQuery, checkStorableUser } from '../store-input.js'
-import type {
-  ChangeUser, ListPage, ListQuery, Store, StoreCapabilities, StoreHealth, SubjectState,
-} from '../store.js'
 import { PgConnection } from './connection.js'
 import { CreateBatcher } from './create-batch.js'
 import type { PgModule } from './driver.js'
@@ -43,7 +49,12 @@ export interface PostgresStoreOptions {
 /** A change lost to another replica is re-read and tried again, this many times at most. */
 const MAX_ATTEMPTS = 100
 
-const CAPABILITIES: StoreCapabilities = Object.freeze({ dataDir: undefined, durable: true, shared: true, turnsReadOnly: false })
+const CAPABILITIES: StoreCapabilities = Object.freeze({
+  dataDir: undefined,
+  durable: true,
+  shared: true,
+  turnsReadOnly: false,
+})
 
 /**
  * Users in PostgreSQL, shared by any number of replicas. Nothing is cached: every read asks the
@@ -70,10 +81,24 @@ export class PostgresStore implements Store {
     this.#logger = options.logger ?? silentLogger
     this.#now = options.now ?? Date.now
     this.#db = new PgConnection({
-      url: options.url, logger: this.#logger, schema: options.schema, poolSize: options.poolSize, pg: options.pg,
+      url: options.url,
+      logger: this.#logger,
+      schema: options.schema,
+      poolSize: options.poolSize,
+      pg: options.pg,
     })
-    this.events = new PostgresEventFeed((shape) => this.#db.query(shape), options.eventPollMs, () => this.#db.client())
-    this.#creates = new CreateBatcher(this.#db, () => this.#time(), () => { this.events.committed() })
+    this.events = new PostgresEventFeed(
+      (shape) => this.#db.query(shape),
+      options.eventPollMs,
+      () => this.#db.client(),
+    )
+    this.#creates = new CreateBatcher(
+      this.#db,
+      () => this.#time(),
+      () => {
+        this.events.committed()
+      },
+    )
   }
 
   /** Deletes the events past the retention; every replica may do it, the result is the same. */
@@ -105,7 +130,9 @@ export class PostgresStore implements Store {
       client.release()
     }
     this.#db.startProbe(this.#options.probeIntervalMs ?? 1000)
-    this.#prune = setInterval(() => { this.pruneEvents().catch(() => undefined) }, 60_000)
+    this.#prune = setInterval(() => {
+      this.pruneEvents().catch(() => undefined)
+    }, 60_000)
     this.#prune.unref()
   }
 
@@ -128,7 +155,9 @@ export class PostgresStore implements Store {
     // No other id is ever stored, and the database would refuse some (a NUL) as input.
     if (!isCanonicalUuid(id)) return undefined
     const result = await this.#db.query<UserRow>({
-      name: 'users_get', text: `SELECT ${USER_COLUMNS} FROM users WHERE id = $1`, values: [id],
+      name: 'users_get',
+      text: `SELECT ${USER_COLUMNS} FROM users WHERE id = $1`,
+      values: [id],
     })
     const row = result.rows[0]
     return row === undefined ? undefined : toUserRecord(row)
@@ -137,14 +166,20 @@ export class PostgresStore implements Store {
   async getMany(ids: readonly string[]): Promise<UserRecord[]> {
     // One round trip for the whole batch, whatever its size (at most 100 ids from the API).
     const result = await this.#db.query<UserRow>({
-      name: 'users_get_many', text: `SELECT ${USER_COLUMNS} FROM users WHERE id = ANY($1::text[])`, values: [ids.filter(isCanonicalUuid)],
+      name: 'users_get_many',
+      text: `SELECT ${USER_COLUMNS} FROM users WHERE id = ANY($1::text[])`,
+      values: [ids.filter(isCanonicalUuid)],
     })
     return result.rows.map(toUserRecord)
   }
 
   async isDeleted(id: string): Promise<boolean> {
     if (!isCanonicalUuid(id)) return false
-    const result = await this.#db.query({ name: 'tombstones_has', text: 'SELECT 1 FROM tombstones WHERE id = $1', values: [id] })
+    const result = await this.#db.query({
+      name: 'tombstones_has',
+      text: 'SELECT 1 FROM tombstones WHERE id = $1',
+      values: [id],
+    })
     return result.rows.length > 0
   }
 
@@ -152,7 +187,7 @@ export class PostgresStore implements Store {
     // One round trip for what would be two (the row and its tombstone): this runs on every
     // request whose token's subject is a user id.
     if (!isCanonicalUuid(id)) return { status: undefined, deleted: false }
-    const result = await this.#db.query<{ status: UserStatus | null, deleted: boolean }>({
+    const result = await this.#db.query<{ status: UserStatus | null; deleted: boolean }>({
       name: 'users_subject',
       text: 'SELECT (SELECT status FROM users WHERE id = $1) AS status, EXISTS (SELECT 1 FROM tombstones WHERE id = $1) AS deleted',
       values: [id],
@@ -182,15 +217,27 @@ export class PostgresStore implements Store {
     })
   }
 
-  async #createAlone(record: UserRecord, check: (() => void) | undefined, context: ChangeContext | undefined): Promise<UserRecord> {
+  async #createAlone(
+    record: UserRecord,
+    check: (() => void) | undefined,
+    context: ChangeContext | undefined,
+  ): Promise<UserRecord> {
     check?.()
-    const inserted = await this.#db.transaction((client) => client.query({
-      name: 'users_insert',
-      text: `INSERT INTO users (${STORED_COLUMNS})
+    const inserted = await this.#db.transaction(
+      (client) =>
+        client.query({
+          name: 'users_insert',
+          text: `INSERT INTO users (${STORED_COLUMNS})
         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10
         WHERE NOT EXISTS (SELECT 1 FROM tombstones WHERE id = $1)`,
-      values: rowValues(record),
-    }), (result) => result.rowCount === 1 ? one(draftEvent(undefined, record, record.user.id, this.#time(), context)) : [], this.#committed)
+          values: rowValues(record),
+        }),
+      (result) =>
+        result.rowCount === 1
+          ? one(draftEvent(undefined, record, record.user.id, this.#time(), context))
+          : [],
+      this.#committed,
+    )
     if (inserted.rowCount !== 1) throw duplicateId(record.user.id)
     return record
   }
@@ -205,12 +252,20 @@ export class PostgresStore implements Store {
         checkStorableUser(next, current.user)
         checkStorableContext(context)
         const record = toRecord(next)
-        const updated = await this.#db.transaction((client) => client.query({
-          name: 'users_update',
-          text: `UPDATE users SET email = $2, email_key = $3, name = $4, name_key = $5, status = $6, metadata = $7,
+        const updated = await this.#db.transaction(
+          (client) =>
+            client.query({
+              name: 'users_update',
+              text: `UPDATE users SET email = $2, email_key = $3, name = $4, name_key = $5, status = $6, metadata = $7,
             created_at = $8, updated_at = $9, version = $10 WHERE id = $1 AND version = $11`,
-          values: [...rowValues(record), current.user.version],
-        }), (result) => result.rowCount === 1 ? one(draftEvent(current.user, record, id, this.#time(), context)) : [], this.#committed)
+              values: [...rowValues(record), current.user.version],
+            }),
+          (result) =>
+            result.rowCount === 1
+              ? one(draftEvent(current.user, record, id, this.#time(), context))
+              : [],
+          this.#committed,
+        )
         if (updated.rowCount === 1) return record
         // Another replica changed or deleted the user since it was read: read it again.
         if (attempt >= MAX_ATTEMPTS) throw contention(id)
@@ -218,32 +273,56 @@ export class PostgresStore implements Store {
     })
   }
 
-  delete(id: string, check?: (current: UserRecord) => void, context?: ChangeContext): Promise<void> {
+  delete(
+    id: string,
+    check?: (current: UserRecord) => void,
+    context?: ChangeContext,
+  ): Promise<void> {
     return this.#queues.run(id, async () => {
       for (let attempt = 1; ; attempt += 1) {
         const current = await this.#require(id)
         check?.(current)
         checkStorableContext(context)
         const deletedAt = new Date(this.#now()).toISOString()
-        const deleted = await this.#db.transaction(async (client) => {
-          const removed = await client.query({
-            name: 'users_delete', text: 'DELETE FROM users WHERE id = $1 AND version = $2', values: [id, current.user.version],
-          })
-          if (removed.rowCount !== 1) return false
-          await client.query({
-            name: 'tombstones_insert',
-            text: 'INSERT INTO tombstones (id, deleted_at) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING',
-            values: [id, deletedAt],
-          })
-          return true
-        }, (removed) => removed ? one(draftEvent(current.user, undefined, id, deletedAt, context, current.user.version + 1)) : [], this.#committed)
+        const deleted = await this.#db.transaction(
+          async (client) => {
+            const removed = await client.query({
+              name: 'users_delete',
+              text: 'DELETE FROM users WHERE id = $1 AND version = $2',
+              values: [id, current.user.version],
+            })
+            if (removed.rowCount !== 1) return false
+            await client.query({
+              name: 'tombstones_insert',
+              text: 'INSERT INTO tombstones (id, deleted_at) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING',
+              values: [id, deletedAt],
+            })
+            return true
+          },
+          (removed) =>
+            removed
+              ? one(
+                  draftEvent(
+                    current.user,
+                    undefined,
+                    id,
+                    deletedAt,
+                    context,
+                    current.user.version + 1,
+                  ),
+                )
+              : [],
+          this.#committed,
+        )
         if (deleted) return
         if (attempt >= MAX_ATTEMPTS) throw contention(id)
       }
     })
   }
 
-  readonly #committed = (): void => { this.events.committed() }
+  readonly #committed = (): void => {
+    this.events.committed()
+  }
 
   async #require(id: string): Promise<UserRecord> {
     const current = await this.get(id)

@@ -24,13 +24,22 @@ export interface SearchRow extends UserRow {
 }
 
 /** The columns a user is stored in, in the order of rowValues. */
-export const STORED_COLUMNS = 'id, email, email_key, name, name_key, status, metadata, created_at, updated_at, version'
+export const STORED_COLUMNS =
+  'id, email, email_key, name, name_key, status, metadata, created_at, updated_at, version'
 
 export function rowValues(record: UserRecord): unknown[] {
   const { user } = record
   return [
-    user.id, user.email, record.emailKey, user.name, user.name.toLowerCase(), user.status,
-    JSON.stringify(user.metadata), user.createdAt, user.updatedAt, user.version,
+    user.id,
+    user.email,
+    record.emailKey,
+    user.name,
+    user.name.toLowerCase(),
+    user.status,
+    JSON.stringify(user.metadata),
+    user.createdAt,
+    user.updatedAt,
+    user.version,
   ]
 }
 
@@ -58,7 +67,9 @@ export function toUserRecord(row: UserRow): UserRecord {
 }
 
 export function withMore(items: readonly UserRecord[], resumeAfter: string | undefined): ListPage {
-  return resumeAfter === undefined ? { items, hasMore: true } : { items, hasMore: true, resumeAfter }
+  return resumeAfter === undefined
+    ? { items, hasMore: true }
+    : { items, hasMore: true, resumeAfter }
 }
 
 /** The draft as a list of none or one, for a transaction's events. */

@@ -1,7 +1,7 @@
 import type { PoolClient } from 'pg'
 
-import type { Logger } from '../../logger.js'
 import { MAX_VERSION } from '../../domain/user.js'
+import type { Logger } from '../../logger.js'
 import { EVENT_MIGRATION } from './events.js'
 
 /**
@@ -61,7 +61,11 @@ export class SchemaTooNewError extends Error {
  * versioned schema, the pg_trgm indexes that let `q` avoid reading every row: an extension the
  * role may not create is not fatal (a `q` page is bounded by the scan budget anyway).
  */
-export async function migrate(client: PoolClient, logger: Logger, schema: string | undefined): Promise<number> {
+export async function migrate(
+  client: PoolClient,
+  logger: Logger,
+  schema: string | undefined,
+): Promise<number> {
   await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK])
   try {
     if (schema !== undefined) {
@@ -72,7 +76,9 @@ export async function migrate(client: PoolClient, logger: Logger, schema: string
       version integer PRIMARY KEY,
       applied_at timestamptz NOT NULL DEFAULT now()
     )`)
-    const found = await client.query<{ version: number | null }>('SELECT max(version) AS version FROM user_service_schema')
+    const found = await client.query<{ version: number | null }>(
+      'SELECT max(version) AS version FROM user_service_schema',
+    )
     const current = found.rows[0]?.version ?? 0
     if (current > SCHEMA_VERSION) {
       throw new SchemaTooNewError(
@@ -107,17 +113,25 @@ async function requireCurrentSchema(client: PoolClient, schema: string): Promise
   const found = await client.query<{ schema: string | null }>('SELECT current_schema() AS schema')
   const current = found.rows[0]?.schema ?? null
   if (current !== schema) {
-    throw new Error(`the search_path resolves to schema ${String(current)}, not to the configured schema ${schema}`)
+    throw new Error(
+      `the search_path resolves to schema ${String(current)}, not to the configured schema ${schema}`,
+    )
   }
 }
 
 async function createTrigramIndexes(client: PoolClient, logger: Logger): Promise<void> {
   try {
     await client.query('CREATE EXTENSION IF NOT EXISTS pg_trgm')
-    await client.query('CREATE INDEX IF NOT EXISTS users_email_trgm ON users USING gin (email_key gin_trgm_ops)')
-    await client.query('CREATE INDEX IF NOT EXISTS users_name_trgm ON users USING gin (name_key gin_trgm_ops)')
+    await client.query(
+      'CREATE INDEX IF NOT EXISTS users_email_trgm ON users USING gin (email_key gin_trgm_ops)',
+    )
+    await client.query(
+      'CREATE INDEX IF NOT EXISTS users_name_trgm ON users USING gin (name_key gin_trgm_ops)',
+    )
   } catch (error) {
-    logger.warn('no pg_trgm indexes: q filters read rows within the scan budget', { error: String(error) })
+    logger.warn('no pg_trgm indexes: q filters read rows within the scan budget', {
+      error: String(error),
+    })
   }
 }
 

@@ -6,7 +6,8 @@ import type { UserStatus } from '../../domain/user.js'
  * from an index (never `$x IS NULL OR …`).
  */
 
-export const USER_COLUMNS = 'id, email, name, status, metadata::text AS metadata, created_at, updated_at, version'
+export const USER_COLUMNS =
+  'id, email, name, status, metadata::text AS metadata, created_at, updated_at, version'
 
 export interface SqlShape {
   readonly name: string
@@ -25,7 +26,10 @@ export interface ShapeInput {
  * Ids in `order` after `after`, of the given statuses, at most `$1` of them; the other parameters
  * start at $2. Several statuses are one index range each, merged: O(limit) whatever they hold.
  */
-function source(input: ShapeInput, columns: string): { text: string, values: unknown[], key: string } {
+function source(
+  input: ShapeInput,
+  columns: string,
+): { text: string; values: unknown[]; key: string } {
   const direction = input.order === 'asc' ? 'ASC' : 'DESC'
   const compare = input.order === 'asc' ? '>' : '<'
   const values: unknown[] = []
@@ -44,12 +48,19 @@ function source(input: ShapeInput, columns: string): { text: string, values: unk
       key: `${input.order}${afterParam === undefined ? '' : '_after'}`,
     }
   }
-  const parts = statuses.map((status) =>
-    `(SELECT ${columns} FROM users WHERE status = ${param(status)}${afterSql} ORDER BY id ${direction} LIMIT $1)`)
-  const text = parts.length === 1
-    ? (parts[0] ?? '').slice(1, -1)
-    : `SELECT * FROM (${parts.join(' UNION ALL ')}) AS picked ORDER BY id ${direction} LIMIT $1`
-  return { text, values, key: `${input.order}${afterParam === undefined ? '' : '_after'}_s${statuses.length}` }
+  const parts = statuses.map(
+    (status) =>
+      `(SELECT ${columns} FROM users WHERE status = ${param(status)}${afterSql} ORDER BY id ${direction} LIMIT $1)`,
+  )
+  const text =
+    parts.length === 1
+      ? (parts[0] ?? '').slice(1, -1)
+      : `SELECT * FROM (${parts.join(' UNION ALL ')}) AS picked ORDER BY id ${direction} LIMIT $1`
+  return {
+    text,
+    values,
+    key: `${input.order}${afterParam === undefined ? '' : '_after'}_s${statuses.length}`,
+  }
 }
 
 /** One page without `q`: `limit + 1` rows, the last proving that more follow. */
@@ -63,7 +74,12 @@ export function pageShape(input: ShapeInput, limit: number): SqlShape {
  * walk goes on); of the first `budget`, those whose name or email key contains the needle, at most
  * `limit + 1`, with their position; and the users at positions `budget` and `budget + 1`.
  */
-export function searchShape(input: ShapeInput, limit: number, budget: number, needle: string): SqlShape {
+export function searchShape(
+  input: ShapeInput,
+  limit: number,
+  budget: number,
+  needle: string,
+): SqlShape {
   const { text, values, key } = source(input, 'id, email_key, name_key')
   const direction = input.order === 'asc' ? 'ASC' : 'DESC'
   const n = values.length + 2
@@ -87,8 +103,10 @@ export function searchShape(input: ShapeInput, limit: number, budget: number, ne
 }
 
 function prefixed(alias: string): string {
-  return `${alias}.id, ${alias}.email, ${alias}.name, ${alias}.status, ${alias}.metadata::text AS metadata, ` +
+  return (
+    `${alias}.id, ${alias}.email, ${alias}.name, ${alias}.status, ${alias}.metadata::text AS metadata, ` +
     `${alias}.created_at, ${alias}.updated_at, ${alias}.version`
+  )
 }
 
 /** `%needle%` with LIKE's own characters taken literally (backslash is LIKE's default escape). */

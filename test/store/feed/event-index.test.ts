@@ -1,13 +1,19 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
+import {
+  compareCursors,
+  cursorFloor,
+  cursorValue,
+  eventIdNumber,
+  formatEventId,
+} from '../../../src/domain/event.js'
 import { EventIndex } from '../../../src/store/feed/event-index.js'
-import { compareCursors, cursorFloor, cursorValue, eventIdNumber, formatEventId } from '../../../src/domain/event.js'
 
 const A = '0193a5f2-7c1e-7d3a-9b2f-1c2d3e4f5a6b'
 const B = '0193a5f2-7c1e-7d3a-9b2f-1c2d3e4f5a6c'
 
-function place(offset: number, bytes = 100): { segment: number, offset: number, bytes: number } {
+function place(offset: number, bytes = 100): { segment: number; offset: number; bytes: number } {
   return { segment: 3, offset, bytes }
 }
 
@@ -38,7 +44,10 @@ describe('cursors', () => {
     assert.equal(cursorFloor('ffffffffffffffff'), Number.MAX_SAFE_INTEGER)
     assert.equal(cursorFloor('000000000000002a'), 42)
     assert.equal(eventIdNumber('001fffffffffffff'), Number.MAX_SAFE_INTEGER)
-    assert.throws(() => eventIdNumber('0020000000000000'), { name: 'RangeError', message: /past the ids/ })
+    assert.throws(() => eventIdNumber('0020000000000000'), {
+      name: 'RangeError',
+      message: /past the ids/,
+    })
   })
 })
 
@@ -48,10 +57,16 @@ describe('the event index', () => {
     assert.equal(index.firstAfter(0), 0)
     for (const id of [2, 3, 5, 8]) index.push(id, 'user.updated', A, place(id * 100))
     assert.equal(index.size, 4)
-    assert.deepEqual([0, 1, 2, 4, 5, 8, 9].map((id) => index.firstAfter(id)), [0, 0, 1, 2, 3, 4, 4])
+    assert.deepEqual(
+      [0, 1, 2, 4, 5, 8, 9].map((id) => index.firstAfter(id)),
+      [0, 0, 1, 2, 3, 4, 4],
+    )
     assert.equal(index.idAt(2), 5)
     assert.deepEqual(index.placeAt(3), { segment: 3, offset: 800, bytes: 100 })
-    assert.throws(() => index.push(8, 'user.updated', A, place(0)), { name: 'RangeError', message: /not after/ })
+    assert.throws(() => index.push(8, 'user.updated', A, place(0)), {
+      name: 'RangeError',
+      message: /not after/,
+    })
     assert.throws(() => index.push(7, 'user.updated', A, place(0)), { name: 'RangeError' })
   })
 
@@ -62,18 +77,25 @@ describe('the event index', () => {
     index.push(3, 'user.updated', A, place(2))
     index.push(4, 'user.deleted', B, place(3))
     const rows = (match: ((slot: number) => boolean) | undefined): number[] =>
-      match === undefined ? [] : [0, 1, 2, 3].filter((slot) => match(slot)).map((slot) => index.idAt(slot))
+      match === undefined
+        ? []
+        : [0, 1, 2, 3].filter((slot) => match(slot)).map((slot) => index.idAt(slot))
     assert.deepEqual(rows(index.matcher(undefined, undefined)), [1, 2, 3, 4])
     assert.deepEqual(rows(index.matcher(['user.created'], undefined)), [1, 2])
     assert.deepEqual(rows(index.matcher(['user.updated', 'user.deleted'], undefined)), [3, 4])
     assert.deepEqual(rows(index.matcher(undefined, B)), [2, 4])
     assert.deepEqual(rows(index.matcher(['user.created'], A)), [1])
-    assert.equal(index.matcher(undefined, '0193a5f2-7c1e-7d3a-9b2f-000000000000'), undefined, 'a user without events matches nothing')
+    assert.equal(
+      index.matcher(undefined, '0193a5f2-7c1e-7d3a-9b2f-000000000000'),
+      undefined,
+      'a user without events matches nothing',
+    )
   })
 
   it('keeps slots through drops from the front and growth, and gives memory back after a large drop', () => {
     const index = new EventIndex()
-    for (let id = 1; id <= 5000; id += 1) index.push(id, 'user.updated', id % 2 === 0 ? A : B, place(id, id))
+    for (let id = 1; id <= 5000; id += 1)
+      index.push(id, 'user.updated', id % 2 === 0 ? A : B, place(id, id))
     assert.equal(index.end, 5000)
     index.dropBefore(4990)
     assert.deepEqual([index.start, index.end, index.size], [4990, 5000, 10])
@@ -96,9 +118,17 @@ describe('the event index', () => {
     const index = new EventIndex()
     for (let id = 1; id <= 6; id += 1) index.push(id, 'user.updated', A, place(id * 10))
     index.retain((slot) => index.idAt(slot) % 3 !== 0)
-    assert.deepEqual(Array.from({ length: index.size }, (_, slot) => index.idAt(slot)), [1, 2, 4, 5])
+    assert.deepEqual(
+      Array.from({ length: index.size }, (_, slot) => index.idAt(slot)),
+      [1, 2, 4, 5],
+    )
     assert.deepEqual(index.placeAt(2), { segment: 3, offset: 40, bytes: 100 })
     index.dropBefore(1)
-    assert.throws(() => { index.retain(() => true) }, { message: /fresh index/ })
+    assert.throws(
+      () => {
+        index.retain(() => true)
+      },
+      { message: /fresh index/ },
+    )
   })
 })

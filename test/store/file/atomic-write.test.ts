@@ -1,13 +1,18 @@
 import assert from 'node:assert/strict'
 import { existsSync } from 'node:fs'
-import { mkdir, readFile, readdir, rename, stat, writeFile } from 'node:fs/promises'
+import { mkdir, readdir, readFile, rename, stat, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { describe, it, type TestContext } from 'node:test'
 
 import {
-  DurableDirectory, WriteError, makeDurableDirectory, observeDurableWrites, syncDirectorySync, writeFileAtomic,
+  DurableDirectory,
   type DurableWriteTiming,
+  makeDurableDirectory,
+  observeDurableWrites,
+  syncDirectorySync,
+  WriteError,
+  writeFileAtomic,
 } from '../../../src/store/file/atomic-write.js'
 import { makeTempDir } from '../../helpers/service.js'
 
@@ -68,8 +73,13 @@ describe('DurableDirectory.writeFile', () => {
     await mkdir(path.join(dir.path, 'a.json'))
     await writeFile(path.join(dir.path, 'a.json', 'inside'), 'old')
     await dir.writeFile('b.json', 'neighbour')
-    await assert.rejects(dir.writeFile('a.json', 'new'), (error: unknown) =>
-      error instanceof WriteError && error.step === 'rename' && (error.code === 'EISDIR' || error.code === 'ENOTEMPTY'))
+    await assert.rejects(
+      dir.writeFile('a.json', 'new'),
+      (error: unknown) =>
+        error instanceof WriteError &&
+        error.step === 'rename' &&
+        (error.code === 'EISDIR' || error.code === 'ENOTEMPTY'),
+    )
     assert.deepEqual((await readdir(dir.path)).sort(), ['a.json', 'b.json'])
     assert.equal(await readFile(path.join(dir.path, 'a.json', 'inside'), 'utf8'), 'old')
     assert.equal(await readFile(path.join(dir.path, 'b.json'), 'utf8'), 'neighbour')
@@ -79,7 +89,9 @@ describe('DurableDirectory.writeFile', () => {
     const dir = await openDirectory(t)
     await dir.writeFile('a.json', 'old')
     let open!: () => void
-    const gate = new Promise<void>((resolve) => { open = resolve })
+    const gate = new Promise<void>((resolve) => {
+      open = resolve
+    })
     const writing = dir.writeFile('a.json', 'new', gate)
     // The temp file appears, holding the whole new content, while the target keeps the old one.
     let temps: string[] = []
@@ -89,7 +101,8 @@ describe('DurableDirectory.writeFile', () => {
     }
     const [temp] = temps
     assert.ok(temp !== undefined)
-    while (await readFile(path.join(dir.path, temp), 'utf8') !== 'new') await new Promise((resolve) => setImmediate(resolve))
+    while ((await readFile(path.join(dir.path, temp), 'utf8')) !== 'new')
+      await new Promise((resolve) => setImmediate(resolve))
     assert.equal(await readFile(path.join(dir.path, 'a.json'), 'utf8'), 'old')
     open()
     await writing
@@ -100,11 +113,18 @@ describe('DurableDirectory.writeFile', () => {
   it('throws what beforeRename rejected with, unwrapped, removes its temp file and keeps the target', async (t) => {
     const dir = await openDirectory(t)
     await dir.writeFile('a.json', 'old')
-    const reason = new WriteError('file-sync', Object.assign(new Error('EIO'), { code: 'EIO' }), false)
+    const reason = new WriteError(
+      'file-sync',
+      Object.assign(new Error('EIO'), { code: 'EIO' }),
+      false,
+    )
     const refused = Promise.reject(reason)
     // As the store does: the rejection is handled at once, before the write gets to its rename.
     refused.catch(() => undefined)
-    await assert.rejects(dir.writeFile('a.json', 'new', refused), (error: unknown) => error === reason)
+    await assert.rejects(
+      dir.writeFile('a.json', 'new', refused),
+      (error: unknown) => error === reason,
+    )
     assert.equal(await readFile(path.join(dir.path, 'a.json'), 'utf8'), 'old')
     assert.deepEqual(await tempFiles(dir.path), [])
   })
@@ -114,7 +134,8 @@ describe('DurableDirectory.writeFile', () => {
     const names = Array.from({ length: 50 }, (_, i) => `f${i}.json`)
     await Promise.all(names.map((name) => dir.writeFile(name, `content of ${name}`)))
     assert.deepEqual((await readdir(dir.path)).sort(), [...names].sort())
-    for (const name of names) assert.equal(await readFile(path.join(dir.path, name), 'utf8'), `content of ${name}`)
+    for (const name of names)
+      assert.equal(await readFile(path.join(dir.path, name), 'utf8'), `content of ${name}`)
     assert.deepEqual(await tempFiles(dir.path), [])
   })
 
@@ -156,7 +177,9 @@ describe('writeFileAtomic', () => {
 
   it('rejects when the directory does not exist, creating nothing', async (t) => {
     const dir = await makeTempDir(t, 'atomic-write-test-')
-    await assert.rejects(writeFileAtomic(path.join(dir, 'missing', 'file'), 'x'), { code: 'ENOENT' })
+    await assert.rejects(writeFileAtomic(path.join(dir, 'missing', 'file'), 'x'), {
+      code: 'ENOENT',
+    })
     assert.deepEqual(await readdir(dir), [])
   })
 })
@@ -210,7 +233,11 @@ describe('DurableDirectory failures name their step', () => {
   it('fails at write when the temp file cannot be created', async (t) => {
     const dir = await openDirectory(t)
     await rename(dir.path, `${dir.path}.moved`)
-    await assert.rejects(dir.writeFile('a.json', 'new'), { name: 'WriteError', step: 'write', code: 'ENOENT' })
+    await assert.rejects(dir.writeFile('a.json', 'new'), {
+      name: 'WriteError',
+      step: 'write',
+      code: 'ENOENT',
+    })
   })
 
   it('removes a file, and fails at rename with ENOENT for a missing one', async (t) => {
@@ -218,7 +245,11 @@ describe('DurableDirectory failures name their step', () => {
     await dir.writeFile('a.json', 'x')
     await dir.removeFile('a.json')
     assert.deepEqual(await readdir(dir.path), [])
-    await assert.rejects(dir.removeFile('a.json'), { name: 'WriteError', step: 'rename', code: 'ENOENT' })
+    await assert.rejects(dir.removeFile('a.json'), {
+      name: 'WriteError',
+      step: 'rename',
+      code: 'ENOENT',
+    })
   })
 
   it('moves a file into another directory, and fails at rename for a missing one', async (t) => {
@@ -228,7 +259,11 @@ describe('DurableDirectory failures name their step', () => {
     await from.moveOut('a.json', to, 'b.json')
     assert.deepEqual(await readdir(from.path), [])
     assert.equal(await readFile(path.join(to.path, 'b.json'), 'utf8'), 'moved')
-    await assert.rejects(from.moveOut('a.json', to, 'c.json'), { name: 'WriteError', step: 'rename', code: 'ENOENT' })
+    await assert.rejects(from.moveOut('a.json', to, 'c.json'), {
+      name: 'WriteError',
+      step: 'rename',
+      code: 'ENOENT',
+    })
     assert.deepEqual(await readdir(to.path), ['b.json'])
   })
 })
@@ -237,34 +272,53 @@ describe('observeDurableWrites', () => {
   it('reports the file fsync, the directory fsync and the whole write, in seconds, for this directory', async (t) => {
     const dir = await openDirectory(t)
     const timings: DurableWriteTiming[] = []
-    const stop = observeDurableWrites((timing) => { if (timing.dir === dir.path) timings.push(timing) })
+    const stop = observeDurableWrites((timing) => {
+      if (timing.dir === dir.path) timings.push(timing)
+    })
     t.after(stop)
     const started = performance.now()
     await dir.writeFile('a.json', 'x')
     await new Promise((resolve) => setImmediate(resolve))
     const elapsedSeconds = (performance.now() - started) / 1000
-    assert.deepEqual(timings.map((timing) => timing.kind).sort(), ['dir-sync', 'file-sync', 'write'])
+    assert.deepEqual(timings.map((timing) => timing.kind).sort(), [
+      'dir-sync',
+      'file-sync',
+      'write',
+    ])
     for (const timing of timings) {
       assert.equal(timing.dir, dir.path)
-      assert.ok(timing.seconds >= 0 && timing.seconds <= elapsedSeconds, `${timing.kind}: ${timing.seconds} s`)
+      assert.ok(
+        timing.seconds >= 0 && timing.seconds <= elapsedSeconds,
+        `${timing.kind}: ${timing.seconds} s`,
+      )
     }
   })
 
   it('reports a failed write too', async (t) => {
     const dir = await openDirectory(t)
     const kinds: string[] = []
-    const stop = observeDurableWrites((timing) => { if (timing.dir === dir.path) kinds.push(timing.kind) })
+    const stop = observeDurableWrites((timing) => {
+      if (timing.dir === dir.path) kinds.push(timing.kind)
+    })
     t.after(stop)
     await rename(dir.path, `${dir.path}.moved`)
-    await assert.rejects(dir.writeFile('a.json', 'x'), { name: 'WriteError', step: 'write', code: 'ENOENT' })
+    await assert.rejects(dir.writeFile('a.json', 'x'), {
+      name: 'WriteError',
+      step: 'write',
+      code: 'ENOENT',
+    })
     assert.deepEqual(kinds, ['write'])
   })
 
   it('stops reporting once its way out is called, and a throwing observer never fails a write', async (t) => {
     const dir = await openDirectory(t)
     const kinds: string[] = []
-    const stop = observeDurableWrites((timing) => { if (timing.dir === dir.path) kinds.push(timing.kind) })
-    const stopThrowing = observeDurableWrites(() => { throw new Error('observer failure') })
+    const stop = observeDurableWrites((timing) => {
+      if (timing.dir === dir.path) kinds.push(timing.kind)
+    })
+    const stopThrowing = observeDurableWrites(() => {
+      throw new Error('observer failure')
+    })
     t.after(stopThrowing)
     await dir.writeFile('a.json', 'x')
     await new Promise((resolve) => setImmediate(resolve))
@@ -292,7 +346,12 @@ describe('makeDurableDirectory and syncDirectorySync', () => {
   it('fsyncs an existing directory and throws for a missing one', async (t) => {
     const root = await makeTempDir(t, 'atomic-write-test-')
     syncDirectorySync(root)
-    assert.throws(() => { syncDirectorySync(path.join(root, 'missing')) }, { code: 'ENOENT' })
+    assert.throws(
+      () => {
+        syncDirectorySync(path.join(root, 'missing'))
+      },
+      { code: 'ENOENT' },
+    )
   })
 })
 
@@ -300,7 +359,9 @@ describe('DurableDirectory group commit and handles', () => {
   it('runs one directory fsync for the first caller and one shared fsync for all who came while it ran', async (t) => {
     const dir = await openDirectory(t)
     let syncs = 0
-    const stop = observeDurableWrites((timing) => { if (timing.dir === dir.path && timing.kind === 'dir-sync') syncs += 1 })
+    const stop = observeDurableWrites((timing) => {
+      if (timing.dir === dir.path && timing.kind === 'dir-sync') syncs += 1
+    })
     t.after(stop)
     await Promise.all(Array.from({ length: 10 }, () => dir.sync()))
     await new Promise((resolve) => setImmediate(resolve))
@@ -323,7 +384,9 @@ describe('DurableDirectory group commit and handles', () => {
     })
   })
 
-  it('closes every file descriptor it opens (syncDirectorySync, writeFileAtomic)', { skip: !existsSync('/proc/self/fd') && 'no /proc/self/fd here' }, async (t) => {
+  it('closes every file descriptor it opens (syncDirectorySync, writeFileAtomic)', {
+    skip: !existsSync('/proc/self/fd') && 'no /proc/self/fd here',
+  }, async (t) => {
     const root = await makeTempDir(t, 'atomic-write-test-')
     const openFds = async (): Promise<number> => (await readdir('/proc/self/fd')).length
     syncDirectorySync(root)

@@ -1,13 +1,23 @@
 import assert from 'node:assert/strict'
-import { fork, spawn, type ChildProcess } from 'node:child_process'
+import { type ChildProcess, fork, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
-import { chmod, mkdir, readFile, readdir, rename, stat, symlink, unlink, writeFile } from 'node:fs/promises'
+import {
+  chmod,
+  mkdir,
+  readdir,
+  readFile,
+  rename,
+  stat,
+  symlink,
+  unlink,
+  writeFile,
+} from 'node:fs/promises'
 import path from 'node:path'
 import { after, before, describe, it, type TestContext } from 'node:test'
 
 import { DataDirLock, LockError } from '../../../src/store/file/data-dir-lock.js'
-import { PROJECT_ROOT, startChild, spawnService, type RunningChild } from '../../helpers/child.js'
+import { PROJECT_ROOT, type RunningChild, spawnService, startChild } from '../../helpers/child.js'
 import { request } from '../../helpers/http.js'
 import type { RacerAnswer, RacerCommand } from '../../helpers/lock-racer.js'
 import { makeTempDir } from '../../helpers/service.js'
@@ -17,7 +27,8 @@ import { makeToken } from '../../helpers/tokens.js'
 const OURS = new RegExp(`^${process.pid} [0-9a-f]{32}\\n$`)
 
 /** A lock file's content as another owner would have written it. */
-const ownerLine = (pid: number, token = randomBytes(16).toString('hex')): string => `${pid} ${token}\n`
+const ownerLine = (pid: number, token = randomBytes(16).toString('hex')): string =>
+  `${pid} ${token}\n`
 
 /** The lock files and lock temp files in a directory, sorted. */
 async function lockNames(dir: string): Promise<string[]> {
@@ -25,17 +36,21 @@ async function lockNames(dir: string): Promise<string[]> {
 }
 
 /** A fresh temp directory and a lock on it, released when the test ends. */
-async function newLock(t: TestContext): Promise<{ dir: string, lock: DataDirLock }> {
+async function newLock(t: TestContext): Promise<{ dir: string; lock: DataDirLock }> {
   const dir = await makeTempDir(t, 'data-dir-lock-test-')
   const lock = new DataDirLock(dir)
-  t.after(() => { lock.release() })
+  t.after(() => {
+    lock.release()
+  })
   return { dir, lock }
 }
 
 /** The pid of a child that stays alive until the test ends. */
 function livePid(t: TestContext): number {
   const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)'], { stdio: 'ignore' })
-  t.after(() => { child.kill('SIGKILL') })
+  t.after(() => {
+    child.kill('SIGKILL')
+  })
   if (child.pid === undefined) throw new Error('could not spawn a child')
   return child.pid
 }
@@ -69,18 +84,35 @@ function racerEnv(): NodeJS.ProcessEnv {
 }
 
 /** A lock-racer in its single-round mode that has taken the lock on `dir`; it holds it until its stdin ends. */
-async function startHolder(t: TestContext, dir: string): Promise<{ proc: ChildProcess, pid: number, file: string, exited: Promise<unknown> }> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', RACER, dir], { env: racerEnv(), stdio: ['pipe', 'pipe', 'inherit'] })
-  t.after(() => { proc.kill('SIGKILL') })
+async function startHolder(
+  t: TestContext,
+  dir: string,
+): Promise<{ proc: ChildProcess; pid: number; file: string; exited: Promise<unknown> }> {
+  const proc = spawn(process.execPath, ['--import', 'tsx', RACER, dir], {
+    env: racerEnv(),
+    stdio: ['pipe', 'pipe', 'inherit'],
+  })
+  t.after(() => {
+    proc.kill('SIGKILL')
+  })
   const exited = new Promise((resolve) => proc.on('exit', resolve))
   let out = ''
-  proc.stdout.setEncoding('utf8').on('data', (chunk: string) => { out += chunk })
+  proc.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    out += chunk
+  })
   await Promise.race([
-    new Promise((resolve) => proc.stdout.on('data', () => { if (out.includes('\n')) resolve(undefined) })),
+    new Promise((resolve) =>
+      proc.stdout.on('data', () => {
+        if (out.includes('\n')) resolve(undefined)
+      }),
+    ),
     exited,
   ])
   const file = /^held (.+)\n/.exec(out)?.[1]
-  assert.ok(file !== undefined && proc.pid !== undefined, `the holder did not take the lock: ${out}`)
+  assert.ok(
+    file !== undefined && proc.pid !== undefined,
+    `the holder did not take the lock: ${out}`,
+  )
   return { proc, pid: proc.pid, file, exited }
 }
 
@@ -115,7 +147,15 @@ describe('DataDirLock', () => {
     const file = path.join(dir, '.lock.1')
     await writeFile(file, ownerLine(pid))
     const content = await readFile(file, 'utf8')
-    assertRefused(() => { lock.acquire() }, new RegExp(`in use by another running process \\(pid ${pid}\\); lock file .*\\. Stop that process or point DATA_DIR elsewhere\\.$`), file)
+    assertRefused(
+      () => {
+        lock.acquire()
+      },
+      new RegExp(
+        `in use by another running process \\(pid ${pid}\\); lock file .*\\. Stop that process or point DATA_DIR elsewhere\\.$`,
+      ),
+      file,
+    )
     assert.equal(lock.held, false)
     assert.equal(await readFile(file, 'utf8'), content)
     assert.deepEqual(await lockNames(dir), ['.lock.1'])
@@ -130,7 +170,13 @@ describe('DataDirLock', () => {
     assert.equal(holder.file, path.join(dir, '.lock.1'))
     const content = await readFile(holder.file, 'utf8')
     assert.match(content, new RegExp(`^${holder.pid} [0-9a-f]{32}\\n$`))
-    assertRefused(() => { lock.acquire() }, new RegExp(`in use by another running process \\(pid ${holder.pid}\\)`), holder.file)
+    assertRefused(
+      () => {
+        lock.acquire()
+      },
+      new RegExp(`in use by another running process \\(pid ${holder.pid}\\)`),
+      holder.file,
+    )
     assert.equal(await readFile(holder.file, 'utf8'), content)
 
     holder.proc.kill('SIGKILL')
@@ -190,7 +236,10 @@ describe('DataDirLock', () => {
     ['nothing (an empty file)', ''],
     ['a pid without a token (the 0.1.0 format)', '4242\n'],
     ['pid 0', `0 ${randomBytes(16).toString('hex')}\n`],
-    ['a live owner followed by more bytes', `${process.ppid} ${randomBytes(16).toString('hex')}\nmore\n`],
+    [
+      'a live owner followed by more bytes',
+      `${process.ppid} ${randomBytes(16).toString('hex')}\nmore\n`,
+    ],
     ['a live owner after other bytes', `x${process.ppid} ${randomBytes(16).toString('hex')}\n`],
   ] as const
   for (const [label, content] of unreadable) {
@@ -198,7 +247,13 @@ describe('DataDirLock', () => {
       const { dir, lock } = await newLock(t)
       const file = path.join(dir, '.lock.1')
       await writeFile(file, content)
-      assertRefused(() => { lock.acquire() }, /was not written by this service.*remove it if no process uses this directory/, file)
+      assertRefused(
+        () => {
+          lock.acquire()
+        },
+        /was not written by this service.*remove it if no process uses this directory/,
+        file,
+      )
       assert.equal(lock.held, false)
       assert.equal(await readFile(file, 'utf8'), content)
       assert.deepEqual(await lockNames(dir), ['.lock.1'])
@@ -210,7 +265,13 @@ describe('DataDirLock', () => {
     const garbage = path.join(dir, '.lock.1')
     await writeFile(garbage, 'garbage\n')
     await writeFile(path.join(dir, '.lock.2'), ownerLine(await deadPid()))
-    assertRefused(() => { lock.acquire() }, /was not written by this service/, garbage)
+    assertRefused(
+      () => {
+        lock.acquire()
+      },
+      /was not written by this service/,
+      garbage,
+    )
     assert.equal(lock.held, false)
     assert.deepEqual(await lockNames(dir), ['.lock.1', '.lock.2'])
   })
@@ -221,7 +282,13 @@ describe('DataDirLock', () => {
     const live = path.join(dir, '.lock.1')
     await writeFile(live, ownerLine(pid))
     await writeFile(path.join(dir, '.lock.2'), ownerLine(await deadPid()))
-    assertRefused(() => { lock.acquire() }, new RegExp(`\\(pid ${pid}\\)`), live)
+    assertRefused(
+      () => {
+        lock.acquire()
+      },
+      new RegExp(`\\(pid ${pid}\\)`),
+      live,
+    )
     assert.equal(lock.held, false)
     // It linked .lock.3 and gave it up when it saw the live owner of .lock.1.
     assert.deepEqual(await lockNames(dir), ['.lock.1', '.lock.2'])
@@ -233,7 +300,13 @@ describe('DataDirLock', () => {
     const pid = livePid(t)
     const current = path.join(dir, '.lock.2')
     await writeFile(current, ownerLine(pid))
-    assertRefused(() => { lock.acquire() }, new RegExp(`in use by another running process \\(pid ${pid}\\)`), current)
+    assertRefused(
+      () => {
+        lock.acquire()
+      },
+      new RegExp(`in use by another running process \\(pid ${pid}\\)`),
+      current,
+    )
     assert.deepEqual(await lockNames(dir), ['.lock.1', '.lock.2'])
   })
 
@@ -244,7 +317,12 @@ describe('DataDirLock', () => {
       // Past the file system's clock tick, so that any file made and removed would move the mtime.
       await new Promise((resolve) => setTimeout(resolve, 30))
       const before = (await stat(dir, { bigint: true })).mtimeNs
-      assert.throws(() => { lock.acquire() }, { name: 'LockError' })
+      assert.throws(
+        () => {
+          lock.acquire()
+        },
+        { name: 'LockError' },
+      )
       assert.equal((await stat(dir, { bigint: true })).mtimeNs, before, content)
     }
   })
@@ -252,7 +330,8 @@ describe('DataDirLock', () => {
   it('orders generations by number and leaves alone files that only look like lock files', async (t) => {
     const { dir, lock } = await newLock(t)
     const dead = await deadPid()
-    for (const generation of [12, 5, 40, 3]) await writeFile(path.join(dir, `.lock.${generation}`), ownerLine(dead))
+    for (const generation of [12, 5, 40, 3])
+      await writeFile(path.join(dir, `.lock.${generation}`), ownerLine(dead))
     const strays = ['x.lock.90', '.lock.80.bak', '.lock.070', `.lock.${'1'.repeat(16)}`]
     for (const name of strays) await writeFile(path.join(dir, name), ownerLine(livePid(t)))
     lock.acquire()
@@ -264,7 +343,13 @@ describe('DataDirLock', () => {
     const { dir, lock } = await newLock(t)
     // A dangling link reads as removed every time it is read, as if other processes kept taking it.
     await symlink(path.join(dir, 'nowhere'), path.join(dir, '.lock.1'))
-    assertRefused(() => { lock.acquire() }, /could not take the lock of the data directory .*: other processes keep taking it$/, dir)
+    assertRefused(
+      () => {
+        lock.acquire()
+      },
+      /could not take the lock of the data directory .*: other processes keep taking it$/,
+      dir,
+    )
     assert.equal(lock.held, false)
     assert.deepEqual(await lockNames(dir), ['.lock.1'])
   })
@@ -274,7 +359,13 @@ describe('DataDirLock', () => {
       const { dir, lock } = await newLock(t)
       const file = path.join(dir, '.lock.1')
       await make(file)
-      assertRefused(() => { lock.acquire() }, /was not written by this service/, file)
+      assertRefused(
+        () => {
+          lock.acquire()
+        },
+        /was not written by this service/,
+        file,
+      )
       assert.deepEqual(await lockNames(dir), ['.lock.1'])
     }
   })
@@ -295,13 +386,28 @@ describe('DataDirLock', () => {
       // As root every process answers kill(pid, 0): a racer run as nobody asks about this one.
       await writeFile(file, ownerLine(process.pid))
       await chmod(dir, 0o755)
-      const racer = spawn(process.execPath, ['--import', 'tsx', RACER, dir], { env: racerEnv(), uid: 65534, gid: 65534, stdio: ['ignore', 'pipe', 'pipe'] })
-      t.after(() => { racer.kill('SIGKILL') })
+      const racer = spawn(process.execPath, ['--import', 'tsx', RACER, dir], {
+        env: racerEnv(),
+        uid: 65534,
+        gid: 65534,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      })
+      t.after(() => {
+        racer.kill('SIGKILL')
+      })
       let out = ''
-      racer.stdout.setEncoding('utf8').on('data', (chunk: string) => { out += chunk })
-      racer.stderr.setEncoding('utf8').on('data', (chunk: string) => { out += chunk })
+      racer.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+        out += chunk
+      })
+      racer.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+        out += chunk
+      })
       await new Promise((resolve) => racer.on('exit', resolve))
-      assert.match(out, new RegExp(`^refused: .*in use by another running process \\(pid ${process.pid}\\)`), out)
+      assert.match(
+        out,
+        new RegExp(`^refused: .*in use by another running process \\(pid ${process.pid}\\)`),
+        out,
+      )
     } else {
       try {
         process.kill(1, 0)
@@ -311,12 +417,20 @@ describe('DataDirLock', () => {
         if ((error as { code?: unknown }).code !== 'EPERM') throw error
       }
       await writeFile(file, ownerLine(1))
-      assertRefused(() => { new DataDirLock(dir).acquire() }, /in use by another running process \(pid 1\)/, file)
+      assertRefused(
+        () => {
+          new DataDirLock(dir).acquire()
+        },
+        /in use by another running process \(pid 1\)/,
+        file,
+      )
     }
     assert.deepEqual(await lockNames(dir), ['.lock.1'])
   })
 
-  it('closes every file it opens', { skip: !existsSync('/proc/self/fd') && 'no /proc/self/fd here' }, async (t) => {
+  it('closes every file it opens', {
+    skip: !existsSync('/proc/self/fd') && 'no /proc/self/fd here',
+  }, async (t) => {
     const { dir, lock } = await newLock(t)
     const openFds = async (): Promise<number> => (await readdir('/proc/self/fd')).length
     await writeFile(path.join(dir, '.lock'), `${await deadPid()}\n`)
@@ -335,8 +449,16 @@ describe('DataDirLock', () => {
     first.acquire()
     const content = await readFile(first.file, 'utf8')
     const second = new DataDirLock(dir)
-    t.after(() => { second.release() })
-    assertRefused(() => { second.acquire() }, new RegExp(`another store in this process \\(pid ${process.pid}\\)`), first.file)
+    t.after(() => {
+      second.release()
+    })
+    assertRefused(
+      () => {
+        second.acquire()
+      },
+      new RegExp(`another store in this process \\(pid ${process.pid}\\)`),
+      first.file,
+    )
     assert.equal(second.held, false)
     assert.equal(second.check(), false)
     assert.equal(first.check(), true)
@@ -429,7 +551,13 @@ describe('DataDirLock', () => {
     const pid = livePid(t)
     const legacy = path.join(dir, '.lock')
     await writeFile(legacy, `${pid}\n`)
-    assertRefused(() => { lock.acquire() }, new RegExp(`in use by another running process \\(pid ${pid}\\)`), legacy)
+    assertRefused(
+      () => {
+        lock.acquire()
+      },
+      new RegExp(`in use by another running process \\(pid ${pid}\\)`),
+      legacy,
+    )
     assert.equal(lock.held, false)
     assert.equal(await readFile(legacy, 'utf8'), `${pid}\n`)
     assert.deepEqual(await lockNames(dir), ['.lock'])
@@ -448,7 +576,13 @@ describe('DataDirLock', () => {
     const pid = livePid(t)
     const legacy = path.join(dir, '.lock')
     await writeFile(legacy, String(pid))
-    assertRefused(() => { lock.acquire() }, new RegExp(`\\(pid ${pid}\\)`), legacy)
+    assertRefused(
+      () => {
+        lock.acquire()
+      },
+      new RegExp(`\\(pid ${pid}\\)`),
+      legacy,
+    )
     assert.deepEqual(await lockNames(dir), ['.lock'])
   })
 
@@ -481,17 +615,26 @@ interface Racer {
 
 /** Starts a racer and waits for it to be ready. */
 async function startRacer(): Promise<Racer> {
-  const proc: ChildProcess = fork(RACER, [], { execArgv: ['--import', 'tsx'], env: racerEnv(), stdio: ['ignore', 'ignore', 'pipe', 'ipc'] })
-  let stderr = ''
-  proc.stderr?.setEncoding('utf8').on('data', (chunk: string) => { stderr += chunk })
-  const next = (): Promise<RacerAnswer> => new Promise((resolve, reject) => {
-    const onExit = (code: number | null): void => { reject(new Error(`a racer exited (${code}):\n${stderr}`)) }
-    proc.once('exit', onExit)
-    proc.once('message', (answer: RacerAnswer) => {
-      proc.off('exit', onExit)
-      resolve(answer)
-    })
+  const proc: ChildProcess = fork(RACER, [], {
+    execArgv: ['--import', 'tsx'],
+    env: racerEnv(),
+    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
   })
+  let stderr = ''
+  proc.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr += chunk
+  })
+  const next = (): Promise<RacerAnswer> =>
+    new Promise((resolve, reject) => {
+      const onExit = (code: number | null): void => {
+        reject(new Error(`a racer exited (${code}):\n${stderr}`))
+      }
+      proc.once('exit', onExit)
+      proc.once('message', (answer: RacerAnswer) => {
+        proc.off('exit', onExit)
+        resolve(answer)
+      })
+    })
   const ready = await next().catch((error: unknown) => {
     proc.kill('SIGKILL')
     throw error
@@ -504,7 +647,9 @@ async function startRacer(): Promise<Racer> {
       proc.send(command)
       return answer
     },
-    kill() { proc.kill('SIGKILL') },
+    kill() {
+      proc.kill('SIGKILL')
+    },
   }
 }
 
@@ -513,7 +658,11 @@ async function startRacer(): Promise<Racer> {
  * `prepare`: exactly one takes it, as `expectedFile`, and the others are refused naming it.
  */
 async function race(
-  t: TestContext, racers: readonly Racer[], rounds: number, prepare: (dir: string) => Promise<void>, expectedFile: string,
+  t: TestContext,
+  racers: readonly Racer[],
+  rounds: number,
+  prepare: (dir: string) => Promise<void>,
+  expectedFile: string,
 ): Promise<void> {
   const base = await makeTempDir(t, 'data-dir-lock-race-')
   for (let round = 0; round < rounds; round += 1) {
@@ -524,7 +673,11 @@ async function race(
     const at = Date.now() + 40
     const answers = await Promise.all(racers.map((racer) => racer.ask({ kind: 'go', dir, at })))
     const held = answers.filter((answer) => answer.kind === 'held')
-    assert.equal(held.length, 1, `round ${round}: ${held.length} holders: ${JSON.stringify(answers)}`)
+    assert.equal(
+      held.length,
+      1,
+      `round ${round}: ${held.length} holders: ${JSON.stringify(answers)}`,
+    )
     const [winner] = held
     assert.ok(winner !== undefined)
     for (const answer of answers) {
@@ -539,7 +692,11 @@ async function race(
 
     const racer = racers.find((candidate) => candidate.pid === winner.pid)
     assert.ok(racer !== undefined)
-    assert.deepEqual(await racer.ask({ kind: 'release' }), { kind: 'released', pid: winner.pid, removed: true })
+    assert.deepEqual(await racer.ask({ kind: 'release' }), {
+      kind: 'released',
+      pid: winner.pid,
+      removed: true,
+    })
     assert.deepEqual(await lockNames(dir), [])
   }
 }
@@ -553,7 +710,9 @@ describe('DataDirLock with many processes racing', { timeout: 120_000 }, () => {
     const failed = started.find((result) => result.status === 'rejected')
     if (failed !== undefined) throw failed.reason
   })
-  after(() => { for (const racer of racers) racer.kill() })
+  after(() => {
+    for (const racer of racers) racer.kill()
+  })
 
   it('gives a fresh directory to exactly one of 8 processes, round after round', async (t) => {
     await race(t, racers, ROUNDS, async () => {}, '.lock.1')
@@ -561,17 +720,30 @@ describe('DataDirLock with many processes racing', { timeout: 120_000 }, () => {
 
   it('gives a stale lock to exactly one of 8 processes, round after round', async (t) => {
     const dead = await deadPid()
-    await race(t, racers, ROUNDS, async (dir) => {
-      await writeFile(path.join(dir, '.lock.1'), ownerLine(dead))
-    }, '.lock.2')
+    await race(
+      t,
+      racers,
+      ROUNDS,
+      async (dir) => {
+        await writeFile(path.join(dir, '.lock.1'), ownerLine(dead))
+      },
+      '.lock.2',
+    )
   })
 
   it('gives several stale generations and a stale legacy .lock to exactly one of 8 processes', async (t) => {
     const dead = await deadPid()
-    await race(t, racers, ROUNDS, async (dir) => {
-      await writeFile(path.join(dir, '.lock'), `${dead}\n`)
-      for (const generation of [1, 2, 4]) await writeFile(path.join(dir, `.lock.${generation}`), ownerLine(dead))
-    }, '.lock.5')
+    await race(
+      t,
+      racers,
+      ROUNDS,
+      async (dir) => {
+        await writeFile(path.join(dir, '.lock'), `${dead}\n`)
+        for (const generation of [1, 2, 4])
+          await writeFile(path.join(dir, `.lock.${generation}`), ownerLine(dead))
+      },
+      '.lock.5',
+    )
   })
 })
 
@@ -583,8 +755,14 @@ describe('one service per data directory', () => {
     return child
   }
 
-  const createUser = async (url: string, email: string): Promise<{ status: number, id: string }> => {
-    const res = await request('POST', `${url}/users`, { token: makeToken(), json: { email, name: 'Lock Test' } })
+  const createUser = async (
+    url: string,
+    email: string,
+  ): Promise<{ status: number; id: string }> => {
+    const res = await request('POST', `${url}/users`, {
+      token: makeToken(),
+      json: { email, name: 'Lock Test' },
+    })
     return { status: res.status, id: res.json<{ id: string }>().id }
   }
 
@@ -600,12 +778,17 @@ describe('one service per data directory', () => {
     assert.equal(created.status, 201)
 
     const second = spawnService({ dataDir })
-    t.after(() => { second.proc.kill('SIGKILL') })
+    t.after(() => {
+      second.proc.kill('SIGKILL')
+    })
     const exit = await second.exited
     assert.equal(exit.code, 1)
     assert.equal(exit.signal, null)
     assert.doesNotMatch(second.stdout(), /"msg":"listening"/)
-    assert.match(second.stderr(), /cannot start: the data directory .* is already in use by another running process/)
+    assert.match(
+      second.stderr(),
+      /cannot start: the data directory .* is already in use by another running process/,
+    )
     assert.ok(second.stderr().includes(`(pid ${String(first.proc.pid)})`), second.stderr())
     assert.ok(second.stderr().includes(firstLock), second.stderr())
 

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { appendFile, readFile, readdir, writeFile } from 'node:fs/promises'
+import { appendFile, readdir, readFile, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 
@@ -7,11 +7,13 @@ import { ConfigError, parseConfig } from '../../../src/process/config.js'
 import { FileStore } from '../../../src/store/file/file-store.js'
 import { MemoryStore } from '../../../src/store/memory-store.js'
 import type { Store } from '../../../src/store/store.js'
+import { bigMetadata } from '../../events/feed-fixtures.js'
 import { createMemoryLogger, makeTempDir } from '../../helpers/service.js'
 import { changeUser, makeUser } from '../../helpers/store-users.js'
-import { bigMetadata } from '../../events/feed-fixtures.js'
 
-async function allEvents(store: Store): Promise<{ id: string, type: string, userId: string, version: number, actor?: string }[]> {
+async function allEvents(
+  store: Store,
+): Promise<{ id: string; type: string; userId: string; version: number; actor?: string }[]> {
   const page = await store.events?.read({ limit: 1000 })
   return [...(page?.items ?? [])]
 }
@@ -33,7 +35,13 @@ describe('the event log of the file store', () => {
     const again = new FileStore({ dataDir })
     await again.open()
     t.after(() => again.close())
-    assert.deepEqual((await allEvents(again)).map((event) => [event.type, event.version]), [['user.created', 1], ['user.updated', 2]])
+    assert.deepEqual(
+      (await allEvents(again)).map((event) => [event.type, event.version]),
+      [
+        ['user.created', 1],
+        ['user.updated', 2],
+      ],
+    )
     assert.equal(await readFile(file, 'utf8'), whole, 'the torn line is gone from the file')
     // Ids go on after the highest one: none is reused.
     await again.update(user.id, (current) => changeUser(current.user, { name: 'Again' }))
@@ -51,34 +59,60 @@ describe('the event log of the file store', () => {
     const [segment] = await readdir(eventsDir)
     assert.ok(segment !== undefined)
     // As a crash between the event and the user file leaves it: an event for version 2 only.
-    const ghost = { id: '0000000000000002', type: 'user.updated', time: new Date().toISOString(), userId: user.id, version: 2, changed: ['name'], user: { ...user, version: 2 } }
+    const ghost = {
+      id: '0000000000000002',
+      type: 'user.updated',
+      time: new Date().toISOString(),
+      userId: user.id,
+      version: 2,
+      changed: ['name'],
+      user: { ...user, version: 2 },
+    }
     await appendFile(path.join(eventsDir, segment), `${JSON.stringify(ghost)}\n`)
     const second = new FileStore({ dataDir })
     await second.open()
-    assert.deepEqual((await allEvents(second)).map((event) => event.version), [1])
-    const next = await second.update(user.id, (current) => changeUser(current.user, { name: 'Real' }))
+    assert.deepEqual(
+      (await allEvents(second)).map((event) => event.version),
+      [1],
+    )
+    const next = await second.update(user.id, (current) =>
+      changeUser(current.user, { name: 'Real' }),
+    )
     assert.equal(next.user.version, 2)
     await second.close()
     const third = new FileStore({ dataDir })
     await third.open()
     t.after(() => third.close())
     const events = await allEvents(third)
-    assert.deepEqual(events.map((event) => [event.id, event.version]), [['0000000000000001', 1], ['0000000000000003', 2]])
-    const text = (await Promise.all((await readdir(eventsDir)).map((name) => readFile(path.join(eventsDir, name), 'utf8')))).join('')
+    assert.deepEqual(
+      events.map((event) => [event.id, event.version]),
+      [
+        ['0000000000000001', 1],
+        ['0000000000000003', 2],
+      ],
+    )
+    const text = (
+      await Promise.all(
+        (await readdir(eventsDir)).map((name) => readFile(path.join(eventsDir, name), 'utf8')),
+      )
+    ).join('')
     assert.match(text, /\{"void":"0000000000000002"\}/)
   })
 })
 
-describe('the file store\'s feed on disk', () => {
+describe("the file store's feed on disk", () => {
   it('reads event bodies from the segments, not from memory (beyond a small cache of the newest)', async (t) => {
     const dataDir = await makeTempDir(t)
     const store = new FileStore({ dataDir })
     await store.open()
     t.after(() => store.close())
-    const user = (await store.create(makeUser({ name: 'Original', metadata: bigMetadata('d') }))).user
+    const user = (await store.create(makeUser({ name: 'Original', metadata: bigMetadata('d') })))
+      .user
     // About 2 MB of events: more than the cache of the newest bodies holds.
     for (let i = 0; i < 40; i += 1) {
-      await store.update(user.id, (current) => changeUser(current.user, { metadata: { ...current.user.metadata, k01: `v${i}` } }))
+      await store.update(user.id, (current) =>
+        changeUser(current.user, { metadata: { ...current.user.metadata, k01: `v${i}` } }),
+      )
     }
     const eventsDir = path.join(dataDir, 'events')
     const [segment] = await readdir(eventsDir)
@@ -99,7 +133,8 @@ describe('the file store\'s feed on disk', () => {
     const store = new FileStore({ dataDir })
     await store.open()
     const user = (await store.create(makeUser())).user
-    for (const name of ['Two', 'Three', 'Four']) await store.update(user.id, (current) => changeUser(current.user, { name }))
+    for (const name of ['Two', 'Three', 'Four'])
+      await store.update(user.id, (current) => changeUser(current.user, { name }))
     await store.close()
     const eventsDir = path.join(dataDir, 'events')
     const [segment] = await readdir(eventsDir)
@@ -117,21 +152,32 @@ describe('the file store\'s feed on disk', () => {
     const again = new FileStore({ dataDir, logger: createMemoryLogger(logs) })
     await again.open()
     t.after(() => again.close())
-    assert.deepEqual((await allEvents(again)).map((event) => event.id), ['0000000000000001', '0000000000000003'])
-    const reasons = logs.filter((line) => line['msg'] === 'quarantined a damaged event record').map((line) => [line['id'], line['reason']])
+    assert.deepEqual(
+      (await allEvents(again)).map((event) => event.id),
+      ['0000000000000001', '0000000000000003'],
+    )
+    const reasons = logs
+      .filter((line) => line['msg'] === 'quarantined a damaged event record')
+      .map((line) => [line['id'], line['reason']])
     assert.deepEqual(reasons, [
       ['0000000000000002', 'the record is not an event'],
       [undefined, 'the record is not an event'],
       ['0000000000000004', 'the record is not valid UTF-8'],
     ])
     assert.equal((await readdir(path.join(dataDir, 'quarantine'))).length, 3)
-    assert.deepEqual(logs.find((line) => line['msg'] === 'events loaded'), { level: 'info', msg: 'events loaded', events: 2, voided: 0, damaged: 3 })
+    assert.deepEqual(
+      logs.find((line) => line['msg'] === 'events loaded'),
+      { level: 'info', msg: 'events loaded', events: 2, voided: 0, damaged: 3 },
+    )
     // The user is at version 4, whose event is damaged: the next change is event 5, never 4 again.
     await again.update(user.id, (current) => changeUser(current.user, { name: 'Five' }))
-    assert.deepEqual((await allEvents(again)).map((event) => event.id), ['0000000000000001', '0000000000000003', '0000000000000005'])
+    assert.deepEqual(
+      (await allEvents(again)).map((event) => event.id),
+      ['0000000000000001', '0000000000000003', '0000000000000005'],
+    )
   })
 
-  it('hands out ids past the newest segment\'s name, even when no event is in it', async (t) => {
+  it("hands out ids past the newest segment's name, even when no event is in it", async (t) => {
     const dataDir = await makeTempDir(t)
     const store = new FileStore({ dataDir })
     await store.open()
@@ -142,7 +188,10 @@ describe('the file store\'s feed on disk', () => {
     await again.open()
     t.after(() => again.close())
     await again.create(makeUser())
-    assert.deepEqual((await allEvents(again)).map((event) => event.id), ['0000000000000001', '0000000000000040'])
+    assert.deepEqual(
+      (await allEvents(again)).map((event) => event.id),
+      ['0000000000000001', '0000000000000040'],
+    )
   })
 })
 
@@ -153,7 +202,10 @@ describe('events of stores', () => {
     await store.create(user, undefined, { actor: 'importer', requestId: 'imp-1' })
     const events = await allEvents(store)
     assert.equal(events.length, 1)
-    assert.deepEqual([events[0]?.type, events[0]?.version, events[0]?.userId, events[0]?.actor], ['user.created', 4, user.id, 'importer'])
+    assert.deepEqual(
+      [events[0]?.type, events[0]?.version, events[0]?.userId, events[0]?.actor],
+      ['user.created', 4, user.id, 'importer'],
+    )
   })
 
   it('appends nothing for a change that returns the user as it is, or one that is refused', async () => {
@@ -161,8 +213,18 @@ describe('events of stores', () => {
     const user = (await store.create(makeUser())).user
     await store.update(user.id, () => undefined)
     const refusal = new Error('refused')
-    await assert.rejects(store.update(user.id, () => { throw refusal }), (error) => error === refusal)
-    await assert.rejects(store.delete(user.id, () => { throw refusal }), (error) => error === refusal)
+    await assert.rejects(
+      store.update(user.id, () => {
+        throw refusal
+      }),
+      (error) => error === refusal,
+    )
+    await assert.rejects(
+      store.delete(user.id, () => {
+        throw refusal
+      }),
+      (error) => error === refusal,
+    )
     assert.equal((await allEvents(store)).length, 1)
   })
 })
@@ -175,9 +237,17 @@ describe('MAX_EVENT_STREAMS and EVENTS_RETENTION_DAYS', () => {
     const set = parseConfig({ MAX_EVENT_STREAMS: '5', EVENTS_RETENTION_DAYS: '7' })
     assert.equal(set.maxEventStreams, 5)
     assert.equal(set.eventsRetentionDays, 7)
-    assert.throws(() => parseConfig({ MAX_EVENT_STREAMS: '0' }), (error: unknown) =>
-      error instanceof ConfigError && error.message === 'MAX_EVENT_STREAMS must be between 1 and 100000, got 0')
-    assert.throws(() => parseConfig({ EVENTS_RETENTION_DAYS: 'month' }), (error: unknown) =>
-      error instanceof ConfigError && error.message === 'EVENTS_RETENTION_DAYS must be a whole number, got "month"')
+    assert.throws(
+      () => parseConfig({ MAX_EVENT_STREAMS: '0' }),
+      (error: unknown) =>
+        error instanceof ConfigError &&
+        error.message === 'MAX_EVENT_STREAMS must be between 1 and 100000, got 0',
+    )
+    assert.throws(
+      () => parseConfig({ EVENTS_RETENTION_DAYS: 'month' }),
+      (error: unknown) =>
+        error instanceof ConfigError &&
+        error.message === 'EVENTS_RETENTION_DAYS must be a whole number, got "month"',
+    )
   })
 })

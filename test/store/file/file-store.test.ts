@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { chmod, mkdir, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises'
+import { chmod, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
-import { FileStore } from '../../../src/store/file/file-store.js'
 import type { UserRecord } from '../../../src/domain/user.js'
-import { createMemoryLogger, makeTempDir } from '../../helpers/service.js'
+import { FileStore } from '../../../src/store/file/file-store.js'
 import { listLockFiles } from '../../helpers/data-files.js'
+import { createMemoryLogger, makeTempDir } from '../../helpers/service.js'
 import { describeStoreContract, listAll, snapshotStore } from '../../helpers/store-suite.js'
 import { changeUser, makeUser, toContractJson } from '../../helpers/store-users.js'
 
@@ -59,12 +59,24 @@ const BROKEN_DIR_ERRNO = isRoot ? 'ENOTDIR' : 'EACCES'
  * Matches the store's refusal of a failed write: storage_unavailable, caused by the WriteError of
  * `step` with one of `errnos`. Any other error (a crash, a refusal for another reason) fails.
  */
-function failedWrite(step: 'write' | 'rename', errnos: readonly string[]): (error: unknown) => boolean {
+function failedWrite(
+  step: 'write' | 'rename',
+  errnos: readonly string[],
+): (error: unknown) => boolean {
   return (error) => {
-    const found = error as { code?: unknown, cause?: { name?: unknown, step?: unknown, code?: unknown, applied?: unknown } }
+    const found = error as {
+      code?: unknown
+      cause?: { name?: unknown; step?: unknown; code?: unknown; applied?: unknown }
+    }
     assert.equal(found.code, 'storage_unavailable', String(error))
-    assert.deepEqual([found.cause?.name, found.cause?.step, found.cause?.applied], ['WriteError', step, false])
-    assert.ok(errnos.includes(String(found.cause?.code)), `errno ${String(found.cause?.code)}, expected one of ${errnos.join(', ')}`)
+    assert.deepEqual(
+      [found.cause?.name, found.cause?.step, found.cause?.applied],
+      ['WriteError', step, false],
+    )
+    assert.ok(
+      errnos.includes(String(found.cause?.code)),
+      `errno ${String(found.cause?.code)}, expected one of ${errnos.join(', ')}`,
+    )
     return true
   }
 }
@@ -86,12 +98,17 @@ async function breakUsersDir(store: FileStore): Promise<() => Promise<void>> {
 /** Runs a child that stays alive until the test ends, for a lock held by a live process. */
 function spawnLiveProcess(t: TestContext): number {
   const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)'], { stdio: 'ignore' })
-  t.after(() => { child.kill('SIGKILL') })
+  t.after(() => {
+    child.kill('SIGKILL')
+  })
   if (child.pid === undefined) throw new Error('could not spawn a child')
   return child.pid
 }
 
-describeStoreContract('FileStore', async (t) => new FileStore({ dataDir: await newDataDir(t), watchIntervalMs: 20 }))
+describeStoreContract(
+  'FileStore',
+  async (t) => new FileStore({ dataDir: await newDataDir(t), watchIntervalMs: 20 }),
+)
 
 describe('FileStore: files on disk', () => {
   it('writes users/<id>.json (mode 0600) holding the user JSON, in directories of mode 0700', async (t) => {
@@ -114,7 +131,9 @@ describe('FileStore: files on disk', () => {
     const { store } = await openFileStore(t, dataDir)
     const created = await store.create(makeUser())
     const file = path.join(store.usersDir, `${created.user.id}.json`)
-    const next = await store.update(created.user.id, (current) => changeUser(current.user, { name: 'Renamed' }))
+    const next = await store.update(created.user.id, (current) =>
+      changeUser(current.user, { name: 'Renamed' }),
+    )
     assert.equal(await readFile(file, 'utf8'), next.json)
     assert.equal(await modeOf(file), 0o600)
     await store.delete(created.user.id, () => undefined)
@@ -133,11 +152,16 @@ describe('FileStore: files on disk', () => {
     const dataDir = await newDataDir(t)
     const { store } = await openFileStore(t, dataDir)
     const created = await Promise.all(Array.from({ length: 30 }, () => store.create(makeUser())))
-    await Promise.all(created.flatMap((record) => [1, 2].map(() =>
-      store.update(record.user.id, (current) => changeUser(current.user)))))
+    await Promise.all(
+      created.flatMap((record) =>
+        [1, 2].map(() => store.update(record.user.id, (current) => changeUser(current.user))),
+      ),
+    )
     const records = await listAll(store)
     assert.equal(records.length, 30)
-    const expected = Object.fromEntries(records.map((record) => [`${record.user.id}.json`, record.json]))
+    const expected = Object.fromEntries(
+      records.map((record) => [`${record.user.id}.json`, record.json]),
+    )
     assert.deepEqual(await readTree(store.usersDir), expected)
     assert.ok(records.every((record) => record.user.version === 3))
   })
@@ -148,7 +172,10 @@ describe('FileStore: files on disk', () => {
     await store.open()
     const [lock, ...others] = listLockFiles(dataDir)
     assert.deepEqual(others, [])
-    assert.match(await readFile(path.join(dataDir, lock ?? ''), 'utf8'), new RegExp(`^${process.pid} [0-9a-f]+\n$`))
+    assert.match(
+      await readFile(path.join(dataDir, lock ?? ''), 'utf8'),
+      new RegExp(`^${process.pid} [0-9a-f]+\n$`),
+    )
     await store.close()
     assert.deepEqual(listLockFiles(dataDir), [])
   })
@@ -160,8 +187,11 @@ describe('FileStore: files on disk', () => {
     const pid = spawnLiveProcess(t)
     await writeFile(lockFile, `${pid}\n`)
     const store = new FileStore({ dataDir })
-    await assert.rejects(store.open(), (error: unknown) =>
-      error instanceof Error && error.name === 'LockError' && error.message.includes(String(pid)))
+    await assert.rejects(
+      store.open(),
+      (error: unknown) =>
+        error instanceof Error && error.name === 'LockError' && error.message.includes(String(pid)),
+    )
     assert.equal(await readFile(lockFile, 'utf8'), `${pid}\n`)
   })
 })
@@ -183,7 +213,10 @@ describe('FileStore: a write that fails', () => {
     assert.deepEqual(await snapshotStore(store), memory)
     assert.deepEqual(await readTree(store.usersDir), disk)
     const again = await store.create(makeUser({ email: 'Taken.Then.Freed@example.com' }))
-    assert.equal(await readFile(path.join(store.usersDir, `${again.user.id}.json`), 'utf8'), again.json)
+    assert.equal(
+      await readFile(path.join(store.usersDir, `${again.user.id}.json`), 'utf8'),
+      again.json,
+    )
   })
 
   it('keeps memory and disk as they were when an update fails, and accepts the next update', async (t) => {
@@ -192,7 +225,12 @@ describe('FileStore: a write that fails', () => {
     const disk = await readTree(store.usersDir)
     const restore = await breakUsersDir(store)
     try {
-      await assert.rejects(store.update(created.user.id, (current) => changeUser(current.user, { email: 'after@example.com' })), failedWrite('write', [BROKEN_DIR_ERRNO]))
+      await assert.rejects(
+        store.update(created.user.id, (current) =>
+          changeUser(current.user, { email: 'after@example.com' }),
+        ),
+        failedWrite('write', [BROKEN_DIR_ERRNO]),
+      )
     } finally {
       await restore()
     }
@@ -200,10 +238,15 @@ describe('FileStore: a write that fails', () => {
     assert.deepEqual(await readTree(store.usersDir), disk)
     // The failed write's email claim is gone and the old email is still held.
     await store.create(makeUser({ email: 'after@example.com' }))
-    await assert.rejects(store.create(makeUser({ email: 'before@example.com' })), { code: 'duplicate_email' })
+    await assert.rejects(store.create(makeUser({ email: 'before@example.com' })), {
+      code: 'duplicate_email',
+    })
     const next = await store.update(created.user.id, (current) => changeUser(current.user))
     assert.equal(next.user.version, 2)
-    assert.equal(await readFile(path.join(store.usersDir, `${created.user.id}.json`), 'utf8'), next.json)
+    assert.equal(
+      await readFile(path.join(store.usersDir, `${created.user.id}.json`), 'utf8'),
+      next.json,
+    )
   })
 
   it('keeps the user in memory and on disk when a delete fails', async (t) => {
@@ -212,7 +255,10 @@ describe('FileStore: a write that fails', () => {
     const disk = await readTree(store.usersDir)
     const restore = await breakUsersDir(store)
     try {
-      await assert.rejects(store.delete(created.user.id, () => undefined), failedWrite('rename', [BROKEN_DIR_ERRNO]))
+      await assert.rejects(
+        store.delete(created.user.id, () => undefined),
+        failedWrite('rename', [BROKEN_DIR_ERRNO]),
+      )
     } finally {
       await restore()
     }
@@ -230,7 +276,9 @@ describe('FileStore: a write that fails', () => {
     await assert.rejects(store.create(user), failedWrite('rename', ['EISDIR', 'ENOTEMPTY']))
     assert.equal(await store.get(user.id), undefined)
     assert.deepEqual(await readdir(store.usersDir), [`${user.id}.json`])
-    assert.deepEqual(await readTree(store.usersDir), { [path.join(`${user.id}.json`, 'keep')]: 'x' })
+    assert.deepEqual(await readTree(store.usersDir), {
+      [path.join(`${user.id}.json`, 'keep')]: 'x',
+    })
     await rm(blocker, { recursive: true })
     const other = await store.create(makeUser({ email: 'blocked@example.com' }))
     assert.equal(other.user.email, 'blocked@example.com')
@@ -243,22 +291,33 @@ describe('FileStore: reopening', () => {
     const first = new FileStore({ dataDir })
     await first.open()
     const records: UserRecord[] = []
-    for (let i = 0; i < 6; i += 1) records.push(await first.create(makeUser({ email: `Person${i}@Example.com` })))
+    for (let i = 0; i < 6; i += 1)
+      records.push(await first.create(makeUser({ email: `Person${i}@Example.com` })))
     const [a, b, , , gone] = records.map((record) => record.user.id)
     await first.update(a ?? '', (current) => changeUser(current.user, { name: 'Changed once' }))
     await first.update(b ?? '', (current) => changeUser(current.user, { status: 'active' }))
     await first.update(b ?? '', (current) => changeUser(current.user, { metadata: { k: 'v' } }))
     await first.delete(gone ?? '', () => undefined)
-    const before = (await listAll(first)).map((record) => [record.json, record.etag, record.emailKey])
+    const before = (await listAll(first)).map((record) => [
+      record.json,
+      record.etag,
+      record.emailKey,
+    ])
     await first.close()
 
     const { store: second } = await openFileStore(t, dataDir)
-    const after = (await listAll(second)).map((record) => [record.json, record.etag, record.emailKey])
+    const after = (await listAll(second)).map((record) => [
+      record.json,
+      record.etag,
+      record.emailKey,
+    ])
     assert.deepEqual(after, before)
     assert.equal(after.length, 5)
     assert.equal((await second.get(b ?? ''))?.etag, '"v3"')
     assert.equal(await second.get(gone ?? ''), undefined)
-    await assert.rejects(second.create(makeUser({ email: 'person1@example.COM' })), { code: 'duplicate_email' })
+    await assert.rejects(second.create(makeUser({ email: 'person1@example.COM' })), {
+      code: 'duplicate_email',
+    })
     // The reloaded store keeps accepting writes at the next version.
     const next = await second.update(a ?? '', (current) => changeUser(current.user))
     assert.equal(next.etag, '"v3"')
@@ -289,7 +348,10 @@ describe('FileStore: reopening', () => {
     await first.close()
     // What a crash between the tombstone write and the unlink leaves behind.
     const graves = path.join(dataDir, 'tombstones')
-    await writeFile(path.join(graves, `${kept.user.id}.json`), JSON.stringify({ id: kept.user.id, deletedAt: kept.user.createdAt }))
+    await writeFile(
+      path.join(graves, `${kept.user.id}.json`),
+      JSON.stringify({ id: kept.user.id, deletedAt: kept.user.createdAt }),
+    )
     await writeFile(path.join(graves, `.${kept.user.id}.json.0a1b2c.tmp`), '{"id":')
 
     const { store: second } = await openFileStore(t, dataDir)
@@ -307,7 +369,10 @@ describe('FileStore: reopening', () => {
     const { store, logs } = await openFileStore(t, dataDir)
     assert.equal(await store.isDeleted(user.id), false)
     assert.deepEqual(await readdir(graves), [])
-    assert.equal(await readFile(path.join(dataDir, 'quarantine', `${user.id}.json`), 'utf8'), toContractJson(user))
+    assert.equal(
+      await readFile(path.join(dataDir, 'quarantine', `${user.id}.json`), 'utf8'),
+      toContractJson(user),
+    )
     assert.equal(logs.find((line) => line['msg'] === 'users loaded')?.['quarantined'], 1)
   })
 
@@ -315,14 +380,20 @@ describe('FileStore: reopening', () => {
     const dataDir = await newDataDir(t)
     const first = new FileStore({ dataDir })
     await first.open()
-    const metadata = JSON.parse('{"__proto__":"polluted","constructor":"x"}') as Record<string, string>
+    const metadata = JSON.parse('{"__proto__":"polluted","constructor":"x"}') as Record<
+      string,
+      string
+    >
     const created = await first.create(makeUser({ metadata }))
     await first.close()
     const { store } = await openFileStore(t, dataDir)
     const loaded = await store.get(created.user.id)
     assert.equal(loaded?.json, created.json)
     assert.deepEqual(Object.keys(loaded.user.metadata), ['__proto__', 'constructor'])
-    assert.equal(Object.getOwnPropertyDescriptor(loaded.user.metadata, '__proto__')?.value, 'polluted')
+    assert.equal(
+      Object.getOwnPropertyDescriptor(loaded.user.metadata, '__proto__')?.value,
+      'polluted',
+    )
     assert.equal(Object.hasOwn(Object.prototype, 'polluted'), false)
     assert.equal(Object.getPrototypeOf({}), Object.prototype)
   })
@@ -338,7 +409,10 @@ describe('FileStore: recovery at open', () => {
     await writeFile(path.join(usersDir, `${kept.id}.json`), toContractJson(kept))
     const newer = toContractJson(changeUser(kept, { name: 'Half written' }))
     await writeFile(path.join(usersDir, `.${kept.id}.json.0123456789ab.tmp`), newer.slice(0, 20))
-    await writeFile(path.join(usersDir, `.${neverCreated.id}.json.abcdef012345.tmp`), toContractJson(neverCreated))
+    await writeFile(
+      path.join(usersDir, `.${neverCreated.id}.json.abcdef012345.tmp`),
+      toContractJson(neverCreated),
+    )
     const { store, logs } = await openFileStore(t, dataDir)
     assert.equal((await store.get(kept.id))?.json, toContractJson(kept))
     assert.equal(await store.get(neverCreated.id), undefined)
@@ -352,7 +426,8 @@ describe('FileStore: recovery at open', () => {
     const usersDir = path.join(dataDir, 'users')
     await mkdir(usersDir, { recursive: true })
     const good = [makeUser(), makeUser()]
-    for (const user of good) await writeFile(path.join(usersDir, `${user.id}.json`), toContractJson(user))
+    for (const user of good)
+      await writeFile(path.join(usersDir, `${user.id}.json`), toContractJson(user))
     const other = makeUser()
     const { version: _version, ...withoutVersion } = makeUser()
     const bad: Record<string, string> = {
@@ -372,16 +447,24 @@ describe('FileStore: recovery at open', () => {
     }
     const { store, logs } = await openFileStore(t, dataDir)
 
-    assert.deepEqual((await listAll(store)).map((record) => record.json), good.map(toContractJson))
+    assert.deepEqual(
+      (await listAll(store)).map((record) => record.json),
+      good.map(toContractJson),
+    )
     assert.equal(await store.get(other.id), undefined)
     const quarantineDir = path.join(dataDir, 'quarantine')
-    const expected = Object.fromEntries(Object.entries(badFiles).sort(([x], [y]) => (x < y ? -1 : 1)))
+    const expected = Object.fromEntries(
+      Object.entries(badFiles).sort(([x], [y]) => (x < y ? -1 : 1)),
+    )
     assert.deepEqual(await readTree(quarantineDir), expected)
     assert.equal(await modeOf(quarantineDir), 0o700)
     assert.deepEqual((await readdir(usersDir)).sort(), good.map((user) => `${user.id}.json`).sort())
     const warned = warnings(logs)
     for (const name of Object.keys(badFiles)) {
-      assert.ok(warned.some((line) => line.includes(name)), `no warn line names ${name}: ${warned.join('\n')}`)
+      assert.ok(
+        warned.some((line) => line.includes(name)),
+        `no warn line names ${name}: ${warned.join('\n')}`,
+      )
     }
   })
 
@@ -401,8 +484,15 @@ describe('FileStore: recovery at open', () => {
     await openFileStore(t, dataDir)
     const files = await readTree(quarantineDir)
     assert.equal(files[name], 'quarantined earlier')
-    assert.deepEqual(Object.values(files).sort(), ['quarantined earlier', '{"torn again": ', '{"torn": '])
-    assert.ok(Object.keys(files).every((file) => file.startsWith(name)), Object.keys(files).join(', '))
+    assert.deepEqual(Object.values(files).sort(), [
+      'quarantined earlier',
+      '{"torn again": ',
+      '{"torn": ',
+    ])
+    assert.ok(
+      Object.keys(files).every((file) => file.startsWith(name)),
+      Object.keys(files).join(', '),
+    )
     assert.deepEqual(await readdir(usersDir), [])
   })
 
@@ -418,9 +508,13 @@ describe('FileStore: recovery at open', () => {
     const { store, logs } = await openFileStore(t, dataDir)
     assert.equal((await store.get(older.id))?.json, toContractJson(older))
     assert.equal(await store.get(newer.id), undefined)
-    assert.deepEqual(await readTree(path.join(dataDir, 'quarantine')), { [`${newer.id}.json`]: toContractJson(newer) })
+    assert.deepEqual(await readTree(path.join(dataDir, 'quarantine')), {
+      [`${newer.id}.json`]: toContractJson(newer),
+    })
     assert.ok(warnings(logs).some((line) => line.includes(`${newer.id}.json`)))
-    await assert.rejects(store.create(makeUser({ email: 'SAME@example.com' })), { code: 'duplicate_email' })
+    await assert.rejects(store.create(makeUser({ email: 'SAME@example.com' })), {
+      code: 'duplicate_email',
+    })
   })
 
   it('leaves files that are not user files alone and loads the users beside them', async (t) => {
@@ -432,24 +526,30 @@ describe('FileStore: recovery at open', () => {
     await writeFile(path.join(usersDir, `${user.id}.json`), toContractJson(user))
     const others: Record<string, string> = {
       'notes.txt': 'hello',
-      'README': 'not a user',
+      README: 'not a user',
       'not-a-uuid.json': '{"id": "x"}',
       [`${stranger.id.toUpperCase()}.json`]: toContractJson(stranger),
       [`${stranger.id}.json.bak`]: '{"torn',
       [path.join('archive', `${stranger.id}.json`)]: '{"torn',
     }
-    for (const [name, content] of Object.entries(others)) await writeFile(path.join(usersDir, name), content)
+    for (const [name, content] of Object.entries(others))
+      await writeFile(path.join(usersDir, name), content)
     const before = await readTree(usersDir)
     const { store } = await openFileStore(t, dataDir)
     assert.deepEqual(await readTree(usersDir), before)
-    assert.deepEqual((await listAll(store)).map((record) => record.user.id), [user.id])
+    assert.deepEqual(
+      (await listAll(store)).map((record) => record.user.id),
+      [user.id],
+    )
     await assert.rejects(stat(path.join(dataDir, 'quarantine')), { code: 'ENOENT' })
   })
 })
 
 describe('FileStore: ids from outside', () => {
   /** A data directory with one stored user and a user-shaped file outside users/ to aim at. */
-  async function setUp(t: TestContext): Promise<{ store: FileStore, dataDir: string, held: UserRecord }> {
+  async function setUp(
+    t: TestContext,
+  ): Promise<{ store: FileStore; dataDir: string; held: UserRecord }> {
     const dataDir = await newDataDir(t)
     const { store } = await openFileStore(t, dataDir)
     const held = await store.create(makeUser())
@@ -462,14 +562,30 @@ describe('FileStore: ids from outside', () => {
     const { store, dataDir, held } = await setUp(t)
     const before = await readTree(dataDir)
     const heldId = held.user.id
-    for (const id of ['../victim', `../users/${heldId}`, `${heldId}/../${heldId}`, heldId.toUpperCase(), '']) {
+    for (const id of [
+      '../victim',
+      `../users/${heldId}`,
+      `${heldId}/../${heldId}`,
+      heldId.toUpperCase(),
+      '',
+    ]) {
       assert.equal(await store.get(id), undefined, id)
       let called = false
-      await assert.rejects(store.update(id, (current) => {
-        called = true
-        return changeUser(current.user)
-      }), { code: 'not_found' }, id)
-      await assert.rejects(store.delete(id, () => { called = true }), { code: 'not_found' }, id)
+      await assert.rejects(
+        store.update(id, (current) => {
+          called = true
+          return changeUser(current.user)
+        }),
+        { code: 'not_found' },
+        id,
+      )
+      await assert.rejects(
+        store.delete(id, () => {
+          called = true
+        }),
+        { code: 'not_found' },
+        id,
+      )
       assert.equal(called, false, id)
     }
     assert.deepEqual(await readTree(dataDir), before)

@@ -1,12 +1,15 @@
 import assert from 'node:assert/strict'
 import { describe, it, type TestContext } from 'node:test'
 
-import { PostgresStore, type PostgresStoreOptions } from '../../../src/store/postgres/postgres-store.js'
+import {
+  PostgresStore,
+  type PostgresStoreOptions,
+} from '../../../src/store/postgres/postgres-store.js'
+import { openSse } from '../../events/sse-client.js'
 import { assertProblem } from '../../helpers/http.js'
 import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES, sql } from '../../helpers/postgres.js'
 import { startService, uniqueEmail } from '../../helpers/service.js'
 import { makeToken } from '../../helpers/tokens.js'
-import { openSse } from '../../events/sse-client.js'
 
 const reader = makeToken({ sub: 'feed-reader', scope: 'events:read' })
 const writer = makeToken({ sub: 'admin-9', scope: 'users:read users:write users:admin' })
@@ -22,39 +25,72 @@ interface FeedEvent {
   user?: { email: string }
 }
 
-function pgStore(t: TestContext, schema: string, options: Partial<PostgresStoreOptions> = {}): PostgresStore {
-  const store = new PostgresStore({ url: requireDatabaseUrl(), schema, eventPollMs: 50, ...options })
+function pgStore(
+  t: TestContext,
+  schema: string,
+  options: Partial<PostgresStoreOptions> = {},
+): PostgresStore {
+  const store = new PostgresStore({
+    url: requireDatabaseUrl(),
+    schema,
+    eventPollMs: 50,
+    ...options,
+  })
   t.after(() => store.close())
   return store
 }
 
 describe('the change feed on PostgreSQL', { skip: SKIP_POSTGRES }, () => {
-  it('appends one event per change in the change\'s transaction, none for a no-op, and pages them', async (t) => {
+  it("appends one event per change in the change's transaction, none for a no-op, and pages them", async (t) => {
     const svc = await startService(t, { store: pgStore(t, freshSchema(t)) })
     const email = uniqueEmail()
-    const created = await svc.call('POST', '/users', { token: writer, json: { email, name: 'Bo' }, headers: { 'x-request-id': 'pg-1' } })
+    const created = await svc.call('POST', '/users', {
+      token: writer,
+      json: { email, name: 'Bo' },
+      headers: { 'x-request-id': 'pg-1' },
+    })
     assert.equal(created.status, 201)
     const id = created.json<{ id: string }>().id
     const patch = { token: writer, contentType: 'application/merge-patch+json' }
-    assert.equal((await svc.call('PATCH', `/users/${id}`, { ...patch, json: { email: uniqueEmail() } })).status, 200)
+    assert.equal(
+      (await svc.call('PATCH', `/users/${id}`, { ...patch, json: { email: uniqueEmail() } }))
+        .status,
+      200,
+    )
     assert.equal((await svc.call('PATCH', `/users/${id}`, { ...patch, json: {} })).status, 200)
     assert.equal((await svc.call('POST', `/users/${id}:activate`, { token: writer })).status, 200)
     assert.equal((await svc.call('POST', `/users/${id}:suspend`, { token: writer })).status, 200)
     assert.equal((await svc.call('DELETE', `/users/${id}`, { token: writer })).status, 204)
     const res = await svc.call('GET', '/events', { token: reader })
     assert.equal(res.status, 200, res.text)
-    const page = res.json<{ items: FeedEvent[], nextCursor: string }>()
-    assert.deepEqual(page.items.map((event) => [event.type, event.version]),
-      [['user.created', 1], ['user.updated', 2], ['user.activated', 3], ['user.suspended', 4], ['user.deleted', 5]])
+    const page = res.json<{ items: FeedEvent[]; nextCursor: string }>()
+    assert.deepEqual(
+      page.items.map((event) => [event.type, event.version]),
+      [
+        ['user.created', 1],
+        ['user.updated', 2],
+        ['user.activated', 3],
+        ['user.suspended', 4],
+        ['user.deleted', 5],
+      ],
+    )
     assert.equal(page.items[0]?.requestId, 'pg-1')
     assert.equal(page.items[0]?.user?.email, email)
     assert.deepEqual(page.items[1]?.changed, ['email'])
     assert.ok(page.items.every((event) => event.actor === 'admin-9' && event.userId === id))
     assert.equal(page.items[4]?.user, undefined)
     assert.equal(page.nextCursor, page.items[4]?.id)
-    const two = (await svc.call('GET', '/events?limit=2', { token: reader })).json<{ items: FeedEvent[], nextCursor: string }>()
-    const rest = (await svc.call('GET', `/events?after=${two.nextCursor}&type=user.deleted`, { token: reader })).json<{ items: FeedEvent[], nextCursor: string }>()
-    assert.deepEqual(rest.items.map((event) => event.type), ['user.deleted'])
+    const two = (await svc.call('GET', '/events?limit=2', { token: reader })).json<{
+      items: FeedEvent[]
+      nextCursor: string
+    }>()
+    const rest = (
+      await svc.call('GET', `/events?after=${two.nextCursor}&type=user.deleted`, { token: reader })
+    ).json<{ items: FeedEvent[]; nextCursor: string }>()
+    assert.deepEqual(
+      rest.items.map((event) => event.type),
+      ['user.deleted'],
+    )
     assert.equal(rest.nextCursor, page.nextCursor)
   })
 
@@ -63,9 +99,15 @@ describe('the change feed on PostgreSQL', { skip: SKIP_POSTGRES }, () => {
     const a = await startService(t, { store: pgStore(t, schema) })
     const b = await startService(t, { store: pgStore(t, schema) })
     const stream = await openSse(`${a.baseUrl}/events`, reader)
-    t.after(() => { stream.close() })
-    const users = await Promise.all(Array.from({ length: 30 }, (_, i) => (i % 2 === 0 ? a : b).createUser()))
-    await Promise.all(users.map((user, i) => (i % 2 === 0 ? b : a).call('POST', `/users/${user.id}:activate`)))
+    t.after(() => {
+      stream.close()
+    })
+    const users = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => (i % 2 === 0 ? a : b).createUser()),
+    )
+    await Promise.all(
+      users.map((user, i) => (i % 2 === 0 ? b : a).call('POST', `/users/${user.id}:activate`)),
+    )
     await stream.waitFor(60)
     const ids = stream.events.map((event) => event.id)
     assert.deepEqual([...ids].sort(), ids)
@@ -85,7 +127,9 @@ describe('the change feed on PostgreSQL', { skip: SKIP_POSTGRES }, () => {
     const a = await startService(t, { store: pgStore(t, schema, { eventPollMs: 600_000 }) })
     const b = await startService(t, { store: pgStore(t, schema, { eventPollMs: 600_000 }) })
     const stream = await openSse(`${a.baseUrl}/events`, reader)
-    t.after(() => { stream.close() })
+    t.after(() => {
+      stream.close()
+    })
     // The listener connects as the stream opens: write until one event has come through it.
     const written = new Set<string>()
     const deadline = Date.now() + 20_000
@@ -104,19 +148,29 @@ describe('the change feed on PostgreSQL', { skip: SKIP_POSTGRES }, () => {
     const a = await startService(t, { store: pgStore(t, schema) })
     const b = await startService(t, { store: pgStore(t, schema) })
     const first = await openSse(`${a.baseUrl}/events`, reader)
-    t.after(() => { first.close() })
+    t.after(() => {
+      first.close()
+    })
     const written: string[] = []
     for (let i = 0; i < 4; i += 1) written.push((await b.createUser()).id)
     await first.waitFor(4)
     first.close()
     for (let i = 0; i < 3; i += 1) written.push((await b.createUser()).id)
-    const again = await openSse(`${a.baseUrl}/events`, reader, { 'last-event-id': first.events.at(-1)?.id ?? '' })
-    t.after(() => { again.close() })
+    const again = await openSse(`${a.baseUrl}/events`, reader, {
+      'last-event-id': first.events.at(-1)?.id ?? '',
+    })
+    t.after(() => {
+      again.close()
+    })
     written.push((await a.createUser()).id)
     await again.waitFor(4)
     const all = [...first.events, ...again.events]
     assert.equal(new Set(all.map((event) => event.id)).size, all.length, 'no duplicate')
-    assert.deepEqual(all.map((event) => (JSON.parse(event.data) as FeedEvent).userId), written, 'no gap, in order')
+    assert.deepEqual(
+      all.map((event) => (JSON.parse(event.data) as FeedEvent).userId),
+      written,
+      'no gap, in order',
+    )
   })
 
   it('prunes rows past the retention and answers 410 for a cursor before them', async (t) => {
@@ -127,8 +181,17 @@ describe('the change feed on PostgreSQL', { skip: SKIP_POSTGRES }, () => {
     clock += 31 * 86_400_000
     const fresh = await svc.createUser()
     await store.pruneEvents()
-    assertProblem(await svc.call('GET', `/events?after=${'0'.repeat(16)}`, { token: reader }), 410, 'cursor_expired')
-    const page = (await svc.call('GET', '/events', { token: reader })).json<{ items: FeedEvent[] }>()
-    assert.deepEqual(page.items.map((event) => event.userId), [fresh.id])
+    assertProblem(
+      await svc.call('GET', `/events?after=${'0'.repeat(16)}`, { token: reader }),
+      410,
+      'cursor_expired',
+    )
+    const page = (await svc.call('GET', '/events', { token: reader })).json<{
+      items: FeedEvent[]
+    }>()
+    assert.deepEqual(
+      page.items.map((event) => event.userId),
+      [fresh.id],
+    )
   })
 })

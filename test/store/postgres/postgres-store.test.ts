@@ -7,34 +7,61 @@ import { describe, it, type TestContext } from 'node:test'
 
 import pg from 'pg'
 
-import { ConfigError, parseConfig } from '../../../src/process/config.js'
 import { StartError } from '../../../src/domain/errors.js'
+import type { UserStatus } from '../../../src/domain/user.js'
+import { ConfigError, parseConfig } from '../../../src/process/config.js'
+import { createUserService } from '../../../src/process/create-user-service.js'
 import { MemoryStore } from '../../../src/store/memory-store.js'
 import { loadPg } from '../../../src/store/postgres/driver.js'
 import { classifyPgError } from '../../../src/store/postgres/errors.js'
-import { MIGRATIONS, SCHEMA_VERSION, SchemaTooNewError } from '../../../src/store/postgres/schema.js'
+import {
+  PostgresStore,
+  type PostgresStoreOptions,
+} from '../../../src/store/postgres/postgres-store.js'
+import {
+  MIGRATIONS,
+  SCHEMA_VERSION,
+  SchemaTooNewError,
+} from '../../../src/store/postgres/schema.js'
 import { likePattern } from '../../../src/store/postgres/sql.js'
-import { PostgresStore, type PostgresStoreOptions } from '../../../src/store/postgres/postgres-store.js'
 import type { ListQuery, Store } from '../../../src/store/store.js'
-import type { UserStatus } from '../../../src/domain/user.js'
 import { MAX_VERSION } from '../../../src/users/user-fields.js'
 import { listLockFiles } from '../../helpers/data-files.js'
-import { freshDatabase, freshSchema, requireDatabaseUrl, SKIP_POSTGRES, sql } from '../../helpers/postgres.js'
 import { assertProblem, request, type TestResponse } from '../../helpers/http.js'
+import {
+  freshDatabase,
+  freshSchema,
+  requireDatabaseUrl,
+  SKIP_POSTGRES,
+  sql,
+} from '../../helpers/postgres.js'
 import { makeTempDir, startService, uniqueEmail } from '../../helpers/service.js'
-import { TEST_SECRET } from '../../helpers/tokens.js'
-import { createUserService } from '../../../src/process/create-user-service.js'
-import { describeStoreContract, listAll, openStore, snapshotStore } from '../../helpers/store-suite.js'
+import {
+  describeStoreContract,
+  listAll,
+  openStore,
+  snapshotStore,
+} from '../../helpers/store-suite.js'
 import { changeUser, makeUser } from '../../helpers/store-users.js'
+import { TEST_SECRET } from '../../helpers/tokens.js'
 
 /** A store on a schema of its own, closed when the test ends (not opened). */
 function newStore(t: TestContext, options: Partial<PostgresStoreOptions> = {}): PostgresStore {
-  const store = new PostgresStore({ url: requireDatabaseUrl(), schema: freshSchema(t), probeIntervalMs: 100, ...options })
+  const store = new PostgresStore({
+    url: requireDatabaseUrl(),
+    schema: freshSchema(t),
+    probeIntervalMs: 100,
+    ...options,
+  })
   t.after(() => store.close())
   return store
 }
 
-async function waitFor(what: string, condition: () => boolean | Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+async function waitFor(
+  what: string,
+  condition: () => boolean | Promise<boolean>,
+  timeoutMs = 20_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs
   while (!(await condition())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
@@ -44,15 +71,25 @@ async function waitFor(what: string, condition: () => boolean | Promise<boolean>
 
 describe('the pg driver', () => {
   it('refuses the start saying npm install pg when the module is missing', async () => {
-    const missing = Object.assign(new Error('Cannot find package \'pg\''), { code: 'ERR_MODULE_NOT_FOUND' })
-    await assert.rejects(loadPg(() => Promise.reject(missing)), (error: unknown) =>
-      error instanceof StartError && /npm install pg/.test(error.message))
+    const missing = Object.assign(new Error("Cannot find package 'pg'"), {
+      code: 'ERR_MODULE_NOT_FOUND',
+    })
+    await assert.rejects(
+      loadPg(() => Promise.reject(missing)),
+      (error: unknown) => error instanceof StartError && /npm install pg/.test(error.message),
+    )
   })
 
   it('passes other import failures on, and refuses a module without Pool', async () => {
     const broken = new Error('syntax error in pg')
-    await assert.rejects(loadPg(() => Promise.reject(broken)), (error) => error === broken)
-    await assert.rejects(loadPg(() => Promise.resolve({ default: {} })), /no Pool/)
+    await assert.rejects(
+      loadPg(() => Promise.reject(broken)),
+      (error) => error === broken,
+    )
+    await assert.rejects(
+      loadPg(() => Promise.resolve({ default: {} })),
+      /no Pool/,
+    )
   })
 
   it('loads the installed pg', async () => {
@@ -65,7 +102,10 @@ describe('DATABASE_URL and WORKERS', () => {
   it('takes postgres:// and postgresql:// URLs, and WORKERS as a count or auto (one per core)', () => {
     assert.equal(parseConfig({}).databaseUrl, undefined)
     assert.equal(parseConfig({}).workers, 1)
-    assert.equal(parseConfig({ DATABASE_URL: 'postgres://u@db/x' }).databaseUrl, 'postgres://u@db/x')
+    assert.equal(
+      parseConfig({ DATABASE_URL: 'postgres://u@db/x' }).databaseUrl,
+      'postgres://u@db/x',
+    )
     const config = parseConfig({ DATABASE_URL: 'postgresql://u@db/x', WORKERS: 'auto' })
     assert.equal(config.workers, availableParallelism())
     assert.equal(parseConfig({ DATABASE_URL: 'postgresql://u@db/x', WORKERS: '3' }).workers, 3)
@@ -73,11 +113,21 @@ describe('DATABASE_URL and WORKERS', () => {
 
   it('refuses other URLs, bad counts, and more than one worker on the file store', () => {
     for (const url of ['http://db/x', 'not a url', 'postgres']) {
-      assert.throws(() => parseConfig({ DATABASE_URL: url }), (error: unknown) =>
-        error instanceof ConfigError && error.message === 'DATABASE_URL must be a postgres:// or postgresql:// URL')
+      assert.throws(
+        () => parseConfig({ DATABASE_URL: url }),
+        (error: unknown) =>
+          error instanceof ConfigError &&
+          error.message === 'DATABASE_URL must be a postgres:// or postgresql:// URL',
+      )
     }
-    assert.throws(() => parseConfig({ DATABASE_URL: 'postgres://db/x', WORKERS: '0' }), /WORKERS must be between 1/)
-    assert.throws(() => parseConfig({ DATABASE_URL: 'postgres://db/x', WORKERS: 'many' }), /WORKERS must be a whole number/)
+    assert.throws(
+      () => parseConfig({ DATABASE_URL: 'postgres://db/x', WORKERS: '0' }),
+      /WORKERS must be between 1/,
+    )
+    assert.throws(
+      () => parseConfig({ DATABASE_URL: 'postgres://db/x', WORKERS: 'many' }),
+      /WORKERS must be a whole number/,
+    )
     assert.throws(() => parseConfig({ WORKERS: '2' }), /WORKERS=2 needs DATABASE_URL/)
     assert.equal(parseConfig({ WORKERS: '1' }).workers, 1)
   })
@@ -90,9 +140,10 @@ describe('LIKE patterns for q', () => {
 })
 
 describe('SQLSTATE classes', () => {
-  const serverError = (code: string): object => Object.assign(new Error('refused'), { code, severity: 'ERROR' })
+  const serverError = (code: string): object =>
+    Object.assign(new Error('refused'), { code, severity: 'ERROR' })
 
-  it('takes class 22 (data exception) and 23 (integrity) as the client\'s input', () => {
+  it("takes class 22 (data exception) and 23 (integrity) as the client's input", () => {
     for (const code of ['22021', '22003', '22P02', '22023', '23505', '23514', '23502']) {
       assert.equal(classifyPgError(serverError(code)), 'input', code)
     }
@@ -104,10 +155,21 @@ describe('SQLSTATE classes', () => {
     }
     // An errno is no SQLSTATE, EPIPE's five letters included; pg's own time-outs carry no code.
     for (const errno of ['EPIPE', 'ECONNRESET', 'ECONNREFUSED', 'ETIMEDOUT']) {
-      assert.equal(classifyPgError(Object.assign(new Error(errno), { code: errno })), 'unavailable', errno)
+      assert.equal(
+        classifyPgError(Object.assign(new Error(errno), { code: errno })),
+        'unavailable',
+        errno,
+      )
     }
-    assert.equal(classifyPgError(Object.assign(new Error('x'), { code: '22021' })), 'unavailable', 'a code without severity is not the server\'s')
-    assert.equal(classifyPgError(new Error('timeout exceeded when trying to connect')), 'unavailable')
+    assert.equal(
+      classifyPgError(Object.assign(new Error('x'), { code: '22021' })),
+      'unavailable',
+      "a code without severity is not the server's",
+    )
+    assert.equal(
+      classifyPgError(new Error('timeout exceeded when trying to connect')),
+      'unavailable',
+    )
     assert.equal(classifyPgError(undefined), 'unavailable')
   })
 })
@@ -126,24 +188,41 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       t.after(() => second.close())
       await second.open()
       assert.deepEqual((await second.get(user.id))?.user, user)
-      const versions = await sql(`SELECT version FROM ${schema}.user_service_schema ORDER BY version`)
-      assert.deepEqual(versions.rows.map((row: { version: number }) => row.version), Array.from({ length: SCHEMA_VERSION }, (_, i) => i + 1))
+      const versions = await sql(
+        `SELECT version FROM ${schema}.user_service_schema ORDER BY version`,
+      )
+      assert.deepEqual(
+        versions.rows.map((row: { version: number }) => row.version),
+        Array.from({ length: SCHEMA_VERSION }, (_, i) => i + 1),
+      )
     })
 
     it('lets many stores start at once on one empty schema: one migrates, all work', async (t) => {
       const schema = freshSchema(t)
-      const stores = Array.from({ length: 4 }, () => new PostgresStore({ url: requireDatabaseUrl(), schema }))
+      const stores = Array.from(
+        { length: 4 },
+        () => new PostgresStore({ url: requireDatabaseUrl(), schema }),
+      )
       t.after(() => Promise.all(stores.map((store) => store.close())))
       await Promise.all(stores.map((store) => store.open()))
       const created = await Promise.all(stores.map((store) => store.create(makeUser())))
       const seen = await Promise.all(stores.map(async (store) => (await listAll(store)).length))
       // Were a store to write anywhere but its schema, say where: no table of ours may be in public.
-      const where = await sql(`SELECT table_schema AS schema, table_name AS name FROM information_schema.tables
-        WHERE table_name IN ('users', 'user_service_schema') AND table_schema IN ($1, 'public') ORDER BY 1, 2`, [schema])
-      assert.deepEqual({ seen, where: where.rows }, {
-        seen: stores.map(() => created.length),
-        where: [{ schema, name: 'user_service_schema' }, { schema, name: 'users' }],
-      })
+      const where = await sql(
+        `SELECT table_schema AS schema, table_name AS name FROM information_schema.tables
+        WHERE table_name IN ('users', 'user_service_schema') AND table_schema IN ($1, 'public') ORDER BY 1, 2`,
+        [schema],
+      )
+      assert.deepEqual(
+        { seen, where: where.rows },
+        {
+          seen: stores.map(() => created.length),
+          where: [
+            { schema, name: 'user_service_schema' },
+            { schema, name: 'users' },
+          ],
+        },
+      )
       const versions = await sql(`SELECT count(*)::int AS n FROM ${schema}.user_service_schema`)
       assert.equal(versions.rows[0]?.n, SCHEMA_VERSION, 'each migration once')
     })
@@ -154,15 +233,26 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       await sql(`CREATE ROLE ${role} LOGIN`)
       // After the database's own hook has dropped it, and with it every grant below.
       t.after(() => sql(`DROP ROLE IF EXISTS ${role}`))
-      await sql(`GRANT CREATE ON DATABASE ${new URL(admin).pathname.slice(1)} TO ${role}`, [], admin)
+      await sql(
+        `GRANT CREATE ON DATABASE ${new URL(admin).pathname.slice(1)} TO ${role}`,
+        [],
+        admin,
+      )
       await sql(`GRANT CREATE ON SCHEMA public TO ${role}`, [], admin)
       await sql('CREATE SCHEMA private', [], admin)
       const url = new URL(admin)
       url.username = role
       const store = new PostgresStore({ url: url.toString(), schema: 'private' })
       t.after(() => store.close())
-      await assert.rejects(store.open(), /resolves to schema public, not to the configured schema private/)
-      const made = await sql("SELECT table_schema FROM information_schema.tables WHERE table_schema IN ('public', 'private')", [], admin)
+      await assert.rejects(
+        store.open(),
+        /resolves to schema public, not to the configured schema private/,
+      )
+      const made = await sql(
+        "SELECT table_schema FROM information_schema.tables WHERE table_schema IN ('public', 'private')",
+        [],
+        admin,
+      )
       assert.deepEqual(made.rows, [])
     })
 
@@ -171,10 +261,16 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       const store = newStore(t, { schema })
       await store.open()
       await store.close()
-      await sql(`INSERT INTO ${schema}.user_service_schema (version) VALUES ($1)`, [SCHEMA_VERSION + 1])
+      await sql(`INSERT INTO ${schema}.user_service_schema (version) VALUES ($1)`, [
+        SCHEMA_VERSION + 1,
+      ])
       const newer = newStore(t, { schema })
-      await assert.rejects(newer.open(), (error: unknown) =>
-        error instanceof SchemaTooNewError && error.message.includes(`version ${SCHEMA_VERSION + 1}`))
+      await assert.rejects(
+        newer.open(),
+        (error: unknown) =>
+          error instanceof SchemaTooNewError &&
+          error.message.includes(`version ${SCHEMA_VERSION + 1}`),
+      )
       const versions = await sql(`SELECT max(version) AS v FROM ${schema}.user_service_schema`)
       assert.equal(versions.rows[0]?.v, SCHEMA_VERSION + 1)
     })
@@ -185,7 +281,10 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       await store.open()
       const metadata = { zeta: '1', alpha: '2', Mid: '3' }
       const user = makeUser({
-        email: 'İSTANBUL.ΣΊΣΥΦΟΣ@Example.com', metadata, createdAt: '2026-01-02T03:04:05.678Z', updatedAt: '2026-01-02T03:04:05.679Z',
+        email: 'İSTANBUL.ΣΊΣΥΦΟΣ@Example.com',
+        metadata,
+        createdAt: '2026-01-02T03:04:05.678Z',
+        updatedAt: '2026-01-02T03:04:05.679Z',
       })
       await store.create(user)
       const row = await sql(
@@ -198,9 +297,18 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       assert.deepEqual(Object.keys(read?.user.metadata ?? {}), ['zeta', 'alpha', 'Mid'])
       assert.equal(read?.user.createdAt, '2026-01-02T03:04:05.678Z')
       assert.equal(read?.user.updatedAt, '2026-01-02T03:04:05.679Z')
-      const found = await store.list({ filter: { email: user.email.toLowerCase() }, order: 'asc', limit: 5 })
-      assert.deepEqual(found.items.map((record) => record.user.id), [user.id])
-      await assert.rejects(store.create(makeUser({ email: user.email.toLowerCase() })), { code: 'duplicate_email' })
+      const found = await store.list({
+        filter: { email: user.email.toLowerCase() },
+        order: 'asc',
+        limit: 5,
+      })
+      assert.deepEqual(
+        found.items.map((record) => record.user.id),
+        [user.id],
+      )
+      await assert.rejects(store.create(makeUser({ email: user.email.toLowerCase() })), {
+        code: 'duplicate_email',
+      })
     })
   })
 
@@ -215,7 +323,11 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       assert.equal(await store.isDeleted(user.id), true)
       const rows = await sql(`SELECT * FROM ${schema}.tombstones`)
       assert.deepEqual(rows.rows, [{ id: user.id, deleted_at: '2026-03-04T05:06:07.089Z' }])
-      await assert.rejects(store.create({ ...user }), { name: 'ServiceError', code: 'duplicate_id', message: /already exists or existed/ })
+      await assert.rejects(store.create({ ...user }), {
+        name: 'ServiceError',
+        code: 'duplicate_id',
+        message: /already exists or existed/,
+      })
       assert.deepEqual(await snapshotStore(store), [])
       assert.equal(await store.isDeleted(makeUser().id), false)
     })
@@ -249,40 +361,80 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
         ...good.map((user) => store.create(user)),
         store.create(makeUser({ email: 'TAKEN@example.com' })),
         store.create({ ...gone }),
-        store.create(makeUser(), () => { throw refused }),
+        store.create(makeUser(), () => {
+          throw refused
+        }),
         store.create(makeUser({ email: 'twice@example.com' })),
         store.create(makeUser({ email: 'Twice@example.com' })),
       ])
-      const reasons = outcomes.slice(good.length).map((outcome) => outcome.status === 'rejected'
-        ? ((outcome.reason as { code?: string }).code ?? (outcome.reason as Error).message)
-        : 'created')
-      assert.deepEqual(reasons, ['duplicate_email', 'duplicate_id', refused.message, 'created', 'duplicate_email'])
-      const made = outcomes.flatMap((outcome) => outcome.status === 'fulfilled' ? [outcome.value.user.id] : [])
-      assert.deepEqual(made.slice(0, good.length), good.map((user) => user.id))
-      assert.deepEqual((await listAll(store)).map((record) => record.user.id).sort(), [taken.id, ...made].sort())
+      const reasons = outcomes
+        .slice(good.length)
+        .map((outcome) =>
+          outcome.status === 'rejected'
+            ? ((outcome.reason as { code?: string }).code ?? (outcome.reason as Error).message)
+            : 'created',
+        )
+      assert.deepEqual(reasons, [
+        'duplicate_email',
+        'duplicate_id',
+        refused.message,
+        'created',
+        'duplicate_email',
+      ])
+      const made = outcomes.flatMap((outcome) =>
+        outcome.status === 'fulfilled' ? [outcome.value.user.id] : [],
+      )
+      assert.deepEqual(
+        made.slice(0, good.length),
+        good.map((user) => user.id),
+      )
+      assert.deepEqual(
+        (await listAll(store)).map((record) => record.user.id).sort(),
+        [taken.id, ...made].sort(),
+      )
       assert.equal(before.length, 1)
       // Without the group commit each create is its own transaction (203 of them); with it, the
       // first goes alone and the others, queued meanwhile, share the next.
-      const transactions = await sql(`SELECT count(DISTINCT xmin::text) AS n FROM ${schema}.users WHERE id = ANY($1)`, [good.map((user) => user.id)])
-      assert.ok(Number(transactions.rows[0]?.n) <= 3, `${String(transactions.rows[0]?.n)} transactions`)
+      const transactions = await sql(
+        `SELECT count(DISTINCT xmin::text) AS n FROM ${schema}.users WHERE id = ANY($1)`,
+        [good.map((user) => user.id)],
+      )
+      assert.ok(
+        Number(transactions.rows[0]?.n) <= 3,
+        `${String(transactions.rows[0]?.n)} transactions`,
+      )
       const page = await store.events.read({ limit: 1000 })
-      const created = page.items.filter((event) => event.type === 'user.created').map((event) => event.userId)
+      const created = page.items
+        .filter((event) => event.type === 'user.created')
+        .map((event) => event.userId)
       assert.deepEqual(created.slice(0, 2), [taken.id, gone.id])
       assert.deepEqual(new Set(created.slice(2)), new Set(made))
       assert.equal(created.length, 2 + made.length)
       const ids = page.items.map((event) => Number.parseInt(event.id, 16))
-      assert.deepEqual(ids, ids.map((_, i) => (ids[0] ?? 0) + i), 'consecutive event ids')
+      assert.deepEqual(
+        ids,
+        ids.map((_, i) => (ids[0] ?? 0) + i),
+        'consecutive event ids',
+      )
     })
   })
 
   describe('two stores on one database (replicas in one process)', () => {
     it('lands every one of 30 increments spread over two stores, by compare-and-set', async (t) => {
       const schema = freshSchema(t)
-      const a = await openStore(t, () => Promise.resolve(new PostgresStore({ url: requireDatabaseUrl(), schema })))
-      const b = await openStore(t, () => Promise.resolve(new PostgresStore({ url: requireDatabaseUrl(), schema })))
+      const a = await openStore(t, () =>
+        Promise.resolve(new PostgresStore({ url: requireDatabaseUrl(), schema })),
+      )
+      const b = await openStore(t, () =>
+        Promise.resolve(new PostgresStore({ url: requireDatabaseUrl(), schema })),
+      )
       const created = await a.create(makeUser())
-      const increment = (store: Store): Promise<unknown> => store.update(created.user.id, (current) =>
-        changeUser(current.user, { metadata: { n: String(Number(current.user.metadata['n'] ?? '0') + 1) } }))
+      const increment = (store: Store): Promise<unknown> =>
+        store.update(created.user.id, (current) =>
+          changeUser(current.user, {
+            metadata: { n: String(Number(current.user.metadata['n'] ?? '0') + 1) },
+          }),
+        )
       await Promise.all(Array.from({ length: 30 }, (_, i) => increment(i % 2 === 0 ? a : b)))
       const stored = await b.get(created.user.id)
       assert.equal(stored?.user.metadata['n'], '30')
@@ -291,21 +443,35 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
 
     it('lets exactly one of concurrent same-email creates on two stores succeed', async (t) => {
       const schema = freshSchema(t)
-      const a = await openStore(t, () => Promise.resolve(new PostgresStore({ url: requireDatabaseUrl(), schema })))
-      const b = await openStore(t, () => Promise.resolve(new PostgresStore({ url: requireDatabaseUrl(), schema })))
-      const results = await Promise.allSettled(Array.from({ length: 10 }, (_, i) =>
-        (i % 2 === 0 ? a : b).create(makeUser({ email: i % 3 === 0 ? 'Same@Example.com' : 'same@example.com' }))))
+      const a = await openStore(t, () =>
+        Promise.resolve(new PostgresStore({ url: requireDatabaseUrl(), schema })),
+      )
+      const b = await openStore(t, () =>
+        Promise.resolve(new PostgresStore({ url: requireDatabaseUrl(), schema })),
+      )
+      const results = await Promise.allSettled(
+        Array.from({ length: 10 }, (_, i) =>
+          (i % 2 === 0 ? a : b).create(
+            makeUser({ email: i % 3 === 0 ? 'Same@Example.com' : 'same@example.com' }),
+          ),
+        ),
+      )
       assert.equal(results.filter((result) => result.status === 'fulfilled').length, 1)
       for (const result of results) {
-        if (result.status === 'rejected') assert.equal((result.reason as { code?: unknown }).code, 'duplicate_email')
+        if (result.status === 'rejected')
+          assert.equal((result.reason as { code?: unknown }).code, 'duplicate_email')
       }
       assert.equal((await listAll(a)).length, 1)
     })
 
     it('deletes once when a delete races an update on the other store', async (t) => {
       const schema = freshSchema(t)
-      const a = await openStore(t, () => Promise.resolve(new PostgresStore({ url: requireDatabaseUrl(), schema })))
-      const b = await openStore(t, () => Promise.resolve(new PostgresStore({ url: requireDatabaseUrl(), schema })))
+      const a = await openStore(t, () =>
+        Promise.resolve(new PostgresStore({ url: requireDatabaseUrl(), schema })),
+      )
+      const b = await openStore(t, () =>
+        Promise.resolve(new PostgresStore({ url: requireDatabaseUrl(), schema })),
+      )
       const created = await a.create(makeUser())
       const results = await Promise.allSettled([
         a.update(created.user.id, (current) => changeUser(current.user, { name: 'Renamed' })),
@@ -314,7 +480,10 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       assert.equal(results[1]?.status, 'fulfilled')
       assert.equal(await a.get(created.user.id), undefined)
       assert.equal(await a.isDeleted(created.user.id), true)
-      await assert.rejects(b.update(created.user.id, (current) => changeUser(current.user)), { code: 'not_found' })
+      await assert.rejects(
+        b.update(created.user.id, (current) => changeUser(current.user)),
+        { code: 'not_found' },
+      )
     })
   })
 
@@ -326,7 +495,11 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       const statuses: UserStatus[] = ['pending', 'active', 'suspended']
       for (let i = 0; i < 60; i += 1) {
         const name = i % 7 === 0 ? `Needle_${i} 100%` : `Plain ${i}`
-        const user = makeUser({ name, status: statuses[i % 3] ?? 'pending', email: i % 11 === 0 ? `needle_${i}@example.com` : `p${i}.${makeUser().email}` })
+        const user = makeUser({
+          name,
+          status: statuses[i % 3] ?? 'pending',
+          email: i % 11 === 0 ? `needle_${i}@example.com` : `p${i}.${makeUser().email}`,
+        })
         await store.create(user)
         await memory.create(user)
       }
@@ -337,10 +510,18 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
           for (const scanBudget of [1, 5, 13, 59, 60, 61, undefined]) {
             for (const limit of [1, 3, 100]) {
               for (const after of [undefined, ids[20], ids[59]]) {
-                for (const filterStatuses of [undefined, ['active'] as UserStatus[], ['suspended', 'pending', 'suspended'] as UserStatus[]]) {
+                for (const filterStatuses of [
+                  undefined,
+                  ['active'] as UserStatus[],
+                  ['suspended', 'pending', 'suspended'] as UserStatus[],
+                ]) {
                   queries.push({
-                    filter: { q, ...(filterStatuses === undefined ? {} : { statuses: filterStatuses }) },
-                    order, limit,
+                    filter: {
+                      q,
+                      ...(filterStatuses === undefined ? {} : { statuses: filterStatuses }),
+                    },
+                    order,
+                    limit,
                     ...(after === undefined ? {} : { after }),
                     ...(scanBudget === undefined ? {} : { scanBudget }),
                   })
@@ -351,14 +532,20 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
         }
       }
       const summary = (page: Awaited<ReturnType<Store['list']>>): unknown => ({
-        ids: page.items.map((record) => record.json), hasMore: page.hasMore, resumeAfter: page.resumeAfter,
+        ids: page.items.map((record) => record.json),
+        hasMore: page.hasMore,
+        resumeAfter: page.resumeAfter,
       })
       // Not all at once: the pool has 10 connections, and the point is the answers, not speed.
       for (let i = 0; i < queries.length; i += 50) {
         const batch = queries.slice(i, i + 50)
         const pages = await Promise.all(batch.map((query) => store.list(query)))
         for (const [j, query] of batch.entries()) {
-          assert.deepEqual(summary(pages[j] ?? { items: [], hasMore: false }), summary(await memory.list(query)), JSON.stringify(query))
+          assert.deepEqual(
+            summary(pages[j] ?? { items: [], hasMore: false }),
+            summary(await memory.list(query)),
+            JSON.stringify(query),
+          )
         }
       }
     })
@@ -373,19 +560,31 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       await store.open()
       const user = (await store.create(makeUser())).user
       await sql(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`)
-      await sql('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [name])
+      await sql(
+        'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()',
+        [name],
+      )
       await waitFor('health degraded', () => store.health().state === 'degraded')
       const unavailable = { name: 'ServiceError', code: 'storage_unavailable' }
       await assert.rejects(store.get(user.id), unavailable)
       await assert.rejects(store.isDeleted(user.id), unavailable)
       await assert.rejects(store.subjectOf(user.id), unavailable)
       await assert.rejects(store.list({ filter: {}, order: 'asc', limit: 5 }), unavailable)
-      await assert.rejects(store.create(makeUser()), (error: unknown) =>
-        (error as { code?: unknown }).code === 'storage_unavailable'
-          && (error as { retryAfterSeconds?: unknown }).retryAfterSeconds === 5)
-      await assert.rejects(store.update(user.id, (current) => changeUser(current.user, { name: 'Never' })), unavailable)
+      await assert.rejects(
+        store.create(makeUser()),
+        (error: unknown) =>
+          (error as { code?: unknown }).code === 'storage_unavailable' &&
+          (error as { retryAfterSeconds?: unknown }).retryAfterSeconds === 5,
+      )
+      await assert.rejects(
+        store.update(user.id, (current) => changeUser(current.user, { name: 'Never' })),
+        unavailable,
+      )
       await assert.rejects(store.delete(user.id), unavailable)
-      assert.deepEqual(store.health(), { state: 'degraded', reason: 'the database does not answer' })
+      assert.deepEqual(store.health(), {
+        state: 'degraded',
+        reason: 'the database does not answer',
+      })
 
       await sql(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`)
       await waitFor('health ok', () => store.health().state === 'ok')
@@ -401,14 +600,27 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       const user = await s.createUser()
       assert.equal((await request('GET', `${s.url}/readyz`)).status, 200)
       await sql(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`)
-      await sql('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [name])
-      await waitFor('/readyz 503', async () => (await request('GET', `${s.url}/readyz`)).status === 503)
+      await sql(
+        'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()',
+        [name],
+      )
+      await waitFor(
+        '/readyz 503',
+        async () => (await request('GET', `${s.url}/readyz`)).status === 503,
+      )
       assertProblem(await s.call('GET', `/users/${user.id}`), 503, 'storage_unavailable')
-      const refused = assertProblem(await s.call('POST', '/users', { json: { email: 'later@example.com', name: 'Later' } }), 503, 'storage_unavailable')
+      const refused = assertProblem(
+        await s.call('POST', '/users', { json: { email: 'later@example.com', name: 'Later' } }),
+        503,
+        'storage_unavailable',
+      )
       assert.ok(refused.detail.includes('nothing was changed'))
       assert.equal((await request('GET', `${s.url}/healthz`)).status, 200)
       await sql(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`)
-      await waitFor('/readyz 200', async () => (await request('GET', `${s.url}/readyz`)).status === 200)
+      await waitFor(
+        '/readyz 200',
+        async () => (await request('GET', `${s.url}/readyz`)).status === 200,
+      )
       assert.deepEqual(await s.snapshot(), [user])
     })
 
@@ -426,13 +638,17 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
     async function pickyStore(t: TestContext, schema = freshSchema(t)): Promise<PostgresStore> {
       const store = newStore(t, { schema })
       await store.open()
-      await sql(`ALTER TABLE ${schema}.users ADD CONSTRAINT no_forbidden CHECK (name <> 'Forbidden')`)
+      await sql(
+        `ALTER TABLE ${schema}.users ADD CONSTRAINT no_forbidden CHECK (name <> 'Forbidden')`,
+      )
       await sql(`CREATE FUNCTION ${schema}.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
           IF NEW.metadata::text LIKE '%refused%' THEN RAISE EXCEPTION 'refused value' USING ERRCODE = '22023'; END IF;
           RETURN NEW;
         END $$`)
-      await sql(`CREATE TRIGGER refuse BEFORE UPDATE ON ${schema}.users FOR EACH ROW EXECUTE FUNCTION ${schema}.refuse()`)
+      await sql(
+        `CREATE TRIGGER refuse BEFORE UPDATE ON ${schema}.users FOR EACH ROW EXECUTE FUNCTION ${schema}.refuse()`,
+      )
       return store
     }
 
@@ -441,15 +657,27 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       const ada = await store.create(makeUser())
       const before = await snapshotStore(store)
       await assert.rejects(store.create(makeUser({ name: 'Forbidden' })), (error: unknown) => {
-        const found = error as { code?: unknown, detail?: unknown, cause?: { code?: unknown } }
-        return found.code === 'bad_request' && found.cause?.code === '23514'
-          && found.detail === 'The database refused a value of this request (SQLSTATE 23514, constraint no_forbidden), so nothing was changed.'
+        const found = error as { code?: unknown; detail?: unknown; cause?: { code?: unknown } }
+        return (
+          found.code === 'bad_request' &&
+          found.cause?.code === '23514' &&
+          found.detail ===
+            'The database refused a value of this request (SQLSTATE 23514, constraint no_forbidden), so nothing was changed.'
+        )
       })
-      await assert.rejects(store.update(ada.user.id, (current) => changeUser(current.user, { metadata: { note: 'refused' } })), (error: unknown) =>
-        (error as { code?: unknown }).code === 'bad_request' && (error as { cause?: { code?: unknown } }).cause?.code === '22023')
+      await assert.rejects(
+        store.update(ada.user.id, (current) =>
+          changeUser(current.user, { metadata: { note: 'refused' } }),
+        ),
+        (error: unknown) =>
+          (error as { code?: unknown }).code === 'bad_request' &&
+          (error as { cause?: { code?: unknown } }).cause?.code === '22023',
+      )
       assert.deepEqual(store.health(), { state: 'ok' })
       assert.deepEqual(await snapshotStore(store), before)
-      const next = await store.update(ada.user.id, (current) => changeUser(current.user, { metadata: { note: 'fine' } }))
+      const next = await store.update(ada.user.id, (current) =>
+        changeUser(current.user, { metadata: { note: 'fine' } }),
+      )
       assert.equal(next.user.version, 2)
     })
 
@@ -461,9 +689,18 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
         store.create(makeUser({ name: 'Forbidden' })),
         ...good.slice(15).map((user) => store.create(user)),
       ])
-      const codes = outcomes.map((outcome) => outcome.status === 'fulfilled' ? 'created' : (outcome.reason as { code?: string }).code)
-      assert.deepEqual(codes, [...Array.from({ length: 15 }, () => 'created'), 'bad_request', ...Array.from({ length: 15 }, () => 'created')])
-      assert.deepEqual((await listAll(store)).map((record) => record.user.id).sort(), good.map((user) => user.id).sort())
+      const codes = outcomes.map((outcome) =>
+        outcome.status === 'fulfilled' ? 'created' : (outcome.reason as { code?: string }).code,
+      )
+      assert.deepEqual(codes, [
+        ...Array.from({ length: 15 }, () => 'created'),
+        'bad_request',
+        ...Array.from({ length: 15 }, () => 'created'),
+      ])
+      assert.deepEqual(
+        (await listAll(store)).map((record) => record.user.id).sort(),
+        good.map((user) => user.id).sort(),
+      )
       assert.deepEqual(store.health(), { state: 'ok' })
     })
 
@@ -483,14 +720,25 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
         }
       })()
       while (Date.now() < deadline) {
-        answers.push(await s.call('POST', '/users', { json: { email: uniqueEmail(), name: 'Forbidden' } }))
-        answers.push(await s.call('PATCH', `/users/${user.id}`, { json: { metadata: { note: 'refused' } }, contentType: 'application/merge-patch+json' }))
+        answers.push(
+          await s.call('POST', '/users', { json: { email: uniqueEmail(), name: 'Forbidden' } }),
+        )
+        answers.push(
+          await s.call('PATCH', `/users/${user.id}`, {
+            json: { metadata: { note: 'refused' } },
+            contentType: 'application/merge-patch+json',
+          }),
+        )
         await new Promise((resolve) => setTimeout(resolve, 500))
       }
       await sampling
       assert.ok(answers.length >= 4, `${answers.length} bad requests`)
       assert.ok(probes.length >= 10, `${probes.length} probes`)
-      assert.deepEqual(probes.filter((status) => status !== 200), [], `/readyz answered ${probes.join(' ')}`)
+      assert.deepEqual(
+        probes.filter((status) => status !== 200),
+        [],
+        `/readyz answered ${probes.join(' ')}`,
+      )
       for (const res of answers) assertProblem(res, 400, 'bad_request')
       assert.deepEqual(await s.snapshot(), before)
     })
@@ -505,28 +753,54 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       try {
         await client.query(`CREATE SCHEMA ${schema}`)
         await client.query(`SET search_path TO ${schema}`)
-        await client.query('CREATE TABLE user_service_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())')
+        await client.query(
+          'CREATE TABLE user_service_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
+        )
         for (const [i, statements] of MIGRATIONS.slice(0, 2).entries()) {
           for (const statement of statements) await client.query(statement)
           await client.query('INSERT INTO user_service_schema (version) VALUES ($1)', [i + 1])
         }
-        await client.query(`INSERT INTO users (id, email, email_key, name, name_key, status, metadata, created_at, updated_at, version)
+        await client.query(
+          `INSERT INTO users (id, email, email_key, name, name_key, status, metadata, created_at, updated_at, version)
           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-        [user.id, user.email, user.email.toLowerCase(), user.name, user.name.toLowerCase(), user.status, '{}', user.createdAt, user.updatedAt, user.version])
+          [
+            user.id,
+            user.email,
+            user.email.toLowerCase(),
+            user.name,
+            user.name.toLowerCase(),
+            user.status,
+            '{}',
+            user.createdAt,
+            user.updatedAt,
+            user.version,
+          ],
+        )
       } finally {
         await client.end()
       }
       const store = newStore(t, { schema })
       await store.open()
-      const types = await sql(`SELECT table_name, data_type FROM information_schema.columns
-        WHERE table_schema = $1 AND column_name = 'version' AND table_name IN ('users', 'events') ORDER BY 1`, [schema])
-      assert.deepEqual(types.rows, [{ table_name: 'events', data_type: 'bigint' }, { table_name: 'users', data_type: 'bigint' }])
+      const types = await sql(
+        `SELECT table_name, data_type FROM information_schema.columns
+        WHERE table_schema = $1 AND column_name = 'version' AND table_name IN ('users', 'events') ORDER BY 1`,
+        [schema],
+      )
+      assert.deepEqual(types.rows, [
+        { table_name: 'events', data_type: 'bigint' },
+        { table_name: 'users', data_type: 'bigint' },
+      ])
       assert.deepEqual((await store.get(user.id))?.user, user)
-      const next = await store.update(user.id, (current) => changeUser(current.user, { name: 'Past 32 bits' }))
+      const next = await store.update(user.id, (current) =>
+        changeUser(current.user, { name: 'Past 32 bits' }),
+      )
       assert.equal(next.user.version, 2 ** 31)
       assert.deepEqual(await store.get(user.id), next)
       const events = await store.events.read({ limit: 10 })
-      assert.deepEqual(events.items.map((event) => [event.type, event.version]), [['user.updated', 2 ** 31]])
+      assert.deepEqual(
+        events.items.map((event) => [event.type, event.version]),
+        [['user.updated', 2 ** 31]],
+      )
     })
 
     it('stores the deletion event of a user at MAX_VERSION with version MAX_VERSION + 1, read back exactly', async (t) => {
@@ -535,7 +809,13 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       const top = await store.create(makeUser({ version: MAX_VERSION }))
       await store.delete(top.user.id)
       const events = await store.events.read({ limit: 10 })
-      assert.deepEqual(events.items.map((event) => [event.type, event.version]), [['user.created', MAX_VERSION], ['user.deleted', MAX_VERSION + 1]])
+      assert.deepEqual(
+        events.items.map((event) => [event.type, event.version]),
+        [
+          ['user.created', MAX_VERSION],
+          ['user.deleted', MAX_VERSION + 1],
+        ],
+      )
     })
 
     it('refuses a version past MAX_VERSION in the database too (users_version_range)', async (t) => {
@@ -543,13 +823,20 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       const store = newStore(t, { schema })
       await store.open()
       const user = await store.create(makeUser())
-      await assert.rejects(sql(`UPDATE ${schema}.users SET version = $1 WHERE id = $2`, ['9007199254740992', user.user.id]),
-        (error: unknown) => (error as { code?: unknown, constraint?: unknown }).code === '23514' && (error as { constraint?: unknown }).constraint === 'users_version_range')
+      await assert.rejects(
+        sql(`UPDATE ${schema}.users SET version = $1 WHERE id = $2`, [
+          '9007199254740992',
+          user.user.id,
+        ]),
+        (error: unknown) =>
+          (error as { code?: unknown; constraint?: unknown }).code === '23514' &&
+          (error as { constraint?: unknown }).constraint === 'users_version_range',
+      )
     })
   })
 
   describe('the data directory lock', () => {
-    it('is the service\'s, not the store\'s: DATA_DIR is held while open, a second service is refused, and it is released on close', async (t) => {
+    it("is the service's, not the store's: DATA_DIR is held while open, a second service is refused, and it is released on close", async (t) => {
       const dataDir = path.join(await makeTempDir(t), 'data')
       const databaseUrl = await freshDatabase(t)
       const first = createUserService({ databaseUrl, dataDir, secret: TEST_SECRET })
