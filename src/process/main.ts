@@ -144,7 +144,8 @@ function printFirstStart(url: string, config: Config, keys: KeySet, file: string
       '',
       '  npm run -s token -- --sub feed-reader --scope events:read',
       '',
-    ].join('\n') + '\n',
+      '',
+    ].join('\n'),
   )
 }
 

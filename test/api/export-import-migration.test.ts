@@ -37,7 +37,7 @@ async function fillSource(app: TestService): Promise<void> {
   for (let i = 0; i < 60; i += 1) {
     const user = await app.createUser({
       email: uniqueEmail('Mixed.Case'),
-      metadata: { zeta: String(i), alpha: 'a', ['mid.' + String(i % 3)]: 'm' },
+      metadata: { zeta: String(i), alpha: 'a', [`mid.${i % 3}`]: 'm' },
     })
     if (i % 3 === 1)
       assert.equal((await app.call('POST', `/users/${user.id}:activate`)).status, 200)

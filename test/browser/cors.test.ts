@@ -31,7 +31,7 @@ const SKIP = existsSync(CHROMIUM)
  * calls its functions by name with a string expression, so nothing of the test's own compiled
  * code (tsx's helpers) has to run in the page.
  */
-const FRONT_END = String.raw`
+const FRONT_END = `
 const fields = ['etag', 'location', 'link', 'x-request-id', 'content-type', 'retry-after']
 function read(res, body) {
   return { status: res.status, headers: Object.fromEntries(fields.map((name) => [name, res.headers.get(name)])), body }
