@@ -1,19 +1,19 @@
-import { readdirSync, readFileSync } from 'node:fs'
-import { access, stat, unlink } from 'node:fs/promises'
 import path from 'node:path'
 
 import { internalFault } from '../../domain/errors.js'
 import type { ChangeEvent, EventHead } from '../../domain/event.js'
 import type { Tombstone } from '../../domain/tombstone.js'
-import { toRecord, type User, type UserRecord } from '../../domain/user.js'
+import type { UserRecord } from '../../domain/user.js'
 import { type Logger, silentLogger } from '../../logger.js'
 import { EventIndex } from '../feed/event-index.js'
 import { IndexedStore } from '../indexed-store.js'
 import type { StoreCapabilities } from '../store.js'
 import { DurableDirectory, makeDurableDirectory, WriteError } from './atomic-write.js'
-import { DataDirLock, hasCode } from './data-dir-lock.js'
+import { DataDirLock } from './data-dir-lock.js'
+import { lostPlace, type Place, readPlace } from './data-dir-place.js'
 import { EventLog } from './event-log.js'
-import { parseStoredUser, parseTombstone, toTombstoneJson } from './stored-files.js'
+import { toTombstoneJson } from './stored-files.js'
+import { loadUserFiles } from './user-files-load.js'
 
 export interface FileStoreOptions {
   dataDir: string
@@ -26,20 +26,6 @@ export interface FileStoreOptions {
   watchIntervalMs?: number
   /** Events older than this many days are pruned, whole segments at a time (default 30). */
   eventsRetentionDays?: number
-}
-
-const USER_FILE = /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.json$/
-const TEMP_FILE = /^\..*\.tmp$/
-
-/** A file that does not belong where it was found, and why. */
-interface Misfit {
-  readonly name: string
-  readonly reason: string
-}
-
-interface Place {
-  readonly dev: number
-  readonly ino: number
 }
 
 /**
@@ -112,7 +98,17 @@ export class FileStore extends IndexedStore {
     this.#dir = await DurableDirectory.open(this.usersDir)
     this.#graves = await DurableDirectory.open(this.tombstonesDir)
     this.#place = await readPlace(this.usersDir)
-    await this.#load()
+    await loadUserFiles({
+      usersDir: this.usersDir,
+      tombstonesDir: this.tombstonesDir,
+      quarantineDir: this.quarantineDir,
+      users: () => this.#directory(),
+      graves: () => this.#tombstones(),
+      index: this.index,
+      tombstones: this.tombstones,
+      logger: this.#logger,
+      chunk: this.#chunk,
+    })
     makeDurableDirectory(this.eventsDir)
     await this.#loadEvents()
     this.#watch = setInterval(() => {
@@ -227,149 +223,9 @@ export class FileStore extends IndexedStore {
   async #checkPlace(): Promise<void> {
     const loaded = this.#place
     if (loaded === undefined || this.health().state === 'read_only') return
-    let problem: string | undefined
-    try {
-      const now = await readPlace(this.usersDir)
-      if (now.dev !== loaded.dev || now.ino !== loaded.ino)
-        problem = 'the data directory was replaced'
-    } catch {
-      problem = 'the data directory was removed'
-    }
-    if (problem === undefined && !this.#lock.check())
-      problem = "the data directory's lock file was removed or taken"
+    const problem = await lostPlace(this.usersDir, loaded, this.#lock)
     if (problem === undefined) return
     this.turnReadOnly(problem)
     this.#logger.error('the store turned read-only', { reason: problem, dataDir: this.dataDir })
   }
-
-  /**
-   * Reads every user file. Start-up is not the request path: synchronous reads are several times
-   * faster than fs/promises for many small files, and yielding between chunks keeps /healthz and
-   * /readyz answering while a large directory loads.
-   */
-  async #load(): Promise<void> {
-    const started = Date.now()
-    const badTombstones = await this.#loadTombstones()
-    const names = readdirSync(this.usersDir, { withFileTypes: true })
-      .filter((entry) => entry.isFile())
-      .map((entry) => entry.name)
-    const users: User[] = []
-    const bad: string[] = []
-    const temps: string[] = []
-    for (let i = 0; i < names.length; i += this.#chunk) {
-      for (const name of names.slice(i, i + this.#chunk)) {
-        const id = USER_FILE.exec(name)?.[1]
-        if (id !== undefined) {
-          const user = parseStoredUser(readFileSync(path.join(this.usersDir, name), 'utf8'), id)
-          if (user === undefined) bad.push(name)
-          else users.push(user)
-        } else if (TEMP_FILE.test(name)) {
-          temps.push(name)
-        } else {
-          this.#logger.warn('ignoring a file that is not a user', {
-            file: path.join(this.usersDir, name),
-          })
-        }
-      }
-      await yieldToLoop()
-    }
-    for (const name of temps) await unlink(path.join(this.usersDir, name))
-    if (temps.length > 0) await this.#directory().sync()
-    // A tombstone beside its user file is a delete that never finished: the user stays.
-    for (const user of users) {
-      if (this.tombstones.delete(user.id)) await this.#tombstones().removeFile(`${user.id}.json`)
-    }
-    const quarantine: Misfit[] = bad.map((name) => ({
-      name,
-      reason: 'the file is not a whole, valid user',
-    }))
-    // Oldest first, so that of two files with one email the older user keeps it.
-    users.sort((a, b) => (a.id < b.id ? -1 : 1))
-    for (let i = 0; i < users.length; i += 1) {
-      const user = users[i]
-      if (user === undefined) continue
-      const record = toRecord(user)
-      const holder = this.index.idOfEmail(record.emailKey)
-      if (holder === undefined) this.index.put(record)
-      else
-        quarantine.push({
-          name: `${user.id}.json`,
-          reason: `its email is already used by user ${holder}`,
-        })
-      if (i % this.#chunk === 0) await yieldToLoop()
-    }
-    await this.#quarantine(this.#directory(), quarantine)
-    await this.#quarantine(this.#tombstones(), badTombstones)
-    this.#logger.info('users loaded', {
-      users: this.index.size,
-      deleted: this.tombstones.size,
-      removedTempFiles: temps.length,
-      quarantined: quarantine.length + badTombstones.length,
-      ms: Date.now() - started,
-    })
-  }
-
-  /** Reads the tombstones into memory; returns the files that are not tombstones of ours. */
-  async #loadTombstones(): Promise<Misfit[]> {
-    const bad: Misfit[] = []
-    let temps = 0
-    for (const entry of readdirSync(this.tombstonesDir, { withFileTypes: true })) {
-      if (!entry.isFile()) continue
-      if (TEMP_FILE.test(entry.name)) {
-        await unlink(path.join(this.tombstonesDir, entry.name))
-        temps += 1
-        continue
-      }
-      const id = USER_FILE.exec(entry.name)?.[1]
-      const tombstone =
-        id === undefined
-          ? undefined
-          : parseTombstone(readFileSync(path.join(this.tombstonesDir, entry.name), 'utf8'), id)
-      if (tombstone === undefined)
-        bad.push({ name: entry.name, reason: 'the file is not a whole, valid tombstone' })
-      else this.tombstones.set(tombstone.id, tombstone.deletedAt)
-    }
-    if (temps > 0) await this.#tombstones().sync()
-    return bad
-  }
-
-  /** Moves bad files aside, durably, never deleting one, and says so in the log. */
-  async #quarantine(from: DurableDirectory, files: readonly Misfit[]): Promise<void> {
-    if (files.length === 0) return
-    makeDurableDirectory(this.quarantineDir)
-    const to = await DurableDirectory.open(this.quarantineDir)
-    try {
-      for (const { name, reason } of files) {
-        const target = await freeName(to.path, name)
-        await from.moveOut(name, to, target)
-        this.#logger.warn('quarantined a file', {
-          file: path.join(from.path, name),
-          quarantine: path.join(to.path, target),
-          reason,
-        })
-      }
-    } finally {
-      await to.close()
-    }
-  }
-}
-
-async function readPlace(dir: string): Promise<Place> {
-  const info = await stat(dir)
-  return { dev: info.dev, ino: info.ino }
-}
-
-/** The name itself when free in `dir`, else with a time stamp: quarantine never overwrites. */
-async function freeName(dir: string, name: string): Promise<string> {
-  try {
-    await access(path.join(dir, name))
-  } catch (error) {
-    if (hasCode(error, 'ENOENT')) return name
-    throw error
-  }
-  return `${name}.${Date.now()}`
-}
-
-function yieldToLoop(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve))
 }

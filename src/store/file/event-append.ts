@@ -1,0 +1,157 @@
+import { statSync } from 'node:fs'
+import { type FileHandle, open } from 'node:fs/promises'
+import path from 'node:path'
+
+import { type ChangeEvent, eventIdNumber, formatEventId } from '../../domain/event.js'
+import type { EventPlace } from '../feed/event-index.js'
+import { syncDirectorySync, WriteError } from './atomic-write.js'
+import type { Segment, Segments } from './event-segments.js'
+
+interface Waiting {
+  readonly line: Buffer
+  readonly event: ChangeEvent | undefined
+  readonly resolve: () => void
+  readonly reject: (error: unknown) => void
+}
+
+export interface AppendOptions {
+  readonly segmentBytes: number
+  readonly segmentMs: number
+  readonly now: () => number
+}
+
+/**
+ * Appends lines to the newest segment, group-committed: every line waiting when a batch starts is
+ * written with one write and one fdatasync, shared by all the writers in it.
+ */
+export class SegmentAppender {
+  readonly #dir: string
+  readonly #segments: Segments
+  readonly #options: AppendOptions
+  #handle: FileHandle | undefined
+  #waiting: Waiting[] = []
+  #flushing = false
+  /** Where each appended event landed, until the journal keeps it (or discards it). */
+  readonly #placed = new Map<number, EventPlace>()
+
+  constructor(dir: string, segments: Segments, options: AppendOptions) {
+    this.#dir = dir
+    this.#segments = segments
+    this.#options = options
+  }
+
+  /** Appends the line (of `event`, or a void); resolves once it is durable. */
+  enqueue(line: Buffer, event: ChangeEvent | undefined): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.#waiting.push({ line, event, resolve, reject })
+      if (!this.#flushing) void this.#flush()
+    })
+  }
+
+  /** Where the appended event with this id landed, forgotten once told; undefined: not here. */
+  take(id: number): EventPlace | undefined {
+    const place = this.#placed.get(id)
+    if (place !== undefined) this.#placed.delete(id)
+    return place
+  }
+
+  forget(id: number): void {
+    this.#placed.delete(id)
+  }
+
+  async #flush(): Promise<void> {
+    this.#flushing = true
+    while (this.#waiting.length > 0) {
+      const batch = this.#waiting
+      this.#waiting = []
+      try {
+        await this.#writeBatch(batch)
+        for (const entry of batch) entry.resolve()
+      } catch (error) {
+        for (const entry of batch) entry.reject(error)
+      }
+    }
+    // Idle: no file stays open for writing (a read-only remount, or an unmount, is not refused).
+    const handle = this.#handle
+    this.#handle = undefined
+    await handle?.close().catch(() => undefined)
+    this.#flushing = false
+    if (this.#waiting.length > 0) void this.#flush()
+  }
+
+  async #writeBatch(batch: readonly Waiting[]): Promise<void> {
+    const segment = await this.#activeSegment()
+    const handle = this.#handle
+    if (handle === undefined) throw new Error('the event log is closed')
+    const data =
+      batch.length === 1 && batch[0] !== undefined
+        ? batch[0].line
+        : Buffer.concat(batch.map((entry) => entry.line))
+    try {
+      await handle.write(data, 0, data.length, segment.bytes)
+    } catch (error) {
+      throw new WriteError('write', error, false)
+    }
+    try {
+      await handle.datasync()
+    } catch (error) {
+      throw new WriteError('file-sync', error, false)
+    }
+    let offset = segment.bytes
+    for (const { event, line } of batch) {
+      if (event !== undefined) {
+        const id = eventIdNumber(event.id)
+        this.#placed.set(id, { segment: segment.serial, offset, bytes: line.length - 1 })
+        segment.last = Math.max(segment.last, id)
+        this.#segments.highest = Math.max(this.#segments.highest, segment.last)
+        if (event.time > segment.lastTime) segment.lastTime = event.time
+      }
+      offset += line.length
+    }
+    segment.bytes += data.length
+  }
+
+  /**
+   * The segment to append to: a new one, named by the next id, when the current one holds events
+   * and is too big or too old. Names therefore grow, and a segment's name is at most its first id.
+   */
+  async #activeSegment(): Promise<Segment> {
+    const { segmentBytes, segmentMs, now } = this.#options
+    const current = this.#segments.list.at(-1)
+    const roll =
+      current === undefined ||
+      (current.last > 0 && (current.bytes >= segmentBytes || now() - current.opened >= segmentMs))
+    if (!roll && this.#handle !== undefined) return current
+    await this.#handle?.close()
+    this.#handle = undefined
+    const first = roll ? this.#segments.highest + 1 : current.first
+    const name = `${formatEventId(first)}.ndjson`
+    let handle: FileHandle
+    try {
+      handle = await open(path.join(this.#dir, name), 'a+', 0o600)
+    } catch (error) {
+      throw new WriteError('write', error, false)
+    }
+    if (roll) {
+      try {
+        // The new name must survive a crash before any event in it is acknowledged.
+        syncDirectorySync(this.#dir)
+      } catch (error) {
+        await handle.close()
+        throw new WriteError('dir-sync', error, false)
+      }
+    }
+    this.#handle = handle
+    if (!roll) return current
+    const bytes = statSync(path.join(this.#dir, name)).size
+    const segment = this.#segments.make(name, first, bytes, now())
+    this.#segments.push(segment)
+    return segment
+  }
+
+  async close(): Promise<void> {
+    const handle = this.#handle
+    this.#handle = undefined
+    await handle?.close()
+  }
+}
