@@ -2,7 +2,7 @@ import { access } from 'node:fs/promises'
 import { type IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks'
 
 import { HttpError, toHttpError } from '../http/problem.js'
-import { storageUnavailable } from '../store/indexed-store.js'
+import { storageUnavailable } from '../store/storage-unavailable.js'
 import type { StoreHealth } from '../store/store.js'
 
 export interface AvailabilityOptions {

@@ -1,4 +1,4 @@
-import { internalFault, ServiceError } from '../domain/errors.js'
+import { internalFault } from '../domain/errors.js'
 import { type ChangeContext, type ChangeEvent, draftEvent } from '../domain/event.js'
 import type { Tombstone } from '../domain/tombstone.js'
 import { toRecord, type User, type UserRecord } from '../domain/user.js'
@@ -6,6 +6,7 @@ import { isCanonicalUuid } from '../domain/uuid7.js'
 import { EventJournal } from './feed/journal.js'
 import { WriteError } from './file/atomic-write.js'
 import { PerKeyQueue } from './per-key-queue.js'
+import { storageUnavailable } from './storage-unavailable.js'
 import type {
   ChangeUser,
   ListPage,
@@ -318,24 +319,4 @@ export abstract class IndexedStore implements Store {
     if (current === undefined) throw userNotFound()
     return current
   }
-}
-
-/** The one answer to a storage fault: storage_unavailable, and a detail that says what was kept. */
-export function storageUnavailable(
-  cause: WriteError | undefined,
-  health: StoreHealth,
-): ServiceError {
-  const readOnly = 'the service takes no more writes until it is restarted; reads still work.'
-  let detail =
-    'Storage refused the write (it is full or read-only), so nothing was changed. Try again later.'
-  if (cause === undefined && health.state === 'read_only')
-    detail = `Storage failed earlier: ${readOnly}`
-  else if (cause === undefined)
-    detail =
-      'Storage refused the last write (it is full or read-only); new writes are tried as they come.'
-  else if (cause.applied)
-    detail = `The change was written but could not be made durable, and ${readOnly} Read it back to see what is kept.`
-  else if (health.state === 'read_only')
-    detail = `Storage failed and nothing was changed; ${readOnly}`
-  return new ServiceError('storage_unavailable', detail, { retryAfterSeconds: 30, cause })
 }

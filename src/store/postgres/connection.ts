@@ -6,6 +6,7 @@ import { isCanonicalUuid } from '../../domain/uuid7.js'
 import type { Logger } from '../../logger.js'
 import type { StoreHealth } from '../store.js'
 import { duplicateEmail, duplicateId } from '../store-errors.js'
+import { appendEvents } from './append-events.js'
 import { loadPg, type PgModule } from './driver.js'
 import {
   classifyPgError,
@@ -14,7 +15,6 @@ import {
   pgFault,
   toInputError,
 } from './errors.js'
-import { appendEvents } from './events.js'
 import { quoteIdentifier } from './schema.js'
 import type { SqlShape } from './sql.js'
 

@@ -1,7 +1,7 @@
 import type { ChangeContext } from '../../domain/change-context.js'
 import { internalFault } from '../../domain/errors.js'
 import { draftEvent } from '../../domain/event.js'
-import { toRecord, type User, type UserRecord, type UserStatus } from '../../domain/user.js'
+import { toRecord, type User, type UserRecord } from '../../domain/user.js'
 import { isCanonicalUuid } from '../../domain/uuid7.js'
 import { type Logger, silentLogger } from '../../logger.js'
 import { PerKeyQueue } from '../per-key-queue.js'
@@ -18,33 +18,16 @@ import { duplicateId, notCanonical, userNotFound } from '../store-errors.js'
 import { checkStorableContext, checkStorableQuery, checkStorableUser } from '../store-input.js'
 import { PgConnection } from './connection.js'
 import { CreateBatcher } from './create-batch.js'
-import type { PgModule } from './driver.js'
 import { contention } from './errors.js'
 import { PostgresEventFeed } from './events.js'
 import { listUsers } from './list-users.js'
-import { one, rowValues, STORED_COLUMNS, toUserRecord, type UserRow } from './rows.js'
+import { one } from './rows.js'
 import { migrate } from './schema.js'
-import { USER_COLUMNS } from './sql.js'
+import type { PostgresStoreOptions } from './store-options.js'
+import { getUser, getUsers, isDeleted, subjectOf } from './user-reads.js'
+import { buryAtVersion, insertUnlessBuried, updateAtVersion } from './user-writes.js'
 
-export interface PostgresStoreOptions {
-  /** postgres:// or postgresql:// */
-  url: string
-  logger?: Logger
-  /** A schema of its own (created when missing) instead of the role's default search_path. */
-  schema?: string
-  /** Most connections of this process (default 10). */
-  poolSize?: number
-  /** Milliseconds since the epoch, for tombstones (Date.now by default). */
-  now?: () => number
-  /** How often the database is probed for /readyz (default 1000 ms). */
-  probeIntervalMs?: number
-  /** The driver; loaded with import('pg') when not given. */
-  pg?: PgModule
-  /** Events older than this many days are pruned (default 30). */
-  eventsRetentionDays?: number
-  /** How often a stream looks for events other replicas committed (default 200 ms). */
-  eventPollMs?: number
-}
+export type { PostgresStoreOptions } from './store-options.js'
 
 /** A change lost to another replica is re-read and tried again, this many times at most. */
 const MAX_ATTEMPTS = 100
@@ -151,49 +134,22 @@ export class PostgresStore implements Store {
     return undefined
   }
 
-  async get(id: string): Promise<UserRecord | undefined> {
-    // No other id is ever stored, and the database would refuse some (a NUL) as input.
-    if (!isCanonicalUuid(id)) return undefined
-    const result = await this.#db.query<UserRow>({
-      name: 'users_get',
-      text: `SELECT ${USER_COLUMNS} FROM users WHERE id = $1`,
-      values: [id],
-    })
-    const row = result.rows[0]
-    return row === undefined ? undefined : toUserRecord(row)
+  get(id: string): Promise<UserRecord | undefined> {
+    return getUser(this.#db, id)
   }
 
-  async getMany(ids: readonly string[]): Promise<UserRecord[]> {
-    // One round trip for the whole batch, whatever its size (at most 100 ids from the API).
-    const result = await this.#db.query<UserRow>({
-      name: 'users_get_many',
-      text: `SELECT ${USER_COLUMNS} FROM users WHERE id = ANY($1::text[])`,
-      values: [ids.filter(isCanonicalUuid)],
-    })
-    return result.rows.map(toUserRecord)
+  getMany(ids: readonly string[]): Promise<UserRecord[]> {
+    return getUsers(this.#db, ids)
   }
 
-  async isDeleted(id: string): Promise<boolean> {
-    if (!isCanonicalUuid(id)) return false
-    const result = await this.#db.query({
-      name: 'tombstones_has',
-      text: 'SELECT 1 FROM tombstones WHERE id = $1',
-      values: [id],
-    })
-    return result.rows.length > 0
+  isDeleted(id: string): Promise<boolean> {
+    return isDeleted(this.#db, id)
   }
 
-  async subjectOf(id: string): Promise<SubjectState> {
+  subjectOf(id: string): Promise<SubjectState> {
     // One round trip for what would be two (the row and its tombstone): this runs on every
     // request whose token's subject is a user id.
-    if (!isCanonicalUuid(id)) return { status: undefined, deleted: false }
-    const result = await this.#db.query<{ status: UserStatus | null; deleted: boolean }>({
-      name: 'users_subject',
-      text: 'SELECT (SELECT status FROM users WHERE id = $1) AS status, EXISTS (SELECT 1 FROM tombstones WHERE id = $1) AS deleted',
-      values: [id],
-    })
-    const row = result.rows[0]
-    return { status: row?.status ?? undefined, deleted: row?.deleted === true }
+    return subjectOf(this.#db, id)
   }
 
   async list(query: ListQuery): Promise<ListPage> {
@@ -224,14 +180,7 @@ export class PostgresStore implements Store {
   ): Promise<UserRecord> {
     check?.()
     const inserted = await this.#db.transaction(
-      (client) =>
-        client.query({
-          name: 'users_insert',
-          text: `INSERT INTO users (${STORED_COLUMNS})
-        SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10
-        WHERE NOT EXISTS (SELECT 1 FROM tombstones WHERE id = $1)`,
-          values: rowValues(record),
-        }),
+      (client) => insertUnlessBuried(client, record),
       (result) =>
         result.rowCount === 1
           ? one(draftEvent(undefined, record, record.user.id, this.#time(), context))
@@ -253,13 +202,7 @@ export class PostgresStore implements Store {
         checkStorableContext(context)
         const record = toRecord(next)
         const updated = await this.#db.transaction(
-          (client) =>
-            client.query({
-              name: 'users_update',
-              text: `UPDATE users SET email = $2, email_key = $3, name = $4, name_key = $5, status = $6, metadata = $7,
-            created_at = $8, updated_at = $9, version = $10 WHERE id = $1 AND version = $11`,
-              values: [...rowValues(record), current.user.version],
-            }),
+          (client) => updateAtVersion(client, record, current.user.version),
           (result) =>
             result.rowCount === 1
               ? one(draftEvent(current.user, record, id, this.#time(), context))
@@ -285,20 +228,7 @@ export class PostgresStore implements Store {
         checkStorableContext(context)
         const deletedAt = new Date(this.#now()).toISOString()
         const deleted = await this.#db.transaction(
-          async (client) => {
-            const removed = await client.query({
-              name: 'users_delete',
-              text: 'DELETE FROM users WHERE id = $1 AND version = $2',
-              values: [id, current.user.version],
-            })
-            if (removed.rowCount !== 1) return false
-            await client.query({
-              name: 'tombstones_insert',
-              text: 'INSERT INTO tombstones (id, deleted_at) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING',
-              values: [id, deletedAt],
-            })
-            return true
-          },
+          (client) => buryAtVersion(client, id, current.user.version, deletedAt),
           (removed) =>
             removed
               ? one(

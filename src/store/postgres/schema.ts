@@ -2,7 +2,7 @@ import type { PoolClient } from 'pg'
 
 import { MAX_VERSION } from '../../domain/user.js'
 import type { Logger } from '../../logger.js'
-import { EVENT_MIGRATION } from './events.js'
+import { EVENT_MIGRATION } from './event-schema.js'
 
 /**
  * The schema, one migration per version, applied in order at start. A migration is never edited

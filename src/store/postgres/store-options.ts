@@ -1,0 +1,23 @@
+import type { Logger } from '../../logger.js'
+import type { PgModule } from './driver.js'
+
+/** How a PostgresStore connects, and the timings of its probe, feed and pruning. */
+export interface PostgresStoreOptions {
+  /** postgres:// or postgresql:// */
+  url: string
+  logger?: Logger
+  /** A schema of its own (created when missing) instead of the role's default search_path. */
+  schema?: string
+  /** Most connections of this process (default 10). */
+  poolSize?: number
+  /** Milliseconds since the epoch, for tombstones (Date.now by default). */
+  now?: () => number
+  /** How often the database is probed for /readyz (default 1000 ms). */
+  probeIntervalMs?: number
+  /** The driver; loaded with import('pg') when not given. */
+  pg?: PgModule
+  /** Events older than this many days are pruned (default 30). */
+  eventsRetentionDays?: number
+  /** How often a stream looks for events other replicas committed (default 200 ms). */
+  eventPollMs?: number
+}

@@ -1,0 +1,52 @@
+import type { PoolClient, QueryResult } from 'pg'
+
+import type { UserRecord } from '../../domain/user.js'
+import { rowValues, STORED_COLUMNS } from './rows.js'
+
+/**
+ * The statements of PostgresStore's writes, run inside its transactions. Each one is guarded (no
+ * tombstone, the version read): a row count of 0 means another writer got there first.
+ */
+export function insertUnlessBuried(client: PoolClient, record: UserRecord): Promise<QueryResult> {
+  return client.query({
+    name: 'users_insert',
+    text: `INSERT INTO users (${STORED_COLUMNS})
+        SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10
+        WHERE NOT EXISTS (SELECT 1 FROM tombstones WHERE id = $1)`,
+    values: rowValues(record),
+  })
+}
+
+export function updateAtVersion(
+  client: PoolClient,
+  record: UserRecord,
+  version: number,
+): Promise<QueryResult> {
+  return client.query({
+    name: 'users_update',
+    text: `UPDATE users SET email = $2, email_key = $3, name = $4, name_key = $5, status = $6, metadata = $7,
+            created_at = $8, updated_at = $9, version = $10 WHERE id = $1 AND version = $11`,
+    values: [...rowValues(record), version],
+  })
+}
+
+/** Deletes the row at `version` and leaves its tombstone; false when the row had changed. */
+export async function buryAtVersion(
+  client: PoolClient,
+  id: string,
+  version: number,
+  deletedAt: string,
+): Promise<boolean> {
+  const removed = await client.query({
+    name: 'users_delete',
+    text: 'DELETE FROM users WHERE id = $1 AND version = $2',
+    values: [id, version],
+  })
+  if (removed.rowCount !== 1) return false
+  await client.query({
+    name: 'tombstones_insert',
+    text: 'INSERT INTO tombstones (id, deleted_at) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING',
+    values: [id, deletedAt],
+  })
+  return true
+}

@@ -1,0 +1,23 @@
+import { ServiceError } from '../domain/errors.js'
+import type { WriteError } from './file/atomic-write.js'
+import type { StoreHealth } from './store.js'
+
+/** The one answer to a storage fault: storage_unavailable, and a detail that says what was kept. */
+export function storageUnavailable(
+  cause: WriteError | undefined,
+  health: StoreHealth,
+): ServiceError {
+  const readOnly = 'the service takes no more writes until it is restarted; reads still work.'
+  let detail =
+    'Storage refused the write (it is full or read-only), so nothing was changed. Try again later.'
+  if (cause === undefined && health.state === 'read_only')
+    detail = `Storage failed earlier: ${readOnly}`
+  else if (cause === undefined)
+    detail =
+      'Storage refused the last write (it is full or read-only); new writes are tried as they come.'
+  else if (cause.applied)
+    detail = `The change was written but could not be made durable, and ${readOnly} Read it back to see what is kept.`
+  else if (health.state === 'read_only')
+    detail = `Storage failed and nothing was changed; ${readOnly}`
+  return new ServiceError('storage_unavailable', detail, { retryAfterSeconds: 30, cause })
+}
