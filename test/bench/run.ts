@@ -55,6 +55,12 @@ const ONLY = process.env['BENCH_ONLY']
   ?.split(',')
   .map((x) => x.trim())
   .filter((x) => x !== '')
+
+/** A BENCH_ONLY entry: the beginning of a case's label, optionally `@N` for its number of users. */
+function selects(wanted: string, label: string, users: number | null): boolean {
+  const [prefix = '', count] = wanted.split('@')
+  return label.startsWith(prefix) && (count === undefined || String(users) === count)
+}
 const CONNECTIONS = 16
 const WARMUP_S = 1
 const PATCH_USERS = 1000
@@ -871,7 +877,7 @@ const main = async (): Promise<void> => {
     users: number | null,
     fn: () => Promise<T>,
   ): Promise<T | undefined> => {
-    if (ONLY !== undefined && !ONLY.some((prefix) => label.startsWith(prefix))) return undefined
+    if (ONLY !== undefined && !ONLY.some((wanted) => selects(wanted, label, users))) return undefined
     try {
       return await fn()
     } catch (err) {
