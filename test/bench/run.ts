@@ -877,7 +877,8 @@ const main = async (): Promise<void> => {
     users: number | null,
     fn: () => Promise<T>,
   ): Promise<T | undefined> => {
-    if (ONLY !== undefined && !ONLY.some((wanted) => selects(wanted, label, users))) return undefined
+    if (ONLY !== undefined && !ONLY.some((wanted) => selects(wanted, label, users)))
+      return undefined
     try {
       return await fn()
     } catch (err) {
