@@ -22,6 +22,8 @@ case "$(uname -m)" in
 esac
 
 dir="$(mktemp -d "${TMPDIR:-/tmp}/with-node.XXXXXX")"
+# Tests run helpers as another user (the lock's EPERM racer runs as nobody): they must reach node.
+chmod 755 "$dir"
 trap 'rm -rf "$dir"' EXIT
 if ! tgz="$(cd "$dir" && npm pack --loglevel error "node-linux-$arch@$version" 2>"$dir/npm.log")"; then
   echo "with-node.sh: npm pack node-linux-$arch@$version failed: $(grep -m1 -v "^npm error code" "$dir/npm.log" || true)" >&2
