@@ -70,6 +70,10 @@ export async function migrate(
   try {
     if (schema !== undefined) {
       await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdentifier(schema)}`)
+      // A session that resolved its search_path before another one made the schema may keep that
+      // resolution (seen once in many runs: several stores opening one fresh schema together).
+      // Assigning the search_path again makes PostgreSQL resolve it anew, now that it exists.
+      await client.query("SELECT set_config('search_path', current_setting('search_path'), false)")
       await requireCurrentSchema(client, schema)
     }
     await client.query(`CREATE TABLE IF NOT EXISTS user_service_schema (
