@@ -66,21 +66,8 @@ try {
       made.containers.push(name)
       made.volumes.push(name)
       const started = performance.now()
-      await engine.must([
-        'run',
-        '-d',
-        '--name',
-        name,
-        '-p',
-        '127.0.0.1::8080',
-        '-v',
-        `${name}:/data`,
-        ...engine.readOnlyArgs(),
-        image,
-      ])
-      ready.push(
-        await waitForHealthz(`http://127.0.0.1:${await engine.hostPort(name)}`, started, 30_000),
-      )
+      const url = await engine.runDetached(name, name, image)
+      ready.push(await waitForHealthz(url, started, 30_000))
       const startedAt = Date.parse(await engine.inspect(name, '{{.State.StartedAt}}'))
       const listening = /"time":"([^"]+)","level":"info","msg":"listening"/.exec(
         await engine.logs(name),

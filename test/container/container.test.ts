@@ -73,19 +73,7 @@ function describeImage(engine: Engine, target: Target): void {
   /** `run -d` with no configuration: a published port, the volume, a read-only root. */
   async function start(name: string): Promise<{ url: string; readyMs: number }> {
     const since = performance.now()
-    await engine.must([
-      'run',
-      '-d',
-      '--name',
-      name,
-      '-p',
-      '127.0.0.1::8080',
-      '-v',
-      `${volume}:/data`,
-      ...engine.readOnlyArgs(),
-      image,
-    ])
-    const url = `http://127.0.0.1:${await engine.hostPort(name)}`
+    const url = await engine.runDetached(name, volume, image)
     const readyMs = await waitForHealthz(url, since, 10_000).catch(async (error: unknown) => {
       throw new Error(`${String(error)}\n${await engine.logs(name)}`)
     })

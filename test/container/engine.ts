@@ -82,6 +82,26 @@ export class Engine {
     return this.name === 'podman' ? ['--read-only', '--read-only-tmpfs=false'] : ['--read-only']
   }
 
+  /**
+   * `run -d` as a user would, with no configuration: port 8080 published on a free loopback port,
+   * the volume on /data, a read-only root. Returns the published URL.
+   */
+  async runDetached(name: string, volume: string, image: string): Promise<string> {
+    await this.must([
+      'run',
+      '-d',
+      '--name',
+      name,
+      '-p',
+      '127.0.0.1::8080',
+      '-v',
+      `${volume}:/data`,
+      ...this.readOnlyArgs(),
+      image,
+    ])
+    return `http://127.0.0.1:${await this.hostPort(name)}`
+  }
+
   /** The host port a container's 8080 is published on (`-p 127.0.0.1::8080`). */
   async hostPort(container: string): Promise<number> {
     const out = await this.must(['port', container, '8080'])
