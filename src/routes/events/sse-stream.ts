@@ -154,10 +154,13 @@ export function startSseStream(options: SseStreamOptions): SseStream {
     if (expired()) return false
     const last = page.items[frames.length - 1]
     cursor = frames.length === page.items.length ? page.nextCursor : (last?.id ?? cursor)
+    // Not corked by hand: on Node 22 and 24, res.write() inside res.cork() holds a chunked body's
+    // frames apart and answers whether those alone are under the high-water mark, whatever the
+    // socket already holds, so a consumer that reads nothing was never waited for, never cut off,
+    // and buffered the whole feed (Node 20 and 26 count the socket's bytes). Uncorked, write()
+    // answers for the socket on every version, and node:http still batches one tick's writes.
     let more = true
-    res.cork()
     for (const frame of frames) more = res.write(frame)
-    res.uncork()
     if (ended !== undefined) {
       finish(ended)
       return false
