@@ -221,7 +221,11 @@ describe('PostgreSQL event ids past 2^53', { skip: SKIP_POSTGRES }, () => {
     const value = (id: string): bigint => BigInt(`0x${id}`)
     for (const id of [i1, i2, i3]) {
       assert.ok(value(id) > 2n ** 53n, id)
-      assert.notEqual(BigInt(Number(value(id))), value(id), `${id} is not a double: a rounded cursor would show`)
+      assert.notEqual(
+        BigInt(Number(value(id))),
+        value(id),
+        `${id} is not a double: a rounded cursor would show`,
+      )
     }
     assert.ok(value(ids[0] ?? '') < 2n ** 53n)
     assert.deepEqual([...ids].sort(), ids)

@@ -16,7 +16,9 @@ export async function appendEvents(
 ): Promise<void> {
   if (drafts.length === 0) return
   if (drafts.length >= EVENTS_PER_TRANSACTION)
-    throw internalFault(`${drafts.length} events in one transaction: at most ${EVENTS_PER_TRANSACTION - 1}`)
+    throw internalFault(
+      `${drafts.length} events in one transaction: at most ${EVENTS_PER_TRANSACTION - 1}`,
+    )
   const column = <K extends keyof EventDraft>(key: K): unknown[] =>
     drafts.map((draft) => draft[key] ?? null)
   await client.query({

@@ -98,7 +98,8 @@ export async function readEventPage(run: Query, query: EventQuery): Promise<Even
       const event = toEvent(found)
       const size = Buffer.byteLength(eventJson(event))
       const before = items.at(-1)
-      if (before !== undefined && bytes + size > maxBytes) return { items, nextCursor: resumeAt(before, event, query) }
+      if (before !== undefined && bytes + size > maxBytes)
+        return { items, nextCursor: resumeAt(before, event, query) }
       items.push(event)
       bytes += size
       position = cursorValue(event.id)
