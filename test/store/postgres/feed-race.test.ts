@@ -2,10 +2,12 @@ import assert from 'node:assert/strict'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
+import pg from 'pg'
+
 import { PostgresStore } from '../../../src/store/postgres/postgres-store.js'
 import { feedReader, feedWriter } from '../../events/feed-fixtures.js'
 import { openSse } from '../../events/sse-client.js'
-import { type RunningChild, startChild } from '../../helpers/child.js'
+import { type RunningChild, sleep, startChild } from '../../helpers/child.js'
 import { request } from '../../helpers/http.js'
 import {
   freshDatabase,
@@ -13,7 +15,7 @@ import {
   requireDatabaseUrl,
   SKIP_POSTGRES,
 } from '../../helpers/postgres.js'
-import { makeTempDir, uniqueEmail } from '../../helpers/service.js'
+import { makeTempDir, startService, uniqueEmail } from '../../helpers/service.js'
 import { changeUser, makeUser } from '../../helpers/store-users.js'
 
 /**
@@ -288,6 +290,49 @@ describe('the PostgreSQL feed under 16 concurrent writers', { skip: SKIP_POSTGRE
       stream.events.map((event) => event.id),
       whole.map((item) => item.id),
       'the live stream: every event once, in order',
+    )
+  })
+
+  it('holds an event back while an older transaction runs, and streams it as soon as that one ends, without NOTIFY or the poll', {
+    timeout: 60_000,
+  }, async (t) => {
+    // A poll far longer than the test: only the feed's own re-check can bring the event in time.
+    const store = new PostgresStore({
+      url: requireDatabaseUrl(),
+      schema: freshSchema(t),
+      eventPollMs: 600_000,
+    })
+    t.after(() => store.close())
+    const svc = await startService(t, { store })
+    await svc.createUser()
+    const stream = await openSse(`${svc.baseUrl}/events`, feedReader)
+    t.after(() => {
+      stream.close()
+    })
+    await stream.waitFor(1)
+    const first = stream.events[0]?.id ?? ''
+    // An older transaction that has written (it holds a transaction id) and appends no event.
+    const older = new pg.Client({ connectionString: requireDatabaseUrl() })
+    await older.connect()
+    t.after(() => older.end())
+    await older.query('BEGIN')
+    await older.query('SELECT pg_current_xact_id()')
+    const user = await svc.createUser()
+    const held = await request('GET', `${svc.baseUrl}/events?after=${first}`, {
+      token: feedReader,
+    })
+    assert.equal(held.status, 200, held.text)
+    assert.deepEqual(held.json<Page>(), { items: [], nextCursor: first }, 'not final yet')
+    await sleep(300)
+    assert.equal(stream.events.length, 1, 'the stream waits for the older transaction')
+    await older.query('COMMIT')
+    await stream.waitFor(2, 5000)
+    const data = JSON.parse(stream.events[1]?.data ?? '{}') as FeedItem
+    assert.equal(data.userId, user.id)
+    const now = await request('GET', `${svc.baseUrl}/events?after=${first}`, { token: feedReader })
+    assert.deepEqual(
+      now.json<Page>().items.map((item) => item.userId),
+      [user.id],
     )
   })
 })
