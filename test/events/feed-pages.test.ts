@@ -209,44 +209,58 @@ describe('PostgreSQL event ids past 2^53', { skip: SKIP_POSTGRES }, () => {
     t.after(() => store.close())
     const svc = await startService(t, { store })
     await svc.createUser()
-    // The feed's counter as it would be after 2^53 events.
-    await sql(`UPDATE ${schema}.event_counter SET last_id = 9007199254740992`)
+    // Ids as they would be after 2^53 of them: the next transaction's events land just past 2^53.
+    await sql(
+      `UPDATE ${schema}.event_counter SET id_base = 9007199254740992 - pg_current_xact_id()::text::bigint * 65536`,
+    )
     const users = [await svc.createUser(), await svc.createUser(), await svc.createUser()]
-    const all = await page(svc, '?after=001ffffffffffffe')
+    const whole = await readWholeFeed(svc.baseUrl, 'limit=2')
+    const ids = whole.items.map((event) => event.id)
+    assert.equal(ids.length, 4)
+    const [i1 = '', i2 = '', i3 = ''] = ids.slice(1)
+    const value = (id: string): bigint => BigInt(`0x${id}`)
+    for (const id of [i1, i2, i3]) {
+      assert.ok(value(id) > 2n ** 53n, id)
+      assert.notEqual(
+        BigInt(Number(value(id))),
+        value(id),
+        `${id} is not a double: a rounded cursor would show`,
+      )
+    }
+    assert.ok(value(ids[0] ?? '') < 2n ** 53n)
+    assert.deepEqual([...ids].sort(), ids)
+    const hex = (n: bigint): string => n.toString(16).padStart(16, '0')
+    const all = await page(svc, `?after=${hex(value(i1) - 1n)}`)
     assert.deepEqual(
       all.items.map((event) => event.id),
-      ['0020000000000001', '0020000000000002', '0020000000000003'],
+      [i1, i2, i3],
     )
     assert.deepEqual(
       all.items.map((event) => event.userId),
       users.map((user) => user.id),
     )
-    assert.equal(all.nextCursor, '0020000000000003')
-    const after1 = await page(svc, '?after=0020000000000001')
+    assert.equal(all.nextCursor, i3)
+    const after1 = await page(svc, `?after=${i1}`)
     assert.deepEqual(
       after1.items.map((event) => event.id),
-      ['0020000000000002', '0020000000000003'],
+      [i2, i3],
     )
-    const one = await page(svc, '?after=0020000000000002&limit=1')
+    const one = await page(svc, `?after=${i2}&limit=1`)
     assert.deepEqual(
       one.items.map((event) => event.id),
-      ['0020000000000003'],
+      [i3],
     )
-    assert.equal(one.nextCursor, '0020000000000003')
-    const ahead = await page(svc, '?after=0020000000000005')
+    assert.equal(one.nextCursor, i3)
+    const beyond = hex(value(i3) + 2n)
+    const ahead = await page(svc, `?after=${beyond}`)
     assert.deepEqual(ahead.items, [])
-    assert.equal(ahead.nextCursor, '0020000000000005')
-    const filtered = await page(svc, `?after=0020000000000001&userId=${users[2]?.id ?? ''}`)
+    assert.equal(ahead.nextCursor, beyond)
+    const filtered = await page(svc, `?after=${i1}&userId=${users[2]?.id ?? ''}`)
     assert.deepEqual(
       filtered.items.map((event) => event.id),
-      ['0020000000000003'],
+      [i3],
     )
-    assert.equal(filtered.nextCursor, '0020000000000003')
-    const { items } = await readWholeFeed(svc.baseUrl, 'limit=2')
-    assert.deepEqual(
-      items.map((event) => event.id),
-      ['0000000000000001', '0020000000000001', '0020000000000002', '0020000000000003'],
-    )
+    assert.equal(filtered.nextCursor, i3)
   })
 })
 

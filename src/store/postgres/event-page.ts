@@ -8,6 +8,7 @@ import {
   type EventPage,
   type EventQuery,
 } from '../feed/journal.js'
+import { FINAL_BELOW, FINAL_HEAD } from './event-schema.js'
 
 export type Query = <R extends QueryResultRow>(shape: {
   name: string
@@ -50,7 +51,9 @@ const LOWER_BOUND_BYTES = `64 + octet_length(type) + octet_length(time) + octet_
  * A page, fetched in batches that the database cuts near the byte bound (a lower estimate of
  * each event's size), so that a page of large events never has more than about the bound in
  * memory; the exact bound is then applied here. Each batch is one statement, one snapshot: its
- * head and its rows agree, so a page that ends short ends at the head.
+ * head and its rows agree, so a page that ends short ends at the head. Only final events are read
+ * (FINAL_BELOW): an event committed above the oldest transaction still running waits for it, so
+ * that no event can later appear behind a cursor this page hands out.
  */
 export async function readEventPage(run: Query, query: EventQuery): Promise<EventPage> {
   const cursor = query.after === undefined ? undefined : cursorValue(query.after)
@@ -63,16 +66,18 @@ export async function readEventPage(run: Query, query: EventQuery): Promise<Even
     const wanted = query.limit - items.length
     const result = await run<PageRow>({
       name: 'events_page_bounded',
-      text: `WITH scan AS (
+      text: `WITH bound AS (SELECT ${FINAL_BELOW} AS below, ${FINAL_HEAD} AS head, c.pruned_through FROM event_counter c),
+        scan AS (
           SELECT id, ${LOWER_BOUND_BYTES} AS estimate FROM events
-          WHERE id > $1::bigint AND ($3::text IS NULL OR user_id = $3) AND ($4::text[] IS NULL OR type = ANY($4))
+          WHERE id > $1::bigint AND id < (SELECT below FROM bound)
+            AND ($3::text IS NULL OR user_id = $3) AND ($4::text[] IS NULL OR type = ANY($4))
           ORDER BY id LIMIT $2),
         page AS (SELECT id, sum(estimate) OVER (ORDER BY id) - estimate AS before FROM scan)
-        SELECT c.last_id::text AS head, c.pruned_through::text AS pruned, (SELECT count(*) FROM scan)::int AS scanned,
+        SELECT b.head::text AS head, b.pruned_through::text AS pruned, (SELECT count(*) FROM scan)::int AS scanned,
           coalesce((SELECT json_agg(row_to_json(e) ORDER BY e.id)::text FROM (
             SELECT lpad(to_hex(events.id), 16, '0') AS id, type, time, user_id, version, actor, request_id, changed, user_json
             FROM events JOIN page ON page.id = events.id WHERE page.before < $5) e), '[]') AS items
-        FROM event_counter c`,
+        FROM bound b`,
       // No id is above the largest bigint: a cursor past it (never sent by the HTTP layer) compares as it.
       values: [
         (position > MAX_BIGINT ? MAX_BIGINT : position).toString(),
@@ -92,8 +97,9 @@ export async function readEventPage(run: Query, query: EventQuery): Promise<Even
     for (const found of rows) {
       const event = toEvent(found)
       const size = Buffer.byteLength(eventJson(event))
-      if (items.length > 0 && bytes + size > maxBytes)
-        return { items, nextCursor: formatEventId(cursorValue(event.id) - 1n) }
+      const before = items.at(-1)
+      if (before !== undefined && bytes + size > maxBytes)
+        return { items, nextCursor: resumeAt(before, event, query) }
       items.push(event)
       bytes += size
       position = cursorValue(event.id)
@@ -110,6 +116,16 @@ export async function readEventPage(run: Query, query: EventQuery): Promise<Even
     // Full by bytes already (one event past the bound): where to resume is after it.
     if (bytes >= maxBytes && last !== undefined) return { items, nextCursor: last.id }
   }
+}
+
+/**
+ * Where a page cut short by bytes resumes: unfiltered, after its last event (ids are not
+ * consecutive, but no final event lies between it and the one left out); filtered, just before
+ * the match left out, so that the events between that do not match are not looked at again.
+ */
+function resumeAt(last: ChangeEvent, left: ChangeEvent, query: EventQuery): string {
+  const filtered = query.userId !== undefined || query.types !== undefined
+  return filtered ? formatEventId(cursorValue(left.id) - 1n) : last.id
 }
 
 function toEvent(row: EventRow): ChangeEvent {

@@ -2,12 +2,13 @@ import type { PoolClient } from 'pg'
 
 import type { EventFeed, EventPage, EventQuery } from '../feed/journal.js'
 import { type Query, readEventPage } from './event-page.js'
-import { EVENT_CHANNEL } from './event-schema.js'
+import { EVENT_CHANNEL, FINAL_BELOW, FINAL_HEAD } from './event-schema.js'
 
 /**
  * The feed read from the database, so that a stream on any replica sees what every replica
- * committed. Followers are woken by this process's own commits at once, and by a poll of the
- * counter (every `pollMs`) for the commits of other replicas: the poll is the truth.
+ * committed. Followers are woken by this process's own commits at once, by NOTIFY for the commits
+ * of other replicas, and by a poll of the newest final event (every `pollMs`): the poll is the
+ * truth.
  */
 export class PostgresEventFeed implements EventFeed {
   readonly #query: Query
@@ -17,6 +18,10 @@ export class PostgresEventFeed implements EventFeed {
   readonly #wakers = new Set<() => void>()
   #poll: NodeJS.Timeout | undefined
   #head = ''
+  #checking = false
+  #recheck = false
+  #soon: NodeJS.Timeout | undefined
+  #pendingMs = 0
   appended = 0
 
   /** `listen` gives a connection of its own for LISTEN, held while anyone follows the feed. */
@@ -49,7 +54,13 @@ export class PostgresEventFeed implements EventFeed {
   /** This process committed an event: its followers need not wait for the poll. */
   committed(): void {
     this.appended += 1
+    this.#woken()
+  }
+
+  /** New events were committed: readable at once, unless an older transaction still runs. */
+  #woken(): void {
     this.#wake()
+    if (this.#poll !== undefined) void this.#check()
   }
 
   #wake(): void {
@@ -59,6 +70,8 @@ export class PostgresEventFeed implements EventFeed {
   stop(): void {
     clearInterval(this.#poll)
     this.#poll = undefined
+    clearTimeout(this.#soon)
+    this.#soon = undefined
     const listener = this.#listener
     this.#listener = undefined
     void listener?.then((client) => {
@@ -76,7 +89,7 @@ export class PostgresEventFeed implements EventFeed {
       try {
         const client = await listen()
         client.on('notification', () => {
-          this.#wake()
+          this.#woken()
         })
         client.on('error', () => undefined)
         await client.query(`LISTEN ${EVENT_CHANNEL}`)
@@ -88,11 +101,14 @@ export class PostgresEventFeed implements EventFeed {
     })()
   }
 
-  /** Deletes every event up to the newest one older than `cutoff`, in one statement. */
+  /**
+   * Deletes every event up to the newest final one older than `cutoff`, in one statement: none
+   * that is not final yet, so that no event commits below the pruned bound afterwards.
+   */
   async prune(cutoff: string): Promise<void> {
     await this.#query({
       name: 'events_prune',
-      text: `WITH cut AS (SELECT max(id) AS through FROM events WHERE time < $1),
+      text: `WITH cut AS (SELECT max(id) AS through FROM events, event_counter c WHERE time < $1 AND id < ${FINAL_BELOW}),
         gone AS (DELETE FROM events WHERE id <= (SELECT through FROM cut) RETURNING 1)
         UPDATE event_counter SET pruned_through = greatest(pruned_through, coalesce((SELECT through FROM cut), 0))
         WHERE (SELECT through FROM cut) IS NOT NULL`,
@@ -100,19 +116,53 @@ export class PostgresEventFeed implements EventFeed {
     })
   }
 
+  /**
+   * Asks for the newest final event (FINAL_HEAD) and wakes the followers when it moved. An event
+   * committed but not yet final (an older transaction still runs: on any replica, or any other
+   * writer of the cluster) has woken them too early: then the check comes again soon, sooner
+   * than the poll, until it is final. One check at a time; a wake-up during one runs another.
+   */
   async #check(): Promise<void> {
+    if (this.#checking) {
+      this.#recheck = true
+      return
+    }
+    this.#checking = true
+    let pending = false
     try {
-      const result = await this.#query<{ head: string }>({
-        name: 'events_head',
-        text: 'SELECT last_id::text AS head FROM event_counter',
+      const result = await this.#query<{ head: string; pending: boolean }>({
+        name: 'events_final_head',
+        text: `SELECT ${FINAL_HEAD}::text AS head, EXISTS (SELECT 1 FROM events WHERE id >= ${FINAL_BELOW}) AS pending
+          FROM event_counter c`,
         values: [],
       })
-      const head = result.rows[0]?.head ?? ''
-      if (head === this.#head) return
-      this.#head = head
-      this.#wake()
+      const row = result.rows[0]
+      pending = row?.pending ?? false
+      const head = row?.head ?? ''
+      if (head !== this.#head) {
+        this.#head = head
+        this.#pendingMs = 0
+        this.#wake()
+      }
     } catch {
       // The database is away: the next poll tries again, and readiness says so meanwhile.
+    } finally {
+      this.#checking = false
     }
+    if (this.#recheck) {
+      this.#recheck = false
+      void this.#check()
+    } else if (pending && this.#poll !== undefined) this.#checkSoon()
+  }
+
+  /** The next check after a short wait, doubled each time (up to the poll's) while events wait. */
+  #checkSoon(): void {
+    if (this.#soon !== undefined) return
+    this.#pendingMs = Math.min(Math.max(this.#pendingMs * 2, 2), this.#pollMs)
+    this.#soon = setTimeout(() => {
+      this.#soon = undefined
+      void this.#check()
+    }, this.#pendingMs)
+    this.#soon.unref()
   }
 }

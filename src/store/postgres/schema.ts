@@ -2,7 +2,7 @@ import type { PoolClient } from 'pg'
 
 import { MAX_VERSION } from '../../domain/user.js'
 import type { Logger } from '../../logger.js'
-import { EVENT_MIGRATION } from './event-schema.js'
+import { EVENT_ID_MIGRATION, EVENT_MIGRATION } from './event-schema.js'
 
 /**
  * The schema, one migration per version, applied in order at start. A migration is never edited
@@ -43,6 +43,10 @@ export const MIGRATIONS: readonly (readonly string[])[] = [
     `ALTER TABLE users ADD CONSTRAINT users_version_range CHECK (version <= ${MAX_VERSION})`,
     'ALTER TABLE events ALTER COLUMN version TYPE bigint',
   ],
+  // §10 without a global lock: event ids from the writing transaction's id, readers below the
+  // oldest transaction still running. Replicas of an earlier release fail their writes and feed
+  // reads from here on (roll them forward).
+  EVENT_ID_MIGRATION,
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.length

@@ -410,12 +410,22 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       assert.deepEqual(created.slice(0, 2), [taken.id, gone.id])
       assert.deepEqual(new Set(created.slice(2)), new Set(made))
       assert.equal(created.length, 2 + made.length)
-      const ids = page.items.map((event) => Number.parseInt(event.id, 16))
-      assert.deepEqual(
-        ids,
-        ids.map((_, i) => (ids[0] ?? 0) + i),
-        'consecutive event ids',
+      // Ids increase; those of one transaction are its id times 2^16 plus 1, 2, 3… (a fresh
+      // schema's id base is 0).
+      const ids = page.items.map((event) => BigInt(`0x${event.id}`))
+      assert.ok(
+        ids.every((id, i) => i === 0 || id > (ids[i - 1] ?? id)),
+        'increasing event ids',
       )
+      const places = new Map<bigint, bigint[]>()
+      for (const id of ids)
+        places.set(id / 65_536n, [...(places.get(id / 65_536n) ?? []), id % 65_536n])
+      assert.deepEqual(
+        [...places.values()],
+        [...places.values()].map((found) => found.map((_, i) => BigInt(i + 1))),
+        'consecutive ids within each transaction',
+      )
+      assert.ok(places.size <= 5, `${places.size} transactions wrote the events`)
     })
   })
 
@@ -741,6 +751,64 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       )
       for (const res of answers) assertProblem(res, 400, 'bad_request')
       assert.deepEqual(await s.snapshot(), before)
+    })
+  })
+
+  describe('event ids without a global lock (migration 4)', () => {
+    it('migrates a schema-3 feed: old events and cursors stay valid, new ids come after every old one, and writers of the old release fail', async (t) => {
+      const schema = freshSchema(t)
+      const client = new pg.Client({ connectionString: requireDatabaseUrl() })
+      await client.connect()
+      const old = makeUser()
+      // The old counter as it could be: ids 1, 2 and 2^40, far above the ids of new transactions.
+      const oldIds = ['1', '2', String(2 ** 40)]
+      try {
+        await client.query(`CREATE SCHEMA ${schema}`)
+        await client.query(`SET search_path TO ${schema}`)
+        await client.query(
+          'CREATE TABLE user_service_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
+        )
+        for (const [i, statements] of MIGRATIONS.slice(0, 3).entries()) {
+          for (const statement of statements) await client.query(statement)
+          await client.query('INSERT INTO user_service_schema (version) VALUES ($1)', [i + 1])
+        }
+        for (const [i, id] of oldIds.entries())
+          await client.query(
+            `INSERT INTO events (id, type, time, user_id, version) VALUES ($1, 'user.updated', $2, $3, $4)`,
+            [id, old.createdAt, old.id, i + 1],
+          )
+        await client.query('UPDATE event_counter SET last_id = $1', [oldIds[2]])
+      } finally {
+        await client.end()
+      }
+      const store = newStore(t, { schema })
+      await store.open()
+      const before = await store.events.read({ limit: 10 })
+      const oldHex = oldIds.map((id) => BigInt(id).toString(16).padStart(16, '0'))
+      assert.deepEqual(
+        before.items.map((event) => event.id),
+        oldHex,
+      )
+      assert.equal(before.nextCursor, oldHex[2])
+      const made = await store.create(makeUser())
+      const after = await store.events.read({ after: before.nextCursor, limit: 10 })
+      assert.deepEqual(
+        after.items.map((event) => [event.userId, event.version]),
+        [[made.user.id, 1]],
+      )
+      assert.ok((after.items[0]?.id ?? '') > (oldHex[2] ?? ''), 'a new id is above every old one')
+      const whole = await store.events.read({ limit: 10 })
+      assert.deepEqual(
+        whole.items.map((event) => event.id),
+        [...oldHex, after.items[0]?.id],
+      )
+      // A writer of the previous release takes ids from last_id: gone, so its write fails whole.
+      await assert.rejects(
+        sql(`UPDATE ${schema}.event_counter SET last_id = last_id + 1 RETURNING last_id`),
+        /column "last_id" does not exist/,
+      )
+      const versions = await sql(`SELECT max(version) AS v FROM ${schema}.user_service_schema`)
+      assert.equal(versions.rows[0]?.v, 4)
     })
   })
 
