@@ -43,10 +43,18 @@ export function closeInStages(socket: Socket, bounds: LingerBounds = BOUNDS): vo
   // The bytes are counted on every read, not on a clock: a sender on a local link pushes tens of
   // MiB in 100 ms. A 'data' listener also makes Node's HTTP server hand the socket back from its
   // native parser to the stream (it "unconsumes" on 'data'), so every read passes through here;
-  // it resumes a socket nobody reads yet, and leaves one Node paused for back-pressure alone.
-  socket.on('data', () => {
-    if (socket.bytesRead - start > bounds.bytes) destroy()
-  })
+  // it resumes a socket nobody reads yet.
+  const count = (): void => {
+    socket.on('data', () => {
+      if (socket.bytesRead - start > bounds.bytes) destroy()
+    })
+  }
+  // A socket Node paused for back-pressure (a request body left paused) stays paused until that
+  // body is resumed. Handed back while paused, it would never read again: the native read it
+  // stopped still counts as in flight for the stream, so resuming starts none. Node's own handler
+  // restarts it on 'resume' while it is still its parser's, so the hand-over waits until then.
+  if (socket.isPaused()) socket.once('resume', count)
+  else count()
   // No 'end' listener: once the client ends its side too, the socket's autoDestroy closes it.
   // Stryker disable next-line StringLiteral,BlockStatement: the timer is unref'd and destroy() of a closed socket does nothing; clearing it only frees it sooner
   socket.once('close', () => {
