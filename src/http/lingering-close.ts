@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http'
 import type { Socket } from 'node:net'
 
 /**
@@ -24,6 +25,30 @@ const lingering = new WeakSet<Socket>()
 /** True while a socket is being closed in stages: nothing more may be answered on it. */
 export function isClosing(socket: Socket): boolean {
   return lingering.has(socket)
+}
+
+/** The request after which a connection serves no other; set before the next one is read. */
+const lastRequests = new WeakMap<Socket, IncomingMessage>()
+
+/**
+ * Makes `req` the last request its connection serves: its answer closes the connection, and a
+ * request read behind it is not processed (RFC 9112 §9.6). Node's parser reads on past a body
+ * that arrived whole and hands over the requests behind it at once, before any handler has run:
+ * this must be called as the request is dispatched, not once its handler has begun.
+ */
+export function serveNoneAfter(req: IncomingMessage): void {
+  lastRequests.set(req.socket, req)
+}
+
+/** True when `req` is the last request its connection serves. */
+export function isLastRequest(req: IncomingMessage): boolean {
+  return lastRequests.get(req.socket) === req
+}
+
+/** True when `req` came behind its connection's last request: it is neither processed nor answered. */
+export function isBehindLastRequest(req: IncomingMessage): boolean {
+  const last = lastRequests.get(req.socket)
+  return last !== undefined && last !== req
 }
 
 /**
