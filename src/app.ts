@@ -12,7 +12,13 @@ import {
   validateContentType,
 } from './http/body.js'
 import { allowedMethods, type CorsOrigins, createCors } from './http/cors.js'
-import { isClosing, lingerAfterResponse } from './http/lingering-close.js'
+import {
+  isBehindLastRequest,
+  isClosing,
+  isLastRequest,
+  lingerAfterResponse,
+  serveNoneAfter,
+} from './http/lingering-close.js'
 import { decodePathParams } from './http/percent-decode.js'
 import { HttpError, toHttpError } from './http/problem.js'
 import { onSettled } from './http/request-accounting.js'
@@ -68,6 +74,9 @@ export function createRequestListener(parts: AppParts): RequestListener {
     }
     const { route, rawParams } = router.match(req.method ?? 'GET', state.path)
     state.route = route
+    // A body the handler reads as a stream may be left unread (an import past its limit): its
+    // connection serves no other request. Decided now, before Node hands over the next one.
+    if (route.body === 'stream') serveNoneAfter(req)
     if (!route.root) {
       availability.enter()
       state.counted = true
@@ -144,7 +153,7 @@ export function createRequestListener(parts: AppParts): RequestListener {
 
   return (req, res) => {
     // A request pipelined behind an answer that closes the connection is never answered.
-    if (isClosing(req.socket)) return
+    if (isClosing(req.socket) || isBehindLastRequest(req)) return
     const state = startRequest(req)
     if (cors !== undefined) state.cors = cors.headersFor(req.headers.origin)
     metrics?.requestStarted()
@@ -183,7 +192,8 @@ export function createRequestListener(parts: AppParts): RequestListener {
 
 /**
  * Sends a reply. An answer given before the whole request body has arrived closes the connection,
- * in stages, so that the client reads the answer instead of a reset (RFC 9112 §9.6).
+ * in stages, so that the client reads the answer instead of a reset (RFC 9112 §9.6); so does the
+ * answer to the last request a connection serves (an import refused).
  */
 function answer(
   req: IncomingMessage,
@@ -197,7 +207,7 @@ function answer(
     res.destroy()
     return
   }
-  const closing = close || isBodyPending(req)
+  const closing = close || isBodyPending(req) || isLastRequest(req)
   if (closing) lingerAfterResponse(req.socket)
   sendReply(res, reply, state.requestId, cache, closing, state.cors)
 }

@@ -821,7 +821,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description One result per non-blank input line, in input order, each sent once its user is durable: {"line":1,"status":201,"id":"…"}; 200 when that id already holds exactly that user; 400 a malformed line, 409 (code duplicate_email or duplicate_id), 413 a line over 64 KiB, 422 with errors, 503 storage_unavailable or maintenance. */
+            /** @description One result per non-blank input line, in input order, each sent once its user is durable: {"line":1,"status":201,"id":"…"}; 200 when that id already holds exactly that user; 400 a malformed line, 409 (code duplicate_email or duplicate_id), 413 a line over 64 KiB, 422 with errors, 503 storage_unavailable or maintenance. A chunked body that grows past IMPORT_MAX_BYTES gets a last 413 line (code payload_too_large) and the rest is not read. Every import answer says Connection: close: the connection closes once the answer is out, and a request sent behind the body on it is neither processed nor answered. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];

@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http'
 import type { Socket } from 'node:net'
 
 /**
@@ -26,6 +27,30 @@ export function isClosing(socket: Socket): boolean {
   return lingering.has(socket)
 }
 
+/** The request after which a connection serves no other; set before the next one is read. */
+const lastRequests = new WeakMap<Socket, IncomingMessage>()
+
+/**
+ * Makes `req` the last request its connection serves: its answer closes the connection, and a
+ * request read behind it is not processed (RFC 9112 §9.6). Node's parser reads on past a body
+ * that arrived whole and hands over the requests behind it at once, before any handler has run:
+ * this must be called as the request is dispatched, not once its handler has begun.
+ */
+export function serveNoneAfter(req: IncomingMessage): void {
+  lastRequests.set(req.socket, req)
+}
+
+/** True when `req` is the last request its connection serves. */
+export function isLastRequest(req: IncomingMessage): boolean {
+  return lastRequests.get(req.socket) === req
+}
+
+/** True when `req` came behind its connection's last request: it is neither processed nor answered. */
+export function isBehindLastRequest(req: IncomingMessage): boolean {
+  const last = lastRequests.get(req.socket)
+  return last !== undefined && last !== req
+}
+
 /**
  * Half-closes the socket once everything written has been sent, then reads and discards until the
  * client closes its side or a bound is passed, and only then closes it for good.
@@ -43,10 +68,18 @@ export function closeInStages(socket: Socket, bounds: LingerBounds = BOUNDS): vo
   // The bytes are counted on every read, not on a clock: a sender on a local link pushes tens of
   // MiB in 100 ms. A 'data' listener also makes Node's HTTP server hand the socket back from its
   // native parser to the stream (it "unconsumes" on 'data'), so every read passes through here;
-  // it resumes a socket nobody reads yet, and leaves one Node paused for back-pressure alone.
-  socket.on('data', () => {
-    if (socket.bytesRead - start > bounds.bytes) destroy()
-  })
+  // it resumes a socket nobody reads yet.
+  const count = (): void => {
+    socket.on('data', () => {
+      if (socket.bytesRead - start > bounds.bytes) destroy()
+    })
+  }
+  // A socket Node paused for back-pressure (a request body left paused) stays paused until that
+  // body is resumed. Handed back while paused, it would never read again: the native read it
+  // stopped still counts as in flight for the stream, so resuming starts none. Node's own handler
+  // restarts it on 'resume' while it is still its parser's, so the hand-over waits until then.
+  if (socket.isPaused()) socket.once('resume', count)
+  else count()
   // No 'end' listener: once the client ends its side too, the socket's autoDestroy closes it.
   // Stryker disable next-line StringLiteral,BlockStatement: the timer is unref'd and destroy() of a closed socket does nothing; clearing it only frees it sooner
   socket.once('close', () => {

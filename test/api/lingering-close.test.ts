@@ -578,6 +578,28 @@ describe('the bounds of closing in stages', () => {
     assert.notEqual(client.error, undefined, 'the client was cut off while it still sent')
   })
 
+  it('reads on after an answer given while Node held the unread body paused', async (t) => {
+    const s = await startService(t)
+    const serverSide = nextServerSocket(s)
+    const client = await Conversation.open(s.url)
+    // Sent at once and never read by the service (no token): Node's parser fills the body's
+    // buffer and pauses the socket before the 401 goes out. Handed to the lingering close while
+    // so paused, the socket read nothing more, and was destroyed at the time bound instead.
+    const size = 384 * 1024
+    const request = Buffer.concat([
+      postHead(`content-length: ${size}`, { auth: false }),
+      Buffer.alloc(size, 0x61),
+    ])
+    client.socket.write(request)
+    assertClosingProblem(await client.nextAnswer(), 401, 'token_missing', 'the 401')
+    await client.whenClosed()
+    const server = await serverSide
+    await closedServerSocket(server)
+    assert.equal(server.bytesRead, request.length, 'the server read on to the end of the body')
+    assert.equal(client.error, undefined)
+    assert.deepEqual(await s.snapshot(), [])
+  })
+
   it('lets a client that closes its side after the answer go at once', async (t) => {
     const s = await startService(t)
     const client = await Conversation.open(s.url)

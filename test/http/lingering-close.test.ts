@@ -1,9 +1,16 @@
 import assert from 'node:assert/strict'
 import { once } from 'node:events'
-import { connect, createServer, type Socket } from 'node:net'
+import { IncomingMessage } from 'node:http'
+import { connect, createServer, Socket } from 'node:net'
 import { describe, it, type TestContext } from 'node:test'
 
-import { closeInStages, isClosing } from '../../src/http/lingering-close.js'
+import {
+  closeInStages,
+  isBehindLastRequest,
+  isClosing,
+  isLastRequest,
+  serveNoneAfter,
+} from '../../src/http/lingering-close.js'
 
 /**
  * A real TCP connection on loopback: the server's end (half-open allowed, as node:http has it)
@@ -92,5 +99,19 @@ describe('closeInStages', () => {
     closeInStages(other.server)
     assert.equal(isClosing(other.server), false)
     assert.equal(other.server.listenerCount('data'), 0)
+  })
+})
+
+describe('serveNoneAfter', () => {
+  it('makes a request the last its connection serves: any other on that connection comes behind it', () => {
+    const socket = new Socket()
+    const last = new IncomingMessage(socket)
+    const next = new IncomingMessage(socket)
+    const elsewhere = new IncomingMessage(new Socket())
+    assert.deepEqual([isLastRequest(last), isBehindLastRequest(next)], [false, false])
+    serveNoneAfter(last)
+    assert.deepEqual([isLastRequest(last), isBehindLastRequest(last)], [true, false])
+    assert.deepEqual([isLastRequest(next), isBehindLastRequest(next)], [false, true])
+    assert.deepEqual([isLastRequest(elsewhere), isBehindLastRequest(elsewhere)], [false, false])
   })
 })

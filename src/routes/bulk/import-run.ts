@@ -1,6 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 
-import { lingerAfterResponse } from '../../http/lingering-close.js'
 import { LineReader, type SplitLine } from '../../users/import-lines.js'
 import { type LineResult, MAX_LINE_BYTES, toFailureResult } from '../../users/import-user.js'
 
@@ -96,8 +95,12 @@ export class ImportRun {
         res.write(
           `${JSON.stringify({ line: this.#lineNumber + 1, status: 413, code: 'payload_too_large', detail })}\n`,
         )
-        // The rest of the body is not read: close the connection once the answer is out.
-        lingerAfterResponse(req.socket)
+        // The body stays paused until the answer is out. Then the connection closes in stages
+        // (the answer says Connection: close) and the rest is read and dropped within the
+        // lingering bounds: never parsed into a user, nor answered as a next request.
+        res.once('finish', () => {
+          req.resume()
+        })
       }
       res.end()
     } finally {

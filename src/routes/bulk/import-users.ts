@@ -1,3 +1,4 @@
+import { lingerAfterResponse } from '../../http/lingering-close.js'
 import { HttpError } from '../../http/problem.js'
 import { type Route, STREAMED } from '../route.js'
 import { API_ROUTE, NDJSON, TEXT } from '../route-defaults.js'
@@ -27,7 +28,7 @@ export const importUsers: Route = {
   responses: {
     200: {
       description:
-        'One result per non-blank input line, in input order, each sent once its user is durable: {"line":1,"status":201,"id":"…"}; 200 when that id already holds exactly that user; 400 a malformed line, 409 (code duplicate_email or duplicate_id), 413 a line over 64 KiB, 422 with errors, 503 storage_unavailable or maintenance.',
+        'One result per non-blank input line, in input order, each sent once its user is durable: {"line":1,"status":201,"id":"…"}; 200 when that id already holds exactly that user; 400 a malformed line, 409 (code duplicate_email or duplicate_id), 413 a line over 64 KiB, 422 with errors, 503 storage_unavailable or maintenance. A chunked body that grows past IMPORT_MAX_BYTES gets a last 413 line (code payload_too_large) and the rest is not read. Every import answer says Connection: close: the connection closes once the answer is out, and a request sent behind the body on it is neither processed nor answered.',
       content: { [NDJSON]: TEXT },
     },
   },
@@ -50,7 +51,11 @@ export const importUsers: Route = {
       )
     bulk.importing = true
     try {
-      res.writeHead(200, [...streamHeaders(context), 'content-type', NDJSON])
+      // The head goes out before the body is read, and a chunked body may pass the limit: the
+      // answer cannot promise keep-alive, so every import closes its connection, in stages, once
+      // its answer is out (and a request sent behind its body is not processed).
+      lingerAfterResponse(req.socket)
+      res.writeHead(200, [...streamHeaders(context), 'content-type', NDJSON, 'connection', 'close'])
       const change = { actor: context.claims?.sub, requestId }
       const report = {
         fault: (error: HttpError, line: number) => {
