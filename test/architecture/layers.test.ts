@@ -25,7 +25,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['metrics/'],
   ['http/'],
   ['domain/'],
-  ['logger.ts'],
+  ['log/'],
 ]
 
 /** The layer of a module (its path under src/, with `/`), or -1 when none holds it. */

@@ -2,7 +2,7 @@ import { type FileHandle, open, unlink } from 'node:fs/promises'
 import path from 'node:path'
 
 import { type ChangeEvent, type EventHead, eventIdNumber, eventJson } from '../../domain/event.js'
-import { type Logger, silentLogger } from '../../logger.js'
+import { type Logger, silentLogger } from '../../log/logger.js'
 import type { EventIndex, EventPlace } from '../feed/event-index.js'
 import type { EventBodies } from '../feed/journal.js'
 import { syncDirectorySync } from './atomic-write.js'

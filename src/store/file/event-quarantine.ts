@@ -9,7 +9,7 @@ import {
 } from 'node:fs'
 import path from 'node:path'
 
-import type { Logger } from '../../logger.js'
+import type { Logger } from '../../log/logger.js'
 import { makeDurableDirectory, syncDirectorySync } from './atomic-write.js'
 import { hasCode } from './data-dir-lock.js'
 

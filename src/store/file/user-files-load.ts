@@ -3,7 +3,7 @@ import { access, unlink } from 'node:fs/promises'
 import path from 'node:path'
 
 import { toRecord, type User } from '../../domain/user.js'
-import type { Logger } from '../../logger.js'
+import type { Logger } from '../../log/logger.js'
 import type { UserIndex } from '../user-index.js'
 import { DurableDirectory, makeDurableDirectory } from './atomic-write.js'
 import { hasCode } from './data-dir-lock.js'
