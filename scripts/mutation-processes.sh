@@ -55,6 +55,7 @@ run() {
 for entry in \
   "store/file/atomic-write|test/store/file/atomic-write.test.ts|test/store/storage-faults.test.ts|test/store/durability.test.ts" \
   "http/lingering-close|test/http/lingering-close.test.ts|test/api/lingering-close.test.ts" \
+  "store/file/lock-file|--test-name-pattern=^DataDirLock$ test/store/file/data-dir-lock.test.ts|test/store/file/data-dir-lock.test.ts" \
   "store/file/data-dir-lock|--test-name-pattern=^DataDirLock$ test/store/file/data-dir-lock.test.ts|test/store/file/data-dir-lock.test.ts"; do
   module=${entry%%|*}
   if [[ -z $only || $only == "$module" ]]; then

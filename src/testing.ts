@@ -13,7 +13,7 @@ import { createSingleKeySet } from './auth/keys.js'
 import { signToken } from './auth/sign-token.js'
 import type { Metadata, User, UserStatus } from './domain/user.js'
 import type { CorsOrigins } from './http/cors.js'
-import type { Logger } from './logger.js'
+import type { Logger } from './log/logger.js'
 import { createUserService } from './process/create-user-service.js'
 import { MemoryStore } from './store/memory-store.js'
 

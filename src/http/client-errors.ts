@@ -1,7 +1,7 @@
 import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
 
-import type { Logger } from '../logger.js'
+import type { Logger } from '../log/logger.js'
 import { closeInStages } from './lingering-close.js'
 import { type ErrorCode, HttpError } from './problem.js'
 import { isResponding } from './request-accounting.js'

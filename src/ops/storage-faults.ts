@@ -1,5 +1,5 @@
 import type { HttpError } from '../http/problem.js'
-import type { Logger } from '../logger.js'
+import type { Logger } from '../log/logger.js'
 
 /** Where a storage fault was met: the request, its operation, and the import line if any. */
 export interface FaultPlace {

@@ -1,6 +1,6 @@
 import cluster, { type Worker } from 'node:cluster'
 
-import type { JsonLogger, Logger } from '../logger.js'
+import type { JsonLogger, Logger } from '../log/logger.js'
 import { makeDurableDirectory } from '../store/file/atomic-write.js'
 import { DataDirLock } from '../store/file/data-dir-lock.js'
 import type { Config } from './config.js'

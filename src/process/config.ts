@@ -4,7 +4,7 @@ import path from 'node:path'
 
 import { createSingleKeySet, KeyError, type KeySet, parseKeyList } from '../auth/keys.js'
 import { CorsConfigError, type CorsOrigins, parseCorsOrigins } from '../http/cors.js'
-import { LOG_LEVELS, type LogLevel } from '../logger.js'
+import { LOG_LEVELS, type LogLevel } from '../log/logger.js'
 
 /** The service's configuration, validated and frozen; built once from the environment. */
 export interface Config {

@@ -2,7 +2,7 @@ import path from 'node:path'
 
 import { createSingleKeySet, type KeySet, parseKeyList } from '../auth/keys.js'
 import type { CorsOrigins } from '../http/cors.js'
-import { type Logger, silentLogger } from '../logger.js'
+import { type Logger, silentLogger } from '../log/logger.js'
 import type { EventStreamsOptions } from '../routes/events/event-streams.js'
 import { createService, type UserService } from '../service.js'
 import type { Store } from '../store/store.js'

@@ -4,7 +4,7 @@ import path from 'node:path'
 
 import { createSingleKeySet, KeyError, type KeySet } from '../auth/keys.js'
 import { makeDurableDirectory, writeFileAtomic } from '../store/file/atomic-write.js'
-import { hasCode } from '../store/file/data-dir-lock.js'
+import { hasCode } from '../store/file/errno.js'
 import { type Config, ConfigError } from './config.js'
 
 export const SECRET_FILE = '.jwt-secret'

@@ -1,4 +1,4 @@
-import type { Logger } from '../logger.js'
+import type { Logger } from '../log/logger.js'
 import { FileStore } from './file/file-store.js'
 import { MemoryStore } from './memory-store.js'
 import { PostgresStore } from './postgres/postgres-store.js'

@@ -3,10 +3,9 @@ import { type ChangeContext, type ChangeEvent, draftEvent } from '../domain/even
 import type { Tombstone } from '../domain/tombstone.js'
 import { toRecord, type User, type UserRecord } from '../domain/user.js'
 import { isCanonicalUuid } from '../domain/uuid7.js'
+import { DurableWrites } from './durable-writes.js'
 import { EventJournal } from './feed/journal.js'
-import { WriteError } from './file/atomic-write.js'
 import { PerKeyQueue } from './per-key-queue.js'
-import { storageUnavailable } from './storage-unavailable.js'
 import type {
   ChangeUser,
   ListPage,
@@ -25,17 +24,12 @@ export interface IndexedStoreOptions {
   now?: (() => number) | undefined
 }
 
-const HEALTHY: StoreHealth = Object.freeze({ state: 'ok' })
-
-/** The event of a change that has none: nothing to wait for. */
-const LOGGED: Promise<void> = Promise.resolve()
-
 /**
  * What the memory store and the file store share: the index, the tombstones of deleted users, one
- * queue of writers per user, email reservations, and what a failed write means. A subclass says
- * how a record or a tombstone is made durable. Memory follows what the disk shows: it changes
- * after a write resolves, or after one that failed once its rename had happened (WriteError's
- * `applied`), and never otherwise.
+ * queue of writers per user, email reservations, and (through DurableWrites) what a failed write
+ * means. A subclass says how a record or a tombstone is made durable. Memory follows what the disk
+ * shows: it changes after a write resolves, or after one that failed once its rename had happened
+ * (WriteError's `applied`), and never otherwise.
  */
 export abstract class IndexedStore implements Store {
   protected readonly index = new UserIndex()
@@ -45,9 +39,12 @@ export abstract class IndexedStore implements Store {
   /** Email keys claimed by writes in flight, so that two writers cannot both take one. */
   readonly #reserved = new Set<string>()
   readonly #now: () => number
-  #health: StoreHealth = HEALTHY
   /** The change feed (§10): in memory; a subclass may also make each event durable (logEvent). */
   readonly events = new EventJournal()
+  readonly #writes = new DurableWrites(this.events, {
+    logEvent: (event) => this.logEvent(event),
+    voidEvent: (event) => this.voidEvent(event),
+  })
 
   constructor(options: IndexedStoreOptions = {}) {
     this.#now = options.now ?? Date.now
@@ -92,7 +89,7 @@ export abstract class IndexedStore implements Store {
   }
 
   health(): StoreHealth {
-    return this.#health
+    return this.#writes.health
   }
 
   get(id: string): Promise<UserRecord | undefined> {
@@ -138,7 +135,7 @@ export abstract class IndexedStore implements Store {
       return Promise.reject(error)
     }
     return this.#queues.run(user.id, () => {
-      this.#requireWritable()
+      this.#writes.requireWritable()
       if (this.index.get(user.id) !== undefined || this.tombstones.has(user.id)) {
         throw duplicateId(user.id)
       }
@@ -149,7 +146,7 @@ export abstract class IndexedStore implements Store {
 
   update(id: string, change: ChangeUser, context?: ChangeContext): Promise<UserRecord> {
     return this.#queues.run(id, () => {
-      this.#requireWritable()
+      this.#writes.requireWritable()
       const current = this.#require(id)
       const next = change(current)
       if (next === undefined) return Promise.resolve(current)
@@ -166,7 +163,7 @@ export abstract class IndexedStore implements Store {
     context?: ChangeContext,
   ): Promise<void> {
     return this.#queues.run(id, async () => {
-      this.#requireWritable()
+      this.#writes.requireWritable()
       const current = this.#require(id)
       check?.(current)
       checkStorableContext(context)
@@ -180,7 +177,7 @@ export abstract class IndexedStore implements Store {
         current.user.version + 1,
       )
       // The tombstone's write is itself a change on disk: it waits for its event.
-      await this.#durably(
+      await this.#writes.run(
         (logged) => logged.then(() => this.bury(tombstone)),
         () => {
           this.index.remove(id)
@@ -197,7 +194,7 @@ export abstract class IndexedStore implements Store {
    * this process believes about the disk can be trusted ("fsyncgate").
    */
   protected turnReadOnly(reason: string): void {
-    this.#health = { state: 'read_only', reason }
+    this.#writes.turnReadOnly(reason)
   }
 
   async #write(
@@ -216,7 +213,7 @@ export abstract class IndexedStore implements Store {
         context,
       )
       const event = draft === undefined ? undefined : this.events.assign(draft)
-      await this.#durably(
+      await this.#writes.run(
         (logged) => this.persist(record, logged),
         () => {
           this.index.put(record)
@@ -227,80 +224,6 @@ export abstract class IndexedStore implements Store {
     } finally {
       if (claims) this.#reserved.delete(record.emailKey)
     }
-  }
-
-  /**
-   * Runs a durable step and applies it to memory when the disk shows it, whether or not it failed.
-   * Its event, if any, is durable before the step changes anything on disk (the step waits for
-   * `logged`; a temp file may be written and synced meanwhile, so the two syncs overlap): after a
-   * crash the only possible mismatch is an event whose change is missing, which the file store
-   * drops at start. An event whose change failed here is voided; the feed shows an event once its
-   * change is in memory.
-   */
-  async #durably(
-    step: (logged: Promise<void>) => Promise<void>,
-    apply: () => void,
-    event?: ChangeEvent,
-  ): Promise<void> {
-    const logged = event === undefined ? LOGGED : this.#logged(event)
-    // A step that fails before it waits for the event leaves the rejection to us: never unhandled.
-    logged.catch(() => undefined)
-    try {
-      await step(logged)
-      await logged
-    } catch (error) {
-      const applied = error instanceof WriteError && error.applied
-      if (event !== undefined && applied) this.events.commit(event)
-      else if (event !== undefined) await this.#voided(event)
-      if (!(error instanceof WriteError)) throw error
-      if (error.applied) apply()
-      this.#noteFault(error)
-      throw storageUnavailable(error, this.#health)
-    }
-    apply()
-    if (event !== undefined) this.events.commit(event)
-    if (this.#health.state === 'degraded') this.#health = HEALTHY
-  }
-
-  /** The event made durable; a failure never counts as the change applied. */
-  async #logged(event: ChangeEvent): Promise<void> {
-    try {
-      await this.logEvent(event)
-    } catch (error) {
-      if (error instanceof WriteError && error.applied)
-        throw new WriteError(error.step, error.cause, false)
-      throw error
-    }
-  }
-
-  /**
-   * Voids an event whose change was not made. When even that fails, the store takes no more
-   * writes: at the next start the event, whose change is not on disk, is dropped.
-   */
-  async #voided(event: ChangeEvent): Promise<void> {
-    this.events.void(event)
-    try {
-      await this.voidEvent(event)
-    } catch {
-      this.turnReadOnly('an event whose change failed could not be voided')
-    }
-  }
-
-  #noteFault(error: WriteError): void {
-    if (this.#health.state === 'read_only') return
-    if (error.fsyncFailed || error.code === 'EIO') {
-      this.turnReadOnly(`a write failed at ${error.step} (${error.code ?? 'no errno'})`)
-    } else {
-      // A full or read-only disk: writes may work again once space is freed or the mount fixed.
-      this.#health = {
-        state: 'degraded',
-        reason: `a write failed at ${error.step} (${error.code ?? 'no errno'})`,
-      }
-    }
-  }
-
-  #requireWritable(): void {
-    if (this.#health.state === 'read_only') throw storageUnavailable(undefined, this.#health)
   }
 
   #reserve(record: UserRecord): void {

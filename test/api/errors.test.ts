@@ -4,7 +4,7 @@ import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
 import type { User } from '../../src/domain/user.js'
-import { createJsonLogger } from '../../src/logger.js'
+import { createJsonLogger } from '../../src/log/logger.js'
 import { sleep } from '../helpers/child.js'
 import { FaultyStore } from '../helpers/faulty-store.js'
 import { assertProblem, type Problem, request, type TestResponse } from '../helpers/http.js'

@@ -10,7 +10,7 @@
  * Gives up after DEADLINE_MS and reports what it saw, so that the parent's assertions fail.
  * Tests import only its types: importing the module would run it.
  */
-import { createJsonLogger, type Logger } from '../../src/logger.js'
+import { createJsonLogger, type Logger } from '../../src/log/logger.js'
 
 const AFTER_BREAK = 100
 const SLOW_READER_MAX_BYTES = 64 * 1024

@@ -4,7 +4,7 @@ import path from 'node:path'
 import type { TestContext } from 'node:test'
 
 import type { User } from '../../src/domain/user.js'
-import type { Logger } from '../../src/logger.js'
+import type { Logger } from '../../src/log/logger.js'
 import {
   createUserService,
   type UserServiceOptions,

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { describe, it, type TestContext } from 'node:test'
 
 import { readTraceId } from '../../src/http/trace-context.js'
-import { createJsonLogger } from '../../src/logger.js'
+import { createJsonLogger } from '../../src/log/logger.js'
 import { request } from '../helpers/http.js'
 import { startService } from '../helpers/service.js'
 import { sendOverSocket } from '../helpers/socket-http.js'

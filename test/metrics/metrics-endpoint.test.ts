@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
 import { describe, it } from 'node:test'
 
-import { createJsonLogger } from '../../src/logger.js'
+import { createJsonLogger } from '../../src/log/logger.js'
 import { parseConfig } from '../../src/process/config.js'
 import { MemoryStore } from '../../src/store/memory-store.js'
 import { startChild } from '../helpers/child.js'

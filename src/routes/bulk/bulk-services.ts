@@ -1,6 +1,6 @@
 import type { IdGenerator } from '../../domain/uuid7.js'
 import type { Store } from '../../store/store.js'
-import { createLineImporter, type LineImporter } from '../../users/import-user.js'
+import { createLineImporter, type LineImporter } from './import-line.js'
 
 export interface BulkOptions {
   store: Store

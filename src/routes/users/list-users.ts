@@ -2,9 +2,9 @@ import { USER_STATUSES, type UserRecord } from '../../domain/user.js'
 import { HttpError } from '../../http/problem.js'
 import type { Reply } from '../../http/respond.js'
 import { SORTS } from '../../users/cursor.js'
-import { DEFAULT_LIMIT, MAX_IDS, MAX_LIMIT, parseListQuery } from '../../users/list-query.js'
 import { type Json, type Route, type RouteContext, ref } from '../route.js'
 import { API_ROUTE } from '../route-defaults.js'
+import { DEFAULT_LIMIT, MAX_IDS, MAX_LIMIT, parseListQuery } from './list-query.js'
 
 // The service trims each value and refuses one that is then empty (`?email=` or `?email=%20`).
 const NOT_BLANK = { minLength: 1, pattern: '\\S' } as const

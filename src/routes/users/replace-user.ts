@@ -1,30 +1,12 @@
-import { type Route, ref } from '../route.js'
-import { API_ROUTE, JSON_ONLY } from '../route-defaults.js'
-import { preconditions, USER_ANSWER, userId, userReply } from './user-replies.js'
+import { JSON_ONLY } from '../route-defaults.js'
+import { writeRoute } from './write-route.js'
 
-export const replaceUser: Route = {
-  ...API_ROUTE,
+/** `PUT /users/{id}`: the user's writable fields, all of them. */
+export const replaceUser = writeRoute({
   operationId: 'replaceUser',
   method: 'PUT',
-  path: '/users/{id}',
-  scope: 'users:write',
-  body: 'required',
   mediaTypes: JSON_ONLY,
-  conditional: true,
   summary: 'Replace a user',
-  request: { schema: ref('UserReplace') },
-  responses: { 200: USER_ANSWER },
-  // Another user's email, or a user at the highest version.
-  errors: [409],
-  async handle(context) {
-    return userReply(
-      200,
-      await context.services.operations.replace(
-        userId(context),
-        context.body,
-        preconditions(context),
-        context.change,
-      ),
-    )
-  },
-}
+  schema: 'UserReplace',
+  write: 'replace',
+})

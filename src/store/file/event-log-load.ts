@@ -3,7 +3,7 @@ import path from 'node:path'
 import { TextDecoder } from 'node:util'
 
 import { type EventHead, eventIdNumber, formatEventId, parseEventHead } from '../../domain/event.js'
-import type { Logger } from '../../logger.js'
+import type { Logger } from '../../log/logger.js'
 import type { EventIndex } from '../feed/event-index.js'
 import type { DamagedRecord } from './event-quarantine.js'
 import { SEGMENT, type Segment, type Segments, safeId } from './event-segments.js'

@@ -9,9 +9,9 @@ import {
 } from 'node:fs'
 import path from 'node:path'
 
-import type { Logger } from '../../logger.js'
+import type { Logger } from '../../log/logger.js'
 import { makeDurableDirectory, syncDirectorySync } from './atomic-write.js'
-import { hasCode } from './data-dir-lock.js'
+import { hasCode } from './errno.js'
 
 /** Where a damaged record was found, and why it is damaged. */
 export interface DamagedRecord {

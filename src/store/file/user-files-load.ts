@@ -3,10 +3,10 @@ import { access, unlink } from 'node:fs/promises'
 import path from 'node:path'
 
 import { toRecord, type User } from '../../domain/user.js'
-import type { Logger } from '../../logger.js'
+import type { Logger } from '../../log/logger.js'
 import type { UserIndex } from '../user-index.js'
 import { DurableDirectory, makeDurableDirectory } from './atomic-write.js'
-import { hasCode } from './data-dir-lock.js'
+import { hasCode } from './errno.js'
 import { parseStoredUser, parseTombstone } from './stored-files.js'
 
 const USER_FILE = /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.json$/

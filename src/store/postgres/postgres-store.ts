@@ -3,7 +3,7 @@ import { internalFault } from '../../domain/errors.js'
 import { draftEvent } from '../../domain/event.js'
 import { toRecord, type User, type UserRecord } from '../../domain/user.js'
 import { isCanonicalUuid } from '../../domain/uuid7.js'
-import { type Logger, silentLogger } from '../../logger.js'
+import { type Logger, silentLogger } from '../../log/logger.js'
 import { PerKeyQueue } from '../per-key-queue.js'
 import type {
   ChangeUser,

@@ -1,7 +1,7 @@
 import type { PoolClient } from 'pg'
 
 import { MAX_VERSION } from '../../domain/user.js'
-import type { Logger } from '../../logger.js'
+import type { Logger } from '../../log/logger.js'
 import { EVENT_ID_MIGRATION, EVENT_MIGRATION } from './event-schema.js'
 
 /**

@@ -1,4 +1,4 @@
-import type { Logger } from '../../logger.js'
+import type { Logger } from '../../log/logger.js'
 import type { PgModule } from './driver.js'
 
 /** How a PostgresStore connects, and the timings of its probe, feed and pruning. */

@@ -8,15 +8,15 @@ import {
   createJsonLogger,
   describeError,
   type LogLevel,
-  type RequestLogEntry,
   silentLogger,
-} from '../src/logger.js'
-import { PROJECT_ROOT, startChild } from './helpers/child.js'
-import { request } from './helpers/http.js'
-import type { ClosedPipeReport, SlowReaderReport } from './helpers/log-child.js'
-import { waitFor } from './helpers/ops.js'
-import { makeTempDir, startService } from './helpers/service.js'
-import { makeToken } from './helpers/tokens.js'
+} from '../../src/log/logger.js'
+import type { RequestLogEntry } from '../../src/log/request-line.js'
+import { PROJECT_ROOT, startChild } from '../helpers/child.js'
+import { request } from '../helpers/http.js'
+import type { ClosedPipeReport, SlowReaderReport } from '../helpers/log-child.js'
+import { waitFor } from '../helpers/ops.js'
+import { makeTempDir, startService } from '../helpers/service.js'
+import { makeToken } from '../helpers/tokens.js'
 
 const FIXED = new Date('2026-11-21T13:47:00.000Z')
 

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { ServiceError } from '../../src/domain/errors.js'
-import { toHttpError } from '../../src/http/problem.js'
-import { type CursorState, createCursorCodec } from '../../src/users/cursor.js'
-import { parseListQuery } from '../../src/users/list-query.js'
+import { ServiceError } from '../../../src/domain/errors.js'
+import { toHttpError } from '../../../src/http/problem.js'
+import { parseListQuery } from '../../../src/routes/users/list-query.js'
+import { type CursorState, createCursorCodec } from '../../../src/users/cursor.js'
 
 const codec = createCursorCodec(Buffer.from('list-query-test-secret-0123456789-abcd'))
 const AFTER = '0193a5f2-7c1e-7d3a-9b2f-1c2d3e4f5a6b'

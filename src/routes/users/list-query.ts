@@ -1,8 +1,8 @@
-import { USER_STATUSES, type UserStatus } from '../domain/user.js'
-import { isCanonicalUuid } from '../domain/uuid7.js'
-import { badParameter, readQueryParameters } from '../http/query-parameters.js'
-import type { ListQuery } from '../store/store.js'
-import { type CursorCodec, type CursorState, SORTS, type Sort } from './cursor.js'
+import { USER_STATUSES, type UserStatus } from '../../domain/user.js'
+import { isCanonicalUuid } from '../../domain/uuid7.js'
+import { badParameter, readQueryParameters } from '../../http/query-parameters.js'
+import type { ListQuery } from '../../store/store.js'
+import { type CursorCodec, type CursorState, SORTS, type Sort } from '../../users/cursor.js'
 
 export const LIST_PARAMETERS = ['limit', 'cursor', 'status', 'email', 'q', 'sort', 'ids'] as const
 type Parameter = (typeof LIST_PARAMETERS)[number]
