@@ -8,6 +8,7 @@
 // PROFILE_OUT=<file> copies the .cpuprofile there (for Chrome's DevTools). PROFILE_PERF=1 records
 // with Linux perf instead (user and kernel CPU, `--perf-basic-prof` for JavaScript's names; needs
 // perf and permission to record the process), printing PROFILE_SYMBOLS symbols (default 40).
+// PROFILE_STRACE=1 counts the system calls per request instead (strace -c; it slows the server).
 
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
@@ -15,6 +16,8 @@ import { copyFile, readdir, readFile } from 'node:fs/promises'
 import { join, relative, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
+import { compiledReference } from './compile.js'
+import { getById } from './lua-scripts.js'
 import {
   cpuSeconds,
   installCleanup,
@@ -26,7 +29,7 @@ import {
 } from './procs.js'
 import { seedDataDir } from './seed.js'
 import { makeToken } from './token.js'
-import { luaString, runWrk } from './wrk.js'
+import { runWrk } from './wrk.js'
 
 const ROOT = resolve(fileURLToPath(import.meta.url), '..', '..', '..')
 const USERS = Number(process.env['PROFILE_USERS'] ?? '10000')
@@ -176,13 +179,14 @@ const profDir = join(temp, 'prof')
 const users = await seedDataDir(dataDir, USERS)
 const REFERENCE = process.env['PROFILE_TARGET'] === 'auth'
 const PERF = process.env['PROFILE_PERF'] === '1'
+const STRACE = process.env['PROFILE_STRACE'] === '1'
 const server = await startServer({
   name: REFERENCE ? 'auth reference' : 'service',
   command: process.execPath,
   args: [
-    ...(PERF ? ['--perf-basic-prof'] : ['--cpu-prof', '--cpu-prof-dir', profDir]),
+    ...(PERF ? ['--perf-basic-prof'] : STRACE ? [] : ['--cpu-prof', '--cpu-prof-dir', profDir]),
     ...(REFERENCE
-      ? ['--import', 'tsx', join(ROOT, 'test', 'bench', 'reference-server.ts'), 'auth', dataDir]
+      ? [compiledReference('reference-server'), 'auth', dataDir]
       : [join(ROOT, 'dist', 'main.js')]),
   ],
   cwd: ROOT,
@@ -201,31 +205,47 @@ const server = await startServer({
   readyz: !REFERENCE,
   timeoutMs: 120_000,
 })
-const script = `
-local ids = { ${users.map((u) => luaString(u.id)).join(', ')} }
-local reqs = {}
-local i = 0
-init = function(args)
-  for k = 1, #ids do
-    reqs[k] = wrk.format("GET", "/users/" .. ids[k], { ["Authorization"] = ${luaString(AUTH)} })
-  end
-end
-request = function()
-  i = i % #reqs + 1
-  return reqs[i]
-end
-`
+const script = getById(
+  AUTH,
+  users.map((u) => u.id),
+)
 const wrkOptions = { url: server.url, script, tmpDir: temp, connections: 16 }
 await runWrk({ ...wrkOptions, durationS: 2 })
 const from = nowUs()
 const cpuBefore = cpuSeconds(server.pid)
 const perfData = join(temp, 'perf.data')
 const recording = PERF ? perfRecord(server.pid, perfData, DURATION_S) : Promise.resolve()
+const traceFile = join(temp, 'strace.txt')
+const tracer = STRACE
+  ? track(
+      spawn('strace', ['-c', '-f', '-p', String(server.pid), '-o', traceFile], { stdio: 'ignore' }),
+    )
+  : undefined
 const load = await runWrk({ ...wrkOptions, durationS: DURATION_S })
 const cpuUs = (cpuSeconds(server.pid) - cpuBefore) * 1e6
 const to = nowUs()
 await recording
+if (tracer !== undefined) {
+  const exited = new Promise((resolve) => tracer.once('close', resolve))
+  tracer.kill('SIGINT')
+  await exited
+}
 await stopServer(server)
+if (STRACE) {
+  // strace -c: % time, seconds, usecs/call, calls, errors, syscall.
+  const lines = (await readFile(traceFile, 'utf8')).split('\n')
+  const rows = lines.flatMap((line) => {
+    const fields = line.trim().split(/\s+/)
+    const calls = Number(fields[3])
+    const name = fields.at(-1) ?? ''
+    if (fields.length < 5 || !Number.isFinite(calls) || name === 'total') return []
+    return [`${(calls / load.requests).toFixed(3).padStart(8)}  ${name}`]
+  })
+  process.stdout.write(
+    `${describeLoad(load, cpuUs)} (slowed by strace)\n\nsystem calls per request:\n${rows.join('\n')}\n`,
+  )
+  process.exit(0)
+}
 if (PERF) {
   process.stdout.write(
     `${describeLoad(load, cpuUs)}\n\n${await perfReport(perfData, load.requests)}\n`,
