@@ -5,9 +5,10 @@
 // and prints the samples taken while wrk ran, per request: by function (self time) and by source
 // file. PROFILE_LOG_LEVEL and PROFILE_METRICS override the service's LOG_LEVEL and METRICS.
 // PROFILE_TARGET=auth profiles the bench's auth reference instead (reference-server.ts).
-// PROFILE_OUT=<file> copies the .cpuprofile there (for Chrome's DevTools). PROFILE_PERF=1 records
+// PROFILE_OUT=<file> copies the .cpuprofile there (for Chrome's DevTools), or perf.data. PROFILE_PERF=1 records
 // with Linux perf instead (user and kernel CPU, `--perf-basic-prof` for JavaScript's names; needs
 // perf and permission to record the process), printing PROFILE_SYMBOLS symbols (default 40).
+// PROFILE_DIST=<dir> profiles another build of the service (a copy of dist/ made before a change).
 // PROFILE_STRACE=1 counts the system calls per request instead (strace -c; it slows the server).
 
 import { spawn } from 'node:child_process'
@@ -35,6 +36,7 @@ const ROOT = resolve(fileURLToPath(import.meta.url), '..', '..', '..')
 const USERS = Number(process.env['PROFILE_USERS'] ?? '10000')
 const DURATION_S = Number(process.env['PROFILE_DURATION_S'] ?? '10')
 const OUT = process.env['PROFILE_OUT']
+const DIST = resolve(process.env['PROFILE_DIST'] ?? join(ROOT, 'dist'))
 const SECRET = randomBytes(24).toString('hex')
 const AUTH = `Bearer ${makeToken(SECRET)}`
 
@@ -111,7 +113,13 @@ async function perfReport(data: string, requests: number): Promise<string> {
   for (const line of (await report(true)).split('\n')) {
     const match = /^\s+([\d.]+)%\s+[\d.]+%\s+\d+\s+.+?\s+\[.\]\s+(.*)$/.exec(line)
     const [, percent = '', symbol = ''] = match ?? []
-    if (/dist\/|src\//.test(symbol)) inclusive.push([symbol.trim(), Number(percent)])
+    // The service's functions, and the system calls' libc entries (the kernel's work below them).
+    if (
+      /dist\/|src\/|^(__)?(GI___)?(libc_)?(writev|write|read|recvmsg)$|epoll_pwait/.test(
+        symbol.trim(),
+      )
+    )
+      inclusive.push([symbol.trim(), Number(percent)])
   }
   const perSample = 1e6 / PERF_HZ / requests
   const kinds = new Map<string, number>()
@@ -145,7 +153,7 @@ async function perfReport(data: string, requests: number): Promise<string> {
     'by symbol (self):',
     ...rows,
     '',
-    "the service's functions, inclusive (what they call, Node and the kernel included; inlined callees count in their caller):",
+    "inclusive (what they call, Node and the kernel included; inlined callees count in their caller): the service's functions and libc's system call entries",
     ...inclusive
       .slice(0, 30)
       .map(
@@ -169,6 +177,7 @@ const shortFile = (url: string): string => {
   if (url === '') return '(native)'
   if (url.startsWith('node:')) return url
   const path = url.startsWith('file://') ? fileURLToPath(url) : url
+  if (path.startsWith(DIST)) return join('dist', relative(DIST, path))
   return path.startsWith(ROOT) ? relative(ROOT, path) : path
 }
 
@@ -187,7 +196,7 @@ const server = await startServer({
     ...(PERF ? ['--perf-basic-prof'] : STRACE ? [] : ['--cpu-prof', '--cpu-prof-dir', profDir]),
     ...(REFERENCE
       ? [compiledReference('reference-server'), 'auth', dataDir]
-      : [join(ROOT, 'dist', 'main.js')]),
+      : [join(DIST, 'main.js')]),
   ],
   cwd: ROOT,
   env: {
@@ -247,6 +256,7 @@ if (STRACE) {
   process.exit(0)
 }
 if (PERF) {
+  if (OUT !== undefined) await copyFile(perfData, OUT)
   process.stdout.write(
     `${describeLoad(load, cpuUs)}\n\n${await perfReport(perfData, load.requests)}\n`,
   )
