@@ -51,7 +51,8 @@ import { ensureWrk, runWrk } from './wrk.js'
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url))
 const ROOT = resolve(BENCH_DIR, '..', '..')
-const MAIN = join(ROOT, 'dist', 'main.js')
+/** BENCH_DIST: another build of the service to measure (a copy of dist/ made before a change). */
+const MAIN = join(resolve(process.env['BENCH_DIST'] ?? join(ROOT, 'dist')), 'main.js')
 const RESULTS = join(BENCH_DIR, 'results', 'latest.json')
 
 const positiveInt = (name: string, fallback: number): number => {
