@@ -108,8 +108,7 @@ export function createUserOperations(options: UserOperationsOptions): UserOperat
     list: (query) => store.list(query),
 
     get(id, conditions) {
-      // Only canonical ids are ever stored (every store refuses others), so the store's answer
-      // decides alone: a malformed id is simply not found, without a check of its form per read.
+      requireUserId(id)
       return store.get(id).then((record) => {
         if (record === undefined) throw notFound()
         if (
