@@ -9,8 +9,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 
-import { toRecord } from '../dist/users/user.js'
-import { createIdGenerator } from '../dist/users/uuid7.js'
+import { toRecord } from '../dist/domain/user.js'
+import { createIdGenerator } from '../dist/domain/uuid7.js'
 
 const [dataDir, countText] = process.argv.slice(2)
 const count = Number(countText)

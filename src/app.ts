@@ -30,7 +30,7 @@ import { describeError, type Logger } from './log/logger.js'
 import type { RequestMetrics } from './metrics/service-metrics.js'
 import type { Availability } from './ops/availability.js'
 import { StorageFaultLog } from './ops/storage-faults.js'
-import { intentOf, type Route, type RouteContext, STREAMED } from './routes/route.js'
+import { type Answer, intentOf, type Route, type RouteContext, STREAMED } from './routes/route.js'
 import type { RouteServices } from './routes/route-services.js'
 
 export interface AppParts {
@@ -48,8 +48,6 @@ export interface AppParts {
   corsOrigins?: CorsOrigins | undefined
 }
 
-const EMPTY: Buffer = Buffer.alloc(0)
-
 /**
  * The `(req, res)` listener: route → availability → token → scope → body → handler, each step
  * throwing one HttpError, and one catch that turns any error into problem+json.
@@ -62,15 +60,21 @@ export function createRequestListener(parts: AppParts): RequestListener {
   const cors = createCors(parts.corsOrigins)
   const faults = new StorageFaultLog({ logger, storeHealthy: () => availability.storeHealthy() })
 
-  const serve = async (
+  /**
+   * The request's steps, synchronously as far as they can go: only a step that really waits (a
+   * subject check against the store, a body to read, the handler) continues in a promise, so that
+   * a read costs no async frame of its own. Returns the handler's answer, or undefined when the
+   * request was answered here; throws, or rejects, with the step's error.
+   */
+  const serve = (
     req: IncomingMessage,
     res: ServerResponse,
     state: RequestState,
-  ): Promise<void> => {
+  ): Answer | Promise<Answer> | undefined => {
     if (cors?.isPreflight(req) === true) {
       const headers = cors.preflightHeaders(allowedMethods(router, state.path))
       answer(req, res, state, { status: 204, headers }, 'no-store')
-      return
+      return undefined
     }
     const { route, rawParams } = router.match(req.method ?? 'GET', state.path)
     state.route = route
@@ -83,40 +87,69 @@ export function createRequestListener(parts: AppParts): RequestListener {
       const refusal = availability.refusal(intentOf(route))
       if (refusal !== undefined) throw refusal
     }
-    let claims: TokenClaims | undefined
-    if (route.scope !== undefined) {
-      claims = authenticator.authenticate(readBearerToken(req.headers.authorization))
-      state.sub = claims.sub
-      requireScope(claims, route.scope)
-      const check = operations.checkSubject(claims.sub)
-      if (check !== undefined) await check
-    }
+    if (route.scope === undefined) return handle(req, res, state, route, rawParams, undefined)
+    const claims = authenticator.authenticate(readBearerToken(req.headers.authorization))
+    state.sub = claims.sub
+    requireScope(claims, route.scope)
+    const check = operations.checkSubject(claims.sub)
+    if (check === undefined) return handle(req, res, state, route, rawParams, claims)
+    return check.then(() => handle(req, res, state, route, rawParams, claims))
+  }
+
+  /** The body's checks and reading, then the handler. */
+  const handle = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    state: RequestState,
+    route: Route,
+    rawParams: Record<string, string>,
+    claims: TokenClaims | undefined,
+  ): Answer | Promise<Answer> => {
     if (route.body !== 'none') validateContentType(req, route.mediaTypes)
     // A streamed body is the handler's to read, as it arrives.
-    const bytes = route.body === 'none' || route.body === 'stream' ? EMPTY : await readBody(req)
-    const context: RouteContext = {
-      req,
-      res,
-      params: decodePathParams(rawParams),
-      rawQuery: state.query,
-      body:
-        route.body === 'none' || route.body === 'stream'
-          ? undefined
-          : parseJsonBody(bytes, route.body),
-      headers: req.headers,
-      requestId: state.requestId,
-      change: { actor: state.sub, requestId: state.requestId },
-      claims,
-      cors: state.cors,
-      faults,
-      services,
+    if (route.body === 'none' || route.body === 'stream') {
+      return route.handle(contextOf(req, res, state, rawParams, undefined, claims))
     }
-    const answered = await route.handle(context)
+    const rule = route.body
+    return readBody(req).then((bytes) =>
+      route.handle(contextOf(req, res, state, rawParams, parseJsonBody(bytes, rule), claims)),
+    )
+  }
+
+  const contextOf = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    state: RequestState,
+    rawParams: Record<string, string>,
+    body: unknown,
+    claims: TokenClaims | undefined,
+  ): RouteContext => ({
+    req,
+    res,
+    params: decodePathParams(rawParams),
+    rawQuery: state.query,
+    body,
+    headers: req.headers,
+    requestId: state.requestId,
+    change: { actor: state.sub, requestId: state.requestId },
+    claims,
+    cors: state.cors,
+    faults,
+    services,
+  })
+
+  /** Sends what the handler answered (a stream has answered already). */
+  const finish = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    state: RequestState,
+    answered: Answer,
+  ): void => {
     if (answered === STREAMED) {
       state.streamed = true
       return
     }
-    answer(req, res, state, answered, cachePolicy(route, answered))
+    answer(req, res, state, answered, cachePolicy(state.route, answered))
   }
 
   const fail = (
@@ -184,9 +217,30 @@ export function createRequestListener(parts: AppParts): RequestListener {
       answer(req, res, state, toProblemReply(problem, state.requestId), 'no-store', true)
       return
     }
-    serve(req, res, state).catch((caught: unknown) => {
+    let answered: Answer | Promise<Answer> | undefined
+    try {
+      answered = serve(req, res, state)
+      if (answered === undefined) return
+      if (!(answered instanceof Promise)) {
+        finish(req, res, state, answered)
+        return
+      }
+    } catch (caught) {
       fail(req, res, state, caught)
-    })
+      return
+    }
+    answered.then(
+      (settled) => {
+        try {
+          finish(req, res, state, settled)
+        } catch (caught) {
+          fail(req, res, state, caught)
+        }
+      },
+      (caught: unknown) => {
+        fail(req, res, state, caught)
+      },
+    )
   }
 }
 
@@ -268,6 +322,8 @@ function toOriginForm(target: string): string {
 }
 
 /** Successful reads of users may be kept privately and revalidated; nothing else may be stored. */
-function cachePolicy(route: Route, reply: Reply): CachePolicy {
-  return route.cacheable && (reply.status === 200 || reply.status === 304) ? 'private' : 'no-store'
+function cachePolicy(route: Route | undefined, reply: Reply): CachePolicy {
+  return route?.cacheable === true && (reply.status === 200 || reply.status === 304)
+    ? 'private'
+    : 'no-store'
 }

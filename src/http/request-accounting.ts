@@ -10,10 +10,11 @@ interface Pending {
 const pendingBySocket = new WeakMap<Socket, Set<Pending>>()
 
 /**
- * Calls `done` exactly once for a request: when its response has finished, when the response
- * closed before that, or when its connection closed, whichever comes first. The last one matters:
- * on Node 20 a response queued behind another on a pipelined connection never emits `close` when
- * the connection dies, and a count that waits for it never goes down.
+ * Calls `done` exactly once for a request: when its response has finished, or when its connection
+ * closed before that, whichever comes first. A response closes unfinished only with its connection
+ * (its own `close` follows the socket's), so the socket's one listener serves every request on it;
+ * and on Node 20 a response queued behind another on a pipelined connection never emits `close`
+ * when the connection dies, so a count that waited for it would never go down.
  */
 export function onSettled(
   req: IncomingMessage,
@@ -34,19 +35,14 @@ export function onSettled(
   const entry: Pending = {
     res,
     settle() {
+      // Settled already. The 'finish' listener is left on the response: after a finish it is
+      // spent, and after its connection closed the response can no longer finish.
       if (!requests.delete(entry)) return
-      // Stryker disable next-line StringLiteral: a listener left behind finds its entry gone and returns
-      res.off('finish', entry.settle)
-      // Stryker disable next-line StringLiteral: as above
-      res.off('close', entry.settle)
       done(res.writableFinished)
     },
   }
   requests.add(entry)
-  // Stryker disable next-line StringLiteral: a response that finishes also closes (or its socket does), a little later
   res.on('finish', entry.settle)
-  // Stryker disable next-line StringLiteral: a response closes unfinished only with its socket, which settles it too
-  res.on('close', entry.settle)
   // A connection that closed before this request was seen will not say so again.
   if (socket.destroyed) queueMicrotask(entry.settle)
 }

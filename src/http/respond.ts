@@ -7,6 +7,8 @@ export interface Reply {
   readonly status: number
   readonly body?: string
   readonly contentType?: string
+  /** The ETag, sent before `headers`: a field of its own, so that a read builds no header object. */
+  readonly etag?: string
   readonly headers?: Readonly<Record<string, string>>
 }
 
@@ -36,6 +38,7 @@ export function sendReply(
   if (closeConnection) headers.push('connection', 'close')
   // CORS headers (see cors.ts) are a flat name/value list; a second Vary line adds to the first.
   for (const item of cors) headers.push(item)
+  if (reply.etag !== undefined) headers.push('etag', reply.etag)
   const extra = reply.headers
   if (extra !== undefined) {
     for (const name in extra) {

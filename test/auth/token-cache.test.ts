@@ -152,4 +152,26 @@ describe('the verification cache', () => {
       { cached: 0, cachedBytes: 0, verifications: 0 },
     )
   })
+
+  it('refuses an expired token on every request of a connection, giving its bytes back once', () => {
+    const clock = { nowMs: START_S * 1000 }
+    const auth = createTestAuthenticator(clock, { leewaySeconds: 0 })
+    const kept = bigToken('kept', 1500, 600)
+    const short = bigToken('short-lived', 1500, 10)
+    auth.authenticate(kept)
+    auth.authenticate(short)
+    // The same token again: the last one used, which the authenticator compares before the Map.
+    assert.equal(auth.authenticate(short).sub, 'short-lived')
+    clock.nowMs = (START_S + 11) * 1000
+    for (let i = 0; i < 3; i += 1) assertRefused(auth, short, 'token_expired')
+    // What is left is exactly what `kept` alone holds.
+    const alone = createTestAuthenticator(clock, { leewaySeconds: 0 })
+    alone.authenticate(kept)
+    assert.deepEqual(
+      { cached: auth.stats().cached, cachedBytes: auth.stats().cachedBytes },
+      { cached: 1, cachedBytes: alone.stats().cachedBytes },
+    )
+    assert.equal(auth.authenticate(kept).sub, 'kept')
+    assert.equal(auth.stats().verifications, 2 + 3)
+  })
 })

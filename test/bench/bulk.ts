@@ -13,6 +13,7 @@ import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 import { DurableDirectory } from '../../src/store/file/atomic-write.js'
+import { importUsers } from './import-users.js'
 import { createDatabase, POSTGRES_URL } from './postgres-cases.js'
 import {
   installCleanup,
@@ -105,55 +106,6 @@ async function startService(env: NodeJS.ProcessEnv): Promise<Server> {
   })
 }
 
-/** Streams `count` new-user lines into POST /users:import; resolves with the statuses seen. */
-function importUsers(
-  url: string,
-  count: number,
-): Promise<{ ms: number; statuses: Map<number, number> }> {
-  return new Promise((resolvePromise, reject) => {
-    const started = performance.now()
-    const statuses = new Map<number, number>()
-    const req = request(
-      `${url}/users:import`,
-      {
-        method: 'POST',
-        headers: { authorization: AUTH, 'content-type': 'application/x-ndjson' },
-      },
-      (res) => {
-        let rest = ''
-        res.setEncoding('utf8')
-        res.on('data', (chunk: string) => {
-          const lines = (rest + chunk).split('\n')
-          rest = lines.pop() ?? ''
-          for (const line of lines) {
-            const status = (JSON.parse(line) as { status: number }).status
-            statuses.set(status, (statuses.get(status) ?? 0) + 1)
-          }
-        })
-        res.on('end', () => resolvePromise({ ms: performance.now() - started, statuses }))
-        res.on('error', reject)
-      },
-    )
-    req.on('error', reject)
-    const tag = randomBytes(4).toString('hex')
-    let sent = 0
-    const write = (): void => {
-      while (sent < count) {
-        let chunk = ''
-        for (const end = Math.min(count, sent + 500); sent < end; sent += 1) {
-          chunk += `${JSON.stringify({ email: `user${sent}.${tag}@bulk.example.com`, name: `Bulk User ${sent}`, metadata: { n: String(sent) } })}\n`
-        }
-        if (!req.write(chunk)) {
-          req.once('drain', write)
-          return
-        }
-      }
-      req.end()
-    }
-    write()
-  })
-}
-
 /** Reads GET /users:export to its end, sampling the service's RSS; resolves with lines and the RSS growth. */
 function exportUsers(
   url: string,
@@ -200,7 +152,7 @@ async function bulkCase(
   log(`\n== ${store}: import and export of ${USERS} users`)
   const service = await startService(env)
   try {
-    const imported = await importUsers(service.url, USERS)
+    const imported = await importUsers(service.url, AUTH, USERS)
     const created = imported.statuses.get(201) ?? 0
     const importRate = rate(created, imported.ms)
     log(

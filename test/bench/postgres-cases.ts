@@ -4,10 +4,10 @@
 // first service started on it (dist/main.js: the schema of the build under test) and then seeded
 // with bulk INSERTs. The references are in postgres-reference.ts.
 import { randomBytes } from 'node:crypto'
-import { join } from 'node:path'
 
 import pg from 'pg'
 
+import { compiledReference } from './compile.js'
 import { SERVICE_BENCH_ENV, type Server, startServer, stopServer } from './procs.js'
 import { type SeededUser, uuidv7 } from './seed.js'
 
@@ -125,7 +125,7 @@ const startPgReference = (
   startServer({
     name: `PostgreSQL ${mode} reference`,
     command: process.execPath,
-    args: ['--import', 'tsx', join(ctx.benchDir, 'postgres-reference.ts'), mode],
+    args: [compiledReference('postgres-reference'), mode],
     cwd: ctx.root,
     env: { ...process.env, DATABASE_URL: url },
     readyz: false,
@@ -258,8 +258,7 @@ export const pgPostSetup = async (ctx: PgBenchContext, users: number): Promise<P
 
 /**
  * GET /users/{id} on PostgreSQL with WORKERS=2 (as "service") against WORKERS=1 (as "reference"),
- * both on one database. The CPU columns count the primary process only: with WORKERS=2 the work
- * is in the workers, so only the rps and latency compare.
+ * both on one database. The CPU per request counts the primary and its workers.
  */
 export const pgWorkersSetup = async (ctx: PgBenchContext, users: number): Promise<PgCaseSetup> => {
   const db = await createDatabase()

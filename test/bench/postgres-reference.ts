@@ -5,8 +5,10 @@
 //
 // `get` answers GET /users/<id> with one single-row SELECT by primary key on the service's
 // `users` table (the service's columns), the row as JSON and an ETag, or a 404.
-// `post` reads the body, parses it, and does one INSERT of a new row into the same table (same
-// indexes, so the same work in the database), then answers 201 with the row as JSON.
+// `post` reads the body, parses it, and makes the same inserts as the service in one transaction:
+// the user's row into the same table (same indexes) and its event's row into `events`, then
+// answers 201 with the row as JSON. Event ids are its own negative numbers, so that they never
+// meet the service's (the two share a database); nothing serialises them.
 // Neither checks a token. Both print {"msg":"listening","url":...} on stdout, like the service.
 import { randomUUID } from 'node:crypto'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
@@ -71,6 +73,9 @@ const get = async (req: IncomingMessage, res: ServerResponse): Promise<void> => 
   else send(res, 200, toJson(row), `"v${row.version}"`)
 }
 
+/** Event ids of this process, below every id the service hands out. */
+let eventId = 0
+
 const post = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
   const input = JSON.parse(await readBody(req)) as { email: string; name: string }
   const at = new Date().toISOString()
@@ -84,22 +89,38 @@ const post = async (req: IncomingMessage, res: ServerResponse): Promise<void> =>
     updated_at: at,
     version: 1,
   }
-  await pool.query({
-    name: 'ref_insert',
-    text: 'INSERT INTO users (id, email, email_key, name, name_key, status, metadata, created_at, updated_at, version) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)',
-    values: [
-      row.id,
-      row.email,
-      row.email.toLowerCase(),
-      row.name,
-      row.name.toLowerCase(),
-      row.status,
-      row.metadata,
-      at,
-      at,
-      1,
-    ],
-  })
+  const client = await pool.connect()
+  try {
+    await client.query('BEGIN')
+    await client.query({
+      name: 'ref_insert',
+      text: 'INSERT INTO users (id, email, email_key, name, name_key, status, metadata, created_at, updated_at, version) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)',
+      values: [
+        row.id,
+        row.email,
+        row.email.toLowerCase(),
+        row.name,
+        row.name.toLowerCase(),
+        row.status,
+        row.metadata,
+        at,
+        at,
+        1,
+      ],
+    })
+    eventId -= 1
+    await client.query({
+      name: 'ref_event',
+      text: 'INSERT INTO events (id, type, time, user_id, version, actor, request_id, changed, user_json) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)',
+      values: [eventId, 'user.created', at, row.id, 1, 'bench', null, null, toJson(row)],
+    })
+    await client.query('COMMIT')
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined)
+    throw error
+  } finally {
+    client.release()
+  }
   send(res, 201, toJson(row), '"v1"')
 }
 

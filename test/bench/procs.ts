@@ -1,7 +1,7 @@
 // Child-process bookkeeping for the benchmark: every child is tracked and killed on
 // exit (normal, error or signal); the temp root is removed at the same time.
 import { type ChildProcess, spawn } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
@@ -190,6 +190,33 @@ export const cpuSeconds = (pid: number): number => {
   if (!Number.isFinite(utime) || !Number.isFinite(stime))
     throw new Error(`no CPU times for pid ${pid}`)
   return (utime + stime) / CLOCK_TICKS
+}
+
+/** The pids of a process's children, forked by any of its threads. */
+const childPids = (pid: number): number[] => {
+  const pids: number[] = []
+  for (const task of readdirSync(`/proc/${pid}/task`)) {
+    const text = readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').trim()
+    if (text !== '') for (const child of text.split(' ')) pids.push(Number(child))
+  }
+  return pids
+}
+
+/**
+ * CPU time of a process and of its living descendants (a primary and its cluster workers), in
+ * seconds. A descendant that exits between two readings takes its time with it: the workers of a
+ * case live as long as the case.
+ */
+export const treeCpuSeconds = (pid: number): number => {
+  let total = cpuSeconds(pid)
+  for (const child of childPids(pid)) {
+    try {
+      total += treeCpuSeconds(child)
+    } catch {
+      // Gone since it was listed.
+    }
+  }
+  return total
 }
 
 /** Resident set size of a process in MB (VmRSS from /proc/<pid>/status). */

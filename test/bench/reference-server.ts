@@ -3,6 +3,7 @@
 //   node --import tsx test/bench/reference-server.ts read
 //   node --import tsx test/bench/reference-server.ts write <dir>
 //   JWT_SECRET=... node --import tsx test/bench/reference-server.ts auth <data dir>
+//   node --import tsx test/bench/reference-server.ts events <dir>
 //
 // `read` answers every request with a fixed JSON body the size of one user.
 // `write` reads the request body, then does one durable atomic file write
@@ -10,10 +11,15 @@
 // and answers 201 with the same JSON.
 // `auth` is the limit for GET /users/{id} with a token: it loads <data dir>/users/*.json into a
 // Map, verifies an HS256 bearer token once (signature, exp, scope) and caches the verdict by the
-// token's text, then answers the user's stored JSON with an ETag, or 401 / 404.
-// Both print one JSON line {"msg":"listening","url":...} on stdout, like the service.
+// token's text, then answers the user's stored JSON with an ETag, or 401 / 404. It reads the files
+// synchronously before listening, the least a start with those users can do (the start-up row).
+// `events` is the limit for the live event latency: GET /events holds a text/event-stream open;
+// POST /users does the `write` mode's durable write, answers 201 with {"id":...} and, in the same
+// turn, writes `data: {"userId":...}` to every open stream.
+// All print one JSON line {"msg":"listening","url":...} on stdout, like the service.
 import { createHmac, randomUUID, timingSafeEqual } from 'node:crypto'
-import { open, readdir, readFile, rename, unlink } from 'node:fs/promises'
+import { readdirSync, readFileSync } from 'node:fs'
+import { open, rename, unlink } from 'node:fs/promises'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
@@ -88,11 +94,11 @@ const users = new Map<string, StoredUser>()
 const verified = new Map<string, number>()
 const secret = process.env.JWT_SECRET ?? ''
 
-const loadUsers = async (dataDir: string): Promise<void> => {
+const loadUsers = (dataDir: string): void => {
   const usersDir = join(dataDir, 'users')
-  for (const name of await readdir(usersDir)) {
+  for (const name of readdirSync(usersDir)) {
     if (!name.endsWith('.json')) continue
-    const text = await readFile(join(usersDir, name), 'utf8')
+    const text = readFileSync(join(usersDir, name), 'utf8')
     const user = JSON.parse(text) as { id: string; version: number }
     users.set(user.id, { body: Buffer.from(text), etag: `"v${user.version}"` })
   }
@@ -143,19 +149,55 @@ const handleAuthRead = (req: IncomingMessage, res: ServerResponse): void => {
   res.end(user.body)
 }
 
-if (mode !== 'read' && mode !== 'write' && mode !== 'auth') {
-  process.stderr.write('usage: reference-server.ts read | write <dir> | auth <data dir>\n')
+const streams = new Set<ServerResponse>()
+let eventId = 0
+
+const handleEvents = (req: IncomingMessage, res: ServerResponse): void => {
+  if (req.method === 'GET') {
+    req.resume()
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store' })
+    res.write(': ready\n\n')
+    streams.add(res)
+    res.on('close', () => streams.delete(res))
+    return
+  }
+  readBody(req)
+    .then(async () => {
+      const id = randomUUID()
+      await durableWrite(join(dir ?? '.', `${id}.json`), BODY)
+      const body = `{"id":"${id}"}`
+      res.writeHead(201, { 'content-type': 'application/json', 'content-length': body.length })
+      res.end(body)
+      eventId += 1
+      const frame = `id: ${eventId}\nevent: user.created\ndata: {"userId":"${id}"}\n\n`
+      for (const stream of streams) stream.write(frame)
+    })
+    .catch((err: unknown) => {
+      process.stderr.write(`write failed: ${String(err)}\n`)
+      res.writeHead(500).end()
+    })
+}
+
+const MODES = ['read', 'write', 'auth', 'events']
+if (mode === undefined || !MODES.includes(mode)) {
+  process.stderr.write(
+    'usage: reference-server.ts read | write <dir> | auth <data dir> | events <dir>\n',
+  )
   process.exit(2)
 }
-if ((mode === 'write' || mode === 'auth') && dir === undefined) {
+if (mode !== 'read' && dir === undefined) {
   process.stderr.write(`reference-server.ts ${mode}: missing <dir>\n`)
   process.exit(2)
 }
-if (mode === 'auth') await loadUsers(dir ?? '.')
+if (mode === 'auth') loadUsers(dir ?? '.')
 
 const server = createServer((req, res) => {
   if (mode === 'auth') {
     handleAuthRead(req, res)
+    return
+  }
+  if (mode === 'events') {
+    handleEvents(req, res)
     return
   }
   if (mode === 'read') {
@@ -179,6 +221,7 @@ server.listen(0, '127.0.0.1', () => {
 })
 
 const shutdown = (): void => {
+  for (const stream of streams) stream.destroy()
   server.close()
   server.closeAllConnections()
   process.exit(0)

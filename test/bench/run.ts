@@ -9,6 +9,11 @@ import { cpus, loadavg, platform, release, totalmem } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
+import { compiledReference } from './compile.js'
+import { importUsers, rawDurableWrites } from './import-users.js'
+import { type LiveResult, measureLiveEvents, quantile } from './live-events.js'
+import * as lua from './lua-scripts.js'
+import { flipName, nameBody, type PatchTarget } from './lua-scripts.js'
 import {
   type PgBenchContext,
   POSTGRES_URL,
@@ -17,7 +22,6 @@ import {
   pgWorkersSetup,
 } from './postgres-cases.js'
 import {
-  cpuSeconds,
   installCleanup,
   makeTempRoot,
   rssMb,
@@ -26,15 +30,29 @@ import {
   startServer,
   stopServer,
   track,
+  treeCpuSeconds,
 } from './procs.js'
+import { renderRows } from './report.js'
+import {
+  type CaseResult,
+  type ImportResult,
+  type LiveCaseResult,
+  median,
+  type Outcome,
+  type Run,
+  type StartResult,
+  type StartSample,
+  type Summary,
+} from './results-types.js'
+import { buildRows, detailRows, NOT_SELECTED } from './rows.js'
 import { type SeededUser, seedDataDir } from './seed.js'
 import { makeToken } from './token.js'
-import { ensureWrk, luaHeaders, luaString, runWrk, type WrkResult } from './wrk.js'
+import { ensureWrk, runWrk } from './wrk.js'
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url))
 const ROOT = resolve(BENCH_DIR, '..', '..')
-const MAIN = join(ROOT, 'dist', 'main.js')
-const REFERENCE = join(BENCH_DIR, 'reference-server.ts')
+/** BENCH_DIST: another build of the service to measure (a copy of dist/ made before a change). */
+const MAIN = join(resolve(process.env['BENCH_DIST'] ?? join(ROOT, 'dist')), 'main.js')
 const RESULTS = join(BENCH_DIR, 'results', 'latest.json')
 
 const positiveInt = (name: string, fallback: number): number => {
@@ -77,14 +95,6 @@ const log = (line: string): void => {
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
-const median = (values: number[]): number => {
-  const sorted = [...values].sort((a, b) => a - b)
-  const mid = Math.floor(sorted.length / 2)
-  const hi = sorted[mid] ?? Number.NaN
-  if (sorted.length % 2 === 1) return hi
-  return ((sorted[mid - 1] ?? Number.NaN) + hi) / 2
-}
-
 // ---------------------------------------------------------------------------
 // Servers
 
@@ -112,12 +122,6 @@ interface Service {
   users: SeededUser[]
 }
 
-interface StartSample {
-  users: number
-  startMs: number
-  rssMb: number
-}
-
 /** Start-up time and idle RSS of every measured service start, by seeded user count. */
 const startSamples: StartSample[] = []
 
@@ -143,37 +147,43 @@ const startService = async (users: number, sample = false): Promise<Service> => 
     log(`  seeded ${users} users in ${((performance.now() - seedStart) / 1000).toFixed(1)} s`)
   const server = await closingOnError(
     () => rm(dataDir, { recursive: true, force: true }),
-    () =>
-      startServer({
-        name: 'service',
-        command: process.execPath,
-        args: [MAIN],
-        cwd: ROOT,
-        env: {
-          ...process.env,
-          PORT: '0',
-          HOST: '127.0.0.1',
-          DATA_DIR: dataDir,
-          JWT_SECRET: SECRET,
-          // The file store, even when DATABASE_URL is set for the PostgreSQL cases.
-          DATABASE_URL: undefined,
-          WORKERS: undefined,
-          ...SERVICE_BENCH_ENV,
-        },
-        readyz: true,
-        timeoutMs: 120_000,
-      }),
+    () => launchService(dataDir),
   )
   const service = { server, dataDir, users: seeded }
-  if (sample) {
-    await sleep(1000)
-    const rss = rssMb(server.pid)
-    startSamples.push({ users, startMs: server.startMs, rssMb: rss })
-    log(
-      `  service with ${users} users: ready in ${server.startMs.toFixed(0)} ms, RSS ${rss.toFixed(1)} MB`,
-    )
-  }
+  if (sample) await sampleStart(server, users)
   return service
+}
+
+/** dist/main.js on the file store in `dataDir`, once /readyz answers 200. */
+const launchService = (dataDir: string): Promise<Server> =>
+  startServer({
+    name: 'service',
+    command: process.execPath,
+    args: [MAIN],
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      DATA_DIR: dataDir,
+      JWT_SECRET: SECRET,
+      // The file store, even when DATABASE_URL is set for the PostgreSQL cases.
+      DATABASE_URL: undefined,
+      WORKERS: undefined,
+      ...SERVICE_BENCH_ENV,
+    },
+    readyz: true,
+    timeoutMs: 120_000,
+  })
+
+/** Records a start: its time, and its RSS 1 s after ready. */
+const sampleStart = async (server: Server, users: number): Promise<void> => {
+  await sleep(1000)
+  const rss = rssMb(server.pid)
+  startSamples.push({ users, startMs: server.startMs, rssMb: rss })
+  log(
+    `  service with ${users} users: ready in ${server.startMs.toFixed(0)} ms, RSS ${rss.toFixed(1)} MB`,
+  )
 }
 
 const stopService = async (service: Service): Promise<void> => {
@@ -201,9 +211,7 @@ const startReference = async (
     name: `${mode} reference`,
     command: process.execPath,
     args: [
-      '--import',
-      'tsx',
-      REFERENCE,
+      compiledReference('reference-server'),
       mode,
       ...(dir === undefined ? [] : [files > 0 ? join(dir, 'users') : dir]),
     ],
@@ -218,7 +226,7 @@ const startAuthReference = async (dataDir: string): Promise<Server> =>
   startServer({
     name: 'auth reference',
     command: process.execPath,
-    args: ['--import', 'tsx', REFERENCE, 'auth', dataDir],
+    args: [compiledReference('reference-server'), 'auth', dataDir],
     cwd: ROOT,
     env: { ...process.env, JWT_SECRET: SECRET },
     readyz: false,
@@ -245,107 +253,11 @@ const expectStatus = async (
   return res
 }
 
-// ---------------------------------------------------------------------------
-// Lua scripts (one wrk thread; requests are prebuilt in init where possible)
-
-const staticGetScript = (path: string): string => `
-wrk.method = "GET"
-wrk.path = ${luaString(path)}
-wrk.headers["Authorization"] = ${luaString(AUTH)}
-`
-
-/**
- * A Lua script that builds one request per entry of `items` (a Lua table literal body) once, in
- * init, with `format` (a Lua expression over `it`, the entry), then sends them round-robin.
- */
-const roundRobinScript = (items: string, format: string): string => `
-local items = {
-${items}
-}
-local reqs = {}
-local n = #items
-local i = 0
-init = function(args)
-  for k = 1, n do
-    local it = items[k]
-    reqs[k] = ${format}
-  end
-end
-request = function()
-  i = i % n + 1
-  return reqs[i]
-end
-`
-
-const getByIdScript = (ids: string[]): string =>
-  roundRobinScript(
-    ids.map((id) => `  ${luaString(id)},`).join('\n'),
-    `wrk.format("GET", "/users/" .. it, { ["Authorization"] = ${luaString(AUTH)} })`,
-  )
-
-const postScript = (): string => {
-  const prefix = randomBytes(4).toString('hex')
-  return `
-local prefix = ${luaString(prefix)}
-local counter = 0
-request = function()
-  counter = counter + 1
-  local body = '{"email":"b' .. prefix .. '-' .. counter .. '@bench.example.com","name":"Bench"}'
-  local headers = { ["Authorization"] = ${luaString(AUTH)}, ["Content-Type"] = "application/json" }
-  return wrk.format("POST", "/users", headers, body)
-end
-`
-}
-
-interface PatchTarget {
-  id: string
-  etag: string
-  name: string
-}
-
-const patchScript = (targets: PatchTarget[]): string =>
-  roundRobinScript(
-    targets
-      .map((t) => `  { ${luaString(t.id)}, ${luaString(t.etag)}, ${luaString(nameBody(t.name))} },`)
-      .join('\n'),
-    `wrk.format("PATCH", "/users/" .. it[1], { ["Authorization"] = ${luaString(AUTH)}, ` +
-      `["Content-Type"] = "application/merge-patch+json", ["If-Match"] = it[2] }, it[3])`,
-  )
-
-/**
- * PATCH that really changes each user: the name flips between its seeded value and a variant,
- * so every request bumps the version and writes the file. The new ETag is taken from each
- * response (users are visited round-robin, so a user's response is back long before its next
- * request). ETags only live for one wrk process: the script is rebuilt from fresh ETags per run.
- */
-const changingPatchScript = (targets: PatchTarget[]): string => `
-local targets = {
-${targets.map((t) => `  { ${luaString(t.id)}, ${luaString(t.etag)}, ${luaString(nameBody(t.name))}, ${luaString(nameBody(flipName(t.name)))} },`).join('\n')}
-}
-local etags = {}
-for k = 1, #targets do etags[targets[k][1]] = targets[k][2] end
-local n = #targets
-local i = 0
-request = function()
-  i = i % n + 1
-  local t = targets[i]
-  t[3], t[4] = t[4], t[3]
-  local headers = ${luaHeaders({ Authorization: AUTH, 'Content-Type': 'application/merge-patch+json' })}
-  headers["If-Match"] = etags[t[1]]
-  return wrk.format("PATCH", "/users/" .. t[1], headers, t[3])
-end
-response = function(status, headers, body)
-  local etag = headers["etag"] or headers["ETag"]
-  local id = string.match(body, '"id":"([^"]+)"')
-  if etag ~= nil and id ~= nil and etags[id] ~= nil then etags[id] = etag end
-end
-`
-
-const nameBody = (name: string): string => JSON.stringify({ name })
-
-const FLIP_SUFFIX = ' (patched)'
-const flipName = (name: string): string =>
-  name.endsWith(FLIP_SUFFIX) ? name.slice(0, -FLIP_SUFFIX.length) : `${name}${FLIP_SUFFIX}`
+const staticGetScript = (path: string): string => lua.staticGet(AUTH, path)
+const getByIdScript = (ids: string[]): string => lua.getById(AUTH, ids)
+const postScript = (): string => lua.post(AUTH)
+const patchScript = (targets: PatchTarget[]): string => lua.patch(AUTH, targets)
+const changingPatchScript = (targets: PatchTarget[]): string => lua.changingPatch(AUTH, targets)
 
 // ---------------------------------------------------------------------------
 // Cases
@@ -369,33 +281,6 @@ interface CaseSetup {
   close: () => Promise<void>
 }
 
-/** One wrk run and the CPU the server used for it. */
-interface Run extends WrkResult {
-  /** Server CPU time (user + system) per request, in µs. */
-  cpuUsPerReq: number
-}
-
-interface Summary {
-  rps: number
-  cpuUsPerReq: number
-  p50Ms: number
-  p99Ms: number
-  errors: number
-}
-
-interface CaseResult {
-  key: string
-  label: string
-  users: number
-  service: Summary
-  reference: Summary
-  ratio: number
-  authReference?: Summary
-  /** service rps / auth reference rps. */
-  authRatio?: number
-  runs: { service: Run[]; reference: Run[]; authReference: Run[] }
-}
-
 const summarize = (results: Run[]): Summary => ({
   rps: median(results.map((r) => r.rps)),
   cpuUsPerReq: median(results.map((r) => r.cpuUsPerReq)),
@@ -410,7 +295,7 @@ const fmtRun = (r: Run): string =>
 
 const wrk = async (target: Target, durationS: number): Promise<Run> => {
   const script = await target.script()
-  const before = cpuSeconds(target.pid)
+  const before = treeCpuSeconds(target.pid)
   const result = await runWrk({
     url: target.url,
     script,
@@ -418,7 +303,7 @@ const wrk = async (target: Target, durationS: number): Promise<Run> => {
     durationS,
     connections: CONNECTIONS,
   })
-  const used = cpuSeconds(target.pid) - before
+  const used = treeCpuSeconds(target.pid) - before
   return {
     ...result,
     cpuUsPerReq: result.requests > 0 ? (used * 1e6) / result.requests : Number.NaN,
@@ -548,7 +433,7 @@ const timeScrapes = async (url: string): Promise<number> => {
 
 const listCase = (users: number): Promise<CaseResult> =>
   runCase(`list-${users}`, 'GET /users?limit=100', users, false, async () => {
-    const service = await startService(users, users === LARGE)
+    const service = await startService(users)
     const close = async (): Promise<void> => {
       try {
         rssAfterLoad[`list-${users}`] = rssMb(service.server.pid)
@@ -579,7 +464,7 @@ const listCase = (users: number): Promise<CaseResult> =>
 
 const postCase = (users: number): Promise<CaseResult> =>
   runCase(`post-${users}`, 'POST /users', users, true, async () => {
-    const service = await startService(users, users === LARGE)
+    const service = await startService(users)
     const writeRef = await closingOnError(
       () => stopService(service),
       () => startReference('write', users),
@@ -713,7 +598,7 @@ const patchCase = (users: number, changing: boolean): Promise<CaseResult> =>
     },
   )
 
-/** Starts the service on an empty data dir RUNS times (start-up with users is sampled in the cases). */
+/** Starts the service on an empty data dir RUNS times. */
 const idleStartCase = async (): Promise<void> => {
   log('\n== start-up and RSS, empty data dir')
   for (let run = 0; run < RUNS; run++) {
@@ -721,129 +606,148 @@ const idleStartCase = async (): Promise<void> => {
   }
 }
 
+/**
+ * Start with LARGE users: one data dir seeded once (so its files are in the page cache for every
+ * start), the service started on it RUNS times (spawn to the first 200 of /readyz; its RSS 1 s
+ * later), alternating with the auth reference on the same files (spawn to its listening line,
+ * printed once it has read every file into a Map).
+ */
+const startCase = async (): Promise<StartResult> => {
+  log(`\n== start with ${LARGE} users`)
+  const dataDir = await newDir('start')
+  try {
+    const seedStart = performance.now()
+    await seedDataDir(dataDir, LARGE)
+    await syncFs(dataDir)
+    log(`  seeded ${LARGE} users in ${((performance.now() - seedStart) / 1000).toFixed(1)} s`)
+    const serviceMs: number[] = []
+    const referenceMs: number[] = []
+    for (let run = 0; run < RUNS; run++) {
+      const order =
+        run % 2 === 0 ? (['service', 'reference'] as const) : (['reference', 'service'] as const)
+      for (const which of order) {
+        if (which === 'service') {
+          const server = await launchService(dataDir)
+          try {
+            serviceMs.push(server.startMs)
+            await sampleStart(server, LARGE)
+          } finally {
+            await stopServer(server)
+          }
+        } else {
+          const server = await startAuthReference(dataDir)
+          referenceMs.push(server.startMs)
+          log(
+            `  auth reference with ${LARGE} users: listening after ${server.startMs.toFixed(0)} ms`,
+          )
+          await stopServer(server)
+        }
+      }
+    }
+    return { serviceMs, referenceMs }
+  } finally {
+    await rm(dataDir, { recursive: true, force: true })
+  }
+}
+
+/** BENCH_IMPORT_USERS: new users per import run (default 20,000). */
+const IMPORT_USERS = positiveInt('BENCH_IMPORT_USERS', 20_000)
+
+/**
+ * POST /users:import of IMPORT_USERS new users into a fresh service on the file store, RUNS
+ * times, alternating with the reference: as many raw durable file writes, 64 at a time.
+ */
+const importCase = async (): Promise<ImportResult> => {
+  log(`\n== POST /users:import, ${IMPORT_USERS} new users, file store`)
+  const result: ImportResult = { service: [], reference: [], failed: 0 }
+  for (let run = 0; run < RUNS; run++) {
+    const order =
+      run % 2 === 0 ? (['service', 'reference'] as const) : (['reference', 'service'] as const)
+    for (const which of order) {
+      if (which === 'service') {
+        const service = await startService(0)
+        try {
+          const imported = await importUsers(service.server.url, AUTH, IMPORT_USERS)
+          const created = imported.statuses.get(201) ?? 0
+          result.failed += IMPORT_USERS - created
+          const rate = created / (imported.ms / 1000)
+          result.service.push(rate)
+          log(
+            `  run ${run + 1}/${RUNS} service    ${created} created in ${(imported.ms / 1000).toFixed(1)} s: ${rate.toFixed(0)} users/s; statuses ${JSON.stringify([...imported.statuses])}`,
+          )
+        } finally {
+          await stopService(service)
+        }
+      } else {
+        const dir = await newDir('import-ref')
+        try {
+          const rate = await rawDurableWrites(dir, IMPORT_USERS)
+          result.reference.push(rate)
+          log(`  run ${run + 1}/${RUNS} reference  ${rate.toFixed(0)} raw durable files/s`)
+        } finally {
+          await rm(dir, { recursive: true, force: true })
+        }
+      }
+    }
+  }
+  return result
+}
+
+const liveSummary = (r: LiveResult): string =>
+  `${r.acknowledged} writes, median ${quantile(r.latencies, 0.5).toFixed(2)} ms, p99 ${quantile(r.latencies, 0.99).toFixed(2)} ms, ` +
+  `frame before the answer ${r.framesFirst}, never arrived ${r.missing}, failed ${r.errors}`
+
+/**
+ * Live event latency: CONNECTIONS writers creating users for DURATION_S seconds with one SSE
+ * subscriber, against the service (a fresh file store) and the events reference (the same raw
+ * durable write per request, then the answer and the frame in one turn), alternating, RUNS times.
+ */
+const liveCase = async (): Promise<LiveCaseResult> => {
+  log(`\n== live event latency, ${CONNECTIONS} writers, one subscriber`)
+  const service = await startService(0)
+  const dir = await newDir('events-ref')
+  const reference = await closingOnError(
+    () => stopService(service),
+    () =>
+      startServer({
+        name: 'events reference',
+        command: process.execPath,
+        args: [compiledReference('reference-server'), 'events', dir],
+        cwd: ROOT,
+        readyz: false,
+      }),
+  )
+  try {
+    const targets = {
+      service: { url: service.server.url, auth: AUTH },
+      reference: { url: reference.url, auth: undefined },
+    }
+    for (const target of Object.values(targets))
+      await measureLiveEvents({ ...target, durationS: WARMUP_S, writers: CONNECTIONS })
+    const result: LiveCaseResult = { service: [], reference: [] }
+    for (let run = 0; run < RUNS; run++) {
+      const order =
+        run % 2 === 0 ? (['service', 'reference'] as const) : (['reference', 'service'] as const)
+      for (const which of order) {
+        const measured = await measureLiveEvents({
+          ...targets[which],
+          durationS: DURATION_S,
+          writers: CONNECTIONS,
+        })
+        result[which].push(measured)
+        log(`  run ${run + 1}/${RUNS} ${which.padEnd(10)} ${liveSummary(measured)}`)
+      }
+    }
+    return result
+  } finally {
+    await stopServer(reference)
+    await stopService(service)
+    await rm(dir, { recursive: true, force: true })
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Report
-
-interface Row {
-  case: string
-  users: number | null
-  serviceRps: number | null
-  referenceRps: number | null
-  ratio: string
-  p50Ms: number | null
-  p99Ms: number | null
-  /** Server CPU per request (µs), service and reference. */
-  serviceCpuUs: number | null
-  referenceCpuUs: number | null
-  errors: number
-  target: string
-  result: 'PASS' | 'FAIL' | 'info' | 'ERRORS' | 'ERROR'
-}
-
-const verdict = (pass: boolean | null, errors: number): Row['result'] => {
-  if (pass === null) return errors > 0 ? 'ERRORS' : 'info'
-  return pass && errors === 0 ? 'PASS' : 'FAIL'
-}
-
-const caseRow = (c: CaseResult, target: string, pass: boolean | null): Row => ({
-  case: c.label,
-  users: c.users,
-  serviceRps: c.service.rps,
-  referenceRps: c.reference.rps,
-  ratio: `${c.ratio.toFixed(2)}x`,
-  p50Ms: c.service.p50Ms,
-  p99Ms: c.service.p99Ms,
-  serviceCpuUs: c.service.cpuUsPerReq,
-  referenceCpuUs: c.reference.cpuUsPerReq,
-  errors: c.service.errors + c.reference.errors,
-  target,
-  result: verdict(pass, c.service.errors + c.reference.errors),
-})
-
-const valueRow = (
-  label: string,
-  users: number | null,
-  value: string,
-  target: string,
-  pass: boolean | null,
-  errors = 0,
-): Row => ({
-  case: label,
-  users,
-  serviceRps: null,
-  referenceRps: null,
-  ratio: value,
-  p50Ms: null,
-  p99Ms: null,
-  serviceCpuUs: null,
-  referenceCpuUs: null,
-  errors,
-  target,
-  result: verdict(pass, errors),
-})
-
-const errorRow = (label: string, users: number | null, message: string): Row => ({
-  case: label,
-  users,
-  serviceRps: null,
-  referenceRps: null,
-  ratio: '-',
-  p50Ms: null,
-  p99Ms: null,
-  serviceCpuUs: null,
-  referenceCpuUs: null,
-  errors: 0,
-  target: message.split('\n')[0]?.slice(0, 60) ?? 'error',
-  result: 'ERROR',
-})
-
-const fmtUsers = (n: number | null): string => {
-  if (n === null) return '-'
-  return n >= 1000 && n % 1000 === 0 ? `${n / 1000}k` : String(n)
-}
-const fmtNum = (n: number | null, digits: number): string => (n === null ? '-' : n.toFixed(digits))
-
-const renderTable = (rows: Row[]): string => {
-  const header = [
-    'case',
-    'users',
-    'svc rps',
-    'ref rps',
-    'ratio',
-    'svc µs/req',
-    'ref µs/req',
-    'p50 ms',
-    'p99 ms',
-    'errors',
-    'target',
-    'result',
-  ]
-  const cells = rows.map((r) => [
-    r.case,
-    fmtUsers(r.users),
-    fmtNum(r.serviceRps, 0),
-    fmtNum(r.referenceRps, 0),
-    r.ratio,
-    fmtNum(r.serviceCpuUs, 1),
-    fmtNum(r.referenceCpuUs, 1),
-    fmtNum(r.p50Ms, 2),
-    fmtNum(r.p99Ms, 2),
-    String(r.errors),
-    r.target,
-    r.result,
-  ])
-  const widths = header.map((h, i) =>
-    Math.max(h.length, ...cells.map((row) => (row[i] ?? '').length)),
-  )
-  const left = new Set([0, 10, 11])
-  const line = (row: string[]): string =>
-    row
-      .map((cell, i) => (left.has(i) ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0)))
-      .join('  ')
-      .trimEnd()
-  const rule = widths.map((w) => '-'.repeat(w)).join('  ')
-  return [line(header), rule, ...cells.map(line)].join('\n')
-}
 
 // ---------------------------------------------------------------------------
 // Main
@@ -858,17 +762,25 @@ const main = async (): Promise<void> => {
   tempRoot = makeTempRoot()
   const startedAt = new Date()
   const loadAtStart = loadavg()
+  const cpu = cpus()
+  const machine = {
+    cpu: cpu[0]?.model ?? 'unknown',
+    cores: cpu.length,
+    totalMemMb: Math.round(totalmem() / 1024 / 1024),
+    os: `${platform()} ${release()}`,
+    node: process.version,
+    loadAvgStart: loadAtStart,
+  }
   log(
     `bench: ${RUNS} run(s) of ${DURATION_S} s per case and server, wrk -t1 -c${CONNECTIONS}, temp ${tempRoot}`,
   )
-  if ((loadAtStart[0] ?? 0) > cpus().length / 2) {
+  if ((loadAtStart[0] ?? 0) > cpu.length / 2) {
     log(
-      `warning: load average ${loadAtStart.map((x) => x.toFixed(2)).join(' ')} on ${cpus().length} cores; figures will be noisy`,
+      `warning: load average ${loadAtStart.map((x) => x.toFixed(2)).join(' ')} on ${cpu.length} cores; figures will be noisy`,
     )
   }
 
   readRef = await startReference('read')
-  const rows: Row[] = []
   const cases: CaseResult[] = []
   const failures: { case: string; error: string }[] = []
 
@@ -876,95 +788,46 @@ const main = async (): Promise<void> => {
     label: string,
     users: number | null,
     fn: () => Promise<T>,
-  ): Promise<T | undefined> => {
+  ): Promise<Outcome<T>> => {
     if (ONLY !== undefined && !ONLY.some((wanted) => selects(wanted, label, users)))
-      return undefined
+      return { ok: false, why: NOT_SELECTED }
     try {
-      return await fn()
+      const value = await fn()
+      return { ok: true, value }
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err)
       log(`  ERROR in ${label}: ${message}`)
       failures.push({ case: label, error: message })
-      rows.push(errorRow(label, users, message))
-      return undefined
+      return { ok: false, why: `error: ${message.split('\n')[0]?.slice(0, 60) ?? ''}` }
     }
   }
-
-  const getById = await attempt('GET /users/{id}', MEDIUM, () => getByIdCase(MEDIUM))
-  if (getById !== undefined) {
-    cases.push(getById)
-    rows.push(caseRow(getById, '>= 0.60x read ref', getById.ratio >= 0.6))
-    if (getById.authReference !== undefined && getById.authRatio !== undefined) {
-      rows.push({
-        ...caseRow(getById, '>= 0.80x auth ref', getById.authRatio >= 0.8),
-        case: 'GET /users/{id} vs auth ref',
-        referenceRps: getById.authReference.rps,
-        referenceCpuUs: getById.authReference.cpuUsPerReq,
-        ratio: `${getById.authRatio.toFixed(2)}x`,
-        errors: getById.service.errors + getById.authReference.errors,
-        result: verdict(
-          getById.authRatio >= 0.8,
-          getById.service.errors + getById.authReference.errors,
-        ),
-      })
-    }
+  const measured = (outcome: Outcome<CaseResult>): Outcome<CaseResult> => {
+    if (outcome.ok) cases.push(outcome.value)
+    return outcome
   }
 
-  const list1k = await attempt('GET /users?limit=100', SMALL, () => listCase(SMALL))
-  const list100k = await attempt('GET /users?limit=100', LARGE, () => listCase(LARGE))
-  for (const c of [list1k, list100k]) {
-    if (c === undefined) continue
-    cases.push(c)
-    rows.push(caseRow(c, 'vs read ref (info)', null))
-  }
-  if (list1k !== undefined && list100k !== undefined) {
-    const cost = list1k.service.rps / list100k.service.rps
-    rows.push(
-      valueRow(
-        'GET /users?limit=100 cost 100k/1k',
-        null,
-        `${cost.toFixed(2)}x`,
-        '<= 1.50x',
-        cost <= 1.5,
-        list1k.service.errors + list100k.service.errors,
-      ),
-    )
-  }
+  const getById = measured(await attempt('GET /users/{id}', MEDIUM, () => getByIdCase(MEDIUM)))
+  const list1k = measured(await attempt('GET /users?limit=100', SMALL, () => listCase(SMALL)))
+  const list100k = measured(await attempt('GET /users?limit=100', LARGE, () => listCase(LARGE)))
+  const post1k = measured(await attempt('POST /users', SMALL, () => postCase(SMALL)))
+  const post100k = measured(await attempt('POST /users', LARGE, () => postCase(LARGE)))
+  const imported = await attempt('POST /users:import', IMPORT_USERS, importCase)
+  const patchNoop = measured(
+    await attempt('PATCH /users/{id} (no-op)', MEDIUM, () => patchCase(MEDIUM, false)),
+  )
+  const patchChange = measured(
+    await attempt('PATCH /users/{id} (change)', MEDIUM, () => patchCase(MEDIUM, true)),
+  )
 
-  const post1k = await attempt('POST /users', SMALL, () => postCase(SMALL))
-  const post100k = await attempt('POST /users', LARGE, () => postCase(LARGE))
-  for (const c of [post1k, post100k]) {
-    if (c === undefined) continue
-    cases.push(c)
-    rows.push(caseRow(c, '>= 0.70x write ref', c.ratio >= 0.7))
+  const pgSkipped: Outcome<CaseResult> = {
+    ok: false,
+    why: 'skipped: DATABASE_URL is not set (scripts/with-postgres.sh npm run bench)',
   }
-  if (post1k !== undefined && post100k !== undefined) {
-    const scale = post100k.service.rps / post1k.service.rps
-    rows.push(
-      valueRow(
-        'POST /users rps 100k/1k',
-        null,
-        `${scale.toFixed(2)}x`,
-        '>= 0.80x',
-        scale >= 0.8,
-        post1k.service.errors + post100k.service.errors,
-      ),
-    )
-  }
-
-  for (const changing of [false, true]) {
-    const label = `PATCH /users/{id} (${changing ? 'change' : 'no-op'})`
-    const patch = await attempt(label, MEDIUM, () => patchCase(MEDIUM, changing))
-    if (patch !== undefined) {
-      cases.push(patch)
-      rows.push(caseRow(patch, 'vs write ref (info)', null))
-    }
-  }
-
+  let pgGet: Outcome<CaseResult> = pgSkipped
+  let pgPost: Outcome<CaseResult> = pgSkipped
+  let pgWorkers: Outcome<CaseResult> = pgSkipped
   if (POSTGRES_URL === undefined) {
-    log(
-      '\n== PostgreSQL cases skipped: DATABASE_URL is not set (scripts/with-postgres.sh npm run bench)',
-    )
+    log('\n== PostgreSQL cases skipped: DATABASE_URL is not set')
   } else {
     const pgContext: PgBenchContext = {
       main: MAIN,
@@ -976,110 +839,112 @@ const main = async (): Promise<void> => {
       getByIdScript,
       postScript,
     }
-    const pgCases = [
-      {
-        key: 'pg-get-by-id',
-        label: 'PostgreSQL GET /users/{id}',
-        target: 'vs pg ref (info)',
-        setup: pgGetSetup,
-        fresh: false,
-      },
-      {
-        key: 'pg-post',
-        label: 'PostgreSQL POST /users',
-        target: 'vs pg ref (info)',
-        setup: pgPostSetup,
-        fresh: true,
-      },
-      {
-        key: 'pg-workers',
-        label: 'PostgreSQL GET /users/{id} WORKERS=2 vs 1',
-        target: 'ref = WORKERS=1 (info)',
-        setup: pgWorkersSetup,
-        fresh: false,
-      },
-    ]
-    for (const pgCase of pgCases) {
-      const result = await attempt(pgCase.label, MEDIUM, () =>
-        runCase(pgCase.key, pgCase.label, MEDIUM, pgCase.fresh, () =>
-          pgCase.setup(pgContext, MEDIUM),
-        ),
-      )
-      if (result !== undefined) {
-        cases.push(result)
-        rows.push(caseRow(result, pgCase.target, null))
-      }
-    }
+    const pgCase = (
+      key: string,
+      label: string,
+      fresh: boolean,
+      setup: typeof pgGetSetup,
+    ): Promise<Outcome<CaseResult>> =>
+      attempt(label, MEDIUM, () =>
+        runCase(key, label, MEDIUM, fresh, () => setup(pgContext, MEDIUM)),
+      ).then(measured)
+    pgGet = await pgCase('pg-get-by-id', 'PostgreSQL GET /users/{id}', false, pgGetSetup)
+    pgPost = await pgCase('pg-post', 'PostgreSQL POST /users', true, pgPostSetup)
+    pgWorkers = await pgCase('pg-workers', 'PostgreSQL WORKERS=2 vs 1', false, pgWorkersSetup)
   }
 
-  const scrape100k = scrapeMs[`list-${LARGE}`]
-  if (scrape100k !== undefined) {
-    rows.push(
-      valueRow(
-        'GET /metrics (median of 21)',
-        LARGE,
-        `${scrape100k.toFixed(2)} ms`,
-        '< 5 ms',
-        scrape100k < 5,
-      ),
-    )
-  }
-
-  await attempt('start-up / RSS', 0, idleStartCase)
-  const samplesFor = (users: number): StartSample[] => startSamples.filter((x) => x.users === users)
-  const idle = samplesFor(0)
-  const loaded = samplesFor(LARGE)
-  if (idle.length > 0) {
-    const startIdle = median(idle.map((x) => x.startMs)) / 1000
-    const rssIdle = median(idle.map((x) => x.rssMb))
-    rows.push(valueRow('start-up', 0, `${startIdle.toFixed(2)} s`, '(info)', null))
-    rows.push(valueRow('RSS idle', 0, `${rssIdle.toFixed(1)} MB`, '< 60 MB', rssIdle < 60))
-  }
-  if (loaded.length > 0) {
-    const start100k = median(loaded.map((x) => x.startMs)) / 1000
-    const rss100k = median(loaded.map((x) => x.rssMb))
-    rows.push(valueRow('start-up', LARGE, `${start100k.toFixed(2)} s`, '< 3 s', start100k < 3))
-    rows.push(
-      valueRow('RSS after load', LARGE, `${rss100k.toFixed(1)} MB`, '< 250 MB', rss100k < 250),
-    )
-  } else {
-    rows.push(errorRow('start-up / RSS', LARGE, 'no service start with 100k users succeeded'))
-  }
+  const started = await attempt('start-up', LARGE, startCase)
+  const idle = await attempt('start-up', 0, idleStartCase)
+  const live = await attempt('live event latency', null, liveCase)
 
   await stopReference(readRef)
 
-  const table = renderTable(rows)
-  process.stdout.write(`\n${table}\n`)
-  const targets = rows.filter((r) => r.result === 'PASS' || r.result === 'FAIL')
-  const passed = targets.filter((r) => r.result === 'PASS').length
-  const flagged = rows.filter((r) => r.result === 'ERRORS' || r.result === 'ERROR').length
+  const rows = buildRows({
+    getById,
+    post1k,
+    post100k,
+    list1k,
+    list100k,
+    patchNoop,
+    patchChange,
+    imported,
+    importUsers: IMPORT_USERS,
+    pgGet,
+    pgPost,
+    pgWorkers,
+    started,
+    idle,
+    live,
+    startSamples,
+    scrapeMs,
+    rssAfterLoad,
+  })
+
+  const header = [
+    `machine: ${machine.cpu}, ${machine.cores} cores, ${machine.totalMemMb.toLocaleString('en-US')} MB, ${machine.os}; Node ${machine.node}`,
+    `runs: ${RUNS} per case (medians), ${DURATION_S} s each per server, wrk -t1 -c${CONNECTIONS}, service and reference alternated; load average at start ${loadAtStart.map((x) => x.toFixed(2)).join(' ')}, at end ${loadavg()
+      .map((x) => x.toFixed(2))
+      .join(' ')}`,
+    'fastify is not compared: it is not a dependency of this project (docs/performance.md).',
+  ]
+  const issueRows = rows.filter((r) => r.section === 'issue')
+  // Every row of the issue's table is printed; of the others, those that were selected.
+  const otherRows = rows.filter((r) => r.section === 'other' && r.met !== NOT_SELECTED)
+  const verdicts = issueRows.map((r) => r.met)
   process.stdout.write(
-    `\n${passed}/${targets.length} targets passed` +
-      `${flagged > 0 ? `, ${flagged} row(s) with errors` : ''}` +
-      ' (errors = non-2xx responses + socket errors, service and reference; a row with errors does not pass)\n',
+    [
+      '',
+      ...header,
+      '',
+      'Issue 30, each figure against its reference measured in this run:',
+      '',
+      renderRows(issueRows),
+      '',
+      `${verdicts.filter((m) => m === 'met').length} met, ${verdicts.filter((m) => m === 'missed').length} missed, ${verdicts.filter((m) => m !== 'met' && m !== 'missed').length} without a verdict.`,
+      '',
+      ...(otherRows.length === 0
+        ? []
+        : ["The project's earlier figures:", '', renderRows(otherRows), '']),
+      ...(cases.length === 0
+        ? []
+        : [
+            'Per case (medians; CPU is user + system time of the server and its children per request):',
+            '',
+            detailRows(cases),
+            '',
+          ]),
+    ].join('\n'),
   )
 
-  const cpu = cpus()
   const report = {
     date: startedAt.toISOString(),
-    machine: {
-      cpu: cpu[0]?.model ?? 'unknown',
-      cores: cpu.length,
-      totalMemMb: Math.round(totalmem() / 1024 / 1024),
-      os: `${platform()} ${release()}`,
-      node: process.version,
-      loadAvgStart: loadAtStart,
-      loadAvgEnd: loadavg(),
-    },
+    machine: { ...machine, loadAvgEnd: loadavg() },
     config: {
       durationS: DURATION_S,
       runs: RUNS,
       connections: CONNECTIONS,
       threads: 1,
       warmupS: WARMUP_S,
+      importUsers: IMPORT_USERS,
     },
     table: rows,
     cases,
+    import: imported.ok ? imported.value : undefined,
+    start: started.ok ? started.value : undefined,
+    live: live.ok
+      ? {
+          service: live.value.service.map(({ latencies, ...rest }) => ({
+            ...rest,
+            medianMs: quantile(latencies, 0.5),
+            p99Ms: quantile(latencies, 0.99),
+          })),
+          reference: live.value.reference.map(({ latencies, ...rest }) => ({
+            ...rest,
+            medianMs: quantile(latencies, 0.5),
+            p99Ms: quantile(latencies, 0.99),
+          })),
+        }
+      : undefined,
     startSamples,
     rssAfterLoadMb: rssAfterLoad,
     metricsScrapeMs: scrapeMs,
@@ -1088,10 +953,15 @@ const main = async (): Promise<void> => {
   await mkdir(dirname(RESULTS), { recursive: true })
   await writeFile(RESULTS, `${JSON.stringify(report, null, 2)}\n`)
   log(`\nresults written to ${RESULTS}`)
+  // A missed goal is a result; a case that could not run is not.
+  if (failures.length > 0) {
+    log(`${failures.length} case(s) could not run: ${failures.map((f) => f.case).join(', ')}`)
+    process.exitCode = 1
+  }
 }
 
 main().then(
-  () => process.exit(0),
+  () => process.exit(),
   (err: unknown) => {
     process.stderr.write(
       `bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,

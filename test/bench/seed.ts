@@ -1,8 +1,9 @@
 // Writes a service data directory directly on disk (seeding through HTTP is too slow):
 // DATA_DIR/users/<id>.json, one file per user, mode 0600, in a directory of mode 0700.
 import { randomBytes } from 'node:crypto'
-import { chmod, mkdir, writeFile } from 'node:fs/promises'
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { setImmediate as turn } from 'node:timers/promises'
 
 export interface SeededUser {
   id: string
@@ -22,44 +23,42 @@ export const uuidv7 = (ms: number): string => {
   return `${ts.slice(0, 8)}-${ts.slice(8, 12)}-7${randA}-${variant}${randB.slice(0, 3)}-${randB.slice(3, 15)}`
 }
 
-const WRITE_CONCURRENCY = 64
+/** Files written between two turns of the event loop, so that the bench's pipes keep draining. */
+const CHUNK = 2000
 
 /**
  * Seeds `count` users into `dataDir`. Every user gets its own millisecond, so ids
  * are strictly increasing in creation order and createdAt matches the id's timestamp.
+ * Synchronous writes: about twice as fast as fs/promises for small files (no thread pool hops).
  */
 export const seedDataDir = async (dataDir: string, count: number): Promise<SeededUser[]> => {
   const usersDir = join(dataDir, 'users')
-  await mkdir(usersDir, { recursive: true, mode: 0o700 })
-  await chmod(dataDir, 0o700)
-  await chmod(usersDir, 0o700)
+  mkdirSync(usersDir, { recursive: true, mode: 0o700 })
+  chmodSync(dataDir, 0o700)
+  chmodSync(usersDir, 0o700)
   const start = Date.now() - count - 60_000
   const users: SeededUser[] = []
   for (let i = 0; i < count; i++) {
-    const ms = start + i
     const n = i + 1
-    users.push({ id: uuidv7(ms), email: `user${n}@bench.example.com`, name: `Bench User ${n}` })
-  }
-  let next = 0
-  const worker = async (): Promise<void> => {
-    while (next < users.length) {
-      const i = next++
-      const user = users[i]
-      if (user === undefined) return
-      const at = new Date(start + i).toISOString()
-      const json = JSON.stringify({
-        id: user.id,
-        email: user.email,
-        name: user.name,
-        status: 'active',
-        metadata: {},
-        createdAt: at,
-        updatedAt: at,
-        version: 1,
-      })
-      await writeFile(join(usersDir, `${user.id}.json`), json, { mode: 0o600, flag: 'wx' })
+    const user = {
+      id: uuidv7(start + i),
+      email: `user${n}@bench.example.com`,
+      name: `Bench User ${n}`,
     }
+    users.push(user)
+    const at = new Date(start + i).toISOString()
+    const json = JSON.stringify({
+      id: user.id,
+      email: user.email,
+      name: user.name,
+      status: 'active',
+      metadata: {},
+      createdAt: at,
+      updatedAt: at,
+      version: 1,
+    })
+    writeFileSync(join(usersDir, `${user.id}.json`), json, { mode: 0o600, flag: 'wx' })
+    if (n % CHUNK === 0) await turn()
   }
-  await Promise.all(Array.from({ length: WRITE_CONCURRENCY }, worker))
   return users
 }

@@ -9,7 +9,7 @@ export const makeToken = (secret: string, ttlS = 3600): string => {
   const claims = b64url(
     JSON.stringify({
       sub: 'bench',
-      scope: 'users:read users:write users:admin',
+      scope: 'users:read users:write users:admin events:read',
       iat,
       exp: iat + ttlS,
     }),

@@ -23,13 +23,9 @@ export const createUser: Route = {
   errors: [409],
   async handle(context) {
     const record = await context.services.operations.create(context.body, context.change)
-    const reply = userReply(201, record)
     return {
-      ...reply,
-      headers: {
-        ...reply.headers,
-        location: `${context.services.basePath}/users/${record.user.id}`,
-      },
+      ...userReply(201, record),
+      headers: { location: `${context.services.basePath}/users/${record.user.id}` },
     }
   },
 }

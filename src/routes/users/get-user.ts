@@ -24,7 +24,7 @@ export const getUser: Route = {
       .then((record) =>
         conditions.ifNoneMatch !== undefined &&
         evaluatePreconditions(conditions, record.etag, true) === 'not_modified'
-          ? { status: 304, headers: { etag: record.etag } }
+          ? { status: 304, etag: record.etag }
           : userReply(200, record),
       )
   },

@@ -5,7 +5,7 @@ import { type ResponseDoc, type RouteContext, ref } from '../route.js'
 
 /** The answer that carries one user: its JSON and its ETag. */
 export function userReply(status: number, record: UserRecord): Reply {
-  return { status, body: record.json, headers: { etag: record.etag } }
+  return { status, body: record.json, etag: record.etag }
 }
 
 /** The documented answer of a route that answers with the user. */
