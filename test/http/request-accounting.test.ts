@@ -75,6 +75,8 @@ describe('onSettled', () => {
     const [res] = responses.values
     const [serverSocket] = serverSockets
     assert.ok(res !== undefined && serverSocket !== undefined)
+    // Settled by the finish itself, not later by the keep-alive time-out closing the connection.
+    assert.equal(serverSocket.destroyed, false)
     if (!res.closed) await once(res, 'close')
     // Not once(): the server's side may see ECONNRESET first, which once() takes as a rejection.
     const closed = new Promise<void>((resolve) => {
