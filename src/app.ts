@@ -149,7 +149,11 @@ export function createRequestListener(parts: AppParts): RequestListener {
       state.streamed = true
       return
     }
-    answer(req, res, state, answered, cachePolicy(state.route, answered))
+    try {
+      answer(req, res, state, answered, cachePolicy(state.route, answered))
+    } catch (caught) {
+      fail(req, res, state, caught)
+    }
   }
 
   const fail = (
@@ -220,22 +224,18 @@ export function createRequestListener(parts: AppParts): RequestListener {
     let answered: Answer | Promise<Answer> | undefined
     try {
       answered = serve(req, res, state)
-      if (answered === undefined) return
-      if (!(answered instanceof Promise)) {
-        finish(req, res, state, answered)
-        return
-      }
     } catch (caught) {
       fail(req, res, state, caught)
       return
     }
+    if (answered === undefined) return
+    if (!(answered instanceof Promise)) {
+      finish(req, res, state, answered)
+      return
+    }
     answered.then(
       (settled) => {
-        try {
-          finish(req, res, state, settled)
-        } catch (caught) {
-          fail(req, res, state, caught)
-        }
+        finish(req, res, state, settled)
       },
       (caught: unknown) => {
         fail(req, res, state, caught)
