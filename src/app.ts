@@ -22,14 +22,13 @@ import {
 import { decodePathParams } from './http/percent-decode.js'
 import { HttpError, toHttpError } from './http/problem.js'
 import { onSettled } from './http/request-accounting.js'
-import { readRequestId } from './http/request-id.js'
 import { type CachePolicy, type Reply, sendReply, toProblemReply } from './http/respond.js'
 import { createRouter } from './http/router.js'
-import { readTraceId } from './http/trace-context.js'
 import { describeError, type Logger } from './log/logger.js'
 import type { RequestMetrics } from './metrics/service-metrics.js'
 import type { Availability } from './ops/availability.js'
 import { StorageFaultLog } from './ops/storage-faults.js'
+import { type RequestState, startRequest } from './request-state.js'
 import { type Answer, intentOf, type Route, type RouteContext, STREAMED } from './routes/route.js'
 import type { RouteServices } from './routes/route-services.js'
 
@@ -277,48 +276,6 @@ function isWrite(state: RequestState): boolean {
 
 function mustClose(error: HttpError, availability: Availability): boolean {
   return error.code === 'payload_too_large' || availability.phase === 'stopping'
-}
-
-interface RequestState {
-  readonly requestId: string
-  readonly started: number
-  readonly path: string
-  readonly query: string
-  sub: string | undefined
-  counted: boolean
-  /** The trace id of a valid `traceparent` (W3C Trace Context), for the log line. */
-  readonly traceId: string | undefined
-  /** The route matched; undefined until routing, and for 404 and 405. */
-  route: Route | undefined
-  /** The handler wrote its answer itself. */
-  streamed: boolean
-  /** CORS headers for every answer to this request (cors.ts); undefined when CORS is off. */
-  cors?: readonly string[]
-}
-
-function startRequest(req: IncomingMessage): RequestState {
-  const url = toOriginForm(req.url ?? '/')
-  const mark = url.indexOf('?')
-  return {
-    requestId: readRequestId(req.headers['x-request-id']),
-    started: performance.now(),
-    path: mark === -1 ? url : url.slice(0, mark),
-    query: mark === -1 ? '' : url.slice(mark + 1),
-    sub: undefined,
-    counted: false,
-    traceId: readTraceId(req.headers.traceparent),
-    route: undefined,
-    streamed: false,
-  }
-}
-
-/** An absolute-form target (`GET http://host/users`, RFC 9112 §3.2.2) becomes its path and query. */
-function toOriginForm(target: string): string {
-  if (target.startsWith('/')) return target
-  const authority = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/.exec(target)
-  if (authority === null) return target
-  const rest = target.slice(authority[0].length)
-  return rest.startsWith('/') ? rest : `/${rest}`
 }
 
 /** Successful reads of users may be kept privately and revalidated; nothing else may be stored. */

@@ -15,7 +15,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['index.ts', 'testing.ts', 'main.ts', 'cli.ts', 'token-cli.ts'],
   ['process/'],
   ['service.ts'],
-  ['app.ts'],
+  ['app.ts', 'request-state.ts'],
   ['openapi/'],
   ['routes/'],
   ['ops/'],
