@@ -12,9 +12,9 @@ import { join, resolve } from 'node:path'
 import { compiledReference } from './compile.js'
 import { getById } from './lua-scripts.js'
 import {
+  benchServiceEnv,
   installCleanup,
   makeTempRoot,
-  SERVICE_BENCH_ENV,
   type Server,
   startServer,
   stopServer,
@@ -48,16 +48,7 @@ const service = async (dist: string, name: string): Promise<Server> => {
     name,
     command: process.execPath,
     args: [join(resolve(dist), 'main.js')],
-    env: {
-      ...process.env,
-      PORT: '0',
-      HOST: '127.0.0.1',
-      DATA_DIR: dataDir,
-      JWT_SECRET: SECRET,
-      DATABASE_URL: undefined,
-      WORKERS: undefined,
-      ...SERVICE_BENCH_ENV,
-    },
+    env: benchServiceEnv(SECRET, dataDir),
     readyz: true,
     timeoutMs: 120_000,
   })

@@ -54,6 +54,27 @@ export const SERVICE_BENCH_ENV = {
   MAX_EVENT_LOOP_DELAY_MS: '100000',
 } as const
 
+/**
+ * The environment of a benchmarked service (dist/main.js) signing with `secret`, on port 0 of
+ * loopback, one process, on the file store in `dataDir` even when DATABASE_URL is set for the
+ * PostgreSQL cases; `extra` comes last.
+ */
+export const benchServiceEnv = (
+  secret: string,
+  dataDir: string,
+  extra: NodeJS.ProcessEnv = {},
+): NodeJS.ProcessEnv => ({
+  ...process.env,
+  PORT: '0',
+  HOST: '127.0.0.1',
+  DATA_DIR: dataDir,
+  JWT_SECRET: secret,
+  DATABASE_URL: undefined,
+  WORKERS: undefined,
+  ...SERVICE_BENCH_ENV,
+  ...extra,
+})
+
 export interface Server {
   name: string
   child: ChildProcess

@@ -20,6 +20,7 @@ import { fileURLToPath } from 'node:url'
 import { compiledReference } from './compile.js'
 import { getById } from './lua-scripts.js'
 import {
+  benchServiceEnv,
   cpuSeconds,
   installCleanup,
   makeTempRoot,
@@ -199,18 +200,10 @@ const server = await startServer({
       : [join(DIST, 'main.js')]),
   ],
   cwd: ROOT,
-  env: {
-    ...process.env,
-    PORT: '0',
-    HOST: '127.0.0.1',
-    DATA_DIR: dataDir,
-    JWT_SECRET: SECRET,
-    DATABASE_URL: undefined,
-    WORKERS: undefined,
-    ...SERVICE_BENCH_ENV,
+  env: benchServiceEnv(SECRET, dataDir, {
     LOG_LEVEL: process.env['PROFILE_LOG_LEVEL'] ?? SERVICE_BENCH_ENV.LOG_LEVEL,
     METRICS: process.env['PROFILE_METRICS'] ?? SERVICE_BENCH_ENV.METRICS,
-  },
+  }),
   readyz: !REFERENCE,
   timeoutMs: 120_000,
 })

@@ -22,10 +22,10 @@ import {
   pgWorkersSetup,
 } from './postgres-cases.js'
 import {
+  benchServiceEnv,
   installCleanup,
   makeTempRoot,
   rssMb,
-  SERVICE_BENCH_ENV,
   type Server,
   startServer,
   stopServer,
@@ -161,17 +161,7 @@ const launchService = (dataDir: string): Promise<Server> =>
     command: process.execPath,
     args: [MAIN],
     cwd: ROOT,
-    env: {
-      ...process.env,
-      PORT: '0',
-      HOST: '127.0.0.1',
-      DATA_DIR: dataDir,
-      JWT_SECRET: SECRET,
-      // The file store, even when DATABASE_URL is set for the PostgreSQL cases.
-      DATABASE_URL: undefined,
-      WORKERS: undefined,
-      ...SERVICE_BENCH_ENV,
-    },
+    env: benchServiceEnv(SECRET, dataDir),
     readyz: true,
     timeoutMs: 120_000,
   })
