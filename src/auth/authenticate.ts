@@ -54,17 +54,9 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
   let bytes = 0
   let verifications = 0
 
-  /**
-   * The entry of the token used last, while it is in the cache: most requests carry the token of
-   * the one before, and comparing it costs less than hashing it for the Map (a few hundred bytes).
-   */
-  let lastToken = ''
-  let lastEntry: CacheEntry | undefined
-
   const forget = (token: string, entry: CacheEntry): void => {
     cache.delete(token)
     bytes -= entry.bytes
-    if (entry === lastEntry) lastEntry = undefined
   }
 
   const remember = (token: string, claims: TokenClaims): void => {
@@ -80,19 +72,13 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
     }
     cache.set(token, entry)
     bytes += entry.bytes
-    lastToken = token
-    lastEntry = entry
   }
 
   const verify = (token: string): TokenClaims => {
     const nowMs = options.now()
-    const hit = lastEntry !== undefined && token === lastToken ? lastEntry : cache.get(token)
+    const hit = cache.get(token)
     if (hit !== undefined) {
-      if (nowMs <= hit.staleAtMs) {
-        lastToken = token
-        lastEntry = hit
-        return hit.claims
-      }
+      if (nowMs <= hit.staleAtMs) return hit.claims
       forget(token, hit)
     }
     // The length is public and a long token is no valid token of ours: no HMAC work for it.
