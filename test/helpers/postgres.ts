@@ -35,8 +35,28 @@ export async function sql(
 /** A fresh, empty schema name (the store creates it); it is dropped when the test ends. */
 export function freshSchema(t: TestContext): string {
   const schema = `test_${randomBytes(6).toString('hex')}`
-  t.after(() => sql(`DROP SCHEMA IF EXISTS ${schema} CASCADE`))
+  t.after(() => dropSchema(schema))
   return schema
+}
+
+/**
+ * Drops a test's schema. After-hooks run in the order they were added, so this one usually runs
+ * while the test's store is still open and its feed still reads `events` and `event_counter`;
+ * DROP … CASCADE locks the tables one by one and can meet such a read in a deadlock, which
+ * PostgreSQL breaks by failing one side (40P01). The drop is then tried again: a failed after-hook
+ * skips the later ones, and a store left open keeps the test file's process alive.
+ */
+async function dropSchema(schema: string): Promise<void> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      await sql(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)
+      return
+    } catch (error) {
+      const deadlock = error instanceof Error && 'code' in error && error.code === '40P01'
+      if (!deadlock || attempt === 20) throw error
+      await new Promise((resolve) => setTimeout(resolve, 25 * attempt))
+    }
+  }
 }
 
 /** A fresh database for service processes; dropped (after they stop) when the test ends. */
