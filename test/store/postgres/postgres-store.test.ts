@@ -430,14 +430,18 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
   })
 
   describe('two stores on one database (replicas in one process)', () => {
-    it('lands every one of 30 increments spread over two stores, by compare-and-set', async (t) => {
+    /** Two open stores on one fresh schema, as two replicas would be; closed when the test ends. */
+    const twoStores = async (t: TestContext): Promise<[Store, Store]> => {
       const schema = freshSchema(t)
-      const a = await openStore(t, () =>
-        Promise.resolve(new PostgresStore({ url: requireDatabaseUrl(), schema })),
-      )
-      const b = await openStore(t, () =>
-        Promise.resolve(new PostgresStore({ url: requireDatabaseUrl(), schema })),
-      )
+      const open = (): Promise<Store> =>
+        openStore(t, () =>
+          Promise.resolve(new PostgresStore({ url: requireDatabaseUrl(), schema })),
+        )
+      return [await open(), await open()]
+    }
+
+    it('lands every one of 30 increments spread over two stores, by compare-and-set', async (t) => {
+      const [a, b] = await twoStores(t)
       const created = await a.create(makeUser())
       const increment = (store: Store): Promise<unknown> =>
         store.update(created.user.id, (current) =>
@@ -452,13 +456,7 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
     })
 
     it('lets exactly one of concurrent same-email creates on two stores succeed', async (t) => {
-      const schema = freshSchema(t)
-      const a = await openStore(t, () =>
-        Promise.resolve(new PostgresStore({ url: requireDatabaseUrl(), schema })),
-      )
-      const b = await openStore(t, () =>
-        Promise.resolve(new PostgresStore({ url: requireDatabaseUrl(), schema })),
-      )
+      const [a, b] = await twoStores(t)
       const results = await Promise.allSettled(
         Array.from({ length: 10 }, (_, i) =>
           (i % 2 === 0 ? a : b).create(
@@ -475,13 +473,7 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
     })
 
     it('deletes once when a delete races an update on the other store', async (t) => {
-      const schema = freshSchema(t)
-      const a = await openStore(t, () =>
-        Promise.resolve(new PostgresStore({ url: requireDatabaseUrl(), schema })),
-      )
-      const b = await openStore(t, () =>
-        Promise.resolve(new PostgresStore({ url: requireDatabaseUrl(), schema })),
-      )
+      const [a, b] = await twoStores(t)
       const created = await a.create(makeUser())
       const results = await Promise.allSettled([
         a.update(created.user.id, (current) => changeUser(current.user, { name: 'Renamed' })),
