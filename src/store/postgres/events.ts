@@ -44,6 +44,9 @@ export class PostgresEventFeed implements EventFeed {
       }, this.#pollMs)
       this.#poll.unref()
       this.#startListening()
+      // Events committed while nobody followed may be waiting for an older transaction: without
+      // a check now, nothing would look again before the poll (no commit, no NOTIFY is coming).
+      void this.#check()
     }
     return () => {
       this.#wakers.delete(wake)

@@ -73,6 +73,7 @@ async function follow(read: ReadPage, limit: number, writes: Writes, timeoutMs: 
   const items: FeedItem[] = []
   const deadline = Date.now() + timeoutMs
   let cursor: string | undefined
+  let settled = false
   for (let poll = 0; !writes.finished || items.length < writes.changes.length; poll += 1) {
     assert.ok(
       Date.now() < deadline,
@@ -90,7 +91,10 @@ async function follow(read: ReadPage, limit: number, writes: Writes, timeoutMs: 
     if (last !== undefined) assert.ok(page.nextCursor >= last, 'the cursor is past the page')
     cursor = page.nextCursor
     if (page.items.length > 0) continue
-    if (writes.finished && (await wholeFeed(read)).length >= writes.changes.length) break
+    // An empty page read after the whole feed was seen complete: nothing more will come. An
+    // empty page read before it proves nothing (its events may have turned final since).
+    if (settled) break
+    settled = writes.finished && (await wholeFeed(read)).length >= writes.changes.length
   }
   return { reads, items }
 }
@@ -334,5 +338,34 @@ describe('the PostgreSQL feed under 16 concurrent writers', { skip: SKIP_POSTGRE
       now.json<Page>().items.map((item) => item.userId),
       [user.id],
     )
+  })
+
+  it('streams an event committed while nobody followed and held back by an older transaction, as soon as that one ends', {
+    timeout: 60_000,
+  }, async (t) => {
+    const store = new PostgresStore({
+      url: requireDatabaseUrl(),
+      schema: freshSchema(t),
+      eventPollMs: 600_000,
+    })
+    t.after(() => store.close())
+    const svc = await startService(t, { store })
+    const older = new pg.Client({ connectionString: requireDatabaseUrl() })
+    await older.connect()
+    t.after(() => older.end())
+    await older.query('BEGIN')
+    await older.query('SELECT pg_current_xact_id()')
+    // Committed with no follower: its NOTIFY and its commit wake nobody.
+    const user = await svc.createUser()
+    const stream = await openSse(`${svc.baseUrl}/events`, feedReader)
+    t.after(() => {
+      stream.close()
+    })
+    await sleep(300)
+    assert.equal(stream.events.length, 0, 'the stream waits for the older transaction')
+    await older.query('COMMIT')
+    await stream.waitFor(1, 5000)
+    const data = JSON.parse(stream.events[0]?.data ?? '{}') as FeedItem
+    assert.equal(data.userId, user.id)
   })
 })
