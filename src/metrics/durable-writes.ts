@@ -2,8 +2,11 @@ import { performance } from 'node:perf_hooks'
 
 /** How long one durable write (failed ones included), or one fsync of it, took. */
 export interface DurableWriteTiming {
-  /** `write`: a whole writeFile, from the temp file to the directory fsync; else one fsync. */
-  readonly kind: 'write' | 'file-sync' | 'dir-sync'
+  /**
+   * `write`: a whole writeFile, from the temp file to the directory fsync (or to the rename, for a
+   * file the write-ahead log covers); else one fsync: of a file, a directory, or the log's append.
+   */
+  readonly kind: 'write' | 'file-sync' | 'dir-sync' | 'log-sync'
   /** The directory written to. */
   readonly dir: string
   readonly seconds: number

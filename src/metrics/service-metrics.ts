@@ -99,12 +99,13 @@ export function createServiceMetrics(sources: ServiceMetricsSources): ServiceMet
     .labels()
   const fsyncs = registry.histogram(
     'user_service_store_fsync_seconds',
-    'Fsyncs of the store, by what was synced (file: a temp file; directory: a rename or unlink, shared by concurrent writers).',
+    'Fsyncs of the store, by what was synced (log: the write-ahead log, one per batch of writers; file: a user file, by a checkpoint or a write without an event; directory: renames and unlinks, shared).',
     STORE_BUCKETS,
     ['target'],
   )
   const fileSyncs = fsyncs.labels('file')
   const dirSyncs = fsyncs.labels('directory')
+  const logSyncs = fsyncs.labels('log')
   const loopDelay = registry.gauge(
     'user_service_event_loop_delay_seconds',
     'Event-loop delay since the previous scrape, by statistic (p50, p99, max).',
@@ -182,6 +183,7 @@ export function createServiceMetrics(sources: ServiceMetricsSources): ServiceMet
     if (storeDir === undefined || !isInside(storeDir, timing.dir)) return
     if (timing.kind === 'write') writes.observe(timing.seconds)
     else if (timing.kind === 'file-sync') fileSyncs.observe(timing.seconds)
+    else if (timing.kind === 'log-sync') logSyncs.observe(timing.seconds)
     else dirSyncs.observe(timing.seconds)
   }
 

@@ -30,6 +30,8 @@ export interface Config {
   readonly maxEventStreams: number
   /** EVENTS_RETENTION_DAYS: events older than this are pruned (§10). */
   readonly eventsRetentionDays: number
+  /** CHECKPOINT_MS: how often the file store makes the files its log covers durable (§7). */
+  readonly checkpointMs: number
   /** IMPORT_MAX_BYTES: the largest `POST /users:import` body (§12). */
   readonly importMaxBytes: number
   /** METRICS: `GET /metrics` is served (on, the default) or answers 404 (off). */
@@ -72,6 +74,7 @@ export const DEFAULTS = {
   dataDir: 'data',
   logLevel: 'info',
   eventsRetentionDays: 30,
+  checkpointMs: 1000,
   workers: 1,
 } as const
 
@@ -173,6 +176,13 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
       DEFAULTS.eventsRetentionDays,
       1,
       36_500,
+    ),
+    checkpointMs: parseInteger(
+      read('CHECKPOINT_MS'),
+      'CHECKPOINT_MS',
+      DEFAULTS.checkpointMs,
+      1,
+      3_600_000,
     ),
     importMaxBytes: parseInteger(
       read('IMPORT_MAX_BYTES'),

@@ -33,6 +33,7 @@ async function main(): Promise<void> {
     dataDir: config.dataDir,
     logger,
     eventsRetentionDays: config.eventsRetentionDays,
+    checkpointMs: config.checkpointMs,
   })
   // The lock comes first: only the process that owns the directory may write to it, the
   // first-start secret included. A store that keeps no files there (a database) leaves the lock

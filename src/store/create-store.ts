@@ -15,6 +15,8 @@ export interface StoreConfig {
   now?: (() => number) | undefined
   /** Events older than this many days are pruned (default 30). */
   eventsRetentionDays?: number | undefined
+  /** The file store's checkpoint interval (default 1000 ms). */
+  checkpointMs?: number | undefined
 }
 
 /**
@@ -32,6 +34,11 @@ export function createStore(config: StoreConfig): Store {
   }
   if (config.databaseUrl !== undefined)
     return new PostgresStore({ url: config.databaseUrl, ...common })
-  if (config.dataDir !== undefined) return new FileStore({ dataDir: config.dataDir, ...common })
+  if (config.dataDir !== undefined)
+    return new FileStore({
+      dataDir: config.dataDir,
+      ...common,
+      ...(config.checkpointMs === undefined ? {} : { checkpointMs: config.checkpointMs }),
+    })
   return new MemoryStore([], config.now === undefined ? {} : { now: config.now })
 }

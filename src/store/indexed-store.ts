@@ -56,11 +56,15 @@ export abstract class IndexedStore implements Store {
   /**
    * Makes the record durable; a failure is a WriteError. Nothing may show on disk before `logged`
    * (its event made durable) resolves; the work before that may overlap it. When `logged` rejects,
-   * that rejection is the failure.
+   * that rejection is the failure. `logged` is undefined for a change without an event (nothing
+   * changed but the version), which no log holds: it must be durable by itself.
    */
-  protected abstract persist(record: UserRecord, logged: Promise<void>): Promise<void>
-  /** Durably replaces the user by its tombstone; a failure is a WriteError. */
-  protected abstract bury(tombstone: Tombstone): Promise<void>
+  protected abstract persist(record: UserRecord, logged: Promise<void> | undefined): Promise<void>
+  /**
+   * Durably replaces the user by its tombstone, once `logged` (the deletion's event made durable)
+   * resolves; a failure is a WriteError, and a rejection of `logged` is the failure.
+   */
+  protected abstract bury(tombstone: Tombstone, logged: Promise<void>): Promise<void>
 
   /**
    * Makes an event durable before its change is written (a failure is a WriteError); the memory
@@ -178,7 +182,7 @@ export abstract class IndexedStore implements Store {
       )
       // The tombstone's write is itself a change on disk: it waits for its event.
       await this.#writes.run(
-        (logged) => logged.then(() => this.bury(tombstone)),
+        (logged) => this.bury(tombstone, logged),
         () => {
           this.index.remove(id)
           this.tombstones.set(id, tombstone.deletedAt)
@@ -214,7 +218,7 @@ export abstract class IndexedStore implements Store {
       )
       const event = draft === undefined ? undefined : this.events.assign(draft)
       await this.#writes.run(
-        (logged) => this.persist(record, logged),
+        (logged) => this.persist(record, event === undefined ? undefined : logged),
         () => {
           this.index.put(record)
         },

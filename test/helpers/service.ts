@@ -34,7 +34,8 @@ export interface TestService {
 /** A fresh temporary directory, removed when the test ends. */
 export async function makeTempDir(t: TestContext, prefix = 'user-service-test-'): Promise<string> {
   const dir = await mkdtemp(path.join(tmpdir(), prefix))
-  t.after(() => rm(dir, { recursive: true, force: true }))
+  // Tried again while a store that is still open (closed by a later hook) adds a file meanwhile.
+  t.after(() => rm(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 20 }))
   return dir
 }
 

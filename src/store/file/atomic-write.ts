@@ -5,6 +5,7 @@ import path from 'node:path'
 import { performance } from 'node:perf_hooks'
 
 import { reportDurableWrite } from '../../metrics/durable-writes.js'
+import { hasCode } from './errno.js'
 
 /**
  * The step of a durable write that failed; `file-sync` and `dir-sync` are fsyncs, `rename` is the
@@ -80,8 +81,15 @@ export class DurableDirectory {
    * Writes a file durably: a temp file written and fsynced, renamed over the target, and the
    * directory fsynced. The rename waits for `beforeRename`, so that work can overlap the temp
    * file's; when it rejects, the temp file is removed and its rejection is what this throws.
+   * `durable: false` leaves out both fsyncs: the file is still replaced atomically for readers,
+   * and a write-ahead log that holds its content makes it durable (see Checkpoint).
    */
-  async writeFile(name: string, data: string, beforeRename: Promise<void> = READY): Promise<void> {
+  async writeFile(
+    name: string,
+    data: string,
+    beforeRename: Promise<void> = READY,
+    durable = true,
+  ): Promise<void> {
     const target = path.join(this.path, name)
     const temp = path.join(this.path, `.${name}.${randomBytes(6).toString('hex')}.tmp`)
     let file: FileHandle | undefined
@@ -92,9 +100,11 @@ export class DurableDirectory {
       // Stryker disable next-line StringLiteral: FileHandle.writeFile takes an empty encoding name as UTF-8
       await file.writeFile(data, 'utf8')
       step = 'file-sync'
-      const syncStarted = performance.now()
-      await file.sync()
-      reportDurableWrite('file-sync', this.path, syncStarted)
+      if (durable) {
+        const syncStarted = performance.now()
+        await file.sync()
+        reportDurableWrite('file-sync', this.path, syncStarted)
+      }
       // Stryker disable next-line StringLiteral: only a close() after a good fsync fails here, which no test can provoke; the name shows only in the message
       step = 'write'
       await file.close()
@@ -112,20 +122,48 @@ export class DurableDirectory {
       throw new WriteError(step, error)
     }
     try {
-      await this.#syncOrThrow()
+      if (durable) await this.#syncOrThrow()
     } finally {
       reportDurableWrite('write', this.path, started)
     }
   }
 
-  /** Removes a file durably: unlink, then the directory fsync (shared with concurrent writers). */
-  async removeFile(name: string): Promise<void> {
+  /**
+   * Removes a file durably: unlink, then the directory fsync (shared with concurrent writers);
+   * `durable: false` leaves the fsync to a checkpoint.
+   */
+  async removeFile(name: string, durable = true): Promise<void> {
     try {
       await unlink(path.join(this.path, name))
     } catch (error) {
       throw new WriteError('rename', error)
     }
-    await this.#syncOrThrow()
+    if (durable) await this.#syncOrThrow()
+  }
+
+  /**
+   * Fsyncs a file of this directory by name (a checkpoint's step); false when it is gone (removed
+   * since: whatever removed it is in the log, or made durable by itself).
+   */
+  async syncFile(name: string): Promise<boolean> {
+    let file: FileHandle
+    try {
+      file = await open(path.join(this.path, name), 'r')
+    } catch (error) {
+      if (hasCode(error, 'ENOENT')) return false
+      // Not an fsync that failed: nothing the kernel held was dropped.
+      throw new WriteError('write', error)
+    }
+    const started = performance.now()
+    try {
+      await file.sync()
+    } catch (error) {
+      throw new WriteError('file-sync', error)
+    } finally {
+      await file.close().catch(() => undefined)
+    }
+    reportDurableWrite('file-sync', this.path, started)
+    return true
   }
 
   /** Moves a file of this directory into another one, durably in both (rename, two fsyncs). */

@@ -1,8 +1,10 @@
 import { statSync } from 'node:fs'
 import { type FileHandle, open } from 'node:fs/promises'
 import path from 'node:path'
+import { performance } from 'node:perf_hooks'
 
 import { type ChangeEvent, eventIdNumber, formatEventId } from '../../domain/event.js'
+import { reportDurableWrite } from '../../metrics/durable-writes.js'
 import type { EventPlace } from '../feed/event-index.js'
 import { syncDirectorySync, WriteError } from './atomic-write.js'
 import type { Segment, Segments } from './event-segments.js'
@@ -92,10 +94,13 @@ export class SegmentAppender {
     } catch (error) {
       throw new WriteError('write', error, false)
     }
+    const syncStarted = performance.now()
     try {
       await handle.datasync()
     } catch (error) {
       throw new WriteError('file-sync', error, false)
+    } finally {
+      reportDurableWrite('log-sync', this.#dir, syncStarted)
     }
     let offset = segment.bytes
     for (const { event, line } of batch) {

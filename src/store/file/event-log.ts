@@ -11,7 +11,7 @@ import { SegmentAppender } from './event-append.js'
 import { type LoadedLog, loadSegments } from './event-log-load.js'
 import { quarantineRecord } from './event-quarantine.js'
 import { readRecords } from './event-records.js'
-import { Segments } from './event-segments.js'
+import { type Segment, Segments } from './event-segments.js'
 
 export type { LoadedLog } from './event-log-load.js'
 
@@ -74,6 +74,11 @@ export class EventLog implements EventBodies {
       index,
       isMade,
     )
+  }
+
+  /** The highest event id durable in the log. */
+  get highest(): number {
+    return this.#segments.highest
   }
 
   /** Appends the event; resolves once it is durable. A failure is a WriteError. */
@@ -160,12 +165,15 @@ export class EventLog implements EventBodies {
   /**
    * Removes every closed segment whose newest event is older than `cutoff` (oldest first, never the
    * one appended to). `drop` is told the highest id removed before any file goes, so that no page
-   * looks for a body in a file that is gone (one that looked already is read again).
+   * looks for a body in a file that is gone (one that looked already is read again). A segment
+   * with events past `checkpoint` is kept: a replay may still need them.
    */
-  async prune(cutoff: string, drop: (through: number) => void): Promise<void> {
+  async prune(cutoff: string, checkpoint: number, drop: (through: number) => void): Promise<void> {
     const segments = this.#segments.list
+    const old = (segment: Segment | undefined): boolean =>
+      segment !== undefined && segment.lastTime < cutoff && segment.last <= checkpoint
     let count = 0
-    while (count < segments.length - 1 && (segments[count]?.lastTime ?? cutoff) < cutoff) count += 1
+    while (count < segments.length - 1 && old(segments[count])) count += 1
     const next = segments[count]
     if (count === 0 || next === undefined) return
     const removed = segments.splice(0, count)

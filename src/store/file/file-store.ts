@@ -1,7 +1,7 @@
 import path from 'node:path'
 
 import { internalFault } from '../../domain/errors.js'
-import type { ChangeEvent, EventHead } from '../../domain/event.js'
+import { type ChangeEvent, type EventHead, eventIdNumber } from '../../domain/event.js'
 import type { Tombstone } from '../../domain/tombstone.js'
 import type { UserRecord } from '../../domain/user.js'
 import { type Logger, silentLogger } from '../../log/logger.js'
@@ -9,9 +9,11 @@ import { EventIndex } from '../feed/event-index.js'
 import { IndexedStore } from '../indexed-store.js'
 import type { StoreCapabilities } from '../store.js'
 import { DurableDirectory, makeDurableDirectory, WriteError } from './atomic-write.js'
+import { Checkpoint } from './checkpoint.js'
 import { DataDirLock } from './data-dir-lock.js'
 import { lostPlace, type Place, readPlace } from './data-dir-place.js'
 import { EventLog } from './event-log.js'
+import { replayTail } from './replay.js'
 import { toTombstoneJson } from './stored-files.js'
 import { loadUserFiles } from './user-files-load.js'
 
@@ -26,13 +28,24 @@ export interface FileStoreOptions {
   watchIntervalMs?: number
   /** Events older than this many days are pruned, whole segments at a time (default 30). */
   eventsRetentionDays?: number
+  /**
+   * How often the files written since the last checkpoint are fsynced and the checkpoint moved
+   * (default 1000 ms); sooner when many files wait.
+   */
+  checkpointMs?: number
 }
 
+/** Files renamed since the last checkpoint that start the next one at once. */
+const CHECKPOINT_FILES = 4096
+
 /**
- * The default store: one JSON file per user in `DATA_DIR/users/`, written atomically and durably,
- * and an index in memory loaded at open. A delete first writes the user's tombstone (id and time)
- * to `DATA_DIR/tombstones/`, then unlinks the user file. It owns the data directory through a
- * lock, and watches that the directory it loaded is still the one at its path.
+ * The default store: one JSON file per user in `DATA_DIR/users/`, and an index in memory loaded at
+ * open. A delete writes the user's tombstone (id and time) to `DATA_DIR/tombstones/`, then unlinks
+ * the user file. The change feed's log is the write-ahead log (CONTRACT §7, recipe b): a change is
+ * durable once its event is, its files are renamed into place unsynced, and a checkpoint makes
+ * them durable later (Checkpoint); at open, the log's tail is replayed first (replayTail). It owns
+ * the data directory through a lock, and watches that the directory it loaded is still the one at
+ * its path.
  */
 export class FileStore extends IndexedStore {
   readonly dataDir: string
@@ -49,8 +62,13 @@ export class FileStore extends IndexedStore {
   readonly #logger: Logger
   readonly #chunk: number
   readonly #watchIntervalMs: number
+  readonly #checkpointMs: number
   #dir: DurableDirectory | undefined
   #graves: DurableDirectory | undefined
+  #root: DurableDirectory | undefined
+  #checkpoint: Checkpoint | undefined
+  #checkpointTimer: NodeJS.Timeout | undefined
+  #checkpointing: Promise<void> | undefined
   #place: Place | undefined
   #watch: NodeJS.Timeout | undefined
 
@@ -78,6 +96,7 @@ export class FileStore extends IndexedStore {
     this.#lock = new DataDirLock(this.dataDir)
     this.#chunk = options.loadChunk ?? 2000
     this.#watchIntervalMs = options.watchIntervalMs ?? 1000
+    this.#checkpointMs = options.checkpointMs ?? 1000
   }
 
   /**
@@ -95,9 +114,19 @@ export class FileStore extends IndexedStore {
     this.lock()
     makeDurableDirectory(this.usersDir)
     makeDurableDirectory(this.tombstonesDir)
+    makeDurableDirectory(this.eventsDir)
     this.#dir = await DurableDirectory.open(this.usersDir)
     this.#graves = await DurableDirectory.open(this.tombstonesDir)
+    this.#root = await DurableDirectory.open(this.dataDir)
     this.#place = await readPlace(this.usersDir)
+    const replayed = await replayTail({
+      eventsDir: this.eventsDir,
+      users: this.#dir,
+      graves: this.#graves,
+      root: this.#root,
+    })
+    if (replayed.events > 0 || replayed.checkpoint === 'damaged')
+      this.#logger.info('replayed the event log past its checkpoint', { ...replayed })
     await loadUserFiles({
       usersDir: this.usersDir,
       tombstonesDir: this.tombstonesDir,
@@ -109,8 +138,18 @@ export class FileStore extends IndexedStore {
       logger: this.#logger,
       chunk: this.#chunk,
     })
-    makeDurableDirectory(this.eventsDir)
     await this.#loadEvents()
+    this.#checkpoint = new Checkpoint({
+      users: this.#dir,
+      graves: this.#graves,
+      root: this.#root,
+      logged: () => this.#eventLog.highest,
+      through: replayed.through,
+    })
+    this.#checkpointTimer = setInterval(() => {
+      this.#startCheckpoint()
+    }, this.#checkpointMs)
+    this.#checkpointTimer.unref()
     this.#watch = setInterval(() => {
       void this.#checkPlace()
       this.#pruning ??= this.pruneEvents()
@@ -127,11 +166,17 @@ export class FileStore extends IndexedStore {
   async close(): Promise<void> {
     clearInterval(this.#watch)
     this.#watch = undefined
+    clearInterval(this.#checkpointTimer)
+    this.#checkpointTimer = undefined
     await this.#pruning
+    // A clean stop leaves nothing to replay.
+    await this.#runCheckpoint()
+    this.#checkpoint = undefined
     await this.#eventLog.close()
-    const dirs = [this.#dir, this.#graves]
+    const dirs = [this.#dir, this.#graves, this.#root]
     this.#dir = undefined
     this.#graves = undefined
+    this.#root = undefined
     await Promise.all(dirs.map((dir) => dir?.close()))
     // Never fails: a read-only or vanished directory must not turn a clean stop into an error.
     const held = this.#lock.held
@@ -141,6 +186,7 @@ export class FileStore extends IndexedStore {
   }
 
   protected override logEvent(event: ChangeEvent): Promise<void> {
+    this.#checkpoint?.begin(event.userId, eventIdNumber(event.id))
     return this.#eventLog.append(event)
   }
 
@@ -150,8 +196,11 @@ export class FileStore extends IndexedStore {
 
   /** Drops whole segments older than the retention; requests go on meanwhile. */
   async pruneEvents(): Promise<void> {
+    // Segments past the checkpoint stay (a replay may need them): move it first.
+    await this.#runCheckpoint()
     await this.#eventLog.prune(
       new Date(this.#clock() - this.#retentionMs).toISOString(),
+      this.#checkpoint?.through ?? 0,
       (through) => {
         this.events.dropThrough(through)
       },
@@ -185,25 +234,72 @@ export class FileStore extends IndexedStore {
       : gone || (user !== undefined && user.user.version >= event.version)
   }
 
-  protected persist(record: UserRecord, logged: Promise<void>): Promise<void> {
-    return this.#directory().writeFile(`${record.user.id}.json`, record.json, logged)
+  /** The user file renamed into place unsynced: its event in the log makes it durable. */
+  protected async persist(record: UserRecord, logged: Promise<void> | undefined): Promise<void> {
+    const id = record.user.id
+    const name = `${id}.json`
+    // No event, nothing in the log to replay it from: durable by itself.
+    if (logged === undefined) return this.#directory().writeFile(name, record.json)
+    try {
+      await this.#directory().writeFile(name, record.json, logged, false)
+      this.#touched('users', name)
+    } finally {
+      this.#checkpoint?.end(id)
+    }
   }
 
   /**
-   * The tombstone is made durable before the user file goes, so that no crash can forget a
-   * deletion whose user file is gone. Until the unlink, the user file wins at load: a failed
-   * tombstone write, or a failed unlink, leaves the user as it was.
+   * The tombstone is renamed into place before the user file goes, so that no moment shows neither.
+   * Until the unlink, the user file wins at load: a failed tombstone write, or a failed unlink,
+   * leaves the user as it was (the replay of the deletion's event ends it after a crash).
    */
-  protected async bury(tombstone: Tombstone): Promise<void> {
+  protected async bury(tombstone: Tombstone, logged: Promise<void>): Promise<void> {
     const name = `${tombstone.id}.json`
     try {
-      await this.#tombstones().writeFile(name, toTombstoneJson(tombstone))
-    } catch (error) {
-      if (error instanceof WriteError && error.applied)
-        throw new WriteError(error.step, error.cause, false)
-      throw error
+      await this.#tombstones().writeFile(name, toTombstoneJson(tombstone), logged, false)
+      this.#touched('tombstones', name)
+      await this.#directory().removeFile(name, false)
+      this.#touched('users')
+    } finally {
+      this.#checkpoint?.end(tombstone.id)
     }
-    await this.#directory().removeFile(name)
+  }
+
+  #touched(dir: 'users' | 'tombstones', name?: string): void {
+    const checkpoint = this.#checkpoint
+    if (checkpoint === undefined) return
+    checkpoint.touched(dir, name)
+    if (checkpoint.dirty >= CHECKPOINT_FILES) this.#startCheckpoint()
+  }
+
+  #startCheckpoint(): void {
+    if (this.#checkpointing !== undefined) return
+    this.#checkpointing = this.#runCheckpoint().finally(() => {
+      this.#checkpointing = undefined
+    })
+  }
+
+  /**
+   * Runs a checkpoint (after the one running); a failed fsync turns the store read-only, since the
+   * kernel may have dropped the changes it held for these files.
+   */
+  async #runCheckpoint(): Promise<void> {
+    const checkpoint = this.#checkpoint
+    if (checkpoint === undefined || this.health().state === 'read_only') return
+    try {
+      await checkpoint.run()
+    } catch (error) {
+      const step = error instanceof WriteError ? error.step : 'write'
+      const code = error instanceof WriteError ? error.code : undefined
+      const fields = { step, code, error: String(error), dataDir: this.dataDir }
+      if (error instanceof WriteError && !error.fsyncFailed && code !== 'EIO') {
+        // A full or read-only disk: the log still holds every change; the next one tries again.
+        this.#logger.warn('a checkpoint failed; the next one tries again', fields)
+        return
+      }
+      this.turnReadOnly(`a checkpoint failed at ${step} (${code ?? 'no errno'})`)
+      this.#logger.error('a checkpoint failed: the store turned read-only', fields)
+    }
   }
 
   #directory(): DurableDirectory {

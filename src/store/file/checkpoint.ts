@@ -1,0 +1,162 @@
+import { readFileSync } from 'node:fs'
+import path from 'node:path'
+
+import { formatEventId } from '../../domain/event.js'
+import type { DurableDirectory } from './atomic-write.js'
+import { hasCode } from './errno.js'
+import { safeId } from './event-segments.js'
+
+/** In DATA_DIR: the id of the event log through which every change's files are durable. */
+export const CHECKPOINT_FILE = 'checkpoint.json'
+
+/** Files fsynced at once by a checkpoint (the fsyncs of one journal commit are shared). */
+const SYNCS_AT_ONCE = 32
+
+/**
+ * What the checkpoint file says, or `undefined` when there is none: a new data directory, or one
+ * written before the event log was the write-ahead log, where every change made itself durable.
+ * A file that cannot be read as one says "replay everything": the whole log is always a correct
+ * replay (each user ends at its last event), only a slower one.
+ */
+export function readCheckpoint(dataDir: string): number | 'damaged' | undefined {
+  let text: string
+  try {
+    text = readFileSync(path.join(dataDir, CHECKPOINT_FILE), 'utf8')
+  } catch (error) {
+    if (hasCode(error, 'ENOENT')) return undefined
+    throw error
+  }
+  const match = /^\{"through":"([0-9a-f]{16})"\}\n?$/.exec(text)?.[1]
+  const through = match === undefined ? undefined : safeId(match)
+  return through ?? 'damaged'
+}
+
+export function checkpointJson(through: number): string {
+  return `${JSON.stringify({ through: formatEventId(through) })}\n`
+}
+
+export interface CheckpointOptions {
+  readonly users: DurableDirectory
+  readonly graves: DurableDirectory
+  /** The data directory, where the checkpoint file is. */
+  readonly root: DurableDirectory
+  /** The highest event id durable in the log. */
+  readonly logged: () => number
+  /** The id the checkpoint file holds now. */
+  readonly through: number
+}
+
+/**
+ * The file store's checkpoint (CONTRACT §7, recipe b): a change is acknowledged once its event is
+ * durable in the log and its user file renamed into place, unsynced. A checkpoint later fsyncs
+ * the files renamed since the last one, then both directories, then records in
+ * `DATA_DIR/checkpoint.json` the id up to which nothing needs replaying. It never claims an event
+ * whose file step is still running: such a step's file may be renamed after the fsyncs.
+ */
+export class Checkpoint {
+  readonly #options: CheckpointOptions
+  #through: number
+  /** The event whose file step runs, per user (one write at a time per user). */
+  readonly #pending = new Map<string, number>()
+  #userFiles = new Set<string>()
+  #graveFiles = new Set<string>()
+  #usersChanged = false
+  #gravesChanged = false
+  #running: Promise<void> | undefined
+
+  constructor(options: CheckpointOptions) {
+    this.#options = options
+    this.#through = options.through
+  }
+
+  /** The id the checkpoint file holds. */
+  get through(): number {
+    return this.#through
+  }
+
+  /** Files renamed or removed since the last checkpoint. */
+  get dirty(): number {
+    return this.#userFiles.size + this.#graveFiles.size
+  }
+
+  /** A change's event is about to be appended; its file step follows, then `end`. */
+  begin(userId: string, eventId: number): void {
+    this.#pending.set(userId, eventId)
+  }
+
+  /** A file of users/ (or tombstones/) was renamed into place, or only removed (`name` undefined). */
+  touched(dir: 'users' | 'tombstones', name?: string): void {
+    if (dir === 'users') {
+      this.#usersChanged = true
+      if (name !== undefined) this.#userFiles.add(name)
+    } else {
+      this.#gravesChanged = true
+      if (name !== undefined) this.#graveFiles.add(name)
+    }
+  }
+
+  /** The file step of the user's change is over, done or failed. */
+  end(userId: string): void {
+    this.#pending.delete(userId)
+  }
+
+  /**
+   * Runs a checkpoint, after the one running if any (so that a caller's changes are covered).
+   * Rejects with a WriteError when an fsync fails: nothing the kernel holds is trusted then.
+   */
+  run(): Promise<void> {
+    const previous = this.#running ?? Promise.resolve()
+    const next = previous.catch(() => undefined).then(() => this.#checkpoint())
+    this.#running = next
+    void next
+      .catch(() => undefined)
+      .then(() => {
+        if (this.#running === next) this.#running = undefined
+      })
+    return next
+  }
+
+  async #checkpoint(): Promise<void> {
+    let through = this.#options.logged()
+    for (const id of this.#pending.values()) through = Math.min(through, id - 1)
+    through = Math.max(through, this.#through)
+    const changed = this.#usersChanged || this.#gravesChanged
+    if (through === this.#through && !changed) return
+    const users = this.#userFiles
+    const graves = this.#graveFiles
+    const dirs = [
+      ...(this.#usersChanged ? [this.#options.users] : []),
+      ...(this.#gravesChanged ? [this.#options.graves] : []),
+    ]
+    const usersChanged = this.#usersChanged
+    const gravesChanged = this.#gravesChanged
+    this.#userFiles = new Set()
+    this.#graveFiles = new Set()
+    this.#usersChanged = false
+    this.#gravesChanged = false
+    try {
+      await syncFiles(this.#options.users, users)
+      await syncFiles(this.#options.graves, graves)
+      await Promise.all(dirs.map((dir) => dir.sync()))
+      if (through === this.#through) return
+      await this.#options.root.writeFile(CHECKPOINT_FILE, checkpointJson(through))
+    } catch (error) {
+      // The next checkpoint does it all again (after a full disk, say; a failed fsync ends them).
+      for (const name of users) this.#userFiles.add(name)
+      for (const name of graves) this.#graveFiles.add(name)
+      this.#usersChanged ||= usersChanged
+      this.#gravesChanged ||= gravesChanged
+      throw error
+    }
+    this.#through = through
+  }
+}
+
+/** Fsyncs these files of `dir`, a few at a time; one that is gone was removed since. */
+export async function syncFiles(dir: DurableDirectory, names: Iterable<string>): Promise<void> {
+  const queue = [...names]
+  const worker = async (): Promise<void> => {
+    for (let name = queue.pop(); name !== undefined; name = queue.pop()) await dir.syncFile(name)
+  }
+  await Promise.all(Array.from({ length: Math.min(SYNCS_AT_ONCE, queue.length) }, worker))
+}
