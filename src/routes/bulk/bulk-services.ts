@@ -12,7 +12,10 @@ export interface BulkOptions {
   importMaxBytes: number
   /** Users per store page while exporting (default 500). */
   exportPageSize?: number | undefined
-  /** Creates of one import in flight at once (default 64): one group commit can take them all. */
+  /**
+   * Creates of one import in flight at once (default 256): one append to the event log (the file
+   * store's write-ahead log) or one PostgreSQL transaction takes them all.
+   */
   importConcurrency?: number | undefined
   /**
    * Body bytes read ahead of the creates: the body is read while the creates go on, so that an
@@ -43,7 +46,7 @@ export function createBulkServices(options: BulkOptions): BulkServices {
     importLine: createLineImporter(options),
     importMaxBytes: options.importMaxBytes,
     exportPageSize: options.exportPageSize ?? 500,
-    importConcurrency: options.importConcurrency ?? 64,
+    importConcurrency: options.importConcurrency ?? 256,
     importReadAheadBytes: options.importReadAheadBytes,
     stallMs: options.stallTimeoutMs,
     importing: false,

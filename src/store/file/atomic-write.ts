@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto'
-import { closeSync, fsyncSync, mkdirSync, openSync } from 'node:fs'
+import fs, { closeSync, fsyncSync, mkdirSync, openSync } from 'node:fs'
 import { type FileHandle, open, rename, unlink } from 'node:fs/promises'
 import path from 'node:path'
 import { performance } from 'node:perf_hooks'
 
 import { reportDurableWrite } from '../../metrics/durable-writes.js'
 import { hasCode } from './errno.js'
+import type { FileWorker } from './file-worker.js'
 
 /**
  * The step of a durable write that failed; `file-sync` and `dir-sync` are fsyncs, `rename` is the
@@ -66,6 +67,9 @@ export class DurableDirectory {
   readonly #handle: FileHandle
   #running: Promise<void> | undefined
   #queued: Promise<void> | undefined
+  /** Temp names: random per directory opened, then counted (no CSPRNG call per write). */
+  readonly #tempPrefix = randomBytes(6).toString('hex')
+  #temps = 0
 
   private constructor(dir: string, handle: FileHandle) {
     this.path = dir
@@ -81,17 +85,21 @@ export class DurableDirectory {
    * Writes a file durably: a temp file written and fsynced, renamed over the target, and the
    * directory fsynced. The rename waits for `beforeRename`, so that work can overlap the temp
    * file's; when it rejects, the temp file is removed and its rejection is what this throws.
-   * `durable: false` leaves out both fsyncs: the file is still replaced atomically for readers,
-   * and a write-ahead log that holds its content makes it durable (see Checkpoint).
+   * Given a FileWorker (`unsynced`), it writes and renames through it and leaves out both fsyncs:
+   * the file is still replaced atomically, and a write-ahead log that holds its content makes it
+   * durable (see Checkpoint).
    */
   async writeFile(
     name: string,
     data: string,
     beforeRename: Promise<void> = READY,
-    durable = true,
+    unsynced?: FileWorker,
   ): Promise<void> {
     const target = path.join(this.path, name)
-    const temp = path.join(this.path, `.${name}.${randomBytes(6).toString('hex')}.tmp`)
+    this.#temps += 1
+    const temp = path.join(this.path, `.${name}.${this.#tempPrefix}${this.#temps.toString(36)}.tmp`)
+    if (unsynced !== undefined)
+      return this.#writeUnsynced(unsynced, temp, target, data, beforeRename)
     let file: FileHandle | undefined
     let step: WriteStep = 'write'
     const started = performance.now()
@@ -100,11 +108,9 @@ export class DurableDirectory {
       // Stryker disable next-line StringLiteral: FileHandle.writeFile takes an empty encoding name as UTF-8
       await file.writeFile(data, 'utf8')
       step = 'file-sync'
-      if (durable) {
-        const syncStarted = performance.now()
-        await file.sync()
-        reportDurableWrite('file-sync', this.path, syncStarted)
-      }
+      const syncStarted = performance.now()
+      await file.sync()
+      reportDurableWrite('file-sync', this.path, syncStarted)
       // Stryker disable next-line StringLiteral: only a close() after a good fsync fails here, which no test can provoke; the name shows only in the message
       step = 'write'
       await file.close()
@@ -122,48 +128,79 @@ export class DurableDirectory {
       throw new WriteError(step, error)
     }
     try {
-      if (durable) await this.#syncOrThrow()
+      await this.#syncOrThrow()
+    } finally {
+      reportDurableWrite('write', this.path, started)
+    }
+  }
+
+  /** The temp file written and renamed through the worker, no fsync. */
+  async #writeUnsynced(
+    files: FileWorker,
+    temp: string,
+    target: string,
+    data: string,
+    beforeRename: Promise<void>,
+  ): Promise<void> {
+    const started = performance.now()
+    let step: WriteStep = 'write'
+    try {
+      await files.run({ call: 'write', path: temp, data })
+      step = 'rename'
+      await beforeRename.catch((error: unknown) => {
+        throw new GateClosed(error)
+      })
+      await files.run({ call: 'rename', path: temp, to: target })
+    } catch (error) {
+      await unlink(temp).catch(() => undefined)
+      if (error instanceof GateClosed) throw error.reason
+      throw new WriteError(step, error)
     } finally {
       reportDurableWrite('write', this.path, started)
     }
   }
 
   /**
-   * Removes a file durably: unlink, then the directory fsync (shared with concurrent writers);
-   * `durable: false` leaves the fsync to a checkpoint.
+   * Removes a file durably: unlink, then the directory fsync (shared with concurrent writers).
+   * Given a FileWorker (`unsynced`), it unlinks through it and leaves the fsync to a checkpoint.
    */
-  async removeFile(name: string, durable = true): Promise<void> {
+  async removeFile(name: string, unsynced?: FileWorker): Promise<void> {
+    const file = path.join(this.path, name)
     try {
-      await unlink(path.join(this.path, name))
+      await (unsynced === undefined ? unlink(file) : unsynced.run({ call: 'unlink', path: file }))
     } catch (error) {
       throw new WriteError('rename', error)
     }
-    if (durable) await this.#syncOrThrow()
+    if (unsynced === undefined) await this.#syncOrThrow()
   }
 
   /**
-   * Fsyncs a file of this directory by name (a checkpoint's step); false when it is gone (removed
-   * since: whatever removed it is in the log, or made durable by itself).
+   * Fsyncs a file of this directory by name (a checkpoint's step, through node:fs's callbacks: it
+   * runs for every file written); false when it is gone (removed since: whatever removed it is in
+   * the log, or made durable by itself).
    */
-  async syncFile(name: string): Promise<boolean> {
-    let file: FileHandle
-    try {
-      file = await open(path.join(this.path, name), 'r')
-    } catch (error) {
-      if (hasCode(error, 'ENOENT')) return false
-      // Not an fsync that failed: nothing the kernel held was dropped.
-      throw new WriteError('write', error)
-    }
-    const started = performance.now()
-    try {
-      await file.sync()
-    } catch (error) {
-      throw new WriteError('file-sync', error)
-    } finally {
-      await file.close().catch(() => undefined)
-    }
-    reportDurableWrite('file-sync', this.path, started)
-    return true
+  syncFile(name: string): Promise<boolean> {
+    return new Promise((resolve, reject) => {
+      fs.open(path.join(this.path, name), 'r', (opened, fd) => {
+        if (opened !== null) {
+          if (hasCode(opened, 'ENOENT')) resolve(false)
+          // Not an fsync that failed: nothing the kernel held was dropped.
+          else reject(new WriteError('write', opened))
+          return
+        }
+        const started = performance.now()
+        fs.fsync(fd, (synced) => {
+          fs.close(fd, () => {
+            if (synced !== null) {
+              reject(new WriteError('file-sync', synced))
+              return
+            }
+            reportDurableWrite('file-sync', this.path, started)
+            resolve(true)
+          })
+        })
+      })
+    })
   }
 
   /** Moves a file of this directory into another one, durably in both (rename, two fsyncs). */

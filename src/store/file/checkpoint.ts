@@ -10,7 +10,7 @@ import { safeId } from './event-segments.js'
 export const CHECKPOINT_FILE = 'checkpoint.json'
 
 /** Files fsynced at once by a checkpoint (the fsyncs of one journal commit are shared). */
-const SYNCS_AT_ONCE = 32
+const SYNCS_AT_ONCE = 4
 
 /**
  * What the checkpoint file says, or `undefined` when there is none: a new data directory, or one

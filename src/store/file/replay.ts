@@ -7,10 +7,13 @@ import type { DurableDirectory } from './atomic-write.js'
 import { CHECKPOINT_FILE, checkpointJson, readCheckpoint, syncFiles } from './checkpoint.js'
 import { hasCode } from './errno.js'
 import { SEGMENT, safeId } from './event-segments.js'
+import type { FileWorker } from './file-worker.js'
 import { parseStoredUser, toTombstoneJson } from './stored-files.js'
 
 const VOID = /^\{"void":"([0-9a-f]{16})"\}$/
 const NEWLINE = 0x0a
+/** Users written again at once while replaying. */
+const REPLAY_AT_ONCE = 512
 
 export interface ReplayDirs {
   readonly eventsDir: string
@@ -18,6 +21,7 @@ export interface ReplayDirs {
   readonly graves: DurableDirectory
   /** The data directory, where the checkpoint file is. */
   readonly root: DurableDirectory
+  readonly files: FileWorker
 }
 
 export interface Replayed {
@@ -52,24 +56,28 @@ export async function replayTail(dirs: ReplayDirs): Promise<Replayed> {
     for (const event of tail.events) if (!tail.voided.has(event.id)) last.set(event.userId, event)
     const userFiles: string[] = []
     const graveFiles: string[] = []
-    for (const [userId, event] of last) {
+    const replay = async ([userId, event]: [string, ChangeEvent]): Promise<void> => {
       const name = `${userId}.json`
       if (event.type === 'user.deleted') {
         await dirs.graves.writeFile(
           name,
           toTombstoneJson({ id: userId, deletedAt: event.time }),
           undefined,
-          false,
+          dirs.files,
         )
         graveFiles.push(name)
-        await removeIfThere(dirs.users, name)
+        await removeIfThere(dirs.users, name, dirs.files)
         buried += 1
       } else if (event.userJson !== undefined && !newerOnDisk(dirs.users.path, event)) {
-        await dirs.users.writeFile(name, event.userJson, undefined, false)
+        await dirs.users.writeFile(name, event.userJson, undefined, dirs.files)
         userFiles.push(name)
         written += 1
       }
     }
+    // Many at once (the worker takes a turn's calls in one message), a bounded number in memory.
+    const users = [...last]
+    for (let at = 0; at < users.length; at += REPLAY_AT_ONCE)
+      await Promise.all(users.slice(at, at + REPLAY_AT_ONCE).map(replay))
     await syncFiles(dirs.users, userFiles)
     await syncFiles(dirs.graves, graveFiles)
     await Promise.all([dirs.users.sync(), dirs.graves.sync()])
@@ -143,9 +151,13 @@ function newerOnDisk(usersDir: string, event: ChangeEvent): boolean {
   return user !== undefined && user.version > event.version
 }
 
-async function removeIfThere(dir: DurableDirectory, name: string): Promise<void> {
+async function removeIfThere(
+  dir: DurableDirectory,
+  name: string,
+  files: FileWorker,
+): Promise<void> {
   try {
-    await dir.removeFile(name, false)
+    await dir.removeFile(name, files)
   } catch (error) {
     if (!hasCode(error instanceof Error ? error.cause : undefined, 'ENOENT')) throw error
   }
