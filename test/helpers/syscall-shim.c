@@ -1,12 +1,16 @@
 /*
  * An LD_PRELOAD shim for the storage tests: it makes fsync and fdatasync fail on demand and
- * records the file system calls that make a write durable. Compiled by test/helpers/syscall-shim.ts.
+ * records the file system calls that make a write durable, and the writes before them (a log's
+ * fdatasync covers a record only when it began after the record's write). Compiled by
+ * test/helpers/syscall-shim.ts.
  *
  * Environment:
  *   SHIM_FAIL_MARKER  while this file exists, fsync and fdatasync fail (without syncing)
  *   SHIM_FAIL_KIND    which descriptors fail: file, dir or both (default both)
  *   SHIM_FAIL_ERRNO   the errno number to fail with (default EIO)
  *   SHIM_FAIL_UNDER   fail only descriptors whose path starts with this (default: all)
+ *   SHIM_FAIL_ONCE    when set, the first failure removes the marker (calls that began meanwhile
+ *                     may still fail): a store's own later syncs, such as a void, then work
  *   SHIM_DIR_SYNC_DELAY_MS  how long a directory fsync takes at least (a slow disk: writers
  *                     arrive while one runs), added after the real call
  *   SHIM_DATASYNC_DELAY_MS  how long an fdatasync takes at least (the change feed's log uses
@@ -15,12 +19,15 @@
  *   SHIM_LOG_UNDER    record only calls that name a path starting with this (default: all)
  *
  * A log line is tab-separated: pid, call, result, errno, then the paths (fd resolved through
- * /proc/self/fd), then for opens the flags in hex and for fsyncs "dir N" or "file N". Each line
- * goes out in one write(2) on a file opened with O_APPEND, so lines of concurrent threads never
- * mix. A line is written after the real call returned and before the caller sees its result, so
- * the log's order is the program's order for calls that depend on each other. An fsync also
- * writes a "<call>-begin" line, with the same N, just before it starts: an fsync whose begin line
- * follows a rename's line started after that rename, so it covers it.
+ * /proc/self/fd), then for opens the flags in hex, for fsyncs "dir N" or "file N", and for writes
+ * (write, pwrite, writev, pwritev; the result is the bytes written) the offset asked for (-1 for
+ * the file position) and, after a space, the first 64 bytes written, escaped (\xHH for a byte
+ * outside printable ASCII and for the backslash). Each line goes out in one write(2) on a file
+ * opened with O_APPEND, so lines of concurrent threads never mix. A line is written after the
+ * real call returned and before the caller sees its result, so the log's order is the program's
+ * order for calls that depend on each other. An fsync also writes a "<call>-begin" line, with the
+ * same N, just before it starts: an fsync whose begin line follows a rename's line started after
+ * that rename, so it covers it.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -33,6 +40,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define LINE_MAX_BYTES 8192
@@ -132,6 +140,8 @@ static int sync_call(const char *call, const char *begin, int fd, int (*real)(in
   if (must_fail(directory, path)) {
     result = -1;
     error = fail_errno();
+    const char *once = getenv("SHIM_FAIL_ONCE");
+    if (once != NULL && *once != '\0') syscall(SYS_unlinkat, AT_FDCWD, getenv("SHIM_FAIL_MARKER"), 0);
   } else {
     result = real(fd);
     error = errno;
@@ -314,6 +324,93 @@ int mkdirat(int dirfd, const char *path, mode_t mode) {
   char full[PATH_MAX];
   at_path(dirfd, path, full, sizeof full);
   record("mkdirat", result, error, full, NULL, NULL);
+  errno = error;
+  return result;
+}
+
+/* The bytes of a write shown in its log line, so that a small file's content can be told apart. */
+#define SHOWN_BYTES 64
+
+static void record_write(const char *call, int fd, long long offset, const struct iovec *iov, int iovcnt,
+                         ssize_t result, int error) {
+  if (getenv("SHIM_LOG") == NULL) return;
+  char path[PATH_MAX];
+  fd_path(fd, path, sizeof path);
+  if (!wanted(path, NULL)) return;
+  char extra[32 + SHOWN_BYTES * 4];
+  int n = snprintf(extra, sizeof extra, "%lld ", offset);
+  size_t left = result > 0 ? (size_t)result : 0;
+  if (left > SHOWN_BYTES) left = SHOWN_BYTES;
+  for (int i = 0; i < iovcnt && left > 0; i++) {
+    const unsigned char *bytes = iov[i].iov_base;
+    size_t take = iov[i].iov_len < left ? iov[i].iov_len : left;
+    for (size_t at = 0; at < take; at++) {
+      unsigned char c = bytes[at];
+      if (c >= 0x20 && c < 0x7f && c != '\\') extra[n++] = (char)c;
+      else n += snprintf(extra + n, sizeof extra - (size_t)n, "\\x%02x", c);
+    }
+    left -= take;
+  }
+  extra[n] = '\0';
+  record(call, (long)result, error, path, NULL, extra);
+}
+
+ssize_t write(int fd, const void *data, size_t size) {
+  static ssize_t (*real)(int, const void *, size_t);
+  if (real == NULL) real = (ssize_t (*)(int, const void *, size_t))next_symbol("write");
+  ssize_t result = real(fd, data, size);
+  int error = errno;
+  struct iovec iov = {(void *)data, size};
+  record_write("write", fd, -1, &iov, 1, result, error);
+  errno = error;
+  return result;
+}
+
+#define PWRITE_WRAPPER(NAME, OFF_T)                                                     \
+  ssize_t NAME(int fd, const void *data, size_t size, OFF_T offset) {                   \
+    static ssize_t (*real)(int, const void *, size_t, OFF_T);                           \
+    if (real == NULL) real = (ssize_t (*)(int, const void *, size_t, OFF_T))next_symbol(#NAME); \
+    ssize_t result = real(fd, data, size, offset);                                      \
+    int error = errno;                                                                  \
+    struct iovec iov = {(void *)data, size};                                            \
+    record_write(#NAME, fd, (long long)offset, &iov, 1, result, error);                 \
+    errno = error;                                                                      \
+    return result;                                                                      \
+  }
+
+PWRITE_WRAPPER(pwrite, off_t)
+PWRITE_WRAPPER(pwrite64, off64_t)
+
+ssize_t writev(int fd, const struct iovec *iov, int iovcnt) {
+  static ssize_t (*real)(int, const struct iovec *, int);
+  if (real == NULL) real = (ssize_t (*)(int, const struct iovec *, int))next_symbol("writev");
+  ssize_t result = real(fd, iov, iovcnt);
+  int error = errno;
+  record_write("writev", fd, -1, iov, iovcnt, result, error);
+  errno = error;
+  return result;
+}
+
+#define PWRITEV_WRAPPER(NAME, OFF_T)                                                    \
+  ssize_t NAME(int fd, const struct iovec *iov, int iovcnt, OFF_T offset) {             \
+    static ssize_t (*real)(int, const struct iovec *, int, OFF_T);                      \
+    if (real == NULL) real = (ssize_t (*)(int, const struct iovec *, int, OFF_T))next_symbol(#NAME); \
+    ssize_t result = real(fd, iov, iovcnt, offset);                                     \
+    int error = errno;                                                                  \
+    record_write(#NAME, fd, (long long)offset, iov, iovcnt, result, error);             \
+    errno = error;                                                                      \
+    return result;                                                                      \
+  }
+
+PWRITEV_WRAPPER(pwritev, off_t)
+PWRITEV_WRAPPER(pwritev64, off64_t)
+
+ssize_t pwritev2(int fd, const struct iovec *iov, int iovcnt, off_t offset, int flags) {
+  static ssize_t (*real)(int, const struct iovec *, int, off_t, int);
+  if (real == NULL) real = (ssize_t (*)(int, const struct iovec *, int, off_t, int))next_symbol("pwritev2");
+  ssize_t result = real(fd, iov, iovcnt, offset, flags);
+  int error = errno;
+  record_write("pwritev2", fd, (long long)offset, iov, iovcnt, result, error);
   errno = error;
   return result;
 }

@@ -5,7 +5,7 @@ import path from 'node:path'
 
 import { PROJECT_ROOT } from './child.js'
 
-/** The shim's source: fsync failures on demand and a log of the durable-write calls. */
+/** The shim's source: fsync failures on demand and a log of the durable-write calls and writes. */
 export const SHIM_SOURCE = path.join(PROJECT_ROOT, 'test', 'helpers', 'syscall-shim.c')
 
 /** The compiled shim, or why there is none (the caller skips with that reason). */
@@ -59,6 +59,8 @@ export interface ShimEnvOptions {
   failErrno?: number
   /** Only descriptors whose path starts with this fail (default all). */
   failUnder?: string
+  /** The first failure removes the marker, so that later syncs work again. */
+  failOnce?: boolean
   /** Makes every directory fsync take at least this long, as on a slow disk. */
   dirSyncDelayMs?: number
   /** Makes every fdatasync (the change feed's log) take at least this long. */
@@ -75,6 +77,7 @@ export function shimEnv(library: string, options: ShimEnvOptions): Record<string
   if (options.failKind !== undefined) env['SHIM_FAIL_KIND'] = options.failKind
   if (options.failErrno !== undefined) env['SHIM_FAIL_ERRNO'] = String(options.failErrno)
   if (options.failUnder !== undefined) env['SHIM_FAIL_UNDER'] = options.failUnder
+  if (options.failOnce === true) env['SHIM_FAIL_ONCE'] = '1'
   if (options.dirSyncDelayMs !== undefined)
     env['SHIM_DIR_SYNC_DELAY_MS'] = String(options.dirSyncDelayMs)
   if (options.dataSyncDelayMs !== undefined)
@@ -100,6 +103,9 @@ export interface ShimCall {
   readonly dir?: boolean
   readonly syncId?: number
   readonly begin?: boolean
+  /** For writes: the offset asked for (-1: the file position) and the first 64 bytes written. */
+  readonly offset?: number
+  readonly data?: string
   /** The byte offset just past this line in the log. */
   readonly end: number
 }
@@ -139,9 +145,33 @@ export function readShimLog(file: string): ShimCall[] {
         dir: kind === 'dir',
         syncId: Number(id),
       })
+    } else if (WRITES.has(call)) {
+      const space = extra.indexOf(' ')
+      calls.push({
+        ...base,
+        offset: Number(extra.slice(0, space)),
+        data: unescapeBytes(extra.slice(space + 1)),
+      })
     } else calls.push(base)
   }
   return calls
+}
+
+const WRITES = new Set([
+  'write',
+  'pwrite',
+  'pwrite64',
+  'writev',
+  'pwritev',
+  'pwritev64',
+  'pwritev2',
+])
+
+/** The shim escapes a byte outside printable ASCII, and the backslash, as \xHH. */
+function unescapeBytes(text: string): string {
+  return text.replace(/\\x([0-9a-f]{2})/g, (_, hex: string) =>
+    String.fromCharCode(Number.parseInt(hex, 16)),
+  )
 }
 
 /** The log's size in bytes now: calls with `end` up to it happened before this moment. */

@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict'
-import { constants, mkdirSync, writeFileSync } from 'node:fs'
+import { constants, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
 import type { User } from '../../src/domain/user.js'
 import { type RunningChild, startChild } from '../helpers/child.js'
 import { request, type TestResponse } from '../helpers/http.js'
+import { waitFor } from '../helpers/ops.js'
 import { makeTempDir, uniqueEmail } from '../helpers/service.js'
 import { makeUser, toContractJson } from '../helpers/store-users.js'
 import {
@@ -19,11 +20,18 @@ import { makeToken } from '../helpers/tokens.js'
 
 /*
  * These tests run the service as a child with the syscall shim preloaded, which records every
- * open, fsync, rename, link, unlink and mkdir under the test's directory. After each answer the
- * test notes how long the log is: a call whose line lies within that length happened before the
- * answer arrived. An fsync is logged when it begins and when it ends, so "the directory was
- * fsynced after the rename" means an fsync of the directory that began after the rename's line
- * and ended, successfully, before the answer.
+ * open, write, fsync, fdatasync, rename, link, unlink and mkdir under the test's directory. After
+ * each answer the test notes how long the log is: a call whose line lies within that length
+ * happened before the answer arrived. An fsync is logged when it begins and when it ends, so "the
+ * directory was fsynced after the rename" means an fsync of the directory that began after the
+ * rename's line and ended, successfully, before the answer.
+ *
+ * A user's change follows CONTRACT §7 recipe (b): the change feed's log is the write-ahead log.
+ * Its event is written to a segment of `DATA_DIR/events/` and fdatasynced (one sync for every
+ * writer waiting); only then is the user's file renamed into place, unsynced, and the answer
+ * sent. A checkpoint later fsyncs the files and their directories, then names in
+ * `DATA_DIR/checkpoint.json` the last event whose change is durable by itself. Writes other than
+ * a user's change (the lock, the first-start secret, a quarantine) still follow recipe (a).
  */
 
 const token = makeToken()
@@ -167,22 +175,204 @@ function assertDurableReplace(
   return { rename, dirSync }
 }
 
-/** Asserts that `file` was unlinked and its directory fsynced after that, all by `by`. */
-function assertDurableUnlink(
+/** One event of the log (`DATA_DIR/events/*.ndjson`) and where its record lies in its segment. */
+interface LogRecord {
+  readonly segment: string
+  readonly offset: number
+  /** The record's length with its newline. */
+  readonly bytes: number
+  readonly id: string
+  readonly type: string
+  readonly userId: string
+  readonly version: number
+}
+
+/** The log's events in id order; a run where every write succeeded voids none. */
+function readLog(eventsDir: string): LogRecord[] {
+  const records: LogRecord[] = []
+  const names = readdirSync(eventsDir).filter((name) => name.endsWith('.ndjson'))
+  for (const name of names) {
+    const segment = path.join(eventsDir, name)
+    const data = readFileSync(segment)
+    for (let offset = 0; offset < data.length; ) {
+      const stop = data.indexOf(0x0a, offset)
+      assert.ok(stop >= 0, `${segment}: a record without its newline at ${offset}`)
+      const fields = JSON.parse(data.subarray(offset, stop).toString('utf8')) as Record<
+        string,
+        unknown
+      >
+      assert.equal(
+        fields['void'],
+        undefined,
+        `${segment}: an event was voided, yet no write failed`,
+      )
+      records.push({
+        segment,
+        offset,
+        bytes: stop + 1 - offset,
+        id: String(fields['id']),
+        type: String(fields['type']),
+        userId: String(fields['userId']),
+        version: Number(fields['version']),
+      })
+      offset = stop + 1
+    }
+  }
+  return records.sort((a, b) => (a.id < b.id ? -1 : 1))
+}
+
+/** The one event of `userId` of this type (and version, when given). */
+function findEvent(
+  log: readonly LogRecord[],
+  userId: string,
+  type: string,
+  version?: number,
+): LogRecord {
+  const found = log.filter(
+    (record) =>
+      record.userId === userId &&
+      record.type === type &&
+      (version === undefined || record.version === version),
+  )
+  assert.equal(found.length, 1, `${found.length} ${type} events of ${userId} v${version ?? '*'}`)
+  const [record] = found
+  assert.ok(record !== undefined)
+  return record
+}
+
+/**
+ * The last of the writes that put `record` into its segment. The log only appends (and each
+ * segment is new in these tests), so a write lands where the bytes written to that file before it
+ * end.
+ */
+function recordWrite(calls: readonly ShimCall[], record: LogRecord, what: string): ShimCall {
+  const end = record.offset + record.bytes
+  let at = 0
+  let covered = 0
+  let last: ShimCall | undefined
+  for (const call of calls) {
+    if (call.data === undefined || call.paths[0] !== record.segment || call.result <= 0) continue
+    const from = at
+    at += call.result
+    if (at <= record.offset || from >= end) continue
+    covered += Math.min(at, end) - Math.max(from, record.offset)
+    last = call
+  }
+  assert.ok(
+    last !== undefined && covered === record.bytes,
+    `${what}: the write of event ${record.id} into ${record.segment} is not in the trace`,
+  )
+  return last
+}
+
+/**
+ * The successful fsync or fdatasync of `file` that began after the call `after` and ended before
+ * the line `before` (a seq), or undefined.
+ */
+function syncBetween(
   calls: readonly ShimCall[],
   file: string,
+  after: ShimCall,
+  before: number,
+): ShimCall | undefined {
+  for (const begin of calls) {
+    if (begin.begin !== true || begin.paths[0] !== file || begin.seq <= after.seq) continue
+    if (begin.seq >= before) return undefined
+    const end = calls.find((call) => isSyncEnd(call) && call.syncId === begin.syncId)
+    if (end !== undefined && end.result === 0 && end.seq < before) return end
+  }
+  return undefined
+}
+
+/**
+ * Asserts that a change's event was durable before `shown` (the rename or unlink that shows the
+ * change on disk): a sync of its segment began after its record was written and ended before,
+ * and the events directory was fsynced after the segment was made (a new segment's name must
+ * survive a crash too). Returns the end of the segment's sync.
+ */
+function assertLoggedBefore(
+  calls: readonly ShimCall[],
+  record: LogRecord,
+  shown: ShimCall,
+  what: string,
+): ShimCall {
+  const write = recordWrite(calls, record, what)
+  const sync = syncBetween(calls, record.segment, write, shown.seq)
+  assert.ok(
+    sync !== undefined,
+    `${what}: no sync of ${record.segment} began after event ${record.id} was written and ended before the ${shown.call} of ${shown.paths.at(-1)}`,
+  )
+  const made = calls.find(
+    (call) => call.flags !== undefined && call.paths[0] === record.segment && call.result >= 0,
+  )
+  assert.ok(made !== undefined, `${what}: ${record.segment} was never opened`)
+  assert.ok(
+    syncBetween(calls, path.dirname(record.segment), made, shown.seq) !== undefined,
+    `${what}: the events directory was not fsynced after ${record.segment} was made and before the ${shown.call}`,
+  )
+  return sync
+}
+
+/**
+ * Asserts how a file was put in place for a change answered at `by` (a log length), recipe (b):
+ * a temp file in the same directory, created exclusively and written, renamed over `target` after
+ * `from` (a log length) and before the answer, and never fsynced (the log makes the change
+ * durable; a checkpoint syncs the file later). Returns the rename and the temp file's last write.
+ */
+function assertUnsyncedReplace(
+  calls: readonly ShimCall[],
+  target: string,
+  from: number,
+  by: number,
+  what: string,
+): { rename: ShimCall; written: ShimCall } {
+  const rename = calls
+    .filter(
+      (call) => isRename(call) && call.result === 0 && call.paths[1] === target && call.end > from,
+    )
+    .at(-1)
+  assert.ok(rename !== undefined, `${what}: no rename onto ${target}`)
+  assert.ok(rename.end <= by, `${what}: the rename onto ${target} came after the answer`)
+  const temp = rename.paths[0] ?? ''
+  assert.equal(path.dirname(temp), path.dirname(target), `${what}: the temp file is elsewhere`)
+  const created = calls.find(
+    (call) => call.flags !== undefined && call.paths[0] === temp && call.result >= 0,
+  )
+  assert.ok(created !== undefined, `${what}: the temp file ${temp} was never opened`)
+  const exclusive = constants.O_CREAT | constants.O_EXCL
+  assert.equal(
+    (created.flags ?? 0) & exclusive,
+    exclusive,
+    `${what}: the temp file was not created exclusively`,
+  )
+  const written = calls
+    .filter((call) => call.data !== undefined && call.paths[0] === temp && call.result > 0)
+    .at(-1)
+  assert.ok(
+    written !== undefined && written.seq < rename.seq,
+    `${what}: the temp file was not written before its rename`,
+  )
+  assert.equal(
+    calls.find((call) => call.syncId !== undefined && call.paths[0] === temp),
+    undefined,
+    `${what}: the temp file was fsynced: recipe (a)'s cost, which the log makes needless`,
+  )
+  return { rename, written }
+}
+
+/** The unlink of `file` after `from` (a log length) and before the answer at `by`. */
+function assertUnlinked(
+  calls: readonly ShimCall[],
+  file: string,
+  from: number,
   by: number,
   what: string,
 ): ShimCall {
-  const unlink = calls
-    .filter((call) => isUnlink(call) && call.result === 0 && call.paths[0] === file)
-    .at(-1)
+  const unlink = calls.find(
+    (call) => isUnlink(call) && call.result === 0 && call.paths[0] === file && call.end > from,
+  )
   assert.ok(unlink !== undefined, `${what}: ${file} was not unlinked`)
   assert.ok(unlink.end <= by, `${what}: the unlink came after the answer`)
-  assert.ok(
-    coveringDirSync(calls, path.dirname(file), unlink, by) !== undefined,
-    `${what}: no fsync of ${path.dirname(file)} after the unlink and before the answer`,
-  )
   return unlink
 }
 
@@ -207,86 +397,111 @@ function assertDurableMkdirs(
 }
 
 describe('durable writes, seen in the system calls', () => {
-  it("fsyncs a created, replaced or deleted user's file before its rename and the directory after it, before answering", {
+  it("makes each create, replace, action and delete durable by its event's log sync before its file is renamed or unlinked, unsynced, and before the answer (recipe b)", {
     timeout: 60_000,
   }, async (t) => {
     if (shim.skip !== undefined) return t.skip(shim.skip)
     const trace = await startTraced(t)
     const { child, dataDir } = trace
     const usersDir = path.join(dataDir, 'users')
+    const eventsDir = path.join(dataDir, 'events')
+
+    /** Sends a change to user `id` (or a create) and checks recipe (b) on its file. */
+    const change = async (
+      what: string,
+      send: () => Promise<TestResponse>,
+      status: number,
+      type: string,
+    ): Promise<User> => {
+      const from = trace.mark()
+      const { res, answeredAt } = await traced(trace, send)
+      assert.equal(res.status, status, res.text)
+      const user = res.json<User>()
+      const calls = trace.calls()
+      const target = path.join(usersDir, `${user.id}.json`)
+      const { rename } = assertUnsyncedReplace(calls, target, from, answeredAt, what)
+      const record = findEvent(readLog(eventsDir), user.id, type, user.version)
+      assertLoggedBefore(calls, record, rename, what)
+      return user
+    }
 
     const email = uniqueEmail('durable')
-    const create = await traced(trace, () =>
-      request('POST', `${child.url}/users`, { token, json: { email, name: 'Durable' } }),
+    const user = await change(
+      'POST',
+      () => request('POST', `${child.url}/users`, { token, json: { email, name: 'Durable' } }),
+      201,
+      'user.created',
     )
-    assert.equal(create.res.status, 201, create.res.text)
-    const user = create.res.json<User>()
-    const target = path.join(usersDir, `${user.id}.json`)
-    const created = assertDurableReplace(trace.calls(), target, create.answeredAt, 'POST')
+    const url = `${child.url}/users/${user.id}`
+    const patched = await change(
+      'PATCH',
+      () => request('PATCH', url, { token, json: { name: 'Patched' } }),
+      200,
+      'user.updated',
+    )
+    assert.equal(patched.version, 2)
+    const replaced = await change(
+      'PUT',
+      () => request('PUT', url, { token, json: { email, name: 'Replaced', metadata: {} } }),
+      200,
+      'user.updated',
+    )
+    assert.equal(replaced.version, 3)
+    const activated = await change(
+      'POST :activate',
+      () => request('POST', `${url}:activate`, { token }),
+      200,
+      'user.activated',
+    )
+    assert.equal(activated.version, 4)
 
-    const patch = await traced(trace, () =>
-      request('PATCH', `${child.url}/users/${user.id}`, { token, json: { name: 'Patched' } }),
-    )
-    assert.equal(patch.res.status, 200, patch.res.text)
-    const patched = assertDurableReplace(trace.calls(), target, patch.answeredAt, 'PATCH')
-    assert.ok(patched.rename.seq > created.dirSync.seq, 'PATCH made its own rename')
-
-    const put = await traced(trace, () =>
-      request('PUT', `${child.url}/users/${user.id}`, {
-        token,
-        json: { email, name: 'Replaced', metadata: {} },
-      }),
-    )
-    assert.equal(put.res.status, 200, put.res.text)
-    const replaced = assertDurableReplace(trace.calls(), target, put.answeredAt, 'PUT')
-    assert.ok(replaced.rename.seq > patched.dirSync.seq, 'PUT made its own rename')
-
-    const action = await traced(trace, () =>
-      request('POST', `${child.url}/users/${user.id}:activate`, { token }),
-    )
-    assert.equal(action.res.status, 200, action.res.text)
-    assertDurableReplace(trace.calls(), target, action.answeredAt, 'POST :activate')
-
-    // A delete: the tombstone is made durable first, then the user file goes, durably too.
-    const remove = await traced(trace, () =>
-      request('DELETE', `${child.url}/users/${user.id}`, { token }),
-    )
+    // A delete: the tombstone is renamed into place once the event is durable, then the user
+    // file goes, both before the answer and neither synced.
+    const from = trace.mark()
+    const remove = await traced(trace, () => request('DELETE', url, { token }))
     assert.equal(remove.res.status, 204, remove.res.text)
     const calls = trace.calls()
     const grave = path.join(dataDir, 'tombstones', `${user.id}.json`)
-    const buried = assertDurableReplace(calls, grave, remove.answeredAt, 'DELETE (tombstone)')
-    const unlink = assertDurableUnlink(calls, target, remove.answeredAt, 'DELETE (user file)')
-    assert.ok(
-      buried.dirSync.seq < unlink.seq,
-      'the tombstone was durable before the user file was unlinked',
+    const buried = assertUnsyncedReplace(calls, grave, from, remove.answeredAt, 'DELETE')
+    const record = findEvent(readLog(eventsDir), user.id, 'user.deleted')
+    assertLoggedBefore(calls, record, buried.rename, 'DELETE (tombstone)')
+    const unlink = assertUnlinked(
+      calls,
+      path.join(usersDir, `${user.id}.json`),
+      from,
+      remove.answeredAt,
+      'DELETE',
     )
+    assert.ok(buried.rename.seq < unlink.seq, 'the user file went before its tombstone came')
   })
 
-  it("makes each change's event durable before the change shows on disk, while the temp file is written meanwhile", {
+  it("writes a change's temp file while its event's log sync runs, and renames it only once that sync ended", {
     timeout: 60_000,
   }, async (t) => {
     if (shim.skip !== undefined) return t.skip(shim.skip)
-    // A slow feed: its fdatasync takes 300 ms, so a rename that does not wait for it comes first.
+    // A slow log: its fdatasync takes 300 ms, so a rename that does not wait for it comes first,
+    // and a temp file written only after it would be seen written after the sync ended.
     const trace = await startTraced(t, { dataSyncDelayMs: 300 })
     const { child, dataDir } = trace
     const eventsDir = path.join(dataDir, 'events')
-    const usersDir = path.join(dataDir, 'users')
-    /** The feed's successful fdatasync that began after `from` (a log length) and ended before `change`. */
-    const feedSyncBefore = (
-      calls: readonly ShimCall[],
+
+    /** Checks the order of one change: temp written, log sync ended, then the rename. */
+    const check = (
+      what: string,
+      target: string,
       from: number,
-      change: ShimCall,
-    ): ShimCall | undefined => {
-      const begins = calls.filter(
-        (call) =>
-          call.begin === true &&
-          call.call === 'fdatasync' &&
-          call.end > from &&
-          path.dirname(call.paths[0] ?? '') === eventsDir,
+      answeredAt: number,
+      userId: string,
+      type: string,
+    ): void => {
+      const calls = trace.calls()
+      const { rename, written } = assertUnsyncedReplace(calls, target, from, answeredAt, what)
+      const record = findEvent(readLog(eventsDir), userId, type)
+      const synced = assertLoggedBefore(calls, record, rename, what)
+      assert.ok(
+        written.seq < synced.seq,
+        `${what}: the temp file waited for the log's sync instead of being written meanwhile`,
       )
-      return begins
-        .map((begin) => calls.find((call) => isSyncEnd(call) && call.syncId === begin.syncId))
-        .find((end) => end !== undefined && end.result === 0 && end.seq < change.seq)
     }
 
     let from = trace.mark()
@@ -298,71 +513,33 @@ describe('durable writes, seen in the system calls', () => {
     )
     assert.equal(create.res.status, 201, create.res.text)
     const id = create.res.json<User>().id
-    const target = path.join(usersDir, `${id}.json`)
-    let calls = trace.calls()
-    const created = assertDurableReplace(calls, target, create.answeredAt, 'POST')
-    assert.ok(
-      feedSyncBefore(calls, from, created.rename) !== undefined,
-      'POST: the user file was renamed before its event was durable',
-    )
-    // The overlap: the temp file was written and fsynced while the feed's sync ran.
-    const tempSync = calls.find(
-      (call) => isSyncEnd(call) && call.dir === false && call.paths[0] === created.rename.paths[0],
-    )
-    const feedBegin = calls.find(
-      (call) =>
-        call.begin === true &&
-        call.call === 'fdatasync' &&
-        call.end > from &&
-        path.dirname(call.paths[0] ?? '') === eventsDir,
-    )
-    assert.ok(
-      tempSync !== undefined && feedBegin !== undefined,
-      'POST: no temp file fsync or no feed sync',
-    )
-    const feedEnd = calls.find((call) => isSyncEnd(call) && call.syncId === feedBegin.syncId)
-    assert.ok(
-      feedEnd !== undefined && tempSync.seq < feedEnd.seq,
-      'POST: the temp file waited for the feed instead of being written meanwhile',
-    )
+    const target = path.join(dataDir, 'users', `${id}.json`)
+    check('POST', target, from, create.answeredAt, id, 'user.created')
 
     from = trace.mark()
     const patch = await traced(trace, () =>
       request('PATCH', `${child.url}/users/${id}`, { token, json: { name: 'Fed' } }),
     )
     assert.equal(patch.res.status, 200, patch.res.text)
-    calls = trace.calls()
-    const patched = assertDurableReplace(calls, target, patch.answeredAt, 'PATCH')
-    assert.ok(
-      feedSyncBefore(calls, from, patched.rename) !== undefined,
-      'PATCH: the user file was renamed before its event was durable',
-    )
+    check('PATCH', target, from, patch.answeredAt, id, 'user.updated')
 
     from = trace.mark()
     const remove = await traced(trace, () =>
       request('DELETE', `${child.url}/users/${id}`, { token }),
     )
     assert.equal(remove.res.status, 204, remove.res.text)
-    calls = trace.calls()
-    const buried = assertDurableReplace(
-      calls,
-      path.join(dataDir, 'tombstones', `${id}.json`),
-      remove.answeredAt,
-      'DELETE (tombstone)',
-    )
-    assert.ok(
-      feedSyncBefore(calls, from, buried.rename) !== undefined,
-      'DELETE: the tombstone was renamed before its event was durable',
-    )
+    const grave = path.join(dataDir, 'tombstones', `${id}.json`)
+    check('DELETE', grave, from, remove.answeredAt, id, 'user.deleted')
   })
 
-  it('shares directory fsyncs among concurrent writers, each covered before its answer (group commit)', {
+  it("shares the log's fdatasyncs among concurrent writers, each covered before its rename and answer (group commit)", {
     timeout: 60_000,
   }, async (t) => {
     if (shim.skip !== undefined) return t.skip(shim.skip)
-    // A slow directory fsync: writers keep renaming while one runs, and must wait for the next.
-    const trace = await startTraced(t, { dirSyncDelayMs: 30 })
+    // A slow log sync: writers keep appending while one runs, and must wait for the next.
+    const trace = await startTraced(t, { dataSyncDelayMs: 30 })
     const usersDir = path.join(trace.dataDir, 'users')
+    const eventsDir = path.join(trace.dataDir, 'events')
     const startedAt = trace.mark()
     const writers = 30
     const answers = await Promise.all(
@@ -376,24 +553,160 @@ describe('durable writes, seen in the system calls', () => {
       ),
     )
     const calls = trace.calls()
+    const log = readLog(eventsDir)
     for (const { res, answeredAt } of answers) {
       assert.equal(res.status, 201, res.text)
-      assertDurableReplace(
+      const id = res.json<User>().id
+      const target = path.join(usersDir, `${id}.json`)
+      const { rename } = assertUnsyncedReplace(
         calls,
-        path.join(usersDir, `${res.json<User>().id}.json`),
+        target,
+        startedAt,
         answeredAt,
         'a concurrent POST',
       )
+      assertLoggedBefore(calls, findEvent(log, id, 'user.created'), rename, 'a concurrent POST')
     }
-    const dirSyncs = calls.filter(
+    const logSyncs = calls.filter(
       (call) =>
-        isSyncEnd(call) && call.dir === true && call.paths[0] === usersDir && call.end > startedAt,
+        isSyncEnd(call) &&
+        call.dir === false &&
+        path.dirname(call.paths[0] ?? '') === eventsDir &&
+        call.end > startedAt,
     )
-    t.diagnostic(`${writers} concurrent creates cost ${dirSyncs.length} fsyncs of users/`)
+    t.diagnostic(`${writers} concurrent creates cost ${logSyncs.length} syncs of the log`)
     assert.ok(
-      dirSyncs.length <= (writers * 2) / 3,
-      `${writers} concurrent writers cost ${dirSyncs.length} fsyncs of users/, not clearly fewer than ${writers}`,
+      logSyncs.length <= writers / 3,
+      `${writers} concurrent writers cost ${logSyncs.length} syncs of the log, not far fewer than ${writers}`,
     )
+  })
+
+  it("checkpoints: before checkpoint.json names a change's event, the file it renamed is fsynced and its directory fsynced after the rename or unlink; the data directory after checkpoint.json", {
+    timeout: 60_000,
+  }, async (t) => {
+    if (shim.skip !== undefined) return t.skip(shim.skip)
+    // Checkpoints every 5 ms, so that several run while the writers below keep changing files.
+    const trace = await startTraced(t, { env: { CHECKPOINT_MS: '5' } })
+    const { child, dataDir } = trace
+    const usersDir = path.join(dataDir, 'users')
+    const gravesDir = path.join(dataDir, 'tombstones')
+    const eventsDir = path.join(dataDir, 'events')
+    const checkpointFile = path.join(dataDir, 'checkpoint.json')
+
+    // Each writer creates a user and changes it a few times; half of them delete it at the end.
+    const writers = 12
+    await Promise.all(
+      Array.from({ length: writers }, async (_, writer) => {
+        const res = await request('POST', `${child.url}/users`, {
+          token,
+          json: { email: uniqueEmail('checkpoint'), name: 'Checkpoint' },
+        })
+        assert.equal(res.status, 201, res.text)
+        const url = `${child.url}/users/${res.json<User>().id}`
+        for (let round = 1; round <= 3; round += 1) {
+          const patch = await request('PATCH', url, { token, json: { name: `Round ${round}` } })
+          assert.equal(patch.status, 200, patch.text)
+        }
+        if (writer % 2 === 0) {
+          const remove = await request('DELETE', url, { token })
+          assert.equal(remove.status, 204, remove.text)
+        }
+      }),
+    )
+    const log = readLog(eventsDir)
+    const highest = log.at(-1)?.id
+    assert.equal(log.length, writers * 4 + writers / 2)
+
+    /** Checkpoints renamed into place: the id each names, its rename, the data dir's fsync after. */
+    const checkpoints = (calls: readonly ShimCall[]) =>
+      calls
+        .filter((call) => isRename(call) && call.result === 0 && call.paths[1] === checkpointFile)
+        .map((rename) => {
+          const temp = rename.paths[0] ?? ''
+          const written = calls.find((call) => call.data !== undefined && call.paths[0] === temp)
+          const through = /^\{"through":"([0-9a-f]{16})"\}\n$/.exec(written?.data ?? '')?.[1]
+          assert.ok(through !== undefined, `the checkpoint written was ${written?.data}`)
+          const fileSync = syncBetween(calls, temp, written ?? rename, rename.seq)
+          assert.ok(fileSync !== undefined, 'the checkpoint was not fsynced before its rename')
+          const rootSync = syncBetween(calls, dataDir, rename, Number.POSITIVE_INFINITY)
+          return { through, rename, rootSync }
+        })
+    // Wait for the checkpoint that names the last event, and for the data directory's fsync after.
+    const calls = await waitFor(
+      'a checkpoint through the last event',
+      () => {
+        const now = trace.calls()
+        const last = checkpoints(now).at(-1)
+        return last?.through === highest && last?.rootSync !== undefined ? now : undefined
+      },
+      10_000,
+    )
+    const all = checkpoints(calls)
+    t.diagnostic(`${all.length} checkpoints for ${log.length} events`)
+    assert.ok(
+      all.filter((checkpoint) => checkpoint.through !== '0000000000000000').length >= 2,
+      'the test needs several checkpoints while writes go on',
+    )
+
+    for (const { through, rename: named, rootSync } of all) {
+      const what = `the checkpoint through ${through}`
+      assert.ok(rootSync !== undefined, `${what}: the data directory was not fsynced after it`)
+      /** A file's change, and the fsyncs of the file and of its directory after it, before `named`. */
+      const assertSynced = (change: ShimCall, file: string | undefined, dir: string): void => {
+        assert.ok(change.seq < named.seq, `${what}: named an event whose file had not changed yet`)
+        if (file !== undefined)
+          assert.ok(
+            syncBetween(calls, file, change, named.seq) !== undefined,
+            `${what}: ${file} was not fsynced after its ${change.call}`,
+          )
+        assert.ok(
+          syncBetween(calls, dir, change, named.seq) !== undefined,
+          `${what}: ${dir} was not fsynced after the ${change.call} of ${change.paths.at(-1)}`,
+        )
+      }
+      // Per user, the last change it names must be durable (a later one may be, the replay does
+      // the rest); the n-th change of a user's file is its n-th rename, one writer at a time.
+      const claimed = log.filter((record) => record.id <= through)
+      const users = new Set(claimed.map((record) => record.userId))
+      for (const userId of users) {
+        const events = claimed.filter((record) => record.userId === userId)
+        const last = events.at(-1)
+        assert.ok(last !== undefined)
+        const userFile = path.join(usersDir, `${userId}.json`)
+        if (last.type === 'user.deleted') {
+          const grave = path.join(gravesDir, `${userId}.json`)
+          const buried = calls.find(
+            (call) => isRename(call) && call.result === 0 && call.paths[1] === grave,
+          )
+          const unlink = calls.find(
+            (call) => isUnlink(call) && call.result === 0 && call.paths[0] === userFile,
+          )
+          assert.ok(buried !== undefined && unlink !== undefined, `${what}: ${userId} not deleted`)
+          assertSynced(buried, grave, gravesDir)
+          assertSynced(unlink, undefined, usersDir)
+        } else {
+          const renames = calls.filter(
+            (call) => isRename(call) && call.result === 0 && call.paths[1] === userFile,
+          )
+          const rename = renames[events.length - 1]
+          assert.ok(
+            rename !== undefined,
+            `${what}: ${userFile} was renamed ${renames.length} times`,
+          )
+          // Changed again before the checkpoint: that change's event, durable before it and past
+          // the checkpoint, is replayed after a crash, whatever inode the fsync by name met.
+          const changedAgain = calls.some(
+            (call) =>
+              call.seq > rename.seq &&
+              call.seq < named.seq &&
+              call.result === 0 &&
+              ((isRename(call) && call.paths[1] === userFile) ||
+                (isUnlink(call) && call.paths[0] === userFile)),
+          )
+          assertSynced(rename, changedAgain ? undefined : userFile, usersDir)
+        }
+      }
+    }
   })
 
   it('moves a bad file to quarantine at start durably: the move, both directories, and the new quarantine directory', {

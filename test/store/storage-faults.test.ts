@@ -6,6 +6,7 @@ import {
   mkdirSync,
   openSync,
   readdirSync,
+  readFileSync,
   rmSync,
   writeFileSync,
   writeSync,
@@ -15,6 +16,7 @@ import { constants, tmpdir } from 'node:os'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
+import type { ChangeEvent } from '../../src/domain/event.js'
 import type { User } from '../../src/domain/user.js'
 import { type ChildOptions, type RunningChild, startChild } from '../helpers/child.js'
 import { listLockFiles, readUserFile } from '../helpers/data-files.js'
@@ -26,6 +28,7 @@ import { compileShim, shimEnv } from '../helpers/syscall-shim.js'
 import { makeToken } from '../helpers/tokens.js'
 
 const token = makeToken()
+const feedToken = makeToken({ scope: 'events:read' })
 const shim = compileShim()
 
 /** Runs clean-up steps once the test ends, last registered first (stop children before unmounting). */
@@ -145,6 +148,25 @@ async function readiness(url: string): Promise<TestResponse> {
   return request('GET', `${url}/readyz`)
 }
 
+/** The whole change feed, as GET /events shows it (ids, types, users and versions). */
+async function readFeed(url: string): Promise<string[]> {
+  const res = await request('GET', `${url}/events?limit=1000`, { token: feedToken })
+  assert.equal(res.status, 200, res.text)
+  return res
+    .json<{ items: ChangeEvent[] }>()
+    .items.map((event) => `${event.id} ${event.type} ${event.userId} v${event.version}`)
+}
+
+/** The event id `DATA_DIR/checkpoint.json` names, or undefined when there is none. */
+function readCheckpoint(dataDir: string): string | undefined {
+  try {
+    const text = readFileSync(path.join(dataDir, 'checkpoint.json'), 'utf8')
+    return (JSON.parse(text) as { through: string }).through
+  } catch {
+    return undefined
+  }
+}
+
 /** The names in a directory that are user files or leftover temp files. */
 function listFiles(dir: string): string[] {
   try {
@@ -152,6 +174,15 @@ function listFiles(dir: string): string[] {
   } catch {
     return []
   }
+}
+
+/** The child's log lines at this level, parsed, in order. */
+function logLines(child: RunningChild, level: string): Record<string, unknown>[] {
+  return child
+    .stdout()
+    .split('\n')
+    .filter((line) => line.includes(`"level":"${level}"`))
+    .map((line) => JSON.parse(line) as Record<string, unknown>)
 }
 
 /** The fields of the child's "users loaded" log lines, in order. */
@@ -164,37 +195,46 @@ function loadedLines(child: RunningChild): Record<string, unknown>[] {
 }
 
 describe('storage faults, through a running service and a restart', () => {
-  it('answers 503 storage_unavailable when the fsync of the new file fails, keeps nothing of it and turns read-only until a restart', {
+  it("answers 503 storage_unavailable when the fdatasync of the change's event in the log fails, keeps nothing of it, not even after a restart, and turns read-only until a restart", {
     timeout: 60_000,
   }, async (t) => {
     if (shim.skip !== undefined) return t.skip(shim.skip)
     const { root, dataDir, later } = await makeWorld(t)
     const marker = path.join(root, 'fail-fsync')
-    // Only the user file's fsync fails (the change feed's fdatasync works), and with ENOSPC rather
-    // than EIO: it is the failed fsync of that file, not its errno, that makes the store read-only.
+    // Only the log's fdatasync fails, once (the void of the refused event that follows works), and
+    // with ENOSPC rather than EIO: the failed sync itself, not its errno nor a failed void, makes
+    // the store read-only.
     const env = shimEnv(shim.library, {
       failMarker: marker,
       failKind: 'file',
       failErrno: constants.errno.ENOSPC,
-      failUnder: path.join(dataDir, 'users'),
+      failUnder: path.join(dataDir, 'events'),
+      failOnce: true,
     })
     const child = await start({ dataDir, env }, later)
     const kept = await created(child.url)
     assert.equal((await patchUser(child.url, kept.id, 'Second Version')).status, 200)
     const before = await readView(child.url, [kept.id])
+    const feedBefore = await readFeed(child.url)
+    assert.equal(feedBefore.length, 2)
 
     writeFileSync(marker, '')
     const email = uniqueEmail('lost')
     const refused = await createUser(child.url, email)
     assertStorageUnavailable(refused)
-    rmSync(marker)
+    assert.equal(existsSync(marker), false, "the log's fdatasync failed")
     assert.deepEqual(
       listFiles(path.join(dataDir, 'users')),
       [`${kept.id}.json`],
       'no new file and no temp file is left behind',
     )
+    const fault = await waitFor('the fault logged', () => logLines(child, 'error')[0])
+    assert.deepEqual(
+      [fault['msg'], fault['step'], fault['syscall'], fault['errno']],
+      ['storage fault', 'file-sync', 'fdatasync', 'ENOSPC'],
+    )
 
-    // The fsync failed once: the store trusts the disk no more, even with fsync working again.
+    // The sync failed once: the store trusts the disk no more, even with fdatasync working again.
     const ready = await readiness(child.url)
     assert.match(assertStorageUnavailable(ready), /restart/)
     assertStorageUnavailable(await createUser(child.url))
@@ -208,14 +248,20 @@ describe('storage faults, through a running service and a restart', () => {
       ).json<UserPage>().items.length,
       0,
     )
+    assert.deepEqual(await readFeed(child.url), feedBefore, 'the feed shows no refused change')
     await stopCleanly(child)
+    assert.equal(logLines(child, 'error').length, 1, `logged once:\n${child.stdout()}`)
 
+    // The refused event's record reached the log file (only its sync failed): the replay at start
+    // must leave it out, as its void says.
     const restarted = await start({ dataDir }, later)
     assert.deepEqual(
       await readView(restarted.url, [kept.id]),
       before,
-      'a restart shows what the API showed',
+      'a restart shows what the API showed: the refused change was not replayed from the log',
     )
+    assert.deepEqual(await readFeed(restarted.url), feedBefore, 'nor does its feed')
+    assert.deepEqual(listFiles(path.join(dataDir, 'users')), [`${kept.id}.json`], 'nor its disk')
     assert.equal((await readiness(restarted.url)).status, 200, 'a restart ends read-only')
     assert.equal(
       (await createUser(restarted.url, email)).status,
@@ -224,102 +270,174 @@ describe('storage faults, through a running service and a restart', () => {
     )
   })
 
-  it('keeps the new record in memory and on disk when only the directory fsync after the rename fails', {
+  it("keeps an acknowledged change in memory and after a restart when a checkpoint's fsync of its file or of its directory fails, and turns read-only with an error line", {
     timeout: 60_000,
   }, async (t) => {
     if (shim.skip !== undefined) return t.skip(shim.skip)
+    const library = shim.library
     const { root, dataDir, later } = await makeWorld(t)
     const marker = path.join(root, 'fail-fsync')
-    const env = shimEnv(shim.library, { failMarker: marker, failKind: 'dir' })
-    // A failed fsync is a failed fsync whatever its errno: ENOSPC from fsync turns read-only too.
-    const enospcEnv = shimEnv(shim.library, {
-      failMarker: marker,
-      failKind: 'dir',
-      failErrno: constants.errno.ENOSPC,
-    })
+    const usersDir = path.join(dataDir, 'users')
+    /** A service checkpointing every 20 ms, whose fsyncs of this kind under `under` fail on demand. */
+    const startFailing = (
+      failKind: 'file' | 'dir',
+      under: string,
+      failErrno?: number,
+    ): Promise<RunningChild> =>
+      start(
+        {
+          dataDir,
+          env: {
+            CHECKPOINT_MS: '20',
+            ...shimEnv(library, {
+              failMarker: marker,
+              failKind,
+              failUnder: under,
+              ...(failErrno === undefined ? {} : { failErrno }),
+            }),
+          },
+        },
+        later,
+      )
+    /**
+     * Sends one change while the fsyncs fail: once a checkpoint covers every change before it, so
+     * that the change is all the next checkpoint has to sync. The change is acknowledged (its event
+     * is durable in the log); the checkpoint that follows fails and turns the store read-only,
+     * logs why at error, and never moves checkpoint.json. Returns the answer and the checkpoint.
+     */
+    const underFailingCheckpoint = async (
+      child: RunningChild,
+      send: () => Promise<TestResponse>,
+      fault: { step: string; code: string },
+    ): Promise<{ res: TestResponse; through: string }> => {
+      const through = await waitFor(
+        'a checkpoint through the last event',
+        async () => {
+          const last = (await readFeed(child.url)).at(-1)?.split(' ')[0]
+          return last !== undefined && readCheckpoint(dataDir) === last ? last : undefined
+        },
+        10_000,
+      )
+      writeFileSync(marker, '')
+      const res = await send()
+      await waitFor(
+        'a checkpoint to fail and the store to turn read-only',
+        async () => ((await readiness(child.url)).status === 503 ? true : undefined),
+        10_000,
+      )
+      rmSync(marker)
+      assert.match(assertStorageUnavailable(await readiness(child.url)), /restart/)
+      const line = await waitFor('the error line', () => logLines(child, 'error')[0])
+      assert.deepEqual(
+        [line['msg'], line['step'], line['code']],
+        ['a checkpoint failed: the store turned read-only', fault.step, fault.code],
+      )
+      assert.equal(readCheckpoint(dataDir), through, 'the failed checkpoint claimed the change')
+      return { res, through }
+    }
+    /** After a restart: the change came back through the replay of the log past the checkpoint. */
+    const assertReplayed = (child: RunningChild): void => {
+      const replayed = logLines(child, 'info').find(
+        (line) => line['msg'] === 'replayed the event log past its checkpoint',
+      )
+      assert.ok(replayed !== undefined, `no replay at start:\n${child.stdout()}`)
+      assert.equal(replayed['events'], 1, 'the replay took the change past the checkpoint')
+    }
 
-    // A replace whose directory fsync fails: the API shows the new version, as the disk does.
-    const first = await start({ dataDir, env: enospcEnv }, later)
+    // A replace, then the checkpoint's fsync of the user file fails (with ENOSPC: a failed fsync
+    // is a failed fsync whatever its errno).
+    const first = await startFailing('file', usersDir, constants.errno.ENOSPC)
     const user = await created(first.url)
-    writeFileSync(marker, '')
-    assertStorageUnavailable(await patchUser(first.url, user.id, 'Renamed Before The Fault'))
-    rmSync(marker)
+    const patched = await underFailingCheckpoint(
+      first,
+      () => patchUser(first.url, user.id, 'Acknowledged Before The Checkpoint'),
+      { step: 'file-sync', code: 'ENOSPC' },
+    )
+    assert.equal(patched.res.status, 200, patched.res.text)
     const shown = await request('GET', `${first.url}/users/${user.id}`, { token })
     assert.equal(shown.status, 200)
     assert.equal(shown.json<User>().version, 2)
-    assert.equal(shown.json<User>().name, 'Renamed Before The Fault')
+    assert.equal(shown.json<User>().name, 'Acknowledged Before The Checkpoint')
     assert.equal(readUserFile(dataDir, user.id)?.['version'], 2, 'the disk holds version 2')
-    assert.match(assertStorageUnavailable(await readiness(first.url)), /restart/)
     const lateEmail = uniqueEmail('late')
     assertStorageUnavailable(await createUser(first.url, lateEmail))
     const beforeFirst = await readView(first.url, [user.id])
+    const feedFirst = await readFeed(first.url)
     assert.equal(beforeFirst.users.length, 1, 'a write refused while read-only is not applied')
+    assert.equal(feedFirst.length, 2)
     await stopCleanly(first)
+    assert.equal(readCheckpoint(dataDir), patched.through, 'the stop did not checkpoint either')
+    // What the failed fsync may have lost in a power loss: the new version's data. Only the log,
+    // replayed from the checkpoint, can bring it back.
+    writeFileSync(path.join(usersDir, `${user.id}.json`), '')
 
-    const second = await start({ dataDir, env }, later)
+    // A create, then the checkpoint's fsync of users/ fails (EIO).
+    const second = await startFailing('dir', usersDir)
+    assertReplayed(second)
     assert.deepEqual(await readView(second.url, [user.id]), beforeFirst)
-
-    // A create whose directory fsync fails: the user is there, to the API and after a restart.
-    writeFileSync(marker, '')
+    assert.deepEqual(await readFeed(second.url), feedFirst)
     const email = uniqueEmail('applied')
-    assertStorageUnavailable(await createUser(second.url, email))
-    rmSync(marker)
-    const found = (
-      await request('GET', `${second.url}/users?email=${encodeURIComponent(email)}`, { token })
-    ).json<UserPage>()
-    assert.equal(found.items.length, 1, 'the created user is visible: memory follows the disk')
-    const applied = found.items[0]
-    assert.ok(applied !== undefined)
+    const made = await underFailingCheckpoint(second, () => createUser(second.url, email), {
+      step: 'dir-sync',
+      code: 'EIO',
+    })
+    assert.equal(made.res.status, 201, made.res.text)
+    const applied = made.res.json<User>()
     assert.equal((await request('GET', `${second.url}/users/${applied.id}`, { token })).status, 200)
     assert.equal(readUserFile(dataDir, applied.id)?.['email'], email)
     // Read-only now, so the same email is refused for storage, never as a duplicate of a ghost.
     assertStorageUnavailable(await createUser(second.url, email))
     const beforeSecond = await readView(second.url, [user.id, applied.id])
+    const feedSecond = await readFeed(second.url)
     assert.equal(beforeSecond.users.length, 2)
+    assert.equal(feedSecond.length, 3)
     await stopCleanly(second)
+    // What the failed directory fsync may have lost: the new file's name.
+    rmSync(path.join(usersDir, `${applied.id}.json`))
 
-    const third = await start({ dataDir, env }, later)
+    // A delete, then the checkpoint's fsync of tombstones/ fails (EIO).
+    const third = await startFailing('dir', path.join(dataDir, 'tombstones'))
+    assertReplayed(third)
     assert.deepEqual(
       await readView(third.url, [user.id, applied.id]),
       beforeSecond,
       'no user vanished and none was added',
     )
+    assert.deepEqual(await readFeed(third.url), feedSecond)
     assert.equal(
       loadedLines(third)[0]?.['quarantined'],
       0,
       'no duplicate-email file was quarantined',
     )
     assert.equal(existsSync(path.join(dataDir, 'quarantine')), false)
-    assert.equal((await readiness(third.url)).status, 200)
-
-    // A delete whose tombstone cannot be made durable: the user file stays, and so does the user.
-    writeFileSync(marker, '')
-    assertStorageUnavailable(await request('DELETE', `${third.url}/users/${user.id}`, { token }))
-    rmSync(marker)
-    assert.equal((await request('GET', `${third.url}/users/${user.id}`, { token })).status, 200)
-    assert.equal(readUserFile(dataDir, user.id)?.['id'], user.id, 'the user file is still on disk')
-    assert.equal(
-      readUserFile(dataDir, user.id, 'tombstones')?.['id'],
-      user.id,
-      'the tombstone was renamed in before its fsync failed',
+    const removed = await underFailingCheckpoint(
+      third,
+      () => request('DELETE', `${third.url}/users/${user.id}`, { token }),
+      { step: 'dir-sync', code: 'EIO' },
     )
+    assert.equal(removed.res.status, 204, removed.res.text)
+    assert.equal((await request('GET', `${third.url}/users/${user.id}`, { token })).status, 404)
+    assert.equal(readUserFile(dataDir, user.id), undefined, 'the user file is gone from disk')
+    assert.equal(readUserFile(dataDir, user.id, 'tombstones')?.['id'], user.id)
     const beforeThird = await readView(third.url, [user.id, applied.id])
-    assert.deepEqual(beforeThird, beforeSecond)
+    const feedThird = await readFeed(third.url)
+    assert.equal(beforeThird.users.length, 1)
+    assert.equal(feedThird.length, 4)
     await stopCleanly(third)
+    // What the failed directory fsync may have lost: the tombstone's name.
+    rmSync(path.join(dataDir, 'tombstones', `${user.id}.json`))
 
     const fourth = await start({ dataDir }, later)
+    assertReplayed(fourth)
     assert.deepEqual(
       await readView(fourth.url, [user.id, applied.id]),
       beforeThird,
-      'the unfinished delete did not happen',
+      'the delete held',
     )
-    assert.equal(
-      readUserFile(dataDir, user.id, 'tombstones'),
-      undefined,
-      "the unfinished delete's tombstone was cleared at load",
-    )
-    const deleted = await request('DELETE', `${fourth.url}/users/${user.id}`, { token })
-    assert.equal(deleted.status, 204, deleted.text)
+    assert.deepEqual(await readFeed(fourth.url), feedThird)
+    assert.equal(readUserFile(dataDir, user.id, 'tombstones')?.['id'], user.id, 'the tombstone too')
+    assert.equal((await readiness(fourth.url)).status, 200, 'a restart ends read-only')
+    assert.equal((await createUser(fourth.url, lateEmail)).status, 201, 'writes work again')
   })
 
   it('answers 503 storage_unavailable on a full disk, is not ready until a write succeeds, then takes writes again', {
