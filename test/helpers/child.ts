@@ -34,6 +34,8 @@ const SERVICE_VARS = [
   'CORS_ORIGINS',
   'MAX_EVENT_STREAMS',
   'EVENTS_RETENTION_DAYS',
+  'CHECKPOINT_MS',
+  'IMPORT_MAX_BYTES',
 ]
 
 export interface ChildOptions {

@@ -486,6 +486,54 @@ describe('storage faults, through a running service and a restart', () => {
     assert.deepEqual(await readView(restarted.url, [kept.id, added.id]), after)
   })
 
+  it('cuts off the log the part of a batch a full disk took, so that the next event, once there is room, is whole and survives a kill', {
+    timeout: 60_000,
+  }, async (t) => {
+    const { root, later } = await makeWorld(t)
+    const mount = path.join(root, 'mnt')
+    const refused = mountTmpfs(mount, later)
+    if (refused !== undefined) return t.skip(refused)
+    const dataDir = path.join(mount, 'data')
+    // No checkpoint: after the kill, only the log can bring the last user back.
+    const env = { CHECKPOINT_MS: '3600000' }
+    const child = await start({ dataDir, env }, later)
+    const kept = await created(child.url)
+    const filler = path.join(mount, 'filler')
+    fillDisk(filler)
+    // An event far larger than what is left of the segment's last page: the disk takes a part of it.
+    const metadata = Object.fromEntries(
+      Array.from({ length: 32 }, (_, i) => [`k${i}`, 'x'.repeat(500)]),
+    )
+    const refusedRes = await request('POST', `${child.url}/users`, {
+      token,
+      json: { email: uniqueEmail('torn'), name: 'Torn', metadata },
+    })
+    assertStorageUnavailable(refusedRes)
+    const segments = listFiles(path.join(dataDir, 'events')).filter((name) =>
+      name.endsWith('.ndjson'),
+    )
+    const log = segments.map((name) => readFileSync(path.join(dataDir, 'events', name)))
+    assert.ok(
+      log.every((bytes) => bytes.length === 0 || bytes.at(-1) === 0x0a),
+      'no part of the refused event is left in the log',
+    )
+    rmSync(filler)
+    const res = await createUser(child.url)
+    assert.equal(res.status, 201, res.text)
+    const added = res.json<User>()
+    const view = await readView(child.url, [kept.id, added.id])
+    await child.stop('SIGKILL')
+
+    const restarted = await start({ dataDir, env }, later)
+    assert.deepEqual(await readView(restarted.url, [kept.id, added.id]), view)
+    assert.deepEqual(listFiles(path.join(dataDir, 'quarantine')), [], 'no damaged record')
+    const loaded = logLines(restarted, 'info').find((line) => line['msg'] === 'events loaded')
+    assert.deepEqual(
+      { events: loaded?.['events'], damaged: loaded?.['damaged'] },
+      { events: 2, damaged: 0 },
+    )
+  })
+
   it('answers 503 storage_unavailable on a read-only mount, still serves reads and exits 0 on SIGTERM', {
     timeout: 60_000,
   }, async (t) => {

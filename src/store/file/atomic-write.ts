@@ -6,7 +6,6 @@ import { performance } from 'node:perf_hooks'
 
 import { reportDurableWrite } from '../../metrics/durable-writes.js'
 import { hasCode } from './errno.js'
-import type { FileWorker } from './file-worker.js'
 
 /**
  * The step of a durable write that failed; `file-sync` and `dir-sync` are fsyncs, `rename` is the
@@ -85,21 +84,19 @@ export class DurableDirectory {
    * Writes a file durably: a temp file written and fsynced, renamed over the target, and the
    * directory fsynced. The rename waits for `beforeRename`, so that work can overlap the temp
    * file's; when it rejects, the temp file is removed and its rejection is what this throws.
-   * Given a FileWorker (`unsynced`), it writes and renames through it and leaves out both fsyncs:
-   * the file is still replaced atomically, and a write-ahead log that holds its content makes it
-   * durable (see Checkpoint).
+   * `durable: false` leaves out both fsyncs: the file is still replaced atomically, and a
+   * write-ahead log that holds its content makes it durable (see Checkpoint).
    */
   async writeFile(
     name: string,
     data: string,
     beforeRename: Promise<void> = READY,
-    unsynced?: FileWorker,
+    durable = true,
   ): Promise<void> {
     const target = path.join(this.path, name)
     this.#temps += 1
     const temp = path.join(this.path, `.${name}.${this.#tempPrefix}${this.#temps.toString(36)}.tmp`)
-    if (unsynced !== undefined)
-      return this.#writeUnsynced(unsynced, temp, target, data, beforeRename)
+    if (!durable) return this.#writeUnsynced(temp, target, data, beforeRename)
     let file: FileHandle | undefined
     let step: WriteStep = 'write'
     const started = performance.now()
@@ -134,9 +131,11 @@ export class DurableDirectory {
     }
   }
 
-  /** The temp file written and renamed through the worker, no fsync. */
+  /**
+   * The temp file written and renamed, no fsync, through node:fs's callbacks: a FileHandle per
+   * file costs the event loop more (an import writes thousands of files a second).
+   */
   async #writeUnsynced(
-    files: FileWorker,
     temp: string,
     target: string,
     data: string,
@@ -145,12 +144,22 @@ export class DurableDirectory {
     const started = performance.now()
     let step: WriteStep = 'write'
     try {
-      await files.run({ call: 'write', path: temp, data })
+      await new Promise<void>((resolve, reject) => {
+        fs.writeFile(temp, data, { flag: 'wx', mode: 0o600 }, (error) => {
+          if (error === null) resolve()
+          else reject(error)
+        })
+      })
       step = 'rename'
       await beforeRename.catch((error: unknown) => {
         throw new GateClosed(error)
       })
-      await files.run({ call: 'rename', path: temp, to: target })
+      await new Promise<void>((resolve, reject) => {
+        fs.rename(temp, target, (error) => {
+          if (error === null) resolve()
+          else reject(error)
+        })
+      })
     } catch (error) {
       await unlink(temp).catch(() => undefined)
       if (error instanceof GateClosed) throw error.reason
@@ -162,16 +171,15 @@ export class DurableDirectory {
 
   /**
    * Removes a file durably: unlink, then the directory fsync (shared with concurrent writers).
-   * Given a FileWorker (`unsynced`), it unlinks through it and leaves the fsync to a checkpoint.
+   * `durable: false` leaves the fsync to a checkpoint.
    */
-  async removeFile(name: string, unsynced?: FileWorker): Promise<void> {
-    const file = path.join(this.path, name)
+  async removeFile(name: string, durable = true): Promise<void> {
     try {
-      await (unsynced === undefined ? unlink(file) : unsynced.run({ call: 'unlink', path: file }))
+      await unlink(path.join(this.path, name))
     } catch (error) {
       throw new WriteError('rename', error)
     }
-    if (unsynced === undefined) await this.#syncOrThrow()
+    if (durable) await this.#syncOrThrow()
   }
 
   /**

@@ -90,8 +90,14 @@ export class SegmentAppender {
         ? batch[0].line
         : Buffer.concat(batch.map((entry) => entry.line))
     try {
-      await handle.write(data, 0, data.length, segment.bytes)
+      // A full disk may take part of a write: what it took is written again after the cut below.
+      for (let written = 0; written < data.length; ) {
+        const { bytesWritten } = await handle.write(data, written, data.length - written)
+        if (bytesWritten === 0) throw new Error('the disk took no byte of the write')
+        written += bytesWritten
+      }
     } catch (error) {
+      await this.#cutBack(handle, segment)
       throw new WriteError('write', error, false)
     }
     const syncStarted = performance.now()
@@ -114,6 +120,19 @@ export class SegmentAppender {
       offset += line.length
     }
     segment.bytes += data.length
+  }
+
+  /**
+   * Cuts a failed batch's bytes off the segment: the next batch (after a full disk has room again)
+   * must start on a line of its own, or its first event would be read as part of a damaged line.
+   * When even that fails, nothing more may be appended here: a failed sync says so (read-only).
+   */
+  async #cutBack(handle: FileHandle, segment: Segment): Promise<void> {
+    try {
+      await handle.truncate(segment.bytes)
+    } catch (error) {
+      throw new WriteError('file-sync', error, false)
+    }
   }
 
   /**

@@ -13,7 +13,6 @@ import { Checkpoint } from './checkpoint.js'
 import { DataDirLock } from './data-dir-lock.js'
 import { lostPlace, type Place, readPlace } from './data-dir-place.js'
 import { EventLog } from './event-log.js'
-import { FileWorker } from './file-worker.js'
 import { replayTail } from './replay.js'
 import { toTombstoneJson } from './stored-files.js'
 import { loadUserFiles } from './user-files-load.js'
@@ -64,8 +63,6 @@ export class FileStore extends IndexedStore {
   readonly #chunk: number
   readonly #watchIntervalMs: number
   readonly #checkpointMs: number
-  /** Writes, renames and unlinks the files the log covers (see FileWorker). */
-  readonly #files = new FileWorker()
   #dir: DurableDirectory | undefined
   #graves: DurableDirectory | undefined
   #root: DurableDirectory | undefined
@@ -122,9 +119,7 @@ export class FileStore extends IndexedStore {
     this.#graves = await DurableDirectory.open(this.tombstonesDir)
     this.#root = await DurableDirectory.open(this.dataDir)
     this.#place = await readPlace(this.usersDir)
-    this.#files.start()
     const replayed = await replayTail({
-      files: this.#files,
       eventsDir: this.eventsDir,
       users: this.#dir,
       graves: this.#graves,
@@ -178,7 +173,6 @@ export class FileStore extends IndexedStore {
     await this.#runCheckpoint()
     this.#checkpoint = undefined
     await this.#eventLog.close()
-    await this.#files.close()
     const dirs = [this.#dir, this.#graves, this.#root]
     this.#dir = undefined
     this.#graves = undefined
@@ -247,7 +241,7 @@ export class FileStore extends IndexedStore {
     // No event, nothing in the log to replay it from: durable by itself.
     if (logged === undefined) return this.#directory().writeFile(name, record.json)
     try {
-      await this.#directory().writeFile(name, record.json, logged, this.#files)
+      await this.#directory().writeFile(name, record.json, logged, false)
       this.#touched('users', name)
     } finally {
       this.#checkpoint?.end(id)
@@ -262,9 +256,9 @@ export class FileStore extends IndexedStore {
   protected async bury(tombstone: Tombstone, logged: Promise<void>): Promise<void> {
     const name = `${tombstone.id}.json`
     try {
-      await this.#tombstones().writeFile(name, toTombstoneJson(tombstone), logged, this.#files)
+      await this.#tombstones().writeFile(name, toTombstoneJson(tombstone), logged, false)
       this.#touched('tombstones', name)
-      await this.#directory().removeFile(name, this.#files)
+      await this.#directory().removeFile(name, false)
       this.#touched('users')
     } finally {
       this.#checkpoint?.end(tombstone.id)

@@ -7,7 +7,6 @@ import type { DurableDirectory } from './atomic-write.js'
 import { CHECKPOINT_FILE, checkpointJson, readCheckpoint, syncFiles } from './checkpoint.js'
 import { hasCode } from './errno.js'
 import { SEGMENT, safeId } from './event-segments.js'
-import type { FileWorker } from './file-worker.js'
 import { parseStoredUser, toTombstoneJson } from './stored-files.js'
 
 const VOID = /^\{"void":"([0-9a-f]{16})"\}$/
@@ -21,7 +20,6 @@ export interface ReplayDirs {
   readonly graves: DurableDirectory
   /** The data directory, where the checkpoint file is. */
   readonly root: DurableDirectory
-  readonly files: FileWorker
 }
 
 export interface Replayed {
@@ -63,18 +61,18 @@ export async function replayTail(dirs: ReplayDirs): Promise<Replayed> {
           name,
           toTombstoneJson({ id: userId, deletedAt: event.time }),
           undefined,
-          dirs.files,
+          false,
         )
         graveFiles.push(name)
-        await removeIfThere(dirs.users, name, dirs.files)
+        await removeIfThere(dirs.users, name)
         buried += 1
       } else if (event.userJson !== undefined && !newerOnDisk(dirs.users.path, event)) {
-        await dirs.users.writeFile(name, event.userJson, undefined, dirs.files)
+        await dirs.users.writeFile(name, event.userJson, undefined, false)
         userFiles.push(name)
         written += 1
       }
     }
-    // Many at once (the worker takes a turn's calls in one message), a bounded number in memory.
+    // Many at once, a bounded number in memory.
     const users = [...last]
     for (let at = 0; at < users.length; at += REPLAY_AT_ONCE)
       await Promise.all(users.slice(at, at + REPLAY_AT_ONCE).map(replay))
@@ -151,13 +149,9 @@ function newerOnDisk(usersDir: string, event: ChangeEvent): boolean {
   return user !== undefined && user.version > event.version
 }
 
-async function removeIfThere(
-  dir: DurableDirectory,
-  name: string,
-  files: FileWorker,
-): Promise<void> {
+async function removeIfThere(dir: DurableDirectory, name: string): Promise<void> {
   try {
-    await dir.removeFile(name, files)
+    await dir.removeFile(name, false)
   } catch (error) {
     if (!hasCode(error instanceof Error ? error.cause : undefined, 'ENOENT')) throw error
   }
