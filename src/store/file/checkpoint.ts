@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import path from 'node:path'
 
 import { formatEventId } from '../../domain/event.js'
@@ -8,6 +8,9 @@ import { safeId } from './event-segments.js'
 
 /** In DATA_DIR: the id of the event log through which every change's files are durable. */
 export const CHECKPOINT_FILE = 'checkpoint.json'
+
+/** The temp file of a checkpoint write (DurableDirectory.writeFile's naming). */
+const CHECKPOINT_TEMP = /^\.checkpoint\.json\.[0-9a-f]+\.tmp$/
 
 /** Files fsynced at once by a checkpoint (the fsyncs of one journal commit are shared). */
 const SYNCS_AT_ONCE = 4
@@ -29,6 +32,17 @@ export function readCheckpoint(dataDir: string): number | 'damaged' | undefined 
   const match = /^\{"through":"([0-9a-f]{16})"\}\n?$/.exec(text)?.[1]
   const through = match === undefined ? undefined : safeId(match)
   return through ?? 'damaged'
+}
+
+/**
+ * Removes the temp files of checkpoint writes that a crash cut short (CONTRACT §7: leftover temp
+ * files are removed at start); each kill during a checkpoint's write would leave one more.
+ */
+export async function removeCheckpointTemps(root: DurableDirectory): Promise<number> {
+  const temps = readdirSync(root.path).filter((name) => CHECKPOINT_TEMP.test(name))
+  for (const name of temps) await root.removeFile(name, false)
+  if (temps.length > 0) await root.sync()
+  return temps.length
 }
 
 export function checkpointJson(through: number): string {

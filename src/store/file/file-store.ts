@@ -152,7 +152,9 @@ export class FileStore extends IndexedStore {
     this.#checkpointTimer.unref()
     this.#watch = setInterval(() => {
       void this.#checkPlace()
-      this.#pruning ??= this.pruneEvents()
+      // Behind the last checkpoint only: forcing one here would make CHECKPOINT_MS past this
+      // interval mean nothing.
+      this.#pruning ??= this.#prune()
         .catch((error: unknown) => {
           this.#logger.warn('could not prune events', { error: String(error) })
         })
@@ -198,6 +200,11 @@ export class FileStore extends IndexedStore {
   async pruneEvents(): Promise<void> {
     // Segments past the checkpoint stay (a replay may need them): move it first.
     await this.#runCheckpoint()
+    await this.#prune()
+  }
+
+  /** Drops whole segments older than the retention and behind the checkpoint. */
+  async #prune(): Promise<void> {
     await this.#eventLog.prune(
       new Date(this.#clock() - this.#retentionMs).toISOString(),
       this.#checkpoint?.through ?? 0,

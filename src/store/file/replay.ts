@@ -4,7 +4,13 @@ import { TextDecoder } from 'node:util'
 
 import { type ChangeEvent, eventIdNumber, parseEvent } from '../../domain/event.js'
 import type { DurableDirectory } from './atomic-write.js'
-import { CHECKPOINT_FILE, checkpointJson, readCheckpoint, syncFiles } from './checkpoint.js'
+import {
+  CHECKPOINT_FILE,
+  checkpointJson,
+  readCheckpoint,
+  removeCheckpointTemps,
+  syncFiles,
+} from './checkpoint.js'
 import { hasCode } from './errno.js'
 import { SEGMENT, safeId } from './event-segments.js'
 import { parseStoredUser, toTombstoneJson } from './stored-files.js'
@@ -44,6 +50,7 @@ export interface Replayed {
  * itself) and is kept. Without a checkpoint file, every change already made itself durable.
  */
 export async function replayTail(dirs: ReplayDirs): Promise<Replayed> {
+  await removeCheckpointTemps(dirs.root)
   const found = readCheckpoint(dirs.root.path)
   const after = typeof found === 'number' ? found : 0
   const tail = readTail(dirs.eventsDir, after)
