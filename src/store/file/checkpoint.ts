@@ -10,7 +10,7 @@ import { safeId } from './event-segments.js'
 export const CHECKPOINT_FILE = 'checkpoint.json'
 
 /** The temp file of a checkpoint write (DurableDirectory.writeFile's naming). */
-const CHECKPOINT_TEMP = /^\.checkpoint\.json\.[0-9a-f]+\.tmp$/
+const CHECKPOINT_TEMP = /^\.checkpoint\.json\.[0-9a-z]+\.tmp$/
 
 /** Files fsynced at once by a checkpoint (the fsyncs of one journal commit are shared). */
 const SYNCS_AT_ONCE = 4
