@@ -1,11 +1,6 @@
 import type { Writable } from 'node:stream'
 
 const DEFAULT_MAX_BUFFER_BYTES = 1024 * 1024
-/**
- * How long lines wait to be written together: one write to stdout per 10 ms rather than one per
- * turn of the event loop, which under load is a write (and a pipe wake-up) every few requests.
- */
-const BATCH_MS = 10
 
 /** Where a logger's finished lines go; it never throws and never blocks. */
 export interface LineSink {
@@ -62,7 +57,7 @@ class FunctionSink implements LineSink {
 }
 
 /**
- * Queues lines and hands them to the stream in batches, one write every BATCH_MS at most, and
+ * Queues lines and hands them to the stream in batches, one write per turn of the event loop, and
  * none while the stream asks us to wait for 'drain'. What would push the bytes held past the
  * bound is dropped; after an error or a close, everything is.
  */
@@ -74,7 +69,7 @@ class StreamSink implements LineSink {
   #dropped = 0
   #broken = false
   #awaitingDrain = false
-  #scheduled: NodeJS.Timeout | undefined
+  #scheduled: NodeJS.Immediate | undefined
   #batchesWritten = 0
   #batchesDone = 0
   #waiters: { batch: number; resolve: () => void }[] = []
@@ -105,8 +100,7 @@ class StreamSink implements LineSink {
     this.#queue.push(line)
     this.#queuedBytes += bytes
     if (this.#scheduled === undefined && !this.#awaitingDrain) {
-      // Held: a line waiting keeps the process alive for at most BATCH_MS, then is written.
-      this.#scheduled = setTimeout(this.#pump, BATCH_MS)
+      this.#scheduled = setImmediate(this.#pump)
     }
   }
 
@@ -121,7 +115,7 @@ class StreamSink implements LineSink {
   }
 
   #pump = (): void => {
-    if (this.#scheduled !== undefined) clearTimeout(this.#scheduled)
+    if (this.#scheduled !== undefined) clearImmediate(this.#scheduled)
     this.#scheduled = undefined
     if (this.#broken || this.#awaitingDrain || this.#queue.length === 0) return
     if (!this.#stream.writable) {
@@ -167,7 +161,7 @@ class StreamSink implements LineSink {
     this.#dropped += this.#queue.length
     this.#queue = []
     this.#queuedBytes = 0
-    if (this.#scheduled !== undefined) clearTimeout(this.#scheduled)
+    if (this.#scheduled !== undefined) clearImmediate(this.#scheduled)
     this.#scheduled = undefined
     this.#stream.off('drain', this.#drained)
     for (const waiter of this.#waiters) waiter.resolve()

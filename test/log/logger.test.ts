@@ -414,7 +414,7 @@ describe('createJsonLogger: request()', () => {
 })
 
 describe('createJsonLogger with a stream', () => {
-  it('hands lines over in batches (one write per 10 ms at most), in order', async () => {
+  it('hands lines over in batches, one write per turn of the event loop, in order', async () => {
     const stream = new HeldStream()
     const logger = createJsonLogger({ stream, now: () => FIXED })
     for (let n = 0; n < 100; n += 1) logNumbered(logger, n)

@@ -336,11 +336,13 @@ describe('storage faults, through a running service and a restart', () => {
       return { res, through }
     }
     /** After a restart: the change came back through the replay of the log past the checkpoint. */
-    const assertReplayed = (child: RunningChild): void => {
-      const replayed = logLines(child, 'info').find(
-        (line) => line['msg'] === 'replayed the event log past its checkpoint',
+    const assertReplayed = async (child: RunningChild): Promise<void> => {
+      // Log lines reach stdout up to 10 ms after they are logged.
+      const replayed = await waitFor('the replay line', () =>
+        logLines(child, 'info').find(
+          (line) => line['msg'] === 'replayed the event log past its checkpoint',
+        ),
       )
-      assert.ok(replayed !== undefined, `no replay at start:\n${child.stdout()}`)
       assert.equal(replayed['events'], 1, 'the replay took the change past the checkpoint')
     }
 
@@ -373,7 +375,7 @@ describe('storage faults, through a running service and a restart', () => {
 
     // A create, then the checkpoint's fsync of users/ fails (EIO).
     const second = await startFailing('dir', usersDir)
-    assertReplayed(second)
+    await assertReplayed(second)
     assert.deepEqual(await readView(second.url, [user.id]), beforeFirst)
     assert.deepEqual(await readFeed(second.url), feedFirst)
     const email = uniqueEmail('applied')
@@ -397,7 +399,7 @@ describe('storage faults, through a running service and a restart', () => {
 
     // A delete, then the checkpoint's fsync of tombstones/ fails (EIO).
     const third = await startFailing('dir', path.join(dataDir, 'tombstones'))
-    assertReplayed(third)
+    await assertReplayed(third)
     assert.deepEqual(
       await readView(third.url, [user.id, applied.id]),
       beforeSecond,
@@ -428,7 +430,7 @@ describe('storage faults, through a running service and a restart', () => {
     rmSync(path.join(dataDir, 'tombstones', `${user.id}.json`))
 
     const fourth = await start({ dataDir }, later)
-    assertReplayed(fourth)
+    await assertReplayed(fourth)
     assert.deepEqual(
       await readView(fourth.url, [user.id, applied.id]),
       beforeThird,
