@@ -94,7 +94,10 @@ describe('storage faults in the log', () => {
     assert.equal(first?.['errno'], 'ENOTDIR')
     assert.equal(first?.['syscall'], 'open')
     assert.equal(first?.['step'], 'write')
-    assert.match(String(first?.['path']), /\/users\/\.[0-9a-f-]{36}\.json\.[0-9a-f]{12}[0-9a-z]+\.tmp$/)
+    assert.match(
+      String(first?.['path']),
+      /\/users\/\.[0-9a-f-]{36}\.json\.[0-9a-f]{12}[0-9a-z]+\.tmp$/,
+    )
     // The second fault is kept for LOG_LEVEL=debug only.
     const again = app.logs.filter((line) => line['msg'] === 'storage fault again')
     assert.deepEqual(
