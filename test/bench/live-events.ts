@@ -26,13 +26,15 @@ const GRACE_MS = 2000
 /** Opens the stream; resolves once its headers have arrived, with a stop function. */
 const subscribe = (
   url: string,
+  after: string | undefined,
   auth: string | undefined,
   arrived: Map<string, number>,
 ): Promise<() => void> =>
   new Promise((resolve, reject) => {
     const headers: Record<string, string> = { accept: 'text/event-stream' }
     if (auth !== undefined) headers['authorization'] = auth
-    const req = request(`${url}/events`, { headers, agent: false })
+    const query = after === undefined ? '' : `?after=${after}`
+    const req = request(`${url}/events${query}`, { headers, agent: false })
     req.on('error', reject)
     req.on('response', (res: IncomingMessage) => {
       if (res.statusCode !== 200) {
@@ -102,11 +104,32 @@ export interface LiveOptions {
   writers: number
 }
 
-/** Runs `writers` creating users for `durationS` seconds against a server with one subscriber. */
+/**
+ * Where the feed ends now: the last page's `nextCursor`, read through GET /events. A stream opened
+ * without a cursor starts at the oldest retained event (§10): each run's subscriber would first
+ * replay every earlier run's events, and that replay, not the live path, would set the p99.
+ */
+const headCursor = async (url: string, auth: string): Promise<string | undefined> => {
+  let after: string | undefined
+  for (;;) {
+    const query = after === undefined ? 'limit=1000' : `limit=1000&after=${after}`
+    const res = await fetch(`${url}/events?${query}`, { headers: { authorization: auth } })
+    if (res.status !== 200) throw new Error(`GET /events: ${res.status}`)
+    const page = (await res.json()) as { items: unknown[]; nextCursor: string }
+    after = page.nextCursor
+    if (page.items.length === 0) return after
+  }
+}
+
+/**
+ * Runs `writers` creating users for `durationS` seconds against a server with one subscriber,
+ * which starts at the head of the feed (the reference has no history: it starts there anyway).
+ */
 export const measureLiveEvents = async (options: LiveOptions): Promise<LiveResult> => {
   const arrived = new Map<string, number>()
   const acked = new Map<string, number>()
-  const stop = await subscribe(options.url, options.auth, arrived)
+  const after = options.auth === undefined ? undefined : await headCursor(options.url, options.auth)
+  const stop = await subscribe(options.url, after, options.auth, arrived)
   const agent = new Agent({ keepAlive: true, maxSockets: options.writers })
   const prefix = randomBytes(4).toString('hex')
   let counter = 0

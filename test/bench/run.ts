@@ -9,6 +9,7 @@ import { cpus, loadavg, platform, release, totalmem } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
+import { compileShim, shimEnv } from '../helpers/syscall-shim.js'
 import { compiledReference } from './compile.js'
 import { importUsers, rawDurableWrites } from './import-users.js'
 import { type LiveResult, measureLiveEvents, quantile } from './live-events.js'
@@ -138,7 +139,11 @@ const syncFs = async (dir: string): Promise<void> => {
  * Seeds a fresh data dir with `users` users, starts dist/main.js on it and waits for /readyz.
  * With `sample`, waits 1 s once ready and records start-up time and RSS.
  */
-const startService = async (users: number, sample = false): Promise<Service> => {
+const startService = async (
+  users: number,
+  sample = false,
+  env: Readonly<Record<string, string>> = {},
+): Promise<Service> => {
   const dataDir = await newDir('data')
   const seedStart = performance.now()
   const seeded = await seedDataDir(dataDir, users)
@@ -147,7 +152,7 @@ const startService = async (users: number, sample = false): Promise<Service> => 
     log(`  seeded ${users} users in ${((performance.now() - seedStart) / 1000).toFixed(1)} s`)
   const server = await closingOnError(
     () => rm(dataDir, { recursive: true, force: true }),
-    () => launchService(dataDir),
+    () => launchService(dataDir, env),
   )
   const service = { server, dataDir, users: seeded }
   if (sample) await sampleStart(server, users)
@@ -155,13 +160,16 @@ const startService = async (users: number, sample = false): Promise<Service> => 
 }
 
 /** dist/main.js on the file store in `dataDir`, once /readyz answers 200. */
-const launchService = (dataDir: string): Promise<Server> =>
+const launchService = (
+  dataDir: string,
+  env: Readonly<Record<string, string>> = {},
+): Promise<Server> =>
   startServer({
     name: 'service',
     command: process.execPath,
     args: [MAIN],
     cwd: ROOT,
-    env: benchServiceEnv(SECRET, dataDir),
+    env: { ...benchServiceEnv(SECRET, dataDir), ...env },
     readyz: true,
     timeoutMs: 120_000,
   })
@@ -188,6 +196,7 @@ const stopService = async (service: Service): Promise<void> => {
 const startReference = async (
   mode: 'read' | 'write',
   files = 0,
+  env: Readonly<Record<string, string>> = {},
 ): Promise<{ server: Server; dir: string | undefined }> => {
   let dir: string | undefined
   if (mode === 'write') {
@@ -206,6 +215,7 @@ const startReference = async (
       ...(dir === undefined ? [] : [files > 0 ? join(dir, 'users') : dir]),
     ],
     cwd: ROOT,
+    env: { ...process.env, ...env },
     readyz: false,
   })
   return { server, dir }
@@ -452,12 +462,30 @@ const listCase = (users: number): Promise<CaseResult> =>
     })
   })
 
-const postCase = (users: number): Promise<CaseResult> =>
-  runCase(`post-${users}`, 'POST /users', users, true, async () => {
-    const service = await startService(users)
+/**
+ * BENCH_SLOW_SYNC_MS: how long every fsync and fdatasync takes in the slow-disk POST case (the
+ * test suite's LD_PRELOAD shim, on the service and on its reference alike; default 2 ms, about a
+ * network volume's sync). This machine's own disk syncs in about 0.25 ms.
+ */
+const SLOW_SYNC_MS = positiveInt('BENCH_SLOW_SYNC_MS', 2)
+
+/** The shim's environment for the slow-disk case, or why it cannot run (no `cc`, not Linux). */
+const slowDiskEnv = (): Record<string, string> | string => {
+  const shim = compileShim()
+  if (shim.library === undefined) return `skipped: ${shim.skip}`
+  return shimEnv(shim.library, { syncDelayMs: SLOW_SYNC_MS })
+}
+
+const postCase = (
+  users: number,
+  env: Readonly<Record<string, string>> = {},
+  key = `post-${users}`,
+): Promise<CaseResult> =>
+  runCase(key, 'POST /users', users, true, async () => {
+    const service = await startService(users, false, env)
     const writeRef = await closingOnError(
       () => stopService(service),
-      () => startReference('write', users),
+      () => startReference('write', users, env),
     )
     const close = async (): Promise<void> => {
       await stopService(service)
@@ -801,6 +829,15 @@ const main = async (): Promise<void> => {
   const list100k = measured(await attempt('GET /users?limit=100', LARGE, () => listCase(LARGE)))
   const post1k = measured(await attempt('POST /users', SMALL, () => postCase(SMALL)))
   const post100k = measured(await attempt('POST /users', LARGE, () => postCase(LARGE)))
+  const slowEnv = slowDiskEnv()
+  const postSlowDisk: Outcome<CaseResult> =
+    typeof slowEnv === 'string'
+      ? { ok: false, why: slowEnv }
+      : measured(
+          await attempt(`POST /users, syncs of ${SLOW_SYNC_MS} ms`, SMALL, () =>
+            postCase(SMALL, slowEnv, `post-slow-sync-${SMALL}`),
+          ),
+        )
   const imported = await attempt('POST /users:import', IMPORT_USERS, importCase)
   const patchNoop = measured(
     await attempt('PATCH /users/{id} (no-op)', MEDIUM, () => patchCase(MEDIUM, false)),
@@ -853,6 +890,8 @@ const main = async (): Promise<void> => {
     getById,
     post1k,
     post100k,
+    postSlowDisk,
+    slowSyncMs: SLOW_SYNC_MS,
     list1k,
     list100k,
     patchNoop,

@@ -15,6 +15,8 @@
  *                     arrive while one runs), added after the real call
  *   SHIM_DATASYNC_DELAY_MS  how long an fdatasync takes at least (the change feed's log uses
  *                     fdatasync, user files fsync: the feed's sync can be made the slow one)
+ *   SHIM_SYNC_DELAY_MS  how long every fsync and fdatasync takes at least (a disk whose syncs
+ *                     are slow: the benchmark's slow-disk row)
  *   SHIM_LOG          a file that gets one line per recorded call
  *   SHIM_LOG_UNDER    record only calls that name a path starting with this (default: all)
  *
@@ -147,6 +149,8 @@ static int sync_call(const char *call, const char *begin, int fd, int (*real)(in
     error = errno;
     const char *delay = getenv("SHIM_DIR_SYNC_DELAY_MS");
     if (directory && delay != NULL && atoi(delay) > 0) usleep((useconds_t)atoi(delay) * 1000);
+    const char *any_delay = getenv("SHIM_SYNC_DELAY_MS");
+    if (any_delay != NULL && atoi(any_delay) > 0) usleep((useconds_t)atoi(any_delay) * 1000);
     const char *data_delay = getenv("SHIM_DATASYNC_DELAY_MS");
     if (strcmp(call, "fdatasync") == 0 && data_delay != NULL && atoi(data_delay) > 0) {
       usleep((useconds_t)atoi(data_delay) * 1000);

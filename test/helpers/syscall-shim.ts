@@ -65,6 +65,8 @@ export interface ShimEnvOptions {
   dirSyncDelayMs?: number
   /** Makes every fdatasync (the change feed's log) take at least this long. */
   dataSyncDelayMs?: number
+  /** Makes every fsync and fdatasync take at least this long (a slow disk). */
+  syncDelayMs?: number
   /** Where the calls are recorded. */
   log?: string
   /** Record only calls naming a path under this one. */
@@ -82,6 +84,7 @@ export function shimEnv(library: string, options: ShimEnvOptions): Record<string
     env['SHIM_DIR_SYNC_DELAY_MS'] = String(options.dirSyncDelayMs)
   if (options.dataSyncDelayMs !== undefined)
     env['SHIM_DATASYNC_DELAY_MS'] = String(options.dataSyncDelayMs)
+  if (options.syncDelayMs !== undefined) env['SHIM_SYNC_DELAY_MS'] = String(options.syncDelayMs)
   if (options.log !== undefined) env['SHIM_LOG'] = options.log
   if (options.logUnder !== undefined) env['SHIM_LOG_UNDER'] = options.logUnder
   return env

@@ -12,8 +12,12 @@ export const CHECKPOINT_FILE = 'checkpoint.json'
 /** The temp file of a checkpoint write (DurableDirectory.writeFile's naming). */
 const CHECKPOINT_TEMP = /^\.checkpoint\.json\.[0-9a-z]+\.tmp$/
 
-/** Files fsynced at once by a checkpoint (the fsyncs of one journal commit are shared). */
-const SYNCS_AT_ONCE = 4
+/**
+ * Files fsynced at once by a checkpoint: a few, so that their journal commits are shared, and no
+ * more than half of libuv's 4 threads, which a slow fsync holds for its whole length: the writes
+ * being answered (their log fdatasync, temp files and renames) use the same threads.
+ */
+const SYNCS_AT_ONCE = 2
 
 /**
  * What the checkpoint file says, or `undefined` when there is none: a new data directory, or one
