@@ -7,7 +7,8 @@
 
 import type { UserRecord } from '../../src/domain/user.js'
 import { FileStore } from '../../src/store/file/file-store.js'
-import { changeUser, makeUser } from './store-users.js'
+import { createRandom } from './seeded-random.js'
+import { allUserIds, changeUser, makeUser } from './store-users.js'
 
 const WRITERS = 8
 
@@ -17,19 +18,7 @@ const random = createRandom(Number(process.argv[3] ?? '1'))
 
 const store = new FileStore({ dataDir })
 await store.open()
-const ids: string[] = []
-let after: string | undefined
-for (;;) {
-  const page = await store.list({
-    filter: {},
-    order: 'asc',
-    limit: 100,
-    ...(after === undefined ? {} : { after }),
-  })
-  ids.push(...page.items.map((record) => record.user.id))
-  if (!page.hasMore) break
-  after = ids.at(-1)
-}
+const ids = await allUserIds(store)
 // stdout is a pipe: on Linux its writes are synchronous, so a printed line is one the store acknowledged.
 process.stdout.write('ready\n')
 
@@ -58,15 +47,3 @@ async function runWriter(): Promise<void> {
 }
 
 await Promise.all(Array.from({ length: WRITERS }, runWriter))
-
-/** mulberry32: a small seeded generator of numbers in [0, 1). */
-function createRandom(seed: number): () => number {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}

@@ -1,5 +1,6 @@
 import type { User } from '../../src/domain/user.js'
 import { createIdGenerator } from '../../src/domain/uuid7.js'
+import type { Store } from '../../src/store/store.js'
 
 /**
  * Users for store tests, built the way the service builds them (UUIDv7 ids, so a later user has a
@@ -41,4 +42,21 @@ export function changeUser(current: User, fields: Partial<User> = {}): User {
 export function toContractJson(user: User): string {
   const { id, email, name, status, metadata, createdAt, updatedAt, version } = user
   return JSON.stringify({ id, email, name, status, metadata, createdAt, updatedAt, version })
+}
+
+/** The ids of every user of the store, in id order, page by page. */
+export async function allUserIds(store: Store): Promise<string[]> {
+  const ids: string[] = []
+  let after: string | undefined
+  for (;;) {
+    const page = await store.list({
+      filter: {},
+      order: 'asc',
+      limit: 100,
+      ...(after === undefined ? {} : { after }),
+    })
+    ids.push(...page.items.map((record) => record.user.id))
+    if (!page.hasMore) return ids
+    after = ids.at(-1)
+  }
 }

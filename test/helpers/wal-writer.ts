@@ -10,7 +10,8 @@
  */
 
 import { FileStore } from '../../src/store/file/file-store.js'
-import { changeUser, makeUser } from './store-users.js'
+import { createRandom } from './seeded-random.js'
+import { allUserIds, changeUser, makeUser } from './store-users.js'
 
 const WRITERS = 8
 
@@ -24,19 +25,7 @@ const checkpointMs = Number(process.env['CHECKPOINT_MS'] ?? '1000')
 const store = new FileStore({ dataDir, checkpointMs })
 await store.open()
 /** Users that no writer is deleting; a deletion takes its user out first, so nobody updates it after. */
-const live: string[] = []
-let after: string | undefined
-for (;;) {
-  const page = await store.list({
-    filter: {},
-    order: 'asc',
-    limit: 100,
-    ...(after === undefined ? {} : { after }),
-  })
-  live.push(...page.items.map((record) => record.user.id))
-  if (!page.hasMore) break
-  after = live.at(-1)
-}
+const live = await allUserIds(store)
 // stdout is a pipe: on Linux its writes are synchronous, so a printed line is one the store acknowledged.
 process.stdout.write('ready\n')
 
@@ -79,15 +68,3 @@ await Promise.all(Array.from({ length: WRITERS }, runWriter))
 process.stdout.write('done\n')
 // Idles with the store open until killed: nothing more is written.
 setInterval(() => undefined, 60_000)
-
-/** mulberry32: a small seeded generator of numbers in [0, 1). */
-function createRandom(seed: number): () => number {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}

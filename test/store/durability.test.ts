@@ -128,20 +128,16 @@ function coveringDirSync(
 }
 
 /**
- * Asserts the recipe of a durable replace of `target`, all done by `by`: a temp file in the same
- * directory, created exclusively, fsynced (ended) before its rename onto `target`, and the
- * directory fsynced after the rename. Returns the rename and the covering fsync.
+ * Asserts that `rename` put a temp file of `target`'s directory in place before the answer (`by`),
+ * and that the temp file was created exclusively; returns the temp file's path.
  */
-function assertDurableReplace(
+function assertExclusiveTemp(
   calls: readonly ShimCall[],
+  rename: ShimCall,
   target: string,
   by: number,
   what: string,
-): { rename: ShimCall; dirSync: ShimCall } {
-  const rename = calls
-    .filter((call) => isRename(call) && call.result === 0 && call.paths[1] === target)
-    .at(-1)
-  assert.ok(rename !== undefined, `${what}: no rename onto ${target}`)
+): string {
   assert.ok(rename.end <= by, `${what}: the rename onto ${target} came after the answer`)
   const temp = rename.paths[0] ?? ''
   assert.equal(
@@ -159,6 +155,25 @@ function assertDurableReplace(
     exclusive,
     `${what}: the temp file was not created exclusively`,
   )
+  return temp
+}
+
+/**
+ * Asserts the recipe of a durable replace of `target`, all done by `by`: a temp file in the same
+ * directory, created exclusively, fsynced (ended) before its rename onto `target`, and the
+ * directory fsynced after the rename. Returns the rename and the covering fsync.
+ */
+function assertDurableReplace(
+  calls: readonly ShimCall[],
+  target: string,
+  by: number,
+  what: string,
+): { rename: ShimCall; dirSync: ShimCall } {
+  const rename = calls
+    .filter((call) => isRename(call) && call.result === 0 && call.paths[1] === target)
+    .at(-1)
+  assert.ok(rename !== undefined, `${what}: no rename onto ${target}`)
+  const temp = assertExclusiveTemp(calls, rename, target, by, what)
   const fileSync = calls.find(
     (call) => isSyncEnd(call) && call.dir === false && call.paths[0] === temp && call.result === 0,
   )
@@ -332,19 +347,7 @@ function assertUnsyncedReplace(
     )
     .at(-1)
   assert.ok(rename !== undefined, `${what}: no rename onto ${target}`)
-  assert.ok(rename.end <= by, `${what}: the rename onto ${target} came after the answer`)
-  const temp = rename.paths[0] ?? ''
-  assert.equal(path.dirname(temp), path.dirname(target), `${what}: the temp file is elsewhere`)
-  const created = calls.find(
-    (call) => call.flags !== undefined && call.paths[0] === temp && call.result >= 0,
-  )
-  assert.ok(created !== undefined, `${what}: the temp file ${temp} was never opened`)
-  const exclusive = constants.O_CREAT | constants.O_EXCL
-  assert.equal(
-    (created.flags ?? 0) & exclusive,
-    exclusive,
-    `${what}: the temp file was not created exclusively`,
-  )
+  const temp = assertExclusiveTemp(calls, rename, target, by, what)
   const written = calls
     .filter((call) => call.data !== undefined && call.paths[0] === temp && call.result > 0)
     .at(-1)

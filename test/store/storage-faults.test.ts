@@ -59,6 +59,16 @@ async function makeWorld(
   return { root, dataDir: path.join(root, 'data'), later }
 }
 
+/** A world whose data directory is on a small tmpfs of its own, or why not (the test skips). */
+async function tmpfsWorld(
+  t: TestContext,
+): Promise<{ mount: string; dataDir: string; later: (step: () => unknown) => void } | string> {
+  const { root, later } = await makeWorld(t)
+  const mount = path.join(root, 'mnt')
+  const refused = mountTmpfs(mount, later)
+  return refused ?? { mount, dataDir: path.join(mount, 'data'), later }
+}
+
 /** Mounts a small tmpfs at `dir`; undefined when it worked, else why not (the test skips). */
 function mountTmpfs(dir: string, later: (step: () => unknown) => void): string | undefined {
   mkdirSync(dir, { recursive: true })
@@ -445,11 +455,9 @@ describe('storage faults, through a running service and a restart', () => {
   it('answers 503 storage_unavailable on a full disk, is not ready until a write succeeds, then takes writes again', {
     timeout: 60_000,
   }, async (t) => {
-    const { root, later } = await makeWorld(t)
-    const mount = path.join(root, 'mnt')
-    const refused = mountTmpfs(mount, later)
-    if (refused !== undefined) return t.skip(refused)
-    const dataDir = path.join(mount, 'data')
+    const world = await tmpfsWorld(t)
+    if (typeof world === 'string') return t.skip(world)
+    const { mount, dataDir, later } = world
     const child = await start({ dataDir }, later)
     const kept = await created(child.url)
     const before = await readView(child.url, [kept.id])
@@ -491,11 +499,9 @@ describe('storage faults, through a running service and a restart', () => {
   it('cuts off the log the part of a batch a full disk took, so that the next event, once there is room, is whole and survives a kill', {
     timeout: 60_000,
   }, async (t) => {
-    const { root, later } = await makeWorld(t)
-    const mount = path.join(root, 'mnt')
-    const refused = mountTmpfs(mount, later)
-    if (refused !== undefined) return t.skip(refused)
-    const dataDir = path.join(mount, 'data')
+    const world = await tmpfsWorld(t)
+    if (typeof world === 'string') return t.skip(world)
+    const { mount, dataDir, later } = world
     // No checkpoint: after the kill, only the log can bring the last user back.
     const env = { CHECKPOINT_MS: '3600000' }
     const child = await start({ dataDir, env }, later)
@@ -539,11 +545,9 @@ describe('storage faults, through a running service and a restart', () => {
   it('answers 503 storage_unavailable on a read-only mount, still serves reads and exits 0 on SIGTERM', {
     timeout: 60_000,
   }, async (t) => {
-    const { root, later } = await makeWorld(t)
-    const mount = path.join(root, 'mnt')
-    const refused = mountTmpfs(mount, later)
-    if (refused !== undefined) return t.skip(refused)
-    const dataDir = path.join(mount, 'data')
+    const world = await tmpfsWorld(t)
+    if (typeof world === 'string') return t.skip(world)
+    const { mount, dataDir, later } = world
     const child = await start({ dataDir }, later)
     const kept = await created(child.url)
     const before = await readView(child.url, [kept.id])

@@ -62,7 +62,16 @@ export interface CheckpointOptions {
   readonly logged: () => number
   /** The id the checkpoint file holds now. */
   readonly through: number
+  /** How often a checkpoint runs; sooner once CHECKPOINT_FILES files wait. */
+  readonly intervalMs: number
+  /** No checkpoint runs while this says so (a store turned read-only). */
+  readonly paused: () => boolean
+  /** What a failed checkpoint means for the store (it decides between a warning and read-only). */
+  readonly failed: (error: unknown) => void
 }
+
+/** Files renamed since the last checkpoint that start the next one at once. */
+const CHECKPOINT_FILES = 4096
 
 /**
  * The file store's checkpoint (CONTRACT §7, recipe b): a change is acknowledged once its event is
@@ -81,10 +90,40 @@ export class Checkpoint {
   #usersChanged = false
   #gravesChanged = false
   #running: Promise<void> | undefined
+  #timer: NodeJS.Timeout | undefined
+  /** A checkpoint started by the timer or by the count of files, not yet over. */
+  #started: Promise<void> | undefined
 
   constructor(options: CheckpointOptions) {
     this.#options = options
     this.#through = options.through
+  }
+
+  /** Runs checkpoints every `intervalMs` from now on (the timer never keeps the process alive). */
+  start(): void {
+    this.#timer ??= setInterval(() => {
+      this.#startOne()
+    }, this.#options.intervalMs)
+    this.#timer.unref()
+  }
+
+  /** No more checkpoints on the timer; `settle` still runs one. */
+  stop(): void {
+    clearInterval(this.#timer)
+    this.#timer = undefined
+  }
+
+  /**
+   * Runs a checkpoint now (after the one running), unless paused; a failure goes to `failed` and
+   * this resolves all the same.
+   */
+  async settle(): Promise<void> {
+    if (this.#options.paused()) return
+    try {
+      await this.run()
+    } catch (error) {
+      this.#options.failed(error)
+    }
   }
 
   /** The id the checkpoint file holds. */
@@ -111,6 +150,14 @@ export class Checkpoint {
       this.#gravesChanged = true
       if (name !== undefined) this.#graveFiles.add(name)
     }
+    if (this.dirty >= CHECKPOINT_FILES) this.#startOne()
+  }
+
+  #startOne(): void {
+    if (this.#started !== undefined) return
+    this.#started = this.settle().finally(() => {
+      this.#started = undefined
+    })
   }
 
   /** The file step of the user's change is over, done or failed. */

@@ -35,9 +35,6 @@ export interface FileStoreOptions {
   checkpointMs?: number
 }
 
-/** Files renamed since the last checkpoint that start the next one at once. */
-const CHECKPOINT_FILES = 4096
-
 /**
  * The default store: one JSON file per user in `DATA_DIR/users/`, and an index in memory loaded at
  * open. A delete writes the user's tombstone (id and time) to `DATA_DIR/tombstones/`, then unlinks
@@ -67,8 +64,6 @@ export class FileStore extends IndexedStore {
   #graves: DurableDirectory | undefined
   #root: DurableDirectory | undefined
   #checkpoint: Checkpoint | undefined
-  #checkpointTimer: NodeJS.Timeout | undefined
-  #checkpointing: Promise<void> | undefined
   #place: Place | undefined
   #watch: NodeJS.Timeout | undefined
 
@@ -145,11 +140,13 @@ export class FileStore extends IndexedStore {
       root: this.#root,
       logged: () => this.#eventLog.highest,
       through: replayed.through,
+      intervalMs: this.#checkpointMs,
+      paused: () => this.health().state === 'read_only',
+      failed: (error) => {
+        this.#checkpointFailed(error)
+      },
     })
-    this.#checkpointTimer = setInterval(() => {
-      this.#startCheckpoint()
-    }, this.#checkpointMs)
-    this.#checkpointTimer.unref()
+    this.#checkpoint.start()
     this.#watch = setInterval(() => {
       void this.#checkPlace()
       // Behind the last checkpoint only: forcing one here would make CHECKPOINT_MS past this
@@ -168,11 +165,10 @@ export class FileStore extends IndexedStore {
   async close(): Promise<void> {
     clearInterval(this.#watch)
     this.#watch = undefined
-    clearInterval(this.#checkpointTimer)
-    this.#checkpointTimer = undefined
+    this.#checkpoint?.stop()
     await this.#pruning
     // A clean stop leaves nothing to replay.
-    await this.#runCheckpoint()
+    await this.#checkpoint?.settle()
     this.#checkpoint = undefined
     await this.#eventLog.close()
     const dirs = [this.#dir, this.#graves, this.#root]
@@ -199,7 +195,7 @@ export class FileStore extends IndexedStore {
   /** Drops whole segments older than the retention; requests go on meanwhile. */
   async pruneEvents(): Promise<void> {
     // Segments past the checkpoint stay (a replay may need them): move it first.
-    await this.#runCheckpoint()
+    await this.#checkpoint?.settle()
     await this.#prune()
   }
 
@@ -249,7 +245,7 @@ export class FileStore extends IndexedStore {
     if (logged === undefined) return this.#directory().writeFile(name, record.json)
     try {
       await this.#directory().writeFile(name, record.json, logged, false)
-      this.#touched('users', name)
+      this.#checkpoint?.touched('users', name)
     } finally {
       this.#checkpoint?.end(id)
     }
@@ -264,49 +260,29 @@ export class FileStore extends IndexedStore {
     const name = `${tombstone.id}.json`
     try {
       await this.#tombstones().writeFile(name, toTombstoneJson(tombstone), logged, false)
-      this.#touched('tombstones', name)
+      this.#checkpoint?.touched('tombstones', name)
       await this.#directory().removeFile(name, false)
-      this.#touched('users')
+      this.#checkpoint?.touched('users')
     } finally {
       this.#checkpoint?.end(tombstone.id)
     }
   }
 
-  #touched(dir: 'users' | 'tombstones', name?: string): void {
-    const checkpoint = this.#checkpoint
-    if (checkpoint === undefined) return
-    checkpoint.touched(dir, name)
-    if (checkpoint.dirty >= CHECKPOINT_FILES) this.#startCheckpoint()
-  }
-
-  #startCheckpoint(): void {
-    if (this.#checkpointing !== undefined) return
-    this.#checkpointing = this.#runCheckpoint().finally(() => {
-      this.#checkpointing = undefined
-    })
-  }
-
   /**
-   * Runs a checkpoint (after the one running); a failed fsync turns the store read-only, since the
-   * kernel may have dropped the changes it held for these files.
+   * A failed fsync of a checkpoint turns the store read-only, since the kernel may have dropped the
+   * changes it held for these files; any other failure (a full disk) waits for the next one.
    */
-  async #runCheckpoint(): Promise<void> {
-    const checkpoint = this.#checkpoint
-    if (checkpoint === undefined || this.health().state === 'read_only') return
-    try {
-      await checkpoint.run()
-    } catch (error) {
-      const step = error instanceof WriteError ? error.step : 'write'
-      const code = error instanceof WriteError ? error.code : undefined
-      const fields = { step, code, error: String(error), dataDir: this.dataDir }
-      if (error instanceof WriteError && !error.fsyncFailed && code !== 'EIO') {
-        // A full or read-only disk: the log still holds every change; the next one tries again.
-        this.#logger.warn('a checkpoint failed; the next one tries again', fields)
-        return
-      }
-      this.turnReadOnly(`a checkpoint failed at ${step} (${code ?? 'no errno'})`)
-      this.#logger.error('a checkpoint failed: the store turned read-only', fields)
+  #checkpointFailed(error: unknown): void {
+    const step = error instanceof WriteError ? error.step : 'write'
+    const code = error instanceof WriteError ? error.code : undefined
+    const fields = { step, code, error: String(error), dataDir: this.dataDir }
+    if (error instanceof WriteError && !error.fsyncFailed && code !== 'EIO') {
+      // A full or read-only disk: the log still holds every change; the next one tries again.
+      this.#logger.warn('a checkpoint failed; the next one tries again', fields)
+      return
     }
+    this.turnReadOnly(`a checkpoint failed at ${step} (${code ?? 'no errno'})`)
+    this.#logger.error('a checkpoint failed: the store turned read-only', fields)
   }
 
   #directory(): DurableDirectory {

@@ -171,6 +171,30 @@ function pgStore(t: TestContext, schema: string): PostgresStore {
   return store
 }
 
+/**
+ * A service on a fresh schema whose feed polls far less often than a test lasts: only the feed's
+ * own re-check can bring an event in time.
+ */
+async function serviceWithoutPoll(t: TestContext) {
+  const store = new PostgresStore({
+    url: requireDatabaseUrl(),
+    schema: freshSchema(t),
+    eventPollMs: 600_000,
+  })
+  t.after(() => store.close())
+  return startService(t, { store })
+}
+
+/** An open transaction that has written (it holds a transaction id) and appends no event. */
+async function olderTransaction(t: TestContext): Promise<pg.Client> {
+  const older = new pg.Client({ connectionString: requireDatabaseUrl() })
+  await older.connect()
+  t.after(() => older.end())
+  await older.query('BEGIN')
+  await older.query('SELECT pg_current_xact_id()')
+  return older
+}
+
 describe('the PostgreSQL feed under 16 concurrent writers', { skip: SKIP_POSTGRES }, () => {
   it('through two stores on one schema: a polling reader sees every event once, in order, nothing behind its cursor', {
     timeout: 120_000,
@@ -300,14 +324,7 @@ describe('the PostgreSQL feed under 16 concurrent writers', { skip: SKIP_POSTGRE
   it('holds an event back while an older transaction runs, and streams it as soon as that one ends, without NOTIFY or the poll', {
     timeout: 60_000,
   }, async (t) => {
-    // A poll far longer than the test: only the feed's own re-check can bring the event in time.
-    const store = new PostgresStore({
-      url: requireDatabaseUrl(),
-      schema: freshSchema(t),
-      eventPollMs: 600_000,
-    })
-    t.after(() => store.close())
-    const svc = await startService(t, { store })
+    const svc = await serviceWithoutPoll(t)
     await svc.createUser()
     const stream = await openSse(`${svc.baseUrl}/events`, feedReader)
     t.after(() => {
@@ -315,12 +332,7 @@ describe('the PostgreSQL feed under 16 concurrent writers', { skip: SKIP_POSTGRE
     })
     await stream.waitFor(1)
     const first = stream.events[0]?.id ?? ''
-    // An older transaction that has written (it holds a transaction id) and appends no event.
-    const older = new pg.Client({ connectionString: requireDatabaseUrl() })
-    await older.connect()
-    t.after(() => older.end())
-    await older.query('BEGIN')
-    await older.query('SELECT pg_current_xact_id()')
+    const older = await olderTransaction(t)
     const user = await svc.createUser()
     const held = await request('GET', `${svc.baseUrl}/events?after=${first}`, {
       token: feedReader,
@@ -343,18 +355,8 @@ describe('the PostgreSQL feed under 16 concurrent writers', { skip: SKIP_POSTGRE
   it('streams an event committed while nobody followed and held back by an older transaction, as soon as that one ends', {
     timeout: 60_000,
   }, async (t) => {
-    const store = new PostgresStore({
-      url: requireDatabaseUrl(),
-      schema: freshSchema(t),
-      eventPollMs: 600_000,
-    })
-    t.after(() => store.close())
-    const svc = await startService(t, { store })
-    const older = new pg.Client({ connectionString: requireDatabaseUrl() })
-    await older.connect()
-    t.after(() => older.end())
-    await older.query('BEGIN')
-    await older.query('SELECT pg_current_xact_id()')
+    const svc = await serviceWithoutPoll(t)
+    const older = await olderTransaction(t)
     // Committed with no follower: its NOTIFY and its commit wake nobody.
     const user = await svc.createUser()
     const stream = await openSse(`${svc.baseUrl}/events`, feedReader)
