@@ -268,6 +268,82 @@ describe('DurableDirectory failures name their step', () => {
   })
 })
 
+describe('DurableDirectory without its own fsyncs (a write-ahead log covers the files)', () => {
+  /** The kinds of durable-write timings reported for `dir` while `work` runs. */
+  async function reported(t: TestContext, dir: DurableDirectory, work: () => Promise<unknown>) {
+    const kinds: string[] = []
+    const stop = observeDurableWrites((timing) => {
+      if (timing.dir === dir.path) kinds.push(timing.kind)
+    })
+    t.after(stop)
+    await work()
+    await new Promise((resolve) => setImmediate(resolve))
+    stop()
+    return kinds.sort()
+  }
+
+  it('writes and renames with no fsync of the file or the directory, and reports the write', async (t) => {
+    const dir = await openDirectory(t)
+    const kinds = await reported(t, dir, () => dir.writeFile('a.json', 'first', undefined, false))
+    assert.deepEqual(kinds, ['write'])
+    await dir.writeFile('a.json', 'second', undefined, false)
+    assert.equal(await readFile(path.join(dir.path, 'a.json'), 'utf8'), 'second')
+    assert.equal((await stat(path.join(dir.path, 'a.json'))).mode & 0o777, 0o600)
+    assert.deepEqual(await tempFiles(dir.path), [])
+  })
+
+  it('fails at write when the temp file cannot be created, and at rename when the rename fails, leaving no temp file', async (t) => {
+    const dir = await openDirectory(t)
+    await mkdir(path.join(dir.path, 'a.json'))
+    await writeFile(path.join(dir.path, 'a.json', 'inside'), 'old')
+    const kinds = await reported(t, dir, () =>
+      assert.rejects(dir.writeFile('a.json', 'new', undefined, false), {
+        name: 'WriteError',
+        step: 'rename',
+        applied: false,
+      }),
+    )
+    assert.deepEqual(kinds, ['write'], 'a failed write is reported too')
+    assert.deepEqual(await tempFiles(dir.path), [])
+    assert.equal(await readFile(path.join(dir.path, 'a.json', 'inside'), 'utf8'), 'old')
+    await rename(dir.path, `${dir.path}.moved`)
+    await assert.rejects(dir.writeFile('b.json', 'new', undefined, false), {
+      name: 'WriteError',
+      step: 'write',
+      code: 'ENOENT',
+    })
+  })
+
+  it('removes a file with a directory fsync when durable (the default), and without one when not', async (t) => {
+    const dir = await openDirectory(t)
+    await dir.writeFile('a.json', 'a', undefined, false)
+    await dir.writeFile('b.json', 'b', undefined, false)
+    assert.deepEqual(await reported(t, dir, () => dir.removeFile('a.json')), ['dir-sync'])
+    assert.deepEqual(await reported(t, dir, () => dir.removeFile('b.json', false)), [])
+    assert.deepEqual(await readdir(dir.path), [])
+  })
+
+  it('fsyncs a file by name (true, reported), answers false for one that is gone, and fails at write when it cannot be opened', async (t) => {
+    const dir = await openDirectory(t)
+    await dir.writeFile('a.json', 'a', undefined, false)
+    let synced: boolean | undefined
+    const kinds = await reported(t, dir, async () => {
+      synced = await dir.syncFile('a.json')
+    })
+    assert.equal(synced, true)
+    assert.deepEqual(kinds, ['file-sync'])
+    assert.equal(await dir.syncFile('gone.json'), false)
+    // A name under a file: open fails with ENOTDIR, which is no fsync that failed.
+    await assert.rejects(dir.syncFile('a.json/inside'), (error: unknown) => {
+      assert.ok(error instanceof WriteError)
+      assert.equal(error.step, 'write')
+      assert.equal(error.code, 'ENOTDIR')
+      assert.equal(error.fsyncFailed, false)
+      return true
+    })
+  })
+})
+
 describe('observeDurableWrites', () => {
   it('reports the file fsync, the directory fsync and the whole write, in seconds, for this directory', async (t) => {
     const dir = await openDirectory(t)
