@@ -1,11 +1,10 @@
 import path from 'node:path'
 
 import { internalFault } from '../../domain/errors.js'
-import { type ChangeEvent, type EventHead, eventIdNumber } from '../../domain/event.js'
+import { type ChangeEvent, eventIdNumber } from '../../domain/event.js'
 import type { Tombstone } from '../../domain/tombstone.js'
 import type { UserRecord } from '../../domain/user.js'
 import { type Logger, silentLogger } from '../../log/logger.js'
-import { EventIndex } from '../feed/event-index.js'
 import { IndexedStore } from '../indexed-store.js'
 import type { StoreCapabilities } from '../store.js'
 import { DurableDirectory, makeDurableDirectory, WriteError } from './atomic-write.js'
@@ -13,6 +12,7 @@ import { Checkpoint } from './checkpoint.js'
 import { DataDirLock } from './data-dir-lock.js'
 import { lostPlace, type Place, readPlace } from './data-dir-place.js'
 import { EventLog } from './event-log.js'
+import { loadFeed } from './feed-load.js'
 import { replayTail } from './replay.js'
 import { toTombstoneJson } from './stored-files.js'
 import { loadUserFiles } from './user-files-load.js'
@@ -133,7 +133,13 @@ export class FileStore extends IndexedStore {
       logger: this.#logger,
       chunk: this.#chunk,
     })
-    await this.#loadEvents()
+    await loadFeed({
+      eventLog: this.#eventLog,
+      journal: this.events,
+      users: this.index,
+      tombstones: this.tombstones,
+      logger: this.#logger,
+    })
     this.#checkpoint = new Checkpoint({
       users: this.#dir,
       graves: this.#graves,
@@ -208,33 +214,6 @@ export class FileStore extends IndexedStore {
         this.events.dropThrough(through)
       },
     )
-  }
-
-  /**
-   * Loads the feed's index (its bodies stay on disk) and reconciles it with the users loaded: an
-   * event is written (durably) before its change, so after a crash an event may describe a change
-   * that never reached users/ or tombstones/. Such an event is voided, durably, so that no later
-   * start takes it back.
-   */
-  async #loadEvents(): Promise<void> {
-    const index = new EventIndex()
-    const loaded = this.#eventLog.load(index, (event) => this.#made(event))
-    for (const id of loaded.ghosts) await this.#eventLog.void(id)
-    this.events.load(index, this.#eventLog, loaded.nextId, loaded.prunedThrough)
-    this.#logger.info('events loaded', {
-      events: loaded.events,
-      voided: loaded.ghosts.length,
-      damaged: loaded.damaged,
-    })
-  }
-
-  /** Whether the change an event describes is in what was loaded. */
-  #made(event: EventHead): boolean {
-    const user = this.index.get(event.userId)
-    const gone = this.tombstones.has(event.userId)
-    return event.type === 'user.deleted'
-      ? gone
-      : gone || (user !== undefined && user.user.version >= event.version)
   }
 
   /** The user file renamed into place unsynced: its event in the log makes it durable. */
