@@ -3,6 +3,7 @@ import { HttpError } from '../../http/problem.js'
 import { type Route, STREAMED } from '../route.js'
 import { API_ROUTE, NDJSON, TEXT } from '../route-defaults.js'
 import { ImportRun } from './import-run.js'
+import { refuseQueryParameters } from './no-query.js'
 import { dropIfUnread, readyToStream, streamHeaders } from './slow-client.js'
 
 /** Output held for one response whose client reads slowly (§9: about 1 MiB). */
@@ -35,6 +36,8 @@ export const importUsers: Route = {
   errors: [409],
   async handle(context) {
     const { req, res, requestId, faults } = context
+    // Before anything is read or stored: a parameter this route does not know changes nothing.
+    refuseQueryParameters(context.rawQuery, 'the import')
     if (!(await readyToStream(req))) return STREAMED
     const bulk = context.services.bulk
     const maxBytes = bulk.importMaxBytes
