@@ -47,12 +47,12 @@ export const importUsers: Route = {
         `The import body is larger than ${maxBytes} bytes (IMPORT_MAX_BYTES).`,
       )
     }
-    if (bulk.importing)
+    const slot = await bulk.startImport()
+    if (slot === undefined)
       throw new HttpError(
         'import_in_progress',
         'Another import is running; try again when it has ended.',
       )
-    bulk.importing = true
     try {
       // The head goes out before the body is read, and a chunked body may pass the limit: the
       // answer cannot promise keep-alive, so every import closes its connection, in stages, once
@@ -83,7 +83,7 @@ export const importUsers: Route = {
       if (res.writableEnded) dropIfUnread(res, bulk.stallMs)
     } finally {
       // Every line started has ended by now (stored or refused): another import may start.
-      bulk.importing = false
+      slot.release()
     }
     return STREAMED
   },
