@@ -4,6 +4,7 @@ import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
 import type { User } from '../../src/domain/user.js'
+import { createClusterSlots } from '../../src/process/cluster-slots.js'
 import { type RunningChild, sleep, startChild } from '../helpers/child.js'
 import { request, type UserPage } from '../helpers/http.js'
 import { freshDatabase, SKIP_POSTGRES } from '../helpers/postgres.js'
@@ -212,5 +213,11 @@ describe('service-wide limits with WORKERS=2', { skip: SKIP_POSTGRES }, () => {
       assert.match(await next.text, /^\{"line":1,"status":201,/)
     }
     assert.equal((await snapshot(primary.url)).length, 4)
+  })
+})
+
+describe('createClusterSlots', () => {
+  it('refuses to be made outside a cluster worker', () => {
+    assert.throws(() => createClusterSlots(), /not a cluster worker/)
   })
 })
