@@ -12,6 +12,7 @@ import type { Logger } from './log/logger.js'
 import { createServiceMetrics } from './metrics/service-metrics.js'
 import { createOpenApiDocument } from './openapi/document.js'
 import { Availability } from './ops/availability.js'
+import { createLocalSlots, type SharedSlots } from './ops/shared-slots.js'
 import { createBulkServices } from './routes/bulk/bulk-services.js'
 import { createEventStreams, type EventStreamsOptions } from './routes/events/event-streams.js'
 import { getMetrics, ROUTES } from './routes/route-list.js'
@@ -70,6 +71,11 @@ export interface ServiceOptions {
   metrics: boolean
   /** Origins that may call the service from a browser, or `*` (§13); undefined: no CORS headers. */
   corsOrigins: CorsOrigins | undefined
+  /**
+   * Where MAX_EVENT_STREAMS and the one import at a time are counted; default this process alone.
+   * The workers of WORKERS > 1 count them in their primary, so that the limits are the service's.
+   */
+  slots?: SharedSlots | undefined
 }
 
 /**
@@ -150,9 +156,11 @@ export function createService(options: ServiceOptions): UserService {
           eventsAppended: () => store.events.appended,
           eventStreams: () => events.openStreams,
         })
+  const slots = options.slots ?? createLocalSlots()
   const events = createEventStreams({
     feed: store.events,
     maxStreams: options.maxEventStreams,
+    slots,
     leewaySeconds,
     now,
     ...options.eventStreams,
@@ -172,6 +180,7 @@ export function createService(options: ServiceOptions): UserService {
       events,
       bulk: createBulkServices({
         store,
+        slots,
         now,
         newId,
         writeGate: availability.writeGate,

@@ -1,5 +1,5 @@
 import type { ChangeContext } from './change-context.js'
-import type { User, UserRecord } from './user.js'
+import { MAX_VERSION, type User, type UserRecord } from './user.js'
 
 export type { ChangeContext } from './change-context.js'
 
@@ -91,8 +91,12 @@ export function draftEvent(
     ...(context?.actor === undefined ? {} : { actor: context.actor }),
     ...(context?.requestId === undefined ? {} : { requestId: context.requestId }),
   }
-  if (after === undefined)
-    return { ...base, type: 'user.deleted', version: deletedVersion ?? (before?.version ?? 0) + 1 }
+  if (after === undefined) {
+    // A user stored at MAX_VERSION by an earlier release can still be deleted: its deletion
+    // keeps that version rather than name one no JSON client holds exactly.
+    const version = Math.min(deletedVersion ?? (before?.version ?? 0) + 1, MAX_VERSION)
+    return { ...base, type: 'user.deleted', version }
+  }
   const user = after.user
   const shown = { ...base, version: user.version, userJson: after.json }
   if (before === undefined) return { ...shown, type: 'user.created' }

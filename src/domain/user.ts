@@ -8,6 +8,13 @@ export type UserStatus = (typeof USER_STATUSES)[number]
  */
 export const MAX_VERSION = Number.MAX_SAFE_INTEGER
 
+/**
+ * The highest version a user itself reaches, 2^53 - 2. Its deletion is a change too, and its
+ * event takes the next version (a consumer that skips versions it has seen must not skip it): the
+ * last version is kept for it, so that every user can be deleted and no event passes MAX_VERSION.
+ */
+export const MAX_USER_VERSION = MAX_VERSION - 1
+
 /** Metadata: string keys to string values, held in a null-prototype object. */
 export type Metadata = Readonly<Record<string, string>>
 

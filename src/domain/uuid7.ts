@@ -58,3 +58,12 @@ function formatUuid7(ms: number, counter: number, random: Buffer): string {
   const hex = bytes.toString('hex')
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`
 }
+
+/**
+ * The milliseconds a canonical UUIDv7 carries (its first 48 bits), or undefined when the UUID is
+ * not version 7 with the RFC 9562 variant (the nil UUID, a v4).
+ */
+export function uuid7Ms(id: string): number | undefined {
+  if (id[14] !== '7' || !'89ab'.includes(id[19] ?? '')) return undefined
+  return Number.parseInt(`${id.slice(0, 8)}${id.slice(9, 13)}`, 16)
+}

@@ -3,6 +3,7 @@ import cluster, { type Worker } from 'node:cluster'
 import type { JsonLogger, Logger } from '../log/logger.js'
 import { makeDurableDirectory } from '../store/file/atomic-write.js'
 import { DataDirLock } from '../store/file/data-dir-lock.js'
+import { serveClusterSlots } from './cluster-slots.js'
 import type { Config } from './config.js'
 import { resolveKeys } from './first-start.js'
 
@@ -36,6 +37,7 @@ export function runPrimary(options: PrimaryOptions): void {
   let exitCode = 0
   const listened = new Set<number>()
   const fork = (): Worker => cluster.fork()
+  serveClusterSlots()
   for (let i = 0; i < options.workers; i += 1) fork()
   cluster.on('listening', (worker) => {
     listened.add(worker.id)

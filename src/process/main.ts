@@ -13,6 +13,7 @@ import { createService } from '../service.js'
 import { createStore } from '../store/create-store.js'
 import { lockDataDir } from '../store/file/data-dir-lock.js'
 import { isClusterWorker, shouldFork, startPrimary } from './cluster.js'
+import { createClusterSlots } from './cluster-slots.js'
 import { type Config, ConfigError, parseConfig, SERVICE_DEFAULTS } from './config.js'
 import { resolveKeys } from './first-start.js'
 
@@ -62,6 +63,8 @@ async function main(): Promise<void> {
     logger,
     now: Date.now,
     maintenanceFile: path.join(config.dataDir, 'maintenance'),
+    // MAX_EVENT_STREAMS and the one import at a time are the service's: the primary counts them.
+    slots: isClusterWorker() ? createClusterSlots() : undefined,
   })
   service.server.on('error', (error) => {
     logger.error('the server failed', { error: String(error) })

@@ -1,14 +1,15 @@
 import { ServiceError } from '../domain/errors.js'
 import type { ChangeContext } from '../domain/event.js'
 import type { User } from '../domain/user.js'
-import { MAX_VERSION } from '../domain/user.js'
+import { MAX_USER_VERSION } from '../domain/user.js'
 import type { ListQuery } from './store.js'
 
 /**
  * What every store refuses before it writes or asks, so that all of them answer alike (§9): the
  * memory store could hold these, PostgreSQL could not. A NUL (U+0000) in text (PostgreSQL's text
  * cannot hold it; metadata values may, json keeps it escaped), and a version outside
- * 1..MAX_VERSION. Each is the client's input: a 4xx naming it, never a storage fault.
+ * 1..MAX_USER_VERSION (the next is its deletion's). Each is the client's input: a 4xx naming it,
+ * never a storage fault.
  */
 
 const NUL = '\u0000'
@@ -16,17 +17,17 @@ const NUL = '\u0000'
 /** A user about to be written: `current` is the record it replaces (undefined for a create). */
 export function checkStorableUser(user: User, current: User | undefined): void {
   const { version } = user
-  if (current !== undefined && version > MAX_VERSION) {
+  if (current !== undefined && version > MAX_USER_VERSION) {
     throw new ServiceError(
       'version_exhausted',
-      `The user is at version ${current.version}, the highest there is (${MAX_VERSION}): it cannot change any more.`,
+      `The user is at version ${current.version}, the highest a user reaches (${MAX_USER_VERSION}; the next is kept for its deletion): it cannot change any more, only be deleted.`,
     )
   }
-  if (!Number.isSafeInteger(version) || version < 1) {
+  if (!Number.isSafeInteger(version) || version < 1 || version > MAX_USER_VERSION) {
     throw fieldError(
       '/version',
       'out_of_range',
-      `version must be a whole number from 1 to ${MAX_VERSION}.`,
+      `version must be a whole number from 1 to ${MAX_USER_VERSION}.`,
     )
   }
   for (const key of ['email', 'name'] as const) {

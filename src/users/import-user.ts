@@ -1,9 +1,22 @@
 import { type FieldError, ServiceError } from '../domain/errors.js'
 import { isUserStatus, type User } from '../domain/user.js'
-import { type IdGenerator, isCanonicalUuid } from '../domain/uuid7.js'
+import { type IdGenerator, isCanonicalUuid, uuid7Ms } from '../domain/uuid7.js'
 import { validateCreate, validateReplace } from './validate-user.js'
 
 const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
+const stampRule = (key: string): string =>
+  `${key} must be an instant that exists, in UTC, like 2024-01-31T12:00:00.000Z.`
+
+/**
+ * The milliseconds of a time stamp as the API writes them, or undefined when it is not one or
+ * names no instant: Date.parse rolls 2026-02-30 over to March 2 and reads T24:00 as the next
+ * day, so the instant must write back as the very same text.
+ */
+function instant(stamp: unknown): number | undefined {
+  if (typeof stamp !== 'string' || !TIMESTAMP.test(stamp)) return undefined
+  const ms = Date.parse(stamp)
+  return !Number.isNaN(ms) && new Date(ms).toISOString() === stamp ? ms : undefined
+}
 
 /** The user of one import line, and whether the line was an exported user (it has an id). */
 export interface ImportedUser {
@@ -33,16 +46,20 @@ function toExportedUser(value: Record<string, unknown>): User {
   const wrong = (pointer: string, message: string): void => {
     errors.push({ pointer, code: 'invalid_format', message })
   }
-  if (typeof id !== 'string' || !isCanonicalUuid(id)) wrong('/id', 'id must be a lower-case UUID.')
+  const created = instant(createdAt)
+  const updated = instant(updatedAt)
+  const canonical = typeof id === 'string' && isCanonicalUuid(id)
+  // The list's createdAt order is its id order: an id must be a UUIDv7 carrying its createdAt.
+  const idMs = canonical ? uuid7Ms(id) : undefined
+  if (!canonical) wrong('/id', 'id must be a lower-case UUID.')
+  else if (idMs === undefined) wrong('/id', 'id must be a UUIDv7 (version 7, RFC 9562 variant).')
   if (!isUserStatus(status)) wrong('/status', 'status must be pending, active or suspended.')
-  for (const [key, stamp] of [
-    ['createdAt', createdAt],
-    ['updatedAt', updatedAt],
-  ] as const) {
-    if (typeof stamp !== 'string' || !TIMESTAMP.test(stamp) || Number.isNaN(Date.parse(stamp))) {
-      wrong(`/${key}`, `${key} must be a UTC time stamp like 2024-01-31T12:00:00.000Z.`)
-    }
-  }
+  if (created === undefined) wrong('/createdAt', stampRule('createdAt'))
+  else if (idMs !== undefined && idMs !== created)
+    wrong('/createdAt', 'createdAt must be the time its UUIDv7 id carries.')
+  if (updated === undefined) wrong('/updatedAt', stampRule('updatedAt'))
+  else if (created !== undefined && updated < created)
+    wrong('/updatedAt', 'updatedAt must not be before createdAt.')
   if (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 1)
     wrong('/version', 'version must be a whole number of at least 1.')
   if (errors.length > 0)

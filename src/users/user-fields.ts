@@ -1,6 +1,6 @@
-import { MAX_VERSION, USER_STATUSES } from '../domain/user.js'
+import { MAX_USER_VERSION, USER_STATUSES } from '../domain/user.js'
 
-export { MAX_VERSION } from '../domain/user.js'
+export { MAX_USER_VERSION, MAX_VERSION } from '../domain/user.js'
 
 /**
  * The rules of each user field, as data: validation interprets them and the OpenAPI schema is
@@ -118,10 +118,11 @@ export const USER_FIELDS = {
     access: 'output',
     required: false,
     minimum: 1,
-    maximum: MAX_VERSION,
+    maximum: MAX_USER_VERSION,
     description:
       '1 at creation, +1 on every change that alters the stored user; the ETag follows it. ' +
-      'A user at the highest version (2^53 - 1) cannot change any more (409 version_exhausted).',
+      'A user at the highest version (2^53 - 2) cannot change any more (409 version_exhausted) ' +
+      'but can be deleted: its user.deleted event takes the last version, 2^53 - 1.',
     example: 1,
   },
 } as const satisfies Record<string, FieldSpec>

@@ -3,7 +3,7 @@ import { describe, it, type TestContext } from 'node:test'
 
 import type { User } from '../../src/domain/user.js'
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js'
-import { MAX_VERSION } from '../../src/users/user-fields.js'
+import { MAX_USER_VERSION, MAX_VERSION } from '../../src/users/user-fields.js'
 import { assertProblem, assertValidation, request, type TestResponse } from '../helpers/http.js'
 import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES } from '../helpers/postgres.js'
 import { startService, type TestService, uniqueEmail } from '../helpers/service.js'
@@ -253,16 +253,18 @@ function describeHostileInput(on: StoreUnderTest): void {
       assert.equal((await app.getUser(created.id)).metadata['note'], 'a\u0000b')
     })
 
-    it('imports versions past 32 bits up to 2^53 - 1, refuses others with 422 naming /version, and stays ready', async (t) => {
+    it('imports versions past 32 bits up to 2^53 - 2, refuses others with 422 naming /version, and stays ready', async (t) => {
       const app = await on.start(t)
       await app.createUser()
       const before = await app.snapshot()
       const wide = exported({ version: 2 ** 31 })
-      const top = exported({ version: MAX_VERSION })
+      const top = exported({ version: MAX_USER_VERSION })
       const lines = [
         wide.line,
         top.line,
         exported({ version: 0 }).line,
+        // The last version is kept for the user's deletion.
+        exported({ version: MAX_VERSION }).line,
         // JSON text: 2^53 and 2^63 read as numbers no client holds exactly.
         toContractJson(makeUser({ email: uniqueEmail() })).replace(
           /"version":1}$/,
@@ -293,6 +295,7 @@ function describeHostileInput(on: StoreUnderTest): void {
           [4, 422],
           [5, 422],
           [6, 422],
+          [7, 422],
         ],
       )
       for (const result of results.slice(2)) {
@@ -307,15 +310,15 @@ function describeHostileInput(on: StoreUnderTest): void {
         [...before, wide.user, top.user].sort((a, b) => (a.id < b.id ? -1 : 1)),
       )
       const read = await app.call('GET', `/users/${top.user.id}`)
-      assert.equal(read.headers.get('etag'), '"v9007199254740991"')
-      assert.ok(read.text.endsWith('"version":9007199254740991}'), read.text)
+      assert.equal(read.headers.get('etag'), '"v9007199254740990"')
+      assert.ok(read.text.endsWith('"version":9007199254740990}'), read.text)
     })
 
-    it('changes a user past 2^31 - 1, and refuses every change past 2^53 - 1 with 409 version_exhausted, keeping the ETag', async (t) => {
+    it('changes a user past 2^31 - 1, and refuses every change past 2^53 - 2 with 409 version_exhausted, keeping the ETag', async (t) => {
       const app = await on.start(t)
       const edge = exported({ version: 2 ** 31 - 1 })
-      const near = exported({ version: MAX_VERSION - 1 })
-      const top = exported({ version: MAX_VERSION })
+      const near = exported({ version: MAX_USER_VERSION - 1 })
+      const top = exported({ version: MAX_USER_VERSION })
       const results = await importLines(app, [edge.line, near.line, top.line])
       assert.deepEqual(
         results.map((result) => result['status']),
@@ -335,7 +338,7 @@ function describeHostileInput(on: StoreUnderTest): void {
         contentType: MERGE_PATCH,
       })
       assert.equal(reached.status, 200, reached.text)
-      assert.equal(reached.headers.get('etag'), '"v9007199254740991"')
+      assert.equal(reached.headers.get('etag'), '"v9007199254740990"')
       for (const user of [near.user, top.user]) {
         const before = await app.call('GET', `/users/${user.id}`)
         for (let i = 0; i < 3; i += 1) {
@@ -361,12 +364,12 @@ function describeHostileInput(on: StoreUnderTest): void {
         const stale = await app.call('PATCH', `/users/${user.id}`, {
           json: { name: 'Lost update' },
           contentType: MERGE_PATCH,
-          headers: { 'if-match': '"v9007199254740990"' },
+          headers: { 'if-match': '"v9007199254740989"' },
         })
         assertProblem(stale, 412, 'precondition_failed')
         const after = await app.call('GET', `/users/${user.id}`)
         assert.equal(after.text, before.text)
-        assert.equal(after.headers.get('etag'), '"v9007199254740991"')
+        assert.equal(after.headers.get('etag'), '"v9007199254740990"')
         // A change that changes nothing is no change past the top.
         const same = await app.call('PATCH', `/users/${user.id}`, {
           json: { name: after.json<User>().name },
@@ -423,7 +426,7 @@ describeHostileInput(ON_FILES)
 describeHostileInput(ON_POSTGRES)
 
 describe('the OpenAPI document', () => {
-  it('gives the version range of a user: 1 to 2^53 - 1', async (t) => {
+  it("gives the version range of a user: 1 to 2^53 - 2 (the last is its deletion event's)", async (t) => {
     const app = await startService(t)
     const res = await request('GET', `${app.url}/openapi.json`)
     const version = (
@@ -431,6 +434,6 @@ describe('the OpenAPI document', () => {
         components: { schemas: { User: { properties: { version: Record<string, unknown> } } } }
       }
     ).components.schemas.User.properties.version
-    assert.deepEqual([version['minimum'], version['maximum']], [1, MAX_VERSION])
+    assert.deepEqual([version['minimum'], version['maximum']], [1, MAX_USER_VERSION])
   })
 })

@@ -4,7 +4,7 @@ import { describe, it, type TestContext } from 'node:test'
 import { ServiceError } from '../../src/domain/errors.js'
 import type { User, UserRecord, UserStatus } from '../../src/domain/user.js'
 import type { ListFilter, Store } from '../../src/store/store.js'
-import { MAX_VERSION } from '../../src/users/user-fields.js'
+import { MAX_USER_VERSION } from '../../src/users/user-fields.js'
 import { describeMoreStoreContract } from './store-contract-more.js'
 import { changeUser, makeUser, toContractJson } from './store-users.js'
 
@@ -838,24 +838,24 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       assertHealthy(store)
     })
 
-    it('keeps versions exactly up to MAX_VERSION (2^53 - 1), past 32 bits', async (t) => {
+    it('keeps versions exactly up to MAX_USER_VERSION (2^53 - 2), past 32 bits', async (t) => {
       const store = await openStore(t, factory)
       const wide = await store.create(makeUser({ version: 2 ** 31 }))
       const next = await store.update(wide.user.id, increment)
       assert.equal(next.user.version, 2 ** 31 + 1)
       assert.equal(next.etag, `"v${2 ** 31 + 1}"`)
       assert.deepEqual(await store.get(wide.user.id), next)
-      const top = await store.create(makeUser({ version: MAX_VERSION - 1 }))
+      const top = await store.create(makeUser({ version: MAX_USER_VERSION - 1 }))
       const last = await store.update(top.user.id, increment)
-      assert.equal(last.user.version, MAX_VERSION)
-      assert.equal(last.etag, '"v9007199254740991"')
+      assert.equal(last.user.version, MAX_USER_VERSION)
+      assert.equal(last.etag, '"v9007199254740990"')
       assert.deepEqual(await store.get(top.user.id), last)
       assertHealthy(store)
     })
 
-    it('refuses the change past MAX_VERSION with version_exhausted, changing nothing; the user can still be deleted', async (t) => {
+    it('refuses the change past MAX_USER_VERSION with version_exhausted, changing nothing; the user can still be deleted', async (t) => {
       const store = await openStore(t, factory)
-      const top = await store.create(makeUser({ version: MAX_VERSION }))
+      const top = await store.create(makeUser({ version: MAX_USER_VERSION }))
       const before = await snapshotStore(store)
       await assert.rejects(store.update(top.user.id, increment), {
         name: 'ServiceError',
@@ -870,7 +870,7 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       assert.equal(await store.isDeleted(top.user.id), true)
     })
 
-    it('refuses a create whose version is outside 1..MAX_VERSION with validation_failed naming /version, changing nothing', async (t) => {
+    it('refuses a create whose version is outside 1..MAX_USER_VERSION with validation_failed naming /version, changing nothing', async (t) => {
       const store = await openStore(t, factory)
       await store.create(makeUser())
       const before = await snapshotStore(store)
@@ -878,7 +878,8 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
         0,
         -1,
         1.5,
-        MAX_VERSION + 1,
+        MAX_USER_VERSION + 1,
+        MAX_USER_VERSION + 2,
         2 ** 63,
         Number.NaN,
         Number.POSITIVE_INFINITY,
@@ -892,7 +893,7 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
               {
                 pointer: '/version',
                 code: 'out_of_range',
-                message: `version must be a whole number from 1 to ${MAX_VERSION}.`,
+                message: `version must be a whole number from 1 to ${MAX_USER_VERSION}.`,
               },
             ],
           },

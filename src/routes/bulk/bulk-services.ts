@@ -1,9 +1,12 @@
 import type { IdGenerator } from '../../domain/uuid7.js'
+import type { SharedSlots, Slot } from '../../ops/shared-slots.js'
 import type { Store } from '../../store/store.js'
 import { createLineImporter, type LineImporter } from './import-line.js'
 
 export interface BulkOptions {
   store: Store
+  /** Where the one import at a time is counted: this process, or every worker of the service. */
+  slots: SharedSlots
   now: () => number
   newId: IdGenerator
   /** Throws to refuse a write (maintenance), as for every other write. */
@@ -36,8 +39,8 @@ export interface BulkServices {
   readonly importConcurrency: number
   readonly importReadAheadBytes: number
   readonly stallMs: number
-  /** True while an import runs: one at a time. */
-  importing: boolean
+  /** The import slot (one at a time, service-wide): undefined while another import runs. */
+  startImport(): Promise<Slot | undefined>
 }
 
 export function createBulkServices(options: BulkOptions): BulkServices {
@@ -49,6 +52,6 @@ export function createBulkServices(options: BulkOptions): BulkServices {
     importConcurrency: options.importConcurrency ?? 256,
     importReadAheadBytes: options.importReadAheadBytes,
     stallMs: options.stallTimeoutMs,
-    importing: false,
+    startImport: () => options.slots.acquire('import', 1),
   }
 }

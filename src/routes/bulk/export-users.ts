@@ -1,5 +1,6 @@
 import { type Route, STREAMED } from '../route.js'
 import { API_ROUTE, NDJSON, TEXT } from '../route-defaults.js'
+import { refuseQueryParameters } from './no-query.js'
 import { drained, dropIfUnread, readyToStream, streamHeaders } from './slow-client.js'
 
 /** The export's writes: large enough to cost few system calls, small beside OUTPUT_BYTES. */
@@ -24,6 +25,7 @@ export const exportUsers: Route = {
   },
   async handle(context) {
     const { req, res } = context
+    refuseQueryParameters(context.rawQuery, 'the export')
     if (!(await readyToStream(req))) return STREAMED
     const { store, exportPageSize: pageSize, stallMs } = context.services.bulk
     res.writeHead(200, [...streamHeaders(context), 'content-type', NDJSON])

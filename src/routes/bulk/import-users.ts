@@ -3,6 +3,7 @@ import { HttpError } from '../../http/problem.js'
 import { type Route, STREAMED } from '../route.js'
 import { API_ROUTE, NDJSON, TEXT } from '../route-defaults.js'
 import { ImportRun } from './import-run.js'
+import { refuseQueryParameters } from './no-query.js'
 import { dropIfUnread, readyToStream, streamHeaders } from './slow-client.js'
 
 /** Output held for one response whose client reads slowly (§9: about 1 MiB). */
@@ -35,6 +36,8 @@ export const importUsers: Route = {
   errors: [409],
   async handle(context) {
     const { req, res, requestId, faults } = context
+    // Before anything is read or stored: a parameter this route does not know changes nothing.
+    refuseQueryParameters(context.rawQuery, 'the import')
     if (!(await readyToStream(req))) return STREAMED
     const bulk = context.services.bulk
     const maxBytes = bulk.importMaxBytes
@@ -44,12 +47,12 @@ export const importUsers: Route = {
         `The import body is larger than ${maxBytes} bytes (IMPORT_MAX_BYTES).`,
       )
     }
-    if (bulk.importing)
+    const slot = await bulk.startImport()
+    if (slot === undefined)
       throw new HttpError(
         'import_in_progress',
         'Another import is running; try again when it has ended.',
       )
-    bulk.importing = true
     try {
       // The head goes out before the body is read, and a chunked body may pass the limit: the
       // answer cannot promise keep-alive, so every import closes its connection, in stages, once
@@ -80,7 +83,7 @@ export const importUsers: Route = {
       if (res.writableEnded) dropIfUnread(res, bulk.stallMs)
     } finally {
       // Every line started has ended by now (stored or refused): another import may start.
-      bulk.importing = false
+      slot.release()
     }
     return STREAMED
   },

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 
 import { HttpError } from '../../http/problem.js'
+import { createLocalSlots, type SharedSlots } from '../../ops/shared-slots.js'
 import { EVENT_PAGE_MAX_BYTES, type EventFeed, type EventPage } from '../../store/feed/journal.js'
 import { parseEventQuery } from './event-query.js'
 import { type SseStream, STREAM_PAGE, type StreamReader, startSseStream } from './sse-stream.js'
@@ -10,6 +11,8 @@ export interface EventStreamsOptions {
   feed: EventFeed | undefined
   /** Most streams open at once (MAX_EVENT_STREAMS); one more is a 503 overloaded. */
   maxStreams: number
+  /** Where the streams are counted against maxStreams: default this process; with WORKERS > 1, the service. */
+  slots?: SharedSlots | undefined
   /** How often a stream sends a comment line when it has nothing else to send (default 15 s). */
   heartbeatMs?: number
   /** Bytes a stream may hold for a consumer before the consumer must take them (default 1 MiB). */
@@ -61,8 +64,7 @@ export function createEventStreams(options: EventStreamsOptions): EventStreams {
   const stallMs = options.stallMs ?? 10_000
   const leewayMs = options.leewaySeconds * 1000
   const open = new Set<SseStream>()
-  /** Streams counted but still reading their first page, so that no burst passes maxStreams. */
-  let starting = 0
+  const slots = options.slots ?? createLocalSlots()
   let closed = false
 
   const requireFeed = (): EventFeed => {
@@ -90,7 +92,10 @@ export function createEventStreams(options: EventStreamsOptions): EventStreams {
         typeof lastEventId === 'string' ? lastEventId : undefined,
       )
       if (closed) throw new HttpError('shutting_down', 'The service is shutting down.')
-      if (open.size + starting >= maxStreams) {
+      // Taken as the stream starts, so that no burst passes maxStreams (counted by every worker's
+      // primary with WORKERS > 1); given back when its answer ends, however it ends.
+      const slot = await slots.acquire('event-streams', maxStreams)
+      if (slot === undefined) {
         throw new HttpError(
           'overloaded',
           `At most ${maxStreams} event streams may be open at once; try again later.`,
@@ -99,14 +104,14 @@ export function createEventStreams(options: EventStreamsOptions): EventStreams {
           },
         )
       }
-      starting += 1
-      let first: EventPage
-      try {
-        // The first page is read before the answer starts, so that an expired cursor is a plain 410.
-        first = await feed.read({ ...query, limit: STREAM_PAGE, maxBytes: maxBufferBytes })
-      } finally {
-        starting -= 1
-      }
+      if (res.destroyed) slot.release()
+      else res.once('close', () => slot.release())
+      // The first page is read before the answer starts, so that an expired cursor is a plain 410.
+      const first: EventPage = await feed.read({
+        ...query,
+        limit: STREAM_PAGE,
+        maxBytes: maxBufferBytes,
+      })
       if (closed) throw new HttpError('shutting_down', 'The service is shutting down.')
       res.writeHead(200, [
         'content-type',

@@ -25,7 +25,7 @@ import {
 } from '../../../src/store/postgres/schema.js'
 import { likePattern } from '../../../src/store/postgres/sql.js'
 import type { ListQuery, Store } from '../../../src/store/store.js'
-import { MAX_VERSION } from '../../../src/users/user-fields.js'
+import { MAX_USER_VERSION, MAX_VERSION } from '../../../src/users/user-fields.js'
 import { listLockFiles } from '../../helpers/data-files.js'
 import { assertProblem, request, type TestResponse } from '../../helpers/http.js'
 import {
@@ -863,17 +863,17 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       )
     })
 
-    it('stores the deletion event of a user at MAX_VERSION with version MAX_VERSION + 1, read back exactly', async (t) => {
+    it('stores the deletion event of a user at MAX_USER_VERSION with version MAX_VERSION, read back exactly', async (t) => {
       const store = newStore(t)
       await store.open()
-      const top = await store.create(makeUser({ version: MAX_VERSION }))
+      const top = await store.create(makeUser({ version: MAX_USER_VERSION }))
       await store.delete(top.user.id)
       const events = await store.events.read({ limit: 10 })
       assert.deepEqual(
         events.items.map((event) => [event.type, event.version]),
         [
-          ['user.created', MAX_VERSION],
-          ['user.deleted', MAX_VERSION + 1],
+          ['user.created', MAX_USER_VERSION],
+          ['user.deleted', MAX_VERSION],
         ],
       )
     })
