@@ -1,4 +1,3 @@
-import type { Preconditions } from '../../domain/preconditions.js'
 import type { UserRecord } from '../../domain/user.js'
 import type { Reply } from '../../http/respond.js'
 import { type ResponseDoc, type RouteContext, ref } from '../route.js'
@@ -17,13 +16,4 @@ export const USER_ANSWER: ResponseDoc = {
 
 export function userId(context: RouteContext): string {
   return context.params['id'] ?? ''
-}
-
-export function preconditions(context: RouteContext): Preconditions {
-  return { ifMatch: header(context, 'if-match'), ifNoneMatch: header(context, 'if-none-match') }
-}
-
-function header(context: RouteContext, name: 'if-match' | 'if-none-match'): string | undefined {
-  const value = context.headers[name]
-  return typeof value === 'string' ? value : undefined
 }
