@@ -1,7 +1,7 @@
+import { createLineImporter, type LineImporter } from '../../bulk/import-line.js'
 import type { IdGenerator } from '../../domain/uuid7.js'
 import type { SharedSlots, Slot } from '../../ops/shared-slots.js'
 import type { Store } from '../../store/store.js'
-import { createLineImporter, type LineImporter } from './import-line.js'
 
 export interface BulkOptions {
   store: Store
