@@ -259,6 +259,7 @@ describe('the layers of src/ (arrows point down)', () => {
       assert.deepEqual(
         inside.filter((file) => layerIn(order, file) === -1),
         [],
+        `place these modules in a layer of FOLDER_LAYERS['${folder}']`,
       )
     }
   })
@@ -352,6 +353,7 @@ describe('the layers of src/ (arrows point down)', () => {
     assert.deepEqual(
       KNOWN_EXCEPTIONS.filter((arrow) => !wrong.includes(arrow)),
       [],
+      'these imports are gone: strike them from KNOWN_EXCEPTIONS',
     )
   })
 
