@@ -253,15 +253,12 @@ describe('the layers of src/ (arrows point down)', () => {
       files.filter((file) => layerOf(file) === -1),
       [],
     )
-    for (const [folder, order] of Object.entries(FOLDER_LAYERS)) {
+    const unplaced = Object.entries(FOLDER_LAYERS).flatMap(([folder, order]) => {
       const inside = files.filter((file) => isIn(file, folder))
       assert.ok(inside.length > 5, `only ${inside.length} modules found in ${folder}`)
-      assert.deepEqual(
-        inside.filter((file) => layerIn(order, file) === -1),
-        [],
-        `place these modules in a layer of FOLDER_LAYERS['${folder}']`,
-      )
-    }
+      return inside.filter((file) => layerIn(order, file) === -1)
+    })
+    assert.deepEqual(unplaced, [], 'place these modules in a layer of their FOLDER_LAYERS entry')
   })
 
   it('refuses an import that points up, and one of users/ or store/ into http/', () => {
