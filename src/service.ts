@@ -15,8 +15,7 @@ import { Availability } from './ops/availability.js'
 import { createBulkServices } from './routes/bulk/bulk-services.js'
 import { createEventStreams, type EventStreamsOptions } from './routes/events/event-streams.js'
 import { getMetrics, ROUTES } from './routes/route-list.js'
-import { createStore } from './store/create-store.js'
-import { type DataDirLock, lockDataDir } from './store/file/data-dir-lock.js'
+import type { OpenedStore } from './store/open-store.js'
 import type { Store } from './store/store.js'
 import { createCursorCodec } from './users/cursor.js'
 import { createUserOperations } from './users/user-operations.js'
@@ -28,12 +27,11 @@ export const SERVICE_VERSION = '0.1.0'
  * process/config.ts's; createUserService (process/create-user-service.ts) fills them in.
  */
 export interface ServiceOptions {
-  /** Any store; wins over databaseUrl and dataDir. */
-  store?: Store | undefined
-  /** Where the file store keeps users. */
-  dataDir?: string | undefined
-  /** A PostgreSQL store on this database (§11) instead of the file store. */
-  databaseUrl?: string | undefined
+  /**
+   * The store and its data directory, owned by openStore (store/open-store.ts): the service claims
+   * it before listening, loads it in open() and closes it in close(), but never makes one.
+   */
+  store: OpenedStore
   keys: KeySet
   issuer: string | undefined
   audience: string | undefined
@@ -102,23 +100,8 @@ export interface UserService {
 /** The composition root: options → store, auth, operations, routes → listener and server. */
 export function createService(options: ServiceOptions): UserService {
   const { logger, now, basePath, keys, leewaySeconds } = options
-  if (
-    options.store === undefined &&
-    options.dataDir === undefined &&
-    options.databaseUrl === undefined
-  ) {
-    throw new Error('createUserService: give dataDir, databaseUrl or store')
-  }
-  const store =
-    options.store ??
-    createStore({ databaseUrl: options.databaseUrl, dataDir: options.dataDir, logger, now })
-  // A store made here that keeps no files in dataDir (a database) leaves the directory's lock to
-  // the service: it still guards the maintenance file.
-  const lockedDir =
-    options.store === undefined && store.capabilities.dataDir === undefined
-      ? options.dataDir
-      : undefined
-  let dirLock: DataDirLock | undefined
+  const opened = options.store
+  const { store } = opened
   const availability = new Availability({
     maintenanceFile: options.maintenanceFile,
     maxInflight: options.maxInflight,
@@ -211,8 +194,7 @@ export function createService(options: ServiceOptions): UserService {
     opening ??= (async () => {
       availability.start()
       metrics?.start()
-      if (lockedDir !== undefined) dirLock ??= lockDataDir(lockedDir)
-      await store.open()
+      await opened.open()
       availability.markReady()
     })()
     return opening
@@ -224,7 +206,7 @@ export function createService(options: ServiceOptions): UserService {
     store,
     open,
     async listen(port = 0, host = '127.0.0.1') {
-      store.lock()
+      opened.claim()
       await new Promise<void>((resolve, reject) => {
         server.once('error', reject)
         server.listen(port, host, () => {
@@ -262,9 +244,7 @@ export function createService(options: ServiceOptions): UserService {
       availability.stop()
       metrics?.stop()
       await opening?.catch(() => undefined)
-      await store.close()
-      if (dirLock?.held === true && !dirLock.release())
-        logger.warn('could not remove the lock file', { file: dirLock.file })
+      await opened.close()
     },
   }
 }

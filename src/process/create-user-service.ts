@@ -5,6 +5,7 @@ import type { CorsOrigins } from '../http/cors.js'
 import { type Logger, silentLogger } from '../log/logger.js'
 import type { EventStreamsOptions } from '../routes/events/event-streams.js'
 import { createService, type UserService } from '../service.js'
+import { openStore } from '../store/open-store.js'
 import type { Store } from '../store/store.js'
 import { SERVICE_DEFAULTS } from './config.js'
 
@@ -12,13 +13,17 @@ import { SERVICE_DEFAULTS } from './config.js'
 export interface UserServiceOptions {
   /** Where the file store keeps users (and where `maintenance` is looked for). */
   dataDir?: string
-  /** Any store; wins over databaseUrl and dataDir. */
+  /** Any store; wins over databaseUrl and dataDir (and the store options below). */
   store?: Store
   /**
    * A PostgreSQL store on this database (§11) instead of the file store; `pg` must be installed
    * (an optional peer). It connects in open() or listen(); a dataDir is still locked when given.
    */
   databaseUrl?: string
+  /** Events older than this many days are pruned (EVENTS_RETENTION_DAYS, default 30). */
+  eventsRetentionDays?: number | undefined
+  /** The file store's checkpoint interval (CHECKPOINT_MS, default 1000 ms). */
+  checkpointMs?: number | undefined
   /** One HMAC secret (≥ 32 bytes; `base64url:` text is decoded), or keys by kid, or a KeySet. */
   secret?: string
   secrets?: Readonly<Record<string, string>>
@@ -65,13 +70,26 @@ export interface UserServiceOptions {
  * config.ts, as the environment's unset variables do.
  */
 export function createUserService(options: UserServiceOptions): UserService {
-  const dataDir = options.dataDir
+  const { dataDir, databaseUrl } = options
+  if (options.store === undefined && dataDir === undefined && databaseUrl === undefined)
+    throw new Error('createUserService: give dataDir, databaseUrl or store')
+  const logger = options.logger ?? silentLogger
+  const now = options.now ?? Date.now
   return createService({
     ...SERVICE_DEFAULTS,
     ...definedOnly(options),
+    store: openStore({
+      store: options.store,
+      dataDir,
+      databaseUrl,
+      logger,
+      now,
+      eventsRetentionDays: options.eventsRetentionDays,
+      checkpointMs: options.checkpointMs,
+    }),
     keys: resolveKeys(options),
-    logger: options.logger ?? silentLogger,
-    now: options.now ?? Date.now,
+    logger,
+    now,
     maintenanceFile:
       options.maintenanceFile ??
       (dataDir === undefined ? undefined : path.join(dataDir, 'maintenance')),

@@ -10,8 +10,7 @@ import { signToken } from '../auth/sign-token.js'
 import { StartError } from '../domain/errors.js'
 import { createJsonLogger, type JsonLogger } from '../log/logger.js'
 import { createService } from '../service.js'
-import { createStore } from '../store/create-store.js'
-import { lockDataDir } from '../store/file/data-dir-lock.js'
+import { openStore } from '../store/open-store.js'
 import { isClusterWorker, shouldFork, startPrimary } from './cluster.js'
 import { type Config, ConfigError, parseConfig, SERVICE_DEFAULTS } from './config.js'
 import { resolveKeys } from './first-start.js'
@@ -28,36 +27,27 @@ async function main(): Promise<void> {
     })
     return
   }
-  const store = createStore({
+  const opened = openStore({
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
     logger,
     eventsRetentionDays: config.eventsRetentionDays,
     checkpointMs: config.checkpointMs,
+    // Workers leave the data directory to their primary.
+    ownsDataDir: !isClusterWorker(),
   })
-  // The lock comes first: only the process that owns the directory may write to it, the
-  // first-start secret included. A store that keeps no files there (a database) leaves the lock
-  // to the process; workers leave it to their primary.
-  store.lock()
-  const dirLock =
-    store.capabilities.dataDir === undefined && !isClusterWorker()
-      ? lockDataDir(config.dataDir)
-      : undefined
-  const releaseDir = (): void => {
-    if (dirLock?.held === true && !dirLock.release())
-      logger.warn('could not remove the lock file', { file: dirLock.file })
-  }
-  // Refuses the start (saying npm install pg) before listening when the driver is missing.
-  await store.prepare()
+  // The claim comes first: only the process that owns the directory may write to it, the
+  // first-start secret included. Then a missing driver refuses the start (saying npm install
+  // pg) before listening.
+  await opened.prepare()
   const { keys, generatedFile } = await resolveKeys(config).catch(async (error: unknown) => {
-    await store.close()
-    releaseDir()
+    await opened.close()
     throw error
   })
   const service = createService({
     ...SERVICE_DEFAULTS,
     ...config,
-    store,
+    store: opened,
     keys,
     logger,
     now: Date.now,
@@ -68,7 +58,7 @@ async function main(): Promise<void> {
     void exit(logger, 1)
   })
   // The database is migrated before listening: a schema newer than the code refuses the start.
-  if (store.capabilities.shared) await service.open()
+  if (opened.store.capabilities.shared) await service.open()
   const { url } = await service.listen(config.port, config.host)
   // Always printed, whatever LOG_LEVEL says: tools read the URL from it.
   logger.always('listening', {
@@ -88,7 +78,6 @@ async function main(): Promise<void> {
     logger.info('shutting down', { signal })
     service.close().then(
       () => {
-        releaseDir()
         logger.info('stopped', { signal })
         void exit(logger, 0)
       },
