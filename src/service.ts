@@ -6,7 +6,6 @@ import { createAuthenticator } from './auth/authenticate.js'
 import type { KeySet } from './auth/keys.js'
 import { createIdGenerator } from './domain/uuid7.js'
 import { createClientErrorHandler } from './http/client-errors.js'
-import type { CorsOrigins } from './http/cors.js'
 import { isClosing, LINGER_MS } from './http/lingering-close.js'
 import type { Logger } from './log/logger.js'
 import { createServiceMetrics } from './metrics/service-metrics.js'
@@ -15,6 +14,7 @@ import { Availability } from './ops/availability.js'
 import { createBulkServices } from './routes/bulk/bulk-services.js'
 import { createEventStreams, type EventStreamsOptions } from './routes/events/event-streams.js'
 import { getMetrics, ROUTES } from './routes/route-list.js'
+import { pickSettings, type ServiceSettings } from './settings.js'
 import type { OpenedStore } from './store/open-store.js'
 import type { Store } from './store/store.js'
 import { createCursorCodec } from './users/cursor.js'
@@ -23,51 +23,23 @@ import { createUserOperations } from './users/user-operations.js'
 export const SERVICE_VERSION = '0.1.0'
 
 /**
- * What the service is built from: every setting given, none invented here. The defaults are
- * process/config.ts's; createUserService (process/create-user-service.ts) fills them in.
+ * What the service is built from: every setting given, none invented here. The settings and their
+ * defaults are src/settings.ts's; createUserService (process/create-user-service.ts) fills them in.
  */
-export interface ServiceOptions {
+export interface ServiceOptions extends ServiceSettings {
   /**
    * The store and its data directory, owned by openStore (store/open-store.ts): the service claims
    * it before listening, loads it in open() and closes it in close(), but never makes one.
    */
   store: OpenedStore
   keys: KeySet
-  issuer: string | undefined
-  audience: string | undefined
-  leewaySeconds: number
-  /** A prefix for the /users routes and /openapi.json, such as `/v1`; '' for none. */
-  basePath: string
   /** Milliseconds since the epoch. */
   now: () => number
   logger: Logger
-  maxInflight: number
-  maxEventLoopDelayMs: number
   /** The file whose presence means maintenance; undefined: never. */
   maintenanceFile: string | undefined
-  headersTimeoutMs: number
-  requestTimeoutMs: number
-  keepAliveTimeoutMs: number
-  /** Open connections above this are closed at once. */
-  maxConnections: number
-  /** How long close() waits for requests in flight before cutting connections. */
-  shutdownTimeoutMs: number
-  /** The most users one `q` list page examines (§9). */
-  listScanBudget: number
-  /** Most `GET /events` streams open at once (§10). */
-  maxEventStreams: number
   /** Tuning of the event streams (tests shorten them): heartbeat, buffer bound, stall time. */
   eventStreams?: Pick<EventStreamsOptions, 'heartbeatMs' | 'maxBufferBytes' | 'stallMs'> | undefined
-  /** The largest `POST /users:import` body (§12). */
-  importMaxBytes: number
-  /** Bytes of import lines read ahead of the creates (see the README on imports). */
-  importReadAheadBytes: number
-  /** How long an export or an import waits for a client that stopped reading before it drops it. */
-  exportStallTimeoutMs: number
-  /** `GET /metrics` in the Prometheus text format (§14); false: a 404 and nothing counted. */
-  metrics: boolean
-  /** Origins that may call the service from a browser, or `*` (§13); undefined: no CORS headers. */
-  corsOrigins: CorsOrigins | undefined
 }
 
 /**
@@ -158,9 +130,7 @@ export function createService(options: ServiceOptions): UserService {
         now,
         newId,
         writeGate: availability.writeGate,
-        importMaxBytes: options.importMaxBytes,
-        importReadAheadBytes: options.importReadAheadBytes,
-        stallTimeoutMs: options.exportStallTimeoutMs,
+        ...pickSettings(options, ['bulk']),
       }),
       openApi: JSON.stringify(
         createOpenApiDocument({ basePath, version: SERVICE_VERSION, routes }),

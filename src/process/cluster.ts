@@ -1,6 +1,7 @@
 import cluster, { type Worker } from 'node:cluster'
 
 import type { JsonLogger, Logger } from '../log/logger.js'
+import { pickSettings } from '../settings.js'
 import { openStore } from '../store/open-store.js'
 import type { Config } from './config.js'
 import { resolveKeys } from './first-start.js'
@@ -87,7 +88,7 @@ export async function startPrimary(
   logger: JsonLogger,
   exit: (code: number) => void,
 ): Promise<void> {
-  const opened = openStore({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, logger })
+  const opened = openStore({ ...pickSettings(config, ['store']), logger })
   opened.claim()
   try {
     const { generatedFile } = await resolveKeys(config)

@@ -10,9 +10,10 @@ import { signToken } from '../auth/sign-token.js'
 import { StartError } from '../domain/errors.js'
 import { createJsonLogger, type JsonLogger } from '../log/logger.js'
 import { createService } from '../service.js'
+import { pickSettings } from '../settings.js'
 import { openStore } from '../store/open-store.js'
 import { isClusterWorker, shouldFork, startPrimary } from './cluster.js'
-import { type Config, ConfigError, parseConfig, SERVICE_DEFAULTS } from './config.js'
+import { type Config, ConfigError, parseConfig } from './config.js'
 import { resolveKeys } from './first-start.js'
 
 /** How long an exit waits for buffered log lines to reach a slow reader. */
@@ -28,11 +29,8 @@ async function main(): Promise<void> {
     return
   }
   const opened = openStore({
-    databaseUrl: config.databaseUrl,
-    dataDir: config.dataDir,
+    ...pickSettings(config, ['store']),
     logger,
-    eventsRetentionDays: config.eventsRetentionDays,
-    checkpointMs: config.checkpointMs,
     // Workers leave the data directory to their primary.
     ownsDataDir: !isClusterWorker(),
   })
@@ -45,7 +43,6 @@ async function main(): Promise<void> {
     throw error
   })
   const service = createService({
-    ...SERVICE_DEFAULTS,
     ...config,
     store: opened,
     keys,

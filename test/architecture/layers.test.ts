@@ -21,6 +21,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['ops/'],
   ['users/'],
   ['store/'],
+  ['settings.ts', 'setting-parsers.ts'],
   ['auth/'],
   ['metrics/'],
   ['http/'],
