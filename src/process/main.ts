@@ -4,17 +4,15 @@
  */
 import path from 'node:path'
 
-import { SCOPES } from '../auth/authenticate.js'
-import type { KeySet } from '../auth/keys.js'
-import { signToken } from '../auth/sign-token.js'
 import { StartError } from '../domain/errors.js'
 import { createJsonLogger, type JsonLogger } from '../log/logger.js'
 import { createService } from '../service.js'
 import { pickSettings } from '../settings.js'
 import { openStore } from '../store/open-store.js'
 import { isClusterWorker, shouldFork, startPrimary } from './cluster.js'
-import { type Config, ConfigError, parseConfig } from './config.js'
+import { ConfigError, parseConfig } from './config.js'
 import { resolveKeys } from './first-start.js'
+import { formatFirstStart } from './first-start-message.js'
 
 /** How long an exit waits for buffered log lines to reach a slow reader. */
 const LOG_FLUSH_MS = 1000
@@ -64,7 +62,23 @@ async function main(): Promise<void> {
     dataDir: config.dataDir,
     pid: process.pid,
   })
-  if (generatedFile !== undefined) printFirstStart(url, config, keys, generatedFile)
+  if (generatedFile !== undefined) {
+    const message = formatFirstStart({
+      url,
+      config,
+      keys,
+      file: generatedFile,
+      now: Math.floor(Date.now() / 1000),
+      launch: {
+        argv: process.argv,
+        execArgv: process.execArgv,
+        execPath: process.execPath,
+        cwd: process.cwd(),
+        npmScript: process.env['npm_lifecycle_event'],
+      },
+    })
+    if (message !== undefined) process.stderr.write(message)
+  }
 
   let stopping = false
   const stop = (signal: NodeJS.Signals): void => {
@@ -94,46 +108,6 @@ async function exit(logger: JsonLogger, code: number): Promise<void> {
   await logger.flush()
   clearTimeout(timer)
   process.exit(code)
-}
-
-/** Once, on stderr and outside the JSON logs: the new secret's file, a token and a curl line. */
-function printFirstStart(url: string, config: Config, keys: KeySet, file: string): void {
-  const key = keys.keys[0]
-  if (key === undefined) return
-  const now = Math.floor(Date.now() / 1000)
-  const token = signToken(
-    {
-      sub: 'first-start-admin',
-      // The three user scopes (§6); the feed's scope stands alone and is shown as its own example.
-      scope: SCOPES.filter((scope) => scope !== 'events:read').join(' '),
-      iat: now,
-      exp: now + 24 * 3600,
-      ...(config.issuer === undefined ? {} : { iss: config.issuer }),
-      ...(config.audience === undefined ? {} : { aud: config.audience }),
-    },
-    { key },
-  )
-  process.stderr.write(
-    [
-      '',
-      `No JWT_SECRET was set, so a new random secret was written to ${file} (mode 0600).`,
-      'It is used on every later start with this DATA_DIR. Set JWT_SECRET in production.',
-      '',
-      'A token with every scope, valid for 24 hours (npm run token makes more):',
-      '',
-      `  ${token}`,
-      '',
-      'Try it:',
-      '',
-      `  curl -H "Authorization: Bearer ${token}" ${url}${config.basePath}/users`,
-      '',
-      'The change feed (GET /events) needs the scope events:read, on a token of its own:',
-      '',
-      '  npm run -s token -- --sub feed-reader --scope events:read',
-      '',
-      '',
-    ].join('\n'),
-  )
 }
 
 /** Starts the service from the environment; a start that fails says why on stderr and exits 1. */
