@@ -2,7 +2,7 @@ import path from 'node:path'
 import { type IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks'
 
 import type { RouteSpec } from '../http/route-spec.js'
-import { type DurableWriteTiming, observeDurableWrites } from './durable-writes.js'
+import { type DurableWriteTiming, observeDurableWrites } from './durable-write-timings.js'
 import {
   type CounterChild,
   EXPOSITION_CONTENT_TYPE,

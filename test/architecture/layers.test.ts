@@ -8,11 +8,11 @@ const SRC = path.join(import.meta.dirname, '..', '..', 'src')
 /**
  * The layers of src/, top to bottom (STYLE's layout): a module imports only modules of its own
  * layer or of a layer below it. Each entry is a folder (`process/`) or a file (`service.ts`).
- * The one-line process entries (main.ts, cli.ts, token-cli.ts: `node dist/main.js` and the npm
- * scripts run them) sit at the top with the package's entries.
+ * The command's entry (bin.ts: `node dist/bin.js`, the package's `bin` and the npm scripts run
+ * it) sits at the top with the package's entries.
  */
 const LAYERS: readonly (readonly string[])[] = [
-  ['index.ts', 'testing.ts', 'main.ts', 'cli.ts', 'token-cli.ts'],
+  ['index.ts', 'testing.ts', 'bin.ts'],
   ['process/'],
   ['service.ts'],
   ['app.ts', 'request-state.ts'],
@@ -21,6 +21,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['ops/'],
   ['users/'],
   ['store/'],
+  ['settings.ts', 'setting-parsers.ts'],
   ['auth/'],
   ['metrics/'],
   ['http/'],
