@@ -39,7 +39,7 @@ export function runCli(): void {
         process.exitCode = code
       })
   } else if (command === undefined || command === 'serve') {
-    void import('./main.js').then(({ runMain }) => {
+    void import('./run-main.js').then(({ runMain }) => {
       runMain()
     })
   } else {

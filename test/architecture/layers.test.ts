@@ -8,11 +8,11 @@ const SRC = path.join(import.meta.dirname, '..', '..', 'src')
 /**
  * The layers of src/, top to bottom (STYLE's layout): a module imports only modules of its own
  * layer or of a layer below it. Each entry is a folder (`process/`) or a file (`service.ts`).
- * The command's entry (bin.ts: `node dist/bin.js`, the package's `bin` and the npm scripts run
- * it) sits at the top with the package's entries.
+ * The command's entry (bin.ts: the package's `bin` and the npm scripts run it) and the service's
+ * own (main.ts: `node dist/main.js`) sit at the top with the package's entries.
  */
 const LAYERS: readonly (readonly string[])[] = [
-  ['index.ts', 'testing.ts', 'bin.ts'],
+  ['index.ts', 'testing.ts', 'bin.ts', 'main.ts'],
   ['process/'],
   ['service.ts'],
   ['app.ts', 'request-state.ts'],
