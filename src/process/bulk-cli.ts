@@ -1,5 +1,5 @@
 /**
- * `user-service export` and `user-service import`: the operator's side of §12, talking to a running
+ * `user-service export` and `user-service import`: the operator's side of the bulk routes (docs/bulk.md), talking to a running
  * service. Both stream (stdout, stdin) and count on stderr, so a million users never sit in memory.
  */
 import { request as httpRequest, type IncomingMessage } from 'node:http'

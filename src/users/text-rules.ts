@@ -12,7 +12,7 @@ export const ILL_FORMED: Problem = {
 const LONE_SURROGATE = /\p{Surrogate}/u
 const INVISIBLE = /^[\p{White_Space}\p{Default_Ignorable_Code_Point}]*$/u
 
-/** §9: a lone surrogate anywhere under a field refuses it, whatever else is wrong with it. */
+/** A lone surrogate anywhere under a field refuses it, whatever else is wrong with it. */
 export function addIfIllFormed(
   pointer: string,
   errors: FieldErrors,
