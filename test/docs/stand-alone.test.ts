@@ -115,6 +115,19 @@ describe('the repository explains itself', () => {
     assert.deepEqual(documents().flatMap(outsideWords), [])
   })
 
+  it('keeps no absolute path of the machine that ran the mutation tests in mutation/', () => {
+    for (const name of readdirSync(path.join(REPO_ROOT, 'mutation')).filter((file) =>
+      file.endsWith('.json'),
+    )) {
+      const text = readRepoFile(`mutation/${name}`)
+      const results = JSON.parse(text) as { projectRoot?: unknown }
+      assert.equal(results.projectRoot, '.', name)
+      // Stryker's test output names its sandbox and node_modules by absolute path.
+      assert.doesNotMatch(text, /(?:\/[\w.-]+)+\/(?:\.stryker-tmp|node_modules)\//, name)
+      assert.equal(text.includes(REPO_ROOT), false, name)
+    }
+  })
+
   it('serves an OpenAPI document with no "§" but an RFC section, naming nothing outside', async (t) => {
     const s = await startService(t)
     const res = await request('GET', `${s.baseUrl}/openapi.json`)
