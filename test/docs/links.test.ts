@@ -77,6 +77,7 @@ describe('links in the README, the changelog and docs/', () => {
       documents().filter((name) => name.startsWith('docs/')),
       [
         'docs/api.md',
+        'docs/architecture.md',
         'docs/bulk.md',
         'docs/configuration.md',
         'docs/development.md',
