@@ -100,8 +100,9 @@ function describeService(): string {
     'connection in stages; bodies of GET and DELETE are ignored; a lone surrogate in any string is ' +
     '422 invalid_characters; list cursors are signed with a key derived from the first JWT key; ' +
     'a q page examines at most LIST_SCAN_BUDGET users and may come back short, even empty, with a ' +
-    'nextCursor: follow nextCursor until it is null. Patterns are ECMAScript expressions with the ' +
-    'u flag over the value as sent.'
+    'nextCursor: follow nextCursor until it is null. Patterns are over the value as sent, and ' +
+    'read alike by ECMAScript (with or without the u flag) and by engines without Unicode ' +
+    'property classes, such as Python re.'
   )
 }
 
