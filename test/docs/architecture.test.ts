@@ -26,7 +26,8 @@ describe('docs/architecture.md', () => {
   const text = readRepoFile('docs/architecture.md')
 
   it('reads the modules of its list from the start of each item', () => {
-    const sample = '\n## Every module\n- `a.ts`: x, not `b.ts`\n- `c/d.ts`: y\n## Next\n- `e.ts`: z\n'
+    const sample =
+      '\n## Every module\n- `a.ts`: x, not `b.ts`\n- `c/d.ts`: y\n## Next\n- `e.ts`: z\n'
     assert.deepEqual(listed(sample), ['a.ts', 'c/d.ts'])
   })
 
