@@ -1,5 +1,6 @@
 import type { Preconditions } from '../../domain/preconditions.js'
 import type { UserRecord } from '../../domain/user.js'
+import { HttpError } from '../../http/problem.js'
 import type { Reply } from '../../http/respond.js'
 import { type ResponseDoc, type RouteContext, ref } from '../route.js'
 
@@ -23,7 +24,16 @@ export function preconditions(context: RouteContext): Preconditions {
   return { ifMatch: header(context, 'if-match'), ifNoneMatch: header(context, 'if-none-match') }
 }
 
+/**
+ * A precondition header as sent; an empty one (Node strips the white space around a value) names
+ * no tag and no `*`, so it is a malformed request, not a precondition that fails or holds.
+ */
 function header(context: RouteContext, name: 'if-match' | 'if-none-match'): string | undefined {
   const value = context.headers[name]
-  return typeof value === 'string' ? value : undefined
+  if (typeof value !== 'string') return undefined
+  if (value.trim() === '')
+    throw new HttpError('bad_request', `The header ${HEADER_NAMES[name]} is empty.`)
+  return value
 }
+
+const HEADER_NAMES = { 'if-match': 'If-Match', 'if-none-match': 'If-None-Match' } as const
