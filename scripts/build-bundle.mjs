@@ -12,7 +12,7 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 const BUNDLE = path.resolve(process.argv[2] ?? path.join(ROOT, 'dist', 'user-service.mjs'))
 
 await build({
-  entryPoints: [path.join(ROOT, 'src', 'cli.ts')],
+  entryPoints: [path.join(ROOT, 'src', 'bin.ts')],
   outfile: BUNDLE,
   bundle: true,
   platform: 'node',

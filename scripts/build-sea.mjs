@@ -40,7 +40,7 @@ writeFileSync(configFile, JSON.stringify({ ...config, main, output: blob }, null
 
 // A single executable runs one CommonJS script that may require built-in modules only.
 await build({
-  entryPoints: [path.join(ROOT, 'src', 'cli.ts')],
+  entryPoints: [path.join(ROOT, 'src', 'bin.ts')],
   outfile: main,
   bundle: true,
   platform: 'node',

@@ -44,13 +44,33 @@ run() {
     --incremental --incrementalFile "mutation/$(basename "$module").json" "${force[@]}"
   mv reports/mutation/mutation.json "reports/mutation/$(basename "$module").json"
   # The kept results drop each mutant's test output (megabytes of it), which a re-run never reads.
+  keep "mutation/$(basename "$module").json" drop-reasons
+}
+
+# Stryker writes the project's absolute path into its results (projectRoot, test output); the
+# committed copies name paths from the project's root, so that they say nothing of the machine.
+keep() {
   node -e '
     const fs = require("node:fs")
-    const results = JSON.parse(fs.readFileSync(process.argv[1], "utf8"))
-    for (const file of Object.values(results.files)) for (const mutant of file.mutants) delete mutant.statusReason
-    fs.writeFileSync(process.argv[1], JSON.stringify(results, null, 1) + "\n")
-  ' "mutation/$(basename "$module").json"
+    const [file, mode] = process.argv.slice(1)
+    const text = fs.readFileSync(file, "utf8")
+    const results = JSON.parse(text)
+    const indent = /\n( +)/.exec(text)?.[1].length ?? 1
+    const root = process.cwd()
+    results.projectRoot = "."
+    for (const entry of Object.values(results.files)) for (const mutant of entry.mutants) {
+      if (mode === "drop-reasons") delete mutant.statusReason
+      else if (typeof mutant.statusReason === "string")
+        mutant.statusReason = mutant.statusReason.split(root + "/").join("").split(root).join(".")
+    }
+    fs.writeFileSync(file, JSON.stringify(results, null, indent) + "\n")
+  ' "$@"
 }
+
+# The in-process results (`stryker run`, before this script in `npm run test:mutation`).
+if [[ -f mutation/in-process.json ]]; then
+  keep mutation/in-process.json
+fi
 
 for entry in \
   "store/file/atomic-write|test/store/file/atomic-write.test.ts|test/store/storage-faults.test.ts|test/store/durability.test.ts" \

@@ -6,7 +6,6 @@ import { createAuthenticator } from './auth/authenticate.js'
 import type { KeySet } from './auth/keys.js'
 import { createIdGenerator } from './domain/uuid7.js'
 import { createClientErrorHandler } from './http/client-errors.js'
-import type { CorsOrigins } from './http/cors.js'
 import { isClosing, LINGER_MS } from './http/lingering-close.js'
 import type { Logger } from './log/logger.js'
 import { createServiceMetrics } from './metrics/service-metrics.js'
@@ -16,8 +15,8 @@ import { createLocalSlots, type SharedSlots } from './ops/shared-slots.js'
 import { createBulkServices } from './routes/bulk/bulk-services.js'
 import { createEventStreams, type EventStreamsOptions } from './routes/events/event-streams.js'
 import { getMetrics, ROUTES } from './routes/route-list.js'
-import { createStore } from './store/create-store.js'
-import { type DataDirLock, lockDataDir } from './store/file/data-dir-lock.js'
+import { pickSettings, type ServiceSettings } from './settings.js'
+import type { OpenedStore } from './store/open-store.js'
 import type { Store } from './store/store.js'
 import { createCursorCodec } from './users/cursor.js'
 import { createUserOperations } from './users/user-operations.js'
@@ -25,52 +24,23 @@ import { createUserOperations } from './users/user-operations.js'
 export const SERVICE_VERSION = '0.1.0'
 
 /**
- * What the service is built from: every setting given, none invented here. The defaults are
- * process/config.ts's; createUserService (process/create-user-service.ts) fills them in.
+ * What the service is built from: every setting given, none invented here. The settings and their
+ * defaults are src/settings.ts's; createUserService (process/create-user-service.ts) fills them in.
  */
-export interface ServiceOptions {
-  /** Any store; wins over databaseUrl and dataDir. */
-  store?: Store | undefined
-  /** Where the file store keeps users. */
-  dataDir?: string | undefined
-  /** A PostgreSQL store on this database (§11) instead of the file store. */
-  databaseUrl?: string | undefined
+export interface ServiceOptions extends ServiceSettings {
+  /**
+   * The store and its data directory, owned by openStore (store/open-store.ts): the service claims
+   * it before listening, loads it in open() and closes it in close(), but never makes one.
+   */
+  store: OpenedStore
   keys: KeySet
-  issuer: string | undefined
-  audience: string | undefined
-  leewaySeconds: number
-  /** A prefix for the /users routes and /openapi.json, such as `/v1`; '' for none. */
-  basePath: string
   /** Milliseconds since the epoch. */
   now: () => number
   logger: Logger
-  maxInflight: number
-  maxEventLoopDelayMs: number
   /** The file whose presence means maintenance; undefined: never. */
   maintenanceFile: string | undefined
-  headersTimeoutMs: number
-  requestTimeoutMs: number
-  keepAliveTimeoutMs: number
-  /** Open connections above this are closed at once. */
-  maxConnections: number
-  /** How long close() waits for requests in flight before cutting connections. */
-  shutdownTimeoutMs: number
-  /** The most users one `q` list page examines (§9). */
-  listScanBudget: number
-  /** Most `GET /events` streams open at once (§10). */
-  maxEventStreams: number
   /** Tuning of the event streams (tests shorten them): heartbeat, buffer bound, stall time. */
   eventStreams?: Pick<EventStreamsOptions, 'heartbeatMs' | 'maxBufferBytes' | 'stallMs'> | undefined
-  /** The largest `POST /users:import` body (§12). */
-  importMaxBytes: number
-  /** Bytes of import lines read ahead of the creates (see the README on imports). */
-  importReadAheadBytes: number
-  /** How long an export or an import waits for a client that stopped reading before it drops it. */
-  exportStallTimeoutMs: number
-  /** `GET /metrics` in the Prometheus text format (§14); false: a 404 and nothing counted. */
-  metrics: boolean
-  /** Origins that may call the service from a browser, or `*` (§13); undefined: no CORS headers. */
-  corsOrigins: CorsOrigins | undefined
   /**
    * Where MAX_EVENT_STREAMS and the one import at a time are counted; default this process alone.
    * The workers of WORKERS > 1 count them in their primary, so that the limits are the service's.
@@ -108,23 +78,8 @@ export interface UserService {
 /** The composition root: options → store, auth, operations, routes → listener and server. */
 export function createService(options: ServiceOptions): UserService {
   const { logger, now, basePath, keys, leewaySeconds } = options
-  if (
-    options.store === undefined &&
-    options.dataDir === undefined &&
-    options.databaseUrl === undefined
-  ) {
-    throw new Error('createUserService: give dataDir, databaseUrl or store')
-  }
-  const store =
-    options.store ??
-    createStore({ databaseUrl: options.databaseUrl, dataDir: options.dataDir, logger, now })
-  // A store made here that keeps no files in dataDir (a database) leaves the directory's lock to
-  // the service: it still guards the maintenance file.
-  const lockedDir =
-    options.store === undefined && store.capabilities.dataDir === undefined
-      ? options.dataDir
-      : undefined
-  let dirLock: DataDirLock | undefined
+  const opened = options.store
+  const { store } = opened
   const availability = new Availability({
     maintenanceFile: options.maintenanceFile,
     maxInflight: options.maxInflight,
@@ -184,9 +139,7 @@ export function createService(options: ServiceOptions): UserService {
         now,
         newId,
         writeGate: availability.writeGate,
-        importMaxBytes: options.importMaxBytes,
-        importReadAheadBytes: options.importReadAheadBytes,
-        stallTimeoutMs: options.exportStallTimeoutMs,
+        ...pickSettings(options, ['bulk']),
       }),
       openApi: JSON.stringify(
         createOpenApiDocument({ basePath, version: SERVICE_VERSION, routes }),
@@ -220,8 +173,7 @@ export function createService(options: ServiceOptions): UserService {
     opening ??= (async () => {
       availability.start()
       metrics?.start()
-      if (lockedDir !== undefined) dirLock ??= lockDataDir(lockedDir)
-      await store.open()
+      await opened.open()
       availability.markReady()
     })()
     return opening
@@ -233,7 +185,7 @@ export function createService(options: ServiceOptions): UserService {
     store,
     open,
     async listen(port = 0, host = '127.0.0.1') {
-      store.lock()
+      opened.claim()
       await new Promise<void>((resolve, reject) => {
         server.once('error', reject)
         server.listen(port, host, () => {
@@ -271,9 +223,7 @@ export function createService(options: ServiceOptions): UserService {
       availability.stop()
       metrics?.stop()
       await opening?.catch(() => undefined)
-      await store.close()
-      if (dirLock?.held === true && !dirLock.release())
-        logger.warn('could not remove the lock file', { file: dirLock.file })
+      await opened.close()
     },
   }
 }

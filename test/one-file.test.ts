@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { execFile, spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { copyFile, stat } from 'node:fs/promises'
+import { copyFile, readFile, stat } from 'node:fs/promises'
 import path from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { describe, it, type TestContext } from 'node:test'
@@ -124,6 +124,16 @@ describe('one ES module: node user-service.mjs', () => {
       timeout: 60_000,
     })
     const { size } = await stat(bundle)
+    // docs/embedding.md gives the size a reader will find; it must stay near what is built.
+    const documented = /\| `node dist\/user-service\.mjs` \| 1 \| ([\d.]+) KiB \|/.exec(
+      await readFile(path.join(PROJECT_ROOT, 'docs', 'embedding.md'), 'utf8'),
+    )?.[1]
+    assert.ok(documented !== undefined, 'docs/embedding.md gives the bundle size in KiB')
+    const ratio = size / 1024 / Number(documented)
+    assert.ok(
+      ratio > 0.85 && ratio < 1.15,
+      `docs/embedding.md says ${documented} KiB; the bundle is ${(size / 1024).toFixed(0)} KiB`,
+    )
     const startupMs = await checkForm(t, dir, process.execPath, [bundle])
     t.diagnostic(
       `user-service.mjs: ${(size / 1024).toFixed(0)} KiB, ready in ${startupMs.toFixed(0)} ms`,

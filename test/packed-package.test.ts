@@ -5,6 +5,7 @@ import path from 'node:path'
 import { describe, it } from 'node:test'
 import { promisify } from 'node:util'
 
+import { startTestService, type User } from '../src/testing.js'
 import { PROJECT_ROOT } from './helpers/child.js'
 import { makeTempDir } from './helpers/service.js'
 
@@ -70,7 +71,7 @@ describe('the packed package (npm pack) in another project', () => {
       'dist/index.d.ts',
       'dist/testing.js',
       'dist/testing.d.ts',
-      'dist/main.js',
+      'dist/bin.js',
     ]) {
       assert.ok(shipped.includes(file), `${file} is not in the tarball: ${shipped.join(', ')}`)
     }
@@ -105,5 +106,24 @@ describe('the packed package (npm pack) in another project', () => {
     })
     assert.match(tested.stdout, /pass 3\b/, tested.stdout)
     assert.match(tested.stdout, /fail 0\b/, tested.stdout)
+
+    // The package's bin, as docs/bulk.md runs it: `user-service export` against a service.
+    const service = await startTestService()
+    t.after(service.close)
+    const [ada] = await service.seed([{ name: 'Ada Lovelace' }])
+    assert.ok(ada)
+    const exported = await run(
+      path.join(consumer, 'node_modules', '.bin', 'user-service'),
+      ['export', '--url', service.url, '--token', service.token(['users:admin'])],
+      { cwd: consumer, env, timeout: 60_000 },
+    )
+    const lines = exported.stdout
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as User)
+    assert.deepEqual(
+      lines.map((user) => [user.id, user.name]),
+      [[ada.id, 'Ada Lovelace']],
+    )
   })
 })

@@ -1152,7 +1152,7 @@ export interface operations {
                 userId?: string;
             };
             header?: {
-                /** @description With Accept: text/event-stream: resume after this event (as after does); after wins when both are sent. */
+                /** @description Only events after this one, as after does (an SSE client sends it when it reconnects); after wins when both are sent. */
                 "Last-Event-ID"?: string;
                 /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];

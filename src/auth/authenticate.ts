@@ -34,7 +34,7 @@ export interface Authenticator {
   stats(): AuthenticatorStats
 }
 
-/** Longer bearer tokens are refused before any work (§9): real HMAC JWTs are a few hundred bytes. */
+/** Longer bearer tokens are refused before any work (docs/api.md, limits): real HMAC JWTs are a few hundred bytes. */
 export const MAX_TOKEN_BYTES = 8 * 1024
 const REALM = 'Bearer realm="users"'
 /** What a cache entry costs besides the token text: the claims, the scope set, the map entry. */

@@ -1,5 +1,5 @@
 /**
- * Who made a change and through which request (§10), passed with every write down to the store,
+ * Who made a change and through which request (the event's actor and requestId), passed with every write down to the store,
  * which puts it in the change's event. Both are optional for writes outside HTTP.
  */
 export interface ChangeContext {

@@ -12,7 +12,7 @@ export const EVENT_TYPES = [
 ] as const
 export type EventType = (typeof EVENT_TYPES)[number]
 
-/** One entry of the feed (§10). `user` is absent on `user.deleted`: it carries no personal data. */
+/** One entry of the change feed (docs/events.md). `user` is absent on `user.deleted`: it carries no personal data. */
 export interface ChangeEvent {
   /** 16 lower-case hex digits, strictly increasing in commit order, never reused. */
   readonly id: string
@@ -126,7 +126,7 @@ function sameMetadata(
   return keys.every((key) => Object.hasOwn(b, key) && a[key] === b[key])
 }
 
-/** The event as the feed shows it (§10), as JSON text. */
+/** The event as the feed shows it (docs/events.md), as JSON text. */
 export function eventJson(event: ChangeEvent): string {
   const { userJson, ...rest } = event
   const head = JSON.stringify({

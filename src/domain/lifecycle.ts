@@ -5,7 +5,7 @@ export const LIFECYCLE_ACTIONS = ['activate', 'suspend'] as const
 export type LifecycleAction = (typeof LIFECYCLE_ACTIONS)[number]
 
 /**
- * The state machine of §2 as data: where each action takes a user from each state; a missing
+ * The state machine of the user (docs/api.md, states) as data: where each action takes a user from each state; a missing
  * entry is a transition that is refused. Repeating an action on its own target is a no-op.
  */
 export const TRANSITIONS: Readonly<

@@ -18,7 +18,7 @@ export const MAX_USER_VERSION = MAX_VERSION - 1
 /** Metadata: string keys to string values, held in a null-prototype object. */
 export type Metadata = Readonly<Record<string, string>>
 
-/** A user as stored and as shown (§1 of the contract). */
+/** A user as stored and as shown (docs/api.md, the user). */
 export interface User {
   readonly id: string
   readonly email: string

@@ -21,7 +21,7 @@ export interface Cors {
    * depends on it), plus the allow and expose headers when the origin may call the service.
    */
   headersFor(origin: string | undefined): readonly string[]
-  /** An OPTIONS with an allowed Origin and Access-Control-Request-Method (Fetch §3.2.2). */
+  /** An OPTIONS with an allowed Origin and Access-Control-Request-Method (the Fetch standard's CORS preflight). */
   isPreflight(req: IncomingMessage): boolean
   /** The extra headers of a preflight's 204, given the path's allowed methods. */
   preflightHeaders(allow: string): Readonly<Record<string, string>>

@@ -2,7 +2,7 @@ import { percentDecode } from './percent-decode.js'
 import { HttpError } from './problem.js'
 
 /**
- * Reads a query string strictly (§4): every name one of `known`, none given twice, every value
+ * Reads a query string strictly (docs/api.md, listing): every name one of `known`, none given twice, every value
  * non-empty, all of it valid percent-encoded UTF-8 (`+` is a space). Anything else is a 400 that
  * names the parameter; `of` says whose parameters they are ("this list", "the feed").
  */

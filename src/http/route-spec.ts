@@ -7,8 +7,8 @@ export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'
 export type BodyRule = 'none' | 'required' | 'optional' | 'stream'
 
 /**
- * What the HTTP layer reads of a route: the router, CORS, the metrics and the preconditions. The whole route (scope,
- * handler, documentation) is `Route` in routes/route.ts, which extends this.
+ * What the HTTP layer reads of a route: the router, CORS, the metrics and the preconditions. The
+ * whole route (scope, handler, documentation) is `Route` in routes/route.ts, which extends this.
  */
 export interface RouteSpec {
   readonly operationId: string

@@ -2,7 +2,7 @@ import path from 'node:path'
 import { type IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks'
 
 import type { RouteSpec } from '../http/route-spec.js'
-import { type DurableWriteTiming, observeDurableWrites } from './durable-writes.js'
+import { type DurableWriteTiming, observeDurableWrites } from './durable-write-timings.js'
 import {
   type CounterChild,
   EXPOSITION_CONTENT_TYPE,
@@ -33,7 +33,7 @@ export interface ServiceMetricsSources {
   droppedLogLines: () => number | undefined
   /** Only durable writes into directories under this one are measured (the file store's). */
   dataDir: string | undefined
-  /** Events this process appended to the change feed (§10); undefined: no feed. */
+  /** Events this process appended to the change feed; undefined: no feed. */
   eventsAppended?: (() => number | undefined) | undefined
   /** `GET /events` streams open now. */
   eventStreams?: (() => number) | undefined
@@ -70,7 +70,7 @@ interface RouteInstruments {
   readonly byMethodStatus: Map<number, CounterChild>
 }
 
-/** The families of §14, wired to the service's parts. */
+/** The metric families (docs/operations.md, metrics), wired to the service's parts. */
 export function createServiceMetrics(sources: ServiceMetricsSources): ServiceMetrics {
   const registry = new Registry()
   const requests = registry.counter(

@@ -17,8 +17,8 @@ export interface OpenApiOptions {
 const SCOPES = {
   'users:read': 'List and read users.',
   'users:write': 'Create, replace, change and delete users.',
-  'users:admin': 'Activate and suspend users.',
-  'events:read': 'Read the change feed (§10); it stands alone: no users scope implies it.',
+  'users:admin': 'Activate and suspend users; export and import them all.',
+  'events:read': 'Read the change feed; it stands alone: no users scope implies it.',
 } as const
 
 /**
@@ -52,7 +52,7 @@ export function createOpenApiDocument(options: OpenApiOptions): Json {
     tags: [
       { name: 'users', description: 'The user resource and its lifecycle.' },
       { name: 'service', description: 'Probes and this document; no token needed.' },
-      { name: 'events', description: 'The change feed and audit trail (§10), as pages or live.' },
+      { name: 'events', description: 'The change feed and audit trail, as pages or live.' },
     ],
     paths,
     components: {
@@ -93,15 +93,16 @@ function describeService(): string {
     'with a stable `code`; x-error-codes lists them all with their statuses. Any request may also ' +
     'be refused before routing (400 for a malformed request, 408, 431). A method not listed for a ' +
     'path is 405 method_not_allowed with an Allow header; HEAD is answered wherever GET is; an ' +
-    'unknown path is 404. Choices where the contract is silent: every 400 has code bad_request and ' +
+    'unknown path is 404. Choices worth knowing: every 400 has code bad_request and ' +
     'a detail naming what was wrong; 503s say maintenance, overloaded, starting, shutting_down or ' +
     'storage_unavailable, with Retry-After; an empty or repeated query parameter is a 400; the ETag ' +
     'is "v<version>"; an answer sent before the whole body arrived (a 413, say) closes the ' +
     'connection in stages; bodies of GET and DELETE are ignored; a lone surrogate in any string is ' +
     '422 invalid_characters; list cursors are signed with a key derived from the first JWT key; ' +
     'a q page examines at most LIST_SCAN_BUDGET users and may come back short, even empty, with a ' +
-    'nextCursor: follow nextCursor until it is null. Patterns are ECMAScript expressions with the ' +
-    'u flag over the value as sent.'
+    'nextCursor: follow nextCursor until it is null. Patterns are over the value as sent, and ' +
+    'read alike by ECMAScript (with or without the u flag) and by engines without Unicode ' +
+    'property classes, such as Python re.'
   )
 }
 

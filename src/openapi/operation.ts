@@ -1,3 +1,4 @@
+import { NOT_BLANK, USER_ID } from '../routes/parameter-schemas.js'
 import type { Json, Route } from '../routes/route.js'
 import { errorResponseName, headerRef } from './components.js'
 
@@ -45,13 +46,10 @@ function pathParameters(template: string): Json[] {
     name: match[1],
     in: 'path',
     required: true,
-    schema: { type: 'string', format: 'uuid' },
+    schema: USER_ID,
     description: 'The user id (a lower-case UUIDv7); any other text is 404 not_found.',
   }))
 }
-
-// The service trims each value and refuses one that is then empty.
-const NOT_BLANK = { minLength: 1, pattern: '\\S' } as const
 
 function conditionalHeaders(route: Route): Json[] {
   const read = route.method === 'GET'

@@ -1,16 +1,19 @@
 import { ERROR_CODES } from '../http/problem.js'
 import { type Json, ref } from '../routes/route.js'
+import { INVISIBLE_BMP_CLASS, TRIMMED_CLASS } from '../users/text-rules.js'
 import { FIELD_NAMES, type FieldSpec, USER_FIELDS, WRITABLE_FIELDS } from '../users/user-fields.js'
 
 /*
- * Patterns are ECMAScript regular expressions run with the `u` flag (as JSON Schema validators such
- * as Ajv do), over the value as sent: the service trims surrounding white space first, so each
- * pattern allows it around the value and counts lengths on what is inside.
+ * Patterns are regular expressions over the value as sent, in the subset that ECMAScript (with the
+ * `u` flag, as Ajv runs them) and code-point engines without Unicode property classes (Python's
+ * `re`) read alike: \u escapes, literal characters, classes, groups, lookaheads; no `\p{…}`, and
+ * `\s` only in `[\s\S]` (any character in every engine), since engines disagree on what it holds.
+ * The service trims surrounding white space first, so each pattern allows it around the value and
+ * counts lengths on what is inside.
  */
-const WHITE_SPACE = '\\s'
+const TRIMMED = `[${TRIMMED_CLASS}]`
 // Control characters (C0, DEL, C1) and, in `u` mode, lone surrogates only (a pair is one code point).
 const CONTROLS = '\\u0000-\\u001F\\u007F-\\u009F\\uD800-\\uDFFF'
-const INVISIBLE = '\\p{White_Space}\\p{Default_Ignorable_Code_Point}'
 
 /**
  * The email rule of validate-user.ts as one pattern: after trimming, one `@`, a local part of 1 to
@@ -19,12 +22,12 @@ const INVISIBLE = '\\p{White_Space}\\p{Default_Ignorable_Code_Point}'
  * `maxLength` code points in all.
  */
 export function emailPattern(spec: FieldSpec): string {
-  const forbidden = `${WHITE_SPACE}${CONTROLS}`
-  const local = `[^@${forbidden}]*[^@${forbidden}${INVISIBLE}][^@${forbidden}]*`
-  const label = `[^@.${forbidden}]*[^@.${forbidden}${INVISIBLE}][^@.${forbidden}]*`
-  const localLength = `(?=[^\\s@]{1,${spec.maxLocalLength ?? ''}}@)`
-  const length = `(?=\\S{${spec.minLength ?? 0},${spec.maxLength ?? ''}}\\s*$)`
-  return `^\\s*${localLength}${length}${local}@${label}(?:\\.${label})+\\s*$`
+  const forbidden = `${TRIMMED_CLASS}${CONTROLS}`
+  const local = `[^@${forbidden}]*[^@${forbidden}${INVISIBLE_BMP_CLASS}][^@${forbidden}]*`
+  const label = `[^@.${forbidden}]*[^@.${forbidden}${INVISIBLE_BMP_CLASS}][^@.${forbidden}]*`
+  const localLength = `(?=[^${TRIMMED_CLASS}@]{1,${spec.maxLocalLength ?? ''}}@)`
+  const length = `(?=[^${TRIMMED_CLASS}]{${spec.minLength ?? 0},${spec.maxLength ?? ''}}${TRIMMED}*$)`
+  return `^${TRIMMED}*${localLength}${length}${local}@${label}(?:\\.${label})+${TRIMMED}*$`
 }
 
 /**
@@ -34,9 +37,10 @@ export function emailPattern(spec: FieldSpec): string {
  */
 export function trimmedTextPattern(spec: FieldSpec): string {
   const allowed = `[^${CONTROLS}]`
-  const visible = spec.requireVisible === true ? `(?=[\\s\\S]*?[^${INVISIBLE}${CONTROLS}])` : ''
-  const length = `(?=${allowed}{${spec.minLength ?? 0},${spec.maxLength ?? ''}}\\s*$)`
-  return `^${visible}\\s*${length}${allowed}*\\s*$`
+  const visible =
+    spec.requireVisible === true ? `(?=[\\s\\S]*?[^${INVISIBLE_BMP_CLASS}${CONTROLS}])` : ''
+  const length = `(?=${allowed}{${spec.minLength ?? 0},${spec.maxLength ?? ''}}${TRIMMED}*$)`
+  return `^${visible}${TRIMMED}*${length}${allowed}*${TRIMMED}*$`
 }
 
 /** The component schemas: the user and its request bodies from the field rules, pages, problems. */
@@ -171,9 +175,16 @@ function toSchema(spec: FieldSpec): Json {
     }
   }
   if (spec.trim === true) {
-    // Lengths count after trimming, so they live in the pattern and not in min/maxLength.
+    // Lengths count after trimming, so the pattern holds them exactly. minLength and maxLength
+    // state them for tools that cannot run the pattern: a value sent trimmed meets both exactly.
     const pattern = spec.format === 'email' ? emailPattern(spec) : trimmedTextPattern(spec)
-    return { type: 'string', pattern, ...common }
+    return {
+      type: 'string',
+      ...(spec.minLength === undefined ? {} : { minLength: spec.minLength }),
+      ...(spec.maxLength === undefined ? {} : { maxLength: spec.maxLength }),
+      pattern,
+      ...common,
+    }
   }
   return {
     type: 'string',

@@ -1,13 +1,11 @@
+/**
+ * `user-service export` and `user-service import`: the operator's side of the bulk routes (docs/bulk.md), talking to a running
+ * service. Both stream (stdout, stdin) and count on stderr, so a million users never sit in memory.
+ */
 import { request as httpRequest, type IncomingMessage } from 'node:http'
 import { request as httpsRequest } from 'node:https'
 
-/**
- * `user-service export` and `user-service import`: the operator's side of §12, talking to a running
- * service. Both stream (stdout, stdin) and count on stderr, so a million users never sit in memory.
- */
-export const BULK_USAGE =
-  'usage: user-service export|import [--url URL] [--token TOKEN]' +
-  ' (or USER_SERVICE_URL / USER_SERVICE_TOKEN); export writes NDJSON to stdout, import reads it from stdin\n'
+import { BULK_USAGE } from './cli-usage.js'
 
 interface Target {
   readonly url: URL

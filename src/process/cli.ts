@@ -1,18 +1,25 @@
 /**
- * The one-file entry (dist/user-service.mjs and the single executable): `user-service` starts the
- * service, `user-service token --sub ID --scope "…" --ttl 1h` prints a token, `user-service
- * healthcheck` exits 0 when the running service answers /healthz (the binary image's HEALTHCHECK).
- * Each command is loaded only when it is chosen.
+ * The command `user-service` (src/bin.ts runs it): `user-service` starts the service,
+ * `user-service token --sub ID --scope "…" --ttl 1h` prints a token, `user-service export|import`
+ * move users through a running service, `user-service healthcheck` exits 0 when the running
+ * service answers /healthz (the binary image's HEALTHCHECK). Each command is loaded only when it
+ * is chosen; `--help` after any of them prints its usage and exits 0.
  */
-const USAGE =
-  'usage: user-service [serve] | user-service token --sub ID [--scope "users:read …"] [--ttl 1h] [--kid KID]\n' +
-  '       user-service export|import --url URL --token TOKEN (NDJSON on stdout / stdin)\n' +
-  '       user-service healthcheck (exit 0 when the service on PORT answers /healthz)\n'
+import { COMMAND_USAGE, USAGE } from './cli-usage.js'
+
+const isHelp = (arg: string | undefined): boolean =>
+  arg === '--help' || arg === '-h' || arg === 'help'
 
 /** Runs the command named by process.argv[2]; each is loaded only when chosen. */
 export function runCli(): void {
   const command = process.argv[2]
-  if (command === 'token') {
+  const args = process.argv.slice(3)
+  const usage = command === undefined ? undefined : COMMAND_USAGE[command]
+  if (isHelp(command)) {
+    process.stdout.write(USAGE)
+  } else if (usage !== undefined && args.some(isHelp)) {
+    process.stdout.write(usage)
+  } else if (command === 'token') {
     // The token command reads its flags from process.argv: the subcommand is not one of them.
     process.argv.splice(2, 1)
     void import('./token-cli.js').then(({ runTokenCli }) => {
@@ -21,7 +28,7 @@ export function runCli(): void {
   } else if (command === 'export' || command === 'import') {
     // No top-level await: the one-file bundle may be built as CommonJS for the single executable.
     void import('./bulk-cli.js')
-      .then(({ runBulkCli }) => runBulkCli(command, process.argv.slice(3), process))
+      .then(({ runBulkCli }) => runBulkCli(command, args, process))
       .then((code) => {
         process.exitCode = code
       })
@@ -32,11 +39,9 @@ export function runCli(): void {
         process.exitCode = code
       })
   } else if (command === undefined || command === 'serve') {
-    void import('./main.js').then(({ runMain }) => {
+    void import('./run-main.js').then(({ runMain }) => {
       runMain()
     })
-  } else if (command === '--help' || command === '-h' || command === 'help') {
-    process.stdout.write(USAGE)
   } else {
     process.stderr.write(`user-service: unknown command "${command}"\n${USAGE}`)
     process.exitCode = 2

@@ -1,8 +1,8 @@
 import cluster, { type Worker } from 'node:cluster'
 
 import type { JsonLogger, Logger } from '../log/logger.js'
-import { makeDurableDirectory } from '../store/file/atomic-write.js'
-import { DataDirLock } from '../store/file/data-dir-lock.js'
+import { pickSettings } from '../settings.js'
+import { openStore } from '../store/open-store.js'
 import { serveClusterSlots } from './cluster-slots.js'
 import type { Config } from './config.js'
 import { resolveKeys } from './first-start.js'
@@ -81,31 +81,29 @@ export function runPrimary(options: PrimaryOptions): void {
 }
 
 /**
- * Takes DATA_DIR's lock and makes the first-start secret (when one is needed) before forking, so
- * that it is written once, by the lock holder, and every worker reads the same one.
+ * Claims DATA_DIR and makes the first-start secret (when one is needed) before forking, so that
+ * it is written once, by the directory's owner, and every worker reads the same one. The primary
+ * never opens its store: the workers open their own.
  */
 export async function startPrimary(
   config: Config,
   logger: JsonLogger,
   exit: (code: number) => void,
 ): Promise<void> {
-  makeDurableDirectory(config.dataDir)
-  const lock = new DataDirLock(config.dataDir)
-  lock.acquire()
+  const opened = openStore({ ...pickSettings(config, ['store']), logger })
+  opened.claim()
   try {
     const { generatedFile } = await resolveKeys(config)
     if (generatedFile !== undefined)
       logger.always('a new secret was written for the workers', { file: generatedFile })
   } catch (error) {
-    lock.release()
+    await opened.close()
     throw error
   }
   runPrimary({
     workers: config.workers,
     logger,
-    release: () => {
-      lock.release()
-    },
+    release: () => opened.close(),
     exit,
   })
 }

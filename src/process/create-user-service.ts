@@ -1,83 +1,63 @@
 import path from 'node:path'
 
 import { createSingleKeySet, type KeySet, parseKeyList } from '../auth/keys.js'
-import type { CorsOrigins } from '../http/cors.js'
 import { type Logger, silentLogger } from '../log/logger.js'
 import type { EventStreamsOptions } from '../routes/events/event-streams.js'
 import { createService, type UserService } from '../service.js'
+import {
+  defaultsOf,
+  type OptionalSettings,
+  pickSettings,
+  type ServiceSettings,
+  type StoreSettings,
+} from '../settings.js'
+import { openStore } from '../store/open-store.js'
 import type { Store } from '../store/store.js'
-import { SERVICE_DEFAULTS } from './config.js'
 
-/** What an embedding program gives createUserService; whatever it leaves out is config's default. */
-export interface UserServiceOptions {
-  /** Where the file store keeps users (and where `maintenance` is looked for). */
-  dataDir?: string
-  /** Any store; wins over databaseUrl and dataDir. */
-  store?: Store
+/**
+ * What an embedding program gives createUserService: the service's and the store's settings
+ * (src/settings.ts: their meanings and defaults), each optional, and what only a program can give.
+ */
+export interface UserServiceOptions extends OptionalSettings<ServiceSettings & StoreSettings> {
   /**
-   * A PostgreSQL store on this database (§11) instead of the file store; `pg` must be installed
-   * (an optional peer). It connects in open() or listen(); a dataDir is still locked when given.
+   * Any store; wins over databaseUrl and dataDir (and over the store's settings: it takes its own).
+   * With `databaseUrl`, `pg` must be installed (an optional peer); it connects in open() or
+   * listen(), and a dataDir is still locked when given.
    */
-  databaseUrl?: string
+  store?: Store | undefined
   /** One HMAC secret (≥ 32 bytes; `base64url:` text is decoded), or keys by kid, or a KeySet. */
-  secret?: string
-  secrets?: Readonly<Record<string, string>>
-  keys?: KeySet
-  issuer?: string | undefined
-  audience?: string | undefined
-  leewaySeconds?: number
-  /** A prefix for the /users routes and /openapi.json, such as `/v1`. */
-  basePath?: string
+  secret?: string | undefined
+  secrets?: Readonly<Record<string, string>> | undefined
+  keys?: KeySet | undefined
   /** Milliseconds since the epoch (Date.now by default). */
-  now?: () => number
-  logger?: Logger
-  maxInflight?: number
-  maxEventLoopDelayMs?: number
+  now?: (() => number) | undefined
+  logger?: Logger | undefined
   /** The file whose presence means maintenance; default `<dataDir>/maintenance` with a dataDir. */
-  maintenanceFile?: string
-  headersTimeoutMs?: number
-  requestTimeoutMs?: number
-  keepAliveTimeoutMs?: number
-  /** Open connections above this are closed at once (default 10,000). */
-  maxConnections?: number
-  /** How long close() waits for requests in flight before cutting connections. */
-  shutdownTimeoutMs?: number
-  /** The most users one `q` list page examines (default 10,000; §9). */
-  listScanBudget?: number
-  /** Most `GET /events` streams open at once (MAX_EVENT_STREAMS, default 100; §10). */
-  maxEventStreams?: number | undefined
+  maintenanceFile?: string | undefined
   /** Tuning of the event streams (tests shorten them): heartbeat, buffer bound, stall time. */
   eventStreams?: Pick<EventStreamsOptions, 'heartbeatMs' | 'maxBufferBytes' | 'stallMs'> | undefined
-  /** The largest `POST /users:import` body (IMPORT_MAX_BYTES, default 256 MiB; §12). */
-  importMaxBytes?: number | undefined
-  /** Bytes of import lines read ahead of the creates (default 16 MiB; see the README on imports). */
-  importReadAheadBytes?: number | undefined
-  /** How long an export waits for a client that stopped reading before it drops it (default 120 s). */
-  exportStallTimeoutMs?: number | undefined
-  /** `GET /metrics` in the Prometheus text format (§14); false: a 404 and nothing counted. Default true. */
-  metrics?: boolean
-  /** Origins that may call the service from a browser, or `*` (§13); default none, no CORS headers. */
-  corsOrigins?: CorsOrigins | undefined
 }
 
 /**
  * The service for a program that embeds it: the options it leaves out take the defaults of
- * config.ts, as the environment's unset variables do.
+ * src/settings.ts, as the environment's unset variables do.
  */
 export function createUserService(options: UserServiceOptions): UserService {
-  const dataDir = options.dataDir
+  const { dataDir, databaseUrl } = options
+  if (options.store === undefined && dataDir === undefined && databaseUrl === undefined)
+    throw new Error('createUserService: give dataDir, databaseUrl or store')
+  const logger = options.logger ?? silentLogger
+  const now = options.now ?? Date.now
   return createService({
-    ...SERVICE_DEFAULTS,
+    ...defaultsOf(['service', 'bulk']),
     ...definedOnly(options),
+    store: openStore({ ...pickSettings(options, ['store']), store: options.store, logger, now }),
     keys: resolveKeys(options),
-    logger: options.logger ?? silentLogger,
-    now: options.now ?? Date.now,
+    logger,
+    now,
     maintenanceFile:
       options.maintenanceFile ??
       (dataDir === undefined ? undefined : path.join(dataDir, 'maintenance')),
-    issuer: options.issuer,
-    audience: options.audience,
-    corsOrigins: options.corsOrigins,
   })
 }
 

@@ -1,22 +1,19 @@
 import type { Logger } from '../log/logger.js'
+import type { OptionalSettings, StoreSettings } from '../settings.js'
 import { FileStore } from './file/file-store.js'
 import { MemoryStore } from './memory-store.js'
 import { PostgresStore } from './postgres/postgres-store.js'
 import type { Store } from './store.js'
 
-export interface StoreConfig {
-  /** A PostgreSQL store on this database (§11); `pg` must be installed (an optional peer). */
-  databaseUrl?: string | undefined
-  /** Else the file store in this directory. */
-  dataDir?: string | undefined
-  /** Else, with neither, a store in memory only. */
+/**
+ * The store's settings (src/settings.ts): a PostgreSQL store with `databaseUrl` (`pg` must be
+ * installed, an optional peer), else the file store in `dataDir`, else, with neither, a store in
+ * memory only.
+ */
+export interface StoreConfig extends OptionalSettings<StoreSettings> {
   logger?: Logger | undefined
   /** Milliseconds since the epoch, for tombstones and events (Date.now by default). */
   now?: (() => number) | undefined
-  /** Events older than this many days are pruned (default 30). */
-  eventsRetentionDays?: number | undefined
-  /** The file store's checkpoint interval (default 1000 ms). */
-  checkpointMs?: number | undefined
 }
 
 /**

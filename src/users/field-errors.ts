@@ -1,6 +1,6 @@
 import { type FieldError, ServiceError } from '../domain/errors.js'
 
-/** A 422 lists at most this many field errors (§9): the first ones, in body order. */
+/** A 422 lists at most this many field errors (docs/api.md): the first ones, in body order. */
 export const MAX_FIELD_ERRORS = 20
 
 /**

@@ -36,7 +36,7 @@ export interface UserOperations {
   get(id: string): Promise<UserRecord>
   /**
    * The writes take who makes them (`context`: the token's subject and the request id), which the
-   * store puts in the change's event (§10); `{}` for a write outside a request.
+   * store puts in the change's event; `{}` for a write outside a request.
    */
   create(body: unknown, context: ChangeContext): Promise<UserRecord>
   replace(

@@ -7,8 +7,10 @@ import { promisify } from 'node:util'
 
 import type { User } from '../../src/index.js'
 import { createUserService, MemoryStore } from '../../src/index.js'
-import { PROJECT_ROOT } from '../helpers/child.js'
+import { readCheckpoint } from '../../src/store/file/checkpoint.js'
+import { PROJECT_ROOT, sleep } from '../helpers/child.js'
 import { assertProblem, request, type UserPage } from '../helpers/http.js'
+import { makeTempDir } from '../helpers/service.js'
 import { makeToken, TEST_SECRET } from '../helpers/tokens.js'
 
 const run = promisify(execFile)
@@ -104,6 +106,65 @@ describe('embedding the service (the example of docs/embedding.md)', () => {
     assertProblem(await request('GET', `${url}/api/users`, { token: makeToken() }), 503, 'starting')
     await users.open()
     assert.equal((await request('GET', `${url}/api/users`, { token: makeToken() })).status, 200)
+  })
+})
+
+describe('the store options of createUserService', () => {
+  it('prunes events past eventsRetentionDays: an older cursor is 410 cursor_expired', async (t) => {
+    let clock = Date.now()
+    const users = createUserService({
+      dataDir: await makeTempDir(t, 'embedding-retention-'),
+      secret: TEST_SECRET,
+      now: () => clock,
+      eventsRetentionDays: 1,
+    })
+    const { url } = await users.listen(0, '127.0.0.1')
+    t.after(() => users.close())
+    await users.open()
+    const create = async (email: string): Promise<User> => {
+      const res = await request('POST', `${url}/users`, {
+        token: makeToken({ nowS: Math.floor(clock / 1000) }),
+        json: { email, name: 'Ada' },
+      })
+      assert.equal(res.status, 201, res.text)
+      return res.json<User>()
+    }
+    await create('old@example.com')
+    // Two days on: past the one day asked for, well within the default of 30.
+    clock += 2 * 86_400_000
+    const fresh = await create('fresh@example.com')
+    const reader = makeToken({ scope: 'events:read', nowS: Math.floor(clock / 1000) })
+    const fromStart = () =>
+      request('GET', `${url}/events?after=${'0'.repeat(16)}`, { token: reader })
+    // The store prunes in the background, about once a second.
+    let expired = await fromStart()
+    for (let i = 0; i < 50 && expired.status === 200; i += 1) {
+      await sleep(100)
+      expired = await fromStart()
+    }
+    assertProblem(expired, 410, 'cursor_expired')
+    const page = await request('GET', `${url}/events`, { token: reader })
+    assert.equal(page.status, 200, page.text)
+    assert.deepEqual(
+      page.json<{ items: { userId: string }[] }>().items.map((event) => event.userId),
+      [fresh.id],
+    )
+  })
+
+  it("gives checkpointMs to the file store: no checkpoint before the interval's end", async (t) => {
+    const dataDir = await makeTempDir(t, 'embedding-checkpoint-')
+    const users = createUserService({ dataDir, secret: TEST_SECRET, checkpointMs: 3_600_000 })
+    const { url } = await users.listen(0, '127.0.0.1')
+    t.after(() => users.close())
+    await users.open()
+    const res = await request('POST', `${url}/users`, {
+      token: makeToken(),
+      json: { email: 'ada@example.com', name: 'Ada' },
+    })
+    assert.equal(res.status, 201, res.text)
+    // The default interval (1 s) would have moved the checkpoint past the create by now.
+    await sleep(1500)
+    assert.equal(readCheckpoint(dataDir), 0)
   })
 })
 

@@ -5,7 +5,7 @@ import { mkdir, readFile, stat, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 
-import { decodePart } from '../helpers/auth-tokens.js'
+import { assertInsufficientScope, decodePart } from '../helpers/auth-tokens.js'
 import { type Child, sleep, spawnService, startChild } from '../helpers/child.js'
 import { request } from '../helpers/http.js'
 import { makeTempDir, uniqueEmail } from '../helpers/service.js'
@@ -74,9 +74,10 @@ describe('first start without a secret', () => {
       'users:read',
       'users:write',
     ])
+    // The command that makes more tokens is the one that exists here: node with the same script.
     assert.match(
       stderr,
-      /npm run -s token -- --sub feed-reader --scope events:read/,
+      /^ {2}node --import tsx src\/bin\.ts token --sub feed-reader --scope events:read$/m,
       "the feed's scope is shown as an example",
     )
     const curl = stderr.split('\n').find((line) => line.includes('curl'))
@@ -159,6 +160,57 @@ describe('first start without a secret', () => {
     await expectRefusal(child)
     assert.match(child.stderr(), /JWT_SECRET/)
     assert.equal(existsSync(path.join(dataDir, '.jwt-secret')), false)
+  })
+})
+
+describe('the first-start message', () => {
+  it('names the scopes its token has: GET /events with it is 403, and the printed feed command works', async (t) => {
+    const dataDir = path.join(await makeTempDir(t), 'data')
+    const child = await startChild({ dataDir, env: NO_SECRET }, 60_000)
+    t.after(() => child.stop('SIGKILL'))
+    const stderr = await waitForStderr(child, /events:read\n/)
+    assert.match(
+      stderr,
+      /A token with the scopes users:read, users:write, users:admin \(not events:read\)/,
+    )
+    assert.doesNotMatch(stderr, /every scope/)
+    const [token] = stderr.match(JWT) ?? []
+    assert.ok(token !== undefined)
+    assertInsufficientScope(await request('GET', `${child.url}/events`, { token }), 'events:read')
+
+    // The feed command, run as printed, where the service runs, signs a token the feed takes.
+    const line = stderr.split('\n').find((text) => text.includes('--sub feed-reader'))
+    assert.ok(line !== undefined, stderr)
+    const [command, ...args] = line.trim().split(' ')
+    assert.equal(command, 'node')
+    const printed = spawnService({ dataDir, env: NO_SECRET, args })
+    const { code } = await printed.exited
+    assert.equal(code, 0, printed.stderr())
+    const feed = await request('GET', `${child.url}/events`, { token: printed.stdout().trim() })
+    assert.equal(feed.status, 200, feed.text)
+  })
+
+  it('names npm run -s token under npm start', async (t) => {
+    const dataDir = path.join(await makeTempDir(t), 'data')
+    const env = { ...NO_SECRET, npm_lifecycle_event: 'start' }
+    const child = await startChild({ dataDir, env }, 60_000)
+    t.after(() => child.stop('SIGKILL'))
+    const stderr = await waitForStderr(child, /events:read\n/)
+    assert.match(stderr, /^ {2}npm run -s token -- --sub feed-reader --scope events:read$/m)
+  })
+
+  it('prints a curl line on loopback when the service binds every interface (HOST=0.0.0.0)', async (t) => {
+    const dataDir = path.join(await makeTempDir(t), 'data')
+    const child = await startChild({ dataDir, env: { ...NO_SECRET, HOST: '0.0.0.0' } }, 60_000)
+    t.after(() => child.stop('SIGKILL'))
+    const stderr = await waitForStderr(child, /events:read\n/)
+    const port = new URL(child.url).port
+    const curl = stderr.split('\n').find((line) => line.includes('curl'))
+    assert.ok(curl !== undefined, stderr)
+    assert.ok(curl.endsWith(` http://127.0.0.1:${port}/users`), curl)
+    const [token] = stderr.match(JWT) ?? []
+    const res = await request('GET', `http://127.0.0.1:${port}/users`, { token })
+    assert.equal(res.status, 200, res.text)
   })
 })
 

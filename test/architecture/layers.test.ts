@@ -8,11 +8,11 @@ const SRC = path.join(import.meta.dirname, '..', '..', 'src')
 /**
  * The layers of src/, top to bottom (STYLE's layout): a module imports only modules of its own
  * layer or of a layer below it. Each entry is a folder (`process/`) or a file (`service.ts`).
- * The one-line process entries (main.ts, cli.ts, token-cli.ts: `node dist/main.js` and the npm
- * scripts run them) sit at the top with the package's entries.
+ * The command's entry (bin.ts: the package's `bin` and the npm scripts run it) and the service's
+ * own (main.ts: `node dist/main.js`) sit at the top with the package's entries.
  */
 const LAYERS: readonly (readonly string[])[] = [
-  ['index.ts', 'testing.ts', 'main.ts', 'cli.ts', 'token-cli.ts'],
+  ['index.ts', 'testing.ts', 'bin.ts', 'main.ts'],
   ['process/'],
   ['service.ts'],
   ['app.ts', 'request-state.ts'],
@@ -23,6 +23,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['ops/'],
   ['users/'],
   ['store/'],
+  ['settings.ts', 'setting-parsers.ts'],
   ['auth/'],
   ['metrics/'],
   ['http/'],
@@ -42,13 +43,16 @@ const FOLDER_LAYERS: Readonly<Record<string, readonly (readonly string[])[]>> = 
     ['routes/route-list.ts'],
     // The Route values, one folder per resource (none imports another: see APART).
     ['routes/users/', 'routes/bulk/', 'routes/events/', 'routes/service/'],
-    // What every route is made of: the Route type and the defaults each route spreads.
-    ['routes/route.ts', 'routes/route-defaults.ts'],
+    // What every route is made of: the Route type, the defaults each route spreads, the schemas
+    // of parameters.
+    ['routes/route.ts', 'routes/route-defaults.ts', 'routes/parameter-schemas.ts'],
     // What the handlers work with, and the bulk routes' part of it.
     ['routes/route-services.ts'],
     ['routes/bulk/bulk-services.ts'],
   ],
   'store/': [
+    // Opens the store a configuration names, with the data directory's lock when it needs one.
+    ['store/open-store.ts'],
     // Builds the store a configuration names.
     ['store/create-store.ts'],
     // The stores (none imports another: see APART).

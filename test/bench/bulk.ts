@@ -27,7 +27,7 @@ import {
 import { makeToken } from './token.js'
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
-const MAIN = join(ROOT, 'dist', 'main.js')
+const MAIN = join(ROOT, 'dist', 'bin.js')
 const USERS = Number(process.env['BULK_USERS'] ?? '100000')
 const CONCURRENCY = 64
 const SECRET = randomBytes(24).toString('hex')

@@ -1,5 +1,5 @@
 // Two builds of the service, interleaved, on the bench's hottest path: `node --import tsx
-// test/bench/compare.ts <dist A> <dist B>` (each a directory holding main.js, e.g. a copy of
+// test/bench/compare.ts <dist A> <dist B>` (each a directory holding bin.js, e.g. a copy of
 // dist/ made before a change). Not a unit test. GET /users/{id} over 10,000 users with a token,
 // LOG_LEVEL=info and metrics on, wrk -t1 -c16, COMPARE_ROUNDS rounds (default 6) of
 // COMPARE_DURATION_S seconds (default 3) per server, the order rotating every round, with the
@@ -47,7 +47,7 @@ const service = async (dist: string, name: string): Promise<Server> => {
   return startServer({
     name,
     command: process.execPath,
-    args: [join(resolve(dist), 'main.js')],
+    args: [join(resolve(dist), 'bin.js')],
     env: benchServiceEnv(SECRET, dataDir),
     readyz: true,
     timeoutMs: 120_000,

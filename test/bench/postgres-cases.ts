@@ -1,7 +1,7 @@
 // PostgreSQL cases of the benchmark (§11), run by run.ts only when DATABASE_URL is set:
 //   scripts/with-postgres.sh npm run bench
 // Each case gets a database of its own (CREATE DATABASE, dropped at the end), migrated by the
-// first service started on it (dist/main.js: the schema of the build under test) and then seeded
+// first service started on it (dist/bin.js: the schema of the build under test) and then seeded
 // with bulk INSERTs. The references are in postgres-reference.ts.
 import { randomBytes } from 'node:crypto'
 

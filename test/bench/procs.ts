@@ -55,7 +55,7 @@ export const SERVICE_BENCH_ENV = {
 } as const
 
 /**
- * The environment of a benchmarked service (dist/main.js) signing with `secret`, on port 0 of
+ * The environment of a benchmarked service (dist/bin.js) signing with `secret`, on port 0 of
  * loopback, one process, on the file store in `dataDir` even when DATABASE_URL is set for the
  * PostgreSQL cases; `extra` comes last.
  */

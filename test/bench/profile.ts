@@ -1,6 +1,6 @@
 // Where the microseconds of GET /users/{id} go: `node --import tsx test/bench/profile.ts` (after
 // `npm run build`). Not a unit test. Seeds PROFILE_USERS users (default 10,000), starts
-// dist/main.js under `node --cpu-prof` the way the bench does (LOG_LEVEL=info, METRICS=on), loads
+// dist/bin.js under `node --cpu-prof` the way the bench does (LOG_LEVEL=info, METRICS=on), loads
 // it with wrk (-t1 -c16, PROFILE_DURATION_S seconds, default 10, after a 2 s warm-up), stops it,
 // and prints the samples taken while wrk ran, per request: by function (self time) and by source
 // file. PROFILE_LOG_LEVEL and PROFILE_METRICS override the service's LOG_LEVEL and METRICS.
@@ -197,7 +197,7 @@ const server = await startServer({
     ...(PERF ? ['--perf-basic-prof'] : STRACE ? [] : ['--cpu-prof', '--cpu-prof-dir', profDir]),
     ...(REFERENCE
       ? [compiledReference('reference-server'), 'auth', dataDir]
-      : [join(DIST, 'main.js')]),
+      : [join(DIST, 'bin.js')]),
   ],
   cwd: ROOT,
   env: benchServiceEnv(SECRET, dataDir, {

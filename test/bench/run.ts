@@ -1,4 +1,4 @@
-// Benchmark harness: the built service (dist/main.js) against bare node:http reference
+// Benchmark harness: the built service (dist/bin.js) against bare node:http reference
 // servers, same run, same machine, driven by wrk. Not a unit test; run with `npm run bench`.
 // See test/bench/README.md.
 import { spawn } from 'node:child_process'
@@ -53,7 +53,7 @@ import { ensureWrk, runWrk } from './wrk.js'
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url))
 const ROOT = resolve(BENCH_DIR, '..', '..')
 /** BENCH_DIST: another build of the service to measure (a copy of dist/ made before a change). */
-const MAIN = join(resolve(process.env['BENCH_DIST'] ?? join(ROOT, 'dist')), 'main.js')
+const MAIN = join(resolve(process.env['BENCH_DIST'] ?? join(ROOT, 'dist')), 'bin.js')
 const RESULTS = join(BENCH_DIR, 'results', 'latest.json')
 
 const positiveInt = (name: string, fallback: number): number => {
@@ -136,7 +136,7 @@ const syncFs = async (dir: string): Promise<void> => {
 }
 
 /**
- * Seeds a fresh data dir with `users` users, starts dist/main.js on it and waits for /readyz.
+ * Seeds a fresh data dir with `users` users, starts dist/bin.js on it and waits for /readyz.
  * With `sample`, waits 1 s once ready and records start-up time and RSS.
  */
 const startService = async (
@@ -159,7 +159,7 @@ const startService = async (
   return service
 }
 
-/** dist/main.js on the file store in `dataDir`, once /readyz answers 200. */
+/** dist/bin.js on the file store in `dataDir`, once /readyz answers 200. */
 const launchService = (
   dataDir: string,
   env: Readonly<Record<string, string>> = {},

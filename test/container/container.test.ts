@@ -260,6 +260,20 @@ function describeImage(engine: Engine, target: Target): void {
       )
       assert.match(logs, FIRST_START)
       assert.match(logs, /"msg":"listening","url":"http:\/\/0\.0\.0\.0:8080"/)
+      // The message names what a user can run: loopback, and the image's own token command.
+      assert.match(
+        logs,
+        /^ {2}curl -H "Authorization: Bearer [\w.-]+" http:\/\/127\.0\.0\.1:8080\/users$/m,
+      )
+      const command =
+        target.name === 'binary'
+          ? '/usr/local/bin/user-service token'
+          : 'node user-service.mjs token'
+      assert.ok(
+        logs.includes(`\n  ${command} --sub feed-reader --scope events:read\n`),
+        `the token command of the ${target.name} image:\n${logs}`,
+      )
+      assert.doesNotMatch(logs, /npm run/)
       adminToken = TOKEN_LINE.exec(logs)?.[1] ?? ''
       assert.equal(await engine.inspect(first, '{{.HostConfig.ReadonlyRootfs}}'), 'true')
 

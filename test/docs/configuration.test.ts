@@ -1,31 +1,9 @@
 import assert from 'node:assert/strict'
-import { existsSync } from 'node:fs'
-import path from 'node:path'
 import { describe, it } from 'node:test'
 
-import { REPO_ROOT, readRepoFile, tableRows } from '../helpers/markdown.js'
-
-// The configuration module moves into src/process/ with issue 28; whichever exists is the source.
-const CONFIG_SOURCES = ['src/process/config.ts', 'src/config.ts']
-
-function configSource(): string {
-  const found = CONFIG_SOURCES.find((file) => existsSync(path.join(REPO_ROOT, file)))
-  assert.ok(found !== undefined, `one of ${CONFIG_SOURCES.join(', ')} exists`)
-  return found
-}
-
-/**
- * The variable names a source reads, from its text: a quoted ALL_CAPS name that opens a call or an
- * index (`read('PORT')`, `env['PORT']`, `env.get('PORT')`), or `env.PORT`.
- */
-function variablesRead(source: string): Set<string> {
-  const names = new Set<string>()
-  for (const match of source.matchAll(/[([]\s*['"]([A-Z][A-Z0-9_]*)['"]\s*[)\],]/g))
-    names.add(match[1] ?? '')
-  for (const match of source.matchAll(/\benv\??\.([A-Z][A-Z0-9_]*)\b/g)) names.add(match[1] ?? '')
-  names.delete('')
-  return names
-}
+import { parseConfig } from '../../src/process/config.js'
+import { SETTINGS } from '../../src/settings.js'
+import { readRepoFile, tableRows } from '../helpers/markdown.js'
 
 /** The variables a table names in its first column, headed `variable`. */
 function variablesListed(document: string): Map<string, string[]> {
@@ -39,28 +17,33 @@ function variablesListed(document: string): Map<string, string[]> {
 
 const sorted = (names: Iterable<string>): string[] => [...names].sort()
 
-describe('docs/configuration.md and the configuration source', () => {
-  it('reads variable names in each way a configuration module reads them', () => {
-    const source = `read('PORT'); env['HOST']; env.DATA_DIR; env?.WORKERS; parse(read("LOG_LEVEL"), 'LOG_LEVEL', 1)
-      throw new ConfigError('JWT_SECRET must be set'); const t = \`NOT_READ is \${x}\``
-    assert.deepEqual(sorted(variablesRead(source)), [
-      'DATA_DIR',
-      'HOST',
-      'LOG_LEVEL',
-      'PORT',
-      'WORKERS',
-    ])
-  })
+/** Every variable the settings are read from (src/settings.ts), with its setting's name. */
+const variables = new Map(
+  Object.entries(SETTINGS).flatMap(([name, spec]) =>
+    spec.env.map((variable) => [variable, { name, spec }] as const),
+  ),
+)
 
-  it("finds the service's variables in the configuration source", () => {
-    const read = variablesRead(readRepoFile(configSource()))
+/**
+ * How the documentation writes a default: numbers as digits, switches as on/off. NODE_ENV is not
+ * a switch: it is `production` or anything else, and unset by default.
+ */
+function shownDefault(variable: string, value: unknown): string | undefined {
+  if (typeof value === 'number') return `\`${value}\``
+  if (typeof value === 'boolean' && variable !== 'NODE_ENV') return value ? '`on`' : '`off`'
+  if (typeof value === 'string' && value !== '') return value
+  return undefined
+}
+
+describe('docs/configuration.md and the settings (src/settings.ts)', () => {
+  it("reads the service's variables from the settings", () => {
     for (const name of ['PORT', 'HOST', 'DATA_DIR', 'JWT_SECRET', 'DATABASE_URL', 'NODE_ENV']) {
-      assert.ok(read.has(name), `${configSource()} reads ${name}`)
+      assert.ok(variables.has(name), `src/settings.ts reads ${name}`)
     }
   })
 
-  it('documents every variable the configuration reads, and no other', () => {
-    const read = sorted(variablesRead(readRepoFile(configSource())))
+  it('documents every variable of the settings, and no other', () => {
+    const read = sorted(variables.keys())
     const documented = sorted(variablesListed('docs/configuration.md').keys())
     assert.deepEqual(
       {
@@ -71,20 +54,40 @@ describe('docs/configuration.md and the configuration source', () => {
     )
   })
 
-  it('gives each variable a default and a meaning', () => {
+  it("shows each variable's default as the settings declare it", () => {
+    for (const [variable, row] of variablesListed('docs/configuration.md')) {
+      const setting = variables.get(variable)
+      assert.ok(setting !== undefined, variable)
+      const shown = shownDefault(variable, setting.spec.default)
+      if (shown !== undefined)
+        assert.ok((row[1] ?? '').includes(shown), `${variable}: default ${shown}, got ${row[1]}`)
+      else assert.match(row[1] ?? '', /none|empty/, `${variable} says it has no default`)
+    }
+  })
+
+  it('gives the parsed default when a variable is unset, as documented', () => {
+    const config = parseConfig({}, '/srv')
+    for (const [name, spec] of Object.entries(SETTINGS)) {
+      if (name === 'dataDir') assert.equal(config.dataDir, `/srv/${spec.default}`)
+      else assert.deepEqual(config[name as keyof typeof config], spec.default, name)
+    }
+  })
+
+  it('gives each variable a default and a meaning, and each setting a line of doc', () => {
     for (const [name, row] of variablesListed('docs/configuration.md')) {
       assert.equal(row.length, 3, `${name}: variable | default | meaning`)
       assert.notEqual(row[1], '', `${name} has a default (or says none)`)
       assert.ok((row[2] ?? '').length > 10, `${name} says what it means`)
     }
+    for (const [name, spec] of Object.entries(SETTINGS))
+      assert.ok(spec.doc.length > 10 && !spec.doc.includes('\n'), `${name} has one line of doc`)
   })
 
-  it("names in the README's short table only variables the configuration reads", () => {
-    const read = variablesRead(readRepoFile(configSource()))
+  it("names in the README's short table only variables the settings read", () => {
     const listed = sorted(variablesListed('README.md').keys())
     assert.ok(listed.length >= 5)
     assert.deepEqual(
-      listed.filter((name) => !read.has(name)),
+      listed.filter((name) => !variables.has(name)),
       [],
     )
   })

@@ -22,9 +22,10 @@ function brokenBecause(from: string, target: string): string | undefined {
     file === ''
       ? path.join(REPO_ROOT, from)
       : path.resolve(REPO_ROOT, path.dirname(from), decodeURIComponent(file))
-  // A link out of the repository (the contract in ../shared/) names a sibling checkout that a
-  // clone need not have; only the repository's own files are checked.
-  if (path.relative(REPO_ROOT, resolved).startsWith('..')) return undefined
+  // A clone holds only the repository: a link that climbs out of it leads nowhere for a reader.
+  const inside = path.relative(REPO_ROOT, resolved)
+  if (inside === '..' || inside.startsWith(`..${path.sep}`) || path.isAbsolute(inside))
+    return `leaves the repository: ${target}`
   if (!existsSync(resolved)) return `no such file: ${path.relative(REPO_ROOT, resolved)}`
   if (anchor === undefined) return undefined
   if (statSync(resolved).isDirectory() || !resolved.endsWith('.md'))
@@ -64,11 +65,19 @@ describe('links in the README, the changelog and docs/', () => {
     assert.equal(brokenBecause('docs/events.md', 'performance.md#with-postgresql'), undefined)
   })
 
+  it('finds a link that leaves the repository, even to a file that exists beside it', () => {
+    assert.match(brokenBecause('README.md', '../elsewhere/NOTES.md') ?? '', /leaves the repository/)
+    assert.match(brokenBecause('docs/api.md', '../../x') ?? '', /leaves the repository/)
+    assert.match(brokenBecause('docs/api.md', '/etc/hosts') ?? '', /leaves the repository/)
+    assert.equal(brokenBecause('docs/api.md', '../README.md#the-api'), undefined)
+  })
+
   it('has docs/ with a page for each subject the README sends readers to', () => {
     assert.deepEqual(
       documents().filter((name) => name.startsWith('docs/')),
       [
         'docs/api.md',
+        'docs/architecture.md',
         'docs/bulk.md',
         'docs/configuration.md',
         'docs/development.md',

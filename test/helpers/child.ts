@@ -42,7 +42,7 @@ export interface ChildOptions {
   dataDir: string
   /** Extra variables; undefined removes one. JWT_SECRET is TEST_SECRET unless set here. */
   env?: Record<string, string | undefined>
-  /** The script to run with node (default: src/main.ts through tsx). */
+  /** The script to run with node (default: src/bin.ts, which serves, through tsx). */
   args?: readonly string[]
   cwd?: string
 }
@@ -65,7 +65,7 @@ export function spawnService(options: ChildOptions): Child {
     options.env,
   )
   for (const [name, value] of Object.entries(env)) if (value === undefined) delete env[name]
-  const args = options.args ?? ['--import', 'tsx', path.join(PROJECT_ROOT, 'src', 'main.ts')]
+  const args = options.args ?? ['--import', 'tsx', path.join(PROJECT_ROOT, 'src', 'bin.ts')]
   const proc = spawn(process.execPath, [...args], {
     cwd: options.cwd ?? PROJECT_ROOT,
     env,

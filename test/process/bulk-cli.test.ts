@@ -17,7 +17,7 @@ function runCli(
   env: Record<string, string> = {},
 ): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/bin.ts', ...args], {
       cwd: new URL('../..', import.meta.url),
       env: { ...process.env, ...env },
       stdio: ['pipe', 'pipe', 'pipe'],

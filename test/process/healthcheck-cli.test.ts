@@ -113,7 +113,7 @@ describe('user-service healthcheck', () => {
     const run = async (port: string): Promise<{ code: number | null; stderr: string }> => {
       const child = spawnService({
         dataDir,
-        args: ['--import', 'tsx', path.join(PROJECT_ROOT, 'src', 'cli.ts'), 'healthcheck'],
+        args: ['--import', 'tsx', path.join(PROJECT_ROOT, 'src', 'bin.ts'), 'healthcheck'],
         env: { PORT: port },
       })
       const { code } = await child.exited

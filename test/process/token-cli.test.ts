@@ -13,7 +13,7 @@ import { assertProblem } from '../helpers/http.js'
 import { makeTempDir, startService, uniqueEmail } from '../helpers/service.js'
 import { nowSeconds, TEST_SECRET } from '../helpers/tokens.js'
 
-const CLI = path.join(PROJECT_ROOT, 'src', 'token-cli.ts')
+const CLI = path.join(PROJECT_ROOT, 'src', 'bin.ts')
 const SECRET_A = 'rotation-secret-a-0123456789-abcdefghij'
 const SECRET_B = 'rotation-secret-b-0123456789-abcdefghij'
 
@@ -23,13 +23,13 @@ interface CliResult {
   stderr: string
 }
 
-/** Runs `node --import tsx src/token-cli.ts ARGS` with a clean environment (JWT_SECRET = TEST_SECRET unless env says). */
+/** Runs `node --import tsx src/bin.ts token ARGS` with a clean environment (JWT_SECRET = TEST_SECRET unless env says). */
 async function runCli(
   dataDir: string,
   args: readonly string[],
   env: Record<string, string | undefined> = {},
 ): Promise<CliResult> {
-  const child = spawnService({ dataDir, args: ['--import', 'tsx', CLI, ...args], env })
+  const child = spawnService({ dataDir, args: ['--import', 'tsx', CLI, 'token', ...args], env })
   const timer = setTimeout(() => {
     child.proc.kill('SIGKILL')
   }, 60_000)
@@ -93,7 +93,7 @@ describe('parseDuration', () => {
   })
 })
 
-describe('npm run token (src/token-cli.ts)', () => {
+describe('npm run token (user-service token)', () => {
   it('prints one token that the service accepts for its scope only', async (t) => {
     const dataDir = await tempData(t)
     const before = nowSeconds()

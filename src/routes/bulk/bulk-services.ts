@@ -1,9 +1,11 @@
 import { createLineImporter, type LineImporter } from '../../bulk/import-line.js'
 import type { IdGenerator } from '../../domain/uuid7.js'
 import type { SharedSlots, Slot } from '../../ops/shared-slots.js'
+import type { BulkSettings } from '../../settings.js'
 import type { Store } from '../../store/store.js'
 
-export interface BulkOptions {
+/** The bulk settings (IMPORT_MAX_BYTES and the rest: src/settings.ts) and what the service gives. */
+export interface BulkOptions extends BulkSettings {
   store: Store
   /** Where the one import at a time is counted: this process, or every worker of the service. */
   slots: SharedSlots
@@ -11,8 +13,6 @@ export interface BulkOptions {
   newId: IdGenerator
   /** Throws to refuse a write (maintenance), as for every other write. */
   writeGate: () => void
-  /** The largest import body (IMPORT_MAX_BYTES). */
-  importMaxBytes: number
   /** Users per store page while exporting (default 500). */
   exportPageSize?: number | undefined
   /**
@@ -20,14 +20,6 @@ export interface BulkOptions {
    * store's write-ahead log) or one PostgreSQL transaction takes them all.
    */
   importConcurrency?: number | undefined
-  /**
-   * Body bytes read ahead of the creates: the body is read while the creates go on, so that an
-   * import of this size is wholly received, out of REQUEST_TIMEOUT_MS's reach, however slowly the
-   * store takes it; past it, the body is read as fast as users are stored.
-   */
-  importReadAheadBytes: number
-  /** How long an export or an import waits for a client that stopped reading before it drops it. */
-  stallTimeoutMs: number
 }
 
 /** What the export and the import share: the store, their limits, and the one import running. */
@@ -51,7 +43,7 @@ export function createBulkServices(options: BulkOptions): BulkServices {
     exportPageSize: options.exportPageSize ?? 500,
     importConcurrency: options.importConcurrency ?? 256,
     importReadAheadBytes: options.importReadAheadBytes,
-    stallMs: options.stallTimeoutMs,
+    stallMs: options.exportStallTimeoutMs,
     startImport: () => options.slots.acquire('import', 1),
   }
 }

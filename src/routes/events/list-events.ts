@@ -1,12 +1,19 @@
 import { EVENT_TYPES, eventJson } from '../../domain/event.js'
 import { EVENT_PAGE_MAX_BYTES } from '../../store/feed/journal.js'
+import { commaList, USER_ID } from '../parameter-schemas.js'
 import { type Json, type Route, type RouteContext, ref, STREAMED } from '../route.js'
 import { API_ROUTE, TEXT } from '../route-defaults.js'
 import { DEFAULT_EVENT_LIMIT, MAX_EVENT_LIMIT, parseEventQuery } from './event-query.js'
 import type { StreamRequest } from './event-streams.js'
 
 /** The schema of a cursor or an event id. */
-export const EVENT_CURSOR = { type: 'string', pattern: '^[0-9a-f]{16}$' } as const
+export const EVENT_CURSOR = {
+  type: 'string',
+  // 16 lower-case hex digits up to 7fffffffffffffff, the largest cursor every store holds exactly.
+  pattern: '^[0-7][0-9a-f]{15}$',
+  minLength: 16,
+  maxLength: 16,
+} as const
 
 /** `GET /events`: the change feed (§10), a page as JSON or, asked with Accept, a live stream. */
 export const listEvents: Route = {
@@ -41,12 +48,18 @@ export const listEvents: Route = {
     }
     const feed = services.events.requireFeed()
     const page = await feed.read({
-      ...parseEventQuery(context.rawQuery, undefined),
+      // Read on pages as on streams, so that one request means the same whatever it accepts.
+      ...parseEventQuery(context.rawQuery, lastEventIdOf(context)),
       maxBytes: EVENT_PAGE_MAX_BYTES,
     })
     const items = page.items.map(eventJson).join(',')
     return { status: 200, body: `{"items":[${items}],"nextCursor":"${page.nextCursor}"}` }
   },
+}
+
+function lastEventIdOf({ headers }: RouteContext): string | undefined {
+  const value = headers['last-event-id']
+  return typeof value === 'string' ? value : undefined
 }
 
 /** True when the request asks for Server-Sent Events. */
@@ -74,7 +87,7 @@ function eventParameters(): Json[] {
     schema,
     description,
   })
-  const type = `(${EVENT_TYPES.join('|').replaceAll('.', '\\.')})`
+  const type = EVENT_TYPES.join('|').replaceAll('.', '\\.')
   return [
     query(
       'after',
@@ -86,19 +99,15 @@ function eventParameters(): Json[] {
       { type: 'integer', minimum: 1, maximum: MAX_EVENT_LIMIT, default: DEFAULT_EVENT_LIMIT },
       'Events per page.',
     ),
-    query(
-      'type',
-      { type: 'string', pattern: `^\\s*${type}\\s*(,\\s*${type}\\s*)*$` },
-      'One event type or a comma list.',
-    ),
-    query('userId', { type: 'string', format: 'uuid' }, 'The events of one user.'),
+    query('type', commaList(type), 'One event type or a comma list.'),
+    query('userId', USER_ID, 'The events of one user.'),
     {
       name: 'Last-Event-ID',
       in: 'header',
       required: false,
       schema: EVENT_CURSOR,
       description:
-        'With Accept: text/event-stream: resume after this event (as after does); after wins when both are sent.',
+        'Only events after this one, as after does (an SSE client sends it when it reconnects); after wins when both are sent.',
     },
   ]
 }

@@ -4,7 +4,7 @@ import { ROOT_ROUTE, TEXT } from '../route-defaults.js'
 
 const SUMMARY = 'Metrics in the Prometheus text format (METRICS=off hides it)'
 
-/** `GET /metrics` (§14); left out of the routes served when METRICS=off. */
+/** `GET /metrics` (docs/operations.md); left out of the routes served when METRICS=off. */
 export const getMetrics: Route = {
   ...ROOT_ROUTE,
   operationId: 'getMetrics',

@@ -21,7 +21,7 @@ export const getReadiness: Route = {
   path: '/readyz',
   summary: READINESS,
   responses: { 200: { description: READINESS, content: { 'application/json': ref('Status') } } },
-  // Starting, maintenance, overload, shutdown or storage faults (§9).
+  // Starting, maintenance, overload, shutdown or storage faults (docs/operations.md).
   errors: [503],
   handle({ services }) {
     const refusal = services.availability.refusal('readiness')

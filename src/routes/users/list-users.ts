@@ -2,12 +2,10 @@ import { USER_STATUSES, type UserRecord } from '../../domain/user.js'
 import { HttpError } from '../../http/problem.js'
 import type { Reply } from '../../http/respond.js'
 import { SORTS } from '../../users/cursor.js'
+import { commaList, NOT_BLANK, userIdList } from '../parameter-schemas.js'
 import { type Json, type Route, type RouteContext, ref } from '../route.js'
 import { API_ROUTE } from '../route-defaults.js'
 import { DEFAULT_LIMIT, MAX_IDS, MAX_LIMIT, parseListQuery } from './list-query.js'
-
-// The service trims each value and refuses one that is then empty (`?email=` or `?email=%20`).
-const NOT_BLANK = { minLength: 1, pattern: '\\S' } as const
 
 /** `GET /users`: a page of users, filtered and sorted, or a batch get by ids (§9). */
 export const listUsers: Route = {
@@ -81,7 +79,6 @@ function listParameters(): Json[] {
     schema,
     description,
   })
-  const status = `(${USER_STATUSES.join('|')})`
   const repeated =
     'Each parameter at most once; an unknown, empty or malformed one is 400 bad_request.'
   return [
@@ -95,11 +92,7 @@ function listParameters(): Json[] {
       { type: 'string', ...NOT_BLANK },
       'The nextCursor of the previous page; it carries its filters and sort, so it may be sent alone. Filters or sort that differ from its own are 400.',
     ),
-    query(
-      'status',
-      { type: 'string', pattern: `^\\s*${status}\\s*(,\\s*${status}\\s*)*$` },
-      'One status or a comma list.',
-    ),
+    query('status', commaList(USER_STATUSES.join('|')), 'One status or a comma list.'),
     query('email', { type: 'string', ...NOT_BLANK }, 'Exact match, case-insensitive.'),
     query(
       'q',
@@ -113,7 +106,7 @@ function listParameters(): Json[] {
     ),
     query(
       'ids',
-      { type: 'string', ...NOT_BLANK },
+      userIdList(MAX_IDS),
       `A batch get: a comma list of up to ${MAX_IDS} user ids; the users that exist, in the order asked, as one page (nextCursor null). Unknown ids are left out; a malformed id, or any other parameter beside it, is 400.`,
     ),
   ]

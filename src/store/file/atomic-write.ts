@@ -5,7 +5,7 @@ import path from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { promisify } from 'node:util'
 
-import { reportDurableWrite } from '../../metrics/durable-writes.js'
+import { reportDurableWrite } from '../../metrics/durable-write-timings.js'
 import { hasCode } from './errno.js'
 
 /**
@@ -47,7 +47,7 @@ export {
   type DurableWriteObserver,
   type DurableWriteTiming,
   observeDurableWrites,
-} from '../../metrics/durable-writes.js'
+} from '../../metrics/durable-write-timings.js'
 
 const READY: Promise<void> = Promise.resolve()
 

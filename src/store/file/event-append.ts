@@ -4,7 +4,7 @@ import path from 'node:path'
 import { performance } from 'node:perf_hooks'
 
 import { type ChangeEvent, eventIdNumber, formatEventId } from '../../domain/event.js'
-import { reportDurableWrite } from '../../metrics/durable-writes.js'
+import { reportDurableWrite } from '../../metrics/durable-write-timings.js'
 import type { EventPlace } from '../feed/event-index.js'
 import { syncDirectorySync, WriteError } from './atomic-write.js'
 import type { Segment, Segments } from './event-segments.js'

@@ -4,18 +4,16 @@
  */
 import path from 'node:path'
 
-import { SCOPES } from '../auth/authenticate.js'
-import type { KeySet } from '../auth/keys.js'
-import { signToken } from '../auth/sign-token.js'
 import { StartError } from '../domain/errors.js'
 import { createJsonLogger, type JsonLogger } from '../log/logger.js'
 import { createService } from '../service.js'
-import { createStore } from '../store/create-store.js'
-import { lockDataDir } from '../store/file/data-dir-lock.js'
+import { pickSettings } from '../settings.js'
+import { openStore } from '../store/open-store.js'
 import { isClusterWorker, shouldFork, startPrimary } from './cluster.js'
 import { createClusterSlots } from './cluster-slots.js'
-import { type Config, ConfigError, parseConfig, SERVICE_DEFAULTS } from './config.js'
+import { ConfigError, parseConfig } from './config.js'
 import { resolveKeys } from './first-start.js'
+import { formatFirstStart } from './first-start-message.js'
 
 /** How long an exit waits for buffered log lines to reach a slow reader. */
 const LOG_FLUSH_MS = 1000
@@ -29,36 +27,23 @@ async function main(): Promise<void> {
     })
     return
   }
-  const store = createStore({
-    databaseUrl: config.databaseUrl,
-    dataDir: config.dataDir,
+  const opened = openStore({
+    ...pickSettings(config, ['store']),
     logger,
-    eventsRetentionDays: config.eventsRetentionDays,
-    checkpointMs: config.checkpointMs,
+    // Workers leave the data directory to their primary.
+    ownsDataDir: !isClusterWorker(),
   })
-  // The lock comes first: only the process that owns the directory may write to it, the
-  // first-start secret included. A store that keeps no files there (a database) leaves the lock
-  // to the process; workers leave it to their primary.
-  store.lock()
-  const dirLock =
-    store.capabilities.dataDir === undefined && !isClusterWorker()
-      ? lockDataDir(config.dataDir)
-      : undefined
-  const releaseDir = (): void => {
-    if (dirLock?.held === true && !dirLock.release())
-      logger.warn('could not remove the lock file', { file: dirLock.file })
-  }
-  // Refuses the start (saying npm install pg) before listening when the driver is missing.
-  await store.prepare()
+  // The claim comes first: only the process that owns the directory may write to it, the
+  // first-start secret included. Then a missing driver refuses the start (saying npm install
+  // pg) before listening.
+  await opened.prepare()
   const { keys, generatedFile } = await resolveKeys(config).catch(async (error: unknown) => {
-    await store.close()
-    releaseDir()
+    await opened.close()
     throw error
   })
   const service = createService({
-    ...SERVICE_DEFAULTS,
     ...config,
-    store,
+    store: opened,
     keys,
     logger,
     now: Date.now,
@@ -71,7 +56,7 @@ async function main(): Promise<void> {
     void exit(logger, 1)
   })
   // The database is migrated before listening: a schema newer than the code refuses the start.
-  if (store.capabilities.shared) await service.open()
+  if (opened.store.capabilities.shared) await service.open()
   const { url } = await service.listen(config.port, config.host)
   // Always printed, whatever LOG_LEVEL says: tools read the URL from it.
   logger.always('listening', {
@@ -80,7 +65,23 @@ async function main(): Promise<void> {
     dataDir: config.dataDir,
     pid: process.pid,
   })
-  if (generatedFile !== undefined) printFirstStart(url, config, keys, generatedFile)
+  if (generatedFile !== undefined) {
+    const message = formatFirstStart({
+      url,
+      config,
+      keys,
+      file: generatedFile,
+      now: Math.floor(Date.now() / 1000),
+      launch: {
+        argv: process.argv,
+        execArgv: process.execArgv,
+        execPath: process.execPath,
+        cwd: process.cwd(),
+        npmScript: process.env['npm_lifecycle_event'],
+      },
+    })
+    if (message !== undefined) process.stderr.write(message)
+  }
 
   let stopping = false
   const stop = (signal: NodeJS.Signals): void => {
@@ -91,7 +92,6 @@ async function main(): Promise<void> {
     logger.info('shutting down', { signal })
     service.close().then(
       () => {
-        releaseDir()
         logger.info('stopped', { signal })
         void exit(logger, 0)
       },
@@ -111,46 +111,6 @@ async function exit(logger: JsonLogger, code: number): Promise<void> {
   await logger.flush()
   clearTimeout(timer)
   process.exit(code)
-}
-
-/** Once, on stderr and outside the JSON logs: the new secret's file, a token and a curl line. */
-function printFirstStart(url: string, config: Config, keys: KeySet, file: string): void {
-  const key = keys.keys[0]
-  if (key === undefined) return
-  const now = Math.floor(Date.now() / 1000)
-  const token = signToken(
-    {
-      sub: 'first-start-admin',
-      // The three user scopes (§6); the feed's scope stands alone and is shown as its own example.
-      scope: SCOPES.filter((scope) => scope !== 'events:read').join(' '),
-      iat: now,
-      exp: now + 24 * 3600,
-      ...(config.issuer === undefined ? {} : { iss: config.issuer }),
-      ...(config.audience === undefined ? {} : { aud: config.audience }),
-    },
-    { key },
-  )
-  process.stderr.write(
-    [
-      '',
-      `No JWT_SECRET was set, so a new random secret was written to ${file} (mode 0600).`,
-      'It is used on every later start with this DATA_DIR. Set JWT_SECRET in production.',
-      '',
-      'A token with every scope, valid for 24 hours (npm run token makes more):',
-      '',
-      `  ${token}`,
-      '',
-      'Try it:',
-      '',
-      `  curl -H "Authorization: Bearer ${token}" ${url}${config.basePath}/users`,
-      '',
-      'The change feed (GET /events) needs the scope events:read, on a token of its own:',
-      '',
-      '  npm run -s token -- --sub feed-reader --scope events:read',
-      '',
-      '',
-    ].join('\n'),
-  )
 }
 
 /** Starts the service from the environment; a start that fails says why on stderr and exits 1. */

@@ -1,0 +1,47 @@
+// npm start and npm run token: builds dist/ (tsc -p tsconfig.build.json) only when a source is newer
+// than the last build, so that a token takes a moment instead of a compiler run. A fresh clone has
+// no dist/ and builds; a failed build leaves no record, so the next run tries again.
+// An argument names another project root (the tests build a small one).
+
+import { execFileSync } from 'node:child_process'
+import { readdirSync, rmSync, statSync, utimesSync } from 'node:fs'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const ROOT = path.resolve(process.argv[2] ?? path.join(fileURLToPath(import.meta.url), '..', '..'))
+// tsc writes it on every build (tsconfig.build.json); its time is set to the build's start below.
+const RECORD = path.join(ROOT, 'dist', '.tsbuildinfo')
+const INPUTS = ['src', 'tsconfig.json', 'tsconfig.build.json', 'package.json']
+
+/** The latest change under `file`: directories count too, as a deleted source changes its folder. */
+function newest(file) {
+  let stats
+  try {
+    stats = statSync(file)
+  } catch {
+    return 0
+  }
+  if (!stats.isDirectory()) return stats.mtimeMs
+  return readdirSync(file).reduce(
+    (latest, name) => Math.max(latest, newest(path.join(file, name))),
+    stats.mtimeMs,
+  )
+}
+
+const built = newest(RECORD)
+const changed = Math.max(...INPUTS.map((input) => newest(path.join(ROOT, input))))
+if (built === 0 || changed >= built) {
+  const started = new Date()
+  try {
+    execFileSync(
+      process.execPath,
+      [path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'],
+      { cwd: ROOT, stdio: 'inherit' },
+    )
+  } catch {
+    rmSync(RECORD, { force: true })
+    process.exit(1)
+  }
+  // A source saved while tsc ran is newer than this, so the next run builds again.
+  utimesSync(RECORD, started, started)
+}

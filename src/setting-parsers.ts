@@ -1,0 +1,93 @@
+/** The parsers of src/settings.ts: each turns a variable's text into a value or throws ConfigError. */
+import { isIP } from 'node:net'
+import { availableParallelism } from 'node:os'
+
+import { createSingleKeySet, KeyError, type KeySet, parseKeyList } from './auth/keys.js'
+import { CorsConfigError, type CorsOrigins, parseCorsOrigins } from './http/cors.js'
+import { LOG_LEVELS, type LogLevel } from './log/logger.js'
+
+/** A value that cannot be used; the message starts with the variable's name. */
+export class ConfigError extends Error {
+  override name = 'ConfigError'
+}
+
+export function integer(min: number, max: number): (text: string, name: string) => number {
+  return (text, name) => {
+    if (!/^\d+$/.test(text)) throw new ConfigError(`${name} must be a whole number, got "${text}"`)
+    const value = Number(text)
+    if (value < min || value > max) {
+      throw new ConfigError(`${name} must be between ${min} and ${max}, got ${text}`)
+    }
+    return value
+  }
+}
+
+const HOSTNAME =
+  /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/
+
+export function parseHost(text: string, name: string): string {
+  if (isIP(text) !== 0 || HOSTNAME.test(text)) return text
+  throw new ConfigError(`${name} must be an IP address or a host name, got "${text}"`)
+}
+
+export function parseBasePath(text: string, name: string): string {
+  if (text === '/') return ''
+  if (!/^(\/[A-Za-z0-9._~-]+)+\/?$/.test(text)) {
+    throw new ConfigError(`${name} must look like /v1 (segments of [A-Za-z0-9._~-]), got "${text}"`)
+  }
+  return text.endsWith('/') ? text.slice(0, -1) : text
+}
+
+/** The URL is never echoed: it may hold a password. */
+export function parseDatabaseUrl(text: string, name: string): string | undefined {
+  let protocol: string | undefined
+  try {
+    protocol = new URL(text).protocol
+  } catch {
+    protocol = undefined
+  }
+  if (protocol !== 'postgres:' && protocol !== 'postgresql:') {
+    throw new ConfigError(`${name} must be a postgres:// or postgresql:// URL`)
+  }
+  return text
+}
+
+const wholeWorkers = integer(1, 1024)
+
+export function parseWorkers(text: string, name: string): number {
+  return text.toLowerCase() === 'auto' ? availableParallelism() : wholeWorkers(text, name)
+}
+
+export function parseOnOff(text: string, name: string): boolean {
+  const value = text.toLowerCase()
+  if (value === 'on') return true
+  if (value === 'off') return false
+  throw new ConfigError(`${name} must be on or off, got "${text}"`)
+}
+
+export function parseLogLevel(text: string, name: string): LogLevel {
+  const level = LOG_LEVELS.find((candidate) => candidate === text.toLowerCase())
+  if (level === undefined) {
+    throw new ConfigError(`${name} must be one of ${LOG_LEVELS.join(', ')}, got "${text}"`)
+  }
+  return level
+}
+
+/** JWT_SECRETS is a list of kid=secret; JWT_SECRET one secret. */
+export function parseKeys(text: string, name: string): KeySet | undefined {
+  try {
+    return name === 'JWT_SECRETS' ? parseKeyList(text) : createSingleKeySet(text)
+  } catch (error) {
+    if (error instanceof KeyError) throw new ConfigError(error.message)
+    throw error
+  }
+}
+
+export function parseCors(text: string, name: string): CorsOrigins | undefined {
+  try {
+    return parseCorsOrigins(text)
+  } catch (error) {
+    if (error instanceof CorsConfigError) throw new ConfigError(`${name}: ${error.message}`)
+    throw error
+  }
+}

@@ -1,0 +1,213 @@
+/*
+ * What a request generator needs of an OpenAPI document, in the way schemathesis and
+ * hypothesis-jsonschema work: candidate values, many of them deliberately at or past an edge, and
+ * a JSON Schema check that keeps only the ones a schema allows. A schema that allows more than the
+ * service takes lets such a candidate through, and the service's 400 or 422 shows it.
+ */
+
+export type Json = Record<string, unknown>
+
+export function isObject(value: unknown): value is Json {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+/** A `$ref` into the document resolved, any other schema as it is. */
+export function resolve(doc: Json, schema: unknown): Json {
+  if (!isObject(schema)) return {}
+  const ref = schema['$ref']
+  if (typeof ref !== 'string') return schema
+  let found: unknown = doc
+  for (const key of ref.slice(2).split('/')) found = isObject(found) ? found[key] : undefined
+  return resolve(doc, found)
+}
+
+const codePoints = (text: string): number => [...text].length
+
+function typeOf(value: unknown): string {
+  if (value === null) return 'null'
+  if (Array.isArray(value)) return 'array'
+  if (typeof value === 'number') return Number.isInteger(value) ? 'integer' : 'number'
+  return typeof value
+}
+
+function hasType(schema: Json, value: unknown): boolean {
+  const type = schema['type']
+  if (type === undefined) return true
+  const types = Array.isArray(type) ? type : [type]
+  const actual = typeOf(value)
+  return types.includes(actual) || (actual === 'integer' && types.includes('number'))
+}
+
+/** Whether `value` meets `schema` (the keywords the service's document uses; formats as Ajv's). */
+export function allows(doc: Json, rawSchema: unknown, value: unknown): boolean {
+  const schema = resolve(doc, rawSchema)
+  if (!hasType(schema, value)) return false
+  const choices = schema['enum']
+  if (Array.isArray(choices) && !choices.includes(value)) return false
+  if (typeof value === 'string') return allowsString(schema, value)
+  if (typeof value === 'number') {
+    const { minimum, maximum } = schema
+    if (typeof minimum === 'number' && value < minimum) return false
+    if (typeof maximum === 'number' && value > maximum) return false
+    return true
+  }
+  if (isObject(value)) return allowsObject(doc, schema, value)
+  return true
+}
+
+function allowsString(schema: Json, value: string): boolean {
+  const { minLength, maxLength, pattern, format } = schema
+  if (typeof minLength === 'number' && codePoints(value) < minLength) return false
+  if (typeof maxLength === 'number' && codePoints(value) > maxLength) return false
+  if (typeof pattern === 'string' && !new RegExp(pattern, 'u').test(value)) return false
+  // Ajv's `uuid` format: any case, as RFC 9562 allows.
+  if (format === 'uuid' && !/^[0-9a-f]{8}-(?:[0-9a-f]{4}-){3}[0-9a-f]{12}$/i.test(value))
+    return false
+  return true
+}
+
+function allowsObject(doc: Json, schema: Json, value: Json): boolean {
+  const properties = isObject(schema['properties']) ? schema['properties'] : {}
+  const required = Array.isArray(schema['required']) ? schema['required'] : []
+  if (required.some((name) => typeof name === 'string' && !(name in value))) return false
+  const keys = Object.keys(value)
+  const { maxProperties, propertyNames, additionalProperties } = schema
+  if (typeof maxProperties === 'number' && keys.length > maxProperties) return false
+  return keys.every((key) => {
+    if (propertyNames !== undefined && !allows(doc, propertyNames, key)) return false
+    if (key in properties) return allows(doc, properties[key], value[key])
+    if (additionalProperties === false) return false
+    return additionalProperties === undefined || allows(doc, additionalProperties, value[key])
+  })
+}
+
+const UUID = '0193a5f2-7c1e-7d3a-9b2f-1c2d3e4f5a6b'
+const uuid = (n: number): string => `0193a5f2-7c1e-7d3a-9b2f-${n.toString(16).padStart(12, '0')}`
+/** Ways to surround a value that engines count as white space differently. */
+const SPACES = [' ', '\t', '\u00A0', '\u3000', '\uFEFF', '\u0085', '\u001C', '\u200B']
+
+/** Text candidates: the schema's own values, each wrapped and cut, and a corpus of edges. */
+export function stringCandidates(schema: Json): string[] {
+  const own = [
+    ...(Array.isArray(schema['enum']) ? schema['enum'] : []),
+    ...(Array.isArray(schema['examples']) ? schema['examples'] : []),
+    schema['default'],
+  ].filter((value): value is string => typeof value === 'string')
+  const lengths = [schema['minLength'], schema['maxLength']].filter(
+    (value): value is number => typeof value === 'number',
+  )
+  const sized = lengths.flatMap((n) =>
+    [n - 1, n, n + 1].filter((m) => m >= 0).flatMap((m) => ['a'.repeat(m), '😀'.repeat(m)]),
+  )
+  const hex = ['0000000000000000', '0000000000000001', '7fffffffffffffff', '8000000000000000']
+  const corpus = [
+    '',
+    ' ',
+    'a',
+    'zzz',
+    'a\u0000b',
+    '\u200B',
+    UUID,
+    UUID.toUpperCase(),
+    `${UUID},${uuid(2)}`,
+    ` ${UUID} , ${uuid(2)} `,
+    `${UUID},`,
+    Array.from({ length: 100 }, (_, n) => uuid(n)).join(','),
+    Array.from({ length: 101 }, (_, n) => uuid(n)).join(','),
+    ...hex,
+    'ffffffffffffffff',
+    '7FFFFFFFFFFFFFFF',
+    '"v1"',
+    'W/"v1"',
+    '*',
+  ]
+  const values = [...own, ...sized, ...corpus]
+  const lists = own.length > 1 ? [own.join(','), ` ${own.slice(0, 2).join(' , ')} `] : []
+  const varied = own.flatMap((value) => [
+    ...SPACES.flatMap((space) => [`${space}${value}`, `${value}${space}`]),
+    value.toUpperCase(),
+    `${value},`,
+    value.slice(1),
+  ])
+  return [...new Set([...values, ...lists, ...varied])]
+}
+
+/** Email candidates: the rule's edges (lengths, dots, invisible and control characters). */
+export function emailCandidates(): string[] {
+  return [
+    'ada@example.com',
+    ' ada@example.com ',
+    '\u00A0ada@example.com\u3000',
+    '\uFEFFada@example.com',
+    'zoë@example.com',
+    'a..b@example.com',
+    'v@io',
+    'a@b.c',
+    'a@b',
+    'a b@c.co',
+    'a@b@c.co',
+    'A@EXAMPLE.COM',
+    '\u200B@b.co',
+    'a@\u200B.co',
+    'a\u0085@b.co',
+    'a\u001C@b.co',
+    'a\u0000@b.co',
+    '😀@b.co',
+    `${'l'.repeat(64)}@b.co`,
+    `${'l'.repeat(65)}@b.co`,
+    `a@${'d'.repeat(248)}.co`,
+    `a@${'d'.repeat(249)}.co`,
+    '\u3164@b.co',
+  ]
+}
+
+/** Name candidates: lengths in code points, white space, invisible and control characters. */
+export function nameCandidates(): string[] {
+  return [
+    'Ada',
+    ' Ada ',
+    '\tAda\n',
+    'a'.repeat(200),
+    'a'.repeat(201),
+    '😀'.repeat(200),
+    '😀'.repeat(201),
+    ` ${'a'.repeat(200)} `,
+    '',
+    ' ',
+    '\u200B',
+    '\u3164',
+    'A\u200B',
+    'A\nB',
+    'A\u0085B',
+    'A\u007FB',
+    'A\u00A0B',
+    'Ada\uFEFF',
+    '\u115F\u1160',
+  ]
+}
+
+/** Metadata candidates: key and value edges, counts, prototype keys, nulls (for a merge patch). */
+export function metadataCandidates(): unknown[] {
+  const keys = (count: number): Json =>
+    Object.fromEntries(Array.from({ length: count }, (_, n) => [`k${n}`, 'v']))
+  return [
+    {},
+    { team: 'engines' },
+    JSON.parse('{"__proto__":"x","constructor":"y"}'),
+    { ['k'.repeat(64)]: 'v'.repeat(512) },
+    { ['k'.repeat(65)]: 'v' },
+    { 'a b': 'v' },
+    { '': 'v' },
+    { k: 'v'.repeat(513) },
+    { k: '😀'.repeat(512) },
+    { k: 'a\u0000b' },
+    { k: '\uD800' },
+    { k: 1 },
+    keys(32),
+    keys(33),
+    null,
+    { k: null },
+  ]
+}
+
+export { UUID, uuid }

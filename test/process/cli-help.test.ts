@@ -1,0 +1,40 @@
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+
+import { spawnService } from '../helpers/child.js'
+import { makeTempDir } from '../helpers/service.js'
+
+/** Runs `user-service ARGS` (src/bin.ts through tsx) and waits for it to exit. */
+async function runCommand(dataDir: string, args: readonly string[]) {
+  const child = spawnService({ dataDir, args: ['--import', 'tsx', 'src/bin.ts', ...args] })
+  const { code } = await child.exited
+  return { code, stdout: child.stdout(), stderr: child.stderr() }
+}
+
+describe('user-service COMMAND --help', () => {
+  for (const [args, usage] of [
+    [['token', '--help'], /^usage: user-service token --sub ID .*\n.*--ttl/s],
+    [['token', '-h'], /^usage: user-service token --sub ID/],
+    [['export', '--help'], /^usage: user-service export\|import \[--url URL\]/],
+    [['import', '--url', 'http://127.0.0.1:1', '--help'], /^usage: user-service export\|import/],
+    [['healthcheck', '--help'], /^usage: user-service healthcheck/],
+    [['serve', '--help'], /^usage: user-service \[serve\]/],
+    [['--help'], /^usage: user-service \[serve\].*\nusage: user-service token/s],
+  ] as const) {
+    it(`${args.join(' ')}: prints the usage on stdout and exits 0, doing nothing else`, async (t) => {
+      const dataDir = await makeTempDir(t, 'cli-help-')
+      const { code, stdout, stderr } = await runCommand(dataDir, args)
+      assert.equal(stderr, '')
+      assert.equal(code, 0)
+      assert.match(stdout, usage)
+    })
+  }
+
+  it('still refuses an unknown option with exit 1 and the reason', async (t) => {
+    const dataDir = await makeTempDir(t, 'cli-help-')
+    const { code, stdout, stderr } = await runCommand(dataDir, ['token', '--sub', 'a', '--bogus'])
+    assert.equal(code, 1)
+    assert.equal(stdout, '')
+    assert.match(stderr, /^token: Unknown option '--bogus'/)
+  })
+})
