@@ -6,6 +6,7 @@ import { describe, it } from 'node:test'
 import { NO_PRECONDITIONS } from '../../src/domain/preconditions.js'
 import { answerConditionalRead, readPreconditions } from '../../src/http/conditional-request.js'
 import { HttpError, toHttpError } from '../../src/http/problem.js'
+import type { RouteSpec } from '../../src/http/route-spec.js'
 import type { Route } from '../../src/routes/route.js'
 import { ROUTES } from '../../src/routes/route-list.js'
 import { assertProblem, type RequestOptions } from '../helpers/http.js'
@@ -15,7 +16,7 @@ import { makeToken } from '../helpers/tokens.js'
 const SRC = path.join(import.meta.dirname, '..', '..', 'src')
 const STALE = '"never-this-tag"'
 
-function spec(conditional: boolean, method: 'GET' | 'PATCH' = 'GET') {
+function spec(conditional: boolean, method: 'GET' | 'PATCH' = 'GET'): RouteSpec {
   return { operationId: 'x', method, path: '/x/{id}', root: false, conditional }
 }
 
