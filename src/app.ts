@@ -11,6 +11,7 @@ import {
   readBody,
   validateContentType,
 } from './http/body.js'
+import { answerConditionalRead, readPreconditions } from './http/conditional-request.js'
 import { allowedMethods, type CorsOrigins, createCors } from './http/cors.js'
 import {
   isBehindLastRequest,
@@ -48,8 +49,8 @@ export interface AppParts {
 }
 
 /**
- * The `(req, res)` listener: route → availability → token → scope → body → handler, each step
- * throwing one HttpError, and one catch that turns any error into problem+json.
+ * The `(req, res)` listener: route → availability → token → scope → body → preconditions →
+ * handler, each step throwing one HttpError, and one catch that turns any error into problem+json.
  */
 export function createRequestListener(parts: AppParts): RequestListener {
   const router = createRouter(parts.routes, parts.basePath)
@@ -107,11 +108,13 @@ export function createRequestListener(parts: AppParts): RequestListener {
     if (route.body !== 'none') validateContentType(req, route.mediaTypes)
     // A streamed body is the handler's to read, as it arrives.
     if (route.body === 'none' || route.body === 'stream') {
-      return route.handle(contextOf(req, res, state, rawParams, undefined, claims))
+      return route.handle(contextOf(req, res, state, route, rawParams, undefined, claims))
     }
     const rule = route.body
     return readBody(req).then((bytes) =>
-      route.handle(contextOf(req, res, state, rawParams, parseJsonBody(bytes, rule), claims)),
+      route.handle(
+        contextOf(req, res, state, route, rawParams, parseJsonBody(bytes, rule), claims),
+      ),
     )
   }
 
@@ -119,23 +122,29 @@ export function createRequestListener(parts: AppParts): RequestListener {
     req: IncomingMessage,
     res: ServerResponse,
     state: RequestState,
+    route: Route,
     rawParams: Record<string, string>,
     body: unknown,
     claims: TokenClaims | undefined,
-  ): RouteContext => ({
-    req,
-    res,
-    params: decodePathParams(rawParams),
-    rawQuery: state.query,
-    body,
-    headers: req.headers,
-    requestId: state.requestId,
-    change: { actor: state.sub, requestId: state.requestId },
-    claims,
-    cors: state.cors,
-    faults,
-    services,
-  })
+  ): RouteContext => {
+    // After the body's checks: an empty header is a 400 that comes after a 413 or a 415.
+    state.preconditions = readPreconditions(route, req.headers)
+    return {
+      req,
+      res,
+      params: decodePathParams(rawParams),
+      rawQuery: state.query,
+      body,
+      headers: req.headers,
+      preconditions: state.preconditions,
+      requestId: state.requestId,
+      change: { actor: state.sub, requestId: state.requestId },
+      claims,
+      cors: state.cors,
+      faults,
+      services,
+    }
+  }
 
   /** Sends what the handler answered (a stream has answered already). */
   const finish = (
@@ -149,7 +158,12 @@ export function createRequestListener(parts: AppParts): RequestListener {
       return
     }
     try {
-      answer(req, res, state, answered, cachePolicy(state.route, answered))
+      const route = state.route
+      const reply =
+        route?.conditional === true
+          ? answerConditionalRead(route, state.preconditions, answered)
+          : answered
+      answer(req, res, state, reply, cachePolicy(route, reply))
     } catch (caught) {
       fail(req, res, state, caught)
     }

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http'
 import { performance } from 'node:perf_hooks'
 
+import { NO_PRECONDITIONS, type Preconditions } from './domain/preconditions.js'
 import { readRequestId } from './http/request-id.js'
 import { readTraceId } from './http/trace-context.js'
 import type { Route } from './routes/route.js'
@@ -17,6 +18,8 @@ export interface RequestState {
   readonly traceId: string | undefined
   /** The route matched; undefined until routing, and for 404 and 405. */
   route: Route | undefined
+  /** If-Match and If-None-Match as the route declares them, once its body was read. */
+  preconditions: Preconditions
   /** The handler wrote its answer itself. */
   streamed: boolean
   /** CORS headers for every answer to this request (cors.ts); undefined when CORS is off. */
@@ -35,6 +38,7 @@ export function startRequest(req: IncomingMessage): RequestState {
     counted: false,
     traceId: readTraceId(req.headers.traceparent),
     route: undefined,
+    preconditions: NO_PRECONDITIONS,
     streamed: false,
   }
 }

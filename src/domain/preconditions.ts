@@ -1,3 +1,5 @@
+import { ServiceError } from './errors.js'
+
 /** The validators a request carries (RFC 9110 §13.1), as sent. */
 export interface Preconditions {
   readonly ifMatch: string | undefined
@@ -24,6 +26,14 @@ export function evaluatePreconditions(
     return safe ? 'not_modified' : 'failed'
   }
   return 'pass'
+}
+
+/** The error of a request whose preconditions do not hold for the current tag `etag`. */
+export function preconditionFailed(etag: string): ServiceError {
+  return new ServiceError(
+    'precondition_failed',
+    `A precondition does not hold for the current ETag ${etag}.`,
+  )
 }
 
 /** If-Match compares strongly; `*` matches any current representation. */

@@ -7,8 +7,8 @@ export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'
 export type BodyRule = 'none' | 'required' | 'optional' | 'stream'
 
 /**
- * What the HTTP layer reads of a route: the router, CORS and the metrics. The whole route (scope,
- * handler, documentation) is `Route` in routes/route.ts, which extends this.
+ * What the HTTP layer reads of a route: the router, CORS, the metrics and the preconditions. The
+ * whole route (scope, handler, documentation) is `Route` in routes/route.ts, which extends this.
  */
 export interface RouteSpec {
   readonly operationId: string
@@ -17,4 +17,9 @@ export interface RouteSpec {
   readonly path: string
   /** True for routes at the server root, outside `BASE_PATH` (probes look for them there). */
   readonly root: boolean
+  /**
+   * The route takes `If-Match` and `If-None-Match` (RFC 9110 §13): conditional-request.ts reads
+   * them for it, and for no other route.
+   */
+  readonly conditional: boolean
 }

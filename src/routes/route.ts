@@ -3,6 +3,7 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import type { Scope } from '../auth/authenticate.js'
 import type { TokenClaims } from '../auth/verify-token.js'
 import type { ChangeContext } from '../domain/change-context.js'
+import type { Preconditions } from '../domain/preconditions.js'
 import type { Reply } from '../http/respond.js'
 import type { BodyRule, RouteSpec } from '../http/route-spec.js'
 import type { Intent } from '../ops/availability.js'
@@ -25,6 +26,11 @@ export interface RouteContext {
   /** The parsed JSON body; undefined when the route takes none, streams it, or it was empty. */
   readonly body: unknown
   readonly headers: IncomingHttpHeaders
+  /**
+   * If-Match and If-None-Match, read for a route that declares `conditional` (none for any other
+   * route): a write hands them to its operation; a read's are applied to its answer for it.
+   */
+  readonly preconditions: Preconditions
   readonly requestId: string
   /** Who makes the request (§10): the token's subject and the request id, for the events of its writes. */
   readonly change: ChangeContext
@@ -64,8 +70,6 @@ export interface Route extends RouteSpec {
   readonly mediaTypes: readonly string[]
   /** Successful GETs may be stored privately and revalidated; everything else is `no-store`. */
   readonly cacheable: boolean
-  /** The route takes `If-Match` (writes) or `If-None-Match` (reads). */
-  readonly conditional: boolean
   /** What it asks of availability; default `read` for GET and `write` for the other methods. */
   readonly intent?: Intent
   readonly summary: string
@@ -78,7 +82,7 @@ export interface Route extends RouteSpec {
   readonly responses: Readonly<Record<number, ResponseDoc>>
   /**
    * Error statuses beyond those its other fields imply (a scope: 401 and 403; a body: 413, 415,
-   * 422; a path parameter: 404; conditional: 412; not root: 503).
+   * 422; a path parameter: 404; `conditional`, declared in RouteSpec: 412; not root: 503).
    */
   readonly errors?: readonly number[]
   readonly handle: RouteHandler

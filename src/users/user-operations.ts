@@ -1,7 +1,11 @@
 import type { ChangeContext } from '../domain/change-context.js'
 import { ServiceError } from '../domain/errors.js'
 import { type LifecycleAction, nextStatus } from '../domain/lifecycle.js'
-import { evaluatePreconditions, type Preconditions } from '../domain/preconditions.js'
+import {
+  evaluatePreconditions,
+  type Preconditions,
+  preconditionFailed,
+} from '../domain/preconditions.js'
 import type { User, UserRecord } from '../domain/user.js'
 import { createIdGenerator, type IdGenerator, isCanonicalUuid } from '../domain/uuid7.js'
 import type { ListPage, ListQuery, Store } from '../store/store.js'
@@ -28,11 +32,8 @@ export interface UserOperationsOptions {
 /** What can be done to users, independent of HTTP: rules, preconditions and the lifecycle. */
 export interface UserOperations {
   list(query: ListQuery): Promise<ListPage>
-  /**
-   * The user; precondition_failed when If-Match fails. A matching If-None-Match is left to the
-   * caller (304).
-   */
-  get(id: string, conditions: Preconditions): Promise<UserRecord>
+  /** The user. A read's preconditions are the caller's, on the answer (http/conditional-request.ts). */
+  get(id: string): Promise<UserRecord>
   /**
    * The writes take who makes them (`context`: the token's subject and the request id), which the
    * store puts in the change's event; `{}` for a write outside a request.
@@ -107,16 +108,10 @@ export function createUserOperations(options: UserOperationsOptions): UserOperat
   return {
     list: (query) => store.list(query),
 
-    get(id, conditions) {
+    get(id) {
       requireUserId(id)
       return store.get(id).then((record) => {
         if (record === undefined) throw notFound()
-        if (
-          conditions.ifMatch !== undefined &&
-          evaluatePreconditions(conditions, record.etag, true) === 'failed'
-        ) {
-          throw preconditionFailed(record)
-        }
         return record
       })
     },
@@ -183,17 +178,13 @@ function notFound(): ServiceError {
   return new ServiceError('not_found', 'There is no user with this id.')
 }
 
-function preconditionFailed(current: UserRecord): ServiceError {
-  return new ServiceError(
-    'precondition_failed',
-    `A precondition does not hold for the current ETag ${current.etag}.`,
-  )
-}
-
-/** A write goes ahead only when If-Match matches and If-None-Match does not (`*` included). */
+/**
+ * A write goes ahead only when If-Match matches and If-None-Match does not (`*` included): checked
+ * here, under the store's lock for the user, so that two writers with one tag cannot both pass.
+ */
 function checkWritePreconditions(current: UserRecord, conditions: Preconditions): void {
   if (evaluatePreconditions(conditions, current.etag, false) !== 'pass')
-    throw preconditionFailed(current)
+    throw preconditionFailed(current.etag)
 }
 
 function sameInput(current: User, input: UserInput): boolean {

@@ -18,6 +18,8 @@ const LAYERS: readonly (readonly string[])[] = [
   ['app.ts', 'request-state.ts'],
   ['openapi/'],
   ['routes/'],
+  // The import pipeline and the streaming of answers to slow clients, under the bulk routes.
+  ['bulk/'],
   ['ops/'],
   ['users/'],
   ['store/'],
@@ -30,6 +32,68 @@ const LAYERS: readonly (readonly string[])[] = [
 ]
 
 /**
+ * Inside a folder of LAYERS, the same rule between its own parts, top to bottom: a module imports
+ * only parts of its own layer or of a layer below it. Members are paths under src/; a module
+ * belongs to the longest member that holds it (`routes/bulk/bulk-services.ts` before
+ * `routes/bulk/`).
+ */
+const FOLDER_LAYERS: Readonly<Record<string, readonly (readonly string[])[]>> = {
+  'routes/': [
+    // The table of every route, in the order the OpenAPI document lists them.
+    ['routes/route-list.ts'],
+    // The Route values, one folder per resource (none imports another: see APART).
+    ['routes/users/', 'routes/bulk/', 'routes/events/', 'routes/service/'],
+    // What every route is made of: the Route type, the defaults each route spreads, the schemas
+    // of parameters.
+    ['routes/route.ts', 'routes/route-defaults.ts', 'routes/parameter-schemas.ts'],
+    // What the handlers work with, and the bulk routes' part of it.
+    ['routes/route-services.ts'],
+    ['routes/bulk/bulk-services.ts'],
+  ],
+  'store/': [
+    // Opens the store a configuration names, with the data directory's lock when it needs one.
+    ['store/open-store.ts'],
+    // Builds the store a configuration names.
+    ['store/create-store.ts'],
+    // The stores (none imports another: see APART).
+    ['store/file/', 'store/postgres/', 'store/memory-store.ts'],
+    // The base the in-process stores share, and its parts.
+    ['store/indexed-store.ts'],
+    ['store/durable-writes.ts', 'store/user-index.ts', 'store/per-key-queue.ts'],
+    // The contract: what every store is, takes and throws.
+    [
+      'store/store.ts',
+      'store/store-errors.ts',
+      'store/store-input.ts',
+      'store/storage-unavailable.ts',
+    ],
+    // The change feed every store keeps, which the contract names (Store.events).
+    ['store/feed/'],
+  ],
+}
+
+/** Parts of one layer that know nothing of each other: each resource's routes, each store. */
+const APART: readonly (readonly string[])[] = [
+  ['routes/users/', 'routes/bulk/', 'routes/events/', 'routes/service/'],
+  ['store/file/', 'store/postgres/', 'store/memory-store.ts'],
+]
+
+/**
+ * What the rest of the service may import from store/: its contract, the modules a caller needs to
+ * use any store (the Store interface and its types, the errors and input rules every store shares,
+ * the one storage_unavailable answer). Which store runs, and how, is store/'s own business.
+ */
+const STORE_CONTRACT: readonly string[] = [
+  'store/store.ts',
+  'store/store-errors.ts',
+  'store/store-input.ts',
+  'store/storage-unavailable.ts',
+]
+
+/** The folders that use a store and may import only its contract. */
+const STORE_USERS: readonly string[] = ['users/', 'routes/', 'bulk/', 'ops/']
+
+/**
  * Arrows the order above lets through but the layout forbids: the user operations and the stores
  * know nothing of HTTP. They throw ServiceErrors, and routes/ and http/ make answers of them.
  */
@@ -38,25 +102,94 @@ const FORBIDDEN: readonly (readonly [from: string, to: string])[] = [
   ['store/', 'http/'],
 ]
 
+/**
+ * Imports that break the rules today, each in code other work is changing: listed so that the rules
+ * hold for everything else now. An entry that no longer occurs fails the test: strike it.
+ */
+const KNOWN_EXCEPTIONS: readonly string[] = [
+  // The shared base knows the file store's WriteError: the indexed store is to take its durability
+  // as a value (issue 35, item 3), and the write error with it.
+  'store/durable-writes.ts -> store/file/atomic-write.ts',
+  'store/storage-unavailable.ts -> store/file/atomic-write.ts',
+  // The event stream machinery (event-streams.ts, sse-stream.ts) moves out of routes/ after the
+  // change of routes/events/ under way; its RouteServices entry then names the moved module.
+  'routes/route-services.ts -> routes/events/event-streams.ts',
+  // The feed's types and its page limit live beside its in-memory journal, not in the contract;
+  // they move with the feed's composition and the stream machinery.
+  'routes/events/event-query.ts -> store/feed/journal.ts',
+  'routes/events/event-streams.ts -> store/feed/journal.ts',
+  'routes/events/list-events.ts -> store/feed/journal.ts',
+  'routes/events/sse-stream.ts -> store/feed/journal.ts',
+]
+
 /** Whether a module (its path under src/, with `/`) is this entry: in the folder, or the file. */
 function isIn(file: string, member: string): boolean {
   return member.endsWith('/') ? file.startsWith(member) : file === member
 }
 
-/** The layer of a module, or -1 when none holds it. */
-function layerOf(file: string): number {
-  return LAYERS.findIndex((members) => members.some((member) => isIn(file, member)))
+/** The layer of a module in an order, or -1 when none holds it; the longest member wins. */
+function layerIn(order: readonly (readonly string[])[], file: string): number {
+  let found = -1
+  let length = 0
+  order.forEach((members, layer) => {
+    for (const member of members) {
+      if (isIn(file, member) && member.length > length) {
+        found = layer
+        length = member.length
+      }
+    }
+  })
+  return found
 }
 
-/** The imports of src/ that point up the layers or that FORBIDDEN names, as `from -> to`. */
+/** The layer of a module, or -1 when none holds it. */
+function layerOf(file: string): number {
+  return layerIn(LAYERS, file)
+}
+
+/** The folder of FOLDER_LAYERS that holds both modules, if one does. */
+function sharedFolder(file: string, target: string): string | undefined {
+  return Object.keys(FOLDER_LAYERS).find((folder) => isIn(file, folder) && isIn(target, folder))
+}
+
+/** The member of an APART group that holds a module, with its group. */
+function apartMember(file: string): [group: number, member: string] | undefined {
+  for (const [group, members] of APART.entries()) {
+    const member = members.find((candidate) => isIn(file, candidate))
+    if (member !== undefined) return [group, member]
+  }
+  return undefined
+}
+
+function isWrong(file: string, target: string): boolean {
+  const from = layerOf(file)
+  const to = layerOf(target)
+  if (from !== -1 && to !== -1 && to < from) return true
+  if (FORBIDDEN.some(([source, sink]) => isIn(file, source) && isIn(target, sink))) return true
+  const folder = sharedFolder(file, target)
+  if (folder !== undefined) {
+    const order = FOLDER_LAYERS[folder] ?? []
+    const inner = layerIn(order, file)
+    const innerTo = layerIn(order, target)
+    if (inner !== -1 && innerTo !== -1 && innerTo < inner) return true
+    const [group, member] = apartMember(file) ?? []
+    const [groupTo, memberTo] = apartMember(target) ?? []
+    if (group !== undefined && group === groupTo && member !== memberTo) return true
+  }
+  return (
+    STORE_USERS.some((user) => isIn(file, user)) &&
+    isIn(target, 'store/') &&
+    !STORE_CONTRACT.includes(target)
+  )
+}
+
+/**
+ * The imports of src/ that point up the layers (or up a folder's own layers), that cross between
+ * parts kept apart, that FORBIDDEN names, or that reach past the store's contract, as `from -> to`.
+ */
 export function wrongImports(imports: readonly (readonly [from: string, to: string])[]): string[] {
   return imports
-    .filter(([file, target]) => {
-      const from = layerOf(file)
-      const to = layerOf(target)
-      if (from !== -1 && to !== -1 && to < from) return true
-      return FORBIDDEN.some(([source, sink]) => isIn(file, source) && isIn(target, sink))
-    })
+    .filter(([file, target]) => isWrong(file, target))
     .map(([file, target]) => `${file} -> ${target}`)
 }
 
@@ -86,6 +219,15 @@ export function importsOf(file: string, text: string): string[] {
 
 const files = sourceFiles(SRC)
 
+/** Every import of src/, as `[from, to]`. */
+function allImports(): (readonly [string, string])[] {
+  return files.flatMap((file) =>
+    importsOf(file, readFileSync(path.join(SRC, file), 'utf8')).map(
+      (target) => [file, target] as const,
+    ),
+  )
+}
+
 describe('the layers of src/ (arrows point down)', () => {
   it('reads imports of every form', () => {
     const text = [
@@ -109,12 +251,18 @@ describe('the layers of src/ (arrows point down)', () => {
     ])
   })
 
-  it('places every module of src/ in a layer', () => {
+  it('places every module of src/ in a layer, and every module of routes/ and store/ in one of theirs', () => {
     assert.ok(files.length > 50, `only ${files.length} modules found under ${SRC}`)
     assert.deepEqual(
       files.filter((file) => layerOf(file) === -1),
       [],
     )
+    const unplaced = Object.entries(FOLDER_LAYERS).flatMap(([folder, order]) => {
+      const inside = files.filter((file) => isIn(file, folder))
+      assert.ok(inside.length > 5, `only ${inside.length} modules found in ${folder}`)
+      return inside.filter((file) => layerIn(order, file) === -1)
+    })
+    assert.deepEqual(unplaced, [], 'place these modules in a layer of their FOLDER_LAYERS entry')
   })
 
   it('refuses an import that points up, and one of users/ or store/ into http/', () => {
@@ -124,7 +272,7 @@ describe('the layers of src/ (arrows point down)', () => {
         ['users/a.ts', 'routes/b.ts'],
         ['users/a.ts', 'http/problem.ts'],
         ['store/file/a.ts', 'http/b.ts'],
-        ['users/a.ts', 'store/b.ts'],
+        ['users/a.ts', 'store/store.ts'],
         ['routes/a.ts', 'http/b.ts'],
       ]),
       [
@@ -135,13 +283,79 @@ describe('the layers of src/ (arrows point down)', () => {
     )
   })
 
-  it('has no import that points up or that the layout forbids', () => {
-    const imports = files.flatMap((file) =>
-      importsOf(file, readFileSync(path.join(SRC, file), 'utf8')).map(
-        (target) => [file, target] as const,
-      ),
+  it('refuses an import that points up inside routes/ or store/, or between parts kept apart', () => {
+    assert.deepEqual(
+      wrongImports([
+        ['routes/route.ts', 'routes/users/get-user.ts'],
+        ['routes/route-defaults.ts', 'routes/route-list.ts'],
+        ['routes/users/a.ts', 'routes/bulk/b.ts'],
+        ['routes/service/a.ts', 'routes/events/b.ts'],
+        ['routes/users/a.ts', 'routes/users/b.ts'],
+        ['routes/users/a.ts', 'routes/route.ts'],
+        ['routes/route-services.ts', 'routes/bulk/bulk-services.ts'],
+        ['routes/bulk/bulk-services.ts', 'routes/bulk/export-users.ts'],
+        ['store/store.ts', 'store/file/a.ts'],
+        ['store/feed/a.ts', 'store/store.ts'],
+        ['store/indexed-store.ts', 'store/memory-store.ts'],
+        ['store/file/a.ts', 'store/postgres/b.ts'],
+        ['store/memory-store.ts', 'store/file/a.ts'],
+        ['store/file/a.ts', 'store/file/b.ts'],
+        ['store/file/a.ts', 'store/indexed-store.ts'],
+        ['store/postgres/a.ts', 'store/feed/b.ts'],
+        ['store/create-store.ts', 'store/postgres/a.ts'],
+      ]),
+      [
+        'routes/route.ts -> routes/users/get-user.ts',
+        'routes/route-defaults.ts -> routes/route-list.ts',
+        'routes/users/a.ts -> routes/bulk/b.ts',
+        'routes/service/a.ts -> routes/events/b.ts',
+        'routes/bulk/bulk-services.ts -> routes/bulk/export-users.ts',
+        'store/store.ts -> store/file/a.ts',
+        'store/feed/a.ts -> store/store.ts',
+        'store/indexed-store.ts -> store/memory-store.ts',
+        'store/file/a.ts -> store/postgres/b.ts',
+        'store/memory-store.ts -> store/file/a.ts',
+      ],
     )
-    assert.deepEqual(wrongImports(imports), [])
+  })
+
+  it('lets users/, routes/, bulk/ and ops/ import only the contract of store/', () => {
+    assert.deepEqual(
+      wrongImports([
+        ['users/a.ts', 'store/store.ts'],
+        ['routes/users/a.ts', 'store/store-errors.ts'],
+        ['ops/a.ts', 'store/storage-unavailable.ts'],
+        ['routes/a.ts', 'store/store-input.ts'],
+        ['users/a.ts', 'store/indexed-store.ts'],
+        ['routes/events/a.ts', 'store/feed/journal.ts'],
+        ['ops/a.ts', 'store/file/file-store.ts'],
+        ['routes/a.ts', 'store/postgres/b.ts'],
+        ['bulk/a.ts', 'store/store.ts'],
+        ['bulk/a.ts', 'store/memory-store.ts'],
+        ['process/a.ts', 'store/file/data-dir-lock.ts'],
+      ]),
+      [
+        'users/a.ts -> store/indexed-store.ts',
+        'routes/events/a.ts -> store/feed/journal.ts',
+        'ops/a.ts -> store/file/file-store.ts',
+        'routes/a.ts -> store/postgres/b.ts',
+        'bulk/a.ts -> store/memory-store.ts',
+      ],
+    )
+  })
+
+  it('has no import that points up or that the layout forbids, but the known exceptions', () => {
+    const wrong = wrongImports(allImports())
+    assert.deepEqual(
+      wrong.filter((arrow) => !KNOWN_EXCEPTIONS.includes(arrow)),
+      [],
+    )
+    // An exception that no longer occurs is struck from the list, so that it cannot come back.
+    assert.deepEqual(
+      KNOWN_EXCEPTIONS.filter((arrow) => !wrong.includes(arrow)),
+      [],
+      'these imports are gone: strike them from KNOWN_EXCEPTIONS',
+    )
   })
 
   it('resolves every import to a module of src/', () => {

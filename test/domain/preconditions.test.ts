@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
+import { ServiceError } from '../../src/domain/errors.js'
 import {
   evaluatePreconditions,
   matchesIfMatch,
   matchesIfNoneMatch,
   NO_PRECONDITIONS,
+  preconditionFailed,
 } from '../../src/domain/preconditions.js'
 
 const TAG = '"v3"'
@@ -77,5 +79,14 @@ describe('matchesIfNoneMatch', () => {
 
   it('does not strip W/ from the middle of a tag', () => {
     assert.equal(matchesIfNoneMatch('"W/v3"', '"v3"'), false)
+  })
+})
+
+describe('preconditionFailed', () => {
+  it('is a precondition_failed ServiceError naming the current tag', () => {
+    const error = preconditionFailed(TAG)
+    assert.ok(error instanceof ServiceError)
+    assert.equal(error.code, 'precondition_failed')
+    assert.equal(error.detail, 'A precondition does not hold for the current ETag "v3".')
   })
 })

@@ -12,6 +12,7 @@ function spec(method: Method, path: string, fields: Partial<RouteSpec> = {}): Ro
     method,
     path,
     root: false,
+    conditional: false,
     ...fields,
   }
 }

@@ -1,8 +1,8 @@
+import { createLineImporter, type LineImporter } from '../../bulk/import-line.js'
 import type { IdGenerator } from '../../domain/uuid7.js'
 import type { SharedSlots, Slot } from '../../ops/shared-slots.js'
 import type { BulkSettings } from '../../settings.js'
 import type { Store } from '../../store/store.js'
-import { createLineImporter, type LineImporter } from './import-line.js'
 
 /** The bulk settings (IMPORT_MAX_BYTES and the rest: src/settings.ts) and what the service gives. */
 export interface BulkOptions extends BulkSettings {

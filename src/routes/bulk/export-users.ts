@@ -1,7 +1,7 @@
+import { drained, dropIfUnread, readyToStream, streamHeaders } from '../../bulk/slow-client.js'
 import { type Route, STREAMED } from '../route.js'
 import { API_ROUTE, NDJSON, TEXT } from '../route-defaults.js'
 import { refuseQueryParameters } from './no-query.js'
-import { drained, dropIfUnread, readyToStream, streamHeaders } from './slow-client.js'
 
 /** The export's writes: large enough to cost few system calls, small beside OUTPUT_BYTES. */
 const WRITE_BYTES = 64 * 1024

@@ -1,10 +1,10 @@
+import { ImportRun } from '../../bulk/import-run.js'
+import { dropIfUnread, readyToStream, streamHeaders } from '../../bulk/slow-client.js'
 import { lingerAfterResponse } from '../../http/lingering-close.js'
 import { HttpError } from '../../http/problem.js'
 import { type Route, STREAMED } from '../route.js'
 import { API_ROUTE, NDJSON, TEXT } from '../route-defaults.js'
-import { ImportRun } from './import-run.js'
 import { refuseQueryParameters } from './no-query.js'
-import { dropIfUnread, readyToStream, streamHeaders } from './slow-client.js'
 
 /** Output held for one response whose client reads slowly (§9: about 1 MiB). */
 export const OUTPUT_BYTES = 1024 * 1024

@@ -1,6 +1,6 @@
 import type { Route } from '../route.js'
 import { API_ROUTE } from '../route-defaults.js'
-import { preconditions, userId } from './user-replies.js'
+import { userId } from './user-replies.js'
 
 export const deleteUser: Route = {
   ...API_ROUTE,
@@ -12,11 +12,7 @@ export const deleteUser: Route = {
   summary: 'Delete a user',
   responses: { 204: { description: 'Deleted.' } },
   async handle(context) {
-    await context.services.operations.remove(
-      userId(context),
-      preconditions(context),
-      context.change,
-    )
+    await context.services.operations.remove(userId(context), context.preconditions, context.change)
     return { status: 204 }
   },
 }

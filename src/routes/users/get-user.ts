@@ -1,7 +1,6 @@
-import { evaluatePreconditions } from '../../domain/preconditions.js'
 import type { Route } from '../route.js'
 import { API_ROUTE } from '../route-defaults.js'
-import { preconditions, USER_ANSWER, userId, userReply } from './user-replies.js'
+import { USER_ANSWER, userId, userReply } from './user-replies.js'
 
 export const getUser: Route = {
   ...API_ROUTE,
@@ -16,16 +15,9 @@ export const getUser: Route = {
     200: USER_ANSWER,
     304: { description: 'Not modified (If-None-Match matched).', headers: ['ETag'] },
   },
+  // Its If-Match (412) and If-None-Match (304) are applied to this answer, as `conditional` says.
   handle(context) {
-    const conditions = preconditions(context)
     // The hottest route: one promise, no async frames.
-    return context.services.operations
-      .get(userId(context), conditions)
-      .then((record) =>
-        conditions.ifNoneMatch !== undefined &&
-        evaluatePreconditions(conditions, record.etag, true) === 'not_modified'
-          ? { status: 304, etag: record.etag }
-          : userReply(200, record),
-      )
+    return context.services.operations.get(userId(context)).then((record) => userReply(200, record))
   },
 }

@@ -51,12 +51,10 @@ async function fetchMany(
   if (getMany !== undefined) return getMany(ids)
   const found = await Promise.all(
     ids.map((one) =>
-      operations
-        .get(one, { ifMatch: undefined, ifNoneMatch: undefined })
-        .catch((error: unknown) => {
-          if (error instanceof HttpError && error.code === 'not_found') return undefined
-          throw error
-        }),
+      operations.get(one).catch((error: unknown) => {
+        if (error instanceof HttpError && error.code === 'not_found') return undefined
+        throw error
+      }),
     ),
   )
   return found.filter((record) => record !== undefined)

@@ -1,7 +1,7 @@
 import type { LifecycleAction } from '../../domain/lifecycle.js'
 import { type Route, ref } from '../route.js'
 import { API_ROUTE, JSON_ONLY } from '../route-defaults.js'
-import { preconditions, USER_ANSWER, userId, userReply } from './user-replies.js'
+import { USER_ANSWER, userId, userReply } from './user-replies.js'
 
 /** `POST /users/{id}:activate` and `:suspend`: one lifecycle action each (§5). */
 function transitionRoute(operationId: string, action: LifecycleAction, summary: string): Route {
@@ -27,7 +27,7 @@ function transitionRoute(operationId: string, action: LifecycleAction, summary: 
           userId(context),
           action,
           context.body,
-          preconditions(context),
+          context.preconditions,
           context.change,
         ),
       )

@@ -1,6 +1,6 @@
 import { type Route, ref } from '../route.js'
 import { API_ROUTE } from '../route-defaults.js'
-import { preconditions, USER_ANSWER, userId, userReply } from './user-replies.js'
+import { USER_ANSWER, userId, userReply } from './user-replies.js'
 
 /** What tells `PUT` and `PATCH /users/{id}` apart. */
 export interface WriteRouteOptions {
@@ -37,7 +37,7 @@ export function writeRoute(options: WriteRouteOptions): Route {
         await context.services.operations[write](
           userId(context),
           context.body,
-          preconditions(context),
+          context.preconditions,
           context.change,
         ),
       )

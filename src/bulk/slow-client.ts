@@ -1,7 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 
-import { isClosing } from '../../http/lingering-close.js'
-import type { RouteContext } from '../route.js'
+import { isClosing } from '../http/lingering-close.js'
 
 /**
  * Waits one turn of the event loop before a streaming answer starts. It starts at once, so a head
@@ -16,9 +15,15 @@ export async function readyToStream(req: IncomingMessage): Promise<boolean> {
   return !(isClosing(req.socket) || req.socket.destroyed)
 }
 
-/** The head of an answer a handler writes itself: x-request-id, no-store, CORS, as a flat list. */
-export function streamHeaders(context: RouteContext): string[] {
-  return ['x-request-id', context.requestId, 'cache-control', 'no-store', ...(context.cors ?? [])]
+/**
+ * The head of an answer a handler writes itself: x-request-id, no-store, CORS (a flat name/value
+ * list, undefined when CORS is off), as a flat list. A route's context carries both.
+ */
+export function streamHeaders(request: {
+  readonly requestId: string
+  readonly cors: readonly string[] | undefined
+}): string[] {
+  return ['x-request-id', request.requestId, 'cache-control', 'no-store', ...(request.cors ?? [])]
 }
 
 /** True once the socket takes more; false when it closed or stayed full for `stallMs`. */

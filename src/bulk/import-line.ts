@@ -1,11 +1,11 @@
-import { ServiceError } from '../../domain/errors.js'
-import type { ChangeContext } from '../../domain/event.js'
-import { toRecord, type User } from '../../domain/user.js'
-import type { IdGenerator } from '../../domain/uuid7.js'
-import { type FieldError, type HttpError, toHttpError } from '../../http/problem.js'
-import type { Store } from '../../store/store.js'
-import { type NOT_UTF8, type SplitLine, TOO_LONG } from '../../users/import-lines.js'
-import { type ImportedUser, toImportedUser } from '../../users/import-user.js'
+import { ServiceError } from '../domain/errors.js'
+import type { ChangeContext } from '../domain/event.js'
+import { toRecord, type User } from '../domain/user.js'
+import type { IdGenerator } from '../domain/uuid7.js'
+import { type FieldError, type HttpError, toHttpError } from '../http/problem.js'
+import type { Store } from '../store/store.js'
+import { type NOT_UTF8, type SplitLine, TOO_LONG } from '../users/import-lines.js'
+import { type ImportedUser, toImportedUser } from '../users/import-user.js'
 
 /** An import line longer than this gets a 413 result of its own; its bytes are never kept. */
 export const MAX_LINE_BYTES = 64 * 1024

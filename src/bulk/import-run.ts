@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 
-import { LineReader, type SplitLine } from '../../users/import-lines.js'
+import { LineReader, type SplitLine } from '../users/import-lines.js'
 import { type LineResult, MAX_LINE_BYTES, toFailureResult } from './import-line.js'
 
 export interface ImportRunOptions {

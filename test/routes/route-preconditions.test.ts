@@ -1,0 +1,238 @@
+import assert from 'node:assert/strict'
+import { readdirSync, readFileSync } from 'node:fs'
+import path from 'node:path'
+import { describe, it } from 'node:test'
+
+import { NO_PRECONDITIONS } from '../../src/domain/preconditions.js'
+import { answerConditionalRead, readPreconditions } from '../../src/http/conditional-request.js'
+import { HttpError, toHttpError } from '../../src/http/problem.js'
+import type { RouteSpec } from '../../src/http/route-spec.js'
+import type { Route } from '../../src/routes/route.js'
+import { ROUTES } from '../../src/routes/route-list.js'
+import { assertProblem, type RequestOptions } from '../helpers/http.js'
+import { startService, uniqueEmail } from '../helpers/service.js'
+import { makeToken } from '../helpers/tokens.js'
+
+const SRC = path.join(import.meta.dirname, '..', '..', 'src')
+const STALE = '"never-this-tag"'
+
+function spec(conditional: boolean, method: 'GET' | 'PATCH' = 'GET'): RouteSpec {
+  return { operationId: 'x', method, path: '/x/{id}', root: false, conditional }
+}
+
+/** Runs `run` and returns the error it throws. */
+function thrown(run: () => unknown): Error {
+  try {
+    run()
+  } catch (error) {
+    assert.ok(error instanceof Error)
+    return error
+  }
+  assert.fail('expected a refusal')
+}
+
+describe('readPreconditions', () => {
+  it('gives a route that does not declare conditional no preconditions, whatever was sent', () => {
+    const sent = { 'if-match': STALE, 'if-none-match': '*' }
+    assert.equal(readPreconditions(spec(false), sent), NO_PRECONDITIONS)
+    assert.equal(readPreconditions(spec(false), { 'if-match': '' }), NO_PRECONDITIONS)
+  })
+
+  it('gives a route that declares conditional If-Match and If-None-Match as sent', () => {
+    assert.deepEqual(readPreconditions(spec(true), { 'if-match': STALE, 'if-none-match': '*' }), {
+      ifMatch: STALE,
+      ifNoneMatch: '*',
+    })
+    assert.deepEqual(readPreconditions(spec(true, 'PATCH'), { 'if-none-match': '"a", "b"' }), {
+      ifMatch: undefined,
+      ifNoneMatch: '"a", "b"',
+    })
+    assert.equal(readPreconditions(spec(true), {}), NO_PRECONDITIONS)
+  })
+
+  it('refuses an empty or blank header with 400 bad_request naming it', () => {
+    for (const [name, label] of [
+      ['if-match', 'If-Match'],
+      ['if-none-match', 'If-None-Match'],
+    ] as const) {
+      for (const value of ['', ' \t ']) {
+        const error = thrown(() => readPreconditions(spec(true), { [name]: value }))
+        assert.ok(error instanceof HttpError)
+        assert.equal(error.status, 400)
+        assert.equal(error.code, 'bad_request')
+        assert.equal(error.detail, `The header ${label} is empty.`)
+      }
+    }
+  })
+})
+
+describe('answerConditionalRead', () => {
+  const found = { status: 200, body: '{}', etag: '"v3"' }
+
+  it('answers a failing If-Match 412 precondition_failed, before a matching If-None-Match', () => {
+    const error = thrown(() =>
+      answerConditionalRead(spec(true), { ifMatch: '"v2"', ifNoneMatch: '"v3"' }, found),
+    )
+    const answer = toHttpError(error)
+    assert.equal(answer.status, 412)
+    assert.equal(answer.code, 'precondition_failed')
+    assert.equal(answer.detail, 'A precondition does not hold for the current ETag "v3".')
+  })
+
+  it('answers a matching If-None-Match (weak, a list, or *) 304 with the ETag and no body', () => {
+    for (const ifNoneMatch of ['"v3"', 'W/"v3"', '"a", "v3"', '*']) {
+      assert.deepEqual(
+        answerConditionalRead(spec(true), { ifMatch: undefined, ifNoneMatch }, found),
+        { status: 304, etag: '"v3"' },
+      )
+    }
+  })
+
+  it('leaves the answer alone when the preconditions hold, on an error, and on writes', () => {
+    const holds = { ifMatch: '"v3"', ifNoneMatch: '"v2"' }
+    assert.equal(answerConditionalRead(spec(true), holds, found), found)
+    assert.equal(answerConditionalRead(spec(true), NO_PRECONDITIONS, found), found)
+    const star = { ifMatch: undefined, ifNoneMatch: '*' }
+    const created = { status: 201, body: '{}', etag: '"v1"' }
+    assert.equal(answerConditionalRead(spec(true), star, created), created)
+    assert.equal(answerConditionalRead(spec(true, 'PATCH'), star, found), found)
+  })
+})
+
+/** One request to a route, built afresh for each call (a create needs a new email). */
+type Call = (id: string) => [method: string, target: string, options: RequestOptions]
+
+const reader = makeToken({ sub: 'feed-reader', scope: 'events:read' })
+
+/** Every route of the table, with a request it answers and the status of that answer. */
+const CALLS: Readonly<Record<string, { call: Call; status: number }>> = {
+  listUsers: { call: () => ['GET', '/users', {}], status: 200 },
+  createUser: {
+    call: () => ['POST', '/users', { json: { email: uniqueEmail(), name: 'New' } }],
+    status: 201,
+  },
+  exportUsers: { call: () => ['GET', '/users:export', {}], status: 200 },
+  importUsers: {
+    call: () => [
+      'POST',
+      '/users:import',
+      {
+        body: `${JSON.stringify({ email: uniqueEmail(), name: 'Imported' })}\n`,
+        contentType: 'application/x-ndjson',
+      },
+    ],
+    status: 200,
+  },
+  getUser: { call: (id) => ['GET', `/users/${id}`, {}], status: 200 },
+  replaceUser: {
+    call: (id) => ['PUT', `/users/${id}`, { json: { email: uniqueEmail(), name: 'Put' } }],
+    status: 200,
+  },
+  updateUser: { call: (id) => ['PATCH', `/users/${id}`, { json: { name: 'Patch' } }], status: 200 },
+  deleteUser: { call: (id) => ['DELETE', `/users/${id}`, {}], status: 204 },
+  activateUser: { call: (id) => ['POST', `/users/${id}:activate`, {}], status: 200 },
+  suspendUser: { call: (id) => ['POST', `/users/${id}:suspend`, {}], status: 200 },
+  listEvents: { call: () => ['GET', '/events', { token: reader }], status: 200 },
+  getOpenApi: { call: () => ['GET', '/openapi.json', {}], status: 200 },
+  getHealth: { call: () => ['GET', '/healthz', {}], status: 200 },
+  getReadiness: { call: () => ['GET', '/readyz', {}], status: 200 },
+  getMetrics: { call: () => ['GET', '/metrics', {}], status: 200 },
+}
+
+/** What a request with these headers gets from a route that declares conditional. */
+const CASES: readonly {
+  headers: Record<string, string>
+  conditional: (route: Route) => [status: number, code: string | undefined]
+}[] = [
+  { headers: { 'if-match': STALE }, conditional: () => [412, 'precondition_failed'] },
+  {
+    headers: { 'if-none-match': '*' },
+    conditional: (route) =>
+      route.method === 'GET' ? [304, undefined] : [412, 'precondition_failed'],
+  },
+  { headers: { 'if-match': '' }, conditional: () => [400, 'bad_request'] },
+  { headers: { 'if-none-match': '' }, conditional: () => [400, 'bad_request'] },
+]
+
+describe('the route table: a route declaring conditional is what makes the headers count', () => {
+  it('has a request for every route', () => {
+    assert.deepEqual(ROUTES.map((route) => route.operationId).sort(), Object.keys(CALLS).sort())
+  })
+
+  it('answers the precondition headers on the routes that declare conditional, and ignores them on the others', async (t) => {
+    const s = await startService(t)
+    const user = await s.createUser()
+    // :suspend needs an active user to answer 200; the preconditions come before that rule.
+    const activated = await s.call('POST', `/users/${user.id}:activate`)
+    assert.equal(activated.status, 200, activated.text)
+    const active = await s.getUser(user.id)
+    const conditional: string[] = []
+    for (const route of ROUTES) {
+      const entry = CALLS[route.operationId]
+      assert.ok(entry !== undefined, route.operationId)
+      if (route.conditional) conditional.push(route.operationId)
+      for (const { headers, conditional: expected } of CASES) {
+        const [method, target, options] = entry.call(user.id)
+        const label = `${route.operationId} with ${JSON.stringify(headers)}`
+        if (!route.conditional) {
+          // Raw fetch: an NDJSON answer (export, import) is not one JSON text for the helper.
+          const res = await fetch(`${s.baseUrl}${target}`, {
+            method,
+            headers: {
+              authorization: `Bearer ${options.token ?? s.token}`,
+              ...(options.json === undefined ? {} : { 'content-type': 'application/json' }),
+              ...(options.contentType === undefined ? {} : { 'content-type': options.contentType }),
+              ...headers,
+            },
+            ...(options.json === undefined ? {} : { body: JSON.stringify(options.json) }),
+            ...(options.body === undefined ? {} : { body: options.body }),
+          })
+          const text = await res.text()
+          assert.equal(res.status, entry.status, `${label}: ${text}`)
+          continue
+        }
+        const res = await s.call(method, target, { ...options, headers })
+        const [status, code] = expected(route)
+        if (code === undefined) assert.equal(res.status, status, `${label}: ${res.text}`)
+        else assertProblem(res, status, code)
+      }
+    }
+    // The declaration is not vacuous: every route that takes a user id, and only those, has it.
+    assert.deepEqual(conditional, [
+      'getUser',
+      'replaceUser',
+      'updateUser',
+      'deleteUser',
+      'activateUser',
+      'suspendUser',
+    ])
+    assert.deepEqual(await s.getUser(user.id), active)
+  })
+})
+
+function sourceFiles(dir: string, prefix = ''): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const relative = `${prefix}${entry.name}`
+    if (entry.isDirectory()) return sourceFiles(path.join(dir, entry.name), `${relative}/`)
+    return entry.name.endsWith('.ts') ? [relative] : []
+  })
+}
+
+describe('the precondition headers are read in one place', () => {
+  const files = sourceFiles(SRC)
+
+  it('names if-match and if-none-match (as Node keys request headers) only in http/conditional-request.ts', () => {
+    assert.ok(files.length > 50, `only ${files.length} modules found under ${SRC}`)
+    const readers = files.filter((file) =>
+      /if-(none-)?match/.test(readFileSync(path.join(SRC, file), 'utf8')),
+    )
+    assert.deepEqual(readers, ['http/conditional-request.ts'])
+  })
+
+  it('reads them only for the listener, which passes the route it matched', () => {
+    const callers = files.filter((file) =>
+      /\breadPreconditions\(/.test(readFileSync(path.join(SRC, file), 'utf8')),
+    )
+    assert.deepEqual(callers.sort(), ['app.ts', 'http/conditional-request.ts'])
+  })
+})
