@@ -3,7 +3,7 @@ import { type ChangeContext, type ChangeEvent, draftEvent } from '../domain/even
 import type { Tombstone } from '../domain/tombstone.js'
 import { toRecord, type User, type UserRecord } from '../domain/user.js'
 import { isCanonicalUuid } from '../domain/uuid7.js'
-import { DurableWrites } from './durable-writes.js'
+import { ChangeCommit } from './change-commit.js'
 import { EventJournal } from './feed/journal.js'
 import { PerKeyQueue } from './per-key-queue.js'
 import type {
@@ -26,7 +26,7 @@ export interface IndexedStoreOptions {
 
 /**
  * What the memory store and the file store share: the index, the tombstones of deleted users, one
- * queue of writers per user, email reservations, and (through DurableWrites) what a failed write
+ * queue of writers per user, email reservations, and (through ChangeCommit) what a failed write
  * means. A subclass says how a record or a tombstone is made durable. Memory follows what the disk
  * shows: it changes after a write resolves, or after one that failed once its rename had happened
  * (WriteError's `applied`), and never otherwise.
@@ -41,7 +41,7 @@ export abstract class IndexedStore implements Store {
   readonly #now: () => number
   /** The change feed (§10): in memory; a subclass may also make each event durable (logEvent). */
   readonly events = new EventJournal()
-  readonly #writes = new DurableWrites(this.events, {
+  readonly #writes = new ChangeCommit(this.events, {
     logEvent: (event) => this.logEvent(event),
     voidEvent: (event) => this.voidEvent(event),
   })

@@ -20,7 +20,7 @@ export interface EventDurability {
  * the change to memory when the disk shows it, and keeps the store's health (degraded after a
  * refused write, read-only after a failed fsync or a lost event).
  */
-export class DurableWrites {
+export class ChangeCommit {
   readonly #events: EventJournal
   readonly #durability: EventDurability
   #health: StoreHealth = HEALTHY
