@@ -1,4 +1,4 @@
-import type { ChangeEvent } from '../domain/event.js'
+import type { ChangeEvent, EventDraft } from '../domain/event.js'
 import type { EventJournal } from './feed/journal.js'
 import { WriteError } from './file/atomic-write.js'
 import { storageUnavailable } from './storage-unavailable.js'
@@ -16,9 +16,18 @@ export interface EventDurability {
 }
 
 /**
- * What a failed write means for an indexed store: it runs each durable step with its event, applies
- * the change to memory when the disk shows it, and keeps the store's health (degraded after a
- * refused write, read-only after a failed fsync or a lost event).
+ * Appends the change's event to the log, once, and resolves when it is durable; a durable step
+ * calls it when everything that can be refused before the change is committed is done.
+ */
+export type LogEvent = () => Promise<void>
+
+/** Where a change's event stands in the log. */
+type Logging = 'not-started' | 'running' | 'durable' | 'failed'
+
+/**
+ * Commits one change of an indexed store: runs its durable step with its event, applies the
+ * change to memory when it is committed, and keeps the store's health (degraded after a refused
+ * write, read-only after a failed fsync or a lost event).
  */
 export class ChangeCommit {
   readonly #events: EventJournal
@@ -45,55 +54,86 @@ export class ChangeCommit {
   }
 
   /**
-   * Runs a durable step and applies it to memory when the disk shows it, whether or not it failed.
-   * Its event, if any, is durable before the step changes anything on disk (the step waits for
-   * `logged`; a temp file may be written and synced meanwhile, so the two syncs overlap): after a
-   * crash the only possible mismatch is an event whose change is missing, which the file store
-   * drops at start. An event whose change failed here is voided; the feed shows an event once its
-   * change is in memory.
+   * Runs a durable step. A change with an event is committed once that event is durable: the step
+   * first does what the disk may refuse (a temp file written), then calls `log`, then changes what
+   * the directory shows. So a full disk refuses a change before its event is in the log (a definite
+   * 503: nothing appears later), and a step that fails after `log` resolved does not undo the
+   * committed change: it is answered as done and applied to memory, and the log brings its file
+   * back (the store keeps it past its checkpoint). When the log's own sync fails, nobody knows
+   * whether the record reached the disk: that 503 says its outcome is unknown. The event (from
+   * `draft`) gets its id when it is logged; the feed shows it once its change is in memory, and
+   * an event whose change was not committed is voided.
    */
   async run(
-    step: (logged: Promise<void>) => Promise<void>,
+    step: (log: LogEvent) => Promise<void>,
     apply: () => void,
-    event?: ChangeEvent,
+    draft?: EventDraft,
   ): Promise<void> {
-    const logged = event === undefined ? LOGGED : this.#logged(event)
-    // A step that fails before it waits for the event leaves the rejection to us: never unhandled.
-    logged.catch(() => undefined)
+    const logging: { state: Logging; failure?: unknown } = { state: 'not-started' }
+    let logged: Promise<void> | undefined
+    let event: ChangeEvent | undefined
+    const log: LogEvent = () => {
+      if (draft === undefined) return LOGGED
+      if (logged !== undefined) return logged
+      logging.state = 'running'
+      // The id is taken as the event goes to the log, so that the log is in id order whichever
+      // change's preparation ended first.
+      event = this.#events.assign(draft)
+      logged = this.#durability.logEvent(event).then(
+        () => {
+          logging.state = 'durable'
+        },
+        (error: unknown) => {
+          logging.state = 'failed'
+          logging.failure = error
+          throw error
+        },
+      )
+      return logged
+    }
     try {
-      await step(logged)
-      await logged
+      await step(log)
+      // A step with nothing to prepare (the memory store) leaves the event to be logged here.
+      await log()
     } catch (error) {
-      const applied = error instanceof WriteError && error.applied
-      if (event !== undefined && applied) this.#events.commit(event)
-      else if (event !== undefined) await this.#voided(event)
+      await logged?.catch(() => undefined)
+      if (event !== undefined && logging.state === 'durable') {
+        this.#committedAnyway(error, apply, event)
+        return
+      }
+      const unknown = isUnknownOutcome(logging.failure)
+      if (event !== undefined) await this.#voided(event, unknown)
       if (!(error instanceof WriteError)) throw error
-      if (error.applied) apply()
+      if (error.applied && draft === undefined) apply()
       this.#noteFault(error)
-      throw storageUnavailable(error, this.#health)
+      throw storageUnavailable(error, this.#health, unknown ? 'unknown' : undefined)
     }
     apply()
     if (event !== undefined) this.#events.commit(event)
     if (this.#health.state === 'degraded') this.#health = HEALTHY
   }
 
-  /** The event made durable; a failure never counts as the change applied. */
-  async #logged(event: ChangeEvent): Promise<void> {
-    try {
-      await this.#durability.logEvent(event)
-    } catch (error) {
-      if (error instanceof WriteError && error.applied)
-        throw new WriteError(error.step, error.cause, false)
-      throw error
-    }
+  /**
+   * A step that failed after its event was durable: the change is committed all the same (a
+   * restart would replay it), so memory and the feed show it and the answer says it was made.
+   * The fault still counts against the store's health, as any refused write does.
+   */
+  #committedAnyway(error: unknown, apply: () => void, event: ChangeEvent): void {
+    apply()
+    this.#events.commit(event)
+    if (!(error instanceof WriteError)) throw error
+    this.#noteFault(error)
   }
 
   /**
-   * Voids an event whose change was not made. When even that fails, the store takes no more
-   * writes: at the next start the event, whose change is not on disk, is dropped.
+   * Voids an event whose change was not committed. An event that never reached the log, or whose
+   * append was cut back off it, needs nothing on disk. One whose log sync failed may be on disk:
+   * a void record is written, and when even that fails the store takes no more writes (at the
+   * next start the event, whose change is not in the files, is dropped or replayed: unknown).
    */
-  async #voided(event: ChangeEvent): Promise<void> {
+  async #voided(event: ChangeEvent, mayBeLogged: boolean): Promise<void> {
     this.#events.void(event)
+    if (!mayBeLogged) return
     try {
       await this.#durability.voidEvent(event)
     } catch {
@@ -113,4 +153,13 @@ export class ChangeCommit {
       }
     }
   }
+}
+
+/**
+ * Whether a failed append may still have put its record on disk: its fdatasync failed (or the
+ * cut-back of a failed write did), so the kernel may or may not have written it. Every other
+ * failure of the log (it could not open, write or name a segment) leaves no record behind.
+ */
+function isUnknownOutcome(error: unknown): boolean {
+  return error instanceof WriteError && error.step === 'file-sync'
 }
