@@ -43,6 +43,7 @@ export const listEvents: Route = {
     const page = await feed.read({
       ...parseEventQuery(context.rawQuery, undefined),
       maxBytes: EVENT_PAGE_MAX_BYTES,
+      scanBudget: services.scanBudget,
     })
     const items = page.items.map(eventJson).join(',')
     return { status: 200, body: `{"items":[${items}],"nextCursor":"${page.nextCursor}"}` }
