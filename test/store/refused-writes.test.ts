@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { constants } from 'node:os'
 import path from 'node:path'
 import { describe, it } from 'node:test'
@@ -7,6 +7,7 @@ import { describe, it } from 'node:test'
 import type { User } from '../../src/domain/user.js'
 import { type ChildOptions, type RunningChild, startChild } from '../helpers/child.js'
 import { assertProblem, request, type TestResponse } from '../helpers/http.js'
+import { waitFor } from '../helpers/ops.js'
 import { uniqueEmail } from '../helpers/service.js'
 import { compileShim, shimEnv } from '../helpers/syscall-shim.js'
 import { fillDisk, type Later, makeWorld, tmpfsWorld } from '../helpers/tmpfs-world.js'
@@ -169,5 +170,54 @@ describe('a refused write stays refused, a committed one stays made, across a cl
     const after = await request('GET', `${restarted.url}/users/${id}`, { token })
     assert.equal(after.status, 200, after.text)
     assert.ok(['Known', 'Maybe'].includes(after.json<User>().name), after.text)
+  })
+
+  it('answers 200 for a PATCH whose rename fails once its event is durable, shows it, and keeps it after a clean restart', {
+    timeout: 60_000,
+  }, async (t) => {
+    if (shim.skip !== undefined) return t.skip(shim.skip)
+    const { root, dataDir, later } = await makeWorld(t, 'refused-writes-')
+    const marker = path.join(root, 'fail-rename')
+    const env = shimEnv(shim.library, {
+      failRenameMarker: marker,
+      failErrno: constants.errno.ENOSPC,
+      failUnder: path.join(dataDir, 'users'),
+    })
+    const child = await start({ dataDir, env }, later)
+    const res = await request('POST', `${child.url}/users`, {
+      token,
+      json: { email: uniqueEmail('committed'), name: 'Before' },
+    })
+    assert.equal(res.status, 201, res.text)
+    const { id } = res.json<User>()
+    const file = path.join(dataDir, 'users', `${id}.json`)
+    const before = readFileSync(file, 'utf8')
+
+    writeFileSync(marker, '')
+    const answer = await request('PATCH', `${child.url}/users/${id}`, {
+      token,
+      json: { name: 'Committed' },
+    })
+    assert.equal(answer.status, 200, answer.text)
+    assert.equal(answer.headers.get('etag'), '"v2"')
+    assert.deepEqual([answer.json<User>().name, answer.json<User>().version], ['Committed', 2])
+    const view = `200 ${answer.headers.get('etag') ?? ''} ${answer.text}`
+    assert.equal(await shown(child.url, id), view, 'GET shows what the answer said')
+    assert.equal(readFileSync(file, 'utf8'), before, 'the file was not renamed: the log holds it')
+    const ready = await request('GET', `${child.url}/readyz`)
+    assertProblem(ready, 503, 'storage_unavailable')
+    const fault = await waitFor('the error line', () =>
+      child
+        .stdout()
+        .split('\n')
+        .find((line) => line.includes('a committed change could not be written')),
+    )
+    assert.match(fault, /"level":"error"/)
+
+    rmSync(marker)
+    await stopCleanly(child)
+    const restarted = await start({ dataDir }, later)
+    assert.equal(await shown(restarted.url, id), view, 'a clean restart shows the 200 answer')
+    assert.equal(JSON.parse(readFileSync(file, 'utf8')).version, 2, 'the replay wrote the file')
   })
 })
