@@ -101,12 +101,16 @@ export class ChangeCommit {
         this.#committedAnyway(error, apply, event)
         return
       }
-      const unknown = isUnknownOutcome(logging.failure)
-      if (event !== undefined) await this.#voided(event, unknown)
+      const mayBeLogged = isUnknownOutcome(logging.failure)
+      if (event !== undefined) await this.#voided(event, mayBeLogged)
       if (!(error instanceof WriteError)) throw error
-      if (error.applied && draft === undefined) apply()
+      // A file renamed into place whose directory sync failed is shown, yet may not survive a
+      // power cut: not a definite refusal either.
+      const renamed = error.applied && draft === undefined
+      if (renamed) apply()
       this.#noteFault(error)
-      throw storageUnavailable(error, this.#health, unknown ? 'unknown' : undefined)
+      const outcome = mayBeLogged || renamed ? 'unknown' : undefined
+      throw storageUnavailable(error, this.#health, outcome)
     }
     apply()
     if (event !== undefined) this.#events.commit(event)
