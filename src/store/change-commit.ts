@@ -13,6 +13,8 @@ const LOGGED: Promise<void> = Promise.resolve()
 export interface EventDurability {
   logEvent(event: ChangeEvent): Promise<void>
   voidEvent(event: ChangeEvent): Promise<void>
+  /** The change is committed (its event durable) but its step failed after: told, not undone. */
+  unwritten(event: ChangeEvent, error: unknown): void
 }
 
 /**
@@ -125,6 +127,7 @@ export class ChangeCommit {
   #committedAnyway(error: unknown, apply: () => void, event: ChangeEvent): void {
     apply()
     this.#events.commit(event)
+    this.#durability.unwritten(event, error)
     if (!(error instanceof WriteError)) throw error
     this.#noteFault(error)
   }

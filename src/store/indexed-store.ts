@@ -45,6 +45,9 @@ export abstract class IndexedStore implements Store {
   readonly #writes = new ChangeCommit(this.events, {
     logEvent: (event) => this.logEvent(event),
     voidEvent: (event) => this.voidEvent(event),
+    unwritten: (event, error) => {
+      this.unwritten(event, error)
+    },
   })
 
   constructor(options: IndexedStoreOptions = {}) {
@@ -79,6 +82,14 @@ export abstract class IndexedStore implements Store {
   /** Durably marks an event whose change was not written as void (see FileStore). */
   protected voidEvent(_event: ChangeEvent): Promise<void> {
     return Promise.resolve()
+  }
+
+  /**
+   * A committed change (its event durable) whose file step failed after: it is answered and shown
+   * all the same; a subclass says so in its log.
+   */
+  protected unwritten(_event: ChangeEvent, _error: unknown): void {
+    // Nothing on disk to tell about.
   }
 
   /** Nothing to claim: a subclass that owns a directory takes its lock here. */

@@ -212,7 +212,11 @@ describe('a refused write stays refused, a committed one stays made, across a cl
         .split('\n')
         .find((line) => line.includes('a committed change could not be written')),
     )
-    assert.match(fault, /"level":"error"/)
+    const logged = JSON.parse(fault) as Record<string, unknown>
+    assert.deepEqual(
+      [logged['level'], logged['requestId'], logged['userId'], logged['step'], logged['code']],
+      ['error', answer.headers.get('x-request-id'), id, 'rename', 'ENOSPC'],
+    )
 
     rmSync(marker)
     await stopCleanly(child)

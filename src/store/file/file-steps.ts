@@ -10,14 +10,13 @@ export interface FileSteps {
   readonly users: DurableDirectory
   readonly graves: DurableDirectory
   readonly checkpoint: Checkpoint | undefined
-  /** The change is committed (its event durable) but its file step failed after. */
-  readonly unwritten: (userId: string, error: unknown) => void
 }
 
 /**
  * The user file renamed into place unsynced: its event in the log makes it durable. The temp file
  * is written before the event is logged, so that a full disk refuses the change before the log
- * holds it; a failure after the event is durable leaves a committed change (`unwritten`).
+ * holds it. A failure after the event is durable leaves a committed change whose file only the
+ * replay at the next start can write: the checkpoint is held behind its event.
  */
 export async function writeUser(
   steps: FileSteps,
@@ -32,7 +31,7 @@ export async function writeUser(
     steps.checkpoint?.touched('users', name)
     steps.checkpoint?.rewritten(id)
   } catch (error) {
-    if (logged.durable) steps.unwritten(id, error)
+    if (logged.durable) steps.checkpoint?.hold(id)
     throw error
   } finally {
     steps.checkpoint?.end(id)
@@ -58,7 +57,7 @@ export async function buryUser(
     steps.checkpoint?.touched('users')
     steps.checkpoint?.rewritten(tombstone.id)
   } catch (error) {
-    if (logged.durable) steps.unwritten(tombstone.id, error)
+    if (logged.durable) steps.checkpoint?.hold(tombstone.id)
     throw error
   } finally {
     steps.checkpoint?.end(tombstone.id)

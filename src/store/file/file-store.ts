@@ -233,23 +233,21 @@ export class FileStore extends IndexedStore {
       users: this.#directory(),
       graves: this.#tombstones(),
       checkpoint: this.#checkpoint,
-      unwritten: (userId, error) => {
-        this.#unwritten(userId, error)
-      },
     }
   }
 
   /**
    * A committed change whose file could not be renamed or removed (its event is durable): the
-   * checkpoint stays behind that event, so that the replay at the next start writes the file, and
-   * the change is answered as made (ChangeCommit).
+   * checkpoint stays behind that event (file-steps.ts), so that the replay at the next start
+   * writes the file; the change is answered as made (ChangeCommit).
    */
-  #unwritten(userId: string, error: unknown): void {
-    this.#checkpoint?.hold(userId)
+  protected override unwritten(event: ChangeEvent, error: unknown): void {
     const step = error instanceof WriteError ? error.step : 'write'
     const code = error instanceof WriteError ? error.code : undefined
     this.#logger.error('a committed change could not be written to its file; the log keeps it', {
-      userId,
+      requestId: event.requestId,
+      userId: event.userId,
+      event: event.id,
       step,
       code,
       error: String(error),
