@@ -35,12 +35,12 @@ export interface LoadContext {
 
 /**
  * Reads every segment into `index`, byte by byte (offsets are byte offsets), streamed: the event
- * loop is served between chunks. A torn last line (a
- * crash during a write that was never acknowledged) is cut off. A damaged line (not UTF-8, not
- * JSON, not an event, out of id order) is copied to the quarantine, logged and left out; every
- * other line is kept. Events voided in the log, and those `isMade` says were never made, are
- * left out of the index. The next id is past every id seen: in events, voids, damaged lines
- * whose id can be read, and segment names.
+ * loop is served while it reads (readLines). A torn last line (a crash during a write that was
+ * never acknowledged) is cut off. A damaged line (not UTF-8, not JSON, not an event, out of id
+ * order) is copied to the quarantine, logged and left out; every other line is kept. Events
+ * voided in the log, and those `isMade` says were never made, are left out of the index. The next
+ * id is past every id seen: in events, voids, damaged lines whose id can be read, and segment
+ * names.
  */
 export async function loadSegments(
   context: LoadContext,

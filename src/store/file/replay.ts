@@ -43,11 +43,11 @@ export interface Replayed {
 }
 
 /**
- * Replays the log's tail past the checkpoint into the user files (recipe b of docs/operations.md),
- * before anything is indexed or quarantined: each user the tail names ends as its last event left
- * it (written again, or its tombstone written and its file removed), then both directories are
- * fsynced and the checkpoint moves to the newest event. Running it again after a crash in the
- * middle does the same again. A torn last line was never acknowledged and is left out; voided
+ * Replays the log's tail past the checkpoint into the user files (the write-ahead log, see
+ * docs/events.md), before anything is indexed or quarantined: each user the tail names ends as its
+ * last event left it (written again, or its tombstone written and its file removed), then both
+ * directories are fsynced and the checkpoint moves to the newest event. Running it again after a
+ * crash in the middle does the same again. A torn last line was never acknowledged and is left out; voided
  * events, and lines that are not events (the load quarantines them), are skipped. A user file
  * with a higher version than the event was written by a change without an event (durable by
  * itself) and is kept. Without a checkpoint file, every change already made itself durable: only
@@ -120,7 +120,10 @@ export async function replayTail(dirs: ReplayDirs): Promise<Replayed> {
   }
 }
 
-/** The segments that may hold ids past `after`, in order (a segment holds ids from its name's up to the next one's). */
+/**
+ * The segments that may hold ids past `after`, in order (a segment holds ids from its name's up
+ * to the next one's).
+ */
 function tailFiles(dir: string, after: number): string[] {
   const names = readdirSync(dir)
     .filter((name) => SEGMENT.test(name))

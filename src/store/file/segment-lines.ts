@@ -8,7 +8,7 @@ const CHUNK = 1024 * 1024
 /** The longest stretch of lines handled without letting the event loop serve others. */
 const TURN_MS = 10
 
-/** What `readLines` found: the bytes of whole lines, and the file's size (more: a torn last line). */
+/** What `readLines` found: the bytes of whole lines, and the file's size (more: a torn line). */
 export interface SegmentEnd {
   readonly end: number
   readonly size: number
