@@ -20,8 +20,11 @@ const VOID = /^\{"void":"([0-9a-f]{16})"\}$/
 const VOID_START = '{"void":'
 const LEADING_ID = /^\{"id":"([0-9a-f]{16})"/
 const LEADING_ID_BYTES = 25
-/** Users written again at once while replaying. */
-const REPLAY_AT_ONCE = 512
+/**
+ * Users written again at once while replaying: enough to keep libuv's threads busy, few enough
+ * that starting a batch (a synchronous read of each user's file) stays short.
+ */
+const REPLAY_AT_ONCE = 64
 
 export interface ReplayDirs {
   readonly eventsDir: string
