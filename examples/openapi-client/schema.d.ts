@@ -449,6 +449,11 @@ export interface components {
             code: "bad_request" | "token_missing" | "token_invalid" | "token_expired" | "insufficient_scope" | "subject_suspended" | "subject_deleted" | "not_found" | "method_not_allowed" | "duplicate_email" | "duplicate_id" | "invalid_transition" | "import_in_progress" | "version_exhausted" | "request_timeout" | "precondition_failed" | "cursor_expired" | "payload_too_large" | "unsupported_media_type" | "validation_failed" | "headers_too_large" | "internal" | "maintenance" | "overloaded" | "starting" | "shutting_down" | "storage_unavailable";
             requestId: string;
             errors?: components["schemas"]["FieldError"][];
+            /**
+             * @description Only on a 503 storage_unavailable whose write may still have been made (its log sync failed): read the resource back before retrying. Without it, an error means nothing changed.
+             * @enum {string}
+             */
+            outcome?: "unknown";
         };
         /** @description One change of one user. `user` is the user after the change, as GET shows it; a deletion carries no user (no personal data). */
         Event: {

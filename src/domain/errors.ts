@@ -51,7 +51,15 @@ export interface ServiceErrorOptions {
   retryAfterSeconds?: number | undefined
   /** The underlying fault, kept for the log and never shown. */
   cause?: unknown
+  /**
+   * Set when the service cannot tell whether the refused change was made (a write-ahead log's
+   * sync failed: its record may be on disk). Unset, an error means nothing was changed.
+   */
+  outcome?: ChangeOutcome | undefined
 }
+
+/** What a failed write may have left behind: `unknown` means the change may appear later. */
+export type ChangeOutcome = 'unknown'
 
 /** The one error type below the HTTP layer: a stable code and a detail for people. */
 export class ServiceError extends Error {
@@ -59,6 +67,7 @@ export class ServiceError extends Error {
   readonly detail: string
   readonly errors: readonly FieldError[] | undefined
   readonly retryAfterSeconds: number | undefined
+  readonly outcome: ChangeOutcome | undefined
 
   constructor(code: ErrorCode, detail: string, options: ServiceErrorOptions = {}) {
     // A ServiceError is an answer, not a fault: a stack trace would only cost time on every 4xx.
@@ -71,6 +80,7 @@ export class ServiceError extends Error {
     this.detail = detail
     this.errors = options.errors
     this.retryAfterSeconds = options.retryAfterSeconds
+    this.outcome = options.outcome
   }
 }
 

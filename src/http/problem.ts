@@ -1,4 +1,9 @@
-import { type ErrorCode, type FieldError, ServiceError } from '../domain/errors.js'
+import {
+  type ChangeOutcome,
+  type ErrorCode,
+  type FieldError,
+  ServiceError,
+} from '../domain/errors.js'
 
 /**
  * The one table of error codes: each stable `code` owns its HTTP status and title, so the two can
@@ -43,6 +48,8 @@ export interface HttpErrorOptions {
   headers?: Readonly<Record<string, string>>
   /** The underlying fault, kept for the log and never sent. */
   cause?: unknown
+  /** The `outcome` member: `unknown` when the refused change may still have been made. */
+  outcome?: ChangeOutcome | undefined
 }
 
 /** A ServiceError as an HTTP answer: its status and title from the table, and its headers. */
@@ -56,12 +63,24 @@ export class HttpError extends ServiceError {
     super(code, detail, {
       errors: options.errors,
       cause: options.cause,
+      outcome: options.outcome,
       retryAfterSeconds: retryAfter === undefined ? undefined : Number(retryAfter),
     })
     this.name = 'HttpError'
     this.status = ERROR_CODES[code].status
     this.title = ERROR_CODES[code].title
     this.headers = options.headers ?? {}
+  }
+}
+
+/** The members of a problem+json body beyond the standard ones, from the error alone. */
+export function problemExtras(error: HttpError): {
+  errors?: readonly FieldError[]
+  outcome?: ChangeOutcome
+} {
+  return {
+    ...(error.errors === undefined ? {} : { errors: error.errors }),
+    ...(error.outcome === undefined ? {} : { outcome: error.outcome }),
   }
 }
 
@@ -79,6 +98,7 @@ export function toHttpError(value: unknown): HttpError {
     return new HttpError(value.code, value.detail, {
       errors: value.errors,
       cause: value.cause,
+      outcome: value.outcome,
       ...(value.retryAfterSeconds === undefined
         ? {}
         : { headers: { 'retry-after': String(value.retryAfterSeconds) } }),

@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http'
 
-import type { HttpError } from './problem.js'
+import { type HttpError, problemExtras } from './problem.js'
 
 /** What a handler answers: a status, JSON text (already serialised) and extra headers. */
 export interface Reply {
@@ -70,7 +70,7 @@ export function toProblemReply(error: HttpError, requestId: string): Reply {
     detail: error.detail,
     code: error.code,
     requestId,
-    ...(error.errors === undefined ? {} : { errors: error.errors }),
+    ...problemExtras(error),
   }
   return {
     status: error.status,

@@ -138,6 +138,12 @@ export function createSchemas(): Record<string, Json> {
         code: { type: 'string', enum: Object.keys(ERROR_CODES) },
         requestId: { type: 'string' },
         errors: { type: 'array', maxItems: 20, items: ref('FieldError') },
+        outcome: {
+          type: 'string',
+          enum: ['unknown'],
+          description:
+            'Only on a 503 storage_unavailable whose write may still have been made (its log sync failed): read the resource back before retrying. Without it, an error means nothing changed.',
+        },
       },
     },
   }

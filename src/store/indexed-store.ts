@@ -3,7 +3,7 @@ import { type ChangeContext, type ChangeEvent, draftEvent } from '../domain/even
 import type { Tombstone } from '../domain/tombstone.js'
 import { toRecord, type User, type UserRecord } from '../domain/user.js'
 import { isCanonicalUuid } from '../domain/uuid7.js'
-import { DurableWrites } from './durable-writes.js'
+import { ChangeCommit, type LogEvent } from './change-commit.js'
 import { EventJournal } from './feed/journal.js'
 import { PerKeyQueue } from './per-key-queue.js'
 import type {
@@ -26,10 +26,11 @@ export interface IndexedStoreOptions {
 
 /**
  * What the memory store and the file store share: the index, the tombstones of deleted users, one
- * queue of writers per user, email reservations, and (through DurableWrites) what a failed write
+ * queue of writers per user, email reservations, and (through ChangeCommit) what a failed write
  * means. A subclass says how a record or a tombstone is made durable. Memory follows what the disk
- * shows: it changes after a write resolves, or after one that failed once its rename had happened
- * (WriteError's `applied`), and never otherwise.
+ * shows: it changes once a write is committed (its event durable, or its file durable when it has
+ * no event), or after one that failed once its rename had happened (WriteError's `applied`), and
+ * never otherwise.
  */
 export abstract class IndexedStore implements Store {
   protected readonly index = new UserIndex()
@@ -41,9 +42,12 @@ export abstract class IndexedStore implements Store {
   readonly #now: () => number
   /** The change feed (§10): in memory; a subclass may also make each event durable (logEvent). */
   readonly events = new EventJournal()
-  readonly #writes = new DurableWrites(this.events, {
+  readonly #writes = new ChangeCommit(this.events, {
     logEvent: (event) => this.logEvent(event),
     voidEvent: (event) => this.voidEvent(event),
+    unwritten: (event, error) => {
+      this.unwritten(event, error)
+    },
   })
 
   constructor(options: IndexedStoreOptions = {}) {
@@ -54,17 +58,18 @@ export abstract class IndexedStore implements Store {
   abstract open(): Promise<void>
   abstract close(): Promise<void>
   /**
-   * Makes the record durable; a failure is a WriteError. Nothing may show on disk before `logged`
-   * (its event made durable) resolves; the work before that may overlap it. When `logged` rejects,
-   * that rejection is the failure. `logged` is undefined for a change without an event (nothing
-   * changed but the version), which no log holds: it must be durable by itself.
+   * Makes the record durable; a failure is a WriteError. What the disk may refuse comes first (a
+   * temp file written), then `log()` (its event made durable: the change is committed), and only
+   * then may anything show on disk. When `log()` rejects, that rejection is the failure; a step
+   * that does not call it leaves it to be called after. `log` is undefined for a change without
+   * an event (nothing changed but the version), which no log holds: it must be durable by itself.
    */
-  protected abstract persist(record: UserRecord, logged: Promise<void> | undefined): Promise<void>
+  protected abstract persist(record: UserRecord, log: LogEvent | undefined): Promise<void>
   /**
-   * Durably replaces the user by its tombstone, once `logged` (the deletion's event made durable)
-   * resolves; a failure is a WriteError, and a rejection of `logged` is the failure.
+   * Durably replaces the user by its tombstone, in the same order as `persist`: what may be
+   * refused, then `log()` (the deletion's event made durable), then the directory changes.
    */
-  protected abstract bury(tombstone: Tombstone, logged: Promise<void>): Promise<void>
+  protected abstract bury(tombstone: Tombstone, log: LogEvent): Promise<void>
 
   /**
    * Makes an event durable before its change is written (a failure is a WriteError); the memory
@@ -77,6 +82,14 @@ export abstract class IndexedStore implements Store {
   /** Durably marks an event whose change was not written as void (see FileStore). */
   protected voidEvent(_event: ChangeEvent): Promise<void> {
     return Promise.resolve()
+  }
+
+  /**
+   * A committed change (its event durable) whose file step failed after: it is answered and shown
+   * all the same; a subclass says so in its log.
+   */
+  protected unwritten(_event: ChangeEvent, _error: unknown): void {
+    // Nothing on disk to tell about.
   }
 
   /** Nothing to claim: a subclass that owns a directory takes its lock here. */
@@ -182,12 +195,12 @@ export abstract class IndexedStore implements Store {
       )
       // The tombstone's write is itself a change on disk: it waits for its event.
       await this.#writes.run(
-        (logged) => this.bury(tombstone, logged),
+        (log) => this.bury(tombstone, log),
         () => {
           this.index.remove(id)
           this.tombstones.set(id, tombstone.deletedAt)
         },
-        draft === undefined ? undefined : this.events.assign(draft),
+        draft,
       )
     })
   }
@@ -216,13 +229,12 @@ export abstract class IndexedStore implements Store {
         new Date(this.#now()).toISOString(),
         context,
       )
-      const event = draft === undefined ? undefined : this.events.assign(draft)
       await this.#writes.run(
-        (logged) => this.persist(record, event === undefined ? undefined : logged),
+        (log) => this.persist(record, draft === undefined ? undefined : log),
         () => {
           this.index.put(record)
         },
-        event,
+        draft,
       )
       return record
     } finally {

@@ -1,4 +1,4 @@
-import { ServiceError } from '../domain/errors.js'
+import { type ChangeOutcome, ServiceError } from '../domain/errors.js'
 import type { WriteError } from './file/atomic-write.js'
 import type { StoreHealth } from './store.js'
 
@@ -6,6 +6,7 @@ import type { StoreHealth } from './store.js'
 export function storageUnavailable(
   cause: WriteError | undefined,
   health: StoreHealth,
+  outcome?: ChangeOutcome,
 ): ServiceError {
   const readOnly = 'the service takes no more writes until it is restarted; reads still work.'
   let detail =
@@ -17,7 +18,9 @@ export function storageUnavailable(
       'Storage refused the last write (it is full or read-only); new writes are tried as they come.'
   else if (cause.applied)
     detail = `The change was written but could not be made durable, and ${readOnly} Read it back to see what is kept.`
+  else if (outcome === 'unknown')
+    detail = `Storage failed while the change was being made durable, so whether it was made is unknown: it is not shown now, but may be after a restart. Read the user back before trying again; ${readOnly}`
   else if (health.state === 'read_only')
     detail = `Storage failed and nothing was changed; ${readOnly}`
-  return new ServiceError('storage_unavailable', detail, { retryAfterSeconds: 30, cause })
+  return new ServiceError('storage_unavailable', detail, { retryAfterSeconds: 30, cause, outcome })
 }

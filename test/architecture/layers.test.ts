@@ -59,7 +59,7 @@ const FOLDER_LAYERS: Readonly<Record<string, readonly (readonly string[])[]>> = 
     ['store/file/', 'store/postgres/', 'store/memory-store.ts'],
     // The base the in-process stores share, and its parts.
     ['store/indexed-store.ts'],
-    ['store/durable-writes.ts', 'store/user-index.ts', 'store/per-key-queue.ts'],
+    ['store/change-commit.ts', 'store/user-index.ts', 'store/per-key-queue.ts'],
     // The contract: what every store is, takes and throws.
     [
       'store/store.ts',
@@ -109,7 +109,7 @@ const FORBIDDEN: readonly (readonly [from: string, to: string])[] = [
 const KNOWN_EXCEPTIONS: readonly string[] = [
   // The shared base knows the file store's WriteError: the indexed store is to take its durability
   // as a value (issue 35, item 3), and the write error with it.
-  'store/durable-writes.ts -> store/file/atomic-write.ts',
+  'store/change-commit.ts -> store/file/atomic-write.ts',
   'store/storage-unavailable.ts -> store/file/atomic-write.ts',
   // The event stream machinery (event-streams.ts, sse-stream.ts) moves out of routes/ after the
   // change of routes/events/ under way; its RouteServices entry then names the moved module.

@@ -21,6 +21,8 @@ export interface Problem {
   code: string
   requestId: string
   errors?: FieldError[]
+  /** `unknown` when the refused change may still have been made. */
+  outcome?: string
 }
 
 export interface UserPage {

@@ -11,6 +11,8 @@
  *   SHIM_FAIL_UNDER   fail only descriptors whose path starts with this (default: all)
  *   SHIM_FAIL_ONCE    when set, the first failure removes the marker (calls that began meanwhile
  *                     may still fail): a store's own later syncs, such as a void, then work
+ *   SHIM_FAIL_RENAME_MARKER  while this file exists, renames onto a path under SHIM_FAIL_UNDER
+ *                     fail with SHIM_FAIL_ERRNO (without renaming)
  *   SHIM_DIR_SYNC_DELAY_MS  how long a directory fsync takes at least (a slow disk: writers
  *                     arrive while one runs), added after the real call
  *   SHIM_DATASYNC_DELAY_MS  how long an fdatasync takes at least (the change feed's log uses
@@ -234,11 +236,22 @@ static void record_two(const char *call, int fd1, const char *path1, int fd2, co
   record(call, result, error, a, b, NULL);
 }
 
+/* Whether a rename onto `to` (absolute) must fail now. */
+static int rename_must_fail(const char *to) {
+  const char *marker = getenv("SHIM_FAIL_RENAME_MARKER");
+  if (marker == NULL || *marker == '\0' || access(marker, F_OK) != 0) return 0;
+  const char *under = getenv("SHIM_FAIL_UNDER");
+  return under == NULL || *under == '\0' || strncmp(to, under, strlen(under)) == 0;
+}
+
 int rename(const char *from, const char *to) {
   static int (*real)(const char *, const char *);
   if (real == NULL) real = (int (*)(const char *, const char *))next_symbol("rename");
-  int result = real(from, to);
-  int error = errno;
+  char target[PATH_MAX];
+  at_path(AT_FDCWD, to, target, sizeof target);
+  int failing = rename_must_fail(target);
+  int result = failing ? -1 : real(from, to);
+  int error = failing ? fail_errno() : errno;
   record_two("rename", AT_FDCWD, from, AT_FDCWD, to, result, error);
   errno = error;
   return result;
@@ -247,8 +260,11 @@ int rename(const char *from, const char *to) {
 int renameat(int fromfd, const char *from, int tofd, const char *to) {
   static int (*real)(int, const char *, int, const char *);
   if (real == NULL) real = (int (*)(int, const char *, int, const char *))next_symbol("renameat");
-  int result = real(fromfd, from, tofd, to);
-  int error = errno;
+  char target[PATH_MAX];
+  at_path(tofd, to, target, sizeof target);
+  int failing = rename_must_fail(target);
+  int result = failing ? -1 : real(fromfd, from, tofd, to);
+  int error = failing ? fail_errno() : errno;
   record_two("renameat", fromfd, from, tofd, to, result, error);
   errno = error;
   return result;
@@ -257,8 +273,11 @@ int renameat(int fromfd, const char *from, int tofd, const char *to) {
 int renameat2(int fromfd, const char *from, int tofd, const char *to, unsigned int flags) {
   static int (*real)(int, const char *, int, const char *, unsigned int);
   if (real == NULL) real = (int (*)(int, const char *, int, const char *, unsigned int))next_symbol("renameat2");
-  int result = real(fromfd, from, tofd, to, flags);
-  int error = errno;
+  char target[PATH_MAX];
+  at_path(tofd, to, target, sizeof target);
+  int failing = rename_must_fail(target);
+  int result = failing ? -1 : real(fromfd, from, tofd, to, flags);
+  int error = failing ? fail_errno() : errno;
   record_two("renameat2", fromfd, from, tofd, to, result, error);
   errno = error;
   return result;

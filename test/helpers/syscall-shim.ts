@@ -61,6 +61,8 @@ export interface ShimEnvOptions {
   failUnder?: string
   /** The first failure removes the marker, so that later syncs work again. */
   failOnce?: boolean
+  /** Renames onto a path under `failUnder` fail (with `failErrno`) while this file exists. */
+  failRenameMarker?: string
   /** Makes every directory fsync take at least this long, as on a slow disk. */
   dirSyncDelayMs?: number
   /** Makes every fdatasync (the change feed's log) take at least this long. */
@@ -80,6 +82,8 @@ export function shimEnv(library: string, options: ShimEnvOptions): Record<string
   if (options.failErrno !== undefined) env['SHIM_FAIL_ERRNO'] = String(options.failErrno)
   if (options.failUnder !== undefined) env['SHIM_FAIL_UNDER'] = options.failUnder
   if (options.failOnce === true) env['SHIM_FAIL_ONCE'] = '1'
+  if (options.failRenameMarker !== undefined)
+    env['SHIM_FAIL_RENAME_MARKER'] = options.failRenameMarker
   if (options.dirSyncDelayMs !== undefined)
     env['SHIM_DIR_SYNC_DELAY_MS'] = String(options.dirSyncDelayMs)
   if (options.dataSyncDelayMs !== undefined)

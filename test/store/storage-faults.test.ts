@@ -1,20 +1,9 @@
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
-import {
-  closeSync,
-  existsSync,
-  mkdirSync,
-  openSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-  writeSync,
-} from 'node:fs'
-import { mkdtemp } from 'node:fs/promises'
-import { constants, tmpdir } from 'node:os'
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { constants } from 'node:os'
 import path from 'node:path'
-import { describe, it, type TestContext } from 'node:test'
+import { describe, it } from 'node:test'
 
 import type { ChangeEvent } from '../../src/domain/event.js'
 import type { User } from '../../src/domain/user.js'
@@ -25,71 +14,14 @@ import { holdRequest, waitFor } from '../helpers/ops.js'
 import { uniqueEmail } from '../helpers/service.js'
 import { makeUser, toContractJson } from '../helpers/store-users.js'
 import { compileShim, shimEnv } from '../helpers/syscall-shim.js'
+import { fillDisk, type Later, makeWorld, tmpfsWorld } from '../helpers/tmpfs-world.js'
 import { makeToken } from '../helpers/tokens.js'
 
 const token = makeToken()
 const feedToken = makeToken({ scope: 'events:read' })
 const shim = compileShim()
 
-/** Runs clean-up steps once the test ends, last registered first (stop children before unmounting). */
-function cleanups(t: TestContext): (step: () => unknown) => void {
-  const steps: (() => unknown)[] = []
-  t.after(async () => {
-    for (const step of steps.reverse()) {
-      try {
-        await step()
-      } catch {
-        // Keep cleaning: one failed step must not leave a mount or a process behind.
-      }
-    }
-  })
-  return (step) => {
-    steps.push(step)
-  }
-}
-
-async function makeWorld(
-  t: TestContext,
-): Promise<{ root: string; dataDir: string; later: (step: () => unknown) => void }> {
-  const later = cleanups(t)
-  const root = await mkdtemp(path.join(tmpdir(), 'storage-faults-'))
-  later(() => {
-    rmSync(root, { recursive: true, force: true })
-  })
-  return { root, dataDir: path.join(root, 'data'), later }
-}
-
-/** A world whose data directory is on a small tmpfs of its own, or why not (the test skips). */
-async function tmpfsWorld(
-  t: TestContext,
-): Promise<{ mount: string; dataDir: string; later: (step: () => unknown) => void } | string> {
-  const { root, later } = await makeWorld(t)
-  const mount = path.join(root, 'mnt')
-  const refused = mountTmpfs(mount, later)
-  return refused ?? { mount, dataDir: path.join(mount, 'data'), later }
-}
-
-/** Mounts a small tmpfs at `dir`; undefined when it worked, else why not (the test skips). */
-function mountTmpfs(dir: string, later: (step: () => unknown) => void): string | undefined {
-  mkdirSync(dir, { recursive: true })
-  try {
-    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m,mode=0700', 'tmpfs', dir], {
-      stdio: 'pipe',
-    })
-  } catch (error) {
-    const why = (error as { stderr?: Buffer }).stderr?.toString().trim() ?? String(error)
-    return `mounting a tmpfs is not allowed here (${why || 'mount failed'})`
-  }
-  later(() => {
-    execFileSync('umount', ['-l', dir], { stdio: 'ignore' })
-  })
-  return undefined
-}
-
-async function start(
-  options: ChildOptions,
-  later: (step: () => unknown) => void,
-): Promise<RunningChild> {
+async function start(options: ChildOptions, later: Later): Promise<RunningChild> {
   const child = await startChild(options)
   later(() => child.stop('SIGKILL'))
   return child
@@ -735,23 +667,3 @@ describe('storage faults, through a running service and a restart', () => {
     assert.equal(loadedLines(restarted)[0]?.['quarantined'], 0, 'nothing is left to quarantine')
   })
 })
-
-/** Writes into `file` until the file system has no space left. */
-function fillDisk(file: string): void {
-  const fd = openSync(file, 'w')
-  try {
-    for (const size of [64 * 1024, 4096, 1]) {
-      const chunk = Buffer.alloc(size, 120)
-      for (;;) {
-        try {
-          if (writeSync(fd, chunk) < size) break
-        } catch (error) {
-          if ((error as { code?: unknown }).code === 'ENOSPC') break
-          throw error
-        }
-      }
-    }
-  } finally {
-    closeSync(fd)
-  }
-}

@@ -51,6 +51,7 @@ export const listEvents: Route = {
       // Read on pages as on streams, so that one request means the same whatever it accepts.
       ...parseEventQuery(context.rawQuery, lastEventIdOf(context)),
       maxBytes: EVENT_PAGE_MAX_BYTES,
+      scanBudget: services.scanBudget,
     })
     const items = page.items.map(eventJson).join(',')
     return { status: 200, body: `{"items":[${items}],"nextCursor":"${page.nextCursor}"}` }

@@ -23,6 +23,12 @@ export interface EventQuery {
    * match. A page holds at least one match, whatever its size. Undefined: EVENT_PAGE_MAX_BYTES.
    */
   readonly maxBytes?: number | undefined
+  /**
+   * The most events a filtered page (`types` or `userId`) examines (LIST_SCAN_BUDGET): past it the
+   * page ends, short or even empty, with a `nextCursor` after the last event examined, so that
+   * following it still yields every match once. Undefined: no bound (a live stream's reads).
+   */
+  readonly scanBudget?: number | undefined
 }
 
 /** The default byte bound of one page of events (§9). */
@@ -193,8 +199,9 @@ export class EventJournal implements EventFeed {
 
   /**
    * The rows of a page, from the index alone: up to `limit` matches after the cursor, stopping
-   * before the match that would pass the byte bound (one match at least); `nextCursor` is the
-   * last row looked at, or the cursor given when there was none.
+   * before the match that would pass the byte bound (one match at least), and after `scanBudget`
+   * rows examined when the page is filtered; `nextCursor` is the last row looked at, or the
+   * cursor given when there was none.
    */
   #plan(query: EventQuery): { slots: number[]; nextCursor: string } {
     const after = query.after === undefined ? undefined : cursorFloor(query.after)
@@ -214,7 +221,10 @@ export class EventJournal implements EventFeed {
     const slots: number[] = []
     let bytes = 0
     let last: number | undefined
-    for (let slot = from; slot < index.end && slots.length < query.limit; slot += 1) {
+    const filtered = query.types !== undefined || query.userId !== undefined
+    const budget = filtered ? Math.max(1, query.scanBudget ?? Infinity) : Infinity
+    const stop = Math.min(index.end, from + budget)
+    for (let slot = from; slot < stop && slots.length < query.limit; slot += 1) {
       if (matches(slot)) {
         const size = index.bytesAt(slot)
         if (slots.length > 0 && bytes + size > maxBytes) break

@@ -49,7 +49,8 @@ export {
   observeDurableWrites,
 } from '../../metrics/durable-write-timings.js'
 
-const READY: Promise<void> = Promise.resolve()
+/** A rename that waits for nothing. */
+const READY = (): Promise<void> => Promise.resolve()
 
 // The callback forms, promisified: a FileHandle per file costs the event loop more.
 const writeNewFile = promisify(fs.writeFile)
@@ -58,6 +59,11 @@ const renameFile = promisify(fs.rename)
 /** What a write's `beforeRename` rejected with, told apart from the write's own failures. */
 class GateClosed {
   constructor(readonly reason: unknown) {}
+}
+
+/** Runs a write's `beforeRename`, its failure wrapped so as to be told apart from the write's. */
+function gate(beforeRename: () => Promise<void>): Promise<void> {
+  return beforeRename().catch((error: unknown) => Promise.reject(new GateClosed(error)))
 }
 
 /**
@@ -87,15 +93,16 @@ export class DurableDirectory {
 
   /**
    * Writes a file durably: a temp file written and fsynced, renamed over the target, and the
-   * directory fsynced. The rename waits for `beforeRename`, so that work can overlap the temp
-   * file's; when it rejects, the temp file is removed and its rejection is what this throws.
+   * directory fsynced. `beforeRename` is called once the temp file is written (a full disk has
+   * refused it by then) and the rename waits for it; when it rejects, the temp file is removed
+   * and its rejection is what this throws.
    * `durable: false` leaves out both fsyncs: the file is still replaced atomically, and a
    * write-ahead log that holds its content makes it durable (see Checkpoint).
    */
   async writeFile(
     name: string,
     data: string,
-    beforeRename: Promise<void> = READY,
+    beforeRename: () => Promise<void> = READY,
     durable = true,
   ): Promise<void> {
     const target = path.join(this.path, name)
@@ -118,9 +125,7 @@ export class DurableDirectory {
       await file.close()
       file = undefined
       step = 'rename'
-      await beforeRename.catch((error: unknown) => {
-        throw new GateClosed(error)
-      })
+      await gate(beforeRename)
       await rename(temp, target)
     } catch (error) {
       await file?.close().catch(() => undefined)
@@ -144,16 +149,14 @@ export class DurableDirectory {
     temp: string,
     target: string,
     data: string,
-    beforeRename: Promise<void>,
+    beforeRename: () => Promise<void>,
   ): Promise<void> {
     const started = performance.now()
     let step: WriteStep = 'write'
     try {
       await writeNewFile(temp, data, { flag: 'wx', mode: 0o600 })
       step = 'rename'
-      await beforeRename.catch((error: unknown) => {
-        throw new GateClosed(error)
-      })
+      await gate(beforeRename)
       await renameFile(temp, target)
     } catch (error) {
       await unlink(temp).catch(() => undefined)

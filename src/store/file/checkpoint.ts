@@ -85,6 +85,8 @@ export class Checkpoint {
   #through: number
   /** The event whose file step runs, per user (one write at a time per user). */
   readonly #pending = new Map<string, number>()
+  /** The oldest committed event whose file could not be written, per user: only a replay can. */
+  readonly #held = new Map<string, number>()
   #userFiles = new Set<string>()
   #graveFiles = new Set<string>()
   #usersChanged = false
@@ -166,6 +168,21 @@ export class Checkpoint {
   }
 
   /**
+   * The user's running change is committed but its file step failed: no checkpoint passes its
+   * event until a later change of the user writes the file (`rewritten`), so that a restart
+   * replays it.
+   */
+  hold(userId: string): void {
+    const id = this.#pending.get(userId)
+    if (id !== undefined && !this.#held.has(userId)) this.#held.set(userId, id)
+  }
+
+  /** The user's file now shows a change newer than any held one. */
+  rewritten(userId: string): void {
+    this.#held.delete(userId)
+  }
+
+  /**
    * Runs a checkpoint, after the one running if any (so that a caller's changes are covered).
    * Rejects with a WriteError when an fsync fails: nothing the kernel holds is trusted then.
    */
@@ -184,6 +201,7 @@ export class Checkpoint {
   async #checkpoint(): Promise<void> {
     let through = this.#options.logged()
     for (const id of this.#pending.values()) through = Math.min(through, id - 1)
+    for (const id of this.#held.values()) through = Math.min(through, id - 1)
     through = Math.max(through, this.#through)
     const changed = this.#usersChanged || this.#gravesChanged
     if (through === this.#through && !changed) return

@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync, truncateSync } from 'node:fs'
+import { readdirSync, truncateSync } from 'node:fs'
 import path from 'node:path'
 import { TextDecoder } from 'node:util'
 
@@ -7,11 +7,11 @@ import type { Logger } from '../../log/logger.js'
 import type { EventIndex } from '../feed/event-index.js'
 import type { DamagedRecord } from './event-quarantine.js'
 import { SEGMENT, type Segment, type Segments, safeId } from './event-segments.js'
+import { readLines } from './segment-lines.js'
 
 const VOID = /^\{"void":"([0-9a-f]{16})"\}$/
 /** An id in a line that is not a whole event (read as latin1, so that any byte is a character). */
 const SOME_ID = /"id":"([0-9a-f]{16})"/
-const NEWLINE = 0x0a
 
 export interface LoadedLog {
   readonly nextId: number
@@ -34,18 +34,19 @@ export interface LoadContext {
 }
 
 /**
- * Reads every segment into `index`, byte by byte: offsets are byte offsets. A torn last line (a
- * crash during a write that was never acknowledged) is cut off. A damaged line (not UTF-8, not
- * JSON, not an event, out of id order) is copied to the quarantine, logged and left out; every
- * other line is kept. Events voided in the log, and those `isMade` says were never made, are
- * left out of the index. The next id is past every id seen: in events, voids, damaged lines
- * whose id can be read, and segment names.
+ * Reads every segment into `index`, byte by byte (offsets are byte offsets), streamed: the event
+ * loop is served while it reads (readLines). A torn last line (a crash during a write that was
+ * never acknowledged) is cut off. A damaged line (not UTF-8, not JSON, not an event, out of id
+ * order) is copied to the quarantine, logged and left out; every other line is kept. Events
+ * voided in the log, and those `isMade` says were never made, are left out of the index. The next
+ * id is past every id seen: in events, voids, damaged lines whose id can be read, and segment
+ * names.
  */
-export function loadSegments(
+export async function loadSegments(
   context: LoadContext,
   index: EventIndex,
   isMade: (event: EventHead) => boolean,
-): LoadedLog {
+): Promise<LoadedLog> {
   const { dir, segments, logger } = context
   const names = readdirSync(dir)
     .filter((name) => SEGMENT.test(name))
@@ -57,20 +58,8 @@ export function loadSegments(
   let damaged = 0
   for (const name of names) {
     const file = path.join(dir, name)
-    const data = readFileSync(file)
-    const end = data.lastIndexOf(NEWLINE) + 1
-    if (end < data.length) {
-      logger.warn('cut a torn last line from the event log', {
-        file,
-        offset: end,
-        bytes: data.length - end,
-      })
-      truncateSync(file, end)
-    }
-    const segment = segments.make(name, eventIdNumber(name.slice(0, 16)), end, context.now())
-    for (let offset = 0; offset < end; ) {
-      const stop = data.indexOf(NEWLINE, offset)
-      const line = data.subarray(offset, stop)
+    const segment = segments.make(name, eventIdNumber(name.slice(0, 16)), 0, context.now())
+    const { end, size } = await readLines(file, (line, offset) => {
       const problem =
         line.length === 0
           ? undefined
@@ -82,8 +71,16 @@ export function loadSegments(
         context.quarantine({ file, segmentName: segment.name, offset, line, reason: problem, id })
       }
       maxId = Math.max(maxId, segment.last)
-      offset = stop + 1
+    })
+    if (end < size) {
+      logger.warn('cut a torn last line from the event log', {
+        file,
+        offset: end,
+        bytes: size - end,
+      })
+      truncateSync(file, end)
     }
+    segment.bytes = end
     segments.push(segment)
   }
   for (const id of voided) maxId = Math.max(maxId, id)

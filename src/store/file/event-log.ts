@@ -62,7 +62,7 @@ export class EventLog implements EventBodies {
   }
 
   /** Reads every segment into `index` (see loadSegments). */
-  load(index: EventIndex, isMade: (event: EventHead) => boolean): LoadedLog {
+  load(index: EventIndex, isMade: (event: EventHead) => boolean): Promise<LoadedLog> {
     return loadSegments(
       {
         dir: this.dir,

@@ -24,7 +24,7 @@ export interface FeedLoadContext {
 export async function loadFeed(context: FeedLoadContext): Promise<void> {
   const { eventLog, logger } = context
   const index = new EventIndex()
-  const loaded = eventLog.load(index, (event) => isMade(event, context))
+  const loaded = await eventLog.load(index, (event) => isMade(event, context))
   for (const id of loaded.ghosts) await eventLog.void(id)
   context.journal.load(index, eventLog, loaded.nextId, loaded.prunedThrough)
   logger.info('events loaded', {

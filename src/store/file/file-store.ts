@@ -5,6 +5,7 @@ import { type ChangeEvent, eventIdNumber } from '../../domain/event.js'
 import type { Tombstone } from '../../domain/tombstone.js'
 import type { UserRecord } from '../../domain/user.js'
 import { type Logger, silentLogger } from '../../log/logger.js'
+import type { LogEvent } from '../change-commit.js'
 import { IndexedStore } from '../indexed-store.js'
 import type { StoreCapabilities } from '../store.js'
 import { DurableDirectory, makeDurableDirectory, WriteError } from './atomic-write.js'
@@ -13,8 +14,8 @@ import { DataDirLock } from './data-dir-lock.js'
 import { lostPlace, type Place, readPlace } from './data-dir-place.js'
 import { EventLog } from './event-log.js'
 import { loadFeed } from './feed-load.js'
+import { buryUser, type FileSteps, writeUser } from './file-steps.js'
 import { replayTail } from './replay.js'
-import { toTombstoneJson } from './stored-files.js'
 import { loadUserFiles } from './user-files-load.js'
 
 export interface FileStoreOptions {
@@ -217,34 +218,41 @@ export class FileStore extends IndexedStore {
   }
 
   /** The user file renamed into place unsynced: its event in the log makes it durable. */
-  protected async persist(record: UserRecord, logged: Promise<void> | undefined): Promise<void> {
-    const id = record.user.id
-    const name = `${id}.json`
+  protected persist(record: UserRecord, log: LogEvent | undefined): Promise<void> {
     // No event, nothing in the log to replay it from: durable by itself.
-    if (logged === undefined) return this.#directory().writeFile(name, record.json)
-    try {
-      await this.#directory().writeFile(name, record.json, logged, false)
-      this.#checkpoint?.touched('users', name)
-    } finally {
-      this.#checkpoint?.end(id)
+    if (log === undefined) return this.#directory().writeFile(`${record.user.id}.json`, record.json)
+    return writeUser(this.#fileSteps(), record, log)
+  }
+
+  protected bury(tombstone: Tombstone, log: LogEvent): Promise<void> {
+    return buryUser(this.#fileSteps(), tombstone, log)
+  }
+
+  #fileSteps(): FileSteps {
+    return {
+      users: this.#directory(),
+      graves: this.#tombstones(),
+      checkpoint: this.#checkpoint,
     }
   }
 
   /**
-   * The tombstone is renamed into place before the user file goes, so that no moment shows neither.
-   * Until the unlink, the user file wins at load: a failed tombstone write, or a failed unlink,
-   * leaves the user as it was (the replay of the deletion's event ends it after a crash).
+   * A committed change whose file could not be renamed or removed (its event is durable): the
+   * checkpoint stays behind that event (file-steps.ts), so that the replay at the next start
+   * writes the file; the change is answered as made (ChangeCommit).
    */
-  protected async bury(tombstone: Tombstone, logged: Promise<void>): Promise<void> {
-    const name = `${tombstone.id}.json`
-    try {
-      await this.#tombstones().writeFile(name, toTombstoneJson(tombstone), logged, false)
-      this.#checkpoint?.touched('tombstones', name)
-      await this.#directory().removeFile(name, false)
-      this.#checkpoint?.touched('users')
-    } finally {
-      this.#checkpoint?.end(tombstone.id)
-    }
+  protected override unwritten(event: ChangeEvent, error: unknown): void {
+    const step = error instanceof WriteError ? error.step : 'write'
+    const code = error instanceof WriteError ? error.code : undefined
+    this.#logger.error('a committed change could not be written to its file; the log keeps it', {
+      requestId: event.requestId,
+      userId: event.userId,
+      event: event.id,
+      step,
+      code,
+      error: String(error),
+      dataDir: this.dataDir,
+    })
   }
 
   /**

@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import path from 'node:path'
 import { TextDecoder } from 'node:util'
 
-import { type ChangeEvent, eventIdNumber, parseEvent } from '../../domain/event.js'
+import { type ChangeEvent, eventIdNumber, parseEvent, parseEventHead } from '../../domain/event.js'
 import type { DurableDirectory } from './atomic-write.js'
 import {
   CHECKPOINT_FILE,
@@ -13,12 +13,18 @@ import {
 } from './checkpoint.js'
 import { hasCode } from './errno.js'
 import { SEGMENT, safeId } from './event-segments.js'
+import { readLines } from './segment-lines.js'
 import { parseStoredUser, toTombstoneJson } from './stored-files.js'
 
 const VOID = /^\{"void":"([0-9a-f]{16})"\}$/
-const NEWLINE = 0x0a
-/** Users written again at once while replaying. */
-const REPLAY_AT_ONCE = 512
+const VOID_START = '{"void":'
+const LEADING_ID = /^\{"id":"([0-9a-f]{16})"/
+const LEADING_ID_BYTES = 25
+/**
+ * Users written again at once while replaying: enough to keep libuv's threads busy, few enough
+ * that starting a batch (a synchronous read of each user's file) stays short.
+ */
+const REPLAY_AT_ONCE = 64
 
 export interface ReplayDirs {
   readonly eventsDir: string
@@ -40,33 +46,36 @@ export interface Replayed {
 }
 
 /**
- * Replays the log's tail past the checkpoint into the user files (CONTRACT §7, recipe b), before
- * anything is indexed or quarantined: each user the tail names ends as its last event left it
- * (written again durably, or its tombstone written and its file removed), then both directories
- * are fsynced and the checkpoint moves to the newest event. Running it again after a crash in the
- * middle does the same again. A torn last line was never acknowledged and is left out; voided
+ * Replays the log's tail past the checkpoint into the user files (the write-ahead log, see
+ * docs/events.md), before anything is indexed or quarantined: each user the tail names ends as its
+ * last event left it (written again, or its tombstone written and its file removed), then both
+ * directories are fsynced and the checkpoint moves to the newest event. Running it again after a
+ * crash in the middle does the same again. A torn last line was never acknowledged and is left out; voided
  * events, and lines that are not events (the load quarantines them), are skipped. A user file
  * with a higher version than the event was written by a change without an event (durable by
- * itself) and is kept. Without a checkpoint file, every change already made itself durable.
+ * itself) and is kept. Without a checkpoint file, every change already made itself durable: only
+ * the newest id is read. The tail is streamed (readLines), three times: the voids, then each
+ * user's last event, then those events written; memory holds a few numbers per user named, never
+ * the tail, and the event loop is served throughout.
  */
 export async function replayTail(dirs: ReplayDirs): Promise<Replayed> {
   await removeCheckpointTemps(dirs.root)
   const found = readCheckpoint(dirs.root.path)
   const after = typeof found === 'number' ? found : 0
-  const tail = readTail(dirs.eventsDir, after)
+  const files = tailFiles(dirs.eventsDir, after)
+  const voided = found === undefined ? new Set<number>() : await readVoids(files)
+  const tail = await lastEvents(files, after, voided, found !== undefined)
   let written = 0
   let buried = 0
   if (found !== undefined) {
-    const last = new Map<string, ChangeEvent>()
-    for (const event of tail.events) if (!tail.voided.has(event.id)) last.set(event.userId, event)
     const userFiles: string[] = []
     const graveFiles: string[] = []
-    const replay = async ([userId, event]: [string, ChangeEvent]): Promise<void> => {
-      const name = `${userId}.json`
+    const replay = async (event: ChangeEvent): Promise<void> => {
+      const name = `${event.userId}.json`
       if (event.type === 'user.deleted') {
         await dirs.graves.writeFile(
           name,
-          toTombstoneJson({ id: userId, deletedAt: event.time }),
+          toTombstoneJson({ id: event.userId, deletedAt: event.time }),
           undefined,
           false,
         )
@@ -79,10 +88,26 @@ export async function replayTail(dirs: ReplayDirs): Promise<Replayed> {
         written += 1
       }
     }
+    const chosen = new Set(tail.last.values())
     // Many at once, a bounded number in memory.
-    const users = [...last]
-    for (let at = 0; at < users.length; at += REPLAY_AT_ONCE)
-      await Promise.all(users.slice(at, at + REPLAY_AT_ONCE).map(replay))
+    let batch: ChangeEvent[] = []
+    const flush = async (): Promise<void> => {
+      const running = batch
+      batch = []
+      await Promise.all(running.map(replay))
+    }
+    await eachLine(files, (bytes, text) => {
+      const id = leadingId(bytes)
+      if (id === undefined || !chosen.has(id)) return
+      const line = text()
+      const event = line === undefined ? undefined : parseEvent(line)
+      if (event === undefined) return
+      // Once: a damaged copy of the line further on must not be written a second time meanwhile.
+      chosen.delete(id)
+      batch.push(event)
+      return batch.length >= REPLAY_AT_ONCE ? flush() : undefined
+    })
+    await flush()
     await syncFiles(dirs.users, userFiles)
     await syncFiles(dirs.graves, graveFiles)
     await Promise.all([dirs.users.sync(), dirs.graves.sync()])
@@ -91,49 +116,86 @@ export async function replayTail(dirs: ReplayDirs): Promise<Replayed> {
   if (found !== through) await dirs.root.writeFile(CHECKPOINT_FILE, checkpointJson(through))
   return {
     through,
-    events: found === undefined ? 0 : tail.events.length,
+    events: found === undefined ? 0 : tail.events,
     written,
     buried,
     checkpoint: found === undefined ? 'missing' : found === 'damaged' ? 'damaged' : 'found',
   }
 }
 
-/** The events past `after` in the segments, the ids voided anywhere, and the highest id seen. */
-function readTail(
-  dir: string,
-  after: number,
-): { events: ChangeEvent[]; voided: Set<string>; highest: number } {
+/**
+ * The segments that may hold ids past `after`, in order (a segment holds ids from its name's up
+ * to the next one's).
+ */
+function tailFiles(dir: string, after: number): string[] {
   const names = readdirSync(dir)
     .filter((name) => SEGMENT.test(name))
     .sort()
+  return names
+    .filter((_, at) => {
+      const next = names[at + 1]
+      return next === undefined || eventIdNumber(next.slice(0, 16)) - 1 > after
+    })
+    .map((name) => path.join(dir, name))
+}
+
+/**
+ * Calls `each` with every whole line of these segments, streamed, and a way to read it as text
+ * (undefined when it is not valid UTF-8): most lines are skipped by their first bytes alone.
+ */
+async function eachLine(
+  files: readonly string[],
+  each: (bytes: Buffer, text: () => string | undefined) => void | Promise<void>,
+): Promise<void> {
   const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
-  const events: ChangeEvent[] = []
-  const voided = new Set<string>()
-  let highest = 0
-  for (const [at, name] of names.entries()) {
-    // A segment holds ids from its name's up to the next one's: skip those wholly behind.
-    const next = names[at + 1]
-    if (next !== undefined && eventIdNumber(next.slice(0, 16)) - 1 <= after) continue
-    const data = readFileSync(path.join(dir, name))
-    const end = data.lastIndexOf(NEWLINE) + 1
-    for (let offset = 0; offset < end; ) {
-      const stop = data.indexOf(NEWLINE, offset)
-      const text = decodeLine(decoder, data.subarray(offset, stop))
-      offset = stop + 1
-      const gone = text === undefined ? undefined : VOID.exec(text)?.[1]
-      if (gone !== undefined) {
-        voided.add(gone)
-        continue
-      }
-      const event = text === undefined ? undefined : parseEvent(text)
-      const id = event === undefined ? undefined : safeId(event.id)
-      if (event === undefined || id === undefined) continue
-      highest = Math.max(highest, id)
-      if (id > after) events.push(event)
-    }
+  for (const file of files) {
+    await readLines(file, (bytes) => each(bytes, () => decodeLine(decoder, bytes)))
   }
-  events.sort((a, b) => (a.id < b.id ? -1 : 1))
-  return { events, voided, highest }
+}
+
+/** The ids voided in these segments. */
+async function readVoids(files: readonly string[]): Promise<Set<number>> {
+  const voided = new Set<number>()
+  await eachLine(files, (bytes, text) => {
+    if (bytes.toString('latin1', 0, VOID_START.length) !== VOID_START) return
+    const gone = VOID.exec(text() ?? '')?.[1]
+    const id = gone === undefined ? undefined : safeId(gone)
+    if (id !== undefined) voided.add(id)
+  })
+  return voided
+}
+
+/**
+ * The highest id in these segments and, when `wanted`, each user's last event past `after` that
+ * is not voided (its id), and how many such events there are.
+ */
+async function lastEvents(
+  files: readonly string[],
+  after: number,
+  voided: ReadonlySet<number>,
+  wanted: boolean,
+): Promise<{ last: Map<string, number>; highest: number; events: number }> {
+  const last = new Map<string, number>()
+  let highest = 0
+  let events = 0
+  await eachLine(files, (bytes, text) => {
+    if (bytes.toString('latin1', 0, VOID_START.length) === VOID_START) return
+    const line = text()
+    const head = line === undefined ? undefined : parseEventHead(line)
+    const id = head === undefined ? undefined : safeId(head.id)
+    if (head === undefined || id === undefined) return
+    highest = Math.max(highest, id)
+    if (!wanted || id <= after) return
+    events += 1
+    if (!voided.has(id)) last.set(head.userId, id)
+  })
+  return { last, highest, events }
+}
+
+/** The id an event's line starts with (eventJson writes it first); undefined for anything else. */
+function leadingId(bytes: Buffer): number | undefined {
+  const id = LEADING_ID.exec(bytes.toString('latin1', 0, LEADING_ID_BYTES))?.[1]
+  return id === undefined ? undefined : safeId(id)
 }
 
 function decodeLine(decoder: TextDecoder, line: Uint8Array): string | undefined {
@@ -143,7 +205,6 @@ function decodeLine(decoder: TextDecoder, line: Uint8Array): string | undefined 
     return undefined
   }
 }
-
 /** Whether the user's file is whole and newer than the event (a change without an event). */
 function newerOnDisk(usersDir: string, event: ChangeEvent): boolean {
   let text: string

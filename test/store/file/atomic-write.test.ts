@@ -85,14 +85,21 @@ describe('DurableDirectory.writeFile', () => {
     assert.equal(await readFile(path.join(dir.path, 'b.json'), 'utf8'), 'neighbour')
   })
 
-  it('renames only once beforeRename resolves, with the temp file written and whole meanwhile', async (t) => {
+  it('calls beforeRename once the temp file is written and renames only once it resolves, with the temp file whole meanwhile', async (t) => {
     const dir = await openDirectory(t)
     await dir.writeFile('a.json', 'old')
     let open!: () => void
     const gate = new Promise<void>((resolve) => {
       open = resolve
     })
-    const writing = dir.writeFile('a.json', 'new', gate)
+    let seen!: (names: string[]) => void
+    const called = new Promise<string[]>((resolve) => {
+      seen = resolve
+    })
+    const writing = dir.writeFile('a.json', 'new', async () => {
+      seen(await tempFiles(dir.path))
+      return gate
+    })
     // The temp file appears, holding the whole new content, while the target keeps the old one.
     let temps: string[] = []
     while (temps.length === 0) {
@@ -104,6 +111,7 @@ describe('DurableDirectory.writeFile', () => {
     while ((await readFile(path.join(dir.path, temp), 'utf8')) !== 'new')
       await new Promise((resolve) => setImmediate(resolve))
     assert.equal(await readFile(path.join(dir.path, 'a.json'), 'utf8'), 'old')
+    assert.deepEqual(await called, [temp], 'called with the temp file already there')
     open()
     await writing
     assert.equal(await readFile(path.join(dir.path, 'a.json'), 'utf8'), 'new')
@@ -118,11 +126,8 @@ describe('DurableDirectory.writeFile', () => {
       Object.assign(new Error('EIO'), { code: 'EIO' }),
       false,
     )
-    const refused = Promise.reject(reason)
-    // As the store does: the rejection is handled at once, before the write gets to its rename.
-    refused.catch(() => undefined)
     await assert.rejects(
-      dir.writeFile('a.json', 'new', refused),
+      dir.writeFile('a.json', 'new', () => Promise.reject(reason)),
       (error: unknown) => error === reason,
     )
     assert.equal(await readFile(path.join(dir.path, 'a.json'), 'utf8'), 'old')

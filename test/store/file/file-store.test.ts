@@ -249,39 +249,59 @@ describe('FileStore: a write that fails', () => {
     )
   })
 
-  it('keeps the user in memory and on disk when a delete fails', async (t) => {
-    const { store } = await openFileStore(t, await newDataDir(t))
+  it('commits a delete whose unlink fails once its event is logged: gone from memory, degraded, and ended on disk by the replay at the next open', async (t) => {
+    const dataDir = await newDataDir(t)
+    const { store, logs } = await openFileStore(t, dataDir)
     const created = await store.create(makeUser())
-    const disk = await readTree(store.usersDir)
     const restore = await breakUsersDir(store)
     try {
-      await assert.rejects(
-        store.delete(created.user.id, () => undefined),
-        failedWrite('rename', [BROKEN_DIR_ERRNO]),
-      )
+      await store.delete(created.user.id, () => undefined)
     } finally {
       await restore()
     }
-    assert.deepEqual(await store.get(created.user.id), created)
-    assert.deepEqual(await readTree(store.usersDir), disk)
+    assert.equal(await store.get(created.user.id), undefined)
+    assert.equal(await store.isDeleted(created.user.id), true)
+    assert.equal(store.health().state, 'degraded')
+    assert.deepEqual(
+      logs.filter((line) => line['level'] === 'error').map((line) => [line['msg'], line['step']]),
+      [['a committed change could not be written to its file; the log keeps it', 'rename']],
+    )
+    assert.deepEqual(Object.keys(await readTree(store.usersDir)), [`${created.user.id}.json`])
+    await store.close()
+
+    const { store: reopened } = await openFileStore(t, dataDir)
+    assert.equal(await reopened.get(created.user.id), undefined)
+    assert.equal(await reopened.isDeleted(created.user.id), true)
+    assert.deepEqual(await readTree(reopened.usersDir), {})
   })
 
-  it('removes its temp file when the rename fails, storing nothing', async (t) => {
-    const { store } = await openFileStore(t, await newDataDir(t))
+  it('commits a create whose rename fails once its event is logged: in memory, no temp file left, and written by the replay at the next open', async (t) => {
+    const dataDir = await newDataDir(t)
+    const { store } = await openFileStore(t, dataDir)
     const user = makeUser({ email: 'blocked@example.com' })
     // A non-empty directory where the file should go: the temp file is written, the rename fails.
     const blocker = path.join(store.usersDir, `${user.id}.json`)
     await mkdir(blocker)
     await writeFile(path.join(blocker, 'keep'), 'x')
-    await assert.rejects(store.create(user), failedWrite('rename', ['EISDIR', 'ENOTEMPTY']))
-    assert.equal(await store.get(user.id), undefined)
+    const record = await store.create(user)
+    assert.deepEqual(await store.get(user.id), record)
+    assert.equal(store.health().state, 'degraded')
     assert.deepEqual(await readdir(store.usersDir), [`${user.id}.json`])
     assert.deepEqual(await readTree(store.usersDir), {
       [path.join(`${user.id}.json`, 'keep')]: 'x',
     })
+    await assert.rejects(store.create(makeUser({ email: 'blocked@example.com' })), {
+      code: 'duplicate_email',
+    })
     await rm(blocker, { recursive: true })
-    const other = await store.create(makeUser({ email: 'blocked@example.com' }))
-    assert.equal(other.user.email, 'blocked@example.com')
+    await store.close()
+
+    const { store: reopened } = await openFileStore(t, dataDir)
+    assert.equal((await reopened.get(user.id))?.json, record.json)
+    assert.equal(
+      await readFile(path.join(reopened.usersDir, `${user.id}.json`), 'utf8'),
+      record.json,
+    )
   })
 })
 

@@ -1,0 +1,77 @@
+import type { Tombstone } from '../../domain/tombstone.js'
+import type { UserRecord } from '../../domain/user.js'
+import type { LogEvent } from '../change-commit.js'
+import type { DurableDirectory } from './atomic-write.js'
+import type { Checkpoint } from './checkpoint.js'
+import { toTombstoneJson } from './stored-files.js'
+
+/** What a change's file step needs of the file store. */
+export interface FileSteps {
+  readonly users: DurableDirectory
+  readonly graves: DurableDirectory
+  readonly checkpoint: Checkpoint | undefined
+}
+
+/**
+ * The user file renamed into place unsynced: its event in the log makes it durable. The temp file
+ * is written before the event is logged, so that a full disk refuses the change before the log
+ * holds it. A failure after the event is durable leaves a committed change whose file only the
+ * replay at the next start can write: the checkpoint is held behind its event.
+ */
+export async function writeUser(
+  steps: FileSteps,
+  record: UserRecord,
+  log: LogEvent,
+): Promise<void> {
+  const id = record.user.id
+  const name = `${id}.json`
+  const logged = loggedOnce(log)
+  try {
+    await steps.users.writeFile(name, record.json, logged.log, false)
+    steps.checkpoint?.touched('users', name)
+    steps.checkpoint?.rewritten(id)
+  } catch (error) {
+    if (logged.durable) steps.checkpoint?.hold(id)
+    throw error
+  } finally {
+    steps.checkpoint?.end(id)
+  }
+}
+
+/**
+ * The tombstone is renamed into place before the user file goes, so that no moment shows neither.
+ * Until the unlink, the user file wins at load: a failed tombstone write, or a failed unlink,
+ * leaves the user as it was on disk, and the replay of the deletion's event ends it.
+ */
+export async function buryUser(
+  steps: FileSteps,
+  tombstone: Tombstone,
+  log: LogEvent,
+): Promise<void> {
+  const name = `${tombstone.id}.json`
+  const logged = loggedOnce(log)
+  try {
+    await steps.graves.writeFile(name, toTombstoneJson(tombstone), logged.log, false)
+    steps.checkpoint?.touched('tombstones', name)
+    await steps.users.removeFile(name, false)
+    steps.checkpoint?.touched('users')
+    steps.checkpoint?.rewritten(tombstone.id)
+  } catch (error) {
+    if (logged.durable) steps.checkpoint?.hold(tombstone.id)
+    throw error
+  } finally {
+    steps.checkpoint?.end(tombstone.id)
+  }
+}
+
+/** The step's `log`, and whether it resolved (the change committed). */
+function loggedOnce(log: LogEvent): { readonly log: LogEvent; readonly durable: boolean } {
+  const state = {
+    durable: false,
+    log: async (): Promise<void> => {
+      await log()
+      state.durable = true
+    },
+  }
+  return state
+}
