@@ -111,6 +111,7 @@ export function createService(options: ServiceOptions): UserService {
           eventsAppended: () => store.events.appended,
           eventStreams: () => events.openStreams,
         })
+  if (metrics !== undefined) opened.observeWrites(metrics.storeWrite)
   const slots = options.slots ?? createLocalSlots()
   const events = createEventStreams({
     feed: store.events,
