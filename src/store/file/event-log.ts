@@ -49,7 +49,7 @@ export class EventLog implements EventBodies {
   /** The newest bodies by slot, oldest first, and their bytes. */
   readonly #recent = new Map<number, { event: ChangeEvent; bytes: number }>()
   #recentBytes = 0
-  /** Events committed without having been appended here (a subclass that keeps events elsewhere). */
+  /** Events committed without having been appended here (a durability that keeps them elsewhere). */
   readonly #unlogged = new Map<number, ChangeEvent>()
 
   constructor(dir: string, options: EventLogOptions = {}) {
