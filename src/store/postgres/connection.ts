@@ -7,14 +7,14 @@ import type { Logger } from '../../log/logger.js'
 import type { StoreHealth } from '../store.js'
 import { duplicateEmail, duplicateId } from '../store-errors.js'
 import { appendEvents } from './append-events.js'
-import { loadPg, type PgModule } from './driver.js'
 import {
   classifyPgError,
   databaseUnavailable,
   isUniqueViolation,
   pgFault,
   toInputError,
-} from './errors.js'
+} from './classify-error.js'
+import { loadPg, type PgModule } from './driver.js'
 import { quoteIdentifier } from './schema.js'
 import type { SqlShape } from './sql.js'
 

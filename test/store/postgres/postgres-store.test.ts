@@ -12,8 +12,8 @@ import type { UserStatus } from '../../../src/domain/user.js'
 import { ConfigError, parseConfig } from '../../../src/process/config.js'
 import { createUserService } from '../../../src/process/create-user-service.js'
 import { MemoryStore } from '../../../src/store/memory-store.js'
+import { classifyPgError } from '../../../src/store/postgres/classify-error.js'
 import { loadPg } from '../../../src/store/postgres/driver.js'
-import { classifyPgError } from '../../../src/store/postgres/errors.js'
 import {
   PostgresStore,
   type PostgresStoreOptions,
