@@ -149,6 +149,10 @@ export function createService(options: ServiceOptions): UserService {
           dataDir: store.capabilities.dataDir,
           eventsAppended: () => store.events.appended,
           eventStreams: () => events.openStreams,
+          feedStalls: () => ({
+            seconds: store.events.stalledSeconds ?? 0,
+            total: store.events.stalls ?? 0,
+          }),
         })
   const events = createEventStreams({
     feed: store.events,

@@ -40,6 +40,12 @@ export interface Config {
   readonly corsOrigins: CorsOrigins | undefined
   /** DATABASE_URL: the PostgreSQL store's database (§11); undefined: the file store. */
   readonly databaseUrl: string | undefined
+  /** DATABASE_STATEMENT_TIMEOUT_MS: statement_timeout of the PostgreSQL sessions (0: none). */
+  readonly databaseStatementTimeoutMs: number
+  /** DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS: idle_in_transaction_session_timeout (0: none). */
+  readonly databaseIdleInTransactionTimeoutMs: number
+  /** FEED_STALL_WARN_MS: a commit kept this long from the event counter is logged and counted. */
+  readonly feedStallWarnMs: number
   /** WORKERS: how many worker processes serve (node:cluster); 1: this process alone. */
   readonly workers: number
   readonly production: boolean
@@ -75,6 +81,9 @@ export const DEFAULTS = {
   logLevel: 'info',
   eventsRetentionDays: 30,
   checkpointMs: 1000,
+  databaseStatementTimeoutMs: 30_000,
+  databaseIdleInTransactionTimeoutMs: 10_000,
+  feedStallWarnMs: 5_000,
   workers: 1,
 } as const
 
@@ -121,6 +130,19 @@ export function parseConfig(env: Env, cwd = process.cwd()): Config {
     eventsRetentionDays: integer('EVENTS_RETENTION_DAYS', DEFAULTS.eventsRetentionDays, 1, 36_500),
     checkpointMs: integer('CHECKPOINT_MS', DEFAULTS.checkpointMs, 1, 3_600_000),
     importMaxBytes: integer('IMPORT_MAX_BYTES', DEFAULTS.importMaxBytes, 1, 2 ** 40),
+    databaseStatementTimeoutMs: integer(
+      'DATABASE_STATEMENT_TIMEOUT_MS',
+      DEFAULTS.databaseStatementTimeoutMs,
+      0,
+      86_400_000,
+    ),
+    databaseIdleInTransactionTimeoutMs: integer(
+      'DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS',
+      DEFAULTS.databaseIdleInTransactionTimeoutMs,
+      0,
+      86_400_000,
+    ),
+    feedStallWarnMs: integer('FEED_STALL_WARN_MS', DEFAULTS.feedStallWarnMs, 1, 3_600_000),
     metrics: parseOnOff(read('METRICS'), 'METRICS', DEFAULTS.metrics),
     corsOrigins: parseCors(read('CORS_ORIGINS')),
     ...parseStoreChoice(read('DATABASE_URL'), read('WORKERS')),

@@ -34,6 +34,11 @@ async function main(): Promise<void> {
     logger,
     eventsRetentionDays: config.eventsRetentionDays,
     checkpointMs: config.checkpointMs,
+    postgres: {
+      statementTimeoutMs: config.databaseStatementTimeoutMs,
+      idleInTransactionTimeoutMs: config.databaseIdleInTransactionTimeoutMs,
+      feedStallWarnMs: config.feedStallWarnMs,
+    },
   })
   // The lock comes first: only the process that owns the directory may write to it, the
   // first-start secret included. A store that keeps no files there (a database) leaves the lock

@@ -1,7 +1,7 @@
 import type { Logger } from '../log/logger.js'
 import { FileStore } from './file/file-store.js'
 import { MemoryStore } from './memory-store.js'
-import { PostgresStore } from './postgres/postgres-store.js'
+import { PostgresStore, type PostgresStoreOptions } from './postgres/postgres-store.js'
 import type { Store } from './store.js'
 
 export interface StoreConfig {
@@ -17,6 +17,13 @@ export interface StoreConfig {
   eventsRetentionDays?: number | undefined
   /** The file store's checkpoint interval (default 1000 ms). */
   checkpointMs?: number | undefined
+  /** The PostgreSQL store's session time-outs and stall report (defaults in its options). */
+  postgres?:
+    | Pick<
+        PostgresStoreOptions,
+        'statementTimeoutMs' | 'idleInTransactionTimeoutMs' | 'feedStallWarnMs'
+      >
+    | undefined
 }
 
 /**
@@ -33,7 +40,7 @@ export function createStore(config: StoreConfig): Store {
       : { eventsRetentionDays: config.eventsRetentionDays }),
   }
   if (config.databaseUrl !== undefined)
-    return new PostgresStore({ url: config.databaseUrl, ...common })
+    return new PostgresStore({ url: config.databaseUrl, ...common, ...config.postgres })
   if (config.dataDir !== undefined)
     return new FileStore({
       dataDir: config.dataDir,

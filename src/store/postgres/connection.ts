@@ -14,6 +14,7 @@ import {
   pgFault,
   toInputError,
 } from './classify-error.js'
+import { BLOCKERS_SQL, CommitStallWatch } from './commit-stall.js'
 import { loadPg, type PgModule } from './driver.js'
 import { quoteIdentifier } from './schema.js'
 import type { SqlShape } from './sql.js'
@@ -24,7 +25,20 @@ export interface PgConnectionOptions {
   schema: string | undefined
   poolSize: number | undefined
   pg: PgModule | undefined
+  /** statement_timeout of every session (0: none). */
+  statementTimeoutMs: number
+  /** idle_in_transaction_session_timeout of every session (0: none). */
+  idleInTransactionTimeoutMs: number
+  /** How long a transaction's tail may wait for the event counter before it is reported. */
+  stallWarnMs: number
 }
+
+/** The defaults of the sessions' time-outs and of the stall report. */
+export const SESSION_DEFAULTS = Object.freeze({
+  statementTimeoutMs: 30_000,
+  idleInTransactionTimeoutMs: 10_000,
+  stallWarnMs: 5_000,
+})
 
 /** A statement: a named prepared statement and its values. */
 export type Statement = SqlShape | { name: string; text: string; values: unknown[] }
@@ -41,9 +55,25 @@ export class PgConnection {
   #pool: Pool | undefined
   #health: StoreHealth = HEALTHY
   #probe: NodeJS.Timeout | undefined
+  /** Transactions' tails that wait for the event counter (a feed that cannot advance). */
+  readonly stalls: CommitStallWatch
 
   constructor(options: PgConnectionOptions) {
     this.#options = options
+    this.stalls = new CommitStallWatch(options.stallWarnMs, options.logger, async (pid) => {
+      const found = await this.#connection().query<{
+        pid: number
+        age: number | null
+        state: string | null
+        application: string | null
+      }>(BLOCKERS_SQL, [pid])
+      return found.rows.map((row) => ({
+        pid: row.pid,
+        transactionAgeSeconds: row.age,
+        state: row.state,
+        application: row.application,
+      }))
+    })
   }
 
   get health(): StoreHealth {
@@ -59,6 +89,11 @@ export class PgConnection {
       max: this.#options.poolSize ?? 10,
       connectionTimeoutMillis: 5000,
       application_name: 'user-service',
+      // A session of this service stuck in a statement or idle in a transaction (a frozen
+      // process, a lost client) would hold its locks, the event counter's among them, and stop
+      // every writer and the feed: the server ends it instead.
+      statement_timeout: this.#options.statementTimeoutMs,
+      idle_in_transaction_session_timeout: this.#options.idleInTransactionTimeoutMs,
     }
     if (this.#options.schema !== undefined)
       config.options = `-c search_path=${quoteIdentifier(this.#options.schema)},public`
@@ -131,8 +166,12 @@ export class PgConnection {
       await client.query('BEGIN')
       const result = await work(client)
       const drafts = events(result)
-      await appendEvents(client, drafts)
-      await client.query('COMMIT')
+      if (drafts.length === 0) await client.query('COMMIT')
+      else
+        await this.stalls.watch(backendPid(client), async () => {
+          await appendEvents(client, drafts, true)
+          await client.query('COMMIT')
+        })
       this.#noteSuccess()
       if (drafts.length > 0) committed()
       return result
@@ -200,6 +239,12 @@ export class PgConnection {
     if (this.#pool === undefined) throw new Error('the PostgreSQL store is not open')
     return this.#pool
   }
+}
+
+/** The server process of a connection (the driver keeps it from the start-up), if known. */
+function backendPid(client: PoolClient): number | undefined {
+  const pid = (client as { processID?: unknown }).processID
+  return typeof pid === 'number' ? pid : undefined
 }
 
 /** The id a primary-key violation names (`Key (id)=(…) already exists.`), or a placeholder. */

@@ -17,7 +17,7 @@ import type {
 import { duplicateId, notCanonical, userNotFound } from '../store-errors.js'
 import { checkStorableContext, checkStorableQuery, checkStorableUser } from '../store-input.js'
 import { contention } from './classify-error.js'
-import { PgConnection } from './connection.js'
+import { PgConnection, SESSION_DEFAULTS } from './connection.js'
 import { CreateBatcher } from './create-batch.js'
 import { PostgresEventFeed } from './events.js'
 import { one } from './rows.js'
@@ -69,11 +69,16 @@ export class PostgresStore implements Store {
       schema: options.schema,
       poolSize: options.poolSize,
       pg: options.pg,
+      statementTimeoutMs: options.statementTimeoutMs ?? SESSION_DEFAULTS.statementTimeoutMs,
+      idleInTransactionTimeoutMs:
+        options.idleInTransactionTimeoutMs ?? SESSION_DEFAULTS.idleInTransactionTimeoutMs,
+      stallWarnMs: options.feedStallWarnMs ?? SESSION_DEFAULTS.stallWarnMs,
     })
     this.events = new PostgresEventFeed(
       (shape) => this.#db.query(shape),
       options.eventPollMs,
       () => this.#db.client(),
+      this.#db.stalls,
     )
     this.#creates = new CreateBatcher(
       this.#db,

@@ -20,4 +20,10 @@ export interface PostgresStoreOptions {
   eventsRetentionDays?: number
   /** How often a stream looks for events other replicas committed (default 200 ms). */
   eventPollMs?: number
+  /** statement_timeout of the store's sessions (default 30,000 ms; 0: none). */
+  statementTimeoutMs?: number
+  /** idle_in_transaction_session_timeout of the store's sessions (default 10,000 ms; 0: none). */
+  idleInTransactionTimeoutMs?: number
+  /** A commit that waits this long for the event counter is reported (default 5,000 ms). */
+  feedStallWarnMs?: number
 }
