@@ -15,22 +15,22 @@ import { EVENT_CHANNEL } from './event-schema.js'
 export async function appendEvents(
   client: PoolClient,
   drafts: readonly EventDraft[],
-  notify: boolean,
 ): Promise<void> {
   if (drafts.length === 0) return
   const column = <K extends keyof EventDraft>(key: K): unknown[] =>
     drafts.map((draft) => draft[key] ?? null)
   await client.query({
-    name: notify ? 'events_append_notify' : 'events_append',
+    name: 'events_append',
     // The NOTIFY is delivered at COMMIT to every replica that listens: a wake-up only, the poll
-    // stays the truth. One statement, so that the feed costs a write one round trip.
+    // stays the truth (docs/postgresql.md says why it stays). One statement, so that the feed
+    // costs a write one round trip.
     text: `WITH counter AS (UPDATE event_counter SET last_id = last_id + $9 RETURNING last_id - $9 AS base),
       added AS (INSERT INTO events (id, type, time, user_id, version, actor, request_id, changed, user_json)
         SELECT counter.base + e.n, e.type, e.time, e.user_id, e.version, e.actor, e.request_id, e.changed, e.user_json
         FROM counter, unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[])
           WITH ORDINALITY AS e(type, time, user_id, version, actor, request_id, changed, user_json, n)
         RETURNING id)
-      SELECT ${notify ? `pg_notify('${EVENT_CHANNEL}', '')` : 'count(*)'} FROM added${notify ? ' LIMIT 1' : ''}`,
+      SELECT pg_notify('${EVENT_CHANNEL}', '') FROM added LIMIT 1`,
     values: [
       column('type'),
       column('time'),

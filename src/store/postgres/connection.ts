@@ -169,7 +169,7 @@ export class PgConnection {
       if (drafts.length === 0) await client.query('COMMIT')
       else
         await this.stalls.watch(backendPid(client), async () => {
-          await appendEvents(client, drafts, true)
+          await appendEvents(client, drafts)
           await client.query('COMMIT')
         })
       this.#noteSuccess()
