@@ -53,6 +53,11 @@ const HEALTHY: StoreHealth = Object.freeze({ state: 'ok' })
 export class PgConnection {
   readonly #options: PgConnectionOptions
   #pool: Pool | undefined
+  /**
+   * One connection of its own for asking who blocks a stalled commit: the pool's may all be
+   * taken by writers waiting for that very lock.
+   */
+  #side: Pool | undefined
   #health: StoreHealth = HEALTHY
   #probe: NodeJS.Timeout | undefined
   /** Transactions' tails that wait for the event counter (a feed that cannot advance). */
@@ -61,7 +66,8 @@ export class PgConnection {
   constructor(options: PgConnectionOptions) {
     this.#options = options
     this.stalls = new CommitStallWatch(options.stallWarnMs, options.logger, async (pid) => {
-      const found = await this.#connection().query<{
+      if (this.#side === undefined) throw new Error('the PostgreSQL store is not open')
+      const found = await this.#side.query<{
         pid: number
         age: number | null
         state: string | null
@@ -109,6 +115,11 @@ export class PgConnection {
       client.on('error', () => undefined)
     })
     this.#pool = pool
+    this.#side = new pg.Pool({ ...config, max: 1, idleTimeoutMillis: 1000 })
+    this.#side.on('error', () => undefined)
+    this.#side.on('connect', (client) => {
+      client.on('error', () => undefined)
+    })
   }
 
   /** Asks the database whether it answers every `intervalMs`, for /readyz between requests. */
@@ -124,6 +135,9 @@ export class PgConnection {
     this.#probe = undefined
     const pool = this.#pool
     this.#pool = undefined
+    const side = this.#side
+    this.#side = undefined
+    await side?.end()
     await pool?.end()
   }
 
