@@ -5,6 +5,7 @@ import path from 'node:path'
 import { createSingleKeySet, KeyError, type KeySet, parseKeyList } from '../auth/keys.js'
 import { CorsConfigError, type CorsOrigins, parseCorsOrigins } from '../http/cors.js'
 import { LOG_LEVELS, type LogLevel } from '../log/logger.js'
+import { SESSION_DEFAULTS } from '../store/postgres/store-options.js'
 
 /** The service's configuration, validated and frozen; built once from the environment. */
 export interface Config {
@@ -81,9 +82,9 @@ export const DEFAULTS = {
   logLevel: 'info',
   eventsRetentionDays: 30,
   checkpointMs: 1000,
-  databaseStatementTimeoutMs: 30_000,
-  databaseIdleInTransactionTimeoutMs: 10_000,
-  feedStallWarnMs: 5_000,
+  databaseStatementTimeoutMs: SESSION_DEFAULTS.statementTimeoutMs,
+  databaseIdleInTransactionTimeoutMs: SESSION_DEFAULTS.idleInTransactionTimeoutMs,
+  feedStallWarnMs: SESSION_DEFAULTS.stallWarnMs,
   workers: 1,
 } as const
 

@@ -33,13 +33,6 @@ export interface PgConnectionOptions {
   stallWarnMs: number
 }
 
-/** The defaults of the sessions' time-outs and of the stall report. */
-export const SESSION_DEFAULTS = Object.freeze({
-  statementTimeoutMs: 30_000,
-  idleInTransactionTimeoutMs: 10_000,
-  stallWarnMs: 5_000,
-})
-
 /** A statement: a named prepared statement and its values. */
 export type Statement = SqlShape | { name: string; text: string; values: unknown[] }
 

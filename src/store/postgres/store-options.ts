@@ -1,6 +1,13 @@
 import type { Logger } from '../../log/logger.js'
 import type { PgModule } from './driver.js'
 
+/** The defaults of the sessions' time-outs and of the stall report (DEFAULTS of the configuration). */
+export const SESSION_DEFAULTS = Object.freeze({
+  statementTimeoutMs: 30_000,
+  idleInTransactionTimeoutMs: 10_000,
+  stallWarnMs: 5_000,
+})
+
 /** How a PostgresStore connects, and the timings of its probe, feed and pruning. */
 export interface PostgresStoreOptions {
   /** postgres:// or postgresql:// */

@@ -4,9 +4,10 @@ import { describe, it, type TestContext } from 'node:test'
 import pg from 'pg'
 
 import { silentLogger } from '../../../src/log/logger.js'
-// A namespace import: the file loads (and its tests fail one by one) on a release without the time-outs.
+// Namespace imports: the file loads (and its tests fail one by one) on a release without the time-outs.
 import * as connection from '../../../src/store/postgres/connection.js'
 import { PostgresStore } from '../../../src/store/postgres/postgres-store.js'
+import * as storeOptions from '../../../src/store/postgres/store-options.js'
 import { feedReader } from '../../events/feed-fixtures.js'
 import { openSse } from '../../events/sse-client.js'
 import { sleep } from '../../helpers/child.js'
@@ -228,7 +229,7 @@ describe('the PostgreSQL feed in commit order', { skip: SKIP_POSTGRES }, () => {
       schema: undefined,
       poolSize: 2,
       pg: undefined,
-      ...connection.SESSION_DEFAULTS,
+      ...storeOptions.SESSION_DEFAULTS,
       statementTimeoutMs: 1234,
       idleInTransactionTimeoutMs: 300,
     })
