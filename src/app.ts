@@ -42,9 +42,9 @@ export interface AppParts {
   /** What the handlers work with. */
   services: RouteServices
   logger: Logger
-  /** Told of every request (§14); undefined: nothing is counted. */
+  /** Told of every request (metrics); undefined: nothing is counted. */
   metrics?: RequestMetrics | undefined
-  /** Origins allowed to call from a browser (§13); undefined sends no CORS headers. */
+  /** Origins allowed to call from a browser (CORS); undefined sends no CORS headers. */
   corsOrigins?: CorsOrigins | undefined
 }
 

@@ -110,6 +110,10 @@ export function createService(options: ServiceOptions): UserService {
           dataDir: store.capabilities.dataDir,
           eventsAppended: () => store.events.appended,
           eventStreams: () => events.openStreams,
+          feedStalls: () => ({
+            seconds: store.events.stalledSeconds ?? 0,
+            total: store.events.stalls ?? 0,
+          }),
         })
   if (metrics !== undefined) opened.observeWrites(metrics.storeWrite)
   const slots = options.slots ?? createLocalSlots()

@@ -93,6 +93,27 @@ export const SETTINGS = {
     parse: integer(1, 3_600_000),
     doc: 'how often the file store makes the files its log covers durable (ms)',
   }),
+  databaseStatementTimeoutMs: setting({
+    owner: 'store',
+    env: ['DATABASE_STATEMENT_TIMEOUT_MS'],
+    default: 30_000,
+    parse: integer(0, 86_400_000),
+    doc: "statement_timeout of the PostgreSQL store's sessions (ms; 0: none)",
+  }),
+  databaseIdleInTransactionTimeoutMs: setting({
+    owner: 'store',
+    env: ['DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS'],
+    default: 10_000,
+    parse: integer(0, 86_400_000),
+    doc: "idle_in_transaction_session_timeout of the PostgreSQL store's sessions (ms; 0: none)",
+  }),
+  feedStallWarnMs: setting({
+    owner: 'store',
+    env: ['FEED_STALL_WARN_MS'],
+    default: 5_000,
+    parse: integer(1, 3_600_000),
+    doc: 'a commit kept this long from the event counter is logged and counted (ms)',
+  }),
   basePath: setting({
     owner: 'service',
     env: ['BASE_PATH'],

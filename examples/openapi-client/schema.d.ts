@@ -290,7 +290,7 @@ export interface components {
              */
             readonly updatedAt: string;
             /**
-             * @description 1 at creation, +1 on every change that alters the stored user; the ETag follows it. A user at the highest version (2^53 - 1) cannot change any more (409 version_exhausted).
+             * @description 1 at creation, +1 on every change that alters the stored user; the ETag follows it. A user at the highest version (2^53 - 2) cannot change any more (409 version_exhausted) but can be deleted: its user.deleted event takes the last version, 2^53 - 1.
              * @example 1
              */
             readonly version: number;
@@ -363,7 +363,7 @@ export interface components {
              */
             readonly updatedAt?: string;
             /**
-             * @description 1 at creation, +1 on every change that alters the stored user; the ETag follows it. A user at the highest version (2^53 - 1) cannot change any more (409 version_exhausted).
+             * @description 1 at creation, +1 on every change that alters the stored user; the ETag follows it. A user at the highest version (2^53 - 2) cannot change any more (409 version_exhausted) but can be deleted: its user.deleted event takes the last version, 2^53 - 1.
              * @example 1
              */
             readonly version?: number;
@@ -414,7 +414,7 @@ export interface components {
              */
             readonly updatedAt?: string;
             /**
-             * @description 1 at creation, +1 on every change that alters the stored user; the ETag follows it. A user at the highest version (2^53 - 1) cannot change any more (409 version_exhausted).
+             * @description 1 at creation, +1 on every change that alters the stored user; the ETag follows it. A user at the highest version (2^53 - 2) cannot change any more (409 version_exhausted) but can be deleted: its user.deleted event takes the last version, 2^53 - 1.
              * @example 1
              */
             readonly version?: number;

@@ -55,7 +55,7 @@ export function toEtag(version: number): string {
 }
 
 export function toRecord(user: User): UserRecord {
-  // Fields in the contract's order, whatever order the object was built in.
+  // Fields in the documented order (docs/api.md), whatever order the object was built in.
   const json = JSON.stringify({
     id: user.id,
     email: user.email,

@@ -36,6 +36,8 @@ export interface ServiceMetricsSources {
   eventsAppended?: (() => number | undefined) | undefined
   /** `GET /events` streams open now. */
   eventStreams?: (() => number) | undefined
+  /** The feed's commits waiting past the stall threshold: the oldest one's wait and how many so far. */
+  feedStalls?: (() => { seconds: number; total: number } | undefined) | undefined
 }
 
 /**
@@ -148,6 +150,18 @@ export function createServiceMetrics(sources: ServiceMetricsSources): ServiceMet
   const streams = registry
     .gauge('user_service_event_streams', 'GET /events streams (text/event-stream) open now.')
     .labels()
+  const stalled = registry
+    .gauge(
+      'user_service_event_feed_stalled_seconds',
+      'How long the oldest commit now waiting to append its events has waited, once past the stall threshold (PostgreSQL: another session holds the event counter); 0 otherwise.',
+    )
+    .labels()
+  const stalls = registry
+    .counter(
+      'user_service_event_feed_stalls_total',
+      'Commits that waited past the stall threshold to append their events.',
+    )
+    .labels()
   const cpuUser = registry
     .counter('process_cpu_user_seconds_total', 'User CPU time spent by the process.')
     .labels()
@@ -203,6 +217,9 @@ export function createServiceMetrics(sources: ServiceMetricsSources): ServiceMet
     users.set(sources.usersStored() ?? 0)
     appended.setTotal(sources.eventsAppended?.() ?? 0)
     streams.set(sources.eventStreams?.() ?? 0)
+    const feedStalls = sources.feedStalls?.()
+    stalled.set(feedStalls?.seconds ?? 0)
+    stalls.setTotal(feedStalls?.total ?? 0)
     const droppedLines = sources.droppedLogLines()
     if (droppedLines !== undefined) dropped.setTotal(droppedLines)
     const cache = sources.tokenCache()

@@ -2,7 +2,7 @@ import { EVENT_TYPES } from '../domain/event.js'
 import { EVENT_CURSOR } from '../routes/events/list-events.js'
 import { type Json, ref } from '../routes/route.js'
 
-/** The feed's schemas (§10), merged into components.schemas. */
+/** The feed's schemas (docs/events.md), merged into components.schemas. */
 export function createEventSchemas(): Record<string, Json> {
   return {
     Event: {

@@ -96,7 +96,7 @@ function successResponses(route: Route): Record<string, Json> {
   return responses
 }
 
-/** The error statuses a route can answer, in the fault order of the contract (§3). */
+/** The error statuses a route can answer, in the order faults are checked (docs/api.md). */
 export function errorStatuses(route: Route): number[] {
   // Node's parser refuses a malformed request, slow headers or huge headers on any route.
   const statuses = new Set<number>([400, 408, 431, 500])

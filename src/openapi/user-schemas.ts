@@ -150,7 +150,7 @@ export function createSchemas(): Record<string, Json> {
 }
 
 function metadataValue(): Json {
-  // A lone surrogate is refused (§9); maxLength counts code points, as the service does.
+  // A lone surrogate is refused; maxLength counts code points, as the service does.
   return {
     type: 'string',
     maxLength: USER_FIELDS.metadata.maxValueLength,

@@ -16,7 +16,7 @@ export interface StorageFaultLogOptions {
 }
 
 /**
- * Logs the faults of the service's own storage (§9): the first fault of each episode at `error`,
+ * Logs the faults of the service's own storage (docs/operations.md): the first fault of each episode at `error`,
  * with its cause (errno and syscall, or the database's SQLSTATE), the operation and the requestId;
  * the later ones of the same episode at `debug` only, so that an outage met by every request
  * writes one error line, not one per request.

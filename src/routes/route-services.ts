@@ -12,7 +12,7 @@ export interface RouteServices {
   readonly operations: UserOperations
   /** Signs and reads list cursors. */
   readonly cursors: CursorCodec
-  /** The most users a `q` page examines before it answers (§9). */
+  /** The most users a `q` page examines before it answers (LIST_SCAN_BUDGET). */
   readonly scanBudget: number
   /** The users of these ids that exist, in any order (a batch get); undefined: one get per id. */
   readonly getMany: ((ids: readonly string[]) => Promise<readonly UserRecord[]>) | undefined

@@ -32,7 +32,7 @@ export interface RouteContext {
    */
   readonly preconditions: Preconditions
   readonly requestId: string
-  /** Who makes the request (§10): the token's subject and the request id, for the events of its writes. */
+  /** Who makes the request: the token's subject and the request id, for the events of its writes. */
   readonly change: ChangeContext
   /** The verified token; undefined on a route without a scope. */
   readonly claims: TokenClaims | undefined

@@ -33,7 +33,17 @@ export function createStore(config: StoreConfig): Store {
       : { eventsRetentionDays: config.eventsRetentionDays }),
   }
   if (config.databaseUrl !== undefined)
-    return new PostgresStore({ url: config.databaseUrl, ...common })
+    return new PostgresStore({
+      url: config.databaseUrl,
+      ...common,
+      ...(config.databaseStatementTimeoutMs === undefined
+        ? {}
+        : { statementTimeoutMs: config.databaseStatementTimeoutMs }),
+      ...(config.databaseIdleInTransactionTimeoutMs === undefined
+        ? {}
+        : { idleInTransactionTimeoutMs: config.databaseIdleInTransactionTimeoutMs }),
+      ...(config.feedStallWarnMs === undefined ? {} : { feedStallWarnMs: config.feedStallWarnMs }),
+    })
   if (config.dataDir !== undefined)
     return new FileStore({
       dataDir: config.dataDir,

@@ -209,10 +209,9 @@ describe('PostgreSQL event ids past 2^53', { skip: SKIP_POSTGRES }, () => {
     t.after(() => store.close())
     const svc = await startService(t, { store })
     await svc.createUser()
-    // Ids as they would be after 2^53 of them: the next transaction's events land just past 2^53.
-    await sql(
-      `UPDATE ${schema}.event_counter SET id_base = 9007199254740992 - pg_current_xact_id()::text::bigint * 65536`,
-    )
+    // Ids as they would be after 2^54 of them: the next ones (2^54 + 1, + 2, + 3) are past 2^53
+    // and none is a double (doubles there are multiples of 4), so a rounded cursor would show.
+    await sql(`UPDATE ${schema}.event_counter SET last_id = 18014398509481984`)
     const users = [await svc.createUser(), await svc.createUser(), await svc.createUser()]
     const whole = await readWholeFeed(svc.baseUrl, 'limit=2')
     const ids = whole.items.map((event) => event.id)

@@ -242,3 +242,37 @@ describe('a bad variable at process start', () => {
     })
   }
 })
+
+describe('parseConfig: the PostgreSQL sessions and the feed stall report', () => {
+  it('defaults to 30 s, 10 s and 5 s, and reads each (0 turns a time-out off)', () => {
+    const defaults = parseConfig({}, CWD)
+    assert.equal(defaults.databaseStatementTimeoutMs, 30_000)
+    assert.equal(defaults.databaseIdleInTransactionTimeoutMs, 10_000)
+    assert.equal(defaults.feedStallWarnMs, 5_000)
+    const set = parseConfig(
+      {
+        DATABASE_STATEMENT_TIMEOUT_MS: '0',
+        DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS: '2500',
+        FEED_STALL_WARN_MS: '750',
+      },
+      CWD,
+    )
+    assert.equal(set.databaseStatementTimeoutMs, 0)
+    assert.equal(set.databaseIdleInTransactionTimeoutMs, 2500)
+    assert.equal(set.feedStallWarnMs, 750)
+  })
+
+  const cases: readonly [string, string][] = [
+    ['DATABASE_STATEMENT_TIMEOUT_MS', '-1'],
+    ['DATABASE_STATEMENT_TIMEOUT_MS', '30s'],
+    ['DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS', '1.5'],
+    ['DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS', '86400001'],
+    ['FEED_STALL_WARN_MS', '0'],
+    ['FEED_STALL_WARN_MS', 'soon'],
+  ]
+  for (const [variable, value] of cases) {
+    it(`refuses ${variable}=${JSON.stringify(value)} naming ${variable}`, () => {
+      assertRefused({ [variable]: value }, variable)
+    })
+  }
+})

@@ -6,7 +6,7 @@ import { refuseQueryParameters } from './no-query.js'
 /** The export's writes: large enough to cost few system calls, small beside OUTPUT_BYTES. */
 const WRITE_BYTES = 64 * 1024
 
-/** Every user as NDJSON, streamed a store page at a time (§12). */
+/** Every user as NDJSON, streamed a store page at a time (docs/bulk.md). */
 export const exportUsers: Route = {
   ...API_ROUTE,
   operationId: 'exportUsers',

@@ -6,12 +6,12 @@ import { type Route, STREAMED } from '../route.js'
 import { API_ROUTE, NDJSON, TEXT } from '../route-defaults.js'
 import { refuseQueryParameters } from './no-query.js'
 
-/** Output held for one response whose client reads slowly (§9: about 1 MiB). */
+/** Output held for one response whose client reads slowly (about 1 MiB). */
 export const OUTPUT_BYTES = 1024 * 1024
 /** Import lines started between two turns of the event loop given to other requests. */
 const IMPORT_BATCH = 256
 
-/** Users from NDJSON, one result line per input line, streamed as each is durable (§12). */
+/** Users from NDJSON, one result line per input line, streamed as each is durable (docs/bulk.md). */
 export const importUsers: Route = {
   ...API_ROUTE,
   operationId: 'importUsers',

@@ -189,6 +189,7 @@ export function startSseStream(options: SseStreamOptions): SseStream {
             after: cursor,
             limit: STREAM_PAGE,
             maxBytes: room,
+            live: true,
           })
           if (done || !(await send(page, room))) return
           if (cursor === before) break

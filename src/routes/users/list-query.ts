@@ -15,7 +15,7 @@ const MAX_Q_LENGTH = 200
 export interface ListRequest {
   readonly query: ListQuery
   readonly walk: Omit<CursorState, 'after'>
-  /** A batch get (`?ids=`, §12): these users in this order, one page; nothing else is asked. */
+  /** A batch get (`?ids=`, docs/bulk.md): these users in this order, one page; nothing else is asked. */
   readonly ids?: readonly string[]
 }
 
@@ -59,7 +59,7 @@ export function parseListQuery(rawQuery: string, cursors: CursorCodec): ListRequ
 
 /**
  * No store can take a NUL (PostgreSQL's text cannot hold one), and no stored name or email holds
- * one: refused here, so that every store answers alike and none ever sees it (§9).
+ * one: refused here, so that every store answers alike and none ever sees it.
  */
 function refuseNul(params: ReadonlyMap<Parameter, string>): void {
   for (const [name, value] of params) {

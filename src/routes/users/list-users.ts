@@ -7,7 +7,7 @@ import { type Json, type Route, type RouteContext, ref } from '../route.js'
 import { API_ROUTE } from '../route-defaults.js'
 import { DEFAULT_LIMIT, MAX_IDS, MAX_LIMIT, parseListQuery } from './list-query.js'
 
-/** `GET /users`: a page of users, filtered and sorted, or a batch get by ids (§9). */
+/** `GET /users`: a page of users, filtered and sorted, or a batch get by ids (docs/bulk.md). */
 export const listUsers: Route = {
   ...API_ROUTE,
   operationId: 'listUsers',

@@ -3,7 +3,7 @@ import { type Route, ref } from '../route.js'
 import { API_ROUTE, JSON_ONLY } from '../route-defaults.js'
 import { USER_ANSWER, userId, userReply } from './user-replies.js'
 
-/** `POST /users/{id}:activate` and `:suspend`: one lifecycle action each (§5). */
+/** `POST /users/{id}:activate` and `:suspend`: one lifecycle action each. */
 function transitionRoute(operationId: string, action: LifecycleAction, summary: string): Route {
   return {
     ...API_ROUTE,

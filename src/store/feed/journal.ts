@@ -30,6 +30,11 @@ export interface EventQuery {
    * following it still yields every match once. Undefined: no bound (a live stream's reads).
    */
   readonly scanBudget?: number | undefined
+  /**
+   * A live stream's read after a wake-up: the feed may answer it from the events it already
+   * holds in memory instead of asking its storage (the PostgreSQL feed does).
+   */
+  readonly live?: boolean | undefined
 }
 
 /** The default byte bound of one page of events (docs/api.md, limits). */
@@ -48,6 +53,13 @@ export interface EventFeed {
   subscribe(wake: () => void): () => void
   /** Events this process appended since it started (for /metrics). */
   readonly appended: number
+  /**
+   * How long the oldest commit now waiting to append its events has waited, in seconds, once
+   * past the stall threshold (else 0); undefined for a feed that cannot stall (for /metrics).
+   */
+  readonly stalledSeconds?: number | undefined
+  /** Commits that waited past the stall threshold since the start (for /metrics). */
+  readonly stalls?: number | undefined
 }
 
 export const ZERO_CURSOR = formatEventId(0)

@@ -7,14 +7,15 @@ import type { Logger } from '../../log/logger.js'
 import type { StoreHealth } from '../store.js'
 import { duplicateEmail, duplicateId } from '../store-errors.js'
 import { appendEvents } from './append-events.js'
-import { loadPg, type PgModule } from './driver.js'
 import {
   classifyPgError,
   databaseUnavailable,
   isUniqueViolation,
   pgFault,
   toInputError,
-} from './errors.js'
+} from './classify-error.js'
+import { BLOCKERS_SQL, CommitStallWatch } from './commit-stall.js'
+import { loadPg, type PgModule } from './driver.js'
 import { quoteIdentifier } from './schema.js'
 import type { SqlShape } from './sql.js'
 
@@ -24,6 +25,12 @@ export interface PgConnectionOptions {
   schema: string | undefined
   poolSize: number | undefined
   pg: PgModule | undefined
+  /** statement_timeout of every session (0: none). */
+  statementTimeoutMs: number
+  /** idle_in_transaction_session_timeout of every session (0: none). */
+  idleInTransactionTimeoutMs: number
+  /** How long a transaction's tail may wait for the event counter before it is reported. */
+  stallWarnMs: number
 }
 
 /** A statement: a named prepared statement and its values. */
@@ -39,11 +46,33 @@ const HEALTHY: StoreHealth = Object.freeze({ state: 'ok' })
 export class PgConnection {
   readonly #options: PgConnectionOptions
   #pool: Pool | undefined
+  /**
+   * One connection of its own for asking who blocks a stalled commit: the pool's may all be
+   * taken by writers waiting for that very lock.
+   */
+  #side: Pool | undefined
   #health: StoreHealth = HEALTHY
   #probe: NodeJS.Timeout | undefined
+  /** Transactions' tails that wait for the event counter (a feed that cannot advance). */
+  readonly stalls: CommitStallWatch
 
   constructor(options: PgConnectionOptions) {
     this.#options = options
+    this.stalls = new CommitStallWatch(options.stallWarnMs, options.logger, async (pid) => {
+      if (this.#side === undefined) throw new Error('the PostgreSQL store is not open')
+      const found = await this.#side.query<{
+        pid: number
+        age: number | null
+        state: string | null
+        application: string | null
+      }>(BLOCKERS_SQL, [pid])
+      return found.rows.map((row) => ({
+        pid: row.pid,
+        transactionAgeSeconds: row.age,
+        state: row.state,
+        application: row.application,
+      }))
+    })
   }
 
   get health(): StoreHealth {
@@ -59,6 +88,11 @@ export class PgConnection {
       max: this.#options.poolSize ?? 10,
       connectionTimeoutMillis: 5000,
       application_name: 'user-service',
+      // A session of this service stuck in a statement or idle in a transaction (a frozen
+      // process, a lost client) would hold its locks, the event counter's among them, and stop
+      // every writer and the feed: the server ends it instead.
+      statement_timeout: this.#options.statementTimeoutMs,
+      idle_in_transaction_session_timeout: this.#options.idleInTransactionTimeoutMs,
     }
     if (this.#options.schema !== undefined)
       config.options = `-c search_path=${quoteIdentifier(this.#options.schema)},public`
@@ -74,6 +108,11 @@ export class PgConnection {
       client.on('error', () => undefined)
     })
     this.#pool = pool
+    this.#side = new pg.Pool({ ...config, max: 1, idleTimeoutMillis: 1000 })
+    this.#side.on('error', () => undefined)
+    this.#side.on('connect', (client) => {
+      client.on('error', () => undefined)
+    })
   }
 
   /** Asks the database whether it answers every `intervalMs`, for /readyz between requests. */
@@ -89,6 +128,9 @@ export class PgConnection {
     this.#probe = undefined
     const pool = this.#pool
     this.#pool = undefined
+    const side = this.#side
+    this.#side = undefined
+    await side?.end()
     await pool?.end()
   }
 
@@ -131,8 +173,12 @@ export class PgConnection {
       await client.query('BEGIN')
       const result = await work(client)
       const drafts = events(result)
-      await appendEvents(client, drafts)
-      await client.query('COMMIT')
+      if (drafts.length === 0) await client.query('COMMIT')
+      else
+        await this.stalls.watch(backendPid(client), async () => {
+          await appendEvents(client, drafts)
+          await client.query('COMMIT')
+        })
       this.#noteSuccess()
       if (drafts.length > 0) committed()
       return result
@@ -200,6 +246,12 @@ export class PgConnection {
     if (this.#pool === undefined) throw new Error('the PostgreSQL store is not open')
     return this.#pool
   }
+}
+
+/** The server process of a connection (the driver keeps it from the start-up), if known. */
+function backendPid(client: PoolClient): number | undefined {
+  const pid = (client as { processID?: unknown }).processID
+  return typeof pid === 'number' ? pid : undefined
 }
 
 /** The id a primary-key violation names (`Key (id)=(…) already exists.`), or a placeholder. */

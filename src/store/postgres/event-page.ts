@@ -8,7 +8,6 @@ import {
   type EventPage,
   type EventQuery,
 } from '../feed/journal.js'
-import { FINAL_BELOW, FINAL_HEAD } from './event-schema.js'
 
 export type Query = <R extends QueryResultRow>(shape: {
   name: string
@@ -51,9 +50,10 @@ const LOWER_BOUND_BYTES = `64 + octet_length(type) + octet_length(time) + octet_
  * A page, fetched in batches that the database cuts near the byte bound (a lower estimate of
  * each event's size), so that a page of large events never has more than about the bound in
  * memory; the exact bound is then applied here. Each batch is one statement, one snapshot: its
- * head and its rows agree, so a page that ends short ends at the head. Only final events are read
- * (FINAL_BELOW): an event committed above the oldest transaction still running waits for it, so
- * that no event can later appear behind a cursor this page hands out.
+ * head and its rows agree, so a page that ends short ends at the head. The head is the counter's
+ * `last_id` as the statement's snapshot sees it: ids are taken in commit order (appendEvents), so
+ * every event up to it is committed and seen by that snapshot, and every event committed later
+ * has a larger id; no event can appear behind a cursor this page hands out.
  */
 export async function readEventPage(run: Query, query: EventQuery): Promise<EventPage> {
   const cursor = query.after === undefined ? undefined : cursorValue(query.after)
@@ -65,12 +65,11 @@ export async function readEventPage(run: Query, query: EventQuery): Promise<Even
   for (let first = true; ; first = false) {
     const wanted = query.limit - items.length
     const result = await run<PageRow>({
-      name: 'events_page_bounded',
-      text: `WITH bound AS (SELECT ${FINAL_BELOW} AS below, ${FINAL_HEAD} AS head, c.pruned_through FROM event_counter c),
+      name: 'events_page',
+      text: `WITH bound AS (SELECT c.last_id AS head, c.pruned_through FROM event_counter c),
         scan AS (
           SELECT id, ${LOWER_BOUND_BYTES} AS estimate FROM events
-          WHERE id > $1::bigint AND id < (SELECT below FROM bound)
-            AND ($3::text IS NULL OR user_id = $3) AND ($4::text[] IS NULL OR type = ANY($4))
+          WHERE id > $1::bigint AND ($3::text IS NULL OR user_id = $3) AND ($4::text[] IS NULL OR type = ANY($4))
           ORDER BY id LIMIT $2),
         page AS (SELECT id, sum(estimate) OVER (ORDER BY id) - estimate AS before FROM scan)
         SELECT b.head::text AS head, b.pruned_through::text AS pruned, (SELECT count(*) FROM scan)::int AS scanned,
@@ -119,8 +118,8 @@ export async function readEventPage(run: Query, query: EventQuery): Promise<Even
 }
 
 /**
- * Where a page cut short by bytes resumes: unfiltered, after its last event (ids are not
- * consecutive, but no final event lies between it and the one left out); filtered, just before
+ * Where a page cut short by bytes resumes: unfiltered, after its last event (no event lies
+ * between it and the one left out); filtered, just before
  * the match left out, so that the events between that do not match are not looked at again.
  */
 function resumeAt(last: ChangeEvent, left: ChangeEvent, query: EventQuery): string {

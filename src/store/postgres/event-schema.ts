@@ -27,35 +27,14 @@ export const EVENT_MIGRATION: readonly string[] = [
   'INSERT INTO event_counter (one, last_id, pruned_through) VALUES (true, 0, 0)',
 ]
 
-/**
- * Ids per transaction: an event's id is `id_base + xid * EVENTS_PER_TRANSACTION + n`, where xid is
- * its transaction's 64-bit id (`pg_current_xact_id()`) and n its place in the transaction (1 up).
- * Ids therefore sort by (transaction id, place) and no lock is needed to hand them out. bigint
- * holds ids for 2^47 transactions (four and a half centuries at 10,000 a second); past that the
- * multiplication fails the write (bigint out of range) rather than wrap.
- */
-export const EVENTS_PER_TRANSACTION = 65_536
-
-/**
- * The lowest id a transaction that is still running, or starts later, can write: every event
- * below it is committed (or never will be). `pg_snapshot_xmin` of the statement's own snapshot is
- * the oldest transaction id running when that snapshot was taken, and a transaction id handed out
- * later is larger; so ids below this bound are final, and they are exactly the ones this
- * statement's snapshot sees below it. `c` is the event_counter row.
- */
-export const FINAL_BELOW = `(c.id_base + pg_snapshot_xmin(pg_current_snapshot())::text::bigint * ${EVENTS_PER_TRANSACTION})`
-
-/**
- * The newest final event's id (see FINAL_BELOW), or the pruned bound when none is left: where a
- * reader that has read everything resumes. `c` is the event_counter row.
- */
-export const FINAL_HEAD = `greatest(c.pruned_through, coalesce((SELECT max(id) FROM events WHERE id < ${FINAL_BELOW}), 0))`
+/** Ids per transaction under migration 4's numbering (`id_base + xid * 65,536 + n`). */
+const EVENTS_PER_TRANSACTION = 65_536
 
 /**
  * Migration 4: ids without a global lock. Until now each transaction took the next ids from
  * `event_counter.last_id`, a row lock held through COMMIT, so that every write of every replica
  * committed one at a time. Ids now come from the writing transaction's id (EVENTS_PER_TRANSACTION),
- * and readers stop below the oldest transaction still running (FINAL_BELOW).
+ * and readers stopped below the oldest transaction still running (until migration 5).
  *
  * `id_base` puts every new id above every old one and above every cursor handed out: a new
  * transaction's id is above this one's, so its events are above `last_id`. The table lock waits
@@ -68,4 +47,25 @@ export const EVENT_ID_MIGRATION: readonly string[] = [
   'ALTER TABLE event_counter ADD COLUMN id_base bigint NOT NULL DEFAULT 0',
   `UPDATE event_counter SET id_base = greatest(0, last_id - pg_current_xact_id()::text::bigint * ${EVENTS_PER_TRANSACTION})`,
   'ALTER TABLE event_counter DROP COLUMN last_id',
+]
+
+/**
+ * Migration 5: ids in commit order again, from a counter row taken as the last statement of each
+ * transaction that appends events (see appendEvents). Migration 4's ids followed the order in
+ * which transactions began writing, so two overlapping changes could be listed out of their
+ * commit order, a restore onto a new server (whose transaction ids start low) numbered new events
+ * below every old one, and any open transaction of the cluster held every reader back.
+ *
+ * `last_id` starts at the highest id handed out (the newest event, or the pruned bound): nothing
+ * is renumbered, and every new id is above every id and cursor of the old numbering (a page's
+ * `nextCursor` was never past its newest event or the pruned bound). The table lock waits for the
+ * writers of the previous release, which read `event_counter` in their insert, so that every
+ * event they wrote is committed and counted; dropping `id_base` makes the ones that come later
+ * fail their writes (rolled back whole, event and change) until they are replaced.
+ */
+export const EVENT_COUNTER_MIGRATION: readonly string[] = [
+  'LOCK TABLE event_counter IN ACCESS EXCLUSIVE MODE',
+  'ALTER TABLE event_counter ADD COLUMN last_id bigint NOT NULL DEFAULT 0',
+  'UPDATE event_counter SET last_id = greatest(pruned_through, coalesce((SELECT max(id) FROM events), 0))',
+  'ALTER TABLE event_counter DROP COLUMN id_base',
 ]

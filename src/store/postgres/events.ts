@@ -1,38 +1,70 @@
 import type { PoolClient } from 'pg'
 
+import { ServiceError } from '../../domain/errors.js'
+import { cursorValue, formatEventId } from '../../domain/event.js'
 import type { EventFeed, EventPage, EventQuery } from '../feed/journal.js'
+import type { CommitStallWatch } from './commit-stall.js'
 import { type Query, readEventPage } from './event-page.js'
-import { EVENT_CHANNEL, FINAL_BELOW, FINAL_HEAD } from './event-schema.js'
+import { EVENT_CHANNEL } from './event-schema.js'
+import { FeedTail } from './feed-tail.js'
+
+/** Events the follower reads at a time, and their most bytes. */
+const TAIL_PAGE = 1000
+const TAIL_PAGE_BYTES = 16 * 1024 * 1024
 
 /**
  * The feed read from the database, so that a stream on any replica sees what every replica
- * committed. Followers are woken by this process's own commits at once, by NOTIFY for the commits
- * of other replicas, and by a poll of the newest final event (every `pollMs`): the poll is the
- * truth.
+ * committed. One follower per process: woken by this process's own commits at once, by NOTIFY for
+ * the commits of other replicas, and by a poll (every `pollMs`; the poll is the truth), it reads
+ * the new events once, keeps the newest in memory (FeedTail) and wakes the streams, which take
+ * their pages from there: N streams cost one read per commit, not N.
  */
 export class PostgresEventFeed implements EventFeed {
   readonly #query: Query
   readonly #listen: (() => Promise<PoolClient>) | undefined
   #listener: Promise<PoolClient | undefined> | undefined
   readonly #pollMs: number
+  readonly #stalls: CommitStallWatch | undefined
   readonly #wakers = new Set<() => void>()
   #poll: NodeJS.Timeout | undefined
-  #head = ''
+  #tail: FeedTail | undefined
   #checking = false
   #recheck = false
-  #soon: NodeJS.Timeout | undefined
-  #pendingMs = 0
   appended = 0
 
-  /** `listen` gives a connection of its own for LISTEN, held while anyone follows the feed. */
-  constructor(query: Query, pollMs = 200, listen?: () => Promise<PoolClient>) {
+  /**
+   * `listen` gives a connection of its own for LISTEN, held while anyone follows the feed;
+   * `stalls` watches the commits that wait for the event counter.
+   */
+  constructor(
+    query: Query,
+    pollMs = 200,
+    listen?: () => Promise<PoolClient>,
+    stalls?: CommitStallWatch,
+  ) {
     this.#query = query
     this.#pollMs = pollMs
     this.#listen = listen
+    this.#stalls = stalls
   }
 
-  /** A page of the feed (see readEventPage). */
+  get stalledSeconds(): number {
+    return this.#stalls?.stalledSeconds ?? 0
+  }
+
+  get stalls(): number {
+    return this.#stalls?.stalls ?? 0
+  }
+
+  /**
+   * A page of the feed (see readEventPage). A live stream's page comes from the events this
+   * process's follower already read when they hold it whole.
+   */
   read(query: EventQuery): Promise<EventPage> {
+    if (query.live === true) {
+      const page = this.#tail?.page(query)
+      if (page !== undefined) return Promise.resolve(page)
+    }
     return readEventPage(this.#query, query)
   }
 
@@ -44,8 +76,6 @@ export class PostgresEventFeed implements EventFeed {
       }, this.#pollMs)
       this.#poll.unref()
       this.#startListening()
-      // Events committed while nobody followed may be waiting for an older transaction: without
-      // a check now, nothing would look again before the poll (no commit, no NOTIFY is coming).
       void this.#check()
     }
     return () => {
@@ -57,12 +87,6 @@ export class PostgresEventFeed implements EventFeed {
   /** This process committed an event: its followers need not wait for the poll. */
   committed(): void {
     this.appended += 1
-    this.#woken()
-  }
-
-  /** New events were committed: readable at once, unless an older transaction still runs. */
-  #woken(): void {
-    this.#wake()
     if (this.#poll !== undefined) void this.#check()
   }
 
@@ -73,8 +97,7 @@ export class PostgresEventFeed implements EventFeed {
   stop(): void {
     clearInterval(this.#poll)
     this.#poll = undefined
-    clearTimeout(this.#soon)
-    this.#soon = undefined
+    this.#tail = undefined
     const listener = this.#listener
     this.#listener = undefined
     void listener?.then((client) => {
@@ -92,7 +115,7 @@ export class PostgresEventFeed implements EventFeed {
       try {
         const client = await listen()
         client.on('notification', () => {
-          this.#woken()
+          if (this.#poll !== undefined) void this.#check()
         })
         client.on('error', () => undefined)
         await client.query(`LISTEN ${EVENT_CHANNEL}`)
@@ -105,25 +128,24 @@ export class PostgresEventFeed implements EventFeed {
   }
 
   /**
-   * Deletes every event up to the newest final one older than `cutoff`, in one statement: none
-   * that is not final yet, so that no event commits below the pruned bound afterwards.
+   * Deletes every event older than `cutoff` up to the newest such one, in one statement, and
+   * moves the pruned bound there. Every event it sees is final (ids are taken in commit order), so
+   * none commits below the bound afterwards.
    */
   async prune(cutoff: string): Promise<void> {
     await this.#query({
       name: 'events_prune',
-      text: `WITH cut AS (SELECT max(id) AS through FROM events, event_counter c WHERE time < $1 AND id < ${FINAL_BELOW}),
+      text: `WITH cut AS (SELECT max(id) AS through FROM events WHERE time < $1),
         gone AS (DELETE FROM events WHERE id <= (SELECT through FROM cut) RETURNING 1)
-        UPDATE event_counter SET pruned_through = greatest(pruned_through, coalesce((SELECT through FROM cut), 0))
+        UPDATE event_counter SET pruned_through = greatest(pruned_through, (SELECT through FROM cut))
         WHERE (SELECT through FROM cut) IS NOT NULL`,
       values: [cutoff],
     })
   }
 
   /**
-   * Asks for the newest final event (FINAL_HEAD) and wakes the followers when it moved. An event
-   * committed but not yet final (an older transaction still runs: on any replica, or any other
-   * writer of the cluster) has woken them too early: then the check comes again soon, sooner
-   * than the poll, until it is final. One check at a time; a wake-up during one runs another.
+   * Reads the events committed since the tail's head (the first time, only where the head is)
+   * and wakes the followers when it moved. One check at a time; a wake-up during one runs another.
    */
   async #check(): Promise<void> {
     if (this.#checking) {
@@ -131,41 +153,50 @@ export class PostgresEventFeed implements EventFeed {
       return
     }
     this.#checking = true
-    let pending = false
     try {
-      const result = await this.#query<{ head: string; pending: boolean }>({
-        name: 'events_final_head',
-        text: `SELECT ${FINAL_HEAD}::text AS head, EXISTS (SELECT 1 FROM events WHERE id >= ${FINAL_BELOW}) AS pending
-          FROM event_counter c`,
-        values: [],
-      })
-      const row = result.rows[0]
-      pending = row?.pending ?? false
-      const head = row?.head ?? ''
-      if (head !== this.#head) {
-        this.#head = head
-        this.#pendingMs = 0
+      await this.#follow()
+    } catch (error) {
+      // A tail pruned past (a process that followed nothing new for the whole retention) starts
+      // again at the head; the streams find out from the database. Anything else: the database is
+      // away, the next poll tries again, and readiness says so meanwhile.
+      if (error instanceof ServiceError && error.code === 'cursor_expired') {
+        this.#tail = undefined
         this.#wake()
       }
-    } catch {
-      // The database is away: the next poll tries again, and readiness says so meanwhile.
     } finally {
       this.#checking = false
     }
     if (this.#recheck) {
       this.#recheck = false
       void this.#check()
-    } else if (pending && this.#poll !== undefined) this.#checkSoon()
+    }
   }
 
-  /** The next check after a short wait, doubled each time (up to the poll's) while events wait. */
-  #checkSoon(): void {
-    if (this.#soon !== undefined) return
-    this.#pendingMs = Math.min(Math.max(this.#pendingMs * 2, 2), this.#pollMs)
-    this.#soon = setTimeout(() => {
-      this.#soon = undefined
-      void this.#check()
-    }, this.#pendingMs)
-    this.#soon.unref()
+  async #follow(): Promise<void> {
+    const tail = this.#tail
+    if (tail === undefined) {
+      const result = await this.#query<{ head: string }>({
+        name: 'events_head',
+        text: 'SELECT last_id::text AS head FROM event_counter',
+        values: [],
+      })
+      const head = result.rows[0]?.head
+      if (head === undefined || this.#poll === undefined) return
+      this.#tail = new FeedTail(BigInt(head))
+      this.#wake()
+      return
+    }
+    for (;;) {
+      const before = tail.head
+      const page = await readEventPage(this.#query, {
+        after: formatEventId(before),
+        limit: TAIL_PAGE,
+        maxBytes: TAIL_PAGE_BYTES,
+      })
+      if (this.#tail !== tail) return
+      tail.extend(page.items, cursorValue(page.nextCursor))
+      if (tail.head !== before) this.#wake()
+      if (page.items.length < TAIL_PAGE) return
+    }
   }
 }

@@ -16,14 +16,14 @@ import type {
 } from '../store.js'
 import { duplicateId, notCanonical, userNotFound } from '../store-errors.js'
 import { checkStorableContext, checkStorableQuery, checkStorableUser } from '../store-input.js'
+import { contention } from './classify-error.js'
 import { PgConnection } from './connection.js'
 import { CreateBatcher } from './create-batch.js'
-import { contention } from './errors.js'
 import { PostgresEventFeed } from './events.js'
-import { listUsers } from './list-users.js'
 import { one } from './rows.js'
 import { migrate } from './schema.js'
-import type { PostgresStoreOptions } from './store-options.js'
+import { type PostgresStoreOptions, SESSION_DEFAULTS } from './store-options.js'
+import { listUsers } from './user-list-query.js'
 import { getUser, getUsers, isDeleted, subjectOf } from './user-reads.js'
 import { buryAtVersion, insertUnlessBuried, updateAtVersion } from './user-writes.js'
 
@@ -69,11 +69,16 @@ export class PostgresStore implements Store {
       schema: options.schema,
       poolSize: options.poolSize,
       pg: options.pg,
+      statementTimeoutMs: options.statementTimeoutMs ?? SESSION_DEFAULTS.statementTimeoutMs,
+      idleInTransactionTimeoutMs:
+        options.idleInTransactionTimeoutMs ?? SESSION_DEFAULTS.idleInTransactionTimeoutMs,
+      stallWarnMs: options.feedStallWarnMs ?? SESSION_DEFAULTS.stallWarnMs,
     })
     this.events = new PostgresEventFeed(
       (shape) => this.#db.query(shape),
       options.eventPollMs,
       () => this.#db.client(),
+      this.#db.stalls,
     )
     this.#creates = new CreateBatcher(
       this.#db,

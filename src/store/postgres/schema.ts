@@ -2,7 +2,7 @@ import type { PoolClient } from 'pg'
 
 import { MAX_VERSION } from '../../domain/user.js'
 import type { Logger } from '../../log/logger.js'
-import { EVENT_ID_MIGRATION, EVENT_MIGRATION } from './event-schema.js'
+import { EVENT_COUNTER_MIGRATION, EVENT_ID_MIGRATION, EVENT_MIGRATION } from './event-schema.js'
 
 /**
  * The schema, one migration per version, applied in order at start. A migration is never edited
@@ -47,6 +47,10 @@ export const MIGRATIONS: readonly (readonly string[])[] = [
   // oldest transaction still running. Replicas of an earlier release fail their writes and feed
   // reads from here on (roll them forward).
   EVENT_ID_MIGRATION,
+  // Event ids in commit order, restore-safe, never held back by a session the service does not
+  // own: a counter row taken last in each transaction. Replicas of an earlier release fail their
+  // writes and feed reads from here on (roll them forward).
+  EVENT_COUNTER_MIGRATION,
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.length
@@ -70,6 +74,9 @@ export async function migrate(
   logger: Logger,
   schema: string | undefined,
 ): Promise<number> {
+  // A migration may rewrite a table, and waits for the replicas migrating before it: the
+  // sessions' statement time-out is lifted for it, and set back when it is done.
+  await client.query('SET statement_timeout = 0')
   await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK])
   try {
     if (schema !== undefined) {
@@ -109,6 +116,7 @@ export async function migrate(
     return SCHEMA_VERSION
   } finally {
     await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK])
+    await client.query('RESET statement_timeout')
   }
 }
 

@@ -1,5 +1,13 @@
 import type { Logger } from '../../log/logger.js'
+import { SETTINGS } from '../../settings.js'
 import type { PgModule } from './driver.js'
+
+/** The defaults of the sessions' time-outs and of the stall report: the settings' (src/settings.ts). */
+export const SESSION_DEFAULTS = Object.freeze({
+  statementTimeoutMs: SETTINGS.databaseStatementTimeoutMs.default,
+  idleInTransactionTimeoutMs: SETTINGS.databaseIdleInTransactionTimeoutMs.default,
+  stallWarnMs: SETTINGS.feedStallWarnMs.default,
+})
 
 /** How a PostgresStore connects, and the timings of its probe, feed and pruning. */
 export interface PostgresStoreOptions {
@@ -20,4 +28,10 @@ export interface PostgresStoreOptions {
   eventsRetentionDays?: number
   /** How often a stream looks for events other replicas committed (default 200 ms). */
   eventPollMs?: number
+  /** statement_timeout of the store's sessions (default 30,000 ms; 0: none). */
+  statementTimeoutMs?: number
+  /** idle_in_transaction_session_timeout of the store's sessions (default 10,000 ms; 0: none). */
+  idleInTransactionTimeoutMs?: number
+  /** A commit that waits this long for the event counter is reported (default 5,000 ms). */
+  feedStallWarnMs?: number
 }

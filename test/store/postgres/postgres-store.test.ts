@@ -12,8 +12,8 @@ import type { UserStatus } from '../../../src/domain/user.js'
 import { ConfigError, parseConfig } from '../../../src/process/config.js'
 import { createUserService } from '../../../src/process/create-user-service.js'
 import { MemoryStore } from '../../../src/store/memory-store.js'
+import { classifyPgError } from '../../../src/store/postgres/classify-error.js'
 import { loadPg } from '../../../src/store/postgres/driver.js'
-import { classifyPgError } from '../../../src/store/postgres/errors.js'
 import {
   PostgresStore,
   type PostgresStoreOptions,
@@ -746,30 +746,31 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
     })
   })
 
-  describe('event ids without a global lock (migration 4)', () => {
-    it('migrates a schema-3 feed: old events and cursors stay valid, new ids come after every old one, and writers of the old release fail', async (t) => {
+  describe('event ids in commit order again (migration 5)', () => {
+    it('migrates a feed numbered by transaction ids: old events and cursors stay valid, new ids come after every old one, and writers of the old release fail', async (t) => {
       const schema = freshSchema(t)
       const client = new pg.Client({ connectionString: requireDatabaseUrl() })
       await client.connect()
       const old = makeUser()
-      // The old counter as it could be: ids 1, 2 and 2^40, far above the ids of new transactions.
-      const oldIds = ['1', '2', String(2 ** 40)]
+      // Ids of migration 4's numbering (id_base + xid * 65,536 + n), far above a new server's.
+      const oldIds = ['65537', String(2 ** 40 + 1), String(2 ** 40 + 2)]
       try {
         await client.query(`CREATE SCHEMA ${schema}`)
         await client.query(`SET search_path TO ${schema}`)
         await client.query(
           'CREATE TABLE user_service_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
         )
-        for (const [i, statements] of MIGRATIONS.slice(0, 3).entries()) {
+        for (const [i, statements] of MIGRATIONS.slice(0, 4).entries()) {
+          await client.query('BEGIN')
           for (const statement of statements) await client.query(statement)
           await client.query('INSERT INTO user_service_schema (version) VALUES ($1)', [i + 1])
+          await client.query('COMMIT')
         }
         for (const [i, id] of oldIds.entries())
           await client.query(
             `INSERT INTO events (id, type, time, user_id, version) VALUES ($1, 'user.updated', $2, $3, $4)`,
             [id, old.createdAt, old.id, i + 1],
           )
-        await client.query('UPDATE event_counter SET last_id = $1', [oldIds[2]])
       } finally {
         await client.end()
       }
@@ -785,22 +786,22 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       const made = await store.create(makeUser())
       const after = await store.events.read({ after: before.nextCursor, limit: 10 })
       assert.deepEqual(
-        after.items.map((event) => [event.userId, event.version]),
-        [[made.user.id, 1]],
+        after.items.map((event) => [event.id, event.userId, event.version]),
+        [[(BigInt(oldIds[2] ?? '') + 1n).toString(16).padStart(16, '0'), made.user.id, 1]],
+        'the next id after the newest old one',
       )
-      assert.ok((after.items[0]?.id ?? '') > (oldHex[2] ?? ''), 'a new id is above every old one')
       const whole = await store.events.read({ limit: 10 })
       assert.deepEqual(
         whole.items.map((event) => event.id),
         [...oldHex, after.items[0]?.id],
       )
-      // A writer of the previous release takes ids from last_id: gone, so its write fails whole.
+      // A writer of the previous release numbers its events from id_base: gone, so its write fails whole.
       await assert.rejects(
-        sql(`UPDATE ${schema}.event_counter SET last_id = last_id + 1 RETURNING last_id`),
-        /column "last_id" does not exist/,
+        sql(`SELECT c.id_base FROM ${schema}.event_counter c`),
+        /column c.id_base does not exist/,
       )
       const versions = await sql(`SELECT max(version) AS v FROM ${schema}.user_service_schema`)
-      assert.equal(versions.rows[0]?.v, 4)
+      assert.equal(versions.rows[0]?.v, 5)
     })
   })
 

@@ -1,0 +1,144 @@
+import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
+import { describe, it, type TestContext } from 'node:test'
+import { promisify } from 'node:util'
+
+import pg from 'pg'
+
+import { PostgresStore } from '../../../src/store/postgres/postgres-store.js'
+import { feedReader } from '../../events/feed-fixtures.js'
+import { openSse } from '../../events/sse-client.js'
+import { readRepoFile } from '../../helpers/markdown.js'
+import { startCluster } from '../../helpers/pg-cluster.js'
+import { freshDatabase, SKIP_POSTGRES } from '../../helpers/postgres.js'
+import { makeTempDir, startService, type TestService } from '../../helpers/service.js'
+
+/**
+ * The backup and restore of docs/postgresql.md, word for word, from one PostgreSQL cluster to a
+ * second one: a consumer that saved its cursor before the dump resumes with it on the restored
+ * database and reads every event written there; new writes succeed, numbered above the old head.
+ */
+
+const run = promisify(execFile)
+
+interface FeedItem {
+  id: string
+  type: string
+  userId: string
+}
+
+interface Page {
+  items: FeedItem[]
+  nextCursor: string
+}
+
+/** The shell block of the docs that holds the pg_dump and pg_restore commands, as written. */
+function documentedProcedure(): string {
+  const text = readRepoFile('docs/postgresql.md')
+  const blocks = [...text.matchAll(/^( *)```sh\n([\s\S]*?)^\1```$/gm)].map((match) =>
+    (match[2] ?? '')
+      .split('\n')
+      .map((line) => line.slice((match[1] ?? '').length))
+      .join('\n'),
+  )
+  const found = blocks.filter((block) => /\bpg_dump\b/.test(block) && /\bpg_restore\b/.test(block))
+  assert.equal(found.length, 1, 'one block of docs/postgresql.md holds pg_dump and pg_restore')
+  return found[0] ?? ''
+}
+
+async function serviceOn(t: TestContext, url: string): Promise<TestService> {
+  const store = new PostgresStore({ url })
+  t.after(() => store.close())
+  return startService(t, { store })
+}
+
+async function feed(svc: TestService, after?: string): Promise<Page> {
+  const res = await svc.call(
+    'GET',
+    `/events?limit=1000${after === undefined ? '' : `&after=${after}`}`,
+    {
+      token: feedReader,
+    },
+  )
+  assert.equal(res.status, 200, res.text)
+  return res.json<Page>()
+}
+
+/**
+ * Transaction ids the old server used before: a server that has run a while is far ahead of a
+ * new one, whose transaction ids start near 750.
+ */
+async function age(url: string, transactions: number): Promise<void> {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    for (let i = 0; i < transactions; i += 1) await client.query('SELECT pg_current_xact_id()')
+  } finally {
+    await client.end()
+  }
+}
+
+describe('backup and restore on PostgreSQL, as docs/postgresql.md says', {
+  skip: SKIP_POSTGRES,
+}, () => {
+  it('restores onto a second cluster: saved cursors stay valid, a consumer resumes and sees every new event, new writes succeed above the old head', {
+    timeout: 180_000,
+  }, async (t) => {
+    const procedure = documentedProcedure()
+    const oldUrl = await freshDatabase(t)
+    await age(oldUrl, 3000)
+    const old = await serviceOn(t, oldUrl)
+    const before = [await old.createUser(), await old.createUser(), await old.createUser()]
+    const renamed = await old.call('PATCH', `/users/${before[0]?.id}`, {
+      json: { name: 'Renamed' },
+      contentType: 'application/merge-patch+json',
+    })
+    assert.equal(renamed.status, 200, renamed.text)
+    const deleted = await old.call('DELETE', `/users/${before[2]?.id}`)
+    assert.equal(deleted.status, 204, deleted.text)
+    const saved = await feed(old)
+    assert.equal(saved.items.length, 5)
+
+    const second = await startCluster(t)
+    const newUrl = await second.createDatabase('restored')
+    const dir = await makeTempDir(t, 'restore-')
+    await run('bash', ['-euo', 'pipefail', '-c', procedure], {
+      cwd: dir,
+      env: { ...process.env, DATABASE_URL: oldUrl, NEW_DATABASE_URL: newUrl },
+    })
+
+    const restored = await serviceOn(t, newUrl)
+    assert.deepEqual(await feed(restored), saved, 'the restored feed, ids and all')
+    assert.deepEqual(await feed(restored, saved.nextCursor), {
+      items: [],
+      nextCursor: saved.nextCursor,
+    })
+    const stream = await openSse(`${restored.baseUrl}/events`, feedReader, {
+      'last-event-id': saved.nextCursor,
+    })
+    t.after(() => {
+      stream.close()
+    })
+    assert.equal(stream.status, 200)
+    const after = []
+    for (let i = 0; i < 5; i += 1) after.push(await restored.createUser())
+    const gone = await restored.call('DELETE', `/users/${before[1]?.id}`)
+    assert.equal(gone.status, 204, gone.text)
+    const resumed = await feed(restored, saved.nextCursor)
+    assert.deepEqual(
+      resumed.items.map((item) => [item.type, item.userId]),
+      [...after.map((user) => ['user.created', user.id]), ['user.deleted', before[1]?.id]],
+      'every event written after the restore, in order, after the saved cursor',
+    )
+    for (const item of resumed.items) assert.ok(item.id > saved.nextCursor, item.id)
+    await stream.waitFor(6, 5000)
+    assert.deepEqual(
+      stream.events.map((event) => event.id),
+      resumed.items.map((item) => item.id),
+      'the stream resumed with Last-Event-ID sees the same',
+    )
+    const whole = await feed(restored)
+    assert.deepEqual(whole.items.slice(0, 5), saved.items, 'the old events keep their ids')
+    assert.equal(whole.items.length, 11)
+  })
+})
