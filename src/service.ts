@@ -115,6 +115,7 @@ export function createService(options: ServiceOptions): UserService {
             total: store.events.stalls ?? 0,
           }),
         })
+  if (metrics !== undefined) opened.observeWrites(metrics.storeWrite)
   const slots = options.slots ?? createLocalSlots()
   const events = createEventStreams({
     feed: store.events,

@@ -2,7 +2,6 @@ import path from 'node:path'
 import { type IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks'
 
 import type { RouteSpec } from '../http/route-spec.js'
-import { type DurableWriteTiming, observeDurableWrites } from './durable-write-timings.js'
 import {
   type CounterChild,
   EXPOSITION_CONTENT_TYPE,
@@ -41,10 +40,24 @@ export interface ServiceMetricsSources {
   feedStalls?: (() => { seconds: number; total: number } | undefined) | undefined
 }
 
+/**
+ * How long one durable write of the store (failed ones included), or one fsync of it, took: what
+ * the store tells its timings observer (store/write-timing.ts), which `storeWrite` is.
+ */
+export interface StoreWriteTiming {
+  /** `write`: a whole file write; else one fsync of a file, a directory, or the log's append. */
+  readonly kind: 'write' | 'file-sync' | 'dir-sync' | 'log-sync'
+  /** The directory written to. */
+  readonly dir: string
+  readonly seconds: number
+}
+
 export interface ServiceMetrics extends RequestMetrics {
   /** Starts the event-loop delay monitor and the store timings; idempotent. */
   start(): void
   stop(): void
+  /** Counts a store write's timing while started (the store's timings observer). */
+  storeWrite(timing: StoreWriteTiming): void
   /** The exposition text of every family. */
   render(): string
 }
@@ -191,10 +204,9 @@ export function createServiceMetrics(sources: ServiceMetricsSources): ServiceMet
   }
 
   let loop: IntervalHistogram | undefined
-  let unobserve: (() => void) | undefined
   const storeDir = sources.dataDir === undefined ? undefined : path.resolve(sources.dataDir)
-  const onWrite = (timing: DurableWriteTiming): void => {
-    if (storeDir === undefined || !isInside(storeDir, timing.dir)) return
+  const storeWrite = (timing: StoreWriteTiming): void => {
+    if (loop === undefined || storeDir === undefined || !isInside(storeDir, timing.dir)) return
     if (timing.kind === 'write') writes.observe(timing.seconds)
     else if (timing.kind === 'file-sync') fileSyncs.observe(timing.seconds)
     else if (timing.kind === 'log-sync') logSyncs.observe(timing.seconds)
@@ -249,14 +261,12 @@ export function createServiceMetrics(sources: ServiceMetricsSources): ServiceMet
       if (loop !== undefined) return
       loop = monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS })
       loop.enable()
-      unobserve = observeDurableWrites(onWrite)
     },
     stop() {
       loop?.disable()
       loop = undefined
-      unobserve?.()
-      unobserve = undefined
     },
+    storeWrite,
     render: () => registry.render(),
   }
 }

@@ -1,27 +1,14 @@
 import type { ChangeEvent, EventDraft } from '../domain/event.js'
+import type { EventDurability, LogEvent } from './durability.js'
 import type { EventJournal } from './feed/journal.js'
-import { WriteError } from './file/atomic-write.js'
 import { storageUnavailable } from './storage-unavailable.js'
 import type { StoreHealth } from './store.js'
+import { WriteError } from './write-error.js'
 
 const HEALTHY: StoreHealth = Object.freeze({ state: 'ok' })
 
 /** The event of a change that has none: nothing to wait for. */
 const LOGGED: Promise<void> = Promise.resolve()
-
-/** How a store makes a change's event durable, or voids one whose change was not made. */
-export interface EventDurability {
-  logEvent(event: ChangeEvent): Promise<void>
-  voidEvent(event: ChangeEvent): Promise<void>
-  /** The change is committed (its event durable) but its step failed after: told, not undone. */
-  unwritten(event: ChangeEvent, error: unknown): void
-}
-
-/**
- * Appends the change's event to the log, once, and resolves when it is durable; a durable step
- * calls it when everything that can be refused before the change is committed is done.
- */
-export type LogEvent = () => Promise<void>
 
 /** Where a change's event stands in the log. */
 type Logging = 'not-started' | 'running' | 'durable' | 'failed'
@@ -45,7 +32,7 @@ export class ChangeCommit {
     return this.#health
   }
 
-  /** Refuses every write from now on, until a restart (see IndexedStore's turnReadOnly). */
+  /** Refuses every write from now on, until a restart (see IndexedState's turnReadOnly). */
   turnReadOnly(reason: string): void {
     this.#health = { state: 'read_only', reason }
   }

@@ -4,6 +4,7 @@ import { FileStore } from './file/file-store.js'
 import { MemoryStore } from './memory-store.js'
 import { PostgresStore } from './postgres/postgres-store.js'
 import type { Store } from './store.js'
+import type { DurableWriteObserver } from './write-timing.js'
 
 /**
  * The store's settings (src/settings.ts): a PostgreSQL store with `databaseUrl` (`pg` must be
@@ -14,6 +15,8 @@ export interface StoreConfig extends OptionalSettings<StoreSettings> {
   logger?: Logger | undefined
   /** Milliseconds since the epoch, for tombstones and events (Date.now by default). */
   now?: (() => number) | undefined
+  /** Told how long each durable write and fsync of the file store took. */
+  timings?: DurableWriteObserver | undefined
 }
 
 /**
@@ -46,6 +49,7 @@ export function createStore(config: StoreConfig): Store {
       dataDir: config.dataDir,
       ...common,
       ...(config.checkpointMs === undefined ? {} : { checkpointMs: config.checkpointMs }),
+      ...(config.timings === undefined ? {} : { timings: config.timings }),
     })
   return new MemoryStore([], config.now === undefined ? {} : { now: config.now })
 }

@@ -1,9 +1,9 @@
 import { internalFault } from '../domain/errors.js'
-import { type ChangeContext, type ChangeEvent, draftEvent } from '../domain/event.js'
-import type { Tombstone } from '../domain/tombstone.js'
+import { type ChangeContext, draftEvent } from '../domain/event.js'
 import { toRecord, type User, type UserRecord } from '../domain/user.js'
 import { isCanonicalUuid } from '../domain/uuid7.js'
-import { ChangeCommit, type LogEvent } from './change-commit.js'
+import { ChangeCommit } from './change-commit.js'
+import type { Durability } from './durability.js'
 import { EventJournal } from './feed/journal.js'
 import { PerKeyQueue } from './per-key-queue.js'
 import type {
@@ -27,82 +27,59 @@ export interface IndexedStoreOptions {
 /**
  * What the memory store and the file store share: the index, the tombstones of deleted users, one
  * queue of writers per user, email reservations, and (through ChangeCommit) what a failed write
- * means. A subclass says how a record or a tombstone is made durable. Memory follows what the disk
- * shows: it changes once a write is committed (its event durable, or its file durable when it has
- * no event), or after one that failed once its rename had happened (WriteError's `applied`), and
- * never otherwise.
+ * means. How a record or a tombstone is made durable is the Durability value it is built with
+ * (store/durability.ts). Memory follows what the disk shows: it changes once a write is committed
+ * (its event durable, or its file durable when it has no event), or after one that failed once
+ * its rename had happened (WriteError's `applied`), and never otherwise.
  */
-export abstract class IndexedStore implements Store {
-  protected readonly index = new UserIndex()
-  /** Deleted ids and when they were deleted: their tokens stay refused forever (§9). */
-  protected readonly tombstones = new Map<string, string>()
+export class IndexedStore implements Store {
+  readonly #index = new UserIndex()
+  /** Deleted ids and when they were deleted: their tokens stay refused forever. */
+  readonly #tombstones = new Map<string, string>()
   readonly #queues = new PerKeyQueue()
   /** Email keys claimed by writes in flight, so that two writers cannot both take one. */
   readonly #reserved = new Set<string>()
   readonly #now: () => number
-  /** The change feed (§10): in memory; a subclass may also make each event durable (logEvent). */
+  readonly #durability: Durability
+  readonly capabilities: StoreCapabilities
+  /** The change feed (docs/events.md): in memory; the durability may also keep each event. */
   readonly events = new EventJournal()
-  readonly #writes = new ChangeCommit(this.events, {
-    logEvent: (event) => this.logEvent(event),
-    voidEvent: (event) => this.voidEvent(event),
-    unwritten: (event, error) => {
-      this.unwritten(event, error)
-    },
-  })
+  readonly #writes: ChangeCommit
 
-  constructor(options: IndexedStoreOptions = {}) {
+  constructor(durability: Durability, options: IndexedStoreOptions = {}) {
     this.#now = options.now ?? Date.now
+    this.#durability = durability
+    this.capabilities = durability.capabilities
+    this.#writes = new ChangeCommit(this.events, durability)
+    durability.attach({
+      index: this.#index,
+      tombstones: this.#tombstones,
+      events: this.events,
+      health: () => this.#writes.health,
+      turnReadOnly: (reason) => {
+        this.#writes.turnReadOnly(reason)
+      },
+    })
   }
 
-  abstract readonly capabilities: StoreCapabilities
-  abstract open(): Promise<void>
-  abstract close(): Promise<void>
-  /**
-   * Makes the record durable; a failure is a WriteError. What the disk may refuse comes first (a
-   * temp file written), then `log()` (its event made durable: the change is committed), and only
-   * then may anything show on disk. When `log()` rejects, that rejection is the failure; a step
-   * that does not call it leaves it to be called after. `log` is undefined for a change without
-   * an event (nothing changed but the version), which no log holds: it must be durable by itself.
-   */
-  protected abstract persist(record: UserRecord, log: LogEvent | undefined): Promise<void>
-  /**
-   * Durably replaces the user by its tombstone, in the same order as `persist`: what may be
-   * refused, then `log()` (the deletion's event made durable), then the directory changes.
-   */
-  protected abstract bury(tombstone: Tombstone, log: LogEvent): Promise<void>
-
-  /**
-   * Makes an event durable before its change is written (a failure is a WriteError); the memory
-   * store keeps events in memory only.
-   */
-  protected logEvent(_event: ChangeEvent): Promise<void> {
-    return Promise.resolve()
-  }
-
-  /** Durably marks an event whose change was not written as void (see FileStore). */
-  protected voidEvent(_event: ChangeEvent): Promise<void> {
-    return Promise.resolve()
-  }
-
-  /**
-   * A committed change (its event durable) whose file step failed after: it is answered and shown
-   * all the same; a subclass says so in its log.
-   */
-  protected unwritten(_event: ChangeEvent, _error: unknown): void {
-    // Nothing on disk to tell about.
-  }
-
-  /** Nothing to claim: a subclass that owns a directory takes its lock here. */
   lock(): void {
-    // Nothing to claim.
+    this.#durability.lock()
   }
 
   prepare(): Promise<void> {
     return Promise.resolve()
   }
 
+  open(): Promise<void> {
+    return this.#durability.open()
+  }
+
+  close(): Promise<void> {
+    return this.#durability.close()
+  }
+
   count(): number {
-    return this.index.size
+    return this.#index.size
   }
 
   health(): StoreHealth {
@@ -110,26 +87,26 @@ export abstract class IndexedStore implements Store {
   }
 
   get(id: string): Promise<UserRecord | undefined> {
-    return Promise.resolve(this.index.get(id))
+    return Promise.resolve(this.#index.get(id))
   }
 
   getMany(ids: readonly string[]): Promise<UserRecord[]> {
     const found: UserRecord[] = []
     for (const id of ids) {
-      const record = this.index.get(id)
+      const record = this.#index.get(id)
       if (record !== undefined) found.push(record)
     }
     return Promise.resolve(found)
   }
 
   isDeleted(id: string): Promise<boolean> {
-    return Promise.resolve(this.tombstones.has(id))
+    return Promise.resolve(this.#tombstones.has(id))
   }
 
   subjectOf(id: string): Promise<SubjectState> {
     return Promise.resolve({
-      status: this.index.get(id)?.user.status,
-      deleted: this.tombstones.has(id),
+      status: this.#index.get(id)?.user.status,
+      deleted: this.#tombstones.has(id),
     })
   }
 
@@ -139,7 +116,7 @@ export abstract class IndexedStore implements Store {
     } catch (error) {
       return Promise.reject(error)
     }
-    return Promise.resolve(this.index.list(query))
+    return Promise.resolve(this.#index.list(query))
   }
 
   create(user: User, check?: () => void, context?: ChangeContext): Promise<UserRecord> {
@@ -153,7 +130,7 @@ export abstract class IndexedStore implements Store {
     }
     return this.#queues.run(user.id, () => {
       this.#writes.requireWritable()
-      if (this.index.get(user.id) !== undefined || this.tombstones.has(user.id)) {
+      if (this.#index.get(user.id) !== undefined || this.#tombstones.has(user.id)) {
         throw duplicateId(user.id)
       }
       check?.()
@@ -195,23 +172,14 @@ export abstract class IndexedStore implements Store {
       )
       // The tombstone's write is itself a change on disk: it waits for its event.
       await this.#writes.run(
-        (log) => this.bury(tombstone, log),
+        (log) => this.#durability.bury(tombstone, log),
         () => {
-          this.index.remove(id)
-          this.tombstones.set(id, tombstone.deletedAt)
+          this.#index.remove(id)
+          this.#tombstones.set(id, tombstone.deletedAt)
         },
         draft,
       )
     })
-  }
-
-  /**
-   * From now on every write is refused until a restart reloads what the disk holds: after a
-   * failed fsync the kernel may have dropped changes it had reported as written, so nothing
-   * this process believes about the disk can be trusted ("fsyncgate").
-   */
-  protected turnReadOnly(reason: string): void {
-    this.#writes.turnReadOnly(reason)
   }
 
   async #write(
@@ -230,9 +198,9 @@ export abstract class IndexedStore implements Store {
         context,
       )
       await this.#writes.run(
-        (log) => this.persist(record, draft === undefined ? undefined : log),
+        (log) => this.#durability.persist(record, draft === undefined ? undefined : log),
         () => {
-          this.index.put(record)
+          this.#index.put(record)
         },
         draft,
       )
@@ -243,7 +211,7 @@ export abstract class IndexedStore implements Store {
   }
 
   #reserve(record: UserRecord): void {
-    const holder = this.index.idOfEmail(record.emailKey)
+    const holder = this.#index.idOfEmail(record.emailKey)
     if (
       (holder !== undefined && holder !== record.user.id) ||
       this.#reserved.has(record.emailKey)
@@ -254,7 +222,7 @@ export abstract class IndexedStore implements Store {
   }
 
   #require(id: string): UserRecord {
-    const current = this.index.get(id)
+    const current = this.#index.get(id)
     if (current === undefined) throw userNotFound()
     return current
   }

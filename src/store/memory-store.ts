@@ -1,47 +1,56 @@
-import type { Tombstone } from '../domain/tombstone.js'
-import { toRecord, type User, type UserRecord } from '../domain/user.js'
+import { toRecord, type User } from '../domain/user.js'
+import type { Durability, IndexedState } from './durability.js'
 import { IndexedStore, type IndexedStoreOptions } from './indexed-store.js'
 import type { StoreCapabilities } from './store.js'
 import { checkStorableUser } from './store-input.js'
 
+const CAPABILITIES: StoreCapabilities = Object.freeze({
+  dataDir: undefined,
+  durable: false,
+  shared: false,
+  turnsReadOnly: false,
+})
+
+/**
+ * No durability at all: every change is committed as soon as it is asked for, and the events
+ * stay in the journal in memory. It only puts the starting users in the index.
+ */
+function memoryOnly(users: readonly User[]): Durability {
+  const done = (): Promise<void> => Promise.resolve()
+  return {
+    capabilities: CAPABILITIES,
+    attach(state: IndexedState) {
+      for (const user of users) {
+        checkStorableUser(user, undefined)
+        const record = toRecord(user)
+        if (
+          state.index.get(user.id) !== undefined ||
+          state.index.idOfEmail(record.emailKey) !== undefined
+        ) {
+          throw new Error(`MemoryStore: user ${user.id} repeats an id or an email`)
+        }
+        state.index.put(record)
+      }
+    },
+    lock() {
+      // Nothing to claim.
+    },
+    open: done,
+    close: done,
+    persist: done,
+    bury: done,
+    logEvent: done,
+    voidEvent: done,
+    unwritten() {
+      // Nothing on disk to tell about.
+    },
+  }
+}
+
 /** A store that keeps users in memory only: for tests, and for embedding without a disk. */
 export class MemoryStore extends IndexedStore {
-  readonly capabilities: StoreCapabilities = Object.freeze({
-    dataDir: undefined,
-    durable: false,
-    shared: false,
-    turnsReadOnly: false,
-  })
-
   /** Optionally starts with some users; ids and emails (case-insensitive) must be unique. */
   constructor(users: readonly User[] = [], options: IndexedStoreOptions = {}) {
-    super(options)
-    for (const user of users) {
-      checkStorableUser(user, undefined)
-      const record = toRecord(user)
-      if (
-        this.index.get(user.id) !== undefined ||
-        this.index.idOfEmail(record.emailKey) !== undefined
-      ) {
-        throw new Error(`MemoryStore: user ${user.id} repeats an id or an email`)
-      }
-      this.index.put(record)
-    }
-  }
-
-  open(): Promise<void> {
-    return Promise.resolve()
-  }
-
-  close(): Promise<void> {
-    return Promise.resolve()
-  }
-
-  protected persist(_record: UserRecord): Promise<void> {
-    return Promise.resolve()
-  }
-
-  protected bury(_tombstone: Tombstone): Promise<void> {
-    return Promise.resolve()
+    super(memoryOnly(users), options)
   }
 }

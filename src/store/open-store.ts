@@ -1,6 +1,7 @@
 import { createStore, type StoreConfig } from './create-store.js'
 import { type DataDirLock, lockDataDir } from './file/data-dir-lock.js'
 import type { Store } from './store.js'
+import type { DurableWriteObserver } from './write-timing.js'
 
 export interface OpenStoreOptions extends StoreConfig {
   /** A store made by the caller (embedding); it wins over databaseUrl and dataDir. */
@@ -30,6 +31,12 @@ export interface OpenedStore {
   open(): Promise<void>
   /** Closes the store, then gives the data directory back (a lock file that stays is logged). */
   close(): Promise<void>
+  /**
+   * Tells `observer` the timing of every durable write of a store openStore made (the service's
+   * metrics, which are made after the store), besides the options' own `timings`. A store the
+   * caller made reports to the observer it was made with.
+   */
+  observeWrites(observer: DurableWriteObserver): void
 }
 
 /**
@@ -38,7 +45,12 @@ export interface OpenedStore {
  * caller made claims only what it claims itself (its own lock()).
  */
 export function openStore(options: OpenStoreOptions): OpenedStore {
-  const store = options.store ?? createStore(options)
+  const observers = new Set<DurableWriteObserver>()
+  if (options.timings !== undefined) observers.add(options.timings)
+  const timings: DurableWriteObserver = (timing) => {
+    for (const observer of observers) observer(timing)
+  }
+  const store = options.store ?? createStore({ ...options, timings })
   // The process locks the directory itself when the store it made keeps no files there: the
   // first-start secret and the maintenance file still live in it.
   const processDir =
@@ -67,6 +79,9 @@ export function openStore(options: OpenStoreOptions): OpenedStore {
       await store.close()
       if (dirLock?.held === true && !dirLock.release())
         options.logger?.warn('could not remove the lock file', { file: dirLock.file })
+    },
+    observeWrites(observer) {
+      observers.add(observer)
     },
   }
 }

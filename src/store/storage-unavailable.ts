@@ -1,6 +1,6 @@
 import { type ChangeOutcome, ServiceError } from '../domain/errors.js'
-import type { WriteError } from './file/atomic-write.js'
 import type { StoreHealth } from './store.js'
+import type { WriteError } from './write-error.js'
 
 /** The one answer to a storage fault: storage_unavailable, and a detail that says what was kept. */
 export function storageUnavailable(

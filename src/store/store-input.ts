@@ -5,11 +5,11 @@ import { MAX_USER_VERSION } from '../domain/user.js'
 import type { ListQuery } from './store.js'
 
 /**
- * What every store refuses before it writes or asks, so that all of them answer alike (§9): the
- * memory store could hold these, PostgreSQL could not. A NUL (U+0000) in text (PostgreSQL's text
- * cannot hold it; metadata values may, json keeps it escaped), and a version outside
- * 1..MAX_USER_VERSION (the next is its deletion's). Each is the client's input: a 4xx naming it,
- * never a storage fault.
+ * What every store refuses before it writes or asks, so that all of them answer alike
+ * (docs/api.md, limits): the memory store could hold these, PostgreSQL could not. A NUL (U+0000)
+ * in text (PostgreSQL's text cannot hold it; metadata values may, json keeps it escaped), and a
+ * version outside 1..MAX_USER_VERSION (the next is its deletion's). Each is the client's input:
+ * a 4xx naming it, never a storage fault.
  */
 
 const NUL = '\u0000'

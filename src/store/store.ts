@@ -114,13 +114,16 @@ export interface Store {
   open(): Promise<void>
   close(): Promise<void>
   get(id: string): Promise<UserRecord | undefined>
-  /** The users of these ids that exist, in any order (batch get, §12); unknown ids are left out. */
+  /**
+   * The users of these ids that exist, in any order (batch get, docs/api.md); unknown ids are
+   * left out.
+   */
   getMany(ids: readonly string[]): Promise<UserRecord[]>
   /** True when the id belonged to a user that was deleted (a tombstone is kept forever). */
   isDeleted(id: string): Promise<boolean>
   /**
-   * What the per-request subject check (§9) needs of an id, in one call: the user's status (none
-   * when there is no such user) and whether the id was deleted.
+   * What the per-request subject check (docs/api.md) needs of an id, in one call: the user's
+   * status (none when there is no such user) and whether the id was deleted.
    */
   subjectOf(id: string): Promise<SubjectState>
   list(query: ListQuery): Promise<ListPage>
@@ -137,8 +140,8 @@ export interface Store {
    */
   delete(id: string, check?: (current: UserRecord) => void, context?: ChangeContext): Promise<void>
   /**
-   * The change feed (§10): every change above appends exactly one event, atomically with it, and
-   * a change that changes nothing appends none.
+   * The change feed (docs/events.md): every change above appends exactly one event, atomically
+   * with it, and a change that changes nothing appends none.
    */
   readonly events: EventFeed
   /** How the store is doing; readiness is 503 unless `ok`. */

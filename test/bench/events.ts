@@ -11,7 +11,10 @@ import path from 'node:path'
 
 import type { ChangeEvent } from '../../src/domain/event.js'
 import { createUserService } from '../../src/process/create-user-service.js'
+import { FileDurability } from '../../src/store/file/file-durability.js'
 import { FileStore } from '../../src/store/file/file-store.js'
+import { IndexedStore } from '../../src/store/indexed-store.js'
+import type { Store } from '../../src/store/store.js'
 import { makeUser } from '../helpers/store-users.js'
 import { makeToken, TEST_SECRET } from '../helpers/tokens.js'
 
@@ -19,14 +22,14 @@ const DURATION_S = Number(process.env['BENCH_DURATION_S'] ?? '3')
 const RUNS = Number(process.env['BENCH_RUNS'] ?? '3')
 const WRITERS = 16
 
-/** The same store with its events kept in memory only: "written nowhere". */
-class NoEventLogStore extends FileStore {
-  protected override logEvent(_event: ChangeEvent): Promise<void> {
+/** The file store's durability with its events kept in memory only: "written nowhere". */
+class NoEventLog extends FileDurability {
+  override logEvent(_event: ChangeEvent): Promise<void> {
     return Promise.resolve()
   }
 }
 
-async function creates(make: (dir: string) => FileStore): Promise<number> {
+async function creates(make: (dir: string) => Store): Promise<number> {
   const dir = await mkdtemp(path.join(tmpdir(), 'bench-events-'))
   const store = make(dir)
   await store.open()
@@ -53,7 +56,7 @@ const median = (values: number[]): number => {
 const on: number[] = []
 const off: number[] = []
 for (let run = 0; run < RUNS; run += 1) {
-  off.push(await creates((dir) => new NoEventLogStore({ dataDir: dir })))
+  off.push(await creates((dir) => new IndexedStore(new NoEventLog({ dataDir: dir }))))
   on.push(await creates((dir) => new FileStore({ dataDir: dir })))
 }
 const ratio = median(on) / median(off)

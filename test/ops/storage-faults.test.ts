@@ -3,7 +3,7 @@ import { describe, it } from 'node:test'
 
 import { HttpError } from '../../src/http/problem.js'
 import { describeCause, StorageFaultLog } from '../../src/ops/storage-faults.js'
-import { WriteError } from '../../src/store/file/atomic-write.js'
+import { WriteError } from '../../src/store/write-error.js'
 import { createMemoryLogger } from '../helpers/service.js'
 
 const systemError = (code: string, syscall: string, errno: number): Error =>

@@ -10,7 +10,7 @@ import {
 } from '../../domain/event.js'
 import { EventIndex, type EventPlace } from './event-index.js'
 
-/** One page request of the feed (§10). */
+/** One page request of the feed (docs/events.md). */
 export interface EventQuery {
   /** An event id: only events after it. Undefined: from the oldest retained. */
   readonly after?: string | undefined
@@ -18,9 +18,10 @@ export interface EventQuery {
   readonly types?: readonly EventType[] | undefined
   readonly userId?: string | undefined
   /**
-   * The most bytes of event JSON (as `eventJson` writes it) a page may hold (§9: about 1 MiB per
-   * response); a page whose next match would pass it ends early with a `nextCursor` before that
-   * match. A page holds at least one match, whatever its size. Undefined: EVENT_PAGE_MAX_BYTES.
+   * The most bytes of event JSON (as `eventJson` writes it) a page may hold (docs/api.md, limits:
+   * about 1 MiB per response); a page whose next match would pass it ends early with a
+   * `nextCursor` before that match. A page holds at least one match, whatever its size.
+   * Undefined: EVENT_PAGE_MAX_BYTES.
    */
   readonly maxBytes?: number | undefined
   /**
@@ -36,7 +37,7 @@ export interface EventQuery {
   readonly live?: boolean | undefined
 }
 
-/** The default byte bound of one page of events (§9). */
+/** The default byte bound of one page of events (docs/api.md, limits). */
 export const EVENT_PAGE_MAX_BYTES = 1024 * 1024
 
 export interface EventPage {
@@ -63,7 +64,7 @@ export interface EventFeed {
 
 export const ZERO_CURSOR = formatEventId(0)
 
-/** A cursor before the oldest retained event: the consumer missed events (§10). */
+/** A cursor before the oldest retained event: the consumer missed events (docs/events.md). */
 export function cursorExpired(): ServiceError {
   return new ServiceError(
     'cursor_expired',

@@ -5,49 +5,9 @@ import path from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { promisify } from 'node:util'
 
-import { reportDurableWrite } from '../../metrics/durable-write-timings.js'
+import { WriteError, type WriteStep } from '../write-error.js'
+import { type DurableWriteObserver, reportDurableWrite, UNOBSERVED } from '../write-timing.js'
 import { hasCode } from './errno.js'
-
-/**
- * The step of a durable write that failed; `file-sync` and `dir-sync` are fsyncs, `rename` is the
- * directory change itself (a rename or an unlink).
- */
-export type WriteStep = 'write' | 'file-sync' | 'rename' | 'dir-sync'
-
-/**
- * A durable write that failed. `applied` says whether the new content is what the directory now
- * shows: only when the rename happened and the directory fsync after it failed.
- */
-export class WriteError extends Error {
-  override name = 'WriteError'
-  readonly step: WriteStep
-  readonly applied: boolean
-  /** The errno code of the failed call (EIO, ENOSPC, EROFS…), as on Node's own errors. */
-  readonly code: string | undefined
-
-  constructor(step: WriteStep, cause: unknown, applied = step === 'dir-sync') {
-    super(
-      `a durable write failed at ${step}: ${cause instanceof Error ? cause.message : String(cause)}`,
-      { cause },
-    )
-    this.step = step
-    this.applied = applied
-    const code: unknown =
-      typeof cause === 'object' && cause !== null ? (cause as { code?: unknown }).code : undefined
-    this.code = typeof code === 'string' ? code : undefined
-  }
-
-  /** True when an fsync failed: after that, nothing the kernel holds for these files is trusted. */
-  get fsyncFailed(): boolean {
-    return this.step === 'file-sync' || this.step === 'dir-sync'
-  }
-}
-
-export {
-  type DurableWriteObserver,
-  type DurableWriteTiming,
-  observeDurableWrites,
-} from '../../metrics/durable-write-timings.js'
 
 /** A rename that waits for nothing. */
 const READY = (): Promise<void> => Promise.resolve()
@@ -75,20 +35,28 @@ function gate(beforeRename: () => Promise<void>): Promise<void> {
 export class DurableDirectory {
   readonly path: string
   readonly #handle: FileHandle
+  readonly #timings: DurableWriteObserver
   #running: Promise<void> | undefined
   #queued: Promise<void> | undefined
   /** Temp names: random per directory opened, then counted (no CSPRNG call per write). */
   readonly #tempPrefix = randomBytes(6).toString('hex')
   #temps = 0
 
-  private constructor(dir: string, handle: FileHandle) {
+  private constructor(dir: string, handle: FileHandle, timings: DurableWriteObserver) {
     this.path = dir
     this.#handle = handle
+    this.#timings = timings
   }
 
-  /** Opens an existing directory; keep one per directory and close it when done. */
-  static async open(dir: string): Promise<DurableDirectory> {
-    return new DurableDirectory(dir, await open(dir, 'r'))
+  /**
+   * Opens an existing directory; keep one per directory and close it when done. `timings` is told
+   * how long each write and fsync took.
+   */
+  static async open(
+    dir: string,
+    timings: DurableWriteObserver = UNOBSERVED,
+  ): Promise<DurableDirectory> {
+    return new DurableDirectory(dir, await open(dir, 'r'), timings)
   }
 
   /**
@@ -119,7 +87,7 @@ export class DurableDirectory {
       step = 'file-sync'
       const syncStarted = performance.now()
       await file.sync()
-      reportDurableWrite('file-sync', this.path, syncStarted)
+      reportDurableWrite(this.#timings, 'file-sync', this.path, syncStarted)
       // Stryker disable next-line StringLiteral: only a close() after a good fsync fails here, which no test can provoke; the name shows only in the message
       step = 'write'
       await file.close()
@@ -130,14 +98,14 @@ export class DurableDirectory {
     } catch (error) {
       await file?.close().catch(() => undefined)
       await unlink(temp).catch(() => undefined)
-      reportDurableWrite('write', this.path, started)
+      reportDurableWrite(this.#timings, 'write', this.path, started)
       if (error instanceof GateClosed) throw error.reason
       throw new WriteError(step, error)
     }
     try {
       await this.#syncOrThrow()
     } finally {
-      reportDurableWrite('write', this.path, started)
+      reportDurableWrite(this.#timings, 'write', this.path, started)
     }
   }
 
@@ -163,7 +131,7 @@ export class DurableDirectory {
       if (error instanceof GateClosed) throw error.reason
       throw new WriteError(step, error)
     } finally {
-      reportDurableWrite('write', this.path, started)
+      reportDurableWrite(this.#timings, 'write', this.path, started)
     }
   }
 
@@ -201,7 +169,7 @@ export class DurableDirectory {
               reject(new WriteError('file-sync', synced))
               return
             }
-            reportDurableWrite('file-sync', this.path, started)
+            reportDurableWrite(this.#timings, 'file-sync', this.path, started)
             resolve(true)
           })
         })
@@ -252,7 +220,7 @@ export class DurableDirectory {
     void run
       .catch(() => undefined)
       .then(() => {
-        reportDurableWrite('dir-sync', this.path, started)
+        reportDurableWrite(this.#timings, 'dir-sync', this.path, started)
         // Stryker disable next-line ConditionalExpression,EqualityOperator: always true (this callback is registered before any queued start, so it runs first); never clearing only delays the next start by a microtask or two
         if (this.#running === run) this.#running = undefined
       })

@@ -39,8 +39,9 @@ export function readCheckpoint(dataDir: string): number | 'damaged' | undefined 
 }
 
 /**
- * Removes the temp files of checkpoint writes that a crash cut short (CONTRACT §7: leftover temp
- * files are removed at start); each kill during a checkpoint's write would leave one more.
+ * Removes the temp files of checkpoint writes that a crash cut short (leftover temp files are
+ * removed at start: docs/operations.md); each kill during a checkpoint's write would leave one
+ * more.
  */
 export async function removeCheckpointTemps(root: DurableDirectory): Promise<number> {
   const temps = readdirSync(root.path).filter((name) => CHECKPOINT_TEMP.test(name))
@@ -74,10 +75,11 @@ export interface CheckpointOptions {
 const CHECKPOINT_FILES = 4096
 
 /**
- * The file store's checkpoint (CONTRACT §7, recipe b): a change is acknowledged once its event is
- * durable in the log and its user file renamed into place, unsynced. A checkpoint later fsyncs
- * the files renamed since the last one, then both directories, then records in
- * `DATA_DIR/checkpoint.json` the id up to which nothing needs replaying. It never claims an event
+ * The file store's checkpoint (docs/operations.md, what a 503 on a write means): a change is
+ * acknowledged once its event is durable in the log and its user file renamed into place,
+ * unsynced. A checkpoint later fsyncs the files renamed since the last one, then both
+ * directories, then records in `DATA_DIR/checkpoint.json` the id up to which nothing needs
+ * replaying. It never claims an event
  * whose file step is still running: such a step's file may be renamed after the fsyncs.
  */
 export class Checkpoint {

@@ -4,9 +4,10 @@ import path from 'node:path'
 import { performance } from 'node:perf_hooks'
 
 import { type ChangeEvent, eventIdNumber, formatEventId } from '../../domain/event.js'
-import { reportDurableWrite } from '../../metrics/durable-write-timings.js'
 import type { EventPlace } from '../feed/event-index.js'
-import { syncDirectorySync, WriteError } from './atomic-write.js'
+import { WriteError } from '../write-error.js'
+import { type DurableWriteObserver, reportDurableWrite } from '../write-timing.js'
+import { syncDirectorySync } from './atomic-write.js'
 import type { Segment, Segments } from './event-segments.js'
 
 interface Waiting {
@@ -20,6 +21,7 @@ export interface AppendOptions {
   readonly segmentBytes: number
   readonly segmentMs: number
   readonly now: () => number
+  readonly timings: DurableWriteObserver
 }
 
 /**
@@ -106,7 +108,7 @@ export class SegmentAppender {
     } catch (error) {
       throw new WriteError('file-sync', error, false)
     } finally {
-      reportDurableWrite('log-sync', this.#dir, syncStarted)
+      reportDurableWrite(this.#options.timings, 'log-sync', this.#dir, syncStarted)
     }
     let offset = segment.bytes
     for (const { event, line } of batch) {

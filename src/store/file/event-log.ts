@@ -5,6 +5,7 @@ import { type ChangeEvent, type EventHead, eventIdNumber, eventJson } from '../.
 import { type Logger, silentLogger } from '../../log/logger.js'
 import type { EventIndex, EventPlace } from '../feed/event-index.js'
 import type { EventBodies } from '../feed/journal.js'
+import { type DurableWriteObserver, UNOBSERVED } from '../write-timing.js'
 import { syncDirectorySync } from './atomic-write.js'
 import { hasCode } from './errno.js'
 import { SegmentAppender } from './event-append.js'
@@ -28,6 +29,8 @@ export interface EventLogOptions {
   /** Where damaged records are copied (DATA_DIR/quarantine); undefined: they are only logged. */
   readonly quarantineDir?: string
   readonly logger?: Logger
+  /** Told how long each append's fdatasync took. */
+  readonly timings?: DurableWriteObserver
 }
 
 /**
@@ -46,7 +49,7 @@ export class EventLog implements EventBodies {
   /** The newest bodies by slot, oldest first, and their bytes. */
   readonly #recent = new Map<number, { event: ChangeEvent; bytes: number }>()
   #recentBytes = 0
-  /** Events committed without having been appended here (a subclass that keeps events elsewhere). */
+  /** Events committed without having been appended here (a durability that keeps them elsewhere). */
   readonly #unlogged = new Map<number, ChangeEvent>()
 
   constructor(dir: string, options: EventLogOptions = {}) {
@@ -58,6 +61,7 @@ export class EventLog implements EventBodies {
       segmentBytes: options.segmentBytes ?? 16 * 1024 * 1024,
       segmentMs: options.segmentMs ?? 60 * 60 * 1000,
       now: this.#now,
+      timings: options.timings ?? UNOBSERVED,
     })
   }
 

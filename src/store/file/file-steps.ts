@@ -1,6 +1,6 @@
 import type { Tombstone } from '../../domain/tombstone.js'
 import type { UserRecord } from '../../domain/user.js'
-import type { LogEvent } from '../change-commit.js'
+import type { LogEvent } from '../durability.js'
 import type { DurableDirectory } from './atomic-write.js'
 import type { Checkpoint } from './checkpoint.js'
 import { toTombstoneJson } from './stored-files.js'

@@ -1,49 +1,13 @@
-import path from 'node:path'
-
-import { internalFault } from '../../domain/errors.js'
-import { type ChangeEvent, eventIdNumber } from '../../domain/event.js'
-import type { Tombstone } from '../../domain/tombstone.js'
-import type { UserRecord } from '../../domain/user.js'
-import { type Logger, silentLogger } from '../../log/logger.js'
-import type { LogEvent } from '../change-commit.js'
 import { IndexedStore } from '../indexed-store.js'
-import type { StoreCapabilities } from '../store.js'
-import { DurableDirectory, makeDurableDirectory, WriteError } from './atomic-write.js'
-import { Checkpoint } from './checkpoint.js'
-import { DataDirLock } from './data-dir-lock.js'
-import { lostPlace, type Place, readPlace } from './data-dir-place.js'
-import { EventLog } from './event-log.js'
-import { loadFeed } from './feed-load.js'
-import { buryUser, type FileSteps, writeUser } from './file-steps.js'
-import { replayTail } from './replay.js'
-import { loadUserFiles } from './user-files-load.js'
+import { FileDurability, type FileDurabilityOptions } from './file-durability.js'
 
-export interface FileStoreOptions {
-  dataDir: string
-  logger?: Logger
-  /** Files read between two yields to the event loop while loading (default 2000). */
-  loadChunk?: number
-  /** Milliseconds since the epoch, for tombstones (Date.now by default). */
-  now?: () => number
-  /** How often the data directory and the lock are checked while open (default 1000 ms). */
-  watchIntervalMs?: number
-  /** Events older than this many days are pruned, whole segments at a time (default 30). */
-  eventsRetentionDays?: number
-  /**
-   * How often the files written since the last checkpoint are fsynced and the checkpoint moved
-   * (default 1000 ms); sooner when many files wait.
-   */
-  checkpointMs?: number
-}
+export type FileStoreOptions = FileDurabilityOptions
 
 /**
- * The default store: one JSON file per user in `DATA_DIR/users/`, and an index in memory loaded at
- * open. A delete writes the user's tombstone (id and time) to `DATA_DIR/tombstones/`, then unlinks
- * the user file. The change feed's log is the write-ahead log (CONTRACT §7, recipe b): a change is
- * durable once its event is, its files are renamed into place unsynced, and a checkpoint makes
- * them durable later (Checkpoint); at open, the log's tail is replayed first (replayTail). It owns
- * the data directory through a lock, and watches that the directory it loaded is still the one at
- * its path.
+ * The default store: the shared index (IndexedStore) made durable by the data directory's files
+ * and write-ahead log (FileDurability): one JSON file per user in `DATA_DIR/users/`, tombstones in
+ * `DATA_DIR/tombstones/`, the change feed's log in `DATA_DIR/events/`. It owns the data directory
+ * through a lock taken at lock() or open().
  */
 export class FileStore extends IndexedStore {
   readonly dataDir: string
@@ -51,247 +15,21 @@ export class FileStore extends IndexedStore {
   readonly quarantineDir: string
   readonly tombstonesDir: string
   readonly eventsDir: string
-  readonly capabilities: StoreCapabilities
-  readonly #eventLog: EventLog
-  readonly #retentionMs: number
-  readonly #clock: () => number
-  #pruning: Promise<void> | undefined
-  readonly #lock: DataDirLock
-  readonly #logger: Logger
-  readonly #chunk: number
-  readonly #watchIntervalMs: number
-  readonly #checkpointMs: number
-  #dir: DurableDirectory | undefined
-  #graves: DurableDirectory | undefined
-  #root: DurableDirectory | undefined
-  #checkpoint: Checkpoint | undefined
-  #place: Place | undefined
-  #watch: NodeJS.Timeout | undefined
+  readonly #files: FileDurability
 
   constructor(options: FileStoreOptions) {
-    super({ now: options.now })
-    this.dataDir = path.resolve(options.dataDir)
-    this.usersDir = path.join(this.dataDir, 'users')
-    this.quarantineDir = path.join(this.dataDir, 'quarantine')
-    this.tombstonesDir = path.join(this.dataDir, 'tombstones')
-    this.eventsDir = path.join(this.dataDir, 'events')
-    this.capabilities = Object.freeze({
-      dataDir: this.dataDir,
-      durable: true,
-      shared: false,
-      turnsReadOnly: true,
-    })
-    this.#clock = options.now ?? Date.now
-    this.#logger = options.logger ?? silentLogger
-    this.#eventLog = new EventLog(this.eventsDir, {
-      now: this.#clock,
-      logger: this.#logger,
-      quarantineDir: this.quarantineDir,
-    })
-    this.#retentionMs = (options.eventsRetentionDays ?? 30) * 86_400_000
-    this.#lock = new DataDirLock(this.dataDir)
-    this.#chunk = options.loadChunk ?? 2000
-    this.#watchIntervalMs = options.watchIntervalMs ?? 1000
-    this.#checkpointMs = options.checkpointMs ?? 1000
-  }
-
-  /**
-   * Takes the data directory's lock, or throws LockError. Call it before listening and before
-   * anything else is written to the directory; open() calls it too.
-   */
-  override lock(): void {
-    // Synchronous on purpose: the lock is taken before the server listens.
-    if (this.#lock.held) return
-    makeDurableDirectory(this.dataDir)
-    this.#lock.acquire()
-  }
-
-  async open(): Promise<void> {
-    this.lock()
-    makeDurableDirectory(this.usersDir)
-    makeDurableDirectory(this.tombstonesDir)
-    makeDurableDirectory(this.eventsDir)
-    this.#dir = await DurableDirectory.open(this.usersDir)
-    this.#graves = await DurableDirectory.open(this.tombstonesDir)
-    this.#root = await DurableDirectory.open(this.dataDir)
-    this.#place = await readPlace(this.usersDir)
-    const replayed = await replayTail({
-      eventsDir: this.eventsDir,
-      users: this.#dir,
-      graves: this.#graves,
-      root: this.#root,
-    })
-    if (replayed.events > 0 || replayed.checkpoint === 'damaged')
-      this.#logger.info('replayed the event log past its checkpoint', { ...replayed })
-    await loadUserFiles({
-      usersDir: this.usersDir,
-      tombstonesDir: this.tombstonesDir,
-      quarantineDir: this.quarantineDir,
-      users: () => this.#directory(),
-      graves: () => this.#tombstones(),
-      index: this.index,
-      tombstones: this.tombstones,
-      logger: this.#logger,
-      chunk: this.#chunk,
-    })
-    await loadFeed({
-      eventLog: this.#eventLog,
-      journal: this.events,
-      users: this.index,
-      tombstones: this.tombstones,
-      logger: this.#logger,
-    })
-    this.#checkpoint = new Checkpoint({
-      users: this.#dir,
-      graves: this.#graves,
-      root: this.#root,
-      logged: () => this.#eventLog.highest,
-      through: replayed.through,
-      intervalMs: this.#checkpointMs,
-      paused: () => this.health().state === 'read_only',
-      failed: (error) => {
-        this.#checkpointFailed(error)
-      },
-    })
-    this.#checkpoint.start()
-    this.#watch = setInterval(() => {
-      void this.#checkPlace()
-      // Behind the last checkpoint only: forcing one here would make CHECKPOINT_MS past this
-      // interval mean nothing.
-      this.#pruning ??= this.#prune()
-        .catch((error: unknown) => {
-          this.#logger.warn('could not prune events', { error: String(error) })
-        })
-        .finally(() => {
-          this.#pruning = undefined
-        })
-    }, this.#watchIntervalMs)
-    this.#watch.unref()
-  }
-
-  async close(): Promise<void> {
-    clearInterval(this.#watch)
-    this.#watch = undefined
-    this.#checkpoint?.stop()
-    await this.#pruning
-    // A clean stop leaves nothing to replay.
-    await this.#checkpoint?.settle()
-    this.#checkpoint = undefined
-    await this.#eventLog.close()
-    const dirs = [this.#dir, this.#graves, this.#root]
-    this.#dir = undefined
-    this.#graves = undefined
-    this.#root = undefined
-    await Promise.all(dirs.map((dir) => dir?.close()))
-    // Never fails: a read-only or vanished directory must not turn a clean stop into an error.
-    const held = this.#lock.held
-    if (held && !this.#lock.release()) {
-      this.#logger.warn('could not remove the lock file', { file: this.#lock.file })
-    }
-  }
-
-  protected override logEvent(event: ChangeEvent): Promise<void> {
-    this.#checkpoint?.begin(event.userId, eventIdNumber(event.id))
-    return this.#eventLog.append(event)
-  }
-
-  protected override voidEvent(event: ChangeEvent): Promise<void> {
-    return this.#eventLog.void(event.id)
+    const files = new FileDurability(options)
+    super(files, { now: options.now })
+    this.#files = files
+    this.dataDir = files.dataDir
+    this.usersDir = files.usersDir
+    this.quarantineDir = files.quarantineDir
+    this.tombstonesDir = files.tombstonesDir
+    this.eventsDir = files.eventsDir
   }
 
   /** Drops whole segments older than the retention; requests go on meanwhile. */
-  async pruneEvents(): Promise<void> {
-    // Segments past the checkpoint stay (a replay may need them): move it first.
-    await this.#checkpoint?.settle()
-    await this.#prune()
-  }
-
-  /** Drops whole segments older than the retention and behind the checkpoint. */
-  async #prune(): Promise<void> {
-    await this.#eventLog.prune(
-      new Date(this.#clock() - this.#retentionMs).toISOString(),
-      this.#checkpoint?.through ?? 0,
-      (through) => {
-        this.events.dropThrough(through)
-      },
-    )
-  }
-
-  /** The user file renamed into place unsynced: its event in the log makes it durable. */
-  protected persist(record: UserRecord, log: LogEvent | undefined): Promise<void> {
-    // No event, nothing in the log to replay it from: durable by itself.
-    if (log === undefined) return this.#directory().writeFile(`${record.user.id}.json`, record.json)
-    return writeUser(this.#fileSteps(), record, log)
-  }
-
-  protected bury(tombstone: Tombstone, log: LogEvent): Promise<void> {
-    return buryUser(this.#fileSteps(), tombstone, log)
-  }
-
-  #fileSteps(): FileSteps {
-    return {
-      users: this.#directory(),
-      graves: this.#tombstones(),
-      checkpoint: this.#checkpoint,
-    }
-  }
-
-  /**
-   * A committed change whose file could not be renamed or removed (its event is durable): the
-   * checkpoint stays behind that event (file-steps.ts), so that the replay at the next start
-   * writes the file; the change is answered as made (ChangeCommit).
-   */
-  protected override unwritten(event: ChangeEvent, error: unknown): void {
-    const step = error instanceof WriteError ? error.step : 'write'
-    const code = error instanceof WriteError ? error.code : undefined
-    this.#logger.error('a committed change could not be written to its file; the log keeps it', {
-      requestId: event.requestId,
-      userId: event.userId,
-      event: event.id,
-      step,
-      code,
-      error: String(error),
-      dataDir: this.dataDir,
-    })
-  }
-
-  /**
-   * A failed fsync of a checkpoint turns the store read-only, since the kernel may have dropped the
-   * changes it held for these files; any other failure (a full disk) waits for the next one.
-   */
-  #checkpointFailed(error: unknown): void {
-    const step = error instanceof WriteError ? error.step : 'write'
-    const code = error instanceof WriteError ? error.code : undefined
-    const fields = { step, code, error: String(error), dataDir: this.dataDir }
-    if (error instanceof WriteError && !error.fsyncFailed && code !== 'EIO') {
-      // A full or read-only disk: the log still holds every change; the next one tries again.
-      this.#logger.warn('a checkpoint failed; the next one tries again', fields)
-      return
-    }
-    this.turnReadOnly(`a checkpoint failed at ${step} (${code ?? 'no errno'})`)
-    this.#logger.error('a checkpoint failed: the store turned read-only', fields)
-  }
-
-  #directory(): DurableDirectory {
-    if (this.#dir === undefined) throw internalFault('the file store is not open')
-    return this.#dir
-  }
-
-  #tombstones(): DurableDirectory {
-    if (this.#graves === undefined) throw internalFault('the file store is not open')
-    return this.#graves
-  }
-
-  /**
-   * Turns the store read-only when the directory it loaded is no longer at its path (removed,
-   * replaced, remounted) or its lock is gone: another process may own the path by now.
-   */
-  async #checkPlace(): Promise<void> {
-    const loaded = this.#place
-    if (loaded === undefined || this.health().state === 'read_only') return
-    const problem = await lostPlace(this.usersDir, loaded, this.#lock)
-    if (problem === undefined) return
-    this.turnReadOnly(problem)
-    this.#logger.error('the store turned read-only', { reason: problem, dataDir: this.dataDir })
+  pruneEvents(): Promise<void> {
+    return this.#files.pruneEvents()
   }
 }

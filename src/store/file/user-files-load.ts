@@ -6,6 +6,7 @@ import { performance } from 'node:perf_hooks'
 import { toRecord, type User } from '../../domain/user.js'
 import type { Logger } from '../../log/logger.js'
 import type { UserIndex } from '../user-index.js'
+import type { DurableWriteObserver } from '../write-timing.js'
 import { DurableDirectory, makeDurableDirectory } from './atomic-write.js'
 import { hasCode } from './errno.js'
 import { parseStoredUser, parseTombstone } from './stored-files.js'
@@ -30,6 +31,8 @@ export interface UserFilesContext {
   readonly index: UserIndex
   readonly tombstones: Map<string, string>
   readonly logger: Logger
+  /** Told how long the quarantine's moves took to be durable. */
+  readonly timings: DurableWriteObserver
   /** Files read between two yields to the event loop. */
   readonly chunk: number
 }
@@ -141,7 +144,7 @@ async function quarantineFiles(
 ): Promise<void> {
   if (files.length === 0) return
   makeDurableDirectory(context.quarantineDir)
-  const to = await DurableDirectory.open(context.quarantineDir)
+  const to = await DurableDirectory.open(context.quarantineDir, context.timings)
   try {
     for (const { name, reason } of files) {
       const target = await freeName(to.path, name)

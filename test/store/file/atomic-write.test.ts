@@ -7,22 +7,42 @@ import { describe, it, type TestContext } from 'node:test'
 
 import {
   DurableDirectory,
-  type DurableWriteTiming,
   makeDurableDirectory,
-  observeDurableWrites,
   syncDirectorySync,
-  WriteError,
   writeFileAtomic,
 } from '../../../src/store/file/atomic-write.js'
+import { WriteError } from '../../../src/store/write-error.js'
+import type { DurableWriteObserver, DurableWriteTiming } from '../../../src/store/write-timing.js'
 import { makeTempDir } from '../../helpers/service.js'
 
-/** A DurableDirectory on a fresh temp directory, closed when the test ends. */
-async function openDirectory(t: TestContext): Promise<DurableDirectory> {
+/** The timings each directory opened by openDirectory reported to its observer, in order. */
+const timingsOf = new WeakMap<DurableDirectory, DurableWriteTiming[]>()
+
+/**
+ * A DurableDirectory on a fresh temp directory, closed when the test ends; its timings are kept
+ * (timingsOf), and told to `observer` too when one is given.
+ */
+async function openDirectory(
+  t: TestContext,
+  observer?: DurableWriteObserver,
+): Promise<DurableDirectory> {
   const dir = path.join(await makeTempDir(t, 'atomic-write-test-'), 'files')
   await mkdir(dir)
-  const durable = await DurableDirectory.open(dir)
+  const timings: DurableWriteTiming[] = []
+  const durable = await DurableDirectory.open(dir, (timing) => {
+    timings.push(timing)
+    observer?.(timing)
+  })
+  timingsOf.set(durable, timings)
   t.after(() => durable.close())
   return durable
+}
+
+/** The timings `dir` reported from now on. */
+function timingsFrom(dir: DurableDirectory): () => DurableWriteTiming[] {
+  const timings = timingsOf.get(dir) ?? []
+  const start = timings.length
+  return () => timings.slice(start)
 }
 
 const tempFiles = async (dir: string): Promise<string[]> =>
@@ -275,21 +295,18 @@ describe('DurableDirectory failures name their step', () => {
 
 describe('DurableDirectory without its own fsyncs (a write-ahead log covers the files)', () => {
   /** The kinds of durable-write timings reported for `dir` while `work` runs. */
-  async function reported(t: TestContext, dir: DurableDirectory, work: () => Promise<unknown>) {
-    const kinds: string[] = []
-    const stop = observeDurableWrites((timing) => {
-      if (timing.dir === dir.path) kinds.push(timing.kind)
-    })
-    t.after(stop)
+  async function reported(dir: DurableDirectory, work: () => Promise<unknown>) {
+    const since = timingsFrom(dir)
     await work()
     await new Promise((resolve) => setImmediate(resolve))
-    stop()
-    return kinds.sort()
+    return since()
+      .map((timing) => timing.kind)
+      .sort()
   }
 
   it('writes and renames with no fsync of the file or the directory, and reports the write', async (t) => {
     const dir = await openDirectory(t)
-    const kinds = await reported(t, dir, () => dir.writeFile('a.json', 'first', undefined, false))
+    const kinds = await reported(dir, () => dir.writeFile('a.json', 'first', undefined, false))
     assert.deepEqual(kinds, ['write'])
     await dir.writeFile('a.json', 'second', undefined, false)
     assert.equal(await readFile(path.join(dir.path, 'a.json'), 'utf8'), 'second')
@@ -301,7 +318,7 @@ describe('DurableDirectory without its own fsyncs (a write-ahead log covers the 
     const dir = await openDirectory(t)
     await mkdir(path.join(dir.path, 'a.json'))
     await writeFile(path.join(dir.path, 'a.json', 'inside'), 'old')
-    const kinds = await reported(t, dir, () =>
+    const kinds = await reported(dir, () =>
       assert.rejects(dir.writeFile('a.json', 'new', undefined, false), {
         name: 'WriteError',
         step: 'rename',
@@ -323,8 +340,8 @@ describe('DurableDirectory without its own fsyncs (a write-ahead log covers the 
     const dir = await openDirectory(t)
     await dir.writeFile('a.json', 'a', undefined, false)
     await dir.writeFile('b.json', 'b', undefined, false)
-    assert.deepEqual(await reported(t, dir, () => dir.removeFile('a.json')), ['dir-sync'])
-    assert.deepEqual(await reported(t, dir, () => dir.removeFile('b.json', false)), [])
+    assert.deepEqual(await reported(dir, () => dir.removeFile('a.json')), ['dir-sync'])
+    assert.deepEqual(await reported(dir, () => dir.removeFile('b.json', false)), [])
     assert.deepEqual(await readdir(dir.path), [])
   })
 
@@ -332,7 +349,7 @@ describe('DurableDirectory without its own fsyncs (a write-ahead log covers the 
     const dir = await openDirectory(t)
     await dir.writeFile('a.json', 'a', undefined, false)
     let synced: boolean | undefined
-    const kinds = await reported(t, dir, async () => {
+    const kinds = await reported(dir, async () => {
       synced = await dir.syncFile('a.json')
     })
     assert.equal(synced, true)
@@ -349,18 +366,15 @@ describe('DurableDirectory without its own fsyncs (a write-ahead log covers the 
   })
 })
 
-describe('observeDurableWrites', () => {
+describe('DurableDirectory timings (the observer it is opened with)', () => {
   it('reports the file fsync, the directory fsync and the whole write, in seconds, for this directory', async (t) => {
     const dir = await openDirectory(t)
-    const timings: DurableWriteTiming[] = []
-    const stop = observeDurableWrites((timing) => {
-      if (timing.dir === dir.path) timings.push(timing)
-    })
-    t.after(stop)
+    const since = timingsFrom(dir)
     const started = performance.now()
     await dir.writeFile('a.json', 'x')
     await new Promise((resolve) => setImmediate(resolve))
     const elapsedSeconds = (performance.now() - started) / 1000
+    const timings = since()
     assert.deepEqual(timings.map((timing) => timing.kind).sort(), [
       'dir-sync',
       'file-sync',
@@ -377,37 +391,30 @@ describe('observeDurableWrites', () => {
 
   it('reports a failed write too', async (t) => {
     const dir = await openDirectory(t)
-    const kinds: string[] = []
-    const stop = observeDurableWrites((timing) => {
-      if (timing.dir === dir.path) kinds.push(timing.kind)
-    })
-    t.after(stop)
+    const since = timingsFrom(dir)
     await rename(dir.path, `${dir.path}.moved`)
     await assert.rejects(dir.writeFile('a.json', 'x'), {
       name: 'WriteError',
       step: 'write',
       code: 'ENOENT',
     })
-    assert.deepEqual(kinds, ['write'])
+    assert.deepEqual(
+      since().map((timing) => timing.kind),
+      ['write'],
+    )
   })
 
-  it('stops reporting once its way out is called, and a throwing observer never fails a write', async (t) => {
-    const dir = await openDirectory(t)
-    const kinds: string[] = []
-    const stop = observeDurableWrites((timing) => {
-      if (timing.dir === dir.path) kinds.push(timing.kind)
-    })
-    const stopThrowing = observeDurableWrites(() => {
+  it('never fails a write for an observer that throws', async (t) => {
+    let told = 0
+    const dir = await openDirectory(t, () => {
+      told += 1
       throw new Error('observer failure')
     })
-    t.after(stopThrowing)
     await dir.writeFile('a.json', 'x')
+    await dir.writeFile('b.json', 'y', undefined, false)
     await new Promise((resolve) => setImmediate(resolve))
-    assert.equal(kinds.length, 3)
-    stop()
-    await dir.writeFile('b.json', 'y')
-    await new Promise((resolve) => setImmediate(resolve))
-    assert.equal(kinds.length, 3)
+    assert.equal(told, 4)
+    assert.equal(await readFile(path.join(dir.path, 'a.json'), 'utf8'), 'x')
     assert.equal(await readFile(path.join(dir.path, 'b.json'), 'utf8'), 'y')
   })
 })
@@ -438,12 +445,10 @@ describe('makeDurableDirectory and syncDirectorySync', () => {
 
 describe('DurableDirectory group commit and handles', () => {
   it('runs one directory fsync for the first caller and one shared fsync for all who came while it ran', async (t) => {
-    const dir = await openDirectory(t)
     let syncs = 0
-    const stop = observeDurableWrites((timing) => {
-      if (timing.dir === dir.path && timing.kind === 'dir-sync') syncs += 1
+    const dir = await openDirectory(t, (timing) => {
+      if (timing.kind === 'dir-sync') syncs += 1
     })
-    t.after(stop)
     await Promise.all(Array.from({ length: 10 }, () => dir.sync()))
     await new Promise((resolve) => setImmediate(resolve))
     assert.equal(syncs, 2)

@@ -3,47 +3,43 @@ import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
-import {
-  DurableDirectory,
-  type DurableWriteTiming,
-  observeDurableWrites,
-  WriteError,
-} from '../../../src/store/file/atomic-write.js'
+import { DurableDirectory } from '../../../src/store/file/atomic-write.js'
 import {
   Checkpoint,
   readCheckpoint,
   removeCheckpointTemps,
 } from '../../../src/store/file/checkpoint.js'
 import { FileStore } from '../../../src/store/file/file-store.js'
+import { WriteError } from '../../../src/store/write-error.js'
+import type { DurableWriteTiming } from '../../../src/store/write-timing.js'
 import { sleep } from '../../helpers/child.js'
 import { makeTempDir } from '../../helpers/service.js'
 import { makeUser } from '../../helpers/store-users.js'
 
-/** users/, tombstones/ and the data directory itself, opened; closed when the test ends. */
+/**
+ * users/, tombstones/ and the data directory itself, opened; closed when the test ends. Their
+ * timings are kept: `timingsUnder(dir)` reads those reported under `dir` from then on.
+ */
 async function openDirs(t: TestContext) {
   const root = await makeTempDir(t, 'checkpoint-test-')
+  const reported: DurableWriteTiming[] = []
   const open = async (dir: string): Promise<DurableDirectory> => {
-    const opened = await DurableDirectory.open(dir)
+    const opened = await DurableDirectory.open(dir, (timing) => reported.push(timing))
     t.after(() => opened.close())
     return opened
   }
   for (const name of ['users', 'tombstones']) await mkdir(path.join(root, name))
+  const timingsUnder = (dir: string): (() => DurableWriteTiming[]) => {
+    const start = reported.length
+    return () => reported.slice(start).filter((timing) => timing.dir.startsWith(dir))
+  }
   return {
     root,
+    timingsUnder,
     users: await open(path.join(root, 'users')),
     graves: await open(path.join(root, 'tombstones')),
     data: await open(root),
   }
-}
-
-/** The durable-write timings reported under `dir` from now on. */
-function timingsUnder(t: TestContext, dir: string): DurableWriteTiming[] {
-  const timings: DurableWriteTiming[] = []
-  const stop = observeDurableWrites((timing) => {
-    if (timing.dir.startsWith(dir)) timings.push(timing)
-  })
-  t.after(stop)
-  return timings
 }
 
 describe('readCheckpoint', () => {
@@ -70,11 +66,11 @@ describe('readCheckpoint', () => {
 
 describe('removeCheckpointTemps', () => {
   it('removes only the temp files of checkpoint writes, and fsyncs the directory when it removed one', async (t) => {
-    const { root, data } = await openDirs(t)
-    const timings = timingsUnder(t, root)
+    const { root, data, timingsUnder } = await openDirs(t)
+    const timings = timingsUnder(root)
     assert.equal(await removeCheckpointTemps(data), 0)
     assert.deepEqual(
-      timings.map((timing) => timing.kind),
+      timings().map((timing) => timing.kind),
       [],
     )
     for (const name of [
@@ -86,7 +82,7 @@ describe('removeCheckpointTemps', () => {
     assert.equal(await removeCheckpointTemps(data), 1)
     await sleep(10)
     assert.deepEqual(
-      timings.map((timing) => timing.kind),
+      timings().map((timing) => timing.kind),
       ['dir-sync'],
     )
     assert.deepEqual((await readdir(root)).sort(), [
@@ -100,7 +96,7 @@ describe('removeCheckpointTemps', () => {
 
 describe('Checkpoint', () => {
   it('fsyncs again, at the next run, the files of a run that failed short of an fsync, and only then moves', async (t) => {
-    const { root, users, graves, data } = await openDirs(t)
+    const { root, users, graves, data, timingsUnder } = await openDirs(t)
     await writeFile(path.join(users.path, 'a.json'), 'a')
     await writeFile(path.join(graves.path, 'b.json'), 'b')
     const failures: unknown[] = []
@@ -116,7 +112,7 @@ describe('Checkpoint', () => {
     })
     checkpoint.touched('users', 'a.json')
     checkpoint.touched('tombstones', 'b.json')
-    const timings = timingsUnder(t, users.path)
+    const timings = timingsUnder(users.path)
     // The checkpoint file cannot be written while the data directory is away from its path.
     await rename(root, `${root}.away`)
     try {
@@ -131,13 +127,13 @@ describe('Checkpoint', () => {
     )
     assert.equal(checkpoint.through, 0, 'a failed run does not move')
     assert.equal(checkpoint.dirty, 2, 'its files wait for the next run')
-    const before = timings.length
+    const before = timings().length
     await checkpoint.settle()
     assert.equal(failures.length, 1)
     assert.equal(checkpoint.through, 2)
     assert.equal(checkpoint.dirty, 0)
     assert.deepEqual(
-      timings
+      timings()
         .slice(before)
         .map((timing) => timing.kind)
         .sort(),

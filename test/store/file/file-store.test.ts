@@ -6,6 +6,7 @@ import { describe, it, type TestContext } from 'node:test'
 
 import type { UserRecord } from '../../../src/domain/user.js'
 import { FileStore } from '../../../src/store/file/file-store.js'
+import type { DurableWriteTiming } from '../../../src/store/write-timing.js'
 import { listLockFiles } from '../../helpers/data-files.js'
 import { createMemoryLogger, makeTempDir } from '../../helpers/service.js'
 import { describeStoreContract, listAll, snapshotStore } from '../../helpers/store-suite.js'
@@ -193,6 +194,45 @@ describe('FileStore: files on disk', () => {
         error instanceof Error && error.name === 'LockError' && error.message.includes(String(pid)),
     )
     assert.equal(await readFile(lockFile, 'utf8'), `${pid}\n`)
+  })
+})
+
+describe('FileStore: timings', () => {
+  it('tells the observer it was built with how long its own writes took, and no other store', async (t) => {
+    const stores = await Promise.all(
+      [0, 1].map(async () => {
+        const timings: DurableWriteTiming[] = []
+        const store = new FileStore({
+          dataDir: await newDataDir(t),
+          timings: (timing) => timings.push(timing),
+          // No checkpoint runs meanwhile: only the writes of the changes below are told.
+          checkpointMs: 3_600_000,
+        })
+        await store.open()
+        t.after(() => store.close())
+        // What the open wrote (its first checkpoint) is left out.
+        const opened = timings.length
+        const since = () => timings.slice(opened).map((timing) => [timing.kind, timing.dir])
+        return { store, timings, since }
+      }),
+    )
+    const [first, second] = stores
+    assert.ok(first !== undefined && second !== undefined)
+    assert.ok(first.timings.every((timing) => timing.dir.startsWith(first.store.dataDir)))
+    await first.store.create(makeUser())
+    // The log's append, then the user file renamed into place unsynced (the log covers it).
+    assert.deepEqual(first.since(), [
+      ['log-sync', first.store.eventsDir],
+      ['write', first.store.usersDir],
+    ])
+    assert.ok(first.timings.every((timing) => timing.seconds >= 0 && timing.seconds < 60))
+    assert.deepEqual(second.since(), [], 'a write of one store is never told to another')
+    await second.store.create(makeUser())
+    assert.deepEqual(second.since(), [
+      ['log-sync', second.store.eventsDir],
+      ['write', second.store.usersDir],
+    ])
+    assert.equal(first.since().length, 2)
   })
 })
 

@@ -1,0 +1,285 @@
+import path from 'node:path'
+
+import { internalFault } from '../../domain/errors.js'
+import { type ChangeEvent, eventIdNumber } from '../../domain/event.js'
+import type { Tombstone } from '../../domain/tombstone.js'
+import type { UserRecord } from '../../domain/user.js'
+import { type Logger, silentLogger } from '../../log/logger.js'
+import type { Durability, IndexedState, LogEvent } from '../durability.js'
+import type { StoreCapabilities } from '../store.js'
+import { type DurableWriteObserver, UNOBSERVED } from '../write-timing.js'
+import { DurableDirectory, makeDurableDirectory } from './atomic-write.js'
+import { Checkpoint } from './checkpoint.js'
+import { DataDirLock } from './data-dir-lock.js'
+import { lostPlace, type Place, readPlace } from './data-dir-place.js'
+import { EventLog } from './event-log.js'
+import { loadFeed } from './feed-load.js'
+import { checkpointFailed, logUnwritten } from './file-faults.js'
+import { buryUser, type FileSteps, writeUser } from './file-steps.js'
+import { replayTail } from './replay.js'
+import { loadUserFiles } from './user-files-load.js'
+
+export interface FileDurabilityOptions {
+  dataDir: string
+  logger?: Logger
+  /** Files read between two yields to the event loop while loading (default 2000). */
+  loadChunk?: number
+  /** Milliseconds since the epoch, for tombstones (Date.now by default). */
+  now?: () => number
+  /** How often the data directory and the lock are checked while open (default 1000 ms). */
+  watchIntervalMs?: number
+  /** Events older than this many days are pruned, whole segments at a time (default 30). */
+  eventsRetentionDays?: number
+  /**
+   * How often the files written since the last checkpoint are fsynced and the checkpoint moved
+   * (default 1000 ms); sooner when many files wait.
+   */
+  checkpointMs?: number
+  /** Told how long each durable write and fsync took (the service's metrics). */
+  timings?: DurableWriteObserver
+}
+
+/**
+ * The file store's durability: one JSON file per user in `DATA_DIR/users/`, loaded into the index
+ * at open. A delete writes the user's tombstone (id and time) to `DATA_DIR/tombstones/`, then
+ * unlinks the user file. The change feed's log is the write-ahead log (docs/operations.md): a
+ * change is durable once its event is, its files are renamed into place unsynced, and a
+ * checkpoint makes them durable later (Checkpoint); at open, the log's tail is replayed first
+ * (replayTail). It owns the data directory through a lock, and watches that the directory it
+ * loaded is still the one at its path.
+ */
+export class FileDurability implements Durability {
+  readonly dataDir: string
+  readonly usersDir: string
+  readonly quarantineDir: string
+  readonly tombstonesDir: string
+  readonly eventsDir: string
+  readonly capabilities: StoreCapabilities
+  readonly #eventLog: EventLog
+  readonly #retentionMs: number
+  readonly #clock: () => number
+  #pruning: Promise<void> | undefined
+  readonly #lock: DataDirLock
+  readonly #logger: Logger
+  readonly #chunk: number
+  readonly #watchIntervalMs: number
+  readonly #checkpointMs: number
+  #dir: DurableDirectory | undefined
+  #graves: DurableDirectory | undefined
+  #root: DurableDirectory | undefined
+  #checkpoint: Checkpoint | undefined
+  #place: Place | undefined
+  #watch: NodeJS.Timeout | undefined
+  readonly #timings: DurableWriteObserver
+  #state: IndexedState | undefined
+
+  constructor(options: FileDurabilityOptions) {
+    this.dataDir = path.resolve(options.dataDir)
+    this.usersDir = path.join(this.dataDir, 'users')
+    this.quarantineDir = path.join(this.dataDir, 'quarantine')
+    this.tombstonesDir = path.join(this.dataDir, 'tombstones')
+    this.eventsDir = path.join(this.dataDir, 'events')
+    this.capabilities = Object.freeze({
+      dataDir: this.dataDir,
+      durable: true,
+      shared: false,
+      turnsReadOnly: true,
+    })
+    this.#clock = options.now ?? Date.now
+    this.#logger = options.logger ?? silentLogger
+    this.#timings = options.timings ?? UNOBSERVED
+    this.#eventLog = new EventLog(this.eventsDir, {
+      now: this.#clock,
+      logger: this.#logger,
+      quarantineDir: this.quarantineDir,
+      timings: this.#timings,
+    })
+    this.#retentionMs = (options.eventsRetentionDays ?? 30) * 86_400_000
+    this.#lock = new DataDirLock(this.dataDir)
+    this.#chunk = options.loadChunk ?? 2000
+    this.#watchIntervalMs = options.watchIntervalMs ?? 1000
+    this.#checkpointMs = options.checkpointMs ?? 1000
+  }
+
+  attach(state: IndexedState): void {
+    this.#state = state
+  }
+
+  /**
+   * Takes the data directory's lock, or throws LockError. Call it before listening and before
+   * anything else is written to the directory; open() calls it too.
+   */
+  lock(): void {
+    // Synchronous on purpose: the lock is taken before the server listens.
+    if (this.#lock.held) return
+    makeDurableDirectory(this.dataDir)
+    this.#lock.acquire()
+  }
+
+  async open(): Promise<void> {
+    const state = this.#held()
+    this.lock()
+    makeDurableDirectory(this.usersDir)
+    makeDurableDirectory(this.tombstonesDir)
+    makeDurableDirectory(this.eventsDir)
+    this.#dir = await DurableDirectory.open(this.usersDir, this.#timings)
+    this.#graves = await DurableDirectory.open(this.tombstonesDir, this.#timings)
+    this.#root = await DurableDirectory.open(this.dataDir, this.#timings)
+    this.#place = await readPlace(this.usersDir)
+    const replayed = await replayTail({
+      eventsDir: this.eventsDir,
+      users: this.#dir,
+      graves: this.#graves,
+      root: this.#root,
+    })
+    if (replayed.events > 0 || replayed.checkpoint === 'damaged')
+      this.#logger.info('replayed the event log past its checkpoint', { ...replayed })
+    await loadUserFiles({
+      usersDir: this.usersDir,
+      tombstonesDir: this.tombstonesDir,
+      quarantineDir: this.quarantineDir,
+      users: () => this.#directory(),
+      graves: () => this.#tombstones(),
+      index: state.index,
+      tombstones: state.tombstones,
+      logger: this.#logger,
+      timings: this.#timings,
+      chunk: this.#chunk,
+    })
+    await loadFeed({
+      eventLog: this.#eventLog,
+      journal: state.events,
+      users: state.index,
+      tombstones: state.tombstones,
+      logger: this.#logger,
+    })
+    this.#checkpoint = new Checkpoint({
+      users: this.#dir,
+      graves: this.#graves,
+      root: this.#root,
+      logged: () => this.#eventLog.highest,
+      through: replayed.through,
+      intervalMs: this.#checkpointMs,
+      paused: () => state.health().state === 'read_only',
+      failed: (error) => {
+        checkpointFailed(this.#logger, this.dataDir, error, state.turnReadOnly)
+      },
+    })
+    this.#checkpoint.start()
+    this.#watch = setInterval(() => {
+      void this.#checkPlace()
+      // Behind the last checkpoint only: forcing one here would make CHECKPOINT_MS past this
+      // interval mean nothing.
+      this.#pruning ??= this.#prune()
+        .catch((error: unknown) => {
+          this.#logger.warn('could not prune events', { error: String(error) })
+        })
+        .finally(() => {
+          this.#pruning = undefined
+        })
+    }, this.#watchIntervalMs)
+    this.#watch.unref()
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.#watch)
+    this.#watch = undefined
+    this.#checkpoint?.stop()
+    await this.#pruning
+    // A clean stop leaves nothing to replay.
+    await this.#checkpoint?.settle()
+    this.#checkpoint = undefined
+    await this.#eventLog.close()
+    const dirs = [this.#dir, this.#graves, this.#root]
+    this.#dir = undefined
+    this.#graves = undefined
+    this.#root = undefined
+    await Promise.all(dirs.map((dir) => dir?.close()))
+    // Never fails: a read-only or vanished directory must not turn a clean stop into an error.
+    const held = this.#lock.held
+    if (held && !this.#lock.release()) {
+      this.#logger.warn('could not remove the lock file', { file: this.#lock.file })
+    }
+  }
+
+  logEvent(event: ChangeEvent): Promise<void> {
+    this.#checkpoint?.begin(event.userId, eventIdNumber(event.id))
+    return this.#eventLog.append(event)
+  }
+
+  voidEvent(event: ChangeEvent): Promise<void> {
+    return this.#eventLog.void(event.id)
+  }
+
+  /** Drops whole segments older than the retention; requests go on meanwhile. */
+  async pruneEvents(): Promise<void> {
+    // Segments past the checkpoint stay (a replay may need them): move it first.
+    await this.#checkpoint?.settle()
+    await this.#prune()
+  }
+
+  /** Drops whole segments older than the retention and behind the checkpoint. */
+  async #prune(): Promise<void> {
+    await this.#eventLog.prune(
+      new Date(this.#clock() - this.#retentionMs).toISOString(),
+      this.#checkpoint?.through ?? 0,
+      (through) => {
+        this.#state?.events.dropThrough(through)
+      },
+    )
+  }
+
+  /** The user file renamed into place unsynced: its event in the log makes it durable. */
+  persist(record: UserRecord, log: LogEvent | undefined): Promise<void> {
+    // No event, nothing in the log to replay it from: durable by itself.
+    if (log === undefined) return this.#directory().writeFile(`${record.user.id}.json`, record.json)
+    return writeUser(this.#fileSteps(), record, log)
+  }
+
+  bury(tombstone: Tombstone, log: LogEvent): Promise<void> {
+    return buryUser(this.#fileSteps(), tombstone, log)
+  }
+
+  #fileSteps(): FileSteps {
+    return {
+      users: this.#directory(),
+      graves: this.#tombstones(),
+      checkpoint: this.#checkpoint,
+    }
+  }
+
+  /** A committed change whose file step failed after its event was durable: the log keeps it. */
+  unwritten(event: ChangeEvent, error: unknown): void {
+    logUnwritten(this.#logger, this.dataDir, event, error)
+  }
+
+  /** What the store holds in memory: attached as the store is built. */
+  #held(): IndexedState {
+    if (this.#state === undefined) throw internalFault('the file store is not built')
+    return this.#state
+  }
+
+  #directory(): DurableDirectory {
+    if (this.#dir === undefined) throw internalFault('the file store is not open')
+    return this.#dir
+  }
+
+  #tombstones(): DurableDirectory {
+    if (this.#graves === undefined) throw internalFault('the file store is not open')
+    return this.#graves
+  }
+
+  /**
+   * Turns the store read-only when the directory it loaded is no longer at its path (removed,
+   * replaced, remounted) or its lock is gone: another process may own the path by now.
+   */
+  async #checkPlace(): Promise<void> {
+    const loaded = this.#place
+    const state = this.#held()
+    if (loaded === undefined || state.health().state === 'read_only') return
+    const problem = await lostPlace(this.usersDir, loaded, this.#lock)
+    if (problem === undefined) return
+    state.turnReadOnly(problem)
+    this.#logger.error('the store turned read-only', { reason: problem, dataDir: this.dataDir })
+  }
+}
