@@ -2,7 +2,7 @@ import { EVENT_ID, EVENT_TYPES, type EventType } from '../../domain/event.js'
 import { isCanonicalUuid } from '../../domain/uuid7.js'
 import { HttpError } from '../../http/problem.js'
 import { badParameter, readQueryParameters } from '../../http/query-parameters.js'
-import type { EventQuery } from '../../store/feed/journal.js'
+import type { EventQuery } from '../../store/event-feed.js'
 
 export const EVENT_PARAMETERS = ['after', 'limit', 'type', 'userId'] as const
 export const DEFAULT_EVENT_LIMIT = 100

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 
 import { HttpError } from '../../http/problem.js'
 import { createLocalSlots, type SharedSlots } from '../../ops/shared-slots.js'
-import { EVENT_PAGE_MAX_BYTES, type EventFeed, type EventPage } from '../../store/feed/journal.js'
+import { EVENT_PAGE_MAX_BYTES, type EventFeed, type EventPage } from '../../store/event-feed.js'
 import { parseEventQuery } from './event-query.js'
 import { type SseStream, STREAM_PAGE, type StreamReader, startSseStream } from './sse-stream.js'
 

@@ -1,5 +1,5 @@
 import { EVENT_TYPES, eventJson } from '../../domain/event.js'
-import { EVENT_PAGE_MAX_BYTES } from '../../store/feed/journal.js'
+import { EVENT_PAGE_MAX_BYTES } from '../../store/event-feed.js'
 import { commaList, USER_ID } from '../parameter-schemas.js'
 import { type Json, type Route, type RouteContext, ref, STREAMED } from '../route.js'
 import { API_ROUTE, TEXT } from '../route-defaults.js'

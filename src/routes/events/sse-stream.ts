@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http'
 
 import { ServiceError } from '../../domain/errors.js'
 import { type ChangeEvent, eventJson } from '../../domain/event.js'
-import type { EventFeed, EventPage, EventQuery } from '../../store/feed/journal.js'
+import type { EventFeed, EventPage, EventQuery } from '../../store/event-feed.js'
 
 /** Events a stream reads from the feed at a time (a page is also bounded in bytes). */
 export const STREAM_PAGE = 200
