@@ -20,6 +20,8 @@ const LAYERS: readonly (readonly string[])[] = [
   ['routes/'],
   // The import pipeline and the streaming of answers to slow clients, under the bulk routes.
   ['bulk/'],
+  // The change feed's live streams (Server-Sent Events), under the route of GET /events.
+  ['event-streams/'],
   ['ops/'],
   ['users/'],
   ['store/'],
@@ -95,7 +97,7 @@ const STORE_CONTRACT: readonly string[] = [
 ]
 
 /** The folders that use a store and may import only its contract. */
-const STORE_USERS: readonly string[] = ['users/', 'routes/', 'bulk/', 'ops/']
+const STORE_USERS: readonly string[] = ['users/', 'routes/', 'bulk/', 'event-streams/', 'ops/']
 
 /**
  * Arrows the order above lets through but the layout forbids: the user operations and the stores
@@ -115,9 +117,6 @@ const KNOWN_EXCEPTIONS: readonly string[] = [
   // as a value (issue 35, item 3), and the write error with it.
   'store/change-commit.ts -> store/file/atomic-write.ts',
   'store/storage-unavailable.ts -> store/file/atomic-write.ts',
-  // The event stream machinery (event-streams.ts, sse-stream.ts) moves out of routes/ after the
-  // change of routes/events/ under way; its RouteServices entry then names the moved module.
-  'routes/route-services.ts -> routes/events/event-streams.ts',
 ]
 
 /** Whether a module (its path under src/, with `/`) is this entry: in the folder, or the file. */
@@ -268,6 +267,9 @@ describe('the layers of src/ (arrows point down)', () => {
       wrongImports([
         ['routes/a.ts', 'users/b.ts'],
         ['users/a.ts', 'routes/b.ts'],
+        ['routes/route-services.ts', 'event-streams/event-streams.ts'],
+        ['event-streams/event-streams.ts', 'routes/events/event-query.ts'],
+        ['event-streams/event-streams.ts', 'ops/shared-slots.ts'],
         ['users/a.ts', 'http/problem.ts'],
         ['store/file/a.ts', 'http/b.ts'],
         ['users/a.ts', 'store/store.ts'],
@@ -275,6 +277,7 @@ describe('the layers of src/ (arrows point down)', () => {
       ]),
       [
         'users/a.ts -> routes/b.ts',
+        'event-streams/event-streams.ts -> routes/events/event-query.ts',
         'users/a.ts -> http/problem.ts',
         'store/file/a.ts -> http/b.ts',
       ],
@@ -317,7 +320,7 @@ describe('the layers of src/ (arrows point down)', () => {
     )
   })
 
-  it('lets users/, routes/, bulk/ and ops/ import only the contract of store/', () => {
+  it('lets users/, routes/, bulk/, event-streams/ and ops/ import only the contract of store/', () => {
     assert.deepEqual(
       wrongImports([
         ['users/a.ts', 'store/store.ts'],
@@ -331,6 +334,8 @@ describe('the layers of src/ (arrows point down)', () => {
         ['routes/a.ts', 'store/postgres/b.ts'],
         ['bulk/a.ts', 'store/store.ts'],
         ['bulk/a.ts', 'store/memory-store.ts'],
+        ['event-streams/a.ts', 'store/event-feed.ts'],
+        ['event-streams/a.ts', 'store/feed/journal.ts'],
         ['process/a.ts', 'store/file/data-dir-lock.ts'],
       ]),
       [
@@ -339,6 +344,7 @@ describe('the layers of src/ (arrows point down)', () => {
         'ops/a.ts -> store/file/file-store.ts',
         'routes/a.ts -> store/postgres/b.ts',
         'bulk/a.ts -> store/memory-store.ts',
+        'event-streams/a.ts -> store/feed/journal.ts',
       ],
     )
   })

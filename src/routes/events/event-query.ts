@@ -9,8 +9,8 @@ export const DEFAULT_EVENT_LIMIT = 100
 export const MAX_EVENT_LIMIT = 1000
 
 /**
- * The largest cursor every store holds exactly: PostgreSQL's largest bigint (§10). A larger one
- * is a 400, never rounded and never sent to a store.
+ * The largest cursor every store holds exactly: PostgreSQL's largest bigint (its event ids are
+ * bigints: docs/postgresql.md). A larger one is a 400, never rounded and never sent to a store.
  */
 export const MAX_EVENT_CURSOR = '7fffffffffffffff'
 
