@@ -1,8 +1,8 @@
 import path from 'node:path'
 
 import { createSingleKeySet, type KeySet, parseKeyList } from '../auth/keys.js'
+import type { EventStreamsOptions } from '../event-streams/event-streams.js'
 import { type Logger, silentLogger } from '../log/logger.js'
-import type { EventStreamsOptions } from '../routes/events/event-streams.js'
 import { createService, type UserService } from '../service.js'
 import {
   defaultsOf,

@@ -1,9 +1,9 @@
 import type { UserRecord } from '../domain/user.js'
+import type { EventStreams } from '../event-streams/event-streams.js'
 import type { Availability } from '../ops/availability.js'
 import type { CursorCodec } from '../users/cursor.js'
 import type { UserOperations } from '../users/user-operations.js'
 import type { BulkServices } from './bulk/bulk-services.js'
-import type { EventStreams } from './events/event-streams.js'
 
 /** What the handlers work with, built once by the service and handed to every handler call. */
 export interface RouteServices {

@@ -1,6 +1,6 @@
 import type { ChangeContext } from '../domain/event.js'
 import type { User, UserRecord, UserStatus } from '../domain/user.js'
-import type { EventFeed } from './feed/journal.js'
+import type { EventFeed } from './event-feed.js'
 
 /** Which users a page holds; every filter is optional and they combine with AND. */
 export interface ListFilter {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 
-import { EVENT_PAGE_MAX_BYTES } from '../../src/store/feed/journal.js'
+import { EVENT_PAGE_MAX_BYTES } from '../../src/store/event-feed.js'
 import { startChild } from '../helpers/child.js'
 import { request, type TestResponse } from '../helpers/http.js'
 import { freshDatabase, SKIP_POSTGRES } from '../helpers/postgres.js'

@@ -3,7 +3,7 @@ import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
 import { type ChangeEvent, eventJson } from '../../src/domain/event.js'
-import { EVENT_PAGE_MAX_BYTES, type EventFeed } from '../../src/store/feed/journal.js'
+import { EVENT_PAGE_MAX_BYTES, type EventFeed } from '../../src/store/event-feed.js'
 import { FileStore } from '../../src/store/file/file-store.js'
 import { MemoryStore } from '../../src/store/memory-store.js'
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js'

@@ -2,15 +2,15 @@ import { EVENT_ID, EVENT_TYPES, type EventType } from '../../domain/event.js'
 import { isCanonicalUuid } from '../../domain/uuid7.js'
 import { HttpError } from '../../http/problem.js'
 import { badParameter, readQueryParameters } from '../../http/query-parameters.js'
-import type { EventQuery } from '../../store/feed/journal.js'
+import type { EventQuery } from '../../store/event-feed.js'
 
 export const EVENT_PARAMETERS = ['after', 'limit', 'type', 'userId'] as const
 export const DEFAULT_EVENT_LIMIT = 100
 export const MAX_EVENT_LIMIT = 1000
 
 /**
- * The largest cursor every store holds exactly: PostgreSQL's largest bigint (§10). A larger one
- * is a 400, never rounded and never sent to a store.
+ * The largest cursor every store holds exactly: PostgreSQL's largest bigint (its event ids are
+ * bigints: docs/postgresql.md). A larger one is a 400, never rounded and never sent to a store.
  */
 export const MAX_EVENT_CURSOR = '7fffffffffffffff'
 

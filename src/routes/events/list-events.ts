@@ -1,10 +1,10 @@
 import { EVENT_TYPES, eventJson } from '../../domain/event.js'
-import { EVENT_PAGE_MAX_BYTES } from '../../store/feed/journal.js'
+import type { StreamRequest } from '../../event-streams/event-streams.js'
+import { EVENT_PAGE_MAX_BYTES } from '../../store/event-feed.js'
 import { commaList, USER_ID } from '../parameter-schemas.js'
 import { type Json, type Route, type RouteContext, ref, STREAMED } from '../route.js'
 import { API_ROUTE, TEXT } from '../route-defaults.js'
 import { DEFAULT_EVENT_LIMIT, MAX_EVENT_LIMIT, parseEventQuery } from './event-query.js'
-import type { StreamRequest } from './event-streams.js'
 
 /** The schema of a cursor or an event id. */
 export const EVENT_CURSOR = {
@@ -15,7 +15,7 @@ export const EVENT_CURSOR = {
   maxLength: 16,
 } as const
 
-/** `GET /events`: the change feed (§10), a page as JSON or, asked with Accept, a live stream. */
+/** `GET /events`: the change feed (docs/events.md), a page as JSON or, asked with Accept, a live stream. */
 export const listEvents: Route = {
   ...API_ROUTE,
   operationId: 'listEvents',
@@ -36,10 +36,12 @@ export const listEvents: Route = {
   },
   errors: [410],
   async handle(context) {
-    const { req, res, services } = context
+    const { res, services } = context
     if (wantsStream(context)) {
-      await services.events.stream(req, res, {
-        rawQuery: context.rawQuery,
+      // A store without a feed is a 404 before a malformed query is a 400, as on pages.
+      services.events.requireFeed()
+      await services.events.stream(res, {
+        query: parseEventQuery(context.rawQuery, lastEventIdOf(context)),
         requestId: context.requestId,
         headers: context.cors,
         token: streamToken(context),

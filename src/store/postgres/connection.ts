@@ -155,7 +155,7 @@ export class PgConnection {
 
   /**
    * Runs the statements of one write in one transaction, and appends the events of its changes
-   * (§10), those `events` gives, in the same transaction, last.
+   * (docs/events.md), those `events` gives, in the same transaction, last.
    */
   async transaction<T>(
     work: (client: PoolClient) => Promise<T>,

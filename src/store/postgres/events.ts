@@ -2,7 +2,7 @@ import type { PoolClient } from 'pg'
 
 import { ServiceError } from '../../domain/errors.js'
 import { cursorValue, formatEventId } from '../../domain/event.js'
-import type { EventFeed, EventPage, EventQuery } from '../feed/journal.js'
+import type { EventFeed, EventPage, EventQuery } from '../event-feed.js'
 import type { CommitStallWatch } from './commit-stall.js'
 import { type Query, readEventPage } from './event-page.js'
 import { EVENT_CHANNEL } from './event-schema.js'

@@ -1,5 +1,5 @@
 import { type ChangeEvent, cursorValue, eventJson, formatEventId } from '../../domain/event.js'
-import { EVENT_PAGE_MAX_BYTES, type EventPage, type EventQuery } from '../feed/journal.js'
+import { EVENT_PAGE_MAX_BYTES, type EventPage, type EventQuery } from '../event-feed.js'
 
 /** The most events, and bytes of their JSON, the tail keeps: older ones are read from the database. */
 const MAX_EVENTS = 10_000

@@ -56,7 +56,7 @@ export class PostgresStore implements Store {
   readonly #db: PgConnection
   readonly #creates: CreateBatcher
   #prune: NodeJS.Timeout | undefined
-  /** The change feed (§10), read from the database. */
+  /** The change feed (docs/events.md), read from the database. */
   readonly events: PostgresEventFeed
 
   constructor(options: PostgresStoreOptions) {

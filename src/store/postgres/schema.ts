@@ -29,23 +29,23 @@ export const MIGRATIONS: readonly (readonly string[])[] = [
     )`,
     'CREATE UNIQUE INDEX users_email_key ON users (email_key)',
     'CREATE INDEX users_status_id ON users (status, id)',
-    // §9: a deleted id and when; nothing personal.
+    // A deleted id and when, nothing personal: its tokens stay refused forever (docs/api.md).
     'CREATE TABLE tombstones (id text COLLATE "C" PRIMARY KEY, deleted_at text NOT NULL)',
   ],
-  // §10: the change feed, appended in the transaction of each change.
+  // The change feed (docs/events.md), appended in the transaction of each change.
   EVENT_MIGRATION,
-  // §9: versions run to MAX_VERSION (2^53 - 1) on every store; integer stopped at 2^31 - 1, and
-  // the deletion event of a user at the top carries one more. The rewrite locks both tables for
-  // as long as it takes; replicas still running the previous release fail their prepared reads
-  // of these columns until they are replaced (roll them forward).
+  // Versions run to MAX_VERSION (2^53 - 1) on every store (docs/api.md); integer stopped at
+  // 2^31 - 1, and the deletion event of a user at the top carries one more. The rewrite locks both
+  // tables for as long as it takes; replicas still running the previous release fail their
+  // prepared reads of these columns until they are replaced (roll them forward).
   [
     'ALTER TABLE users ALTER COLUMN version TYPE bigint',
     `ALTER TABLE users ADD CONSTRAINT users_version_range CHECK (version <= ${MAX_VERSION})`,
     'ALTER TABLE events ALTER COLUMN version TYPE bigint',
   ],
-  // §10 without a global lock: event ids from the writing transaction's id, readers below the
-  // oldest transaction still running. Replicas of an earlier release fail their writes and feed
-  // reads from here on (roll them forward).
+  // The feed's order without a global lock (docs/postgresql.md): event ids from the writing
+  // transaction's id, readers below the oldest transaction still running. Replicas of an earlier
+  // release fail their writes and feed reads from here on (roll them forward).
   EVENT_ID_MIGRATION,
   // Event ids in commit order, restore-safe, never held back by a session the service does not
   // own: a counter row taken last in each transaction. Replicas of an earlier release fail their

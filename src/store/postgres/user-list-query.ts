@@ -9,8 +9,9 @@ import { pageShape, searchShape, USER_COLUMNS } from './sql.js'
 export type RunQuery = <R extends QueryResultRow>(statement: Statement) => Promise<QueryResult<R>>
 
 /**
- * A list page (§9) from the database: by email (at most one user), by status and id range, or a
- * `q` search bounded by the scan budget. The query is already checked (checkStorableQuery).
+ * A list page (docs/api.md, Listing) from the database: by email (at most one user), by status
+ * and id range, or a `q` search bounded by the scan budget. The query is already checked
+ * (checkStorableQuery).
  */
 export async function listUsers(query: ListQuery, run: RunQuery): Promise<ListPage> {
   const { email, q } = query.filter

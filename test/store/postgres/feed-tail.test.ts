@@ -4,7 +4,7 @@ import { describe, it } from 'node:test'
 import pg from 'pg'
 
 import type { EventType } from '../../../src/domain/event.js'
-import type { EventPage, EventQuery } from '../../../src/store/feed/journal.js'
+import type { EventPage, EventQuery } from '../../../src/store/event-feed.js'
 import { PostgresStore } from '../../../src/store/postgres/postgres-store.js'
 import { sleep } from '../../helpers/child.js'
 import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES } from '../../helpers/postgres.js'

@@ -1,9 +1,13 @@
-import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { ServerResponse } from 'node:http'
 
-import { HttpError } from '../../http/problem.js'
-import { createLocalSlots, type SharedSlots } from '../../ops/shared-slots.js'
-import { EVENT_PAGE_MAX_BYTES, type EventFeed, type EventPage } from '../../store/feed/journal.js'
-import { parseEventQuery } from './event-query.js'
+import { HttpError } from '../http/problem.js'
+import { createLocalSlots, type SharedSlots } from '../ops/shared-slots.js'
+import {
+  EVENT_PAGE_MAX_BYTES,
+  type EventFeed,
+  type EventPage,
+  type EventQuery,
+} from '../store/event-feed.js'
 import { type SseStream, STREAM_PAGE, type StreamReader, startSseStream } from './sse-stream.js'
 
 export interface EventStreamsOptions {
@@ -29,8 +33,8 @@ export interface EventStreamsOptions {
 
 /** What the request listener knows of a stream's request once its token passed. */
 export interface StreamRequest {
-  /** The query string as sent, without the `?`. */
-  readonly rawQuery: string
+  /** The stream's filters and where it starts (`after`, or Last-Event-ID), parsed by the route. */
+  readonly query: EventQuery
   readonly requestId: string
   /** A flat name, value list sent too (CORS). */
   readonly headers?: readonly string[] | undefined
@@ -46,12 +50,12 @@ export interface StreamRequest {
     | undefined
 }
 
-/** The change feed (§10) and its live streams. */
+/** The change feed's live streams (docs/events.md). */
 export interface EventStreams {
   /** The store's feed, or a 404 for a store without one. */
   requireFeed(): EventFeed
   /** Serves a stream until the client goes, it is cut off or ended, or close() is called. */
-  stream(req: IncomingMessage, res: ServerResponse, request: StreamRequest): Promise<void>
+  stream(res: ServerResponse, request: StreamRequest): Promise<void>
   readonly openStreams: number
   /** Ends every stream cleanly (shutdown). */
   close(): void
@@ -84,13 +88,9 @@ export function createEventStreams(options: EventStreamsOptions): EventStreams {
       return open.size
     },
 
-    async stream(req, res, request) {
+    async stream(res, request) {
       const feed = requireFeed()
-      const lastEventId = req.headers['last-event-id']
-      const query = parseEventQuery(
-        request.rawQuery,
-        typeof lastEventId === 'string' ? lastEventId : undefined,
-      )
+      const { query } = request
       if (closed) throw new HttpError('shutting_down', 'The service is shutting down.')
       // Taken as the stream starts, so that no burst passes maxStreams (counted by every worker's
       // primary with WORKERS > 1); given back when its answer ends, however it ends.

@@ -1,15 +1,15 @@
 import type { ServerResponse } from 'node:http'
 
-import { ServiceError } from '../../domain/errors.js'
-import { type ChangeEvent, eventJson } from '../../domain/event.js'
-import type { EventFeed, EventPage, EventQuery } from '../../store/feed/journal.js'
+import { ServiceError } from '../domain/errors.js'
+import { type ChangeEvent, eventJson } from '../domain/event.js'
+import type { EventFeed, EventPage, EventQuery } from '../store/event-feed.js'
 
 /** Events a stream reads from the feed at a time (a page is also bounded in bytes). */
 export const STREAM_PAGE = 200
 /** setTimeout's longest delay; a later deadline is re-armed when it fires. */
 const MAX_TIMER_MS = 2 ** 31 - 1
 
-/** Who reads the stream: it ends when their token expires or their subject loses access (§6, §10). */
+/** Who reads the stream: it ends when their token expires or their subject loses access (docs/events.md). */
 export interface StreamReader {
   /** The token's `sub`. */
   readonly sub: string
@@ -26,7 +26,7 @@ export interface SseStreamOptions {
   readonly query: EventQuery
   /** The first page, already read (so that an expired cursor was a plain 410). */
   readonly first: EventPage
-  /** Bytes of frames a stream may hold for its consumer (about 1 MiB, §9). */
+  /** Bytes of frames a stream may hold for its consumer (about 1 MiB: docs/api.md's limits). */
   readonly maxBufferBytes: number
   /** How long a consumer that takes nothing of a full buffer has before it is cut off. */
   readonly stallMs: number
@@ -48,7 +48,7 @@ export interface SseStream {
  * Serves one stream of Server-Sent Events: the backlog, then live events. A frame is written only
  * while the socket drains and a page is read only when the buffer has room for it, so a consumer
  * that stops reading costs at most about `maxBufferBytes`; one that takes nothing for `stallMs` is
- * cut off and resumes with Last-Event-ID (§10).
+ * cut off and resumes with Last-Event-ID (docs/events.md).
  */
 export function startSseStream(options: SseStreamOptions): SseStream {
   const { res, feed, query, maxBufferBytes, stallMs, now, reader } = options
