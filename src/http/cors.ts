@@ -113,6 +113,6 @@ export function allowedMethods<R extends RouteSpec>(router: Router<R>, rawPath: 
     if (allow !== undefined) return allow
     throw error
   }
-  // No route takes OPTIONS, so match always throws; this keeps the contract explicit.
+  // No route takes OPTIONS, so match always throws; this keeps the route table the one judge.
   throw new HttpError('method_not_allowed', 'OPTIONS is answered as a CORS preflight only.')
 }

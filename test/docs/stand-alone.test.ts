@@ -8,10 +8,10 @@ import { REPO_ROOT, readRepoFile } from '../helpers/markdown.js'
 import { startService } from '../helpers/service.js'
 
 /**
- * What a reader of the repository reads: files, and folders read whole (every file under them
+ * What a reader of the repository reads (the source's comments too): files, and folders read whole (every file under them
  * whose name ends with one of EXTENSIONS). Add a path here to hold it to the same rules.
  */
-const READ_PATHS = ['README.md', 'docs/']
+const READ_PATHS = ['README.md', 'docs/', 'src/']
 const EXTENSIONS = ['.md', '.ts']
 
 /** Every file a path of READ_PATHS names, from the repository's root, sorted. */
