@@ -8,8 +8,9 @@ import { REPO_ROOT, readRepoFile } from '../helpers/markdown.js'
 import { startService } from '../helpers/service.js'
 
 /**
- * What a reader of the repository reads (the source's comments too): files, and folders read whole (every file under them
- * whose name ends with one of EXTENSIONS). Add a path here to hold it to the same rules.
+ * What a reader of the repository reads, the sources' comments included: files, and folders read
+ * whole (every file under them whose name ends with one of EXTENSIONS). Add a path here to hold it
+ * to the same rules.
  */
 const READ_PATHS = ['README.md', 'docs/', 'src/']
 const EXTENSIONS = ['.md', '.ts']
