@@ -72,6 +72,7 @@ describe('the packed package (npm pack) in another project', () => {
       'dist/testing.js',
       'dist/testing.d.ts',
       'dist/bin.js',
+      'dist/main.js',
     ]) {
       assert.ok(shipped.includes(file), `${file} is not in the tarball: ${shipped.join(', ')}`)
     }

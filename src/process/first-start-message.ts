@@ -88,15 +88,19 @@ export function reachableUrl(url: string): string {
 /**
  * The token command as this process was started: `npm run -s token --` under npm start; the
  * executable's `token` subcommand for the single executable (no script in argv); else node with
- * the same flags and script, `token`.
+ * the same flags and script (`bin.js` for `main.js`, which only serves), `token`.
  */
 export function tokenCommand(launch: Launch): string {
   if (launch.npmScript === 'start') return 'npm run -s token --'
   const script = launch.argv[1]
   if (script === undefined || path.resolve(script) === launch.execPath)
     return `${shellWord(launch.execPath)} token`
-  const relative = path.relative(launch.cwd, script)
-  const shown = relative.startsWith('..') || path.isAbsolute(relative) ? script : relative
+  // `node dist/main.js` starts the service whatever its arguments: the command is its sibling.
+  const command = /^main\.[cm]?[jt]s$/.test(path.basename(script))
+    ? path.join(path.dirname(script), path.basename(script).replace(/^main/, 'bin'))
+    : script
+  const relative = path.relative(launch.cwd, command)
+  const shown = relative.startsWith('..') || path.isAbsolute(relative) ? command : relative
   return ['node', ...launch.execArgv, shown, 'token'].map(shellWord).join(' ')
 }
 

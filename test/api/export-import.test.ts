@@ -482,6 +482,13 @@ function describeImport(on: StoreUnderTest): void {
       })
       assertProblem(announced, 413, 'payload_too_large')
       assert.deepEqual(await app.snapshot(), [])
+      // A query parameter the import does not take is a 400, but the size is judged first.
+      const withQuery = await app.call('POST', '/users:import?dryRun=1', {
+        body: line.repeat(40),
+        contentType: 'application/x-ndjson',
+      })
+      assertProblem(withQuery, 413, 'payload_too_large')
+      assert.deepEqual(await app.snapshot(), [])
       // Over a raw socket, so that a reset while the client still writes the body cannot lose the
       // answer: every byte that came back is kept, and the checks below always run.
       const sent = Array.from(

@@ -30,7 +30,7 @@ function withoutCoverage(): NodeJS.ProcessEnv {
   return env
 }
 
-describe('node dist/bin.js with no node_modules', () => {
+describe('node dist/main.js with no node_modules', () => {
   it('builds, starts with plain node, serves /healthz and POST /users, and exits 0 on SIGTERM', {
     timeout: 90_000,
   }, async (t) => {
@@ -55,13 +55,14 @@ describe('node dist/bin.js with no node_modules', () => {
     )
     await copyFile(path.join(PROJECT_ROOT, 'package.json'), path.join(app, 'package.json'))
     assert.deepEqual((await readdir(app)).sort(), ['dist', 'package.json'])
+    assert.ok(existsSync(path.join(app, 'dist', 'main.js')))
     assert.ok(existsSync(path.join(app, 'dist', 'bin.js')))
     assert.ok(
       existsSync(path.join(app, 'dist', 'index.d.ts')),
       'the build writes type declarations',
     )
 
-    const child = spawnService({ dataDir, cwd: app, args: [path.join('dist', 'bin.js')] })
+    const child = spawnService({ dataDir, cwd: app, args: [path.join('dist', 'main.js')] })
     t.after(() => {
       if (child.proc.exitCode === null) child.proc.kill('SIGKILL')
     })

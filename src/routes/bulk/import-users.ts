@@ -36,8 +36,6 @@ export const importUsers: Route = {
   errors: [409],
   async handle(context) {
     const { req, res, requestId, faults } = context
-    // Before anything is read or stored: a parameter this route does not know changes nothing.
-    refuseQueryParameters(context.rawQuery, 'the import')
     if (!(await readyToStream(req))) return STREAMED
     const bulk = context.services.bulk
     const maxBytes = bulk.importMaxBytes
@@ -47,6 +45,9 @@ export const importUsers: Route = {
         `The import body is larger than ${maxBytes} bytes (IMPORT_MAX_BYTES).`,
       )
     }
+    // After the 413 (a query's 400 comes after it) and before anything is read or stored: a
+    // parameter this route does not know changes nothing.
+    refuseQueryParameters(context.rawQuery, 'the import')
     const slot = await bulk.startImport()
     if (slot === undefined)
       throw new HttpError(

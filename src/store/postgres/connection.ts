@@ -88,14 +88,18 @@ export class PgConnection {
       max: this.#options.poolSize ?? 10,
       connectionTimeoutMillis: 5000,
       application_name: 'user-service',
-      // A session of this service stuck in a statement or idle in a transaction (a frozen
-      // process, a lost client) would hold its locks, the event counter's among them, and stop
-      // every writer and the feed: the server ends it instead.
-      statement_timeout: this.#options.statementTimeoutMs,
-      idle_in_transaction_session_timeout: this.#options.idleInTransactionTimeoutMs,
     }
+    // A session of this service stuck in a statement or idle in a transaction (a frozen process, a
+    // lost client) would hold its locks, the event counter's among them, and stop every writer and
+    // the feed: the server ends it instead. Sent as startup options, not as pg's own fields, which
+    // leave out a 0: "none" must override a default set on the role or the database.
+    const options = [
+      `-c statement_timeout=${this.#options.statementTimeoutMs}`,
+      `-c idle_in_transaction_session_timeout=${this.#options.idleInTransactionTimeoutMs}`,
+    ]
     if (this.#options.schema !== undefined)
-      config.options = `-c search_path=${quoteIdentifier(this.#options.schema)},public`
+      options.push(`-c search_path=${quoteIdentifier(this.#options.schema)},public`)
+    config.options = options.join(' ')
     const pool = new pg.Pool(config)
     // A connection the server ends must not crash the process: the pool's listener covers idle
     // ones, and every connection gets its own for the time it is checked out (pg emits 'error' on

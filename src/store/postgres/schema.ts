@@ -115,8 +115,11 @@ export async function migrate(
     await createTrigramIndexes(client, logger)
     return SCHEMA_VERSION
   } finally {
-    await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK])
-    await client.query('RESET statement_timeout')
+    try {
+      await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK])
+    } finally {
+      await client.query('RESET statement_timeout')
+    }
   }
 }
 

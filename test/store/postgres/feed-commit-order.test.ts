@@ -249,6 +249,44 @@ describe('the PostgreSQL feed in commit order', { skip: SKIP_POSTGRES }, () => {
     }
   })
 
+  it("sends a time-out of 0 (none) to the server, over a default set on the service's database", {
+    timeout: 60_000,
+  }, async (t) => {
+    const admin = new pg.Client({ connectionString: requireDatabaseUrl() })
+    await admin.connect()
+    const name = `user_service_timeouts_${process.pid}_${Date.now()}`
+    await admin.query(`CREATE DATABASE ${name}`)
+    await admin.query(`ALTER DATABASE ${name} SET statement_timeout = '4321ms'`)
+    await admin.query(`ALTER DATABASE ${name} SET idle_in_transaction_session_timeout = '4321ms'`)
+    t.after(async () => {
+      await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+      await admin.end()
+    })
+    const url = new URL(requireDatabaseUrl())
+    url.pathname = `/${name}`
+    const db = new connection.PgConnection({
+      url: url.toString(),
+      logger: silentLogger,
+      schema: undefined,
+      poolSize: 1,
+      pg: undefined,
+      ...storeOptions.SESSION_DEFAULTS,
+      statementTimeoutMs: 0,
+      idleInTransactionTimeoutMs: 0,
+    })
+    await db.connect()
+    const client = await db.client()
+    try {
+      const shown = await client.query<{ s: string; i: string }>(
+        "SELECT current_setting('statement_timeout') AS s, current_setting('idle_in_transaction_session_timeout') AS i",
+      )
+      assert.deepEqual(shown.rows[0], { s: '0', i: '0' })
+    } finally {
+      client.release(true)
+      await db.end()
+    }
+  })
+
   it('reports a commit kept from the event counter: a warn line naming the blocking session and the stall metric', {
     timeout: 60_000,
   }, async (t) => {
