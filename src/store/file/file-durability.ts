@@ -5,6 +5,7 @@ import { type ChangeEvent, eventIdNumber } from '../../domain/event.js'
 import type { Tombstone } from '../../domain/tombstone.js'
 import type { UserRecord } from '../../domain/user.js'
 import { type Logger, silentLogger } from '../../log/logger.js'
+import { SETTINGS } from '../../settings.js'
 import type { Durability, IndexedState, LogEvent } from '../durability.js'
 import type { StoreCapabilities } from '../store.js'
 import { type DurableWriteObserver, UNOBSERVED } from '../write-timing.js'
@@ -94,11 +95,12 @@ export class FileDurability implements Durability {
       quarantineDir: this.quarantineDir,
       timings: this.#timings,
     })
-    this.#retentionMs = (options.eventsRetentionDays ?? 30) * 86_400_000
+    this.#retentionMs =
+      (options.eventsRetentionDays ?? SETTINGS.eventsRetentionDays.default) * 86_400_000
     this.#lock = new DataDirLock(this.dataDir)
     this.#chunk = options.loadChunk ?? 2000
     this.#watchIntervalMs = options.watchIntervalMs ?? 1000
-    this.#checkpointMs = options.checkpointMs ?? 1000
+    this.#checkpointMs = options.checkpointMs ?? SETTINGS.checkpointMs.default
   }
 
   attach(state: IndexedState): void {

@@ -4,6 +4,7 @@ import { draftEvent } from '../../domain/event.js'
 import { toRecord, type User, type UserRecord } from '../../domain/user.js'
 import { isCanonicalUuid } from '../../domain/uuid7.js'
 import { type Logger, silentLogger } from '../../log/logger.js'
+import { SETTINGS } from '../../settings.js'
 import { PerKeyQueue } from '../per-key-queue.js'
 import type {
   ChangeUser,
@@ -91,7 +92,8 @@ export class PostgresStore implements Store {
 
   /** Deletes the events past the retention; every replica may do it, the result is the same. */
   async pruneEvents(): Promise<void> {
-    const retentionMs = (this.#options.eventsRetentionDays ?? 30) * 86_400_000
+    const retentionMs =
+      (this.#options.eventsRetentionDays ?? SETTINGS.eventsRetentionDays.default) * 86_400_000
     await this.events.prune(new Date(this.#now() - retentionMs).toISOString())
   }
 
