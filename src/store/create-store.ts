@@ -25,31 +25,16 @@ export interface StoreConfig extends OptionalSettings<StoreSettings> {
  * `store.capabilities`.
  */
 export function createStore(config: StoreConfig): Store {
+  // Each store's options carry the names of the store settings it reads: they go on as they are,
+  // so a new store setting needs no line here.
+  const { logger, now, timings, databaseUrl, dataDir, ...settings } = config
   const common = {
-    ...(config.logger === undefined ? {} : { logger: config.logger }),
-    ...(config.now === undefined ? {} : { now: config.now }),
-    ...(config.eventsRetentionDays === undefined
-      ? {}
-      : { eventsRetentionDays: config.eventsRetentionDays }),
+    ...settings,
+    ...(logger === undefined ? {} : { logger }),
+    ...(now === undefined ? {} : { now }),
   }
-  if (config.databaseUrl !== undefined)
-    return new PostgresStore({
-      url: config.databaseUrl,
-      ...common,
-      ...(config.databaseStatementTimeoutMs === undefined
-        ? {}
-        : { statementTimeoutMs: config.databaseStatementTimeoutMs }),
-      ...(config.databaseIdleInTransactionTimeoutMs === undefined
-        ? {}
-        : { idleInTransactionTimeoutMs: config.databaseIdleInTransactionTimeoutMs }),
-      ...(config.feedStallWarnMs === undefined ? {} : { feedStallWarnMs: config.feedStallWarnMs }),
-    })
-  if (config.dataDir !== undefined)
-    return new FileStore({
-      dataDir: config.dataDir,
-      ...common,
-      ...(config.checkpointMs === undefined ? {} : { checkpointMs: config.checkpointMs }),
-      ...(config.timings === undefined ? {} : { timings: config.timings }),
-    })
-  return new MemoryStore([], config.now === undefined ? {} : { now: config.now })
+  if (databaseUrl !== undefined) return new PostgresStore({ url: databaseUrl, ...common })
+  if (dataDir !== undefined)
+    return new FileStore({ dataDir, ...common, ...(timings === undefined ? {} : { timings }) })
+  return new MemoryStore([], now === undefined ? {} : { now })
 }

@@ -30,12 +30,12 @@ export interface FileDurabilityOptions {
   /** How often the data directory and the lock are checked while open (default 1000 ms). */
   watchIntervalMs?: number
   /** Events older than this many days are pruned, whole segments at a time (default 30). */
-  eventsRetentionDays?: number
+  eventsRetentionDays?: number | undefined
   /**
    * How often the files written since the last checkpoint are fsynced and the checkpoint moved
    * (default 1000 ms); sooner when many files wait.
    */
-  checkpointMs?: number
+  checkpointMs?: number | undefined
   /** Told how long each durable write and fsync took (the service's metrics). */
   timings?: DurableWriteObserver
 }

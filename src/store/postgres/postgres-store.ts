@@ -70,9 +70,9 @@ export class PostgresStore implements Store {
       schema: options.schema,
       poolSize: options.poolSize,
       pg: options.pg,
-      statementTimeoutMs: options.statementTimeoutMs ?? SESSION_DEFAULTS.statementTimeoutMs,
+      statementTimeoutMs: options.databaseStatementTimeoutMs ?? SESSION_DEFAULTS.statementTimeoutMs,
       idleInTransactionTimeoutMs:
-        options.idleInTransactionTimeoutMs ?? SESSION_DEFAULTS.idleInTransactionTimeoutMs,
+        options.databaseIdleInTransactionTimeoutMs ?? SESSION_DEFAULTS.idleInTransactionTimeoutMs,
       stallWarnMs: options.feedStallWarnMs ?? SESSION_DEFAULTS.stallWarnMs,
     })
     this.events = new PostgresEventFeed(

@@ -25,13 +25,16 @@ export interface PostgresStoreOptions {
   /** The driver; loaded with import('pg') when not given. */
   pg?: PgModule
   /** Events older than this many days are pruned (default 30). */
-  eventsRetentionDays?: number
+  eventsRetentionDays?: number | undefined
   /** How often a stream looks for events other replicas committed (default 200 ms). */
   eventPollMs?: number
-  /** statement_timeout of the store's sessions (default 30,000 ms; 0: none). */
-  statementTimeoutMs?: number
+  /**
+   * statement_timeout of the store's sessions (default 30,000 ms; 0: none). The store's options
+   * carry the names of their settings (src/settings.ts), so createStore hands them on as they are.
+   */
+  databaseStatementTimeoutMs?: number | undefined
   /** idle_in_transaction_session_timeout of the store's sessions (default 10,000 ms; 0: none). */
-  idleInTransactionTimeoutMs?: number
+  databaseIdleInTransactionTimeoutMs?: number | undefined
   /** A commit that waits this long for the event counter is reported (default 5,000 ms). */
-  feedStallWarnMs?: number
+  feedStallWarnMs?: number | undefined
 }

@@ -197,7 +197,7 @@ describe('the PostgreSQL feed in commit order', { skip: SKIP_POSTGRES }, () => {
   it('cancels a statement of the service that waits past its statement time-out: 503, nothing changed', {
     timeout: 60_000,
   }, async (t) => {
-    const { svc, schema } = await service(t, { statementTimeoutMs: 300 })
+    const { svc, schema } = await service(t, { databaseStatementTimeoutMs: 300 })
     const user = await svc.createUser()
     const holder = await session(t, schema)
     await holder.query('BEGIN')
