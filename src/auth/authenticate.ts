@@ -114,6 +114,20 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
   }
 }
 
+/**
+ * The 401 of a token its subject's revocation refuses (docs/api.md, revoking tokens): a token
+ * error like an expired one, so it carries the same challenge.
+ */
+export function revokedToken(cause: Error): HttpError {
+  const detail = 'The token was revoked.'
+  return new HttpError('token_revoked', detail, {
+    headers: {
+      'www-authenticate': `${REALM}, error="invalid_token", error_description="${detail}"`,
+    },
+    cause,
+  })
+}
+
 /** Refuses a principal that lacks the scope a route needs (scopes never imply one another). */
 export function requireScope(claims: TokenClaims, scope: Scope): void {
   if (claims.scopes.has(scope)) return

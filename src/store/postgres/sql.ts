@@ -7,7 +7,7 @@ import type { UserStatus } from '../../domain/user.js'
  */
 
 export const USER_COLUMNS =
-  'id, email, name, status, metadata::text AS metadata, created_at, updated_at, version'
+  'id, email, name, status, metadata::text AS metadata, created_at, updated_at, version, tokens_valid_after'
 
 export interface SqlShape {
   readonly name: string
