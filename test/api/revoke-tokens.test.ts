@@ -385,4 +385,45 @@ describe('a revocation lasts', () => {
     assertUser(await revoke(a, user.id))
     assertRevoked(await b.call('GET', `/users/${user.id}`, { token }))
   })
+
+  it('ends a stream served by another PostgreSQL replica within 5 s, before the event', {
+    skip: SKIP_POSTGRES,
+  }, async (t) => {
+    const schema = freshSchema(t)
+    const make = (): PostgresStore => {
+      const store = new PostgresStore({ url: requireDatabaseUrl(), schema, eventPollMs: 50 })
+      t.after(() => store.close())
+      return store
+    }
+    const a = await startService(t, { store: make() })
+    const b = await startService(t, { store: make(), eventStreams: { heartbeatMs: 60_000 } })
+    const user = await a.createUser()
+    const token = makeToken({ sub: user.id, scope: 'events:read', nowS: nowSeconds() - 1 })
+    const stream = await openSse(`${b.baseUrl}/events`, token)
+    t.after(() => {
+      stream.close()
+    })
+    assert.equal(stream.status, 200)
+    await stream.waitFor(1)
+    assertUser(await revoke(a, user.id))
+    const revokedAt = Date.now()
+    let timer: NodeJS.Timeout | undefined
+    await Promise.race([
+      stream.ended,
+      new Promise((_resolve, reject) => {
+        timer = setTimeout(
+          () => reject(new Error('the stream still runs 5 s after the revocation')),
+          5000,
+        )
+      }),
+    ])
+    clearTimeout(timer)
+    assert.ok(Date.now() - revokedAt < 5000)
+    assert.ok(stream.response.complete, 'ended with its last chunk')
+    assert.match(stream.comments.at(-1) ?? '', /token was revoked/)
+    assert.deepEqual(
+      stream.events.map((event) => (JSON.parse(event.data) as { type: string }).type),
+      ['user.created'],
+    )
+  })
 })

@@ -332,17 +332,45 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       assert.equal(await store.isDeleted(makeUser().id), false)
     })
 
-    it('answers the subject check in one query: the status, or none, and whether the id was deleted', async (t) => {
+    it('answers the subject check in one query: the status, or none, whether the id was deleted, and the revocation time', async (t) => {
       const store = newStore(t, { schema: freshSchema(t) })
       await store.open()
       const active = (await store.create(makeUser({ status: 'active' }))).user
       const suspended = (await store.create(makeUser({ status: 'suspended' }))).user
       const gone = (await store.create(makeUser())).user
       await store.delete(gone.id)
-      assert.deepEqual(await store.subjectOf(active.id), { status: 'active', deleted: false })
-      assert.deepEqual(await store.subjectOf(suspended.id), { status: 'suspended', deleted: false })
-      assert.deepEqual(await store.subjectOf(gone.id), { status: undefined, deleted: true })
-      assert.deepEqual(await store.subjectOf(makeUser().id), { status: undefined, deleted: false })
+      const none = { tokensValidAfter: undefined }
+      assert.deepEqual(await store.subjectOf(active.id), {
+        status: 'active',
+        deleted: false,
+        ...none,
+      })
+      assert.deepEqual(await store.subjectOf(suspended.id), {
+        status: 'suspended',
+        deleted: false,
+        ...none,
+      })
+      assert.deepEqual(await store.subjectOf(gone.id), {
+        status: undefined,
+        deleted: true,
+        ...none,
+      })
+      assert.deepEqual(await store.subjectOf(makeUser().id), {
+        status: undefined,
+        deleted: false,
+        ...none,
+      })
+      const at = '2030-01-02T03:04:05.000Z'
+      await store.update(active.id, (current) => ({
+        ...current.user,
+        tokensValidAfter: at,
+        version: current.user.version + 1,
+      }))
+      assert.deepEqual(await store.subjectOf(active.id), {
+        status: 'active',
+        deleted: false,
+        tokensValidAfter: at,
+      })
     })
   })
 
