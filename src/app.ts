@@ -1,7 +1,7 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http'
 import { performance } from 'node:perf_hooks'
 
-import { type Authenticator, requireScope, revokedToken } from './auth/authenticate.js'
+import { type Authenticator, admitSubject, requireScope } from './auth/authenticate.js'
 import { readBearerToken } from './auth/bearer.js'
 import type { TokenClaims } from './auth/verify-token.js'
 import {
@@ -96,11 +96,8 @@ export function createRequestListener(parts: AppParts): RequestListener {
       requireScope(claims, scope)
       return handle(req, res, state, route, rawParams, claims)
     }
-    // A revoked token is a 401, which comes before the scope's 403; the subject's 403s after it.
     return check.then((refusal) => {
-      if (refusal?.code === 'token_revoked') throw revokedToken(refusal)
-      requireScope(claims, scope)
-      if (refusal !== undefined) throw refusal
+      admitSubject(claims, scope, refusal)
       return handle(req, res, state, route, rawParams, claims)
     })
   }
