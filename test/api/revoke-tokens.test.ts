@@ -89,6 +89,15 @@ for (const store of STORES) {
         list.json<{ items: User[] }>().items.find((item) => item.id === user.id),
         revoked,
       )
+      const search = await s.call('GET', `/users?q=${encodeURIComponent(user.email)}`)
+      assert.deepEqual(search.json<{ items: User[] }>().items, [revoked])
+      const byEmail = await s.call('GET', `/users?email=${encodeURIComponent(user.email)}`)
+      assert.deepEqual(byEmail.json<{ items: User[] }>().items, [revoked])
+      const byStatus = await s.call('GET', '/users?status=pending&limit=100')
+      assert.deepEqual(
+        byStatus.json<{ items: User[] }>().items.find((item) => item.id === user.id),
+        revoked,
+      )
       const batch = await s.call('GET', `/users?ids=${user.id}`)
       assert.deepEqual(batch.json<{ items: User[] }>().items, [revoked])
       const exported = await s.call('GET', '/users:export')
