@@ -305,6 +305,8 @@ for (const store of STORES) {
           text,
         )
       assert.deepEqual(await target.getUser(user.id), revoked)
+      // The refused lines stored nothing.
+      assert.deepEqual(await target.snapshot(), [revoked])
       const token = makeToken({
         sub: user.id,
         nowS: Date.parse(revoked.tokensValidAfter ?? '') / 1000 - 1,
