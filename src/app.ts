@@ -1,7 +1,7 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http'
 import { performance } from 'node:perf_hooks'
 
-import { type Authenticator, requireScope } from './auth/authenticate.js'
+import { type Authenticator, admitSubject, requireScope } from './auth/authenticate.js'
 import { readBearerToken } from './auth/bearer.js'
 import type { TokenClaims } from './auth/verify-token.js'
 import {
@@ -90,10 +90,16 @@ export function createRequestListener(parts: AppParts): RequestListener {
     if (route.scope === undefined) return handle(req, res, state, route, rawParams, undefined)
     const claims = authenticator.authenticate(readBearerToken(req.headers.authorization))
     state.sub = claims.sub
-    requireScope(claims, route.scope)
-    const check = operations.checkSubject(claims.sub)
-    if (check === undefined) return handle(req, res, state, route, rawParams, claims)
-    return check.then(() => handle(req, res, state, route, rawParams, claims))
+    const { scope } = route
+    const check = operations.subjectRefusal(claims.sub, claims.iat)
+    if (check === undefined) {
+      requireScope(claims, scope)
+      return handle(req, res, state, route, rawParams, claims)
+    }
+    return check.then((refusal) => {
+      admitSubject(claims, scope, refusal)
+      return handle(req, res, state, route, rawParams, claims)
+    })
   }
 
   /** The body's checks and reading, then the handler. */

@@ -172,7 +172,7 @@ describe('the OpenAPI document and the route table', () => {
         assert.ok(scopes.includes(route.scope), route.operationId)
       }
     }
-    assert.ok(userRoutes.length === 10 && userRoutes.every((route) => route.scope !== undefined))
+    assert.ok(userRoutes.length === 11 && userRoutes.every((route) => route.scope !== undefined))
   })
 
   it('documents the error answers of every /users operation as Problem', () => {
@@ -189,6 +189,7 @@ describe('the OpenAPI document and the route table', () => {
           'updateUser',
           'activateUser',
           'suspendUser',
+          'revokeTokens',
           'importUsers',
         ].includes(route.operationId)
       )
@@ -281,10 +282,14 @@ describe('the OpenAPI document and the route table', () => {
 })
 
 describe('the OpenAPI schemas and the user fields', () => {
-  it('gives the User schema exactly the fields of USER_FIELDS, all required', () => {
+  it('gives the User schema exactly the fields of USER_FIELDS, all required but tokensValidAfter', () => {
     const user = objectAt(doc, 'components', 'schemas', 'User')
     assert.deepEqual(Object.keys(objectAt(user, 'properties')), Object.keys(USER_FIELDS))
-    assert.deepEqual(user['required'], FIELD_NAMES)
+    // Absent until the user's first revocation.
+    assert.deepEqual(
+      user['required'],
+      FIELD_NAMES.filter((name) => name !== 'tokensValidAfter'),
+    )
     assert.equal(user['additionalProperties'], false)
   })
 

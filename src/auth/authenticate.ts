@@ -1,3 +1,4 @@
+import { ServiceError } from '../domain/errors.js'
 import { HttpError } from '../http/problem.js'
 import type { KeySet } from './keys.js'
 import { type TokenClaims, TokenError, verifyToken } from './verify-token.js'
@@ -112,6 +113,31 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
       }
     },
   }
+}
+
+/**
+ * The 401 of a token its subject's revocation refuses (docs/api.md, revoking tokens): a token
+ * error like an expired one, so it carries the same challenge.
+ */
+function revokedToken(cause: Error): HttpError {
+  const detail = 'The token was revoked.'
+  return new HttpError('token_revoked', detail, {
+    headers: {
+      'www-authenticate': `${REALM}, error="invalid_token", error_description="${detail}"`,
+    },
+    cause,
+  })
+}
+
+/**
+ * The scope check of a token whose subject was looked up, with what the lookup refused: a revoked
+ * token is a 401, which comes before the scope's 403; the subject's own 403s come after it.
+ */
+export function admitSubject(claims: TokenClaims, scope: Scope, refusal: Error | undefined): void {
+  if (refusal instanceof ServiceError && refusal.code === 'token_revoked')
+    throw revokedToken(refusal)
+  requireScope(claims, scope)
+  if (refusal !== undefined) throw refusal
 }
 
 /** Refuses a principal that lacks the scope a route needs (scopes never imply one another). */

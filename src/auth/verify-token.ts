@@ -42,6 +42,8 @@ export interface TokenClaims {
   readonly scopes: ReadonlySet<string>
   /** Seconds since the epoch. */
   readonly exp: number
+  /** When the token was issued, seconds since the epoch; undefined when it does not say. */
+  readonly iat?: number | undefined
 }
 
 export interface VerifyOptions {
@@ -159,7 +161,12 @@ function checkClaims(payload: Record<string, unknown>, options: VerifyOptions): 
   if (options.audience !== undefined && !hasAudience(payload['aud'], options.audience)) {
     throw new TokenError('wrong_audience')
   }
-  return { sub, exp, scopes: parseScopes(payload['scope']) }
+  return {
+    sub,
+    exp,
+    iat: isNumericDate(iat) ? iat : undefined,
+    scopes: parseScopes(payload['scope']),
+  }
 }
 
 // C0 (NUL included), DEL and C1 control characters, and lone surrogates (JSON's \u escapes can

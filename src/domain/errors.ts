@@ -8,6 +8,7 @@ export const SERVICE_ERROR_CODES = [
   'token_missing',
   'token_invalid',
   'token_expired',
+  'token_revoked',
   'insufficient_scope',
   'subject_suspended',
   'subject_deleted',

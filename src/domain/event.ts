@@ -9,6 +9,7 @@ export const EVENT_TYPES = [
   'user.activated',
   'user.suspended',
   'user.deleted',
+  'user.tokens_revoked',
 ] as const
 export type EventType = (typeof EVENT_TYPES)[number]
 
@@ -105,6 +106,9 @@ export function draftEvent(
       ? !sameMetadata(before.metadata, user.metadata)
       : before[field] !== user[field],
   )
+  // A revocation changes nothing else: it is its own event.
+  if (before.tokensValidAfter !== user.tokensValidAfter)
+    return { ...shown, type: 'user.tokens_revoked' }
   if (before.status !== user.status) {
     if (user.status === 'active') return { ...shown, type: 'user.activated' }
     if (user.status === 'suspended') return { ...shown, type: 'user.suspended' }

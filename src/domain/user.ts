@@ -28,6 +28,11 @@ export interface User {
   readonly createdAt: string
   readonly updatedAt: string
   readonly version: number
+  /**
+   * Tokens of this user issued before it (whole seconds) are refused: set by :revokeTokens,
+   * absent until the first revocation (docs/api.md).
+   */
+  readonly tokensValidAfter?: string
 }
 
 /** A user with what every read needs, computed once per version: its JSON, ETag and email key. */
@@ -65,6 +70,7 @@ export function toRecord(user: User): UserRecord {
     createdAt: user.createdAt,
     updatedAt: user.updatedAt,
     version: user.version,
+    tokensValidAfter: user.tokensValidAfter,
   })
   return Object.freeze({ user, json, etag: toEtag(user.version), emailKey: toEmailKey(user.email) })
 }

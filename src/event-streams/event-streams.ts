@@ -44,7 +44,7 @@ export interface StreamRequest {
         readonly sub: string
         /** Seconds since the epoch. */
         readonly exp: number
-        /** Rejects with subject_suspended or subject_deleted; undefined for a sub that names no user. */
+        /** Rejects with token_revoked, subject_suspended or subject_deleted; undefined for a sub that names no user. */
         checkSubject(): Promise<void> | undefined
       }
     | undefined

@@ -15,7 +15,7 @@ export interface StreamReader {
   readonly sub: string
   /** When the token stops being honoured: its `exp` plus the leeway, in ms since the epoch. */
   readonly expiresAtMs: number
-  /** Rejects with subject_suspended or subject_deleted once `sub` may no longer read; undefined for a sub that names no user. */
+  /** Rejects with token_revoked, subject_suspended or subject_deleted once the token may no longer read; undefined for a sub that names no user. */
   checkSubject(): Promise<void> | undefined
 }
 
@@ -87,6 +87,8 @@ export function startSseStream(options: SseStreamOptions): SseStream {
       return undefined
     } catch (error) {
       if (!(error instanceof ServiceError)) return undefined
+      if (error.code === 'token_revoked')
+        return 'stream ended: the token was revoked; reconnect with a newer token and Last-Event-ID'
       if (error.code === 'subject_suspended')
         return 'stream ended: the subject of the token is suspended'
       if (error.code === 'subject_deleted')
@@ -138,7 +140,7 @@ export function startSseStream(options: SseStreamOptions): SseStream {
     let bytes = 0
     let ended: string | undefined
     for (const event of page.items) {
-      // Events up to the subject's suspension or deletion are sent, none after it.
+      // Events up to the subject's suspension, deletion or revocation are sent, none after it.
       if (isLossOfAccess(event, reader)) ended = await lostAccess()
       if (done) return false
       if (ended !== undefined) break
@@ -238,12 +240,14 @@ export function startSseStream(options: SseStreamOptions): SseStream {
   }
 }
 
-/** A suspension or deletion of the reader's own subject: access may have ended with it. */
+/** A suspension, deletion or revocation of the reader's own subject: access may have ended with it. */
 function isLossOfAccess(event: ChangeEvent, reader: StreamReader | undefined): boolean {
   return (
     reader !== undefined &&
     event.userId === reader.sub &&
-    (event.type === 'user.suspended' || event.type === 'user.deleted')
+    (event.type === 'user.suspended' ||
+      event.type === 'user.deleted' ||
+      event.type === 'user.tokens_revoked')
   )
 }
 

@@ -14,6 +14,7 @@ export const ERROR_CODES = {
   token_missing: { status: 401, title: 'Authentication required' },
   token_invalid: { status: 401, title: 'Invalid token' },
   token_expired: { status: 401, title: 'Token expired' },
+  token_revoked: { status: 401, title: 'Token revoked' },
   insufficient_scope: { status: 403, title: 'Insufficient scope' },
   subject_suspended: { status: 403, title: 'Subject suspended' },
   subject_deleted: { status: 403, title: 'Subject deleted' },

@@ -52,12 +52,16 @@ export function createSchemas(): Record<string, Json> {
     WRITABLE_FIELDS.map((name) => [name, toSchema(USER_FIELDS[name])]),
   )
   const required = WRITABLE_FIELDS.filter((name) => USER_FIELDS[name].required)
+  const shownAlways = FIELD_NAMES.filter((name) => {
+    const spec: FieldSpec = USER_FIELDS[name]
+    return spec.optional !== true
+  })
   const echo = 'Output-only fields may be sent only with their stored values.'
   const metadata = USER_FIELDS.metadata
   return {
     User: {
       type: 'object',
-      required: FIELD_NAMES,
+      required: shownAlways,
       additionalProperties: false,
       properties,
       description: 'A user.',

@@ -10,6 +10,7 @@ import { deleteUser } from './users/delete-user.js'
 import { getUser } from './users/get-user.js'
 import { listUsers } from './users/list-users.js'
 import { replaceUser } from './users/replace-user.js'
+import { revokeTokens } from './users/revoke-tokens.js'
 import { activateUser, suspendUser } from './users/transition-user.js'
 import { updateUser } from './users/update-user.js'
 
@@ -30,6 +31,7 @@ export const ROUTES: readonly Route[] = [
   deleteUser,
   activateUser,
   suspendUser,
+  revokeTokens,
   listEvents,
   getOpenApi,
   getHealth,

@@ -104,9 +104,11 @@ export class IndexedStore implements Store {
   }
 
   subjectOf(id: string): Promise<SubjectState> {
+    const user = this.#index.get(id)?.user
     return Promise.resolve({
-      status: this.#index.get(id)?.user.status,
+      status: user?.status,
       deleted: this.#tombstones.has(id),
+      tokensValidAfter: user?.tokensValidAfter,
     })
   }
 

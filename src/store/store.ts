@@ -44,6 +44,8 @@ export interface ListPage {
 export interface SubjectState {
   readonly status: UserStatus | undefined
   readonly deleted: boolean
+  /** The user's `tokensValidAfter`, when it has one. */
+  readonly tokensValidAfter: string | undefined
 }
 
 /**

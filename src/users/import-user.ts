@@ -41,7 +41,7 @@ export function toImportedUser(
 
 /** A user as exported: every field kept, the writable ones checked by the API's own rules. */
 function toExportedUser(value: Record<string, unknown>): User {
-  const { id, status, createdAt, updatedAt, version } = value
+  const { id, status, createdAt, updatedAt, version, tokensValidAfter } = value
   const errors: FieldError[] = []
   const wrong = (pointer: string, message: string): void => {
     errors.push({ pointer, code: 'invalid_format', message })
@@ -62,12 +62,22 @@ function toExportedUser(value: Record<string, unknown>): User {
     wrong('/updatedAt', 'updatedAt must not be before createdAt.')
   if (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 1)
     wrong('/version', 'version must be a whole number of at least 1.')
+  const revokedAt = Object.hasOwn(value, 'tokensValidAfter') ? instant(tokensValidAfter) : 0
+  if (revokedAt === undefined || revokedAt % 1000 !== 0)
+    wrong(
+      '/tokensValidAfter',
+      'tokensValidAfter must be a whole second in UTC, like 2024-01-31T12:00:01.000Z.',
+    )
   if (errors.length > 0)
     throw new ServiceError('validation_failed', 'The user is not valid.', { errors })
-  const shape = { id, status, createdAt, updatedAt, version } as Pick<
-    User,
-    'id' | 'status' | 'createdAt' | 'updatedAt' | 'version'
-  >
+  const shape = {
+    id,
+    status,
+    createdAt,
+    updatedAt,
+    version,
+    ...(Object.hasOwn(value, 'tokensValidAfter') ? { tokensValidAfter } : {}),
+  } as Pick<User, 'id' | 'status' | 'createdAt' | 'updatedAt' | 'version' | 'tokensValidAfter'>
   // The output-only fields may echo the values just checked; email, name and metadata follow the API's rules.
   const input = validateReplace(value, { ...shape, email: '', name: '', metadata: {} })
   return { ...shape, ...input }

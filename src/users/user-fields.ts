@@ -33,6 +33,8 @@ export interface FieldSpec {
   readonly maxKeys?: number
   readonly keyPattern?: string
   readonly maxValueLength?: number
+  /** An output field a user has only once it was set (the schema does not require it). */
+  readonly optional?: boolean
   /** Said in the read-only error, for fields that have their own way of changing. */
   readonly changeHint?: string
   readonly example: unknown
@@ -124,6 +126,19 @@ export const USER_FIELDS = {
       'A user at the highest version (2^53 - 2) cannot change any more (409 version_exhausted) ' +
       'but can be deleted: its user.deleted event takes the last version, 2^53 - 1.',
     example: 1,
+  },
+  tokensValidAfter: {
+    type: 'string',
+    access: 'output',
+    required: false,
+    optional: true,
+    format: 'date-time',
+    changeHint: 'change it with POST /users/{id}:revokeTokens',
+    description:
+      "Absent until the user's first revocation (POST /users/{id}:revokeTokens): tokens whose " +
+      'sub is this user and whose iat is before it, or that have no iat, are refused with 401 ' +
+      'token_revoked. A whole second (RFC 3339, UTC, .000).',
+    example: '2026-11-21T13:48:01.000Z',
   },
 } as const satisfies Record<string, FieldSpec>
 

@@ -60,10 +60,27 @@ export interface UserOperations {
     context: ChangeContext,
   ): Promise<UserRecord>
   /**
-   * Refuses a token whose `sub` names a suspended (subject_suspended) or deleted (subject_deleted)
-   * user. Undefined, without a promise, for subjects that cannot be user ids.
+   * Sets the user's tokensValidAfter to the start of the next whole second (never earlier than
+   * it was): its tokens issued before are refused from then on. A repeat within the second
+   * changes nothing.
    */
-  checkSubject(sub: string): Promise<void> | undefined
+  revokeTokens(
+    id: string,
+    body: unknown,
+    conditions: Preconditions,
+    context: ChangeContext,
+  ): Promise<UserRecord>
+  /**
+   * Why a token of `sub` issued at `iat` (seconds; undefined when it has none) is refused, or
+   * undefined when it is not: token_revoked, subject_suspended or subject_deleted. Undefined,
+   * without a promise, for subjects that cannot be user ids.
+   */
+  subjectRefusal(
+    sub: string,
+    iat: number | undefined,
+  ): Promise<ServiceError | undefined> | undefined
+  /** subjectRefusal as a rejection, for the checks that have no scope to place between. */
+  checkSubject(sub: string, iat: number | undefined): Promise<void> | undefined
 }
 
 export function createUserOperations(options: UserOperationsOptions): UserOperations {
@@ -93,7 +110,7 @@ export function createUserOperations(options: UserOperationsOptions): UserOperat
 
   const touch = (
     current: User,
-    fields: Partial<Pick<User, 'email' | 'name' | 'metadata' | 'status'>>,
+    fields: Partial<Pick<User, 'email' | 'name' | 'metadata' | 'status' | 'tokensValidAfter'>>,
   ): User => ({
     ...current,
     ...fields,
@@ -140,6 +157,17 @@ export function createUserOperations(options: UserOperationsOptions): UserOperat
         return status === current.status ? undefined : touch(current, { status })
       }),
 
+    revokeTokens: (id, body, conditions, context) =>
+      change(id, conditions, context, (current) => {
+        validateEmptyBody(body)
+        const next = (Math.floor(now() / 1000) + 1) * 1000
+        const previous =
+          current.tokensValidAfter === undefined ? 0 : Date.parse(current.tokensValidAfter)
+        return next > previous
+          ? touch(current, { tokensValidAfter: new Date(next).toISOString() })
+          : undefined
+      }),
+
     remove(id, conditions, context) {
       requireUserId(id)
       return store.delete(
@@ -152,21 +180,45 @@ export function createUserOperations(options: UserOperationsOptions): UserOperat
       )
     },
 
-    checkSubject(sub) {
-      // Most subjects are not user ids at all: answer without a store call.
-      if (!isCanonicalUuid(sub)) return undefined
-      return store.subjectOf(sub).then(({ status, deleted }) => {
-        if (status === 'suspended') {
-          throw new ServiceError(
-            'subject_suspended',
-            'The subject of this token is a suspended user.',
-          )
-        }
-        if (deleted)
-          throw new ServiceError('subject_deleted', 'The subject of this token is a deleted user.')
+    subjectRefusal,
+
+    checkSubject(sub, iat) {
+      return subjectRefusal(sub, iat)?.then((refusal) => {
+        if (refusal !== undefined) throw refusal
       })
     },
   }
+
+  function subjectRefusal(
+    sub: string,
+    iat: number | undefined,
+  ): Promise<ServiceError | undefined> | undefined {
+    // Most subjects are not user ids at all: answer without a store call.
+    if (!isCanonicalUuid(sub)) return undefined
+    return store.subjectOf(sub).then(({ status, deleted, tokensValidAfter }) => {
+      // 401 before 403: a revoked token is refused as a token, whatever its subject's status.
+      if (tokensValidAfter !== undefined && !issuedSince(iat, tokensValidAfter)) {
+        return new ServiceError(
+          'token_revoked',
+          "The token was revoked: it was issued before its subject's tokensValidAfter.",
+        )
+      }
+      if (status === 'suspended') {
+        return new ServiceError(
+          'subject_suspended',
+          'The subject of this token is a suspended user.',
+        )
+      }
+      if (deleted)
+        return new ServiceError('subject_deleted', 'The subject of this token is a deleted user.')
+      return undefined
+    })
+  }
+}
+
+/** Whether a token issued at `iat` (seconds) is at or after `validAfter`, in whole seconds. */
+function issuedSince(iat: number | undefined, validAfter: string): boolean {
+  return iat !== undefined && Math.floor(iat) * 1000 >= Date.parse(validAfter)
 }
 
 /** Ids are canonical UUIDs; anything else names no user and never reaches the store. */

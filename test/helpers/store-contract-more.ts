@@ -118,12 +118,20 @@ export function describeMoreStoreContract(
     it('keeps a tombstone: isDeleted and subjectOf say so, and the id is never taken again (duplicate_id)', async (t) => {
       const store = await openStore(t, factory)
       const user = (await store.create(makeUser({ status: 'suspended' }))).user
-      assert.deepEqual(await store.subjectOf(user.id), { status: 'suspended', deleted: false })
+      assert.deepEqual(await store.subjectOf(user.id), {
+        status: 'suspended',
+        deleted: false,
+        tokensValidAfter: undefined,
+      })
       assert.equal(await store.isDeleted(user.id), false)
       await store.delete(user.id)
       assert.equal(await store.get(user.id), undefined)
       assert.equal(await store.isDeleted(user.id), true)
-      assert.deepEqual(await store.subjectOf(user.id), { status: undefined, deleted: true })
+      assert.deepEqual(await store.subjectOf(user.id), {
+        status: undefined,
+        deleted: true,
+        tokensValidAfter: undefined,
+      })
       await assert.rejects(store.create(makeUser({ id: user.id })), {
         name: 'ServiceError',
         code: 'duplicate_id',
@@ -132,10 +140,40 @@ export function describeMoreStoreContract(
       await assert.rejects(store.delete(user.id), { name: 'ServiceError', code: 'not_found' })
     })
 
+    it('keeps tokensValidAfter: subjectOf and get show it, a change to it is one user.tokens_revoked event', async (t) => {
+      const store = await openStore(t, factory)
+      const plain = await store.create(makeUser())
+      assert.equal(plain.json.includes('tokensValidAfter'), false)
+      const at = '2030-01-02T03:04:05.000Z'
+      const revoked = await store.update(plain.user.id, (current) => ({
+        ...current.user,
+        tokensValidAfter: at,
+        version: current.user.version + 1,
+      }))
+      assert.equal(revoked.user.tokensValidAfter, at)
+      assert.equal((await store.get(plain.user.id))?.json, revoked.json)
+      assert.deepEqual(await store.subjectOf(plain.user.id), {
+        status: plain.user.status,
+        deleted: false,
+        tokensValidAfter: at,
+      })
+      const page = await readAll(store)
+      assert.deepEqual(
+        page.items.filter((event) => event.userId === plain.user.id).map((event) => event.type),
+        ['user.created', 'user.tokens_revoked'],
+      )
+      const imported = await store.create(makeUser({ tokensValidAfter: at }))
+      assert.equal((await store.get(imported.user.id))?.user.tokensValidAfter, at)
+    })
+
     it('answers subjectOf for unknown ids and ids no user can have without a fault', async (t) => {
       const store = await openStore(t, factory)
       for (const id of [makeUser().id, 'first-start-admin', 'a\u0000b', '']) {
-        assert.deepEqual(await store.subjectOf(id), { status: undefined, deleted: false })
+        assert.deepEqual(await store.subjectOf(id), {
+          status: undefined,
+          deleted: false,
+          tokensValidAfter: undefined,
+        })
       }
       assert.equal(store.health().state, 'ok')
     })

@@ -830,9 +830,10 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
         assert.equal(await store.get(id), undefined)
         assert.equal(await store.isDeleted(id), false)
         assert.deepEqual(await store.getMany?.([id]), [])
-        assert.deepEqual((await store.subjectOf?.(id)) ?? { status: undefined, deleted: false }, {
+        assert.deepEqual(await store.subjectOf(id), {
           status: undefined,
           deleted: false,
+          tokensValidAfter: undefined,
         })
       }
       assertHealthy(store)

@@ -132,6 +132,7 @@ const CALLS: Readonly<Record<string, { call: Call; status: number }>> = {
   deleteUser: { call: (id) => ['DELETE', `/users/${id}`, {}], status: 204 },
   activateUser: { call: (id) => ['POST', `/users/${id}:activate`, {}], status: 200 },
   suspendUser: { call: (id) => ['POST', `/users/${id}:suspend`, {}], status: 200 },
+  revokeTokens: { call: (id) => ['POST', `/users/${id}:revokeTokens`, {}], status: 200 },
   listEvents: { call: () => ['GET', '/events', { token: reader }], status: 200 },
   getOpenApi: { call: () => ['GET', '/openapi.json', {}], status: 200 },
   getHealth: { call: () => ['GET', '/healthz', {}], status: 200 },
@@ -205,6 +206,7 @@ describe('the route table: a route declaring conditional is what makes the heade
       'deleteUser',
       'activateUser',
       'suspendUser',
+      'revokeTokens',
     ])
     assert.deepEqual(await s.getUser(user.id), active)
   })

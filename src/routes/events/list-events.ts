@@ -78,7 +78,7 @@ function streamToken({ claims, services }: RouteContext): StreamRequest['token']
   return {
     sub: claims.sub,
     exp: claims.exp,
-    checkSubject: () => services.operations.checkSubject(claims.sub),
+    checkSubject: () => services.operations.checkSubject(claims.sub, claims.iat),
   }
 }
 

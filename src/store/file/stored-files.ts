@@ -42,12 +42,17 @@ function parseOwnObject(text: string, expectedId: string): Record<string, unknow
 }
 
 function toUser(value: Record<string, unknown>, id: string): User | undefined {
-  const { email, name, status, metadata, createdAt, updatedAt, version } = value
+  const { email, name, status, metadata, createdAt, updatedAt, version, tokensValidAfter } = value
   if (typeof email !== 'string' || typeof name !== 'string' || !isUserStatus(status))
     return undefined
   if (typeof createdAt !== 'string' || !TIMESTAMP.test(createdAt)) return undefined
   if (typeof updatedAt !== 'string' || !TIMESTAMP.test(updatedAt)) return undefined
   if (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 1) return undefined
+  if (
+    tokensValidAfter !== undefined &&
+    (typeof tokensValidAfter !== 'string' || !TIMESTAMP.test(tokensValidAfter))
+  )
+    return undefined
   const cleanMetadata = toMetadata(metadata)
   if (cleanMetadata === undefined) return undefined
   // Equal time stamps share one string: 100,000 users loaded at start add up.
@@ -60,6 +65,7 @@ function toUser(value: Record<string, unknown>, id: string): User | undefined {
     createdAt,
     updatedAt: updatedAt === createdAt ? createdAt : updatedAt,
     version,
+    ...(tokensValidAfter === undefined ? {} : { tokensValidAfter }),
   }
 }
 

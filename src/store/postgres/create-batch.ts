@@ -67,8 +67,8 @@ export class CreateBatcher {
             const result = await client.query<{ id: string }>({
               name: 'users_insert_many',
               text: `INSERT INTO users (${STORED_COLUMNS})
-              SELECT u.* FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::json[], $8::text[], $9::text[], $10::bigint[])
-                AS u(id, email, email_key, name, name_key, status, metadata, created_at, updated_at, version)
+              SELECT u.* FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::json[], $8::text[], $9::text[], $10::bigint[], $11::text[])
+                AS u(id, email, email_key, name, name_key, status, metadata, created_at, updated_at, version, tokens_valid_after)
               WHERE NOT EXISTS (SELECT 1 FROM tombstones t WHERE t.id = u.id)
               ON CONFLICT DO NOTHING RETURNING id`,
               values: rowColumns(ready.map((entry) => entry.record)),

@@ -15,6 +15,7 @@ export interface UserRow extends QueryResultRow {
   updated_at: string
   /** bigint: the driver gives it as text; every value is at most MAX_VERSION, exact as a number. */
   version: string
+  tokens_valid_after: string | null
 }
 
 /** A row of a `q` search: where it came in the walk, and whether it matched. */
@@ -25,7 +26,7 @@ export interface SearchRow extends UserRow {
 
 /** The columns a user is stored in, in the order of rowValues. */
 export const STORED_COLUMNS =
-  'id, email, email_key, name, name_key, status, metadata, created_at, updated_at, version'
+  'id, email, email_key, name, name_key, status, metadata, created_at, updated_at, version, tokens_valid_after'
 
 export function rowValues(record: UserRecord): unknown[] {
   const { user } = record
@@ -40,6 +41,7 @@ export function rowValues(record: UserRecord): unknown[] {
     user.createdAt,
     user.updatedAt,
     user.version,
+    user.tokensValidAfter ?? null,
   ]
 }
 
@@ -63,6 +65,7 @@ export function toUserRecord(row: UserRow): UserRecord {
     createdAt: row.created_at,
     updatedAt: row.updated_at,
     version: Number(row.version),
+    ...(row.tokens_valid_after === null ? {} : { tokensValidAfter: row.tokens_valid_after }),
   })
 }
 

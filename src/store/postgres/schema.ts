@@ -51,6 +51,10 @@ export const MIGRATIONS: readonly (readonly string[])[] = [
   // own: a counter row taken last in each transaction. Replicas of an earlier release fail their
   // writes and feed reads from here on (roll them forward).
   EVENT_COUNTER_MIGRATION,
+  // A user's revocation time (docs/api.md, revoking tokens): null until its first revocation.
+  // Adding a nullable column rewrites nothing; replicas of an earlier release name their columns
+  // and go on, but neither show nor honour a revocation (roll them forward).
+  ['ALTER TABLE users ADD COLUMN tokens_valid_after text'],
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.length

@@ -7,7 +7,7 @@ import type { UserStatus } from '../../domain/user.js'
  */
 
 export const USER_COLUMNS =
-  'id, email, name, status, metadata::text AS metadata, created_at, updated_at, version'
+  'id, email, name, status, metadata::text AS metadata, created_at, updated_at, version, tokens_valid_after'
 
 export interface SqlShape {
   readonly name: string
@@ -92,7 +92,7 @@ export function searchShape(
         FROM walk w JOIN users u ON u.id = w.id
         WHERE w.hit AND w.position <= $${n + 1} ORDER BY w.position LIMIT $${n + 2})
       UNION ALL
-      (SELECT w.position, false AS hit, w.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+      (SELECT w.position, false AS hit, w.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
         FROM walk w WHERE w.position >= $${n + 1})
     ) AS found ORDER BY position, hit DESC`
   return {
@@ -105,7 +105,7 @@ export function searchShape(
 function prefixed(alias: string): string {
   return (
     `${alias}.id, ${alias}.email, ${alias}.name, ${alias}.status, ${alias}.metadata::text AS metadata, ` +
-    `${alias}.created_at, ${alias}.updated_at, ${alias}.version`
+    `${alias}.created_at, ${alias}.updated_at, ${alias}.version, ${alias}.tokens_valid_after`
   )
 }
 

@@ -41,12 +41,21 @@ export async function isDeleted(db: PgConnection, id: string): Promise<boolean> 
 export async function subjectOf(db: PgConnection, id: string): Promise<SubjectState> {
   // One round trip for what would be two (the row and its tombstone): this runs on every
   // request whose token's subject is a user id.
-  if (!isCanonicalUuid(id)) return { status: undefined, deleted: false }
-  const result = await db.query<{ status: UserStatus | null; deleted: boolean }>({
+  if (!isCanonicalUuid(id))
+    return { status: undefined, deleted: false, tokensValidAfter: undefined }
+  const result = await db.query<{
+    status: UserStatus | null
+    deleted: boolean
+    tokens_valid_after: string | null
+  }>({
     name: 'users_subject',
-    text: 'SELECT (SELECT status FROM users WHERE id = $1) AS status, EXISTS (SELECT 1 FROM tombstones WHERE id = $1) AS deleted',
+    text: 'SELECT u.status, u.tokens_valid_after, EXISTS (SELECT 1 FROM tombstones WHERE id = $1) AS deleted FROM (SELECT 1) AS one LEFT JOIN users AS u ON u.id = $1',
     values: [id],
   })
   const row = result.rows[0]
-  return { status: row?.status ?? undefined, deleted: row?.deleted === true }
+  return {
+    status: row?.status ?? undefined,
+    deleted: row?.deleted === true,
+    tokensValidAfter: row?.tokens_valid_after ?? undefined,
+  }
 }

@@ -11,7 +11,7 @@ export function insertUnlessBuried(client: PoolClient, record: UserRecord): Prom
   return client.query({
     name: 'users_insert',
     text: `INSERT INTO users (${STORED_COLUMNS})
-        SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10
+        SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11
         WHERE NOT EXISTS (SELECT 1 FROM tombstones WHERE id = $1)`,
     values: rowValues(record),
   })
@@ -25,7 +25,8 @@ export function updateAtVersion(
   return client.query({
     name: 'users_update',
     text: `UPDATE users SET email = $2, email_key = $3, name = $4, name_key = $5, status = $6, metadata = $7,
-            created_at = $8, updated_at = $9, version = $10 WHERE id = $1 AND version = $11`,
+            created_at = $8, updated_at = $9, version = $10, tokens_valid_after = $11
+            WHERE id = $1 AND version = $12`,
     values: [...rowValues(record), version],
   })
 }

@@ -332,17 +332,45 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       assert.equal(await store.isDeleted(makeUser().id), false)
     })
 
-    it('answers the subject check in one query: the status, or none, and whether the id was deleted', async (t) => {
+    it('answers the subject check in one query: the status, or none, whether the id was deleted, and the revocation time', async (t) => {
       const store = newStore(t, { schema: freshSchema(t) })
       await store.open()
       const active = (await store.create(makeUser({ status: 'active' }))).user
       const suspended = (await store.create(makeUser({ status: 'suspended' }))).user
       const gone = (await store.create(makeUser())).user
       await store.delete(gone.id)
-      assert.deepEqual(await store.subjectOf(active.id), { status: 'active', deleted: false })
-      assert.deepEqual(await store.subjectOf(suspended.id), { status: 'suspended', deleted: false })
-      assert.deepEqual(await store.subjectOf(gone.id), { status: undefined, deleted: true })
-      assert.deepEqual(await store.subjectOf(makeUser().id), { status: undefined, deleted: false })
+      const none = { tokensValidAfter: undefined }
+      assert.deepEqual(await store.subjectOf(active.id), {
+        status: 'active',
+        deleted: false,
+        ...none,
+      })
+      assert.deepEqual(await store.subjectOf(suspended.id), {
+        status: 'suspended',
+        deleted: false,
+        ...none,
+      })
+      assert.deepEqual(await store.subjectOf(gone.id), {
+        status: undefined,
+        deleted: true,
+        ...none,
+      })
+      assert.deepEqual(await store.subjectOf(makeUser().id), {
+        status: undefined,
+        deleted: false,
+        ...none,
+      })
+      const at = '2030-01-02T03:04:05.000Z'
+      await store.update(active.id, (current) => ({
+        ...current.user,
+        tokensValidAfter: at,
+        version: current.user.version + 1,
+      }))
+      assert.deepEqual(await store.subjectOf(active.id), {
+        status: 'active',
+        deleted: false,
+        tokensValidAfter: at,
+      })
     })
   })
 
@@ -801,7 +829,79 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
         /column c.id_base does not exist/,
       )
       const versions = await sql(`SELECT max(version) AS v FROM ${schema}.user_service_schema`)
-      assert.equal(versions.rows[0]?.v, 5)
+      assert.equal(versions.rows[0]?.v, SCHEMA_VERSION)
+    })
+  })
+
+  describe('revocation times (migration 6)', () => {
+    it('migrates a schema-5 database: its users keep exactly their fields, a revocation is stored, and writers of the old release go on', async (t) => {
+      const schema = freshSchema(t)
+      const client = new pg.Client({ connectionString: requireDatabaseUrl() })
+      await client.connect()
+      const user = makeUser({ status: 'active' })
+      const oldInsert = `INSERT INTO users (id, email, email_key, name, name_key, status, metadata, created_at, updated_at, version)
+          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
+      const oldRow = (u: typeof user): unknown[] => [
+        u.id,
+        u.email,
+        u.email.toLowerCase(),
+        u.name,
+        u.name.toLowerCase(),
+        u.status,
+        '{}',
+        u.createdAt,
+        u.updatedAt,
+        u.version,
+      ]
+      try {
+        await client.query(`CREATE SCHEMA ${schema}`)
+        await client.query(`SET search_path TO ${schema}`)
+        await client.query(
+          'CREATE TABLE user_service_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
+        )
+        for (const [i, statements] of MIGRATIONS.slice(0, 5).entries()) {
+          await client.query('BEGIN')
+          for (const statement of statements) await client.query(statement)
+          await client.query('INSERT INTO user_service_schema (version) VALUES ($1)', [i + 1])
+          await client.query('COMMIT')
+        }
+        await client.query(oldInsert, oldRow(user))
+      } finally {
+        await client.end()
+      }
+      const store = newStore(t, { schema })
+      await store.open()
+      const versions = await sql(`SELECT max(version) AS v FROM ${schema}.user_service_schema`)
+      assert.equal(versions.rows[0]?.v, 6)
+      const read = await store.get(user.id)
+      assert.deepEqual(read?.user, user)
+      assert.equal(read?.json.includes('tokensValidAfter'), false)
+      assert.deepEqual(await store.subjectOf(user.id), {
+        status: 'active',
+        deleted: false,
+        tokensValidAfter: undefined,
+      })
+      const at = '2030-01-02T03:04:05.000Z'
+      await store.update(user.id, (current) => ({
+        ...current.user,
+        tokensValidAfter: at,
+        version: current.user.version + 1,
+      }))
+      const stored = await sql(`SELECT tokens_valid_after FROM ${schema}.users WHERE id = $1`, [
+        user.id,
+      ])
+      assert.deepEqual(stored.rows, [{ tokens_valid_after: at }])
+      // The previous release names its columns: its inserts still work, and leave the column null.
+      const other = makeUser()
+      const old = new pg.Client({ connectionString: requireDatabaseUrl() })
+      await old.connect()
+      try {
+        await old.query(`SET search_path TO ${schema}`)
+        await old.query(oldInsert, oldRow(other))
+      } finally {
+        await old.end()
+      }
+      assert.deepEqual((await store.get(other.id))?.user, other)
     })
   })
 
