@@ -22,6 +22,7 @@ import {
 } from './http/lingering-close.js'
 import { decodePathParams } from './http/percent-decode.js'
 import { HttpError, toHttpError } from './http/problem.js'
+import type { RateLimiter } from './http/rate-limiter.js'
 import { onSettled } from './http/request-accounting.js'
 import { type CachePolicy, type Reply, sendReply, toProblemReply } from './http/respond.js'
 import { createRouter } from './http/router.js'
@@ -46,6 +47,8 @@ export interface AppParts {
   metrics?: RequestMetrics | undefined
   /** Origins allowed to call from a browser (CORS); undefined sends no CORS headers. */
   corsOrigins?: CorsOrigins | undefined
+  /** The rate limits; undefined: none (nothing counted, no field sent). */
+  rateLimiter?: RateLimiter | undefined
 }
 
 /**
@@ -54,7 +57,7 @@ export interface AppParts {
  */
 export function createRequestListener(parts: AppParts): RequestListener {
   const router = createRouter(parts.routes, parts.basePath)
-  const { authenticator, availability, logger, metrics, services } = parts
+  const { authenticator, availability, logger, metrics, services, rateLimiter } = parts
   const { operations } = services
   const logRequests = logger.isEnabled?.('info') ?? true
   const cors = createCors(parts.corsOrigins)
@@ -86,9 +89,57 @@ export function createRequestListener(parts: AppParts): RequestListener {
       state.counted = true
       const refusal = availability.refusal(intentOf(route))
       if (refusal !== undefined) throw refusal
+      if (rateLimiter !== undefined) return limited(req, res, state, route, rawParams, rateLimiter)
     }
     if (route.scope === undefined) return handle(req, res, state, route, rawParams, undefined)
     const claims = authenticator.authenticate(readBearerToken(req.headers.authorization))
+    return authorized(req, res, state, route, rawParams, claims)
+  }
+
+  /**
+   * With rate limits on: the token is verified first, as a valid one counts against its subject
+   * and any other request against its address, and a spent quota is refused (429) before the
+   * token's own refusal (401).
+   */
+  const limited = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    state: RequestState,
+    route: Route,
+    rawParams: Record<string, string>,
+    limiter: RateLimiter,
+  ): Answer | Promise<Answer> => {
+    const token = readBearerToken(req.headers.authorization)
+    let claims: TokenClaims | undefined
+    let refused: unknown
+    if (token !== undefined) {
+      try {
+        claims = authenticator.authenticate(token)
+      } catch (caught) {
+        refused = caught
+      }
+    }
+    const counted = limiter.count(req, claims?.sub)
+    if (counted !== undefined) {
+      state.cors = state.cors === undefined ? counted.headers : [...state.cors, ...counted.headers]
+      if (counted.refusal !== undefined) throw counted.refusal
+    }
+    if (route.scope === undefined) return handle(req, res, state, route, rawParams, undefined)
+    if (refused !== undefined) throw refused
+    if (claims === undefined) claims = authenticator.authenticate(token)
+    return authorized(req, res, state, route, rawParams, claims)
+  }
+
+  /** The route's scope and the subject's state, then the body and the handler. */
+  const authorized = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    state: RequestState,
+    route: Route,
+    rawParams: Record<string, string>,
+    claims: TokenClaims,
+  ): Answer | Promise<Answer> => {
+    if (route.scope === undefined) return handle(req, res, state, route, rawParams, undefined)
     state.sub = claims.sub
     requireScope(claims, route.scope)
     const check = operations.checkSubject(claims.sub)
