@@ -52,8 +52,9 @@ export interface AppParts {
 }
 
 /**
- * The `(req, res)` listener: route → availability → token → scope → body → preconditions →
- * handler, each step throwing one HttpError, and one catch that turns any error into problem+json.
+ * The `(req, res)` listener: route → availability → rate limit → token → scope → body →
+ * preconditions → handler, each step throwing one HttpError, and one catch that turns any error
+ * into problem+json.
  */
 export function createRequestListener(parts: AppParts): RequestListener {
   const router = createRouter(parts.routes, parts.basePath)
