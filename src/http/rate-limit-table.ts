@@ -4,14 +4,8 @@
  * bytes whatever its subject. Pure: the caller gives the time.
  */
 
-/** What one counted request found: refused or not, the units left, and when the window ends. */
-export interface Take {
-  readonly allowed: boolean
-  /** Units left in the window after this request. */
-  readonly remaining: number
-  /** When the window ends, in the caller's milliseconds. */
-  readonly endsAt: number
-}
+/** What take() answers for a request refused: the window's units are spent. */
+export const REFUSED = -1
 
 export interface WindowPolicy {
   /** Requests per window. */
@@ -34,6 +28,7 @@ export class RateLimitTable {
   readonly #used: Uint32Array
   readonly #free: Uint32Array
   #freeCount: number
+  #endsAtOfLast = 0
 
   constructor(capacity: number, policies: readonly WindowPolicy[]) {
     this.#capacity = capacity
@@ -51,8 +46,17 @@ export class RateLimitTable {
     return this.#capacity - this.#freeCount
   }
 
-  /** Counts one request of the partition `digest` under policy `index` at `now`. */
-  take(index: number, digest: number, now: number): Take {
+  /** When the window of the last take() ends, in the caller's milliseconds. */
+  get endsAtOfLast(): number {
+    return this.#endsAtOfLast
+  }
+
+  /**
+   * Counts one request of the partition `digest` under policy `index` at `now`: the units left in
+   * its window after it, or REFUSED (it takes none). Numbers, not an object: this runs on every
+   * request.
+   */
+  take(index: number, digest: number, now: number): number {
     const policy = this.#policies[index]
     const map = this.#maps[index]
     if (policy === undefined || map === undefined) throw new RangeError(`no policy ${index}`)
@@ -72,10 +76,10 @@ export class RateLimitTable {
       map.set(digest, slot)
     }
     const used = this.#used[slot] ?? 0
-    const endsAt = this.#endsAt[slot] ?? now
-    if (used >= policy.quota) return { allowed: false, remaining: 0, endsAt }
+    this.#endsAtOfLast = this.#endsAt[slot] ?? now
+    if (used >= policy.quota) return REFUSED
     this.#used[slot] = used + 1
-    return { allowed: true, remaining: policy.quota - used - 1, endsAt }
+    return policy.quota - used - 1
   }
 
   #release(slot: number): void {

@@ -9,7 +9,7 @@ import type { IncomingMessage } from 'node:http'
 
 import { type ClientAddress, createClientAddress } from './client-address.js'
 import { HttpError } from './problem.js'
-import { RateLimitTable, type Take } from './rate-limit-table.js'
+import { RateLimitTable, REFUSED } from './rate-limit-table.js'
 
 /** `Q/W`: Q requests per W seconds. */
 export interface RateLimitPolicy {
@@ -93,16 +93,16 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter | un
       if (policy === undefined) return undefined
       const key = sub ?? clientAddress(req)
       const at = now()
-      const taken = table.take(policy.index, partitionDigest(key, seed), at)
-      return counted(policy, taken, at)
+      const left = table.take(policy.index, partitionDigest(key, seed), at)
+      return counted(policy, left, table.endsAtOfLast, at)
     },
   }
 }
 
-function counted(policy: Policy, taken: Take, at: number): Counted {
-  const t = secondsLeft(taken.endsAt, at)
-  const headers = rateLimitFields(policy, taken.remaining, t, taken.endsAt)
-  if (taken.allowed) return { headers, refusal: undefined }
+function counted(policy: Policy, left: number, endsAt: number, at: number): Counted {
+  const t = secondsLeft(endsAt, at)
+  const headers = rateLimitFields(policy, left === REFUSED ? 0 : left, t, endsAt)
+  if (left !== REFUSED) return { headers, refusal: undefined }
   const refusal = new HttpError(
     'rate_limited',
     `This ${policy.name}'s quota of ${policy.quota} requests per ${policy.windowMs / 1000} s is spent; try again in ${t} s.`,

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
 import { addressKey, ipv6Groups, unmapped } from '../../src/http/client-address.js'
-import { RateLimitTable } from '../../src/http/rate-limit-table.js'
+import { RateLimitTable, REFUSED } from '../../src/http/rate-limit-table.js'
 import {
   createRateLimiter,
   partitionDigest,
@@ -13,15 +13,25 @@ import {
 const SUBJECT = 0
 const ADDRESS = 1
 
+/** take() and the end of its window, as one value to compare. */
+function take(table: RateLimitTable, index: number, digest: number, now: number) {
+  const left = table.take(index, digest, now)
+  return {
+    allowed: left !== REFUSED,
+    remaining: left === REFUSED ? 0 : left,
+    endsAt: table.endsAtOfLast,
+  }
+}
+
 describe('RateLimitTable: the fixed window', () => {
   it('opens at the first request, takes one unit each, refuses once spent without taking, and reopens at its end', () => {
     const table = new RateLimitTable(10, [{ quota: 2, windowMs: 1000 }])
-    assert.deepEqual(table.take(SUBJECT, 7, 5000), { allowed: true, remaining: 1, endsAt: 6000 })
-    assert.deepEqual(table.take(SUBJECT, 7, 5400), { allowed: true, remaining: 0, endsAt: 6000 })
+    assert.deepEqual(take(table, SUBJECT, 7, 5000), { allowed: true, remaining: 1, endsAt: 6000 })
+    assert.deepEqual(take(table, SUBJECT, 7, 5400), { allowed: true, remaining: 0, endsAt: 6000 })
     for (const at of [5500, 5999]) {
-      assert.deepEqual(table.take(SUBJECT, 7, at), { allowed: false, remaining: 0, endsAt: 6000 })
+      assert.deepEqual(take(table, SUBJECT, 7, at), { allowed: false, remaining: 0, endsAt: 6000 })
     }
-    assert.deepEqual(table.take(SUBJECT, 7, 6000), { allowed: true, remaining: 1, endsAt: 7000 })
+    assert.deepEqual(take(table, SUBJECT, 7, 6000), { allowed: true, remaining: 1, endsAt: 7000 })
     assert.equal(table.size, 1)
   })
 
@@ -30,10 +40,10 @@ describe('RateLimitTable: the fixed window', () => {
       { quota: 1, windowMs: 1000 },
       { quota: 3, windowMs: 5000 },
     ])
-    assert.equal(table.take(SUBJECT, 1, 0).allowed, true)
-    assert.equal(table.take(SUBJECT, 1, 0).allowed, false)
-    assert.equal(table.take(SUBJECT, 2, 0).allowed, true)
-    assert.deepEqual(table.take(ADDRESS, 1, 0), { allowed: true, remaining: 2, endsAt: 5000 })
+    assert.equal(take(table, SUBJECT, 1, 0).allowed, true)
+    assert.equal(take(table, SUBJECT, 1, 0).allowed, false)
+    assert.equal(take(table, SUBJECT, 2, 0).allowed, true)
+    assert.deepEqual(take(table, ADDRESS, 1, 0), { allowed: true, remaining: 2, endsAt: 5000 })
   })
 })
 
@@ -43,20 +53,20 @@ describe('RateLimitTable: bounded', () => {
       { quota: 1, windowMs: 10_000 },
       { quota: 1, windowMs: 1000 },
     ])
-    table.take(SUBJECT, 1, 0) // ends at 10,000
-    table.take(ADDRESS, 2, 100) // ends at 1,100: the first to end
-    table.take(SUBJECT, 3, 200) // ends at 10,200
+    take(table, SUBJECT, 1, 0) // ends at 10,000
+    take(table, ADDRESS, 2, 100) // ends at 1,100: the first to end
+    take(table, SUBJECT, 3, 200) // ends at 10,200
     assert.equal(table.size, 3)
-    table.take(SUBJECT, 4, 500) // full: evicts the address partition 2
+    take(table, SUBJECT, 4, 500) // full: evicts the address partition 2
     assert.equal(table.size, 3)
-    assert.equal(table.take(SUBJECT, 1, 600).allowed, false, 'subject 1 kept')
-    assert.equal(table.take(SUBJECT, 3, 600).allowed, false, 'subject 3 kept')
-    assert.equal(table.take(SUBJECT, 4, 600).allowed, false, 'subject 4 kept')
+    assert.equal(take(table, SUBJECT, 1, 600).allowed, false, 'subject 1 kept')
+    assert.equal(take(table, SUBJECT, 3, 600).allowed, false, 'subject 3 kept')
+    assert.equal(take(table, SUBJECT, 4, 600).allowed, false, 'subject 4 kept')
     // The evicted partition starts afresh when it comes back, evicting subject 1 (ends at 10,000).
-    assert.deepEqual(table.take(ADDRESS, 2, 700), { allowed: true, remaining: 0, endsAt: 1700 })
-    assert.equal(table.take(SUBJECT, 1, 800).allowed, true, 'subject 1 was evicted')
+    assert.deepEqual(take(table, ADDRESS, 2, 700), { allowed: true, remaining: 0, endsAt: 1700 })
+    assert.equal(take(table, SUBJECT, 1, 800).allowed, true, 'subject 1 was evicted')
     // Every window but one ended: a new partition finds room without evicting a live one.
-    table.take(SUBJECT, 9, 10_600)
+    take(table, SUBJECT, 9, 10_600)
     assert.equal(table.size, 2)
   })
 
@@ -65,8 +75,8 @@ describe('RateLimitTable: bounded', () => {
     for (let i = 0; i < 50_000; i += 1) table.take(SUBJECT, i, i)
     assert.equal(table.size, 1000)
     // The newest are held; the oldest were evicted.
-    assert.equal(table.take(SUBJECT, 49_999, 50_000).remaining, 3)
-    assert.equal(table.take(SUBJECT, 0, 50_000).remaining, 4)
+    assert.equal(take(table, SUBJECT, 49_999, 50_000).remaining, 3)
+    assert.equal(take(table, SUBJECT, 0, 50_000).remaining, 4)
   })
 })
 
