@@ -85,31 +85,34 @@ export function createRequestListener(parts: AppParts): RequestListener {
     // A body the handler reads as a stream may be left unread (an import past its limit): its
     // connection serves no other request. Decided now, before Node hands over the next one.
     if (route.body === 'stream') serveNoneAfter(req)
+    let verdict: (() => TokenClaims) | undefined
     if (!route.root) {
       availability.enter()
       state.counted = true
       const refusal = availability.refusal(intentOf(route))
       if (refusal !== undefined) throw refusal
-      if (rateLimiter !== undefined) return limited(req, res, state, route, rawParams, rateLimiter)
+      if (rateLimiter !== undefined) verdict = countRequest(req, state, rateLimiter)
     }
     if (route.scope === undefined) return handle(req, res, state, route, rawParams, undefined)
-    const claims = authenticator.authenticate(readBearerToken(req.headers.authorization))
-    return authorized(req, res, state, route, rawParams, claims)
+    const claims =
+      verdict?.() ?? authenticator.authenticate(readBearerToken(req.headers.authorization))
+    state.sub = claims.sub
+    requireScope(claims, route.scope)
+    const check = operations.checkSubject(claims.sub)
+    if (check === undefined) return handle(req, res, state, route, rawParams, claims)
+    return check.then(() => handle(req, res, state, route, rawParams, claims))
   }
 
   /**
-   * With rate limits on: the token is verified first, as a valid one counts against its subject
-   * and any other request against its address, and a spent quota is refused (429) before the
-   * token's own refusal (401).
+   * With rate limits on, the token is verified first: a valid one counts against its subject, any
+   * other request against its address, and a spent quota is refused (429) before the token's own
+   * refusal (401). Returns the token's verdict, for the token's step to give.
    */
-  const limited = (
+  const countRequest = (
     req: IncomingMessage,
-    res: ServerResponse,
     state: RequestState,
-    route: Route,
-    rawParams: Record<string, string>,
     limiter: RateLimiter,
-  ): Answer | Promise<Answer> => {
+  ): (() => TokenClaims) => {
     const token = readBearerToken(req.headers.authorization)
     let claims: TokenClaims | undefined
     let refused: unknown
@@ -125,27 +128,10 @@ export function createRequestListener(parts: AppParts): RequestListener {
       state.cors = state.cors === undefined ? counted.headers : [...state.cors, ...counted.headers]
       if (counted.refusal !== undefined) throw counted.refusal
     }
-    if (route.scope === undefined) return handle(req, res, state, route, rawParams, undefined)
-    if (refused !== undefined) throw refused
-    if (claims === undefined) claims = authenticator.authenticate(token)
-    return authorized(req, res, state, route, rawParams, claims)
-  }
-
-  /** The route's scope and the subject's state, then the body and the handler. */
-  const authorized = (
-    req: IncomingMessage,
-    res: ServerResponse,
-    state: RequestState,
-    route: Route,
-    rawParams: Record<string, string>,
-    claims: TokenClaims,
-  ): Answer | Promise<Answer> => {
-    if (route.scope === undefined) return handle(req, res, state, route, rawParams, undefined)
-    state.sub = claims.sub
-    requireScope(claims, route.scope)
-    const check = operations.checkSubject(claims.sub)
-    if (check === undefined) return handle(req, res, state, route, rawParams, claims)
-    return check.then(() => handle(req, res, state, route, rawParams, claims))
+    return () => {
+      if (refused !== undefined) throw refused
+      return claims ?? authenticator.authenticate(token)
+    }
   }
 
   /** The body's checks and reading, then the handler. */
