@@ -22,6 +22,7 @@ import {
 } from './http/lingering-close.js'
 import { decodePathParams } from './http/percent-decode.js'
 import { HttpError, toHttpError } from './http/problem.js'
+import type { RateLimiter } from './http/rate-limiter.js'
 import { onSettled } from './http/request-accounting.js'
 import { type CachePolicy, type Reply, sendReply, toProblemReply } from './http/respond.js'
 import { createRouter } from './http/router.js'
@@ -46,15 +47,18 @@ export interface AppParts {
   metrics?: RequestMetrics | undefined
   /** Origins allowed to call from a browser (CORS); undefined sends no CORS headers. */
   corsOrigins?: CorsOrigins | undefined
+  /** The rate limits; undefined: none (nothing counted, no field sent). */
+  rateLimiter?: RateLimiter | undefined
 }
 
 /**
- * The `(req, res)` listener: route → availability → token → scope → body → preconditions →
- * handler, each step throwing one HttpError, and one catch that turns any error into problem+json.
+ * The `(req, res)` listener: route → availability → rate limit → token → scope → body →
+ * preconditions → handler, each step throwing one HttpError, and one catch that turns any error
+ * into problem+json.
  */
 export function createRequestListener(parts: AppParts): RequestListener {
   const router = createRouter(parts.routes, parts.basePath)
-  const { authenticator, availability, logger, metrics, services } = parts
+  const { authenticator, availability, logger, metrics, services, rateLimiter } = parts
   const { operations } = services
   const logRequests = logger.isEnabled?.('info') ?? true
   const cors = createCors(parts.corsOrigins)
@@ -81,14 +85,17 @@ export function createRequestListener(parts: AppParts): RequestListener {
     // A body the handler reads as a stream may be left unread (an import past its limit): its
     // connection serves no other request. Decided now, before Node hands over the next one.
     if (route.body === 'stream') serveNoneAfter(req)
+    let verdict: (() => TokenClaims) | undefined
     if (!route.root) {
       availability.enter()
       state.counted = true
       const refusal = availability.refusal(intentOf(route))
       if (refusal !== undefined) throw refusal
+      if (rateLimiter !== undefined) verdict = countRequest(req, state, rateLimiter)
     }
     if (route.scope === undefined) return handle(req, res, state, route, rawParams, undefined)
-    const claims = authenticator.authenticate(readBearerToken(req.headers.authorization))
+    const claims =
+      verdict?.() ?? authenticator.authenticate(readBearerToken(req.headers.authorization))
     state.sub = claims.sub
     const { scope } = route
     const check = operations.subjectRefusal(claims.sub, claims.iat)
@@ -100,6 +107,37 @@ export function createRequestListener(parts: AppParts): RequestListener {
       admitSubject(claims, scope, refusal)
       return handle(req, res, state, route, rawParams, claims)
     })
+  }
+
+  /**
+   * With rate limits on, the token is verified first: a valid one counts against its subject, any
+   * other request against its address, and a spent quota is refused (429) before the token's own
+   * refusal (401). Returns the token's verdict, for the token's step to give.
+   */
+  const countRequest = (
+    req: IncomingMessage,
+    state: RequestState,
+    limiter: RateLimiter,
+  ): (() => TokenClaims) => {
+    const token = readBearerToken(req.headers.authorization)
+    let claims: TokenClaims | undefined
+    let refused: unknown
+    if (token !== undefined) {
+      try {
+        claims = authenticator.authenticate(token)
+      } catch (caught) {
+        refused = caught
+      }
+    }
+    const counted = limiter.count(req, claims?.sub)
+    if (counted !== undefined) {
+      state.cors = state.cors === undefined ? counted.headers : [...state.cors, ...counted.headers]
+      if (counted.refusal !== undefined) throw counted.refusal
+    }
+    return () => {
+      if (refused !== undefined) throw refused
+      return claims ?? authenticator.authenticate(token)
+    }
   }
 
   /** The body's checks and reading, then the handler. */

@@ -22,7 +22,10 @@ export interface RequestState {
   preconditions: Preconditions
   /** The handler wrote its answer itself. */
   streamed: boolean
-  /** CORS headers for every answer to this request (cors.ts); undefined when CORS is off. */
+  /**
+   * Headers for every answer to this request, as a flat name/value list: CORS (cors.ts) and the
+   * rate-limit fields (rate-limiter.ts); undefined when there are none.
+   */
   cors?: readonly string[]
 }
 

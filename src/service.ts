@@ -8,6 +8,7 @@ import { createIdGenerator } from './domain/uuid7.js'
 import { createEventStreams, type EventStreamsOptions } from './event-streams/event-streams.js'
 import { createClientErrorHandler } from './http/client-errors.js'
 import { isClosing, LINGER_MS } from './http/lingering-close.js'
+import { createRateLimiter } from './http/rate-limiter.js'
 import type { Logger } from './log/logger.js'
 import { createServiceMetrics } from './metrics/service-metrics.js'
 import { createOpenApiDocument } from './openapi/document.js'
@@ -154,6 +155,13 @@ export function createService(options: ServiceOptions): UserService {
     logger,
     metrics,
     corsOrigins: options.corsOrigins,
+    rateLimiter: createRateLimiter({
+      subject: options.rateLimitSubject,
+      address: options.rateLimitAddress,
+      maxClients: options.rateLimitMaxClients,
+      trustedProxies: options.trustedProxies,
+      now,
+    }),
   })
   const server = createServer(
     { connectionsCheckingInterval: CONNECTION_CHECK_MS, requireHostHeader: false },

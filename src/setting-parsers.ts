@@ -3,7 +3,9 @@ import { isIP } from 'node:net'
 import { availableParallelism } from 'node:os'
 
 import { createSingleKeySet, KeyError, type KeySet, parseKeyList } from './auth/keys.js'
+import { parseTrustedProxies, TrustedProxyError } from './http/client-address.js'
 import { CorsConfigError, type CorsOrigins, parseCorsOrigins } from './http/cors.js'
+import type { RateLimitPolicy } from './http/rate-limiter.js'
 import { LOG_LEVELS, type LogLevel } from './log/logger.js'
 
 /** A value that cannot be used; the message starts with the variable's name. */
@@ -88,6 +90,35 @@ export function parseCors(text: string, name: string): CorsOrigins | undefined {
     return parseCorsOrigins(text)
   } catch (error) {
     if (error instanceof CorsConfigError) throw new ConfigError(`${name}: ${error.message}`)
+    throw error
+  }
+}
+
+/** `Q/W` (Q requests per W seconds) or `off`. */
+export function parseRateLimit(text: string, name: string): RateLimitPolicy | undefined {
+  if (text.toLowerCase() === 'off') return undefined
+  const match = /^(\d+)\/(\d+)$/.exec(text)
+  const quota = Number(match?.[1])
+  const windowSeconds = Number(match?.[2])
+  if (
+    match === null ||
+    quota < 1 ||
+    quota > 1_000_000 ||
+    windowSeconds < 1 ||
+    windowSeconds > 86_400
+  ) {
+    throw new ConfigError(
+      `${name} must be off or Q/W (1 ≤ Q ≤ 1000000 requests per 1 ≤ W ≤ 86400 seconds), got "${text}"`,
+    )
+  }
+  return { quota, windowSeconds }
+}
+
+export function parseProxies(text: string, name: string): readonly string[] {
+  try {
+    return parseTrustedProxies(text)
+  } catch (error) {
+    if (error instanceof TrustedProxyError) throw new ConfigError(`${name}: ${error.message}`)
     throw error
   }
 }

@@ -15,6 +15,8 @@ import {
   parseKeys,
   parseLogLevel,
   parseOnOff,
+  parseProxies,
+  parseRateLimit,
   parseWorkers,
 } from './setting-parsers.js'
 
@@ -256,6 +258,34 @@ export const SETTINGS = {
     default: undefined,
     parse: parseCors,
     doc: 'origins a browser page may call the service from, or `*`',
+  }),
+  rateLimitSubject: setting({
+    owner: 'service',
+    env: ['RATE_LIMIT_SUBJECT'],
+    default: undefined,
+    parse: parseRateLimit,
+    doc: 'requests per window for each token subject: `Q/W` (Q per W seconds) or `off`',
+  }),
+  rateLimitAddress: setting({
+    owner: 'service',
+    env: ['RATE_LIMIT_ADDRESS'],
+    default: undefined,
+    parse: parseRateLimit,
+    doc: 'requests per window for each client address without a valid token: `Q/W` or `off`',
+  }),
+  rateLimitMaxClients: setting({
+    owner: 'service',
+    env: ['RATE_LIMIT_MAX_CLIENTS'],
+    default: 100_000,
+    parse: integer(1, 10_000_000),
+    doc: 'the most subjects and addresses the rate limits count at once',
+  }),
+  trustedProxies: setting<readonly string[], 'service'>({
+    owner: 'service',
+    env: ['TRUSTED_PROXIES'],
+    default: [],
+    parse: parseProxies,
+    doc: 'proxies (addresses, CIDR blocks) whose X-Forwarded-For names the client',
   }),
   workers: setting({
     owner: 'process',

@@ -178,7 +178,7 @@ describe('the OpenAPI document and the route table', () => {
   it('documents the error answers of every /users operation as Problem', () => {
     for (const route of userRoutes) {
       const responses = objectAt(operationOf(doc, route), 'responses')
-      const expected = [400, 401, 403, 408, 431, 500, 503]
+      const expected = [400, 401, 403, 408, 429, 431, 500, 503]
       if (route.body !== 'none') expected.push(413, 415, 422)
       if (route.path.includes('{')) expected.push(404)
       if (route.conditional) expected.push(412)
@@ -217,6 +217,19 @@ describe('the OpenAPI document and the route table', () => {
       }
       assert.ok(isObject(member(resolve(doc, responses['401']), 'headers', 'WWW-Authenticate')))
       assert.ok(isObject(member(resolve(doc, responses['503']), 'headers', 'Retry-After')))
+      const tooMany = resolve(doc, responses['429'])
+      for (const header of ['Retry-After', 'RateLimit', 'RateLimit-Policy', 'X-RateLimit-Reset']) {
+        assert.ok(
+          isObject(member(tooMany, 'headers', header)),
+          `${route.operationId} 429 ${header}`,
+        )
+      }
+      for (const [status, answer] of Object.entries(responses)) {
+        assert.ok(
+          isObject(member(resolve(doc, answer), 'headers', 'RateLimit')),
+          `${route.operationId} ${status} declares the rate-limit fields`,
+        )
+      }
       const accept = member(resolve(doc, responses['415']), 'headers', 'Accept-Patch')
       assert.equal(isObject(accept), route.method === 'PATCH', route.operationId)
     }

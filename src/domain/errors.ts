@@ -26,6 +26,7 @@ export const SERVICE_ERROR_CODES = [
   'unsupported_media_type',
   'validation_failed',
   'headers_too_large',
+  'rate_limited',
   'internal',
   'maintenance',
   'overloaded',

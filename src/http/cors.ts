@@ -11,7 +11,8 @@ export type CorsOrigins = '*' | readonly string[]
 export const CORS_ALLOW_HEADERS =
   'Authorization, Content-Type, If-Match, If-None-Match, X-Request-Id'
 /** Response headers a page's script may read, beyond the CORS-safelisted ones. */
-export const CORS_EXPOSE_HEADERS = 'ETag, Location, Link, X-Request-Id, Retry-After'
+export const CORS_EXPOSE_HEADERS =
+  'ETag, Location, Link, X-Request-Id, Retry-After, RateLimit, RateLimit-Policy, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Used, X-RateLimit-Reset'
 /** How long a browser may keep a preflight's answer (Chromium caps this at 2 hours). */
 export const CORS_MAX_AGE_S = 600
 

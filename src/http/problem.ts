@@ -32,6 +32,7 @@ export const ERROR_CODES = {
   unsupported_media_type: { status: 415, title: 'Unsupported media type' },
   validation_failed: { status: 422, title: 'Validation failed' },
   headers_too_large: { status: 431, title: 'Request header fields too large' },
+  rate_limited: { status: 429, title: 'Too many requests' },
   internal: { status: 500, title: 'Internal server error' },
   maintenance: { status: 503, title: 'Down for maintenance' },
   overloaded: { status: 503, title: 'Overloaded' },
@@ -51,6 +52,8 @@ export interface HttpErrorOptions {
   cause?: unknown
   /** The `outcome` member: `unknown` when the refused change may still have been made. */
   outcome?: ChangeOutcome | undefined
+  /** The `violated-policies` member of a 429: the rate-limit policies spent. */
+  violatedPolicies?: readonly string[] | undefined
 }
 
 /** A ServiceError as an HTTP answer: its status and title from the table, and its headers. */
@@ -58,6 +61,7 @@ export class HttpError extends ServiceError {
   readonly status: number
   readonly title: string
   readonly headers: Readonly<Record<string, string>>
+  readonly violatedPolicies: readonly string[] | undefined
 
   constructor(code: ErrorCode, detail: string, options: HttpErrorOptions = {}) {
     const retryAfter = options.headers?.['retry-after']
@@ -71,6 +75,7 @@ export class HttpError extends ServiceError {
     this.status = ERROR_CODES[code].status
     this.title = ERROR_CODES[code].title
     this.headers = options.headers ?? {}
+    this.violatedPolicies = options.violatedPolicies
   }
 }
 
@@ -78,10 +83,14 @@ export class HttpError extends ServiceError {
 export function problemExtras(error: HttpError): {
   errors?: readonly FieldError[]
   outcome?: ChangeOutcome
+  'violated-policies'?: readonly string[]
 } {
   return {
     ...(error.errors === undefined ? {} : { errors: error.errors }),
     ...(error.outcome === undefined ? {} : { outcome: error.outcome }),
+    ...(error.violatedPolicies === undefined
+      ? {}
+      : { 'violated-policies': error.violatedPolicies }),
   }
 }
 

@@ -62,7 +62,46 @@ export function createHeaders(): Record<string, Json> {
         'For insufficient_scope: Bearer realm="users", error="insufficient_scope", scope="<the scope>".',
     },
     'Accept-Patch': { required: true, schema: string, description: 'The media types PATCH takes.' },
+    ...RATE_LIMIT_HEADERS,
   }
+}
+
+const COUNTED = 'Sent on every answer to a request the rate limits count (none when they are off).'
+const seconds = { type: 'string', pattern: '^[0-9]+$' }
+
+/** The rate-limit fields of a counted answer (docs/api.md, rate limits). */
+const RATE_LIMIT_HEADERS: Record<string, Json> = {
+  'RateLimit-Policy': {
+    required: false,
+    schema: { type: 'string', pattern: '^"(subject|address)";q=[0-9]+;w=[0-9]+$' },
+    description: `The quota policy, such as "subject";q=600;w=60 (q requests per w seconds). ${COUNTED}`,
+  },
+  RateLimit: {
+    required: false,
+    schema: { type: 'string', pattern: '^"(subject|address)";r=[0-9]+;t=[0-9]+$' },
+    description: `Requests left in the window (r) and seconds until it ends (t). ${COUNTED}`,
+  },
+  'X-RateLimit-Limit': { required: false, schema: seconds, description: `The quota. ${COUNTED}` },
+  'X-RateLimit-Remaining': {
+    required: false,
+    schema: seconds,
+    description: `Requests left in the window. ${COUNTED}`,
+  },
+  'X-RateLimit-Used': {
+    required: false,
+    schema: seconds,
+    description: `Requests taken in the window. ${COUNTED}`,
+  },
+  'X-RateLimit-Reset': {
+    required: false,
+    schema: seconds,
+    description: `When the window ends, in Unix seconds. ${COUNTED}`,
+  },
+}
+
+/** References to the rate-limit fields, for the answers of counted routes. */
+export function rateLimitHeaderRefs(): Record<string, Json> {
+  return Object.fromEntries(Object.keys(RATE_LIMIT_HEADERS).map((name) => [name, headerRef(name)]))
 }
 
 /** One shared response per error status; the statuses each route can answer pick from these. */
@@ -78,6 +117,7 @@ const ERROR_RESPONSES = {
   413: 'PayloadTooLarge',
   415: 'UnsupportedMediaType',
   422: 'UnprocessableContent',
+  429: 'TooManyRequests',
   431: 'HeadersTooLarge',
   500: 'InternalError',
   503: 'Unavailable',
@@ -88,6 +128,7 @@ export function createErrorResponses(): Record<string, Json> {
   const extra: Partial<Record<number, Record<string, Json>>> = {
     401: { 'WWW-Authenticate': headerRef('WWW-Authenticate') },
     403: { 'WWW-Authenticate': headerRef('WWW-Authenticate-Scope') },
+    429: { 'Retry-After': headerRef('Retry-After') },
     503: { 'Retry-After': headerRef('Retry-After') },
   }
   const responses: Record<string, Json> = {}
@@ -117,6 +158,7 @@ function problemResponse(status: number, extra: Record<string, Json>): Json {
       'X-Request-Id': headerRef('X-Request-Id'),
       'Cache-Control': headerRef('Cache-Control-No-Store'),
       ...extra,
+      ...rateLimitHeaderRefs(),
     },
     content: { 'application/problem+json': { schema: ref('Problem') } },
   }

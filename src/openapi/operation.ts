@@ -1,6 +1,6 @@
 import { NOT_BLANK, USER_ID } from '../routes/parameter-schemas.js'
 import type { Json, Route } from '../routes/route.js'
-import { errorResponseName, headerRef } from './components.js'
+import { errorResponseName, headerRef, rateLimitHeaderRefs } from './components.js'
 
 /** The Operation Object of one route: everything read from the route itself. */
 export function toOperation(route: Route): Json {
@@ -89,7 +89,12 @@ function successResponses(route: Route): Record<string, Json> {
           )
     responses[status] = {
       description: answer.description,
-      headers: { 'X-Request-Id': headerRef('X-Request-Id'), ...cache, ...extra },
+      headers: {
+        'X-Request-Id': headerRef('X-Request-Id'),
+        ...cache,
+        ...extra,
+        ...(route.root ? {} : rateLimitHeaderRefs()),
+      },
       ...(content === undefined ? {} : { content }),
     }
   }
@@ -100,7 +105,7 @@ function successResponses(route: Route): Record<string, Json> {
 export function errorStatuses(route: Route): number[] {
   // Node's parser refuses a malformed request, slow headers or huge headers on any route.
   const statuses = new Set<number>([400, 408, 431, 500])
-  if (!route.root) statuses.add(503)
+  if (!route.root) for (const status of [429, 503]) statuses.add(status)
   if (route.scope !== undefined) for (const status of [401, 403]) statuses.add(status)
   if (route.path.includes('{')) statuses.add(404)
   if (route.body !== 'none') for (const status of [413, 415, 422]) statuses.add(status)

@@ -148,6 +148,11 @@ export function createSchemas(): Record<string, Json> {
           description:
             'Only on a 503 storage_unavailable whose write may still have been made (its log sync failed): read the resource back before retrying. Without it, an error means nothing changed.',
         },
+        'violated-policies': {
+          type: 'array',
+          items: { type: 'string', enum: ['subject', 'address'] },
+          description: 'Only on a 429 rate_limited: the rate-limit policy whose quota is spent.',
+        },
       },
     },
   }

@@ -411,6 +411,55 @@ const getByIdCase = (users: number): Promise<CaseResult> =>
     })
   })
 
+/** Limits high enough never to refuse the load: every request is counted and told its fields. */
+const RATE_LIMITS_ON = { RATE_LIMIT_SUBJECT: '1000000/1', RATE_LIMIT_ADDRESS: '1000000/1' }
+
+/** GET /users/{id} with rate limits on against the same service with them off (the default). */
+const getByIdLimitedCase = (users: number): Promise<CaseResult> =>
+  runCase(
+    'get-by-id-rate-limited',
+    'GET /users/{id} with rate limits on',
+    users,
+    false,
+    async () => {
+      const limited = await startService(users, false, RATE_LIMITS_ON)
+      const off = await closingOnError(
+        () => stopService(limited),
+        () => startService(users),
+      )
+      const close = async (): Promise<void> => {
+        await stopService(off)
+        await stopService(limited)
+      }
+      return closingOnError(close, async () => {
+        for (const [service, counted] of [
+          [limited, true],
+          [off, false],
+        ] as const) {
+          const first = service.users[0]
+          if (first === undefined) throw new Error('no seeded users')
+          const res = await expectStatus(
+            `${service.server.url}/users/${first.id}`,
+            { headers: { authorization: AUTH } },
+            200,
+            'GET /users/{id}',
+          )
+          await res.arrayBuffer()
+          if ((res.headers.get('ratelimit') !== null) !== counted) {
+            throw new Error(
+              `GET /users/{id}: RateLimit field ${counted ? 'missing' : 'sent with limits off'}`,
+            )
+          }
+        }
+        const target = (service: Service): Target => {
+          const script = getByIdScript(service.users.map((u) => u.id))
+          return { url: service.server.url, pid: service.server.pid, script: () => script }
+        }
+        return { service: target(limited), reference: target(off), close }
+      })
+    },
+  )
+
 /** RSS in MB of the list-case services after their load runs, by user count (informative). */
 const rssAfterLoad: Record<string, number> = {}
 
@@ -825,6 +874,9 @@ const main = async (): Promise<void> => {
   }
 
   const getById = measured(await attempt('GET /users/{id}', MEDIUM, () => getByIdCase(MEDIUM)))
+  const getByIdLimited = measured(
+    await attempt('GET /users/{id} with rate limits on', MEDIUM, () => getByIdLimitedCase(MEDIUM)),
+  )
   const list1k = measured(await attempt('GET /users?limit=100', SMALL, () => listCase(SMALL)))
   const list100k = measured(await attempt('GET /users?limit=100', LARGE, () => listCase(LARGE)))
   const post1k = measured(await attempt('POST /users', SMALL, () => postCase(SMALL)))
@@ -888,6 +940,7 @@ const main = async (): Promise<void> => {
 
   const rows = buildRows({
     getById,
+    getByIdLimited,
     post1k,
     post100k,
     postSlowDisk,

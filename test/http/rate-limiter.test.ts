@@ -1,0 +1,157 @@
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+
+import { addressKey, ipv6Groups, unmapped } from '../../src/http/client-address.js'
+import { RateLimitTable, REFUSED } from '../../src/http/rate-limit-table.js'
+import {
+  createRateLimiter,
+  partitionDigest,
+  rateLimitFields,
+  secondsLeft,
+} from '../../src/http/rate-limiter.js'
+
+const SUBJECT = 0
+const ADDRESS = 1
+
+/** take() and the end of its window, as one value to compare. */
+function take(table: RateLimitTable, index: number, digest: number, now: number) {
+  const left = table.take(index, digest, now)
+  return {
+    allowed: left !== REFUSED,
+    remaining: left === REFUSED ? 0 : left,
+    endsAt: table.endsAtOfLast,
+  }
+}
+
+describe('RateLimitTable: the fixed window', () => {
+  it('opens at the first request, takes one unit each, refuses once spent without taking, and reopens at its end', () => {
+    const table = new RateLimitTable(10, [{ quota: 2, windowMs: 1000 }])
+    assert.deepEqual(take(table, SUBJECT, 7, 5000), { allowed: true, remaining: 1, endsAt: 6000 })
+    assert.deepEqual(take(table, SUBJECT, 7, 5400), { allowed: true, remaining: 0, endsAt: 6000 })
+    for (const at of [5500, 5999]) {
+      assert.deepEqual(take(table, SUBJECT, 7, at), { allowed: false, remaining: 0, endsAt: 6000 })
+    }
+    assert.deepEqual(take(table, SUBJECT, 7, 6000), { allowed: true, remaining: 1, endsAt: 7000 })
+    assert.equal(table.size, 1)
+  })
+
+  it('keeps each partition apart, and each policy apart', () => {
+    const table = new RateLimitTable(10, [
+      { quota: 1, windowMs: 1000 },
+      { quota: 3, windowMs: 5000 },
+    ])
+    assert.equal(take(table, SUBJECT, 1, 0).allowed, true)
+    assert.equal(take(table, SUBJECT, 1, 0).allowed, false)
+    assert.equal(take(table, SUBJECT, 2, 0).allowed, true)
+    assert.deepEqual(take(table, ADDRESS, 1, 0), { allowed: true, remaining: 2, endsAt: 5000 })
+  })
+})
+
+describe('RateLimitTable: bounded', () => {
+  it('drops partitions whose window ended, and when full evicts the one whose window ends first', () => {
+    const table = new RateLimitTable(3, [
+      { quota: 1, windowMs: 10_000 },
+      { quota: 1, windowMs: 1000 },
+    ])
+    take(table, SUBJECT, 1, 0) // ends at 10,000
+    take(table, ADDRESS, 2, 100) // ends at 1,100: the first to end
+    take(table, SUBJECT, 3, 200) // ends at 10,200
+    assert.equal(table.size, 3)
+    take(table, SUBJECT, 4, 500) // full: evicts the address partition 2
+    assert.equal(table.size, 3)
+    assert.equal(take(table, SUBJECT, 1, 600).allowed, false, 'subject 1 kept')
+    assert.equal(take(table, SUBJECT, 3, 600).allowed, false, 'subject 3 kept')
+    assert.equal(take(table, SUBJECT, 4, 600).allowed, false, 'subject 4 kept')
+    // The evicted partition starts afresh when it comes back, evicting subject 1 (ends at 10,000).
+    assert.deepEqual(take(table, ADDRESS, 2, 700), { allowed: true, remaining: 0, endsAt: 1700 })
+    assert.equal(take(table, SUBJECT, 1, 800).allowed, true, 'subject 1 was evicted')
+    // Every window but one ended: a new partition finds room without evicting a live one.
+    take(table, SUBJECT, 9, 10_600)
+    assert.equal(table.size, 2)
+  })
+
+  it('never holds more than its capacity, whatever the number of partitions', () => {
+    const table = new RateLimitTable(1000, [{ quota: 5, windowMs: 60_000 }])
+    for (let i = 0; i < 50_000; i += 1) table.take(SUBJECT, i, i)
+    assert.equal(table.size, 1000)
+    // The newest are held; the oldest were evicted.
+    assert.equal(take(table, SUBJECT, 49_999, 50_000).remaining, 3)
+    assert.equal(take(table, SUBJECT, 0, 50_000).remaining, 4)
+  })
+})
+
+describe('the partition key', () => {
+  it('is a 53-bit digest of the key, seeded, whatever its length', () => {
+    const long = 'x'.repeat(100_000)
+    for (const key of ['', 'a', 'subject-1', long]) {
+      const digest = partitionDigest(key, 42)
+      assert.ok(Number.isSafeInteger(digest) && digest >= 0, key.slice(0, 10))
+      assert.equal(partitionDigest(key, 42), digest, 'the same key, the same digest')
+    }
+    assert.notEqual(partitionDigest('subject-1', 42), partitionDigest('subject-2', 42))
+    assert.notEqual(partitionDigest('subject-1', 42), partitionDigest('subject-1', 43))
+    const seen = new Set<number>()
+    for (let i = 0; i < 100_000; i += 1) seen.add(partitionDigest(`user-${i}`, 7))
+    assert.equal(seen.size, 100_000)
+  })
+
+  it('reads an IPv6 address by its /64 and an IPv4-mapped one as IPv4', () => {
+    assert.equal(addressKey('2001:db8:a:b:c:d:e:f'), '2001:db8:a:b::/64')
+    assert.equal(addressKey('2001:db8:a:b::1'), '2001:db8:a:b::/64')
+    assert.equal(addressKey('2001:DB8:A:B::1'), '2001:db8:a:b::/64')
+    assert.equal(addressKey('2001:db8::'), '2001:db8:0:0::/64')
+    assert.equal(addressKey('::1'), '0:0:0:0::/64')
+    assert.equal(addressKey('fe80::1%eth0'), 'fe80:0:0:0::/64')
+    assert.equal(addressKey('192.0.2.1'), '192.0.2.1')
+    assert.equal(unmapped('::ffff:192.0.2.1'), '192.0.2.1')
+    assert.equal(unmapped('::FFFF:192.0.2.1'), '192.0.2.1')
+    assert.equal(unmapped('::ffff:c000:201'), '::ffff:c000:201')
+    assert.deepEqual(ipv6Groups('64:ff9b::192.0.2.1'), [0x64, 0xff9b, 0, 0, 0, 0, 0xc000, 0x201])
+    assert.equal(ipv6Groups('not an address'), undefined)
+  })
+})
+
+describe('the fields', () => {
+  const policy = {
+    name: 'subject',
+    quota: 600,
+    policyField: '"subject";q=600;w=60',
+    limitField: '600',
+  } as const
+
+  it('formats RateLimit-Policy, RateLimit and the X-RateLimit-* fields', () => {
+    assert.deepEqual(rateLimitFields(policy, 17, 42, 1_700_000_041_500), [
+      'ratelimit-policy',
+      '"subject";q=600;w=60',
+      'ratelimit',
+      '"subject";r=17;t=42',
+      'x-ratelimit-limit',
+      '600',
+      'x-ratelimit-remaining',
+      '17',
+      'x-ratelimit-used',
+      '583',
+      'x-ratelimit-reset',
+      '1700000042',
+    ])
+  })
+
+  it('rounds the seconds left up, and never below 1', () => {
+    assert.equal(secondsLeft(60_000, 0), 60)
+    assert.equal(secondsLeft(60_000, 1), 60)
+    assert.equal(secondsLeft(60_000, 59_001), 1)
+    assert.equal(secondsLeft(60_000, 59_999), 1)
+    assert.equal(secondsLeft(60_000, 60_000), 1)
+  })
+
+  it('is nothing at all with both policies off', () => {
+    const off = createRateLimiter({
+      subject: undefined,
+      address: undefined,
+      maxClients: 10,
+      trustedProxies: [],
+      now: Date.now,
+    })
+    assert.equal(off, undefined)
+  })
+})
