@@ -140,6 +140,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/users/{id}:revokeTokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revoke every token of a user issued until now
+         * @description Revoke every token of a user issued until now. Needs a bearer token with the scope users:admin. Answers are never stored (Cache-Control: no-store).
+         */
+        post: operations["revokeTokens"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/events": {
         parameters: {
             query?: never;
@@ -294,6 +314,12 @@ export interface components {
              * @example 1
              */
             readonly version: number;
+            /**
+             * Format: date-time
+             * @description Absent until the user's first revocation (POST /users/{id}:revokeTokens): tokens whose sub is this user and whose iat is before it, or that have no iat, are refused with 401 token_revoked. A whole second (RFC 3339, UTC, .000).
+             * @example 2026-11-21T13:48:01.000Z
+             */
+            readonly tokensValidAfter?: string;
         };
         /** @description Output-only fields are refused (read_only). */
         UserCreate: {
@@ -367,6 +393,12 @@ export interface components {
              * @example 1
              */
             readonly version?: number;
+            /**
+             * Format: date-time
+             * @description Absent until the user's first revocation (POST /users/{id}:revokeTokens): tokens whose sub is this user and whose iat is before it, or that have no iat, are refused with 401 token_revoked. A whole second (RFC 3339, UTC, .000).
+             * @example 2026-11-21T13:48:01.000Z
+             */
+            readonly tokensValidAfter?: string;
         };
         /** @description JSON Merge Patch (RFC 7396): null removes a metadata key, or all of metadata; {} changes nothing. Output-only fields may be sent only with their stored values. */
         UserPatch: {
@@ -418,6 +450,12 @@ export interface components {
              * @example 1
              */
             readonly version?: number;
+            /**
+             * Format: date-time
+             * @description Absent until the user's first revocation (POST /users/{id}:revokeTokens): tokens whose sub is this user and whose iat is before it, or that have no iat, are refused with 401 token_revoked. A whole second (RFC 3339, UTC, .000).
+             * @example 2026-11-21T13:48:01.000Z
+             */
+            readonly tokensValidAfter?: string;
         };
         /** @description Send no body or {}. */
         EmptyBody: Record<string, never>;
@@ -446,7 +484,7 @@ export interface components {
             status: number;
             detail: string;
             /** @enum {string} */
-            code: "bad_request" | "token_missing" | "token_invalid" | "token_expired" | "insufficient_scope" | "subject_suspended" | "subject_deleted" | "not_found" | "method_not_allowed" | "duplicate_email" | "duplicate_id" | "invalid_transition" | "import_in_progress" | "version_exhausted" | "request_timeout" | "precondition_failed" | "cursor_expired" | "payload_too_large" | "unsupported_media_type" | "validation_failed" | "headers_too_large" | "rate_limited" | "internal" | "maintenance" | "overloaded" | "starting" | "shutting_down" | "storage_unavailable";
+            code: "bad_request" | "token_missing" | "token_invalid" | "token_expired" | "token_revoked" | "insufficient_scope" | "subject_suspended" | "subject_deleted" | "not_found" | "method_not_allowed" | "duplicate_email" | "duplicate_id" | "invalid_transition" | "import_in_progress" | "version_exhausted" | "request_timeout" | "precondition_failed" | "cursor_expired" | "payload_too_large" | "unsupported_media_type" | "validation_failed" | "headers_too_large" | "rate_limited" | "internal" | "maintenance" | "overloaded" | "starting" | "shutting_down" | "storage_unavailable";
             requestId: string;
             errors?: components["schemas"]["FieldError"][];
             /**
@@ -462,7 +500,7 @@ export interface components {
             /** @description Opaque; strictly increasing in commit order and never reused. Also a cursor. */
             id: string;
             /** @enum {string} */
-            type: "user.created" | "user.updated" | "user.activated" | "user.suspended" | "user.deleted";
+            type: "user.created" | "user.updated" | "user.activated" | "user.suspended" | "user.deleted" | "user.tokens_revoked";
             /** Format: date-time */
             time: string;
             /** Format: uuid */
@@ -502,7 +540,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description token_missing, token_invalid, token_expired */
+        /** @description token_missing, token_invalid, token_expired, token_revoked */
         Unauthorized: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1286,6 +1324,63 @@ export interface operations {
         };
     };
     suspendUser: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The ETag you last saw, a comma list of them, or *; when none matches: 412 precondition_failed. */
+                "If-Match"?: string;
+                /** @description When it matches the current ETag, or is *: 412 precondition_failed. */
+                "If-None-Match"?: string;
+                /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The user id (a lower-case UUIDv7); any other text is 404 not_found. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["EmptyBody"];
+            };
+        };
+        responses: {
+            /** @description The user. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control-No-Store"];
+                    ETag: components["headers"]["ETag"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Used": components["headers"]["X-RateLimit-Used"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableContent"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    revokeTokens: {
         parameters: {
             query?: never;
             header?: {
