@@ -2,9 +2,10 @@ import { percentDecode } from './percent-decode.js'
 import { HttpError } from './problem.js'
 
 /**
- * Reads a query string strictly (docs/api.md, listing): every name one of `known`, none given twice, every value
- * non-empty, all of it valid percent-encoded UTF-8 (`+` is a space). Anything else is a 400 that
- * names the parameter; `of` says whose parameters they are ("this list", "the feed").
+ * Reads a query string strictly (docs/api.md, listing): every name one of `known` (none for a route
+ * that takes no parameter), none given twice, every value non-empty, all of it valid
+ * percent-encoded UTF-8 (`+` is a space). Anything else is a 400 that names the parameter; `of`
+ * says whose parameters they are ("this list", "the feed", "the import").
  */
 export function readQueryParameters<P extends string>(
   rawQuery: string,
@@ -19,8 +20,10 @@ export function readQueryParameters<P extends string>(
     const name = percentDecode(rawName, true)
     if (name === undefined) throw badParameter(rawName, 'is not valid percent-encoded UTF-8')
     const parameter = known.find((candidate) => candidate === name)
-    if (parameter === undefined)
-      throw badParameter(name, `is not a parameter of ${of} (use ${known.join(', ')})`)
+    if (parameter === undefined) {
+      const use = known.length === 0 ? ', which takes none' : ` (use ${known.join(', ')})`
+      throw badParameter(name, `is not a parameter of ${of}${use}`)
+    }
     if (params.has(parameter)) throw badParameter(parameter, 'is given more than once')
     const value = percentDecode(eq === -1 ? '' : pair.slice(eq + 1), true)
     if (value === undefined) throw badParameter(parameter, 'is not valid percent-encoded UTF-8')

@@ -55,7 +55,8 @@ describe('rate limits: bounded memory', () => {
         TRUSTED_PROXIES: '127.0.0.1',
         // A small young generation and a capped heap: V8 collects as it goes, so RSS measures what
         // is kept, not how much garbage V8 let pile up (a full run of the suite had +15 MB so).
-        NODE_OPTIONS: `${process.env['NODE_OPTIONS'] ?? ''} --max-semi-space-size=1 --max-old-space-size=48`.trim(),
+        NODE_OPTIONS:
+          `${process.env['NODE_OPTIONS'] ?? ''} --max-semi-space-size=1 --max-old-space-size=48`.trim(),
       },
     })
     t.after(() => child.stop('SIGKILL'))

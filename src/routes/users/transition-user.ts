@@ -1,24 +1,14 @@
 import type { LifecycleAction } from '../../domain/lifecycle.js'
-import { type Route, ref } from '../route.js'
-import { API_ROUTE, JSON_ONLY } from '../route-defaults.js'
-import { USER_ANSWER, userId, userReply } from './user-replies.js'
+import type { Route } from '../route.js'
+import { ITEM_METHOD, userId, userReply } from './user-replies.js'
 
 /** `POST /users/{id}:activate` and `:suspend`: one lifecycle action each. */
 function transitionRoute(operationId: string, action: LifecycleAction, summary: string): Route {
   return {
-    ...API_ROUTE,
+    ...ITEM_METHOD,
     operationId,
-    method: 'POST',
     path: `/users/{id}:${action}`,
-    scope: 'users:admin',
-    body: 'optional',
-    mediaTypes: JSON_ONLY,
-    conditional: true,
     summary,
-    request: { schema: ref('EmptyBody') },
-    responses: { 200: USER_ANSWER },
-    // A transition the user's status does not allow, or a user at the highest version.
-    errors: [409],
     async handle(context) {
       const { operations } = context.services
       return userReply(
