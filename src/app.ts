@@ -4,32 +4,22 @@ import { performance } from 'node:perf_hooks'
 import { type Authenticator, admitSubject, requireScope } from './auth/authenticate.js'
 import { readBearerToken } from './auth/bearer.js'
 import type { TokenClaims } from './auth/verify-token.js'
-import {
-  ClientClosedError,
-  isBodyPending,
-  parseJsonBody,
-  readBody,
-  validateContentType,
-} from './http/body.js'
+import { ClientClosedError, parseJsonBody, readBody, validateContentType } from './http/body.js'
 import { answerConditionalRead, readPreconditions } from './http/conditional-request.js'
 import { allowedMethods, type CorsOrigins, createCors } from './http/cors.js'
-import {
-  isBehindLastRequest,
-  isClosing,
-  isLastRequest,
-  lingerAfterResponse,
-  serveNoneAfter,
-} from './http/lingering-close.js'
+import { isBehindLastRequest, isClosing, serveNoneAfter } from './http/lingering-close.js'
 import { decodePathParams } from './http/percent-decode.js'
 import { HttpError, toHttpError } from './http/problem.js'
 import type { RateLimiter } from './http/rate-limiter.js'
 import { onSettled } from './http/request-accounting.js'
-import { type CachePolicy, type Reply, sendReply, toProblemReply } from './http/respond.js'
+import { toProblemReply } from './http/respond.js'
 import { createRouter } from './http/router.js'
 import { describeError, type Logger } from './log/logger.js'
 import type { RequestMetrics } from './metrics/service-metrics.js'
 import type { Availability } from './ops/availability.js'
 import { StorageFaultLog } from './ops/storage-faults.js'
+import { answer, cachePolicy, isWrite, mustClose } from './request-answer.js'
+import { countRequest } from './request-limits.js'
 import { type RequestState, startRequest } from './request-state.js'
 import { type Answer, intentOf, type Route, type RouteContext, STREAMED } from './routes/route.js'
 import type { RouteServices } from './routes/route-services.js'
@@ -91,7 +81,7 @@ export function createRequestListener(parts: AppParts): RequestListener {
       state.counted = true
       const refusal = availability.refusal(intentOf(route))
       if (refusal !== undefined) throw refusal
-      if (rateLimiter !== undefined) verdict = countRequest(req, state, rateLimiter)
+      if (rateLimiter !== undefined) verdict = countRequest(req, state, rateLimiter, authenticator)
     }
     if (route.scope === undefined) return handle(req, res, state, route, rawParams, undefined)
     const claims =
@@ -107,37 +97,6 @@ export function createRequestListener(parts: AppParts): RequestListener {
       admitSubject(claims, scope, refusal)
       return handle(req, res, state, route, rawParams, claims)
     })
-  }
-
-  /**
-   * With rate limits on, the token is verified first: a valid one counts against its subject, any
-   * other request against its address, and a spent quota is refused (429) before the token's own
-   * refusal (401). Returns the token's verdict, for the token's step to give.
-   */
-  const countRequest = (
-    req: IncomingMessage,
-    state: RequestState,
-    limiter: RateLimiter,
-  ): (() => TokenClaims) => {
-    const token = readBearerToken(req.headers.authorization)
-    let claims: TokenClaims | undefined
-    let refused: unknown
-    if (token !== undefined) {
-      try {
-        claims = authenticator.authenticate(token)
-      } catch (caught) {
-        refused = caught
-      }
-    }
-    const counted = limiter.count(req, claims?.sub)
-    if (counted !== undefined) {
-      state.cors = state.cors === undefined ? counted.headers : [...state.cors, ...counted.headers]
-      if (counted.refusal !== undefined) throw counted.refusal
-    }
-    return () => {
-      if (refused !== undefined) throw refused
-      return claims ?? authenticator.authenticate(token)
-    }
   }
 
   /** The body's checks and reading, then the handler. */
@@ -299,46 +258,4 @@ export function createRequestListener(parts: AppParts): RequestListener {
       },
     )
   }
-}
-
-/**
- * Sends a reply. An answer given before the whole request body has arrived closes the connection,
- * in stages, so that the client reads the answer instead of a reset (RFC 9112 §9.6); so does the
- * answer to the last request a connection serves (an import refused).
- */
-function answer(
-  req: IncomingMessage,
-  res: ServerResponse,
-  state: RequestState,
-  reply: Reply,
-  cache: CachePolicy,
-  close = false,
-): void {
-  if (isClosing(req.socket)) {
-    res.destroy()
-    return
-  }
-  const closing = close || isBodyPending(req) || isLastRequest(req)
-  if (closing) lingerAfterResponse(req.socket)
-  sendReply(res, reply, state.requestId, cache, closing, state.cors)
-}
-
-/**
- * A write answered 2xx changed the store. A handler that writes its answer itself (an import)
- * reports each user it stored instead.
- */
-function isWrite(state: RequestState): boolean {
-  const route = state.route
-  return route !== undefined && !route.root && intentOf(route) === 'write' && !state.streamed
-}
-
-function mustClose(error: HttpError, availability: Availability): boolean {
-  return error.code === 'payload_too_large' || availability.phase === 'stopping'
-}
-
-/** Successful reads of users may be kept privately and revalidated; nothing else may be stored. */
-function cachePolicy(route: Route | undefined, reply: Reply): CachePolicy {
-  return route?.cacheable === true && (reply.status === 200 || reply.status === 304)
-    ? 'private'
-    : 'no-store'
 }

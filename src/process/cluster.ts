@@ -1,7 +1,7 @@
 import cluster, { type Worker } from 'node:cluster'
 
 import type { JsonLogger, Logger } from '../log/logger.js'
-import { pickSettings } from '../settings.js'
+import { pickSettings } from '../settings-by-owner.js'
 import { openStore } from '../store/open-store.js'
 import { serveClusterSlots } from './cluster-slots.js'
 import type { Config } from './config.js'

@@ -1,6 +1,7 @@
 import path from 'node:path'
 
-import { ConfigError, SETTINGS, type Settings } from '../settings.js'
+import { ConfigError, SETTINGS } from '../settings.js'
+import type { Settings } from '../settings-by-owner.js'
 
 export { ConfigError } from '../settings.js'
 

@@ -10,7 +10,7 @@ import {
   pickSettings,
   type ServiceSettings,
   type StoreSettings,
-} from '../settings.js'
+} from '../settings-by-owner.js'
 import { openStore } from '../store/open-store.js'
 import type { Store } from '../store/store.js'
 

@@ -1,5 +1,5 @@
 import type { Logger } from '../log/logger.js'
-import type { OptionalSettings, StoreSettings } from '../settings.js'
+import type { OptionalSettings, StoreSettings } from '../settings-by-owner.js'
 import { FileStore } from './file/file-store.js'
 import { MemoryStore } from './memory-store.js'
 import { PostgresStore } from './postgres/postgres-store.js'

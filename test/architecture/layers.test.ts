@@ -15,7 +15,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['index.ts', 'testing.ts', 'bin.ts', 'main.ts'],
   ['process/'],
   ['service.ts'],
-  ['app.ts', 'request-state.ts'],
+  ['app.ts', 'request-answer.ts', 'request-limits.ts', 'request-state.ts'],
   ['openapi/'],
   ['routes/'],
   // The import pipeline and the streaming of answers to slow clients, under the bulk routes.
@@ -25,7 +25,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['ops/'],
   ['users/'],
   ['store/'],
-  ['settings.ts', 'setting-parsers.ts'],
+  ['settings-by-owner.ts', 'settings.ts', 'setting-parsers.ts'],
   ['auth/'],
   ['metrics/'],
   ['http/'],

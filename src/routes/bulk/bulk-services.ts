@@ -1,7 +1,7 @@
 import { createLineImporter, type LineImporter } from '../../bulk/import-line.js'
 import type { IdGenerator } from '../../domain/uuid7.js'
 import type { SharedSlots, Slot } from '../../ops/shared-slots.js'
-import type { BulkSettings } from '../../settings.js'
+import type { BulkSettings } from '../../settings-by-owner.js'
 import type { Store } from '../../store/store.js'
 
 /** The bulk settings (IMPORT_MAX_BYTES and the rest: src/settings.ts) and what the service gives. */
