@@ -1,9 +1,14 @@
+import type { KeyToKeep } from './kept-key.js'
+
 /**
- * Who made a change and through which request (the event's actor and requestId), passed with every write down to the store,
- * which puts it in the change's event. Both are optional for writes outside HTTP.
+ * Who made a change and through which request (the event's actor and requestId), passed with
+ * every write down to the store, which puts it in the change's event. Both are optional for
+ * writes outside HTTP.
  */
 export interface ChangeContext {
   /** The token's `sub`. */
   readonly actor?: string | undefined
   readonly requestId?: string | undefined
+  /** The request's `Idempotency-Key`, kept with the change when it makes one. */
+  readonly idempotency?: KeyToKeep | undefined
 }

@@ -1,4 +1,5 @@
 import type { ChangeEvent, EventDraft } from '../domain/event.js'
+import type { KeptKey } from '../domain/kept-key.js'
 import type { EventDurability, LogEvent } from './durability.js'
 import type { EventJournal } from './feed/journal.js'
 import { storageUnavailable } from './storage-unavailable.js'
@@ -51,12 +52,14 @@ export class ChangeCommit {
    * back (the store keeps it past its checkpoint). When the log's own sync fails, nobody knows
    * whether the record reached the disk: that 503 says its outcome is unknown. The event (from
    * `draft`) gets its id when it is logged; the feed shows it once its change is in memory, and
-   * an event whose change was not committed is voided.
+   * an event whose change was not committed is voided. `kept`, the request's `Idempotency-Key`,
+   * goes to the log with the event: it is kept exactly when the change is.
    */
   async run(
     step: (log: LogEvent) => Promise<void>,
     apply: () => void,
     draft?: EventDraft,
+    kept?: KeptKey,
   ): Promise<void> {
     const logging: { state: Logging; failure?: unknown } = { state: 'not-started' }
     let logged: Promise<void> | undefined
@@ -68,7 +71,7 @@ export class ChangeCommit {
       // The id is taken as the event goes to the log, so that the log is in id order whichever
       // change's preparation ended first.
       event = this.#events.assign(draft)
-      logged = this.#durability.logEvent(event).then(
+      logged = this.#durability.logEvent(event, kept).then(
         () => {
           logging.state = 'durable'
         },

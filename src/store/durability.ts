@@ -1,7 +1,9 @@
 import type { ChangeEvent } from '../domain/event.js'
+import type { KeptKey } from '../domain/kept-key.js'
 import type { Tombstone } from '../domain/tombstone.js'
 import type { UserRecord } from '../domain/user.js'
 import type { EventJournal } from './feed/journal.js'
+import type { KeptKeys } from './kept-keys.js'
 import type { StoreCapabilities, StoreHealth } from './store.js'
 import type { UserIndex } from './user-index.js'
 
@@ -13,8 +15,12 @@ export type LogEvent = () => Promise<void>
 
 /** How a store makes a change's event durable, or voids one whose change was not made. */
 export interface EventDurability {
-  /** Makes the event durable before its change is written; a failure is a WriteError. */
-  logEvent(event: ChangeEvent): Promise<void>
+  /**
+   * Makes the event durable before its change is written, with the `Idempotency-Key` of the
+   * request that made the change when it has one (in the same record: both or neither); a failure
+   * is a WriteError. Once it resolves, the key is found by `keys`.
+   */
+  logEvent(event: ChangeEvent, kept?: KeptKey): Promise<void>
   /** Durably marks an event whose change was not written as void. */
   voidEvent(event: ChangeEvent): Promise<void>
   /** The change is committed (its event durable) but its step failed after: told, not undone. */
@@ -47,6 +53,8 @@ export interface IndexedState {
  */
 export interface Durability extends EventDurability {
   readonly capabilities: StoreCapabilities
+  /** The kept `Idempotency-Key`s: those logged with changes, and those kept alone. */
+  readonly keys: KeptKeys
   /** Called once, as the store is built, with what the store holds in memory. */
   attach(state: IndexedState): void
   /** Claims what it owns exclusively (a data directory's lock), synchronously; idempotent. */

@@ -5,6 +5,7 @@ import { isCanonicalUuid } from '../domain/uuid7.js'
 import { ChangeCommit } from './change-commit.js'
 import type { Durability } from './durability.js'
 import { EventJournal } from './feed/journal.js'
+import type { KeptKeys } from './kept-keys.js'
 import { PerKeyQueue } from './per-key-queue.js'
 import type {
   ChangeUser,
@@ -45,11 +46,13 @@ export class IndexedStore implements Store {
   /** The change feed (docs/events.md): in memory; the durability may also keep each event. */
   readonly events = new EventJournal()
   readonly #writes: ChangeCommit
+  readonly keys: KeptKeys
 
   constructor(durability: Durability, options: IndexedStoreOptions = {}) {
     this.#now = options.now ?? Date.now
     this.#durability = durability
     this.capabilities = durability.capabilities
+    this.keys = durability.keys
     this.#writes = new ChangeCommit(this.events, durability)
     durability.attach({
       index: this.#index,
@@ -180,6 +183,7 @@ export class IndexedStore implements Store {
           this.#tombstones.set(id, tombstone.deletedAt)
         },
         draft,
+        context?.idempotency?.keep(undefined),
       )
     })
   }
@@ -205,6 +209,7 @@ export class IndexedStore implements Store {
           this.#index.put(record)
         },
         draft,
+        draft === undefined ? undefined : context?.idempotency?.keep(record),
       )
       return record
     } finally {

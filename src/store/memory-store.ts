@@ -1,6 +1,8 @@
+import type { KeptKey } from '../domain/kept-key.js'
 import { toRecord, type User } from '../domain/user.js'
 import type { Durability, IndexedState } from './durability.js'
 import { IndexedStore, type IndexedStoreOptions } from './indexed-store.js'
+import { MemoryKeys } from './memory-keys.js'
 import type { StoreCapabilities } from './store.js'
 import { checkStorableUser } from './store-input.js'
 
@@ -13,12 +15,16 @@ const CAPABILITIES: StoreCapabilities = Object.freeze({
 
 /**
  * No durability at all: every change is committed as soon as it is asked for, and the events
- * stay in the journal in memory. It only puts the starting users in the index.
+ * stay in the journal in memory, and so do the kept keys. It only puts the starting users in the
+ * index.
  */
-function memoryOnly(users: readonly User[]): Durability {
+function memoryOnly(users: readonly User[], now: () => number): Durability {
   const done = (): Promise<void> => Promise.resolve()
+  const keys = new MemoryKeys(now)
+  let sweeping: NodeJS.Timeout | undefined
   return {
     capabilities: CAPABILITIES,
+    keys,
     attach(state: IndexedState) {
       for (const user of users) {
         checkStorableUser(user, undefined)
@@ -35,11 +41,24 @@ function memoryOnly(users: readonly User[]): Durability {
     lock() {
       // Nothing to claim.
     },
-    open: done,
-    close: done,
+    open() {
+      // Expired keys leave memory within a minute.
+      sweeping ??= setInterval(() => {
+        keys.sweep()
+      }, 30_000).unref()
+      return done()
+    },
+    close() {
+      clearInterval(sweeping)
+      sweeping = undefined
+      return done()
+    },
     persist: done,
     bury: done,
-    logEvent: done,
+    logEvent(_event, kept?: KeptKey) {
+      if (kept !== undefined) keys.put(kept)
+      return done()
+    },
     voidEvent: done,
     unwritten() {
       // Nothing on disk to tell about.
@@ -51,6 +70,6 @@ function memoryOnly(users: readonly User[]): Durability {
 export class MemoryStore extends IndexedStore {
   /** Optionally starts with some users; ids and emails (case-insensitive) must be unique. */
   constructor(users: readonly User[] = [], options: IndexedStoreOptions = {}) {
-    super(memoryOnly(users), options)
+    super(memoryOnly(users, options.now ?? Date.now), options)
   }
 }

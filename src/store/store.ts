@@ -1,6 +1,7 @@
 import type { ChangeContext } from '../domain/event.js'
 import type { User, UserRecord, UserStatus } from '../domain/user.js'
 import type { EventFeed } from './event-feed.js'
+import type { KeptKeys } from './kept-keys.js'
 
 /** Which users a page holds; every filter is optional and they combine with AND. */
 export interface ListFilter {
@@ -146,6 +147,12 @@ export interface Store {
    * with it, and a change that changes nothing appends none.
    */
   readonly events: EventFeed
+  /**
+   * The kept `Idempotency-Key`s (docs/api.md, safe retries). A change whose context carries a key
+   * (ChangeContext's `idempotency`) keeps it in the same atomic, durable step as the change and
+   * its event: a change that is stored has its key, and a key is never stored without its change.
+   */
+  readonly keys: KeptKeys
   /** How the store is doing; readiness is 503 unless `ok`. */
   health(): StoreHealth
   /** How many users it holds when it knows without a query (for /metrics), else undefined. */

@@ -2,11 +2,13 @@ import path from 'node:path'
 
 import { internalFault } from '../../domain/errors.js'
 import { type ChangeEvent, eventIdNumber } from '../../domain/event.js'
+import type { KeptKey } from '../../domain/kept-key.js'
 import type { Tombstone } from '../../domain/tombstone.js'
 import type { UserRecord } from '../../domain/user.js'
 import { type Logger, silentLogger } from '../../log/logger.js'
 import { SETTINGS } from '../../settings.js'
 import type { Durability, IndexedState, LogEvent } from '../durability.js'
+import { MemoryKeys } from '../memory-keys.js'
 import type { StoreCapabilities } from '../store.js'
 import { type DurableWriteObserver, UNOBSERVED } from '../write-timing.js'
 import { DurableDirectory, makeDurableDirectory } from './atomic-write.js'
@@ -56,6 +58,8 @@ export class FileDurability implements Durability {
   readonly tombstonesDir: string
   readonly eventsDir: string
   readonly capabilities: StoreCapabilities
+  // Interim: kept in memory until the log and the key files keep them (work in progress).
+  readonly keys = new MemoryKeys()
   readonly #eventLog: EventLog
   readonly #retentionMs: number
   readonly #clock: () => number
@@ -204,9 +208,10 @@ export class FileDurability implements Durability {
     }
   }
 
-  logEvent(event: ChangeEvent): Promise<void> {
+  async logEvent(event: ChangeEvent, kept?: KeptKey): Promise<void> {
     this.#checkpoint?.begin(event.userId, eventIdNumber(event.id))
-    return this.#eventLog.append(event)
+    await this.#eventLog.append(event)
+    if (kept !== undefined) this.keys.put(kept)
   }
 
   voidEvent(event: ChangeEvent): Promise<void> {

@@ -5,6 +5,7 @@ import { toRecord, type User, type UserRecord } from '../../domain/user.js'
 import { isCanonicalUuid } from '../../domain/uuid7.js'
 import { type Logger, silentLogger } from '../../log/logger.js'
 import { SETTINGS } from '../../settings.js'
+import { MemoryKeys } from '../memory-keys.js'
 import { PerKeyQueue } from '../per-key-queue.js'
 import type {
   ChangeUser,
@@ -59,6 +60,8 @@ export class PostgresStore implements Store {
   #prune: NodeJS.Timeout | undefined
   /** The change feed (docs/events.md), read from the database. */
   readonly events: PostgresEventFeed
+  // Interim: kept in memory until the database keeps them (work in progress).
+  readonly keys = new MemoryKeys()
 
   constructor(options: PostgresStoreOptions) {
     this.#options = options
