@@ -14,6 +14,7 @@ import { createServiceMetrics } from './metrics/service-metrics.js'
 import { createOpenApiDocument } from './openapi/document.js'
 import { Availability } from './ops/availability.js'
 import { createLocalSlots, type SharedSlots } from './ops/shared-slots.js'
+import { RequestKeys } from './request-idempotency.js'
 import { createBulkServices } from './routes/bulk/bulk-services.js'
 import { getMetrics, ROUTES } from './routes/route-list.js'
 import { pickSettings, type ServiceSettings } from './settings-by-owner.js'
@@ -161,6 +162,12 @@ export function createService(options: ServiceOptions): UserService {
       maxClients: options.rateLimitMaxClients,
       trustedProxies: options.trustedProxies,
       now,
+    }),
+    requestKeys: new RequestKeys({
+      keys: store.keys,
+      ttlSeconds: options.idempotencyTtlS,
+      now,
+      logger,
     }),
   })
   const server = createServer(

@@ -273,6 +273,13 @@ export const SETTINGS = {
     parse: parseRateLimit,
     doc: 'requests per window for each client address without a valid token: `Q/W` or `off`',
   }),
+  idempotencyTtlS: setting({
+    owner: 'service',
+    env: ['IDEMPOTENCY_TTL_S'],
+    default: 86_400,
+    parse: integer(1, 604_800),
+    doc: 'seconds an `Idempotency-Key` and its answer are kept after the answer',
+  }),
   rateLimitMaxClients: setting({
     owner: 'service',
     env: ['RATE_LIMIT_MAX_CLIENTS'],

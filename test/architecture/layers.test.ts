@@ -15,7 +15,13 @@ const LAYERS: readonly (readonly string[])[] = [
   ['index.ts', 'testing.ts', 'bin.ts', 'main.ts'],
   ['process/'],
   ['service.ts'],
-  ['app.ts', 'request-answer.ts', 'request-limits.ts', 'request-state.ts'],
+  [
+    'app.ts',
+    'request-answer.ts',
+    'request-idempotency.ts',
+    'request-limits.ts',
+    'request-state.ts',
+  ],
   ['openapi/'],
   ['routes/'],
   // The import pipeline and the streaming of answers to slow clients, under the bulk routes.
@@ -66,11 +72,13 @@ const FOLDER_LAYERS: Readonly<Record<string, readonly (readonly string[])[]>> = 
       'store/durability.ts',
       'store/user-index.ts',
       'store/per-key-queue.ts',
+      'store/memory-keys.ts',
     ],
     // The contract: what every store is, takes and throws (a failed durable write, the observer
     // of their timings included).
     [
       'store/store.ts',
+      'store/kept-keys.ts',
       'store/store-errors.ts',
       'store/store-input.ts',
       'store/storage-unavailable.ts',
@@ -98,6 +106,7 @@ const APART: readonly (readonly string[])[] = [
  */
 const STORE_CONTRACT: readonly string[] = [
   'store/store.ts',
+  'store/kept-keys.ts',
   'store/event-feed.ts',
   'store/store-errors.ts',
   'store/store-input.ts',
