@@ -155,7 +155,7 @@ export function createRequestListener(parts: AppParts): RequestListener {
       return undefined
     }
     refuseAnnouncedTooLarge(req)
-    const held = requestKeys.hold(req.headers['idempotency-key'], claims.sub)
+    const held = requestKeys.hold(req.headersDistinct['idempotency-key'], claims.sub)
     if (held !== undefined) state.held = held
     return held
   }

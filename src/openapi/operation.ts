@@ -6,6 +6,9 @@ import { errorResponseName, headerRef, rateLimitHeaderRefs } from './components.
 export function toOperation(route: Route): Json {
   const parameters: Json[] = [...pathParameters(route.path), ...(route.parameters ?? [])]
   if (route.conditional) parameters.push(...conditionalHeaders(route))
+  if (route.idempotencyKey === true) {
+    parameters.push({ $ref: '#/components/parameters/IdempotencyKey' })
+  }
   parameters.push({ $ref: '#/components/parameters/RequestId' })
   return {
     operationId: route.operationId,
@@ -94,6 +97,9 @@ function successResponses(route: Route): Record<string, Json> {
         ...cache,
         ...extra,
         ...(route.root ? {} : rateLimitHeaderRefs()),
+        ...(route.idempotencyKey === true
+          ? { 'Idempotent-Replayed': headerRef('Idempotent-Replayed') }
+          : {}),
       },
       ...(content === undefined ? {} : { content }),
     }
@@ -112,6 +118,8 @@ export function errorStatuses(route: Route): number[] {
   // RFC 9110 §13.1.1: a failed If-Match is a 412 on GET and HEAD too.
   if (route.conditional) statuses.add(412)
   for (const status of route.errors ?? []) statuses.add(status)
+  // A key in flight (409) or sent with another request (422).
+  if (route.idempotencyKey === true) for (const status of [409, 422]) statuses.add(status)
   return [...statuses].sort((a, b) => a - b)
 }
 

@@ -209,7 +209,17 @@ for (const store of STORES) {
     it('a malformed key is 400 invalid_idempotency_key and changes nothing', async (t) => {
       const s = await start(t)
       const user = await s.createUser()
-      const bad = ['abc', '""', `"${'k'.repeat(256)}"`, '"a", "b"', '1', '?1', ':YWJj:', '"a" x', ' ']
+      const bad = [
+        'abc',
+        '""',
+        `"${'k'.repeat(256)}"`,
+        '"a", "b"',
+        '1',
+        '?1',
+        ':YWJj:',
+        '"a" x',
+        ' ',
+      ]
       await assertUnchangedBy(s, async () => {
         for (const key of bad) {
           const res = await s.call('POST', '/users', {
@@ -229,7 +239,10 @@ for (const store of STORES) {
     it('a refused request keeps nothing: the corrected request runs with the same key', async (t) => {
       const s = await start(t)
       const bad = await assertUnchangedBy(s, () =>
-        s.call('POST', '/users', { json: { email: 'not-an-email', name: 'X' }, headers: keyed(KEY) }),
+        s.call('POST', '/users', {
+          json: { email: 'not-an-email', name: 'X' },
+          headers: keyed(KEY),
+        }),
       )
       assertProblem(bad, 422, 'validation_failed')
       const good = await s.call('POST', '/users', {
@@ -252,12 +265,12 @@ for (const store of STORES) {
       assert.equal(replay.json<User>().name, user.name)
     })
 
-    it('DELETE, :suspend, :activate and :revokeTokens replay their answers', async (t) => {
+    it('DELETE, :activate, :suspend and :revokeTokens replay their answers', async (t) => {
       const s = await start(t)
       const user = await s.createUser()
       const calls: [string, string, number][] = [
-        ['POST', `/users/${user.id}:suspend`, 200],
         ['POST', `/users/${user.id}:activate`, 200],
+        ['POST', `/users/${user.id}:suspend`, 200],
         ['POST', `/users/${user.id}:revokeTokens`, 200],
         ['DELETE', `/users/${user.id}`, 204],
       ]
@@ -269,7 +282,7 @@ for (const store of STORES) {
       }
       assert.deepEqual(
         (await eventsOf(s, user.id)).map((event) => event.type),
-        ['user.created', 'user.suspended', 'user.activated', 'user.tokens_revoked', 'user.deleted'],
+        ['user.created', 'user.activated', 'user.suspended', 'user.tokens_revoked', 'user.deleted'],
       )
     })
 
@@ -382,7 +395,10 @@ for (const store of STORES) {
 
 describe('Idempotency-Key and CORS', () => {
   it('a preflight allows the header and answers expose Idempotent-Replayed', async (t) => {
-    const s = await startService(t, { store: new MemoryStore(), corsOrigins: ['https://app.example'] })
+    const s = await startService(t, {
+      store: new MemoryStore(),
+      corsOrigins: ['https://app.example'],
+    })
     const pre = await s.call('OPTIONS', '/users', {
       token: undefined,
       headers: {

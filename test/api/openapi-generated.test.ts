@@ -23,13 +23,16 @@ import { makeToken } from '../helpers/tokens.js'
  * valid). The service may refuse such a request for what no schema can say (an unknown id: 404, a
  * taken email: 409, a failed precondition: 412) but never with 400 or 422: that would be a rule
  * the document could state and does not. Only `cursor` is not generated: it is the service's own
- * signed text, taken from a page as a stateful generator would. The corpus leaves out the
+ * signed text, taken from a page as a stateful generator would. An `Idempotency-Key` belongs to
+ * the token's subject: each request gets a subject of its own, so that a key one request kept is
+ * not another request's reused key (a 422 that no schema can state). The corpus leaves out the
  * invisible characters above U+FFFF, the one difference docs/api.md owns to (no pattern that
  * every engine runs can name them; test/openapi.test.ts pins it).
  */
 
 const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'patch']
-const TOKEN = makeToken({ scope: 'users:read users:write users:admin events:read' })
+const SCOPES = 'users:read users:write users:admin events:read'
+const TOKEN = makeToken({ scope: SCOPES })
 
 interface Operation {
   readonly method: string
@@ -83,7 +86,10 @@ async function generate(svc: TestService, doc: Json, cursor: string): Promise<Se
     // fetch itself: an NDJSON answer is not one JSON text, and only the status and text matter.
     const answer = await fetch(url, {
       method: operation.method,
-      headers: { ...headers, authorization: `Bearer ${TOKEN}` },
+      headers: {
+        ...headers,
+        authorization: `Bearer ${makeToken({ scope: SCOPES, sub: `generated-${sent.length}` })}`,
+      },
       ...(options.body === undefined ? {} : { body: options.body }),
     })
     const res = { status: answer.status, text: await answer.text() }
