@@ -79,6 +79,7 @@ const FOLDER_LAYERS: Readonly<Record<string, readonly (readonly string[])[]>> = 
     [
       'store/store.ts',
       'store/kept-keys.ts',
+      'store/webhook-store.ts',
       'store/store-errors.ts',
       'store/store-input.ts',
       'store/storage-unavailable.ts',
@@ -107,6 +108,7 @@ const APART: readonly (readonly string[])[] = [
 const STORE_CONTRACT: readonly string[] = [
   'store/store.ts',
   'store/kept-keys.ts',
+  'store/webhook-store.ts',
   'store/event-feed.ts',
   'store/store-errors.ts',
   'store/store-input.ts',
