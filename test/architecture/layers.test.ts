@@ -29,6 +29,8 @@ const LAYERS: readonly (readonly string[])[] = [
   // The change feed's live streams (Server-Sent Events), under the route of GET /events.
   ['event-streams/'],
   ['ops/'],
+  // Webhooks: the endpoints' rules and operations, and delivery.
+  ['webhooks/'],
   ['users/'],
   ['store/'],
   ['settings-by-owner.ts', 'settings.ts', 'setting-parsers.ts'],
@@ -116,7 +118,14 @@ const STORE_CONTRACT: readonly string[] = [
 ]
 
 /** The folders that use a store and may import only its contract. */
-const STORE_USERS: readonly string[] = ['users/', 'routes/', 'bulk/', 'event-streams/', 'ops/']
+const STORE_USERS: readonly string[] = [
+  'users/',
+  'webhooks/',
+  'routes/',
+  'bulk/',
+  'event-streams/',
+  'ops/',
+]
 
 /**
  * Arrows the order above lets through but the layout forbids: the user operations and the stores
@@ -124,6 +133,7 @@ const STORE_USERS: readonly string[] = ['users/', 'routes/', 'bulk/', 'event-str
  */
 const FORBIDDEN: readonly (readonly [from: string, to: string])[] = [
   ['users/', 'http/'],
+  ['webhooks/', 'http/'],
   ['store/', 'http/'],
 ]
 
