@@ -6,6 +6,8 @@ import { createErrorResponses, createHeaders } from './components.js'
 import { createEventSchemas } from './event-schemas.js'
 import { toOperation } from './operation.js'
 import { createSchemas } from './user-schemas.js'
+import { createWebhookSchemas } from './webhook-schemas.js'
+import { createWebhookPayloads } from './webhook-payloads.js'
 
 export interface OpenApiOptions {
   basePath: string
@@ -19,6 +21,8 @@ const SCOPES = {
   'users:write': 'Create, replace, change and delete users.',
   'users:admin': 'Activate and suspend users; export and import them all.',
   'events:read': 'Read the change feed; it stands alone: no users scope implies it.',
+  'webhooks:admin':
+    'Register, change and delete webhook endpoints, rotate their secrets, move their cursors, read their delivery logs; it stands alone: no other scope implies it, and it implies none.',
 } as const
 
 /**
@@ -53,8 +57,14 @@ export function createOpenApiDocument(options: OpenApiOptions): Json {
       { name: 'users', description: 'The user resource and its lifecycle.' },
       { name: 'service', description: 'Probes and this document; no token needed.' },
       { name: 'events', description: 'The change feed and audit trail, as pages or live.' },
+      {
+        name: 'webhooks',
+        description:
+          'Webhook endpoints: the change feed pushed to URLs, signed as Standard Webhooks says.',
+      },
     ],
     paths,
+    webhooks: createWebhookPayloads(),
     components: {
       securitySchemes: {
         bearer: {
@@ -68,7 +78,7 @@ export function createOpenApiDocument(options: OpenApiOptions): Json {
           'x-scopes': SCOPES,
         },
       },
-      schemas: { ...createSchemas(), ...createEventSchemas() },
+      schemas: { ...createSchemas(), ...createEventSchemas(), ...createWebhookSchemas() },
       parameters: {
         RequestId: {
           name: 'X-Request-Id',

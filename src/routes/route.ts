@@ -84,7 +84,7 @@ export interface Route extends RouteSpec {
   /** What it asks of availability; default `read` for GET and `write` for the other methods. */
   readonly intent?: Intent
   readonly summary: string
-  readonly tag: 'users' | 'events' | 'service'
+  readonly tag: 'users' | 'events' | 'webhooks' | 'service'
   /** Query and header parameters beyond the path's, the conditional headers and X-Request-Id. */
   readonly parameters?: readonly Json[]
   /** The request body's schema (for each of mediaTypes) and, if any, a description. */
