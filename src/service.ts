@@ -22,6 +22,11 @@ import type { OpenedStore } from './store/open-store.js'
 import type { Store } from './store/store.js'
 import { createCursorCodec } from './users/cursor.js'
 import { createUserOperations } from './users/user-operations.js'
+import { ALLOW_NONE, refusedUrlHost } from './webhooks/address-policy.js'
+import { NO_DELIVERY } from './webhooks/delivery-control.js'
+import { createDeliveryCursorCodec } from './webhooks/delivery-cursor.js'
+import { newSecret } from './webhooks/signature.js'
+import { createWebhookOperations } from './webhooks/webhook-operations.js'
 
 export const SERVICE_VERSION = '0.1.0'
 
@@ -93,6 +98,18 @@ export function createService(options: ServiceOptions): UserService {
   const operations = createUserOperations({ store, now, newId, writeGate: availability.writeGate })
   const firstKey = keys.keys[0]
   if (firstKey === undefined) throw new Error('createUserService: at least one key is needed')
+  const allow = ALLOW_NONE
+  const webhooks = createWebhookOperations({
+    webhooks: store.webhooks,
+    feed: store.events,
+    now,
+    newId,
+    newSecret,
+    refusedHost: (url) => refusedUrlHost(url, allow),
+    max: 20,
+    delivery: NO_DELIVERY,
+    writeGate: availability.writeGate,
+  })
   const authenticator = createAuthenticator({
     keys,
     issuer: options.issuer,
@@ -136,6 +153,8 @@ export function createService(options: ServiceOptions): UserService {
       basePath,
       operations,
       cursors: createCursorCodec(firstKey.secret),
+      webhooks,
+      deliveryCursors: createDeliveryCursorCodec(firstKey.secret),
       scanBudget: options.listScanBudget,
       getMany: store.getMany.bind(store),
       availability,

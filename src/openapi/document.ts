@@ -6,8 +6,8 @@ import { createErrorResponses, createHeaders } from './components.js'
 import { createEventSchemas } from './event-schemas.js'
 import { toOperation } from './operation.js'
 import { createSchemas } from './user-schemas.js'
-import { createWebhookSchemas } from './webhook-schemas.js'
 import { createWebhookPayloads } from './webhook-payloads.js'
+import { createWebhookSchemas } from './webhook-schemas.js'
 
 export interface OpenApiOptions {
   basePath: string

@@ -34,7 +34,7 @@ function delivery(type: EventType): Json {
       header(
         'webhook-signature',
         { type: 'string', pattern: '^v1,[A-Za-z0-9+/]+={0,2}( v1,[A-Za-z0-9+/]+={0,2})?$' },
-        'v1, and the base64 HMAC-SHA256 of <webhook-id>.<webhook-timestamp>.<body> keyed with the decoded secret; during a rotation\'s overlap a second one by the previous secret, space separated, the current first.',
+        "v1, and the base64 HMAC-SHA256 of <webhook-id>.<webhook-timestamp>.<body> keyed with the decoded secret; during a rotation's overlap a second one by the previous secret, space separated, the current first.",
       ),
     ],
     requestBody: {

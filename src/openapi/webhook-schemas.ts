@@ -77,11 +77,14 @@ const SECRET = {
 
 /** The webhook resource's schemas (docs/webhooks.md), merged into components.schemas. */
 export function createWebhookSchemas(): Record<string, Json> {
-  const properties = Object.fromEntries(WEBHOOK_FIELD_NAMES.map((name) => [name, fieldSchema(name)]))
+  const properties = Object.fromEntries(
+    WEBHOOK_FIELD_NAMES.map((name) => [name, fieldSchema(name)]),
+  )
   const writable = Object.fromEntries(
-    WEBHOOK_FIELD_NAMES.filter((name) => WEBHOOK_FIELDS[name].access === 'writable').map(
-      (name) => [name, fieldSchema(name)],
-    ),
+    WEBHOOK_FIELD_NAMES.filter((name) => WEBHOOK_FIELDS[name].access === 'writable').map((name) => [
+      name,
+      fieldSchema(name),
+    ]),
   )
   return {
     Webhook: {

@@ -1,12 +1,15 @@
 import { ServiceError } from '../domain/errors.js'
-import { evaluatePreconditions, type Preconditions, preconditionFailed } from '../domain/preconditions.js'
+import {
+  evaluatePreconditions,
+  type Preconditions,
+  preconditionFailed,
+} from '../domain/preconditions.js'
 import { createIdGenerator, type IdGenerator, isCanonicalUuid } from '../domain/uuid7.js'
 import type { DeliveryAttempt, StoredWebhook, WebhookEndpoint } from '../domain/webhook.js'
 import type { EventFeed } from '../store/event-feed.js'
 import type { WebhookStore } from '../store/webhook-store.js'
 import type { RefusedHost } from './check-webhook-url.js'
 import type { DeliveryControl } from './delivery-control.js'
-import { webhookEtag } from './webhook-json.js'
 import {
   validateCursorBody,
   validateRotation,
@@ -14,6 +17,7 @@ import {
   validateWebhookPatch,
   type WebhookInput,
 } from './validate-webhook.js'
+import { webhookEtag } from './webhook-json.js'
 
 export interface WebhookOperationsOptions {
   readonly webhooks: WebhookStore

@@ -13,7 +13,8 @@ export const listWebhooks: Route = {
   summary: 'List every webhook endpoint',
   responses: {
     200: {
-      description: 'Every endpoint, oldest first, in one page (nextCursor is null). Never a secret.',
+      description:
+        'Every endpoint, oldest first, in one page (nextCursor is null). Never a secret.',
       content: { 'application/json': ref('WebhookPage') },
     },
   },
