@@ -22,7 +22,7 @@ import type { OpenedStore } from './store/open-store.js'
 import type { Store } from './store/store.js'
 import { createCursorCodec } from './users/cursor.js'
 import { createUserOperations } from './users/user-operations.js'
-import { ALLOW_NONE, refusedUrlHost } from './webhooks/address-policy.js'
+import { createAllowList, refusedUrlHost } from './webhooks/address-policy.js'
 import { NO_DELIVERY } from './webhooks/delivery-control.js'
 import { createDeliveryCursorCodec } from './webhooks/delivery-cursor.js'
 import { newSecret } from './webhooks/signature.js'
@@ -98,7 +98,7 @@ export function createService(options: ServiceOptions): UserService {
   const operations = createUserOperations({ store, now, newId, writeGate: availability.writeGate })
   const firstKey = keys.keys[0]
   if (firstKey === undefined) throw new Error('createUserService: at least one key is needed')
-  const allow = ALLOW_NONE
+  const allow = createAllowList(options.webhookAllowNetworks)
   const webhooks = createWebhookOperations({
     webhooks: store.webhooks,
     feed: store.events,
@@ -106,7 +106,7 @@ export function createService(options: ServiceOptions): UserService {
     newId,
     newSecret,
     refusedHost: (url) => refusedUrlHost(url, allow),
-    max: 20,
+    max: options.webhooksMax,
     delivery: NO_DELIVERY,
     writeGate: availability.writeGate,
   })
