@@ -163,7 +163,13 @@ describe('the OpenAPI document and the route table', () => {
   it('documents the scope of every /users operation, and none for the probes', () => {
     assert.equal(member(doc, 'components', 'securitySchemes', 'bearer', 'scheme'), 'bearer')
     const scopes = Object.keys(objectAt(doc, 'components', 'securitySchemes', 'bearer', 'x-scopes'))
-    assert.deepEqual(scopes.sort(), ['events:read', 'users:admin', 'users:read', 'users:write'])
+    assert.deepEqual(scopes.sort(), [
+      'events:read',
+      'users:admin',
+      'users:read',
+      'users:write',
+      'webhooks:admin',
+    ])
     for (const route of ROUTES) {
       const security = operationOf(doc, route)['security']
       if (route.scope === undefined) assert.deepEqual(security, [], route.operationId)

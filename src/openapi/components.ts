@@ -32,18 +32,18 @@ export function createHeaders(): Record<string, Json> {
     ETag: {
       required: true,
       schema: { type: 'string', pattern: '^"v[0-9]+"$' },
-      description: 'Strong entity tag of the user version.',
+      description: 'Strong entity tag of the version of the user or webhook endpoint.',
     },
     Location: {
       required: true,
       schema: string,
-      description: 'The path of the new user: <base path>/users/<id>.',
+      description: 'The path of what was made: <base path>/users/<id> or <base path>/webhooks/<id>.',
     },
     Link: {
       required: false,
       schema: string,
       description:
-        'On a page with more after it: <<base path>/users?limit=<limit>&cursor=<next>>; rel="next" (RFC 8288).',
+        'On a page with more after it, the next page: <<path>?limit=<limit>&cursor=<next>>; rel="next" (RFC 8288).',
     },
     'Retry-After': {
       required: true,

@@ -4,7 +4,7 @@ import { errorResponseName, headerRef, rateLimitHeaderRefs } from './components.
 
 /** The Operation Object of one route: everything read from the route itself. */
 export function toOperation(route: Route): Json {
-  const parameters: Json[] = [...pathParameters(route.path), ...(route.parameters ?? [])]
+  const parameters: Json[] = [...pathParameters(route), ...(route.parameters ?? [])]
   if (route.conditional) parameters.push(...conditionalHeaders(route))
   if (route.idempotencyKey === true) {
     parameters.push({ $ref: '#/components/parameters/IdempotencyKey' })
@@ -44,13 +44,14 @@ function describeOperation(route: Route): string {
   return `${route.summary}. ${scope} ${cache}`
 }
 
-function pathParameters(template: string): Json[] {
-  return [...template.matchAll(/\{([A-Za-z0-9]+)\}/g)].map((match) => ({
+function pathParameters(route: Route): Json[] {
+  const what = route.tag === 'webhooks' ? 'The webhook endpoint id' : 'The user id'
+  return [...route.path.matchAll(/\{([A-Za-z0-9]+)\}/g)].map((match) => ({
     name: match[1],
     in: 'path',
     required: true,
     schema: USER_ID,
-    description: 'The user id (a lower-case UUIDv7); any other text is 404 not_found.',
+    description: `${what} (a lower-case UUIDv7); any other text is 404 not_found.`,
   }))
 }
 
