@@ -37,7 +37,8 @@ export function createHeaders(): Record<string, Json> {
     Location: {
       required: true,
       schema: string,
-      description: 'The path of what was made: <base path>/users/<id> or <base path>/webhooks/<id>.',
+      description:
+        'The path of what was made: <base path>/users/<id> or <base path>/webhooks/<id>.',
     },
     Link: {
       required: false,
