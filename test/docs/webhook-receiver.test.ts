@@ -32,9 +32,9 @@ async function startReceiver(t: TestContext, secret: string): Promise<Receiver> 
     .replace("'standardwebhooks'", `'${import.meta.resolve('standardwebhooks')}'`)
     .replace(
       '.listen(3000)',
-      ".listen(0, '127.0.0.1', function () { console.log(`port ${this.address().port}`) })",
+      ".listen(0, '127.0.0.1', function () { console.log('port ' + this.address().port) })",
     )
-  assert.ok(code.includes('port ${this.address().port}'), 'the receiver listens on 3000')
+  assert.ok(code.includes("'port ' + this.address().port"), 'the receiver listens on 3000')
   const file = path.join(await makeTempDir(t, 'webhook-receiver-'), 'receiver.mjs')
   await writeFile(file, code)
   const child = spawn(process.execPath, [file], {
