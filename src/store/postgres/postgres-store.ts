@@ -5,7 +5,6 @@ import { toRecord, type User, type UserRecord } from '../../domain/user.js'
 import { isCanonicalUuid } from '../../domain/uuid7.js'
 import { type Logger, silentLogger } from '../../log/logger.js'
 import { SETTINGS } from '../../settings.js'
-import { MemoryKeys } from '../memory-keys.js'
 import { PerKeyQueue } from '../per-key-queue.js'
 import type {
   ChangeUser,
@@ -22,6 +21,8 @@ import { contention } from './classify-error.js'
 import { PgConnection } from './connection.js'
 import { CreateBatcher } from './create-batch.js'
 import { PostgresEventFeed } from './events.js'
+import { keepWithChange } from './kept-key-writes.js'
+import { PostgresKeys } from './kept-keys.js'
 import { one } from './rows.js'
 import { migrate } from './schema.js'
 import { type PostgresStoreOptions, SESSION_DEFAULTS } from './store-options.js'
@@ -60,8 +61,8 @@ export class PostgresStore implements Store {
   #prune: NodeJS.Timeout | undefined
   /** The change feed (docs/events.md), read from the database. */
   readonly events: PostgresEventFeed
-  // Interim: kept in memory until the database keeps them (work in progress).
-  readonly keys = new MemoryKeys()
+  /** The kept Idempotency-Keys; a change's key is written by the change's transaction. */
+  readonly keys: PostgresKeys
 
   constructor(options: PostgresStoreOptions) {
     this.#options = options
@@ -84,13 +85,10 @@ export class PostgresStore implements Store {
       () => this.#db.client(),
       this.#db.stalls,
     )
-    this.#creates = new CreateBatcher(
-      this.#db,
-      () => this.#time(),
-      () => {
-        this.events.committed()
-      },
-    )
+    this.keys = new PostgresKeys(this.#db, this.#now, options.keyTimings)
+    this.#creates = new CreateBatcher(this.#db, this.#now, () => {
+      this.events.committed()
+    })
   }
 
   /** Deletes the events past the retention; every replica may do it, the result is the same. */
@@ -127,10 +125,12 @@ export class PostgresStore implements Store {
       this.pruneEvents().catch(() => undefined)
     }, 60_000)
     this.#prune.unref()
+    this.keys.start()
   }
 
   async close(): Promise<void> {
     clearInterval(this.#prune)
+    this.keys.stop()
     this.events.stop()
     await this.#db.end()
   }
@@ -190,7 +190,11 @@ export class PostgresStore implements Store {
   ): Promise<UserRecord> {
     check?.()
     const inserted = await this.#db.transaction(
-      (client) => insertUnlessBuried(client, record),
+      async (client) => {
+        const result = await insertUnlessBuried(client, record)
+        if (result.rowCount === 1) await keepWithChange(client, context, record, this.#now())
+        return result
+      },
       (result) =>
         result.rowCount === 1
           ? one(draftEvent(undefined, record, record.user.id, this.#time(), context))
@@ -211,12 +215,16 @@ export class PostgresStore implements Store {
         checkStorableUser(next, current.user)
         checkStorableContext(context)
         const record = toRecord(next)
+        const draft = draftEvent(current.user, record, id, this.#time(), context)
         const updated = await this.#db.transaction(
-          (client) => updateAtVersion(client, record, current.user.version),
-          (result) =>
-            result.rowCount === 1
-              ? one(draftEvent(current.user, record, id, this.#time(), context))
-              : [],
+          async (client) => {
+            const result = await updateAtVersion(client, record, current.user.version)
+            // A change that makes no event keeps its key alone, after (KeptKeys.keepAlone).
+            if (result.rowCount === 1 && draft !== undefined)
+              await keepWithChange(client, context, record, this.#now())
+            return result
+          },
+          (result) => (result.rowCount === 1 ? one(draft) : []),
           this.#committed,
         )
         if (updated.rowCount === 1) return record
@@ -238,7 +246,11 @@ export class PostgresStore implements Store {
         checkStorableContext(context)
         const deletedAt = new Date(this.#now()).toISOString()
         const deleted = await this.#db.transaction(
-          (client) => buryAtVersion(client, id, current.user.version, deletedAt),
+          async (client) => {
+            const buried = await buryAtVersion(client, id, current.user.version, deletedAt)
+            if (buried) await keepWithChange(client, context, undefined, this.#now())
+            return buried
+          },
           (removed) =>
             removed
               ? one(
