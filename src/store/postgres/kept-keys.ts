@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
 
+import type { ChangeContext } from '../../domain/change-context.js'
 import type { KeptKey } from '../../domain/kept-key.js'
 import type { KeptKeys, KeyHold } from '../kept-keys.js'
 import { keyName } from '../memory-keys.js'
@@ -129,6 +130,38 @@ export class PostgresKeys implements KeptKeys {
         WHERE subject = $1 AND key = $2 AND holder = $3 AND status IS NULL`,
       values: [subject, key, this.holder],
     })
+  }
+
+  /**
+   * Runs a change with its request's key (the context's `idempotency`). When the change fails
+   * after its key was made (its transaction rolled back, or another request had kept the key),
+   * this store's hold of the key is given back before the failure is: the request keeps no answer
+   * (its caller takes the key as handed over and releases nothing), and its retry must not wait.
+   */
+  async withChange<T>(
+    context: ChangeContext | undefined,
+    change: (context: ChangeContext | undefined) => Promise<T>,
+  ): Promise<T> {
+    const pending = context?.idempotency
+    if (pending === undefined) return change(context)
+    const made: KeptKey[] = []
+    const tracked: ChangeContext = {
+      ...context,
+      idempotency: {
+        keep: (record) => {
+          const kept = pending.keep(record)
+          made.push(kept)
+          return kept
+        },
+      },
+    }
+    try {
+      return await change(tracked)
+    } catch (error) {
+      // A hold turned into a kept key is no longer a hold: release leaves it.
+      for (const kept of made) await this.release(kept.subject, kept.key).catch(() => undefined)
+      throw error
+    }
   }
 
   /** Kept in its own statement; a key another request kept first refuses it (in use). */

@@ -176,11 +176,13 @@ export class PostgresStore implements Store {
     } catch (error) {
       return Promise.reject(error)
     }
-    return this.#queues.run(user.id, async () => {
-      const record = toRecord(user)
-      const inserted = await this.#creates.insert(record, check, context)
-      return inserted ? record : this.#createAlone(record, check, context)
-    })
+    return this.#queues.run(user.id, () =>
+      this.keys.withChange(context, async (tracked) => {
+        const record = toRecord(user)
+        const inserted = await this.#creates.insert(record, check, tracked)
+        return inserted ? record : this.#createAlone(record, check, tracked)
+      }),
+    )
   }
 
   async #createAlone(
@@ -206,32 +208,34 @@ export class PostgresStore implements Store {
   }
 
   update(id: string, change: ChangeUser, context?: ChangeContext): Promise<UserRecord> {
-    return this.#queues.run(id, async () => {
-      for (let attempt = 1; ; attempt += 1) {
-        const current = await this.#require(id)
-        const next = change(current)
-        if (next === undefined) return current
-        if (next.id !== id) throw internalFault(`a change may not alter the id of user ${id}`)
-        checkStorableUser(next, current.user)
-        checkStorableContext(context)
-        const record = toRecord(next)
-        const draft = draftEvent(current.user, record, id, this.#time(), context)
-        const updated = await this.#db.transaction(
-          async (client) => {
-            const result = await updateAtVersion(client, record, current.user.version)
-            // A change that makes no event keeps its key alone, after (KeptKeys.keepAlone).
-            if (result.rowCount === 1 && draft !== undefined)
-              await keepWithChange(client, context, record, this.#now())
-            return result
-          },
-          (result) => (result.rowCount === 1 ? one(draft) : []),
-          this.#committed,
-        )
-        if (updated.rowCount === 1) return record
-        // Another replica changed or deleted the user since it was read: read it again.
-        if (attempt >= MAX_ATTEMPTS) throw contention(id)
-      }
-    })
+    return this.#queues.run(id, () =>
+      this.keys.withChange(context, async (tracked) => {
+        for (let attempt = 1; ; attempt += 1) {
+          const current = await this.#require(id)
+          const next = change(current)
+          if (next === undefined) return current
+          if (next.id !== id) throw internalFault(`a change may not alter the id of user ${id}`)
+          checkStorableUser(next, current.user)
+          checkStorableContext(tracked)
+          const record = toRecord(next)
+          const draft = draftEvent(current.user, record, id, this.#time(), tracked)
+          const updated = await this.#db.transaction(
+            async (client) => {
+              const result = await updateAtVersion(client, record, current.user.version)
+              // A change that makes no event keeps its key alone, after (KeptKeys.keepAlone).
+              if (result.rowCount === 1 && draft !== undefined)
+                await keepWithChange(client, tracked, record, this.#now())
+              return result
+            },
+            (result) => (result.rowCount === 1 ? one(draft) : []),
+            this.#committed,
+          )
+          if (updated.rowCount === 1) return record
+          // Another replica changed or deleted the user since it was read: read it again.
+          if (attempt >= MAX_ATTEMPTS) throw contention(id)
+        }
+      }),
+    )
   }
 
   delete(
@@ -239,37 +243,39 @@ export class PostgresStore implements Store {
     check?: (current: UserRecord) => void,
     context?: ChangeContext,
   ): Promise<void> {
-    return this.#queues.run(id, async () => {
-      for (let attempt = 1; ; attempt += 1) {
-        const current = await this.#require(id)
-        check?.(current)
-        checkStorableContext(context)
-        const deletedAt = new Date(this.#now()).toISOString()
-        const deleted = await this.#db.transaction(
-          async (client) => {
-            const buried = await buryAtVersion(client, id, current.user.version, deletedAt)
-            if (buried) await keepWithChange(client, context, undefined, this.#now())
-            return buried
-          },
-          (removed) =>
-            removed
-              ? one(
-                  draftEvent(
-                    current.user,
-                    undefined,
-                    id,
-                    deletedAt,
-                    context,
-                    current.user.version + 1,
-                  ),
-                )
-              : [],
-          this.#committed,
-        )
-        if (deleted) return
-        if (attempt >= MAX_ATTEMPTS) throw contention(id)
-      }
-    })
+    return this.#queues.run(id, () =>
+      this.keys.withChange(context, async (tracked) => {
+        for (let attempt = 1; ; attempt += 1) {
+          const current = await this.#require(id)
+          check?.(current)
+          checkStorableContext(tracked)
+          const deletedAt = new Date(this.#now()).toISOString()
+          const deleted = await this.#db.transaction(
+            async (client) => {
+              const buried = await buryAtVersion(client, id, current.user.version, deletedAt)
+              if (buried) await keepWithChange(client, tracked, undefined, this.#now())
+              return buried
+            },
+            (removed) =>
+              removed
+                ? one(
+                    draftEvent(
+                      current.user,
+                      undefined,
+                      id,
+                      deletedAt,
+                      tracked,
+                      current.user.version + 1,
+                    ),
+                  )
+                : [],
+            this.#committed,
+          )
+          if (deleted) return
+          if (attempt >= MAX_ATTEMPTS) throw contention(id)
+        }
+      }),
+    )
   }
 
   readonly #committed = (): void => {

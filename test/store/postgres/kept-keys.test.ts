@@ -161,12 +161,14 @@ describe('PostgreSQL kept Idempotency-Keys', { skip: SKIP_POSTGRES }, () => {
   })
 
   describe('a change that rolls back', () => {
-    it('leaves no key: its transaction fails after the key was written (the event counter held past the statement time-out)', async (t) => {
+    it('leaves no key, and gives its hold back: its transaction fails after the key was written (the event counter held past the statement time-out)', async (t) => {
       const schema = freshSchema(t)
       const store = await openOn(t, schema, { databaseStatementTimeoutMs: 300 })
       const user = await store.create(makeUser())
       const gone = await store.create(makeUser())
       const events = await eventCount(schema)
+      for (const key of ['create', 'update', 'delete'])
+        assert.equal(await store.keys.hold('admin', key), 'held')
       const holder = new pg.Client({ connectionString: requireDatabaseUrl() })
       await holder.connect()
       t.after(() => holder.end())
@@ -190,6 +192,7 @@ describe('PostgreSQL kept Idempotency-Keys', { skip: SKIP_POSTGRES }, () => {
       await holder.query('ROLLBACK')
       for (const key of ['create', 'update', 'delete'])
         assert.equal(await store.keys.find('admin', key), undefined, key)
+      // Neither the keys nor the holds are left: a retry may go on at once.
       assert.deepEqual(await rows(schema), [])
       assert.equal((await store.get(user.user.id))?.user.name, user.user.name)
       assert.equal(await store.isDeleted(gone.user.id), false)
