@@ -47,8 +47,9 @@ const CAPABILITIES: StoreCapabilities = Object.freeze({
  * database, so what one replica writes every other one sees on its next request. Writes to one
  * user are queued in this process (so that it does not race itself) and checked against the
  * database by compare-and-set on `version`, so that replicas cannot overwrite each other; email
- * uniqueness is the unique index on the email key. It owns no directory: the data directory's
- * lock is the process's.
+ * uniqueness is the unique index on the email key. A change's Idempotency-Key is a row written in
+ * the change's transaction (kept-keys.ts). It owns no directory: the data directory's lock is the
+ * process's.
  */
 export class PostgresStore implements Store {
   readonly capabilities = CAPABILITIES
