@@ -129,14 +129,17 @@ export function createRequestListener(parts: AppParts): RequestListener {
       route.handle(contextOf(req, res, state, route, params, body, claims, held))
     // A streamed body is the handler's to read, as it arrives.
     if (route.body === 'stream') return run(undefined)
-    if (route.body === 'none') {
-      if (held === undefined) return run(undefined)
-      return runKeyed(req, state, held, NO_BYTES, () => run(undefined))
+    if (held === undefined) {
+      if (route.body === 'none') return run(undefined)
+      const rule = route.body
+      return readBody(req).then((bytes) => run(parseJsonBody(bytes, rule)))
     }
-    const rule = route.body
-    return readBody(req).then((bytes) => {
-      const body = parseJsonBody(bytes, rule)
-      return held === undefined ? run(body) : runKeyed(req, state, held, bytes, () => run(body))
+    // Held against the other processes sharing the store too, before the body is read.
+    return held.holdInStore().then(async () => {
+      if (route.body === 'none') return runKeyed(req, state, held, NO_BYTES, () => run(undefined))
+      const bytes = await readBody(req)
+      const body = parseJsonBody(bytes, route.body)
+      return runKeyed(req, state, held, bytes, () => run(body))
     })
   }
 

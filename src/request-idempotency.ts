@@ -71,14 +71,21 @@ export class HeldKey implements PendingKey {
   }
 
   /**
-   * Once the body is in: holds the key against the other processes sharing the store, then
-   * answers a kept key, the replay of its answer for the same request (method, path as sent and
-   * body bytes) or a 422 for another; undefined when the key is free and the request runs.
+   * Holds the key against the other processes that share the store (the replicas of one
+   * database), before the body is read: a 409 while one of them holds it.
+   */
+  async holdInStore(): Promise<void> {
+    if ((await this.#options.keys.hold(this.subject, this.key)) === 'in_use') throw inUse()
+    this.#heldInStore = true
+  }
+
+  /**
+   * Once the body is in: a kept key answers the replay of its answer for the same request (method,
+   * path as sent and body bytes) or a 422 for another; undefined when the key is free and the
+   * request runs.
    */
   async claim(method: string, path: string, body: Buffer): Promise<Reply | undefined> {
     const { keys } = this.#options
-    if ((await keys.hold(this.subject, this.key)) === 'in_use') throw inUse()
-    this.#heldInStore = true
     this.#fingerprint = fingerprintOf(method, path, body)
     const kept = await keys.find(this.subject, this.key)
     if (kept === undefined) return undefined

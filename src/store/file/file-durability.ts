@@ -9,8 +9,8 @@ import { type Logger, silentLogger } from '../../log/logger.js'
 import { SETTINGS } from '../../settings.js'
 import type { Durability, IndexedState, LogEvent } from '../durability.js'
 import { MemoryKeys } from '../memory-keys.js'
-import { MemoryWebhooks } from '../memory-webhooks.js'
 import type { StoreCapabilities } from '../store.js'
+import type { WebhookStore } from '../webhook-store.js'
 import { type DurableWriteObserver, UNOBSERVED } from '../write-timing.js'
 import { DurableDirectory, makeDurableDirectory } from './atomic-write.js'
 import { Checkpoint } from './checkpoint.js'
@@ -22,6 +22,7 @@ import { checkpointFailed, logUnwritten } from './file-faults.js'
 import { buryUser, type FileSteps, writeUser } from './file-steps.js'
 import { replayTail } from './replay.js'
 import { loadUserFiles } from './user-files-load.js'
+import { WebhookFiles } from './webhook-files.js'
 
 export interface FileDurabilityOptions {
   dataDir: string
@@ -61,8 +62,8 @@ export class FileDurability implements Durability {
   readonly capabilities: StoreCapabilities
   // Interim: kept in memory until the log and the key files keep them (work in progress).
   readonly keys = new MemoryKeys()
-  // Interim: in memory until the webhook files keep them (work in progress).
-  readonly webhooks = new MemoryWebhooks()
+  readonly webhooks: WebhookStore
+  readonly #webhookFiles: WebhookFiles
   readonly #eventLog: EventLog
   readonly #retentionMs: number
   readonly #clock: () => number
@@ -108,6 +109,11 @@ export class FileDurability implements Durability {
     this.#chunk = options.loadChunk ?? 2000
     this.#watchIntervalMs = options.watchIntervalMs ?? 1000
     this.#checkpointMs = options.checkpointMs ?? SETTINGS.checkpointMs.default
+    const webhooksDir = path.join(this.dataDir, 'webhooks')
+    this.#webhookFiles = new WebhookFiles(webhooksDir, this.#logger, this.#timings, () =>
+      this.#held(),
+    )
+    this.webhooks = this.#webhookFiles.store
   }
 
   attach(state: IndexedState): void {
@@ -162,6 +168,7 @@ export class FileDurability implements Durability {
       tombstones: state.tombstones,
       logger: this.#logger,
     })
+    await this.#webhookFiles.open()
     this.#checkpoint = new Checkpoint({
       users: this.#dir,
       graves: this.#graves,
@@ -193,6 +200,7 @@ export class FileDurability implements Durability {
   async close(): Promise<void> {
     clearInterval(this.#watch)
     this.#watch = undefined
+    await this.#webhookFiles.close()
     this.#checkpoint?.stop()
     await this.#pruning
     // A clean stop leaves nothing to replay.
