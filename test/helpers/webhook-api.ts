@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict'
+import { readdir, readFile } from 'node:fs/promises'
+import path from 'node:path'
 import type { TestContext } from 'node:test'
 
 import type { StoredWebhook, WebhookEndpoint } from '../../src/domain/webhook.js'
@@ -75,11 +77,27 @@ export async function startHooks(
   })
 }
 
-/** What the store holds of every endpoint: secrets, cursors and what the API shows. */
+/** What the store holds of every endpoint: secrets, cursors, what the API shows, the files. */
 export interface HookState {
   readonly stored: StoredWebhook[]
   readonly cursors: (string | undefined)[]
   readonly listed: string
+  readonly files: Record<string, string>
+}
+
+/** Every file of `DATA_DIR/webhooks` by name, with its text ({} when there is none). */
+export async function readHookFiles(dataDir: string): Promise<Record<string, string>> {
+  const dir = path.join(dataDir, 'webhooks')
+  let names: string[]
+  try {
+    names = await readdir(dir)
+  } catch (error) {
+    if (error instanceof Error && 'code' in error && error.code === 'ENOENT') return {}
+    throw error
+  }
+  const files: Record<string, string> = {}
+  for (const name of names.sort()) files[name] = await readFile(path.join(dir, name), 'utf8')
+  return files
 }
 
 export async function captureHooks(s: HookService): Promise<HookState> {
@@ -88,7 +106,7 @@ export async function captureHooks(s: HookService): Promise<HookState> {
   const cursors = await Promise.all(stored.map((hook) => webhooks.cursor(hook.endpoint.id)))
   const res = await s.hooks('GET')
   assert.equal(res.status, 200, res.text)
-  return { stored, cursors, listed: res.text }
+  return { stored, cursors, listed: res.text, files: await readHookFiles(s.dataDir) }
 }
 
 /** Runs `action` and asserts that the store and the API show no change after it. */
