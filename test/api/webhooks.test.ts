@@ -1,20 +1,13 @@
 import assert from 'node:assert/strict'
-import { rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import path from 'node:path'
-import { describe, it, type TestContext } from 'node:test'
+import { describe, it } from 'node:test'
 
-import type { UserServiceOptions } from '../../src/process/create-user-service.js'
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js'
 import { assertProblem } from '../helpers/http.js'
-import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES } from '../helpers/postgres.js'
 import { makeToken } from '../helpers/tokens.js'
 import { assertFieldErrors } from '../helpers/users-suite.js'
 import {
   ADMIN,
   assertEndpoint,
   assertHooksUnchangedBy,
-  captureHooks,
   type Endpoint,
   SECRET_SHAPE,
   STORES,
@@ -360,6 +353,26 @@ for (const store of STORES) {
       await s.createHook()
     })
 
+    it('lets exactly one of concurrent writers with the same If-Match win; the others get 412', async (t) => {
+      const s = await startHooks(t, store)
+      const created = await s.createHook()
+      const answers = await Promise.all(
+        Array.from({ length: 8 }, (_, i) =>
+          i % 2 === 0
+            ? s.hooks('PATCH', `/${created.id}`, {
+                json: { description: `writer ${i}` },
+                headers: { 'if-match': '"v1"' },
+              })
+            : s.hooks('POST', `/${created.id}:rotateSecret`, { headers: { 'if-match': '"v1"' } }),
+        ),
+      )
+      const won = answers.filter((res) => res.status === 200)
+      assert.equal(won.length, 1, answers.map((res) => res.status).join(' '))
+      for (const res of answers.filter((one) => one.status !== 200))
+        assertProblem(res, 412, 'precondition_failed')
+      assert.equal(assertEndpoint(await s.hooks('GET', `/${created.id}`)).version, 2)
+    })
+
     it('needs webhooks:admin alone: 401 without a token, 403 with every other scope; it opens nothing else', async (t) => {
       const s = await startHooks(t, store)
       const created = await s.createHook()
@@ -401,65 +414,6 @@ for (const store of STORES) {
         403,
         'insufficient_scope',
       )
-    })
-  })
-}
-
-/** The durable stores, each reopened on what the first service left. */
-const DURABLE: readonly {
-  name: string
-  skip: string | boolean
-  todo?: string
-  reopen: (t: TestContext) => () => Partial<UserServiceOptions>
-}[] = [
-  {
-    name: 'file',
-    skip: false,
-    reopen: (t) => {
-      const dataDir = path.join(tmpdir(), `webhooks-restart-${process.pid}-${Date.now()}`)
-      t.after(() => rm(dataDir, { recursive: true, force: true }))
-      return () => ({ dataDir })
-    },
-  },
-  {
-    name: 'PostgreSQL',
-    skip: SKIP_POSTGRES,
-    // Runs, but does not fail the suite, until the PostgreSQL store keeps endpoints in its tables.
-    todo: 'the PostgreSQL store still keeps webhook endpoints in memory',
-    reopen: (t) => {
-      const schema = freshSchema(t)
-      return () => {
-        const store = new PostgresStore({ url: requireDatabaseUrl(), schema, eventPollMs: 50 })
-        t.after(() => store.close())
-        return { store }
-      }
-    },
-  },
-]
-
-for (const durable of DURABLE) {
-  describe(`webhook endpoints across a restart (${durable.name} store)`, {
-    skip: durable.skip,
-  }, () => {
-    const todo = durable.todo === undefined ? {} : { todo: durable.todo }
-    it('shows the same endpoints, cursors and secrets after a restart', todo, async (t) => {
-      const options = durable.reopen(t)
-      const store = { name: durable.name, skip: false, make: options }
-      const first = await startHooks(t, store)
-      const a = await first.createHook({ eventTypes: ['user.created'], description: 'a' })
-      const b = await first.createHook()
-      await first.hooks('PATCH', `/${a.id}`, { json: { enabled: false } })
-      await first.hooks('POST', `/${b.id}:rotateSecret`, { json: { overlapSeconds: 60 } })
-      await first.hooks('PUT', `/${b.id}/cursor`, { json: { after: '00000000000000aa' } })
-      await first.hooks('DELETE', `/${(await first.createHook()).id}`)
-      const before = await captureHooks(first)
-      await first.service.close()
-      const second = await startHooks(t, store)
-      const after = await captureHooks(second)
-      assert.deepEqual(after.stored, before.stored)
-      assert.deepEqual(after.cursors, before.cursors)
-      assert.equal(after.listed, before.listed)
-      assert.equal(before.stored.length, 2)
     })
   })
 }
