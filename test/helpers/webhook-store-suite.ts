@@ -249,7 +249,7 @@ export function describeWebhookStoreContract(label: string, factory: StoreFactor
         makeAttempt(1, 1),
         makeAttempt(1, 2, { responseStatus: null, error: 'timeout', response: '' }),
         makeAttempt(1, 3, { result: 'succeeded', responseStatus: 204, error: null, response: '' }),
-        makeAttempt(2, 1, { eventType: 'user.deleted', response: 'ünïcode ✓' }),
+        makeAttempt(2, 1, { eventType: 'user.deleted', response: 'ünïcode ✓ \u0000 NUL' }),
       ]
       for (const attempt of logged) await webhooks.logAttempt(id, attempt)
       const newest = [...logged].reverse()
