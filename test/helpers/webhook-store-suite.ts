@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { rm } from 'node:fs/promises'
 import { describe, it } from 'node:test'
 
 import { ServiceError } from '../../src/domain/errors.js'
@@ -197,6 +198,35 @@ export function describeWebhookStoreContract(label: string, factory: StoreFactor
         await webhooks.advanceCursor(gone.endpoint.id, formatEventId(3), formatEventId(5)),
         false,
       )
+    })
+  })
+
+  describe(`${label}: webhooks of a read-only store`, () => {
+    it('refuses endpoint and cursor writes with storage_unavailable, and keeps reads', async (t) => {
+      const store = await openStore(t, factory)
+      const { dataDir, turnsReadOnly } = store.capabilities
+      if (!turnsReadOnly || dataDir === undefined) {
+        t.skip('this store cannot be made read-only from outside')
+        return
+      }
+      const { webhooks } = store
+      const hook = makeWebhook()
+      const id = hook.endpoint.id
+      await webhooks.create(hook, formatEventId(2), MAX)
+      await rm(dataDir, { recursive: true, force: true })
+      const deadline = Date.now() + 5000
+      while (store.health().state !== 'read_only' && Date.now() < deadline)
+        await new Promise((resolve) => setTimeout(resolve, 20))
+      assert.equal(store.health().state, 'read_only')
+      await rejectsWithCode(webhooks.create(makeWebhook(), ZERO, MAX), 'storage_unavailable')
+      await rejectsWithCode(
+        webhooks.update(id, (current) => changeWebhook(current)),
+        'storage_unavailable',
+      )
+      await rejectsWithCode(webhooks.setCursor(id, formatEventId(9)), 'storage_unavailable')
+      await rejectsWithCode(webhooks.delete(id), 'storage_unavailable')
+      assert.deepEqual(await webhooks.list(), [hook])
+      assert.equal(await webhooks.cursor(id), formatEventId(2))
     })
   })
 
