@@ -123,10 +123,9 @@ export function createRequestListener(parts: AppParts): RequestListener {
     claims: TokenClaims | undefined,
   ): Answer | Promise<Answer> => {
     if (route.body !== 'none') validateContentType(req, route.mediaTypes)
-    const params = decodePathParams(rawParams)
     const held = holdKey(req, state, route, claims)
     const run = (body: unknown): Answer | Promise<Answer> =>
-      route.handle(contextOf(req, res, state, route, params, body, claims, held))
+      route.handle(contextOf(req, res, state, route, rawParams, body, claims, held))
     // A streamed body is the handler's to read, as it arrives.
     if (route.body === 'stream') return run(undefined)
     if (held === undefined) {
@@ -145,8 +144,8 @@ export function createRequestListener(parts: AppParts): RequestListener {
 
   /**
    * Holds the request's key from now until its answer is sent, on a route that takes one: after
-   * the checks that refuse a request before it may hold a key (415, an announced 413, the path's
-   * encoding), before its body is read.
+   * the checks that refuse a request before it may hold a key (415, an announced 413), before its
+   * body is read.
    */
   const holdKey = (
     req: IncomingMessage,
@@ -183,7 +182,7 @@ export function createRequestListener(parts: AppParts): RequestListener {
     res: ServerResponse,
     state: RequestState,
     route: Route,
-    params: Record<string, string>,
+    rawParams: Record<string, string>,
     body: unknown,
     claims: TokenClaims | undefined,
     key: HeldKey | undefined,
@@ -193,7 +192,7 @@ export function createRequestListener(parts: AppParts): RequestListener {
     return {
       req,
       res,
-      params,
+      params: decodePathParams(rawParams),
       rawQuery: state.query,
       body,
       headers: req.headers,

@@ -60,6 +60,9 @@ export class HeldKey implements PendingKey {
   readonly #free: () => void
   #fingerprint = ''
   #heldInStore = false
+  /** `keep` was called: the store writes the key with the change, if the change commits. */
+  #handedOver = false
+  /** The request succeeded and its key is stored. */
   #kept = false
   #ended = false
 
@@ -100,7 +103,7 @@ export class HeldKey implements PendingKey {
 
   /** The kept key of this request's answer; the store keeps it with the change it makes. */
   keep(answer: KeptAnswer): KeptKey {
-    this.#kept = true
+    this.#handedOver = true
     const { now, ttlSeconds } = this.#options
     return {
       subject: this.subject,
@@ -116,11 +119,16 @@ export class HeldKey implements PendingKey {
    * durably, before it is answered.
    */
   async settle(reply: Reply): Promise<void> {
-    if (this.#kept || reply.status < 200 || reply.status > 299) return
-    await this.#options.keys.keepAlone(this.keep(reply))
+    if (reply.status < 200 || reply.status > 299) return
+    if (!this.#handedOver) await this.#options.keys.keepAlone(this.keep(reply))
+    this.#kept = true
   }
 
-  /** The request ended (answered, refused or gone): the key is free again unless it was kept. */
+  /**
+   * The request ended (answered, refused or gone): the key is free again unless it was kept. A
+   * change that failed after its key was handed to the store gives its hold back too (the store
+   * keeps a key only with a change that committed, and never releases a kept one).
+   */
   end(): void {
     if (this.#ended) return
     this.#ended = true

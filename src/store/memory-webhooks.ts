@@ -137,16 +137,22 @@ export class MemoryWebhooks implements WebhookStore {
     return Promise.resolve(this.#cursors.get(id))
   }
 
-  setCursor(id: string, after: string): Promise<void> {
-    try {
-      checkStorableCursor(after)
-      this.#require(id)
-    } catch (error) {
-      return Promise.reject(error)
-    }
+  async setCursor(id: string, after: string): Promise<void> {
+    checkStorableCursor(after)
+    this.#require(id)
+    const before = this.#cursors.get(id) ?? after
     // Moved at once, so that an advance from the old cursor that ends meanwhile is refused.
     this.#cursors.set(id, after)
-    return this.#keeping.saveCursor(id, after)
+    try {
+      await this.#keeping.saveCursor(id, after)
+    } catch (error) {
+      // Refused: the cursor stays where it was (to be saved lazily, as a delivery's move is).
+      if (this.#cursors.get(id) === after && this.#hooks.has(id)) {
+        this.#cursors.set(id, before)
+        this.#keeping.noteCursor(id, before)
+      }
+      throw error
+    }
   }
 
   advanceCursor(id: string, from: string, to: string): Promise<boolean> {

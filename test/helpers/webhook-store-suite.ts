@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { rm } from 'node:fs/promises'
 import { describe, it } from 'node:test'
 
 import { ServiceError } from '../../src/domain/errors.js'
@@ -200,6 +201,35 @@ export function describeWebhookStoreContract(label: string, factory: StoreFactor
     })
   })
 
+  describe(`${label}: webhooks of a read-only store`, () => {
+    it('refuses endpoint and cursor writes with storage_unavailable, and keeps reads', async (t) => {
+      const store = await openStore(t, factory)
+      const { dataDir, turnsReadOnly } = store.capabilities
+      if (!turnsReadOnly || dataDir === undefined) {
+        t.skip('this store cannot be made read-only from outside')
+        return
+      }
+      const { webhooks } = store
+      const hook = makeWebhook()
+      const id = hook.endpoint.id
+      await webhooks.create(hook, formatEventId(2), MAX)
+      await rm(dataDir, { recursive: true, force: true })
+      const deadline = Date.now() + 5000
+      while (store.health().state !== 'read_only' && Date.now() < deadline)
+        await new Promise((resolve) => setTimeout(resolve, 20))
+      assert.equal(store.health().state, 'read_only')
+      await rejectsWithCode(webhooks.create(makeWebhook(), ZERO, MAX), 'storage_unavailable')
+      await rejectsWithCode(
+        webhooks.update(id, (current) => changeWebhook(current)),
+        'storage_unavailable',
+      )
+      await rejectsWithCode(webhooks.setCursor(id, formatEventId(9)), 'storage_unavailable')
+      await rejectsWithCode(webhooks.delete(id), 'storage_unavailable')
+      assert.deepEqual(await webhooks.list(), [hook])
+      assert.equal(await webhooks.cursor(id), formatEventId(2))
+    })
+  })
+
   describe(`${label}: webhook cursors`, () => {
     it('moves the cursor on a 2xx only from where it is, and refuses an advance from elsewhere', async (t) => {
       const { webhooks } = await openStore(t, factory)
@@ -249,7 +279,7 @@ export function describeWebhookStoreContract(label: string, factory: StoreFactor
         makeAttempt(1, 1),
         makeAttempt(1, 2, { responseStatus: null, error: 'timeout', response: '' }),
         makeAttempt(1, 3, { result: 'succeeded', responseStatus: 204, error: null, response: '' }),
-        makeAttempt(2, 1, { eventType: 'user.deleted', response: 'ünïcode ✓' }),
+        makeAttempt(2, 1, { eventType: 'user.deleted', response: 'ünïcode ✓ \u0000 NUL' }),
       ]
       for (const attempt of logged) await webhooks.logAttempt(id, attempt)
       const newest = [...logged].reverse()

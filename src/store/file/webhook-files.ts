@@ -123,13 +123,7 @@ export class WebhookFiles implements WebhookKeeping {
     // A move a delivery made before is replaced by this one, which is saved now.
     this.#pending.delete(id)
     return this.#step(id, true, async (dir) => {
-      try {
-        await dir.writeFile(webhookFileNames(id).cursor, `${after}\n`)
-      } catch (error) {
-        // Memory holds it already: the next flush tries again, unless a newer move came.
-        if (!this.#pending.has(id)) this.#pending.set(id, after)
-        throw error
-      }
+      await dir.writeFile(webhookFileNames(id).cursor, `${after}\n`)
     })
   }
 

@@ -5,7 +5,6 @@ import { toRecord, type User, type UserRecord } from '../../domain/user.js'
 import { isCanonicalUuid } from '../../domain/uuid7.js'
 import { type Logger, silentLogger } from '../../log/logger.js'
 import { SETTINGS } from '../../settings.js'
-import { MemoryWebhooks } from '../memory-webhooks.js'
 import { PerKeyQueue } from '../per-key-queue.js'
 import type {
   ChangeUser,
@@ -30,6 +29,7 @@ import { type PostgresStoreOptions, SESSION_DEFAULTS } from './store-options.js'
 import { listUsers } from './user-list-query.js'
 import { getUser, getUsers, isDeleted, subjectOf } from './user-reads.js'
 import { buryAtVersion, insertUnlessBuried, updateAtVersion } from './user-writes.js'
+import { PostgresWebhooks } from './webhooks.js'
 
 export type { PostgresStoreOptions } from './store-options.js'
 
@@ -65,8 +65,8 @@ export class PostgresStore implements Store {
   readonly events: PostgresEventFeed
   /** The kept Idempotency-Keys; a change's key is written by the change's transaction. */
   readonly keys: PostgresKeys
-  // Interim: in memory until the database keeps them (work in progress).
-  readonly webhooks = new MemoryWebhooks()
+  /** The webhook endpoints, their cursors, logs and leases, shared by every replica. */
+  readonly webhooks: PostgresWebhooks
 
   constructor(options: PostgresStoreOptions) {
     this.#options = options
@@ -90,6 +90,7 @@ export class PostgresStore implements Store {
       this.#db.stalls,
     )
     this.keys = new PostgresKeys(this.#db, this.#now, options.keyTimings)
+    this.webhooks = new PostgresWebhooks(this.#db)
     this.#creates = new CreateBatcher(this.#db, this.#now, () => {
       this.events.committed()
     })
