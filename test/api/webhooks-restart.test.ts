@@ -15,7 +15,6 @@ import { captureHooks, startHooks } from '../helpers/webhook-api.js'
 const DURABLE: readonly {
   name: string
   skip: string | boolean
-  todo?: string
   reopen: (t: TestContext) => () => Partial<UserServiceOptions>
 }[] = [
   {
@@ -30,8 +29,6 @@ const DURABLE: readonly {
   {
     name: 'PostgreSQL',
     skip: SKIP_POSTGRES,
-    // Runs, but does not fail the suite, until the PostgreSQL store keeps endpoints in its tables.
-    todo: 'the PostgreSQL store still keeps webhook endpoints in memory',
     reopen: (t) => {
       const schema = freshSchema(t)
       return () => {
@@ -47,8 +44,7 @@ for (const durable of DURABLE) {
   describe(`webhook endpoints across a restart (${durable.name} store)`, {
     skip: durable.skip,
   }, () => {
-    const todo = durable.todo === undefined ? {} : { todo: durable.todo }
-    it('shows the same endpoints, cursors and secrets after a restart', todo, async (t) => {
+    it('shows the same endpoints, cursors and secrets after a restart', async (t) => {
       const options = durable.reopen(t)
       const store = { name: durable.name, skip: false, make: options }
       const first = await startHooks(t, store)
