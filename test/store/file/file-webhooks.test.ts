@@ -8,6 +8,7 @@ import { FileStore } from '../../../src/store/file/file-store.js'
 import { KEPT_ATTEMPTS } from '../../../src/store/webhook-store.js'
 import { PROJECT_ROOT, sleep, spawnService } from '../../helpers/child.js'
 import { createMemoryLogger, makeTempDir } from '../../helpers/service.js'
+import { makeUser } from '../../helpers/store-users.js'
 import { describeWebhookStoreContract } from '../../helpers/webhook-store-suite.js'
 import { changeWebhook, makeAttempt, makeWebhook } from '../../helpers/webhook-values.js'
 
@@ -101,6 +102,22 @@ describe('FileStore: webhook files', () => {
     const third = makeAttempt(5)
     await store.webhooks.logAttempt(moved.endpoint.id, third)
     assert.deepEqual((await store.webhooks.attempts(moved.endpoint.id, 1))[0], third)
+  })
+
+  it("gives the feed's head after a restart: the newest event the log holds", async (t) => {
+    const dataDir = await newDataDir(t)
+    const first = new FileStore({ dataDir })
+    await first.open()
+    await first.create(makeUser())
+    const user = await first.create(makeUser())
+    await first.delete(user.user.id)
+    const head = await first.events.head()
+    assert.notEqual(head, ZERO)
+    await first.close()
+    const { store } = await openAt(t, dataDir)
+    assert.equal(await store.events.head(), head)
+    const page = await store.events.read({ limit: 10 })
+    assert.equal(page.items.at(-1)?.id, head)
   })
 
   it('keeps a log file to about twice the kept attempts, and the newest after a restart', async (t) => {
