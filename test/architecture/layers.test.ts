@@ -75,6 +75,7 @@ const FOLDER_LAYERS: Readonly<Record<string, readonly (readonly string[])[]>> = 
       'store/user-index.ts',
       'store/per-key-queue.ts',
       'store/memory-keys.ts',
+      'store/memory-webhooks.ts',
     ],
     // The contract: what every store is, takes and throws (a failed durable write, the observer
     // of their timings included).
@@ -82,6 +83,7 @@ const FOLDER_LAYERS: Readonly<Record<string, readonly (readonly string[])[]>> = 
       'store/store.ts',
       'store/kept-keys.ts',
       'store/webhook-store.ts',
+      'store/webhook-input.ts',
       'store/store-errors.ts',
       'store/store-input.ts',
       'store/storage-unavailable.ts',
@@ -111,6 +113,7 @@ const STORE_CONTRACT: readonly string[] = [
   'store/store.ts',
   'store/kept-keys.ts',
   'store/webhook-store.ts',
+  'store/webhook-input.ts',
   'store/event-feed.ts',
   'store/store-errors.ts',
   'store/store-input.ts',

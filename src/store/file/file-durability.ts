@@ -9,6 +9,7 @@ import { type Logger, silentLogger } from '../../log/logger.js'
 import { SETTINGS } from '../../settings.js'
 import type { Durability, IndexedState, LogEvent } from '../durability.js'
 import { MemoryKeys } from '../memory-keys.js'
+import { MemoryWebhooks } from '../memory-webhooks.js'
 import type { StoreCapabilities } from '../store.js'
 import { type DurableWriteObserver, UNOBSERVED } from '../write-timing.js'
 import { DurableDirectory, makeDurableDirectory } from './atomic-write.js'
@@ -60,6 +61,8 @@ export class FileDurability implements Durability {
   readonly capabilities: StoreCapabilities
   // Interim: kept in memory until the log and the key files keep them (work in progress).
   readonly keys = new MemoryKeys()
+  // Interim: in memory until the webhook files keep them (work in progress).
+  readonly webhooks = new MemoryWebhooks()
   readonly #eventLog: EventLog
   readonly #retentionMs: number
   readonly #clock: () => number

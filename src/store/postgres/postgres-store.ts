@@ -6,6 +6,7 @@ import { isCanonicalUuid } from '../../domain/uuid7.js'
 import { type Logger, silentLogger } from '../../log/logger.js'
 import { SETTINGS } from '../../settings.js'
 import { MemoryKeys } from '../memory-keys.js'
+import { MemoryWebhooks } from '../memory-webhooks.js'
 import { PerKeyQueue } from '../per-key-queue.js'
 import type {
   ChangeUser,
@@ -62,6 +63,8 @@ export class PostgresStore implements Store {
   readonly events: PostgresEventFeed
   // Interim: kept in memory until the database keeps them (work in progress).
   readonly keys = new MemoryKeys()
+  // Interim: in memory until the database keeps them (work in progress).
+  readonly webhooks = new MemoryWebhooks()
 
   constructor(options: PostgresStoreOptions) {
     this.#options = options
