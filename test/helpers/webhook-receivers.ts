@@ -150,9 +150,12 @@ export function verifyDelivery(secret: string, request: Received): unknown {
 }
 
 /** Waits until `check` holds, polling; throws after `timeoutMs`. */
-export async function eventually(check: () => boolean, timeoutMs = 5000): Promise<void> {
+export async function eventually(
+  check: () => boolean | Promise<boolean>,
+  timeoutMs = 5000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs
-  while (!check()) {
+  while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`not within ${timeoutMs} ms`)
     await new Promise((resolve) => setTimeout(resolve, 10))
   }
