@@ -277,6 +277,52 @@ describe('webhook delivery: failures and retries', () => {
     )
   })
 
+  it('starts a fresh schedule when the endpoint changes during a retry wait', async (t) => {
+    const failing = await startReceiver((_, res) => res.writeHead(500).end())
+    const fixed = await startReceiver()
+    t.after(() => Promise.all([failing.close(), fixed.close()]))
+    const world = await startDeliveryWorld(t, { webhookRetrySchedule: [5000] })
+    const hook = await world.register(failing.url)
+    const id = await world.write()
+    await failing.waitFor(1)
+    await eventually(
+      async () => (await world.store.webhooks.attempts(hook.endpoint.id, 1)).length === 1,
+    )
+    const changed = Date.now()
+    await world.patch(hook.endpoint.id, { url: fixed.url })
+    const [request] = await fixed.waitFor(1, 2000)
+    assert.equal(idOf(request), `msg_${id}`)
+    assert.ok((request?.at ?? 0) - changed < 1000)
+  })
+
+  it('starts a fresh schedule when the endpoint changes during an attempt', async (t) => {
+    const slow = await startReceiver((_, res) => setTimeout(() => res.writeHead(500).end(), 300))
+    const fixed = await startReceiver()
+    t.after(() => Promise.all([slow.close(), fixed.close()]))
+    // No listing meanwhile: the change is known from what the endpoint operations tell.
+    const timings = { leaseMs: 2000, renewMs: 500, pollMs: 50, refreshMs: 60_000 }
+    const world = await startDeliveryWorld(t, { webhookRetrySchedule: [5000], timings })
+    const hook = await world.register(slow.url)
+    const id = await world.write()
+    await slow.waitFor(1)
+    const changed = Date.now()
+    await world.patch(hook.endpoint.id, { url: fixed.url })
+    const [request] = await fixed.waitFor(1, 2000)
+    assert.equal(idOf(request), `msg_${id}`)
+    assert.ok((request?.at ?? 0) - changed < 1200)
+    await eventually(
+      async () => (await world.store.webhooks.attempts(hook.endpoint.id, 5)).length === 2,
+    )
+    const log = await world.store.webhooks.attempts(hook.endpoint.id, 5)
+    assert.deepEqual(
+      log.map((entry) => [entry.attempt, entry.result]),
+      [
+        [2, 'succeeded'],
+        [1, 'failed'],
+      ],
+    )
+  })
+
   it('keeps the retry schedule across a restart of delivery, from the log', async (t) => {
     const receiver = await startReceiver((_, res) => res.writeHead(500).end())
     t.after(() => receiver.close())
