@@ -15,6 +15,7 @@ import type { AllowList } from './address-policy.js'
 import { type AttemptOutcome, createEndpointAgent, sendAttempt } from './attempt.js'
 import { EndpointLease } from './endpoint-lease.js'
 import { attemptEntry, disableEndpoint, type RetryState, resumedRetry } from './endpoint-state.js'
+import { LoopPause } from './loop-pause.js'
 import { retryDelayMs } from './retry-schedule.js'
 import { webhookBody, webhookHeaders } from './webhook-message.js'
 
@@ -50,13 +51,14 @@ export class EndpointLoop {
   #stopped = false
   #running: Promise<void> | undefined
   #retry: RetryState | undefined
+  /** The last entry this loop logged while it held the lease: no need to read the log again. */
+  #lastLogged: { readonly eventId: string; readonly attempt: number } | undefined
   readonly #lease: EndpointLease
   #inFlight: AbortController | undefined
   #agent: { readonly url: string; readonly agent: Agent } | undefined
-  #eventsPending = false
   /** Counts the changes, so that an attempt begun before one does not set the schedule after it. */
   #generation = 0
-  #sleeping: { readonly onEvents: boolean; readonly wake: () => void } | undefined
+  readonly #pause: LoopPause
 
   /** `hook`: the endpoint as just listed; none: it is read from the store first. */
   constructor(id: string, context: LoopContext, hook?: StoredWebhook) {
@@ -64,6 +66,7 @@ export class EndpointLoop {
     this.#context = context
     this.#hook = hook
     this.#stale = hook === undefined
+    this.#pause = new LoopPause(context.pollMs * 5)
     this.#lease = new EndpointLease({
       webhooks: context.store.webhooks,
       id,
@@ -88,7 +91,7 @@ export class EndpointLoop {
     this.#generation += 1
     this.#stale = true
     this.#retry = undefined
-    this.#sleeping?.wake()
+    this.#pause.wake()
   }
 
   /** Another process changed it, as a listing shows: the same as changed() if its version moved. */
@@ -98,15 +101,14 @@ export class EndpointLoop {
 
   /** New events may be readable. */
   newEvents(): void {
-    this.#eventsPending = true
-    if (this.#sleeping?.onEvents === true) this.#sleeping.wake()
+    this.#pause.newEvents()
   }
 
   /** Stops at once: an attempt in flight is abandoned (not logged), and no other starts. */
   async stop(): Promise<void> {
     this.#stopped = true
     this.#inFlight?.abort()
-    this.#sleeping?.wake()
+    this.#pause.wake()
     await this.#running
     this.#agent?.agent.destroy()
     await this.#lease.release()
@@ -125,7 +127,8 @@ export class EndpointLoop {
         })
         wait = this.#context.pollMs
       }
-      if (wait !== 0) await this.#sleep(wait)
+      if (wait !== 0 && !this.#stopped)
+        await this.#pause.wait(wait === UNTIL_WOKEN ? undefined : wait)
     }
   }
 
@@ -133,7 +136,7 @@ export class EndpointLoop {
   async #step(): Promise<number> {
     const { store, paused, pollMs } = this.#context
     if (paused()) return pollMs
-    this.#eventsPending = false
+    this.#pause.reading()
     if (this.#stale) {
       this.#stale = false
       this.#hook = await store.webhooks.get(this.id)
@@ -144,14 +147,15 @@ export class EndpointLoop {
       return 0
     }
     if (!hook.endpoint.enabled) return UNTIL_WOKEN
+    const held = this.#lease.held
     if (!(await this.#lease.hold())) return pollMs
+    // Taken (again): another process may have logged attempts meanwhile.
+    if (!held) this.#lastLogged = undefined
     const cursor = await store.webhooks.cursor(this.id)
     if (cursor === undefined) return UNTIL_WOKEN
     const event = await this.#nextEvent(hook, cursor)
     if (event === undefined) return UNTIL_WOKEN
-    if (this.#retry?.eventId !== event.id) {
-      this.#retry = await resumedRetry(store.webhooks, hook, event.id, this.#context.retrySchedule)
-    }
+    if (this.#retry?.eventId !== event.id) this.#retry = await this.#freshRetry(hook, event.id)
     const due = this.#retry.dueAt - this.#context.now()
     if (due > 0) return due
     return this.#deliver(hook, event, cursor, this.#retry)
@@ -197,6 +201,7 @@ export class EndpointLoop {
       this.id,
       attemptEntry(this.#context.newId(), event, attempt, time, outcome),
     )
+    this.#lastLogged = { eventId: event.id, attempt }
     this.#context.counted(outcome.result)
     if (outcome.result === 'succeeded') {
       this.#retry = undefined
@@ -225,6 +230,19 @@ export class EndpointLoop {
     }
     this.#retry = { eventId: event.id, attempts: attempt, failed, dueAt: now() + delay }
     return delay
+  }
+
+  /**
+   * A new event, or a fresh schedule after a change: its attempts so far are those this loop
+   * logged, or, when it did not log the last one (a start, a lease taken over), as the log says.
+   */
+  #freshRetry(hook: StoredWebhook, eventId: string): Promise<RetryState> | RetryState {
+    const last = this.#lastLogged
+    if (last === undefined) {
+      return resumedRetry(this.#context.store.webhooks, hook, eventId, this.#context.retrySchedule)
+    }
+    const attempts = last.eventId === eventId ? last.attempt : 0
+    return { eventId, attempts, failed: 0, dueAt: 0 }
   }
 
   async #attempt(hook: StoredWebhook, event: ChangeEvent): Promise<AttemptOutcome> {
@@ -269,19 +287,5 @@ export class EndpointLoop {
       this.#agent = { url, agent: createEndpointAgent(url) }
     }
     return this.#agent.agent
-  }
-
-  #sleep(ms: number): Promise<void> {
-    const onEvents = ms === UNTIL_WOKEN
-    if (this.#stopped || (onEvents && this.#eventsPending)) return Promise.resolve()
-    return new Promise((resolve) => {
-      const wake = (): void => {
-        clearTimeout(timer)
-        this.#sleeping = undefined
-        resolve()
-      }
-      const timer = setTimeout(wake, onEvents ? this.#context.pollMs * 5 : ms)
-      this.#sleeping = { onEvents, wake }
-    })
   }
 }

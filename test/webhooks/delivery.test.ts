@@ -373,6 +373,24 @@ describe('webhook delivery: endpoints apart, addresses, secrets', () => {
     assert.ok(Date.now() - started < 1500)
   })
 
+  it('sends every endpoint the same bytes for an event, each signed by its own secret', async (t) => {
+    const one = await startReceiver()
+    const two = await startReceiver()
+    t.after(() => Promise.all([one.close(), two.close()]))
+    const world = await startDeliveryWorld(t)
+    const first = await world.register(one.url)
+    const second = await world.register(`${two.url}/other`)
+    await world.write()
+    const [a] = await one.waitFor(1)
+    const [b] = await two.waitFor(1)
+    assert.ok(a !== undefined && b !== undefined)
+    assert.deepEqual(a.body, b.body)
+    assert.equal(idOf(a), idOf(b))
+    assert.doesNotThrow(() => verifyDelivery(first.secret, a))
+    assert.doesNotThrow(() => verifyDelivery(second.secret, b))
+    assert.throws(() => verifyDelivery(first.secret, b))
+  })
+
   it('refuses a name that resolves to a private address without WEBHOOK_ALLOW_NETWORKS', async (t) => {
     const receiver = await startReceiver()
     t.after(() => receiver.close())
