@@ -106,6 +106,27 @@ describe('webhook delivery: the endpoint and its cursor', () => {
     )
   })
 
+  it('keeps a cursor a client moves during an attempt: the success does not move it on', async (t) => {
+    const receiver = await startReceiver((_, res) =>
+      setTimeout(() => res.writeHead(200).end(), 300),
+    )
+    t.after(() => receiver.close())
+    const world = await startDeliveryWorld(t)
+    const hook = await world.register(receiver.url)
+    const first = await world.write()
+    await receiver.waitFor(1)
+    const second = await world.write()
+    // Skips the second event while the first is in flight.
+    await world.store.webhooks.setCursor(hook.endpoint.id, second)
+    world.delivery.changed(hook.endpoint.id)
+    await eventually(
+      async () => (await world.store.webhooks.attempts(hook.endpoint.id, 1)).length === 1,
+    )
+    await new Promise((resolve) => setTimeout(resolve, 400))
+    assert.equal(await world.store.webhooks.cursor(hook.endpoint.id), second)
+    assert.deepEqual(receiver.received.map(idOf), [`msg_${first}`])
+  })
+
   it('delivers to an endpoint created after start, once told', async (t) => {
     const receiver = await startReceiver()
     t.after(() => receiver.close())
