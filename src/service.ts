@@ -23,7 +23,7 @@ import type { Store } from './store/store.js'
 import { createCursorCodec } from './users/cursor.js'
 import { createUserOperations } from './users/user-operations.js'
 import { createAllowList, refusedUrlHost } from './webhooks/address-policy.js'
-import { NO_DELIVERY } from './webhooks/delivery-control.js'
+import { createWebhookDelivery } from './webhooks/delivery.js'
 import { createDeliveryCursorCodec } from './webhooks/delivery-cursor.js'
 import { newSecret } from './webhooks/signature.js'
 import { createWebhookOperations } from './webhooks/webhook-operations.js'
@@ -99,6 +99,15 @@ export function createService(options: ServiceOptions): UserService {
   const firstKey = keys.keys[0]
   if (firstKey === undefined) throw new Error('createUserService: at least one key is needed')
   const allow = createAllowList(options.webhookAllowNetworks)
+  const delivery = createWebhookDelivery({
+    store,
+    logger,
+    now,
+    paused: () => availability.backgroundPaused(),
+    webhookTimeoutMs: options.webhookTimeoutMs,
+    webhookRetrySchedule: options.webhookRetrySchedule,
+    webhookAllowNetworks: options.webhookAllowNetworks,
+  })
   const webhooks = createWebhookOperations({
     webhooks: store.webhooks,
     feed: store.events,
@@ -107,7 +116,7 @@ export function createService(options: ServiceOptions): UserService {
     newSecret,
     refusedHost: (url) => refusedUrlHost(url, allow),
     max: options.webhooksMax,
-    delivery: NO_DELIVERY,
+    delivery,
     writeGate: availability.writeGate,
   })
   const authenticator = createAuthenticator({
@@ -129,6 +138,7 @@ export function createService(options: ServiceOptions): UserService {
           dataDir: store.capabilities.dataDir,
           eventsAppended: () => store.events.appended,
           eventStreams: () => events.openStreams,
+          webhooks: () => delivery.counts(),
           feedStalls: () => ({
             seconds: store.events.stalledSeconds ?? 0,
             total: store.events.stalls ?? 0,
@@ -214,6 +224,7 @@ export function createService(options: ServiceOptions): UserService {
       metrics?.start()
       await opened.open()
       availability.markReady()
+      delivery.start()
     })()
     return opening
   }
@@ -245,6 +256,8 @@ export function createService(options: ServiceOptions): UserService {
       availability.beginShutdown()
       // Streams would hold close() until its time-out: they end now, and consumers resume later.
       events.close()
+      // Attempts in flight are abandoned, unlogged: their events come again after a restart.
+      await delivery.close()
       const closed = new Promise<void>((resolve) => {
         if (!server.listening) resolve()
         else
