@@ -123,9 +123,9 @@ export class MemoryWebhooks implements WebhookStore {
     })
   }
 
-  delete(id: string): Promise<void> {
+  delete(id: string, check?: (current: StoredWebhook) => void): Promise<void> {
     return this.#queues.run(id, async () => {
-      this.#require(id)
+      check?.(this.#require(id))
       await this.#keeping.removeEndpoint(id)
       this.#hooks.delete(id)
       this.#cursors.delete(id)

@@ -26,8 +26,12 @@ export interface WebhookStore {
     id: string,
     change: (current: StoredWebhook) => StoredWebhook | undefined,
   ): Promise<StoredWebhook>
-  /** Removes an endpoint with its cursor and its log; not_found when there is none. */
-  delete(id: string): Promise<void>
+  /**
+   * Removes an endpoint with its cursor and its log; not_found when there is none. `check` runs on
+   * the stored endpoint with no other change of it in between (on any replica) and may throw to
+   * refuse the delete (a failed If-Match).
+   */
+  delete(id: string, check?: (current: StoredWebhook) => void): Promise<void>
   /** The id of the last event the endpoint is done with; undefined when there is no endpoint. */
   cursor(id: string): Promise<string | undefined>
   /** A client moves the cursor (to replay or to skip). */

@@ -160,12 +160,10 @@ export function createWebhookOperations(options: WebhookOperationsOptions): Webh
 
     async remove(id, conditions) {
       requireWebhookId(id)
-      await webhooks.update(id, (current) => {
+      await webhooks.delete(id, (current) => {
         checkPreconditions(current.endpoint, conditions)
-        return undefined
+        writeGate()
       })
-      writeGate()
-      await webhooks.delete(id)
       delivery.removed(id)
     },
 

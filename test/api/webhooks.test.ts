@@ -373,6 +373,29 @@ for (const store of STORES) {
       assert.equal(assertEndpoint(await s.hooks('GET', `/${created.id}`)).version, 2)
     })
 
+    it('a DELETE with If-Match races PATCHes with the same If-Match: exactly one of them wins', async (t) => {
+      const s = await startHooks(t, store)
+      const created = await s.createHook()
+      const answers = await Promise.all(
+        Array.from({ length: 8 }, (_, i) =>
+          i % 2 === 0
+            ? s.hooks('PATCH', `/${created.id}`, {
+                json: { description: `writer ${i}` },
+                headers: { 'if-match': '"v1"' },
+              })
+            : s.hooks('DELETE', `/${created.id}`, { headers: { 'if-match': '"v1"' } }),
+        ),
+      )
+      const won = answers.filter((res) => res.status === 200 || res.status === 204)
+      assert.equal(won.length, 1, answers.map((res) => res.status).join(' '))
+      for (const res of answers.filter((one) => one.status !== 200 && one.status !== 204)) {
+        if (res.status === 404) assertProblem(res, 404, 'not_found')
+        else assertProblem(res, 412, 'precondition_failed')
+      }
+      const after = await s.hooks('GET', `/${created.id}`)
+      assert.equal(after.status, won[0]?.status === 204 ? 404 : 200, after.text)
+    })
+
     it('needs webhooks:admin alone: 401 without a token, 403 with every other scope; it opens nothing else', async (t) => {
       const s = await startHooks(t, store)
       const created = await s.createHook()

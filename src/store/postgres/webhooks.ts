@@ -109,14 +109,22 @@ export class PostgresWebhooks implements WebhookStore {
     })
   }
 
-  async delete(id: string): Promise<void> {
-    if (!isCanonicalUuid(id)) throw webhookNotFound()
-    const removed = await this.#db.query({
-      name: 'webhooks_delete',
-      text: 'DELETE FROM webhooks WHERE id = $1',
-      values: [id],
+  delete(id: string, check?: (current: StoredWebhook) => void): Promise<void> {
+    return this.#queues.run(id, async () => {
+      for (let attempt = 1; ; attempt += 1) {
+        const row = await this.#read(id)
+        if (row === undefined) throw webhookNotFound()
+        check?.(toStoredWebhook(row))
+        const removed = await this.#db.query({
+          name: 'webhooks_delete',
+          text: 'DELETE FROM webhooks WHERE id = $1 AND revision = $2',
+          values: [id, row.revision],
+        })
+        if (removed.rowCount === 1) return
+        // Another replica changed or deleted it since it was read: check again.
+        if (attempt >= MAX_ATTEMPTS) throw contention()
+      }
     })
-    if (removed.rowCount !== 1) throw webhookNotFound()
   }
 
   async cursor(id: string): Promise<string | undefined> {
