@@ -378,7 +378,8 @@ for (const store of STORES) {
       const created = await s.createHook()
       const answers = await Promise.all(
         Array.from({ length: 8 }, (_, i) =>
-          i % 2 === 0
+          // A DELETE first: its check passes, then a PATCH must not slip in before it deletes.
+          i % 2 === 1
             ? s.hooks('PATCH', `/${created.id}`, {
                 json: { description: `writer ${i}` },
                 headers: { 'if-match': '"v1"' },
