@@ -48,6 +48,7 @@ import {
 import { buildRows, detailRows, NOT_SELECTED } from './rows.js'
 import { type SeededUser, seedDataDir } from './seed.js'
 import { makeToken } from './token.js'
+import { LAG_RATE, type WebhookBenchContext, webhookLagCase, webhookPostSetup } from './webhooks.js'
 import { ensureWrk, runWrk } from './wrk.js'
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url))
@@ -927,6 +928,33 @@ const main = async (): Promise<void> => {
   const postKeyed = measured(
     await attempt('POST /users with an Idempotency-Key', SMALL, () => keyedPostCase(SMALL)),
   )
+  const webhookContext: WebhookBenchContext = {
+    secret: SECRET,
+    auth: AUTH,
+    durationS: DURATION_S,
+    runs: RUNS,
+    warmupS: WARMUP_S,
+    log,
+    startService: async (users, env) => {
+      const service = await startService(users, false, env)
+      return {
+        url: service.server.url,
+        pid: service.server.pid,
+        close: () => stopService(service),
+      }
+    },
+    postScript,
+  }
+  const postWebhook = measured(
+    await attempt('POST /users with a webhook endpoint', SMALL, () =>
+      runCase('post-webhook', 'POST /users with a webhook endpoint', SMALL, true, () =>
+        webhookPostSetup(webhookContext, SMALL),
+      ),
+    ),
+  )
+  const webhookLag = await attempt('webhook delivery lag', SMALL, () =>
+    webhookLagCase(webhookContext, SMALL),
+  )
   const slowEnv = slowDiskEnv()
   const postSlowDisk: Outcome<CaseResult> =
     typeof slowEnv === 'string'
@@ -988,6 +1016,9 @@ const main = async (): Promise<void> => {
     getById,
     getByIdLimited,
     postKeyed,
+    postWebhook,
+    webhookLag,
+    webhookLagRate: LAG_RATE,
     post1k,
     post100k,
     postSlowDisk,
@@ -1074,6 +1105,7 @@ const main = async (): Promise<void> => {
           })),
         }
       : undefined,
+    webhookLag: webhookLag.ok ? webhookLag.value : undefined,
     startSamples,
     rssAfterLoadMb: rssAfterLoad,
     metricsScrapeMs: scrapeMs,
