@@ -48,7 +48,7 @@ import {
 import { buildRows, detailRows, NOT_SELECTED } from './rows.js'
 import { type SeededUser, seedDataDir } from './seed.js'
 import { makeToken } from './token.js'
-import { LAG_RATE, type WebhookBenchContext, webhookLagCase, webhookPostSetup } from './webhooks.js'
+import { type WebhookBenchContext, webhookLagCase, webhookPostSetup } from './webhooks.js'
 import { ensureWrk, runWrk } from './wrk.js'
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url))
@@ -761,6 +761,9 @@ const startCase = async (): Promise<StartResult> => {
   }
 }
 
+/** BENCH_WEBHOOK_RATE: writes per second of the webhook lag case (default 1,000, the goal's rate). */
+const WEBHOOK_RATE = positiveInt('BENCH_WEBHOOK_RATE', 1000)
+
 /** BENCH_IMPORT_USERS: new users per import run (default 20,000). */
 const IMPORT_USERS = positiveInt('BENCH_IMPORT_USERS', 20_000)
 
@@ -933,6 +936,7 @@ const main = async (): Promise<void> => {
     auth: AUTH,
     durationS: DURATION_S,
     runs: RUNS,
+    lagRate: WEBHOOK_RATE,
     warmupS: WARMUP_S,
     log,
     startService: async (users, env) => {
@@ -1018,7 +1022,7 @@ const main = async (): Promise<void> => {
     postKeyed,
     postWebhook,
     webhookLag,
-    webhookLagRate: LAG_RATE,
+    webhookLagRate: WEBHOOK_RATE,
     post1k,
     post100k,
     postSlowDisk,

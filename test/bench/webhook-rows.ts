@@ -4,6 +4,8 @@ import { emptyRow, fmt, type Row } from './report.js'
 import { median, type Outcome, type WebhookLagResult } from './results-types.js'
 
 const GOAL_MS = 50
+/** The goal holds at this rate; at another (BENCH_WEBHOOK_RATE) the figure is informative. */
+const GOAL_RATE = 1000
 /** Below this share of the rate asked for, the run did not measure the lag at that rate. */
 const RATE_SHARE = 0.9
 
@@ -30,6 +32,7 @@ export const webhookLagRows = (lag: Outcome<WebhookLagResult>, rate: number): Ro
   const slow = slowest < rate * RATE_SHARE ? `writes taken at ${slowest.toFixed(0)}/s` : undefined
   let met = medianMs <= GOAL_MS ? 'met' : 'missed'
   if (slow !== undefined) met = met === 'met' ? `invalid: ${slow}` : `missed (${slow})`
+  if (rate !== GOAL_RATE) met = `info (the goal is at ${GOAL_RATE.toLocaleString('en-US')}/s)`
   if (failed > 0) met = `invalid: ${failed} failed writes`
   if (missing > 0)
     met = `failed: ${missing.toLocaleString('en-US')} of ${acknowledged.toLocaleString('en-US')} events not delivered`

@@ -3,7 +3,7 @@
 //   endpoint registered, pointing at a receiver that answers 204 at once (webhook-receiver.ts, a
 //   child process of its own), against a second fresh service of the same size with none.
 // - `webhook delivery lag`: one service with one endpoint; a paced writer (paced-writer.ts, a
-//   child process) creates LAG_RATE users per second for BENCH_DURATION_S seconds; the receiver
+//   child process) creates `lagRate` users per second for BENCH_DURATION_S seconds; the receiver
 //   records each event's arrival time minus its `time`. Every acknowledged write must be delivered.
 import { randomBytes } from 'node:crypto'
 
@@ -12,8 +12,6 @@ import type { WebhookLagResult, WebhookLagRun } from './results-types.js'
 import { makeToken } from './token.js'
 import { fields, pacedWrites, type Receiver, startReceiver } from './webhook-children.js'
 
-/** Writes per second of the lag case. */
-export const LAG_RATE = 1000
 /** Both services of each case may deliver to a receiver on loopback. */
 const WEBHOOK_ENV = { WEBHOOK_ALLOW_NETWORKS: '127.0.0.0/8' } as const
 /** The catch-up wait after a paced run ends once no delivery has come for this long. */
@@ -35,6 +33,8 @@ export interface WebhookBenchContext {
   auth: string
   durationS: number
   runs: number
+  /** Writes per second of the lag case (BENCH_WEBHOOK_RATE). */
+  lagRate: number
   warmupS: number
   log: (line: string) => void
   startService: (users: number, env: Readonly<Record<string, string>>) => Promise<BenchService>
@@ -200,7 +200,7 @@ const lagRun = async (
   receiver: Receiver,
   seconds: number,
 ): Promise<WebhookLagRun> => {
-  const written = await pacedWrites(service.url, ctx.auth, LAG_RATE, seconds)
+  const written = await pacedWrites(service.url, ctx.auth, ctx.lagRate, seconds)
   const ended = performance.now()
   let seen = -1
   let lastChange = ended
@@ -223,7 +223,7 @@ const lagRun = async (
     if (lag !== undefined) latencies.push(lag)
   }
   return {
-    rate: LAG_RATE,
+    rate: ctx.lagRate,
     sent: written.sent,
     acknowledged: written.ids.length,
     failed: written.failed,
@@ -243,14 +243,14 @@ const lagSummary = (r: WebhookLagRun): string =>
   `${r.medianMs.toFixed(2)} ms, p99 ${r.p99Ms.toFixed(2)} ms; caught up ${r.catchUpMs.toFixed(0)} ms after the writes`
 
 /**
- * Delivery lag at LAG_RATE writes/s: one service with one endpoint, a warm-up run whose figures
+ * Delivery lag at `lagRate` writes/s: one service with one endpoint, a warm-up run whose figures
  * are dropped, then `runs` paced runs of `durationS` seconds.
  */
 export const webhookLagCase = async (
   ctx: WebhookBenchContext,
   users: number,
 ): Promise<WebhookLagResult> => {
-  ctx.log(`\n== webhook delivery lag, ${LAG_RATE} writes/s, one endpoint (${users} users)`)
+  ctx.log(`\n== webhook delivery lag, ${ctx.lagRate} writes/s, one endpoint (${users} users)`)
   const receiver = await startReceiver('record')
   try {
     const service = await hookedService(ctx, users, receiver)
