@@ -3,7 +3,7 @@
 import { type ChildProcess, fork } from 'node:child_process'
 
 import { compiledReference } from './compile.js'
-import { track } from './procs.js'
+import { cpuSeconds, track } from './procs.js'
 
 export const fields = (message: unknown): Record<string, unknown> =>
   typeof message === 'object' && message !== null ? { ...message } : {}
@@ -37,11 +37,15 @@ export interface Receiver {
   /** Distinct deliveries since the last take. */
   count: () => Promise<number>
   take: () => Promise<{ lags: Map<string, number>; duplicates: number }>
+  /** CPU seconds (user + system) the receiver has used: on a small machine it competes too. */
+  cpuSeconds: () => number
   close: () => Promise<void>
 }
 
 export const startReceiver = async (mode: 'count' | 'record'): Promise<Receiver> => {
   const child = forkScript('webhook-receiver', [mode])
+  const pid = child.pid
+  if (pid === undefined) throw new Error('webhook receiver: spawn failed')
   const port = count((await nextMessage(child, 'webhook receiver'))['port'])
   const ask = (what: string): Promise<Record<string, unknown>> => {
     const answer = nextMessage(child, 'webhook receiver')
@@ -61,6 +65,7 @@ export const startReceiver = async (mode: 'count' | 'record'): Promise<Receiver>
       }
       return { lags, duplicates: count(answer['duplicates']) }
     },
+    cpuSeconds: () => cpuSeconds(pid),
     close: async () => {
       if (child.exitCode !== null || child.signalCode !== null) return
       const exited = new Promise((resolve) => child.once('exit', resolve))
