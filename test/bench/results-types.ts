@@ -68,3 +68,31 @@ export type Outcome<T> =
   | { readonly ok: false; readonly why: string }
 
 export const NOT_SELECTED = 'not run (BENCH_ONLY)'
+
+/** One paced run of the webhook lag case: the writes, and what the receiver got of them. */
+export interface WebhookLagRun {
+  /** Writes per second asked for. */
+  rate: number
+  sent: number
+  /** Writes answered 201. */
+  acknowledged: number
+  /** Writes answered otherwise, or not at all. */
+  failed: number
+  /** Acknowledged writes per second, first request to last answer. */
+  achievedRate: number
+  /** Acknowledged writes whose event reached the receiver. */
+  delivered: number
+  /** Acknowledged writes whose event never reached it (after the catch-up wait). */
+  missing: number
+  /** Deliveries of an event already delivered (the same webhook-id). */
+  duplicates: number
+  /** Arrival at the receiver minus the event's time, ms: median and p99 over the run's events. */
+  medianMs: number
+  p99Ms: number
+  /** From the writer's end to the last delivery, ms. */
+  catchUpMs: number
+}
+
+export interface WebhookLagResult {
+  runs: WebhookLagRun[]
+}

@@ -11,7 +11,9 @@ import {
   type Outcome,
   type StartResult,
   type StartSample,
+  type WebhookLagResult,
 } from './results-types.js'
+import { webhookLagRows } from './webhook-rows.js'
 
 export { NOT_SELECTED }
 
@@ -24,6 +26,11 @@ export interface BenchResults {
   getByIdLimited: Outcome<CaseResult>
   /** POST /users with a key of its own on each request; its reference, the same POST without. */
   postKeyed: Outcome<CaseResult>
+  /** POST /users with one webhook endpoint that answers at once; its reference, with none. */
+  postWebhook: Outcome<CaseResult>
+  webhookLag: Outcome<WebhookLagResult>
+  /** Writes per second of the webhook lag case. */
+  webhookLagRate: number
   post1k: Outcome<CaseResult>
   post100k: Outcome<CaseResult>
   /** POST /users at 1k users with every fsync and fdatasync slowed to `slowSyncMs` (the shim). */
@@ -143,6 +150,9 @@ export const buildRows = (results: BenchResults): Row[] => {
     getById,
     getByIdLimited,
     postKeyed,
+    postWebhook,
+    webhookLag,
+    webhookLagRate,
     post1k,
     post100k,
     postSlowDisk,
@@ -369,6 +379,16 @@ export const buildRows = (results: BenchResults): Row[] => {
       (r) => r >= 0.9,
     ),
   )
+  rows.push(
+    rpsRow(
+      'other',
+      '`POST /users` with one webhook endpoint that answers at once (ref: the same POST with none)',
+      postWebhook,
+      '≥ 0.9×',
+      (r) => r >= 0.9,
+    ),
+  )
+  rows.push(...webhookLagRows(webhookLag, webhookLagRate))
   rows.push(
     rpsRow(
       'other',

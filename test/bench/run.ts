@@ -48,6 +48,7 @@ import {
 import { buildRows, detailRows, NOT_SELECTED } from './rows.js'
 import { type SeededUser, seedDataDir } from './seed.js'
 import { makeToken } from './token.js'
+import { type WebhookBenchContext, webhookLagCase, webhookPostSetup } from './webhooks.js'
 import { ensureWrk, runWrk } from './wrk.js'
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url))
@@ -760,6 +761,9 @@ const startCase = async (): Promise<StartResult> => {
   }
 }
 
+/** BENCH_WEBHOOK_RATE: writes per second of the webhook lag case (default 1,000, the goal's rate). */
+const WEBHOOK_RATE = positiveInt('BENCH_WEBHOOK_RATE', 1000)
+
 /** BENCH_IMPORT_USERS: new users per import run (default 20,000). */
 const IMPORT_USERS = positiveInt('BENCH_IMPORT_USERS', 20_000)
 
@@ -927,6 +931,34 @@ const main = async (): Promise<void> => {
   const postKeyed = measured(
     await attempt('POST /users with an Idempotency-Key', SMALL, () => keyedPostCase(SMALL)),
   )
+  const webhookContext: WebhookBenchContext = {
+    secret: SECRET,
+    auth: AUTH,
+    durationS: DURATION_S,
+    runs: RUNS,
+    lagRate: WEBHOOK_RATE,
+    warmupS: WARMUP_S,
+    log,
+    startService: async (users, env) => {
+      const service = await startService(users, false, env)
+      return {
+        url: service.server.url,
+        pid: service.server.pid,
+        close: () => stopService(service),
+      }
+    },
+    postScript,
+  }
+  const postWebhook = measured(
+    await attempt('POST /users with a webhook endpoint', SMALL, () =>
+      runCase('post-webhook', 'POST /users with a webhook endpoint', SMALL, true, () =>
+        webhookPostSetup(webhookContext, SMALL),
+      ),
+    ),
+  )
+  const webhookLag = await attempt('webhook delivery lag', SMALL, () =>
+    webhookLagCase(webhookContext, SMALL),
+  )
   const slowEnv = slowDiskEnv()
   const postSlowDisk: Outcome<CaseResult> =
     typeof slowEnv === 'string'
@@ -988,6 +1020,9 @@ const main = async (): Promise<void> => {
     getById,
     getByIdLimited,
     postKeyed,
+    postWebhook,
+    webhookLag,
+    webhookLagRate: WEBHOOK_RATE,
     post1k,
     post100k,
     postSlowDisk,
@@ -1074,6 +1109,7 @@ const main = async (): Promise<void> => {
           })),
         }
       : undefined,
+    webhookLag: webhookLag.ok ? webhookLag.value : undefined,
     startSamples,
     rssAfterLoadMb: rssAfterLoad,
     metricsScrapeMs: scrapeMs,

@@ -3,13 +3,16 @@ import { createHmac } from 'node:crypto'
 
 const b64url = (data: string | Buffer): string => Buffer.from(data).toString('base64url')
 
-export const makeToken = (secret: string, ttlS = 3600): string => {
+/** The scopes of the bench's tokens: every /users and /events right (not webhooks:admin). */
+const USER_SCOPES = 'users:read users:write users:admin events:read'
+
+export const makeToken = (secret: string, ttlS = 3600, scope = USER_SCOPES): string => {
   const iat = Math.floor(Date.now() / 1000)
   const header = b64url(JSON.stringify({ alg: 'HS256', typ: 'JWT' }))
   const claims = b64url(
     JSON.stringify({
       sub: 'bench',
-      scope: 'users:read users:write users:admin events:read',
+      scope,
       iat,
       exp: iat + ttlS,
     }),
