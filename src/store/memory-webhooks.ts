@@ -125,7 +125,8 @@ export class MemoryWebhooks implements WebhookStore {
 
   delete(id: string, check?: (current: StoredWebhook) => void): Promise<void> {
     return this.#queues.run(id, async () => {
-      check?.(this.#require(id))
+      const current = this.#require(id)
+      check?.(current)
       await this.#keeping.removeEndpoint(id)
       this.#hooks.delete(id)
       this.#cursors.delete(id)
