@@ -18,9 +18,13 @@ export class SseParser {
   /** Feeds a chunk of text; answers the events it completed. */
   push(chunk: string): StreamEvent[] {
     const events: StreamEvent[] = []
-    const lines = (this.#rest + chunk).split(/\r\n|\r|\n/)
-    // The last piece has no line end yet (a lone \r at the end may still be half of \r\n).
-    this.#rest = lines.pop() ?? ''
+    let text = this.#rest + chunk
+    // A \r at the very end may be the first half of a \r\n: it waits for the next chunk.
+    const held = text.endsWith('\r') ? '\r' : ''
+    if (held !== '') text = text.slice(0, -1)
+    const lines = text.split(/\r\n|\r|\n/)
+    // The last piece has no line end yet.
+    this.#rest = (lines.pop() ?? '') + held
     for (const line of lines) {
       if (line === '') {
         if (this.#data.length > 0) {
@@ -111,11 +115,7 @@ async function readStream(
     accept: 'text/event-stream',
   }
   if (from !== undefined) headers['last-event-id'] = from
-  const res = await options.fetch(options.url, {
-    headers,
-    signal: options.signal,
-    cache: 'no-store',
-  })
+  const res = await options.fetch(options.url, { headers, signal: options.signal })
   if (res.status === 401 || res.status === 403) throw new Refused()
   if (!res.ok || res.body === null) throw new Error(`the feed answered ${res.status}`)
   options.onState('live')

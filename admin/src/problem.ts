@@ -35,6 +35,8 @@ export function readProblem(status: number, body: unknown): ShownProblem {
     if (typeof entry !== 'object' || entry === null) continue
     const { pointer, message, code } = entry as Record<string, unknown>
     const said = text(message) || text(code)
+    // An entry with nothing to say adds nothing to the form.
+    if (said === '') continue
     const field = fieldOf(text(pointer))
     if (field === undefined) {
       others.push(text(pointer) === '' ? said : `${text(pointer)}: ${said}`)
