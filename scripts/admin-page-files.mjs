@@ -24,8 +24,9 @@ function embeddedPageFiles() {
       .filter((name) => TYPES[path.extname(name)] !== undefined)
       .sort()
       .map((name) => {
-        const body = readFileSync(path.join(out, name)).toString('base64')
-        return `  [${JSON.stringify(name)}, { type: ${JSON.stringify(TYPES[path.extname(name)])}, body: Buffer.from(${JSON.stringify(body)}, 'base64') }],`
+        // Every file of the page is UTF-8 text: carried as a string, it weighs what it weighs.
+        const text = readFileSync(path.join(out, name), 'utf8')
+        return `  [${JSON.stringify(name)}, { type: ${JSON.stringify(TYPES[path.extname(name)])}, body: Buffer.from(${JSON.stringify(text)}) }],`
       })
     return `export function readPageFiles() {\n  return new Map([\n${entries.join('\n')}\n  ])\n}\n`
   } finally {

@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict'
 import { readdirSync, statSync } from 'node:fs'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -26,4 +27,56 @@ export function buildPage(): string {
 export function pageFileSizes(): Map<string, number> {
   const dir = buildPage()
   return new Map(readdirSync(dir).map((name) => [name, statSync(path.join(dir, name)).size]))
+}
+
+/** What a page or a script refers to: src and href attributes, static and dynamic imports. */
+function references(text: string): string[] {
+  const found = [
+    ...text.matchAll(/\b(?:src|href)="([^"]+)"/g),
+    ...text.matchAll(/\bfrom\s+'([^']+)'/g),
+    ...text.matchAll(/\bimport\s*\(\s*'([^']+)'\s*\)/g),
+    ...text.matchAll(/^import\s+'([^']+)'/gm),
+  ]
+  return found.map((match) => match[1] ?? '')
+}
+
+/** Everything the page loads, by URL, followed from the page through its imports, over HTTP. */
+export async function loadEverything(
+  pageUrl: string,
+): Promise<Map<string, Response & { bytes: number }>> {
+  const loaded = new Map<string, Response & { bytes: number }>()
+  const queue = [pageUrl]
+  while (queue.length > 0) {
+    const url = queue.shift() ?? ''
+    if (loaded.has(url)) continue
+    const res = await fetch(url)
+    const body = Buffer.from(await res.arrayBuffer())
+    loaded.set(url, Object.assign(res, { bytes: body.length }))
+    if (res.status !== 200) continue
+    const type = res.headers.get('content-type') ?? ''
+    if (/html|javascript/.test(type)) {
+      for (const ref of references(body.toString('utf8'))) queue.push(new URL(ref, url).href)
+    }
+  }
+  return loaded
+}
+
+/** The CSP of the admin page and its files (docs/admin-page.md). */
+export const ADMIN_CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+  "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+/**
+ * What every form of the service (npm package, one-file bundle, single executable, images)
+ * promises of the admin page: the page and each file it loads, 200 with the CSP, from `origin`.
+ */
+export async function checkAdminPageServed(origin: string): Promise<number> {
+  const loaded = await loadEverything(`${origin}/admin`)
+  assert.ok(loaded.size >= 10, `the page and its files: ${[...loaded.keys()].join(', ')}`)
+  for (const [url, res] of loaded) {
+    assert.equal(res.status, 200, url)
+    assert.equal(res.headers.get('content-security-policy'), ADMIN_CSP, url)
+  }
+  assert.ok([...loaded.keys()].some((url) => url.endsWith('/admin/main.js')))
+  return loaded.size
 }

@@ -2,47 +2,19 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
 import { parseConfig } from '../../src/process/config.js'
-import { buildPage, pageFileSizes } from '../helpers/admin-page.js'
+import {
+  buildPage,
+  ADMIN_CSP as CSP,
+  loadEverything,
+  pageFileSizes,
+} from '../helpers/admin-page.js'
 import type { Problem } from '../helpers/http.js'
 import { startService, type TestService } from '../helpers/service.js'
 
 // Built before any service starts (tsc blocks the event loop for seconds).
 buildPage()
 
-const CSP =
-  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
-  "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 const MAX_WEIGHT = 128 * 1024
-
-/** What a page or a script refers to: src and href attributes, static and dynamic imports. */
-function references(text: string): string[] {
-  const found = [
-    ...text.matchAll(/\b(?:src|href)="([^"]+)"/g),
-    ...text.matchAll(/\bfrom\s+'([^']+)'/g),
-    ...text.matchAll(/\bimport\s*\(\s*'([^']+)'\s*\)/g),
-    ...text.matchAll(/^import\s+'([^']+)'/gm),
-  ]
-  return found.map((match) => match[1] ?? '')
-}
-
-/** Everything the page loads, by URL, followed from the page through its imports, over HTTP. */
-async function loadEverything(pageUrl: string): Promise<Map<string, Response & { bytes: number }>> {
-  const loaded = new Map<string, Response & { bytes: number }>()
-  const queue = [pageUrl]
-  while (queue.length > 0) {
-    const url = queue.shift() ?? ''
-    if (loaded.has(url)) continue
-    const res = await fetch(url)
-    const body = Buffer.from(await res.arrayBuffer())
-    loaded.set(url, Object.assign(res, { bytes: body.length }))
-    if (res.status !== 200) continue
-    const type = res.headers.get('content-type') ?? ''
-    if (/html|javascript/.test(type)) {
-      for (const ref of references(body.toString('utf8'))) queue.push(new URL(ref, url).href)
-    }
-  }
-  return loaded
-}
 
 function assertPageHeaders(res: Response, type: RegExp, what: string): void {
   assert.equal(res.status, 200, what)
