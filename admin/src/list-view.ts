@@ -16,6 +16,8 @@ export interface ListView {
 }
 
 const SEARCH_DELAY_MS = 250
+/** New users arriving together (an import) reload the first page once per this time. */
+const CREATED_RELOAD_MS = 150
 
 function shownTime(iso: string): string {
   return `${iso.slice(0, 10)} ${iso.slice(11, 19)} UTC`
@@ -34,6 +36,7 @@ export function createListView(openUser: (id: string, opener: HTMLElement) => vo
   let nextCursor: string | null = null
   let items: User[] = []
   let loading = 0
+  let reloadPending = false
 
   const render = (): void => {
     // A row re-drawn keeps the focus on its email.
@@ -133,7 +136,12 @@ export function createListView(openUser: (id: string, opener: HTMLElement) => vo
       render()
     },
     created() {
-      if (cursors.length === 1 && q === '') void load()
+      if (cursors.length !== 1 || q !== '' || reloadPending) return
+      reloadPending = true
+      setTimeout(() => {
+        reloadPending = false
+        if (cursors.length === 1 && q === '') void load()
+      }, CREATED_RELOAD_MS)
     },
   }
 }

@@ -220,9 +220,18 @@ describe('the admin page in headless Chromium', { skip: SKIP, timeout: 300_000 }
     })
     assert.equal(bad.status, 422)
     const badErrors = bad.json<Problem>().errors ?? []
-    await page.getByRole('button', { name: 'New user', exact: true }).click()
     const dialog = page.getByRole('dialog', { name: 'New user' })
+    // Cancel closes it and creates nothing.
+    await page.getByRole('button', { name: 'New user', exact: true }).click()
+    await dialog.getByLabel('Email', { exact: true }).fill(uniqueEmail('cancelled'))
+    await dialog.getByLabel('Name', { exact: true }).fill('Cancelled')
+    await dialog.getByRole('button', { name: 'Cancel', exact: true }).click()
+    await dialog.waitFor({ state: 'hidden' })
+    assert.equal((await s.snapshot()).length, 2)
+    await page.getByRole('button', { name: 'New user', exact: true }).click()
     await dialog.waitFor()
+    // Opened again: empty.
+    assert.equal(await dialog.getByLabel('Name', { exact: true }).inputValue(), '')
     await assertAccessible(page, 'the New user form')
     await screenshot(page, '4-new-user')
     await dialog.getByLabel('Email', { exact: true }).fill('not an email')

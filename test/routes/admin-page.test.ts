@@ -102,6 +102,21 @@ describe('GET /admin: the admin page', () => {
     }
   })
 
+  it('is not counted by the rate limits: a page load is a dozen files, the same for everyone', async (t) => {
+    const s = await startService(t, { rateLimitAddress: { quota: 3, windowSeconds: 3600 } })
+    for (let load = 0; load < 3; load += 1) {
+      for (const [url, res] of await loadEverything(`${s.url}/admin`)) {
+        assert.equal(res.status, 200, `load ${load}: ${url}`)
+        assert.equal(res.headers.get('ratelimit'), null, url)
+      }
+    }
+    // The API still is: three anonymous requests, then 429.
+    const answers = []
+    for (let i = 0; i < 4; i += 1)
+      answers.push((await s.call('GET', '/users', { token: undefined })).status)
+    assert.deepEqual(answers, [401, 401, 401, 429])
+  })
+
   it('lives under BASE_PATH, and its relative URLs reach the API there', async (t) => {
     const s = await startService(t, { basePath: '/v1' })
     assertPageHeaders(await fetch(`${s.url}/v1/admin`), /^text\/html/, 'GET /v1/admin')

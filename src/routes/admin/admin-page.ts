@@ -53,6 +53,7 @@ const PAGE_ROUTE = {
   scope: undefined,
   tag: 'service',
   errors: [404],
+  rateLimited: false,
 } as const
 
 /** `GET /admin`: the page itself; it holds no data, so it needs no token. */
