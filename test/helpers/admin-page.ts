@@ -1,5 +1,14 @@
 import assert from 'node:assert/strict'
-import { readdirSync, statSync } from 'node:fs'
+import {
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  statSync,
+} from 'node:fs'
+import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -13,20 +22,34 @@ let built = false
 
 /**
  * Builds the admin page into dist/admin/ (where the service run from its sources reads it), once
- * per test process, and answers the folder.
+ * per test process, and answers the folder. Test files running side by side each build it: each
+ * builds into a folder of its own, then moves every file into place in one rename, so that a
+ * service never reads a file half written.
  */
 export function buildPage(): string {
-  if (!built) {
-    ;(buildAdminPage as (out: string) => string)(ADMIN_DIST)
-    built = true
+  if (built) return ADMIN_DIST
+  const own = mkdtempSync(path.join(tmpdir(), 'user-service-admin-build-'))
+  try {
+    ;(buildAdminPage as (out: string) => string)(own)
+    mkdirSync(ADMIN_DIST, { recursive: true })
+    for (const name of readdirSync(own)) {
+      const next = path.join(ADMIN_DIST, `.${name}.${process.pid}`)
+      copyFileSync(path.join(own, name), next)
+      renameSync(next, path.join(ADMIN_DIST, name))
+    }
+  } finally {
+    rmSync(own, { recursive: true, force: true })
   }
+  built = true
   return ADMIN_DIST
 }
 
 /** The built page's files and their sizes. */
 export function pageFileSizes(): Map<string, number> {
   const dir = buildPage()
-  return new Map(readdirSync(dir).map((name) => [name, statSync(path.join(dir, name)).size]))
+  // A name starting with a dot is a file another test process is moving into place.
+  const names = readdirSync(dir).filter((name) => !name.startsWith('.'))
+  return new Map(names.map((name) => [name, statSync(path.join(dir, name)).size]))
 }
 
 /** What a page or a script refers to: src and href attributes, static and dynamic imports. */
