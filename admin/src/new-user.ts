@@ -7,7 +7,7 @@ import {
   showFormProblem,
 } from './alerts.js'
 import { api } from './api.js'
-import { openDialog } from './dialogs.js'
+import { closeDialog, openDialog } from './dialogs.js'
 import { byId } from './dom.js'
 import { formBody, type User } from './user-view.js'
 
@@ -24,7 +24,7 @@ export function setUpNewUser(created: (user: User) => void): void {
     openDialog(dialog, opener)
   })
   byId('new-cancel', HTMLButtonElement).addEventListener('click', () => {
-    dialog.close()
+    closeDialog(dialog)
   })
   form.addEventListener('submit', (event) => {
     event.preventDefault()
@@ -40,7 +40,7 @@ export function setUpNewUser(created: (user: User) => void): void {
         showFormProblem('new', alert, answer.problem)
         return
       }
-      dialog.close()
+      closeDialog(dialog)
       created(answer.value)
     })
   })

@@ -3,9 +3,9 @@ import { describe, it } from 'node:test'
 
 import type { Page } from 'playwright-core'
 
+import { assertClean, openAdmin, SKIP } from '../helpers/admin-browser.js'
 import { startService, uniqueEmail } from '../helpers/service.js'
 import { ALL_SCOPES, makeToken } from '../helpers/tokens.js'
-import { assertClean, openAdmin, SKIP } from './admin-browser.js'
 
 /** The focused element: its tag, its text or label, and whether a dialog holds it. */
 async function focused(page: Page): Promise<{ name: string; inDialog: string | null }> {
@@ -97,6 +97,7 @@ describe('the admin page with the keyboard alone', { skip: SKIP, timeout: 300_00
     assert.equal((await s.getUser(target.id)).status, 'pending')
     await page.keyboard.press('Enter')
     await confirm.waitFor()
+    assert.deepEqual(await focused(page), { name: 'Activate', inDialog: 'confirm' })
     await page.keyboard.press('Enter')
     await confirm.waitFor({ state: 'hidden' })
     await detail.getByText('active', { exact: true }).waitFor()

@@ -4,9 +4,6 @@ import { describe, it } from 'node:test'
 import type { Page } from 'playwright-core'
 
 import type { User } from '../../src/domain/user.js'
-import type { Problem } from '../helpers/http.js'
-import { startService, uniqueEmail } from '../helpers/service.js'
-import { ALL_SCOPES, makeToken } from '../helpers/tokens.js'
 import {
   assertAccessible,
   assertClean,
@@ -14,7 +11,10 @@ import {
   SKIP,
   screenshot,
   signIn,
-} from './admin-browser.js'
+} from '../helpers/admin-browser.js'
+import type { Problem } from '../helpers/http.js'
+import { startService, uniqueEmail } from '../helpers/service.js'
+import { ALL_SCOPES, makeToken } from '../helpers/tokens.js'
 
 const LIVE_SCOPES = `${ALL_SCOPES} events:read`
 

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url'
 
 import { type BrowserContext, chromium, type Page } from 'playwright-core'
 
-import { buildPage } from '../helpers/admin-page.js'
+import { buildPage } from './admin-page.js'
 
 const CHROMIUM = '/usr/bin/chromium'
 const CHROMIUM_ARGS = [
