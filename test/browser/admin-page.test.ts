@@ -455,4 +455,24 @@ describe('the admin page in headless Chromium', { skip: SKIP, timeout: 300_000 }
     await page.getByRole('button', { name: fresh.email, exact: true }).waitFor()
     assertClean(faults, [403, 412])
   })
+
+  it('works under BASE_PATH: its files and its API calls resolve relative to /v1/admin', async (t) => {
+    const s = await startService(t, { basePath: '/v1' })
+    const user = await s.createUser({ email: 'based@example.com', name: 'Under A Base Path' })
+    const { page, faults } = await openAdmin(t, `${s.url}/v1/admin`)
+    const requested: string[] = []
+    page.on('request', (request) => requested.push(new URL(request.url()).pathname))
+    await signIn(page, makeToken({ scope: LIVE_SCOPES }))
+    await page.getByRole('status').getByText('Live updates: on', { exact: true }).waitFor()
+    await page.getByRole('button', { name: user.email, exact: true }).click()
+    await page.getByRole('region', { name: 'User details' }).getByText(user.id).waitFor()
+    assert.ok(requested.includes('/v1/users'), requested.join(' '))
+    assert.ok(requested.includes('/v1/events'), requested.join(' '))
+    assert.ok(requested.includes(`/v1/users/${user.id}`), requested.join(' '))
+    assert.deepEqual(
+      requested.filter((path) => !path.startsWith('/v1/')),
+      [],
+    )
+    assertClean(faults)
+  })
 })
