@@ -12,6 +12,7 @@ COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json sea-config.json ./
 COPY src ./src
+COPY admin ./admin
 COPY scripts ./scripts
 RUN npm run build:bundle
 

@@ -8,6 +8,8 @@ import { fileURLToPath } from 'node:url'
 
 import { build } from 'esbuild'
 
+import { adminPageFiles } from './admin-page-files.mjs'
+
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 const BUNDLE = path.resolve(process.argv[2] ?? path.join(ROOT, 'dist', 'user-service.mjs'))
 
@@ -22,6 +24,8 @@ await build({
   external: ['pg'],
   legalComments: 'none',
   logLevel: 'warning',
+  // The admin page's files, carried inside (docs/admin-page.md).
+  plugins: [adminPageFiles],
 })
 const { size } = await stat(BUNDLE)
 process.stdout.write(`${path.relative(process.cwd(), BUNDLE)}: ${(size / 1024).toFixed(1)} KiB\n`)

@@ -4,14 +4,16 @@
 // An argument names another project root (the tests build a small one).
 
 import { execFileSync } from 'node:child_process'
-import { readdirSync, rmSync, statSync, utimesSync } from 'node:fs'
+import { existsSync, readdirSync, rmSync, statSync, utimesSync } from 'node:fs'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const ROOT = path.resolve(process.argv[2] ?? path.join(fileURLToPath(import.meta.url), '..', '..'))
 // tsc writes it on every build (tsconfig.build.json); its time is set to the build's start below.
 const RECORD = path.join(ROOT, 'dist', '.tsbuildinfo')
-const INPUTS = ['src', 'tsconfig.json', 'tsconfig.build.json', 'package.json']
+const INPUTS = ['src', 'admin', 'tsconfig.json', 'tsconfig.build.json', 'package.json']
+// The admin page (docs/admin-page.md), built into dist/admin/ after the service.
+const ADMIN_BUILD = path.join(ROOT, 'scripts', 'build-admin-page.mjs')
 
 /** The latest change under `file`: directories count too, as a deleted source changes its folder. */
 function newest(file) {
@@ -38,6 +40,9 @@ if (built === 0 || changed >= built) {
       [path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'],
       { cwd: ROOT, stdio: 'inherit' },
     )
+    if (existsSync(ADMIN_BUILD)) {
+      execFileSync(process.execPath, [ADMIN_BUILD], { cwd: ROOT, stdio: 'inherit' })
+    }
   } catch {
     rmSync(RECORD, { force: true })
     process.exit(1)

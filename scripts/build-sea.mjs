@@ -15,6 +15,8 @@ import { parseArgs } from 'node:util'
 
 import { build } from 'esbuild'
 
+import { adminPageFiles } from './admin-page-files.mjs'
+
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 const { values: flags, positionals } = parseArgs({
   options: { strip: { type: 'boolean', default: false } },
@@ -49,6 +51,8 @@ await build({
   external: ['pg'],
   legalComments: 'none',
   logLevel: 'warning',
+  // The admin page's files, carried inside (docs/admin-page.md).
+  plugins: [adminPageFiles],
 })
 execFileSync(process.execPath, ['--experimental-sea-config', configFile], { stdio: 'inherit' })
 copyFileSync(process.execPath, EXECUTABLE)

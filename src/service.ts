@@ -16,7 +16,7 @@ import { Availability } from './ops/availability.js'
 import { createLocalSlots, type SharedSlots } from './ops/shared-slots.js'
 import { RequestKeys } from './request-idempotency.js'
 import { createBulkServices } from './routes/bulk/bulk-services.js'
-import { getMetrics, ROUTES } from './routes/route-list.js'
+import { ADMIN_ROUTES, getMetrics, ROUTES } from './routes/route-list.js'
 import { pickSettings, type ServiceSettings } from './settings-by-owner.js'
 import type { OpenedStore } from './store/open-store.js'
 import type { Store } from './store/store.js'
@@ -126,7 +126,9 @@ export function createService(options: ServiceOptions): UserService {
     leewaySeconds,
     now,
   })
-  const routes = options.metrics === false ? ROUTES.filter((route) => route !== getMetrics) : ROUTES
+  const apiRoutes =
+    options.metrics === false ? ROUTES.filter((route) => route !== getMetrics) : ROUTES
+  const routes = options.adminPage ? [...apiRoutes, ...ADMIN_ROUTES] : apiRoutes
   const metrics =
     options.metrics === false
       ? undefined
@@ -178,7 +180,7 @@ export function createService(options: ServiceOptions): UserService {
         ...pickSettings(options, ['bulk']),
       }),
       openApi: JSON.stringify(
-        createOpenApiDocument({ basePath, version: SERVICE_VERSION, routes }),
+        createOpenApiDocument({ basePath, version: SERVICE_VERSION, routes: apiRoutes }),
       ),
       metrics,
     },

@@ -254,6 +254,13 @@ export const SETTINGS = {
     parse: parseOnOff,
     doc: 'GET /metrics is served (on) or answers 404 (off)',
   }),
+  adminPage: setting({
+    owner: 'service',
+    env: ['ADMIN_PAGE'],
+    default: true,
+    parse: parseOnOff,
+    doc: 'the admin page, GET /admin and its files, is served (on) or answers 404 (off)',
+  }),
   corsOrigins: setting({
     owner: 'service',
     env: ['CORS_ORIGINS'],

@@ -8,6 +8,7 @@ import { describe, it, type TestContext } from 'node:test'
 import { promisify } from 'node:util'
 
 import type { User } from '../src/domain/user.js'
+import { checkAdminPageServed } from './helpers/admin-page.js'
 import { PROJECT_ROOT } from './helpers/child.js'
 import { request } from './helpers/http.js'
 import { waitFor } from './helpers/ops.js'
@@ -85,6 +86,8 @@ async function checkForm(
     async () => ((await request('GET', `${url}/readyz`)).status === 200 ? true : undefined),
     15_000,
   )
+  // The admin page, carried inside: no file beside the service.
+  await checkAdminPageServed(url)
 
   const token = await run(
     command,

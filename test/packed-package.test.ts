@@ -6,6 +6,7 @@ import { describe, it } from 'node:test'
 import { promisify } from 'node:util'
 
 import { startTestService, type User } from '../src/testing.js'
+import { ADMIN_CSP } from './helpers/admin-page.js'
 import { PROJECT_ROOT } from './helpers/child.js'
 import { makeTempDir } from './helpers/service.js'
 
@@ -56,6 +57,12 @@ describe('the packed package (npm pack) in another project', () => {
       ],
       { cwd: PROJECT_ROOT, timeout: 60_000, env },
     )
+    // npm run build's second step: the admin page (docs/admin-page.md) into dist/admin/.
+    await run(
+      process.execPath,
+      [path.join('scripts', 'build-admin-page.mjs'), path.join(stage, 'dist', 'admin')],
+      { cwd: PROJECT_ROOT, timeout: 60_000, env },
+    )
     await copyFile(path.join(PROJECT_ROOT, 'package.json'), path.join(stage, 'package.json'))
     const packed = await run(
       NPM,
@@ -73,6 +80,10 @@ describe('the packed package (npm pack) in another project', () => {
       'dist/testing.d.ts',
       'dist/bin.js',
       'dist/main.js',
+      'dist/admin/index.html',
+      'dist/admin/main.js',
+      'dist/admin/admin.css',
+      'dist/admin/icon.svg',
     ]) {
       assert.ok(shipped.includes(file), `${file} is not in the tarball: ${shipped.join(', ')}`)
     }
@@ -107,6 +118,31 @@ describe('the packed package (npm pack) in another project', () => {
     })
     assert.match(tested.stdout, /pass 3\b/, tested.stdout)
     assert.match(tested.stdout, /fail 0\b/, tested.stdout)
+
+    // The installed package serves the admin page from its own dist/admin/.
+    await writeFile(
+      path.join(consumer, 'admin-page.mjs'),
+      `import { startTestService } from 'user-service/testing'
+const service = await startTestService()
+const answers = []
+for (const file of ['admin', 'admin/main.js', 'admin/admin.css', 'admin/icon.svg']) {
+  const res = await fetch(service.url + '/' + file)
+  answers.push([file, res.status, res.headers.get('content-security-policy')])
+}
+await service.close()
+console.log(JSON.stringify(answers))
+`,
+    )
+    const page = await run(process.execPath, ['admin-page.mjs'], { cwd: consumer, env })
+    const answers = JSON.parse(page.stdout) as [string, number, string | null][]
+    assert.deepEqual(
+      answers.map(([file, status, csp]) => [file, status, csp === ADMIN_CSP]),
+      ['admin', 'admin/main.js', 'admin/admin.css', 'admin/icon.svg'].map((file) => [
+        file,
+        200,
+        true,
+      ]),
+    )
 
     // The package's bin, as docs/bulk.md runs it: `user-service export` against a service.
     const service = await startTestService()

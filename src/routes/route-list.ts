@@ -1,3 +1,4 @@
+import { getAdminFile, getAdminPage } from './admin/admin-page.js'
 import { exportUsers } from './bulk/export-users.js'
 import { importUsers } from './bulk/import-users.js'
 import { listEvents } from './events/list-events.js'
@@ -55,3 +56,9 @@ export const ROUTES: readonly Route[] = [
   getReadiness,
   getMetrics,
 ]
+
+/**
+ * The admin page and its files (docs/admin-page.md), served unless ADMIN_PAGE=off: a page, not an
+ * operation of the API, so the OpenAPI document leaves them out.
+ */
+export const ADMIN_ROUTES: readonly Route[] = [getAdminPage, getAdminFile]

@@ -52,7 +52,14 @@ const FOLDER_LAYERS: Readonly<Record<string, readonly (readonly string[])[]>> = 
     // The table of every route, in the order the OpenAPI document lists them.
     ['routes/route-list.ts'],
     // The Route values, one folder per resource (none imports another: see APART).
-    ['routes/users/', 'routes/bulk/', 'routes/events/', 'routes/webhooks/', 'routes/service/'],
+    [
+      'routes/users/',
+      'routes/bulk/',
+      'routes/events/',
+      'routes/webhooks/',
+      'routes/service/',
+      'routes/admin/',
+    ],
     // What every route is made of: the Route type, the defaults each route spreads, the schemas
     // of parameters.
     ['routes/route.ts', 'routes/route-defaults.ts', 'routes/parameter-schemas.ts'],
@@ -99,7 +106,14 @@ const FOLDER_LAYERS: Readonly<Record<string, readonly (readonly string[])[]>> = 
 
 /** Parts of one layer that know nothing of each other: each resource's routes, each store. */
 const APART: readonly (readonly string[])[] = [
-  ['routes/users/', 'routes/bulk/', 'routes/events/', 'routes/webhooks/', 'routes/service/'],
+  [
+    'routes/users/',
+    'routes/bulk/',
+    'routes/events/',
+    'routes/webhooks/',
+    'routes/service/',
+    'routes/admin/',
+  ],
   ['store/file/', 'store/postgres/', 'store/memory-store.ts'],
 ]
 

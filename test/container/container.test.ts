@@ -11,6 +11,7 @@ import { performance } from 'node:perf_hooks'
 import { after, describe, it, type TestContext } from 'node:test'
 
 import type { User } from '../../src/domain/user.js'
+import { checkAdminPageServed } from '../helpers/admin-page.js'
 import { PROJECT_ROOT } from '../helpers/child.js'
 import { request } from '../helpers/http.js'
 import { waitFor } from '../helpers/ops.js'
@@ -233,6 +234,8 @@ function describeImage(engine: Engine, target: Target): void {
       const { url, readyMs } = await start(first)
       t.diagnostic(`${target.name}: /healthz 200 ${readyMs.toFixed(0)} ms after run`)
       assert.ok(readyMs < 10_000)
+      // The admin page comes from inside the image, with its CSP.
+      await checkAdminPageServed(url)
 
       // The kernel's view: the service's uid on the host, mapped back into the container's user namespace.
       const pid = await engine.inspect(first, '{{.State.Pid}}')

@@ -76,6 +76,7 @@ describe('links in the README, the changelog and docs/', () => {
     assert.deepEqual(
       documents().filter((name) => name.startsWith('docs/')),
       [
+        'docs/admin-page.md',
         'docs/api.md',
         'docs/architecture.md',
         'docs/bulk.md',

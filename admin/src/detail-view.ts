@@ -1,0 +1,212 @@
+import {
+  clearAlert,
+  clearFieldErrors,
+  fillForm,
+  readForm,
+  say,
+  showFieldError,
+  showFormProblem,
+  showProblem,
+} from './alerts.js'
+import { type Answer, api } from './api.js'
+import { confirmAction } from './dialogs.js'
+import { byId, make } from './dom.js'
+import { formBody, formValues, type User, userFields } from './user-view.js'
+
+/** The region "User details": one user, its actions, and its edit form. */
+export interface DetailView {
+  open(id: string, opener: HTMLElement | null): Promise<void>
+  close(): void
+  /** A change from the feed: shown at once, unless the form is being edited. */
+  changed(userId: string, deleted: boolean): void
+}
+
+export interface DetailHooks {
+  /** The user as it now is (undefined: deleted), for the list. */
+  readonly saved: (userId: string, user: User | undefined) => void
+  /** Where the focus goes when the detail closes. */
+  readonly home: () => HTMLElement
+}
+
+export function createDetailView(hooks: DetailHooks): DetailView {
+  const region = byId('detail', HTMLElement)
+  const title = byId('detail-title', HTMLHeadingElement)
+  const alert = byId('detail-alert', HTMLDivElement)
+  const fields = byId('detail-fields', HTMLDListElement)
+  const actions = byId('detail-actions', HTMLDivElement)
+  const form = byId('edit-form', HTMLFormElement)
+  const edit = byId('edit', HTMLButtonElement)
+  const activate = byId('activate', HTMLButtonElement)
+  const suspend = byId('suspend', HTMLButtonElement)
+  const remove = byId('delete', HTMLButtonElement)
+  let user: User | undefined
+  // The ETag of the user as shown: what a Save or an action sends as If-Match.
+  let etag = ''
+  let editing = false
+
+  const render = (): void => {
+    if (user === undefined) return
+    fields.replaceChildren(
+      ...userFields(user).flatMap(([label, text]) => [make('dt', label), make('dd', text)]),
+    )
+    // From pending, :suspend is a 409: the button says so by being off.
+    suspend.disabled = user.status === 'pending'
+    fields.hidden = editing
+    actions.hidden = editing
+    form.hidden = !editing
+  }
+
+  const show = (answer: Answer<User>): boolean => {
+    if (!answer.ok) {
+      showProblem(alert, answer.problem)
+      return false
+    }
+    user = answer.value
+    etag = answer.etag
+    render()
+    hooks.saved(user.id, user)
+    return true
+  }
+
+  const stopEditing = (): void => {
+    editing = false
+    clearFieldErrors('edit')
+    render()
+  }
+
+  const reload = async (): Promise<void> => {
+    if (user === undefined) return
+    const answer = await api.get(user.id)
+    if (!answer.ok) {
+      showProblem(alert, answer.problem)
+      return
+    }
+    user = answer.value
+    etag = answer.etag
+    clearAlert(alert)
+    clearFieldErrors('edit')
+    fillForm('edit', formValues(user))
+    render()
+    byId('edit-email', HTMLInputElement).focus()
+  }
+
+  const conflict = (): void => {
+    const again = make('button', 'Reload')
+    again.type = 'button'
+    again.addEventListener('click', () => {
+      void reload()
+    })
+    say(
+      alert,
+      'This user was changed meanwhile: Reload loads the current version into the form.',
+      again,
+    )
+    again.focus()
+  }
+
+  edit.addEventListener('click', () => {
+    if (user === undefined) return
+    editing = true
+    clearAlert(alert)
+    fillForm('edit', formValues(user))
+    render()
+    byId('edit-email', HTMLInputElement).focus()
+  })
+  byId('edit-cancel', HTMLButtonElement).addEventListener('click', () => {
+    stopEditing()
+    clearAlert(alert)
+    edit.focus()
+  })
+  form.addEventListener('submit', (event) => {
+    event.preventDefault()
+    if (user === undefined) return
+    const body = formBody(readForm('edit'))
+    clearFieldErrors('edit')
+    if (!body.ok) {
+      showFieldError('edit', body.field, [body.message])
+      document.getElementById(`edit-${body.field}`)?.focus()
+      return
+    }
+    void api.replace(user.id, body.body, etag).then((answer) => {
+      if (answer.ok) {
+        editing = false
+        clearAlert(alert)
+        show(answer)
+        edit.focus()
+      } else if (answer.problem.status === 412) conflict()
+      else showFormProblem('edit', alert, answer.problem)
+    })
+  })
+
+  const act = (button: HTMLButtonElement, action: 'Activate' | 'Suspend' | 'Delete'): void => {
+    button.addEventListener('click', () => {
+      const shown = user
+      if (shown === undefined) return
+      confirmAction({
+        action,
+        email: shown.email,
+        opener: button,
+        run: () => {
+          clearAlert(alert)
+          if (action === 'Delete') {
+            void api.remove(shown.id, etag).then((answer) => {
+              if (answer.ok) {
+                hooks.saved(shown.id, undefined)
+                view.close()
+              } else if (answer.problem.status === 412) conflict()
+              else showProblem(alert, answer.problem)
+            })
+            return
+          }
+          const verb = action === 'Activate' ? 'activate' : 'suspend'
+          void api.transition(shown.id, verb, etag).then((answer) => {
+            if (!answer.ok && answer.problem.status === 412) conflict()
+            else show(answer)
+          })
+        },
+      })
+    })
+  }
+  act(activate, 'Activate')
+  act(suspend, 'Suspend')
+  act(remove, 'Delete')
+
+  const view: DetailView = {
+    async open(id, opener) {
+      editing = false
+      clearAlert(alert)
+      clearFieldErrors('edit')
+      const answer = await api.get(id)
+      region.hidden = false
+      if (!show(answer)) {
+        fields.replaceChildren()
+        actions.hidden = true
+      }
+      if (opener !== null) title.focus()
+    },
+    close() {
+      user = undefined
+      editing = false
+      region.hidden = true
+      hooks.home().focus()
+    },
+    changed(userId, deleted) {
+      if (user?.id !== userId || region.hidden) return
+      if (deleted) {
+        say(alert, 'This user was deleted meanwhile.')
+        actions.hidden = true
+        return
+      }
+      // A form being edited keeps what is typed; its Save meets the 412.
+      if (editing) return
+      void api.get(userId).then((answer) => {
+        if (answer.ok && !editing && user?.id === userId) {
+          user = answer.value
+          etag = answer.etag
+          render()
+        }
+      })
+    },
+  }
+  return view
+}

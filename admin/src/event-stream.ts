@@ -1,0 +1,167 @@
+/** One Server-Sent Event of the change feed: its id, its type and its JSON data. */
+export interface StreamEvent {
+  readonly id: string
+  readonly event: string
+  readonly data: string
+}
+
+/**
+ * Reads a `text/event-stream` as it arrives, in chunks cut anywhere (the SSE format of the HTML
+ * standard: fields per line, an empty line ends an event, `:` starts a comment).
+ */
+export class SseParser {
+  #rest = ''
+  #id = ''
+  #event = ''
+  #data: string[] = []
+
+  /** Feeds a chunk of text; answers the events it completed. */
+  push(chunk: string): StreamEvent[] {
+    const events: StreamEvent[] = []
+    let text = this.#rest + chunk
+    // A \r at the very end may be the first half of a \r\n: it waits for the next chunk.
+    const held = text.endsWith('\r') ? '\r' : ''
+    if (held !== '') text = text.slice(0, -1)
+    const lines = text.split(/\r\n|\r|\n/)
+    // The last piece has no line end yet.
+    this.#rest = (lines.pop() ?? '') + held
+    for (const line of lines) {
+      if (line === '') {
+        if (this.#data.length > 0) {
+          events.push({
+            id: this.#id,
+            event: this.#event || 'message',
+            data: this.#data.join('\n'),
+          })
+        }
+        this.#event = ''
+        this.#data = []
+        continue
+      }
+      if (line.startsWith(':')) continue
+      const colon = line.indexOf(':')
+      const field = colon === -1 ? line : line.slice(0, colon)
+      let value = colon === -1 ? '' : line.slice(colon + 1)
+      if (value.startsWith(' ')) value = value.slice(1)
+      if (field === 'id' && !value.includes('\0')) this.#id = value
+      else if (field === 'event') this.#event = value
+      else if (field === 'data') this.#data.push(value)
+    }
+    return events
+  }
+}
+
+/** Whether updates arrive: shown to the user in the page's status line. */
+export type LiveState = 'connecting' | 'live' | 'reconnecting' | 'unavailable' | 'stopped'
+
+export type FetchLike = (url: string, init: RequestInit) => Promise<Response>
+
+export interface FollowOptions {
+  /** The feed's address, relative to the page (`events`). */
+  readonly url: string
+  readonly token: string
+  readonly fetch: FetchLike
+  readonly signal: AbortSignal
+  readonly onEvent: (event: StreamEvent) => void
+  readonly onState: (state: LiveState) => void
+  /** Where to start; none: at the end of the feed as it is now. */
+  readonly lastEventId?: string | undefined
+  /** The wait before reconnecting. */
+  readonly retryMs?: number | undefined
+}
+
+const PAGE = 1000
+/** A feed longer than this many pages is followed from where the walk stopped. */
+const MAX_PAGES = 50
+
+/** Thrown when the token may not read the feed (401, 403): there is no point in retrying. */
+class Refused extends Error {}
+
+function wait(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms)
+    signal.addEventListener('abort', () => {
+      clearTimeout(timer)
+      resolve()
+    })
+  })
+}
+
+/** The cursor of the end of the feed, found by following its pages. */
+async function feedEnd(options: FollowOptions): Promise<string | undefined> {
+  let after: string | undefined
+  for (let page = 0; page < MAX_PAGES; page += 1) {
+    const query = after === undefined ? `?limit=${PAGE}` : `?limit=${PAGE}&after=${after}`
+    const res = await options.fetch(options.url + query, {
+      headers: { authorization: `Bearer ${options.token}`, accept: 'application/json' },
+      signal: options.signal,
+    })
+    if (res.status === 401 || res.status === 403) throw new Refused()
+    if (!res.ok) throw new Error(`the feed answered ${res.status}`)
+    const body = (await res.json()) as { items: unknown[]; nextCursor: string }
+    after = body.nextCursor
+    if (body.items.length < PAGE) break
+  }
+  return after
+}
+
+/** Reads one stream to its end, handing over each event and remembering the last id. */
+async function readStream(
+  options: FollowOptions,
+  from: string | undefined,
+): Promise<string | undefined> {
+  const headers: Record<string, string> = {
+    authorization: `Bearer ${options.token}`,
+    accept: 'text/event-stream',
+  }
+  if (from !== undefined) headers['last-event-id'] = from
+  const res = await options.fetch(options.url, { headers, signal: options.signal })
+  if (res.status === 401 || res.status === 403) throw new Refused()
+  if (!res.ok || res.body === null) throw new Error(`the feed answered ${res.status}`)
+  options.onState('live')
+  const parser = new SseParser()
+  const decoder = new TextDecoder()
+  const reader = res.body.getReader()
+  let last = from
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) return last
+    for (const event of parser.push(decoder.decode(value, { stream: true }))) {
+      last = event.id
+      options.onEvent(event)
+    }
+  }
+}
+
+/**
+ * Follows the change feed live through `fetch` (an EventSource cannot send the token): from the
+ * end of the feed (or `lastEventId`), reconnecting after a drop with `Last-Event-ID` so that no
+ * event is missed or repeated, until the signal aborts. A token that may not read events ends it
+ * at once, as `unavailable`.
+ */
+export async function followEvents(options: FollowOptions): Promise<void> {
+  const { signal } = options
+  const retryMs = options.retryMs ?? 1000
+  let last = options.lastEventId
+  let started = last !== undefined
+  options.onState('connecting')
+  while (!signal.aborted) {
+    try {
+      if (!started) {
+        last = await feedEnd(options)
+        started = true
+      }
+      last = await readStream(options, last)
+    } catch (error) {
+      if (signal.aborted) break
+      if (error instanceof Refused) {
+        options.onState('unavailable')
+        return
+      }
+    }
+    if (signal.aborted) break
+    options.onState('reconnecting')
+    await wait(retryMs, signal)
+  }
+  options.onState('stopped')
+}

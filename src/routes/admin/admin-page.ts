@@ -1,0 +1,82 @@
+import { HttpError } from '../../http/problem.js'
+import { type Route, type RouteContext, STREAMED } from '../route.js'
+import { API_ROUTE, TEXT } from '../route-defaults.js'
+import { type PageFile, readPageFiles } from './page-files.js'
+
+/**
+ * The page's policy (docs/admin-page.md): everything from this origin, nothing inline, no eval,
+ * no plugins, no frames, no form posts.
+ */
+export const ADMIN_CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+  "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+let files: ReadonlyMap<string, PageFile> | undefined
+
+/** Read once, at the first request for the page; the files do not change while it runs. */
+function pageFile(name: string): PageFile {
+  files ??= readPageFiles()
+  const file = files.get(name)
+  if (file === undefined) throw new HttpError('not_found', 'There is nothing at this path.')
+  return file
+}
+
+/**
+ * Sends a file with the page's own headers: `no-cache` (revalidate every time, so an upgrade is
+ * seen at once) instead of the API's `no-store`, hence written here rather than as a Reply.
+ */
+function send({ req, res, requestId }: RouteContext, file: PageFile): typeof STREAMED {
+  res.writeHead(200, [
+    'x-request-id',
+    requestId,
+    'content-type',
+    file.type,
+    'content-length',
+    String(file.body.length),
+    'cache-control',
+    'no-cache',
+    'content-security-policy',
+    ADMIN_CSP,
+    'x-content-type-options',
+    'nosniff',
+    'referrer-policy',
+    'no-referrer',
+  ])
+  if (req.method === 'HEAD') res.end()
+  else res.end(file.body)
+  return STREAMED
+}
+
+const PAGE_ROUTE = {
+  ...API_ROUTE,
+  method: 'GET',
+  scope: undefined,
+  tag: 'service',
+  errors: [404],
+  rateLimited: false,
+} as const
+
+/** `GET /admin`: the page itself; it holds no data, so it needs no token. */
+export const getAdminPage: Route = {
+  ...PAGE_ROUTE,
+  operationId: 'getAdminPage',
+  path: '/admin',
+  summary: 'The admin page (docs/admin-page.md)',
+  responses: { 200: { description: 'The page.', content: { 'text/html': TEXT } } },
+  handle: (context) => send(context, pageFile('index.html')),
+}
+
+/** `GET /admin/{file}`: the scripts, styles and images the page loads. */
+export const getAdminFile: Route = {
+  ...PAGE_ROUTE,
+  operationId: 'getAdminFile',
+  path: '/admin/{file}',
+  summary: 'A script, style sheet or image of the admin page',
+  responses: { 200: { description: 'The file.' } },
+  handle: (context) => {
+    const name = context.params['file'] ?? ''
+    // The page itself has one address, the one its relative URLs are written for.
+    if (name === 'index.html') throw new HttpError('not_found', 'There is nothing at this path.')
+    return send(context, pageFile(name))
+  },
+}

@@ -1,0 +1,142 @@
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+
+import {
+  type FetchLike,
+  followEvents,
+  type LiveState,
+  SseParser,
+  type StreamEvent,
+} from '../../admin/src/event-stream.js'
+import { startService } from '../helpers/service.js'
+import { makeToken } from '../helpers/tokens.js'
+
+const READER = makeToken({ scope: 'users:read events:read' })
+
+describe('the admin page: reading Server-Sent Events', () => {
+  it('reads events cut anywhere, skips comments, keeps the last id, joins data lines', () => {
+    const parser = new SseParser()
+    const text =
+      ': keep-alive\n\nid: 01\nevent: user.created\ndata: {"a":1}\n\n' +
+      'id: 02\r\nevent: user.updated\r\ndata: line one\r\ndata:line two\r\n\r\n' +
+      'data: no id nor type\n\n'
+    const events: StreamEvent[] = []
+    // One character at a time: every cut a network may make.
+    for (const char of text) events.push(...parser.push(char))
+    assert.deepEqual(events, [
+      { id: '01', event: 'user.created', data: '{"a":1}' },
+      { id: '02', event: 'user.updated', data: 'line one\nline two' },
+      { id: '02', event: 'message', data: 'no id nor type' },
+    ])
+    assert.deepEqual(parser.push('data: unfinished\n'), [])
+  })
+})
+
+interface Sent {
+  readonly headers: Headers
+  /** How many events had been handed over when the request was made. */
+  readonly delivered: number
+}
+
+/**
+ * The real fetch, with each request's headers noted, and the first stream ended (as a dropped
+ * connection ends) after its `cut`-th blank line.
+ */
+function cuttingFetch(cut: number, delivered: () => number): { fetch: FetchLike; sent: Sent[] } {
+  const sent: Sent[] = []
+  let streams = 0
+  const fetchLike: FetchLike = async (url, init) => {
+    const headers = new Headers(init.headers)
+    sent.push({ headers, delivered: delivered() })
+    const res = await fetch(new URL(url), init)
+    if (headers.get('accept') !== 'text/event-stream' || res.body === null) return res
+    streams += 1
+    if (streams > 1) return res
+    // The first stream ends (as a dropped connection does) once `cut` events have come through.
+    const reader = res.body.getReader()
+    let seen = ''
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        const { done, value } = await reader.read()
+        if (done) {
+          controller.close()
+          return
+        }
+        controller.enqueue(value)
+        seen += new TextDecoder().decode(value)
+        if ((seen.match(/\n\n/g) ?? []).length >= cut) {
+          controller.close()
+          await reader.cancel()
+        }
+      },
+    })
+    return new Response(body, { status: res.status, headers: res.headers })
+  }
+  return { fetch: fetchLike, sent }
+}
+
+describe('the admin page: following the change feed through fetch', { timeout: 60_000 }, () => {
+  it('starts at the end of the feed, resumes with Last-Event-ID after a drop, and misses or repeats nothing', async (t) => {
+    const s = await startService(t, { eventStreams: { heartbeatMs: 60_000 } })
+    const before = await s.createUser({ name: 'Before' })
+    const events: StreamEvent[] = []
+    const { fetch: fetchLike, sent } = cuttingFetch(2, () => events.length)
+    const states: LiveState[] = []
+    const stop = new AbortController()
+    const done = followEvents({
+      url: `${s.baseUrl}/events`,
+      token: READER,
+      fetch: fetchLike,
+      signal: stop.signal,
+      retryMs: 50,
+      onEvent: (event) => events.push(event),
+      onState: (state) => states.push(state),
+    })
+    const until = async (check: () => boolean): Promise<void> => {
+      const end = Date.now() + 10_000
+      while (!check() && Date.now() < end) await new Promise((resolve) => setTimeout(resolve, 20))
+      assert.ok(check())
+    }
+    await until(() => states.includes('live'))
+    const made = []
+    for (const name of ['One', 'Two', 'Three', 'Four']) made.push(await s.createUser({ name }))
+    await until(() => events.length >= 4)
+    stop.abort()
+    await done
+
+    // The user made before it started is not replayed; each later one once, in order.
+    assert.ok(!events.some((event) => event.data.includes(before.id)))
+    assert.deepEqual(
+      events.map((event) => [event.event, (JSON.parse(event.data) as { userId: string }).userId]),
+      made.map((user) => ['user.created', user.id]),
+    )
+    // The second stream asked to resume after the last event the first one delivered.
+    const streams = sent.filter((item) => item.headers.get('accept') === 'text/event-stream')
+    assert.ok(streams.length >= 2, `${streams.length} streams`)
+    const resumed = streams[1]
+    assert.ok(resumed !== undefined && resumed.delivered >= 1 && resumed.delivered < 4)
+    assert.equal(resumed.headers.get('last-event-id'), events[resumed.delivered - 1]?.id)
+    assert.equal(streams[0]?.headers.get('authorization'), `Bearer ${READER}`)
+    // The first stream started where the walk of the feed's pages ended: after `before`'s event.
+    assert.match(streams[0]?.headers.get('last-event-id') ?? '', /^[0-9a-f]{16}$/)
+    assert.ok(states.includes('reconnecting'))
+    assert.equal(states.at(-1), 'stopped')
+  })
+
+  it('ends as unavailable, without retrying, for a token that may not read events', async (t) => {
+    const s = await startService(t)
+    const states: LiveState[] = []
+    const { fetch: fetchLike, sent } = cuttingFetch(1, () => 0)
+    await followEvents({
+      url: `${s.baseUrl}/events`,
+      token: makeToken({ scope: 'users:read' }),
+      fetch: fetchLike,
+      signal: new AbortController().signal,
+      retryMs: 10,
+      onEvent: () => assert.fail('no event'),
+      onState: (state) => states.push(state),
+    })
+    assert.deepEqual(states, ['connecting', 'unavailable'])
+    assert.equal(sent.length, 1)
+  })
+})

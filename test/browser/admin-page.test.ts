@@ -1,0 +1,478 @@
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+
+import type { Page } from 'playwright-core'
+
+import type { User } from '../../src/domain/user.js'
+import {
+  assertAccessible,
+  assertClean,
+  openAdmin,
+  SKIP,
+  screenshot,
+  signIn,
+} from '../helpers/admin-browser.js'
+import type { Problem } from '../helpers/http.js'
+import { startService, uniqueEmail } from '../helpers/service.js'
+import { ALL_SCOPES, makeToken } from '../helpers/tokens.js'
+
+const LIVE_SCOPES = `${ALL_SCOPES} events:read`
+
+/** People for the list (and its screenshot in the docs), oldest first. */
+const PEOPLE: [string, Record<string, string>][] = [
+  ['Charles Babbage', { team: 'engines' }],
+  ['Ada Lovelace', { team: 'analytics' }],
+  ['Alan Turing', { team: 'research' }],
+  ['Grace Hopper', { team: 'compilers' }],
+  ['John von Neumann', {}],
+  ['Claude Shannon', { team: 'research' }],
+  ['Kathleen Booth', { team: 'compilers' }],
+  ['Edsger Dijkstra', {}],
+  ['Tony Hoare', { team: 'languages' }],
+  ['Donald Knuth', { team: 'typesetting' }],
+  ['Barbara Liskov', { team: 'languages' }],
+  ['Frances Allen', { team: 'compilers' }],
+  ['Niklaus Wirth', { team: 'languages' }],
+  ['Margaret Hamilton', { team: 'flight' }],
+  ['Ken Thompson', { team: 'systems' }],
+  ['Dennis Ritchie', { team: 'systems' }],
+  ['Radia Perlman', { team: 'networks' }],
+  ['Vint Cerf', { team: 'networks' }],
+  ['Sophie Wilson', { team: 'chips' }],
+  ['Tim Berners-Lee', { team: 'web' }],
+  ['Shafi Goldwasser', { team: 'crypto' }],
+  ['Leslie Lamport', { team: 'distributed' }],
+  ['Hedy Lamarr', { team: 'radio' }],
+]
+
+function row(page: Page, email: string) {
+  return page
+    .getByRole('row')
+    .filter({ has: page.getByRole('button', { name: email, exact: true }) })
+}
+
+/**
+ * Waits until a value read from the page is the one expected (page.waitForFunction would evaluate
+ * a string, which the page's CSP rightly refuses).
+ */
+async function until<T>(read: () => Promise<T>, expected: T, timeoutMs = 5000): Promise<void> {
+  const end = Date.now() + timeoutMs
+  let last = await read()
+  while (last !== expected && Date.now() < end) {
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    last = await read()
+  }
+  assert.equal(last, expected)
+}
+
+/** The emails of the list's rows, top to bottom. */
+async function shownEmails(page: Page): Promise<string[]> {
+  return page.locator('#users-body button').allTextContents()
+}
+
+describe('the admin page in headless Chromium', { skip: SKIP, timeout: 300_000 }, () => {
+  it('signs in with a token kept in sessionStorage alone, shows a 401 detail, lists newest first, searches, pages and signs out', async (t) => {
+    const s = await startService(t)
+    const created: User[] = []
+    for (const [name, metadata] of PEOPLE) {
+      const email = `${name.toLowerCase().replace(/[^a-z]+/g, '.')}@example.com`
+      created.push(await s.createUser({ email, name, metadata }))
+    }
+    // A few active and suspended ones, as a real list has.
+    for (const [index, verbs] of [
+      [22, ['activate']],
+      [20, ['activate', 'suspend']],
+      [19, ['activate']],
+      [16, ['activate']],
+      [13, ['activate']],
+    ] as const) {
+      for (const verb of verbs) {
+        const user = created[index]
+        assert.ok(user !== undefined)
+        assert.equal((await s.call('POST', `/users/${user.id}:${verb}`)).status, 200)
+        created[index] = await s.getUser(user.id)
+      }
+    }
+    const newest = [...created].reverse()
+    const { page, faults, context } = await openAdmin(t, `${s.url}/admin`)
+    await assertAccessible(page, 'the sign-in form')
+    await screenshot(page, '1-sign-in')
+
+    // A 401 shows the problem's detail, and nothing is kept.
+    const expired = makeToken({ ttl: -600 })
+    const refused = await s.call('GET', '/users', { token: expired })
+    assert.equal(refused.status, 401)
+    await page.getByLabel('Token', { exact: true }).fill(expired)
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click()
+    const signInAlert = page.locator('#sign-in-alert[role="alert"]')
+    await signInAlert.getByText(refused.json<Problem>().detail).waitFor()
+    assert.equal(await page.evaluate('sessionStorage.length'), 0)
+
+    const token = makeToken({ scope: LIVE_SCOPES })
+    await signIn(page, token)
+    await page.getByRole('status').getByText('Live updates: on', { exact: true }).waitFor()
+    // The token lives in sessionStorage only: no localStorage, cookie, IndexedDB or URL holds it.
+    assert.deepEqual(await page.evaluate('Object.values(sessionStorage)'), [token])
+    assert.equal(await page.evaluate('localStorage.length'), 0)
+    assert.deepEqual(await context.cookies(), [])
+    assert.deepEqual(await page.evaluate('indexedDB.databases().then((dbs) => dbs.length)'), 0)
+    assert.ok(!page.url().includes(token))
+
+    // Newest first, 20 a page; the columns as named.
+    const table = page.getByRole('table', { name: 'Users' })
+    for (const column of ['Email', 'Name', 'Status', 'Updated']) {
+      await table.getByRole('columnheader', { name: column, exact: true }).waitFor()
+    }
+    assert.deepEqual(
+      await shownEmails(page),
+      newest.slice(0, 20).map((user) => user.email),
+    )
+    const previous = page.getByRole('button', { name: 'Previous page', exact: true })
+    const next = page.getByRole('button', { name: 'Next page', exact: true })
+    assert.equal(await previous.isDisabled(), true)
+    assert.equal(await next.isDisabled(), false)
+    await assertAccessible(page, 'the list')
+    await screenshot(page, '2-list')
+
+    await next.click()
+    await page.getByRole('button', { name: newest[20]?.email ?? '', exact: true }).waitFor()
+    assert.deepEqual(
+      await shownEmails(page),
+      newest.slice(20).map((user) => user.email),
+    )
+    assert.equal(await next.isDisabled(), true)
+    assert.equal(await previous.isDisabled(), false)
+    await previous.click()
+    await page.getByRole('button', { name: newest[0]?.email ?? '', exact: true }).waitFor()
+    assert.equal(await previous.isDisabled(), true)
+
+    // Search: sent as q (part of a name or an email, any case).
+    await page.getByRole('searchbox', { name: 'Search' }).fill('AN')
+    const expected = newest
+      .filter((user) => `${user.name} ${user.email}`.toLowerCase().includes('an'))
+      .map((user) => user.email)
+    assert.ok(expected.length > 1 && expected.length < 20)
+    await until(() => page.locator('#users-body tr').count(), expected.length)
+    assert.deepEqual(await shownEmails(page), expected)
+    assert.equal(await next.isDisabled(), true)
+
+    // Sign out forgets the token and shows the sign-in form again.
+    await page.getByRole('button', { name: 'Sign out', exact: true }).click()
+    await page.getByLabel('Token', { exact: true }).waitFor()
+    assert.equal(await page.evaluate('sessionStorage.length'), 0)
+    assert.equal(await page.getByRole('table', { name: 'Users' }).count(), 0)
+    await page.reload()
+    await page.getByLabel('Token', { exact: true }).waitFor()
+    assert.equal(await page.getByRole('table', { name: 'Users' }).isVisible(), false)
+    assertClean(faults, [401])
+  })
+
+  it('shows a detail, creates, edits with If-Match, meets a 412 with Reload, and shows field errors and other problems', async (t) => {
+    const s = await startService(t)
+    const ada = await s.createUser({
+      email: 'ada@example.com',
+      name: 'Ada Lovelace',
+      metadata: { team: 'analytics', floor: '3' },
+    })
+    const other = await s.createUser({ email: 'charles@example.com', name: 'Charles Babbage' })
+    const { page, faults } = await openAdmin(t, `${s.url}/admin`)
+    await signIn(page, makeToken({ scope: LIVE_SCOPES }))
+
+    // Detail: every field, and the actions.
+    await page.getByRole('button', { name: ada.email, exact: true }).click()
+    const detail = page.getByRole('region', { name: 'User details' })
+    await detail.getByText(ada.id, { exact: true }).waitFor()
+    const shown = await detail.locator('dd').allTextContents()
+    assert.deepEqual(shown, [
+      ada.id,
+      ada.email,
+      ada.name,
+      'pending',
+      '{"team":"analytics","floor":"3"}',
+      '1',
+      ada.createdAt,
+      ada.updatedAt,
+    ])
+    assert.deepEqual(await detail.locator('dt').allTextContents(), [
+      'id',
+      'email',
+      'name',
+      'status',
+      'metadata',
+      'version',
+      'createdAt',
+      'updatedAt',
+    ])
+    for (const name of ['Edit', 'Activate', 'Suspend', 'Delete']) {
+      await detail.getByRole('button', { name, exact: true }).waitFor()
+    }
+    // From pending, a suspend is a 409: the button is off.
+    assert.equal(
+      await detail.getByRole('button', { name: 'Suspend', exact: true }).isDisabled(),
+      true,
+    )
+    await assertAccessible(page, 'a detail')
+    await screenshot(page, '3-detail')
+
+    // Create: a 422's field errors at their fields, described by the server's own messages.
+    const bad = await s.call('POST', '/users', {
+      json: { email: 'not an email', name: '', metadata: {} },
+    })
+    assert.equal(bad.status, 422)
+    const badErrors = bad.json<Problem>().errors ?? []
+    const dialog = page.getByRole('dialog', { name: 'New user' })
+    // Cancel closes it and creates nothing.
+    await page.getByRole('button', { name: 'New user', exact: true }).click()
+    await dialog.getByLabel('Email', { exact: true }).fill(uniqueEmail('cancelled'))
+    await dialog.getByLabel('Name', { exact: true }).fill('Cancelled')
+    await dialog.getByRole('button', { name: 'Cancel', exact: true }).click()
+    await dialog.waitFor({ state: 'hidden' })
+    assert.equal((await s.snapshot()).length, 2)
+    await page.getByRole('button', { name: 'New user', exact: true }).click()
+    await dialog.waitFor()
+    // Opened again: empty.
+    assert.equal(await dialog.getByLabel('Name', { exact: true }).inputValue(), '')
+    await assertAccessible(page, 'the New user form')
+    await screenshot(page, '4-new-user')
+    await dialog.getByLabel('Email', { exact: true }).fill('not an email')
+    await dialog.getByRole('button', { name: 'Create', exact: true }).click()
+    await page.locator('#new-email[aria-invalid="true"]').waitFor()
+    for (const [field, pointer] of [
+      ['Email', '/email'],
+      ['Name', '/name'],
+    ] as const) {
+      const control = dialog.getByLabel(field, { exact: true })
+      assert.equal(await control.getAttribute('aria-invalid'), 'true')
+      const describedBy = (await control.getAttribute('aria-describedby')) ?? ''
+      const message = badErrors.find((entry) => entry.pointer === pointer)?.message ?? '?'
+      assert.equal(await page.locator(`#${describedBy}`).textContent(), message)
+    }
+    assert.equal(
+      await dialog.getByLabel('Metadata', { exact: true }).getAttribute('aria-invalid'),
+      null,
+    )
+    assert.equal(await page.evaluate('document.activeElement.id'), 'new-email')
+    await assertAccessible(page, 'a form showing field errors')
+    await screenshot(page, '5-field-errors')
+
+    // Metadata must parse as JSON: the one check the page makes itself.
+    await dialog.getByLabel('Metadata', { exact: true }).fill('{team: ops')
+    await dialog.getByRole('button', { name: 'Create', exact: true }).click()
+    await page.locator('#new-metadata[aria-invalid="true"]').waitFor()
+
+    // A 409 (an email taken) goes to the alert with its title and detail.
+    const taken = await s.call('POST', '/users', {
+      json: { email: other.email, name: 'Charles Babbage' },
+    })
+    assert.equal(taken.status, 409)
+    await dialog.getByLabel('Email', { exact: true }).fill(other.email)
+    await dialog.getByLabel('Name', { exact: true }).fill('Charles Babbage')
+    await dialog.getByLabel('Metadata', { exact: true }).fill('')
+    await dialog.getByRole('button', { name: 'Create', exact: true }).click()
+    const newAlert = dialog.getByRole('alert')
+    await newAlert.getByText(taken.json<Problem>().title, { exact: true }).waitFor()
+    await newAlert.getByText(taken.json<Problem>().detail, { exact: true }).waitFor()
+
+    const grace = uniqueEmail('grace')
+    await dialog.getByLabel('Email', { exact: true }).fill(grace)
+    await dialog.getByLabel('Name', { exact: true }).fill('Grace Hopper')
+    await dialog.getByLabel('Metadata', { exact: true }).fill('{"team": "navy"}')
+    await dialog.getByRole('button', { name: 'Create', exact: true }).click()
+    await dialog.waitFor({ state: 'hidden' })
+    await detail.getByText(grace, { exact: true }).waitFor()
+    await page.getByRole('button', { name: grace, exact: true }).waitFor()
+    const stored = (await s.snapshot()).find((user) => user.email === grace)
+    assert.equal(stored?.name, 'Grace Hopper')
+    assert.deepEqual(stored?.metadata, { team: 'navy' })
+
+    // Edit: PUT with If-Match; then a change made elsewhere meanwhile is a 412 with Reload.
+    await page.getByRole('button', { name: ada.email, exact: true }).click()
+    await detail.getByText(ada.id, { exact: true }).waitFor()
+    await detail.getByRole('button', { name: 'Edit', exact: true }).click()
+    assert.equal(await detail.getByLabel('Name', { exact: true }).inputValue(), 'Ada Lovelace')
+    await detail.getByLabel('Name', { exact: true }).fill('Ada King')
+    await detail.getByRole('button', { name: 'Save', exact: true }).click()
+    await detail.getByText('Ada King', { exact: true }).waitFor()
+    assert.equal((await s.getUser(ada.id)).name, 'Ada King')
+    assert.equal((await s.getUser(ada.id)).version, 2)
+
+    await detail.getByRole('button', { name: 'Edit', exact: true }).click()
+    await detail.getByLabel('Name', { exact: true }).fill('Lost update')
+    const elsewhere = await s.call('PATCH', `/users/${ada.id}`, {
+      json: { name: 'Countess of Lovelace' },
+    })
+    assert.equal(elsewhere.status, 200)
+    await detail.getByRole('button', { name: 'Save', exact: true }).click()
+    const conflict = detail.getByRole('alert')
+    await conflict.getByText(/changed meanwhile/).waitFor()
+    await screenshot(page, '6-conflict')
+    assert.equal((await s.getUser(ada.id)).name, 'Countess of Lovelace')
+    await conflict.getByRole('button', { name: 'Reload', exact: true }).click()
+    await until(
+      () => detail.getByLabel('Name', { exact: true }).inputValue(),
+      'Countess of Lovelace',
+    )
+    assert.equal(await page.locator('#detail-alert').textContent(), '')
+    await detail.getByLabel('Name', { exact: true }).fill('Ada, again')
+    await detail.getByRole('button', { name: 'Save', exact: true }).click()
+    await detail.getByText('Ada, again', { exact: true }).waitFor()
+    assert.equal((await s.getUser(ada.id)).name, 'Ada, again')
+
+    // A 422 on Save: at the field; a 409 on Save: in the alert.
+    await detail.getByRole('button', { name: 'Edit', exact: true }).click()
+    await detail.getByLabel('Email', { exact: true }).fill(other.email)
+    await detail.getByRole('button', { name: 'Save', exact: true }).click()
+    await detail
+      .getByRole('alert')
+      .getByText(taken.json<Problem>().title, { exact: true })
+      .waitFor()
+    await detail.getByLabel('Email', { exact: true }).fill('broken')
+    await detail.getByRole('button', { name: 'Save', exact: true }).click()
+    await page.locator('#edit-email[aria-invalid="true"]').waitFor()
+    await detail.getByRole('button', { name: 'Cancel', exact: true }).click()
+    assert.equal((await s.getUser(ada.id)).email, ada.email)
+    assertClean(faults, [409, 412, 422])
+  })
+
+  it('asks before suspend, activate and delete (Cancel and Escape change nothing), and shows a 403 in the alert', async (t) => {
+    const s = await startService(t)
+    const user = await s.createUser({ name: 'Tim Berners-Lee' })
+    const { page, faults } = await openAdmin(t, `${s.url}/admin`)
+    await signIn(page, makeToken({ scope: LIVE_SCOPES }))
+    await page.getByRole('button', { name: user.email, exact: true }).click()
+    const detail = page.getByRole('region', { name: 'User details' })
+    await detail.getByText(user.id, { exact: true }).waitFor()
+    const status = detail.locator('dd').nth(3)
+
+    const confirm = async (action: string, choice: 'go' | 'cancel' | 'escape'): Promise<void> => {
+      await detail.getByRole('button', { name: action, exact: true }).click()
+      const dialog = page.getByRole('dialog', { name: `${action} ${user.email}?` })
+      await dialog.waitFor()
+      if (choice === 'go') await dialog.getByRole('button', { name: action, exact: true }).click()
+      else if (choice === 'cancel')
+        await dialog.getByRole('button', { name: 'Cancel', exact: true }).click()
+      else await page.keyboard.press('Escape')
+      await dialog.waitFor({ state: 'hidden' })
+    }
+
+    await confirm('Activate', 'cancel')
+    await confirm('Activate', 'escape')
+    assert.equal((await s.getUser(user.id)).status, 'pending')
+    await detail.getByRole('button', { name: 'Activate', exact: true }).click()
+    await assertAccessible(page, 'an open confirmation dialog')
+    await screenshot(page, '7-confirm')
+    await page.getByRole('dialog').getByRole('button', { name: 'Activate', exact: true }).click()
+    await until(() => status.textContent(), 'active')
+    assert.equal((await s.getUser(user.id)).status, 'active')
+
+    await confirm('Suspend', 'escape')
+    assert.equal((await s.getUser(user.id)).status, 'active')
+    await confirm('Suspend', 'go')
+    await until(() => status.textContent(), 'suspended')
+    assert.equal(await status.textContent(), 'suspended')
+    assert.equal((await s.getUser(user.id)).status, 'suspended')
+    await page.getByRole('row').filter({ hasText: 'suspended' }).waitFor()
+
+    await confirm('Delete', 'cancel')
+    assert.equal((await s.getUser(user.id)).status, 'suspended')
+    await confirm('Delete', 'go')
+    await detail.waitFor({ state: 'hidden' })
+    await page.getByRole('button', { name: user.email, exact: true }).waitFor({ state: 'detached' })
+    assert.equal((await s.call('GET', `/users/${user.id}`)).status, 404)
+
+    // A token that may read but not write: the 403's title and detail in the alert.
+    const reader = makeToken({ scope: 'users:read' })
+    const target = await s.createUser({ name: 'Read Only' })
+    const forbidden = await s.call('POST', `/users/${target.id}:activate`, { token: reader })
+    assert.equal(forbidden.status, 403)
+    await page.getByRole('button', { name: 'Sign out', exact: true }).click()
+    await signIn(page, reader)
+    await page.getByRole('button', { name: target.email, exact: true }).click()
+    await detail.getByText(target.id, { exact: true }).waitFor()
+    await detail.getByRole('button', { name: 'Activate', exact: true }).click()
+    await page.getByRole('dialog').getByRole('button', { name: 'Activate', exact: true }).click()
+    const alert = detail.getByRole('alert')
+    await alert.getByText(forbidden.json<Problem>().title, { exact: true }).waitFor()
+    await alert.getByText(forbidden.json<Problem>().detail, { exact: true }).waitFor()
+    assert.equal((await s.getUser(target.id)).status, 'pending')
+    // The reader's 403s: the activate, and the feed (no events:read).
+    assertClean(faults, [403])
+  })
+
+  it('follows the change feed live through fetch: new, changed and removed rows and an open detail within 2 s, a form being edited left alone', async (t) => {
+    const s = await startService(t)
+    const first = await s.createUser({ name: 'First' })
+    const watched = await s.createUser({ name: 'Watched' })
+    const { page, faults } = await openAdmin(t, `${s.url}/admin`)
+    await signIn(page, makeToken({ scope: LIVE_SCOPES }))
+    const status = page.getByRole('status')
+    await status.getByText('Live updates: on', { exact: true }).waitFor()
+
+    const fresh = await s.createUser({ name: 'Fresh' })
+    await page.getByRole('button', { name: fresh.email, exact: true }).waitFor({ timeout: 2000 })
+    assert.equal((await shownEmails(page))[0], fresh.email)
+
+    await page.getByRole('button', { name: watched.email, exact: true }).click()
+    const detail = page.getByRole('region', { name: 'User details' })
+    await detail.getByText(watched.id, { exact: true }).waitFor()
+    assert.equal(
+      (await s.call('PATCH', `/users/${watched.id}`, { json: { name: 'Renamed' } })).status,
+      200,
+    )
+    await row(page, watched.email)
+      .getByRole('cell', { name: 'Renamed', exact: true })
+      .waitFor({ timeout: 2000 })
+    await detail.getByText('Renamed', { exact: true }).waitFor({ timeout: 2000 })
+
+    // A form being edited keeps what is typed; its Save meets the 412.
+    await detail.getByRole('button', { name: 'Edit', exact: true }).click()
+    await detail.getByLabel('Name', { exact: true }).fill('Mine')
+    assert.equal(
+      (await s.call('PATCH', `/users/${watched.id}`, { json: { name: 'Theirs' } })).status,
+      200,
+    )
+    await row(page, watched.email)
+      .getByRole('cell', { name: 'Theirs', exact: true })
+      .waitFor({ timeout: 2000 })
+    assert.equal(await detail.getByLabel('Name', { exact: true }).inputValue(), 'Mine')
+    await detail.getByRole('button', { name: 'Save', exact: true }).click()
+    await detail
+      .getByRole('alert')
+      .getByText(/changed meanwhile/)
+      .waitFor()
+    assert.equal((await s.getUser(watched.id)).name, 'Theirs')
+
+    assert.equal((await s.call('DELETE', `/users/${first.id}`)).status, 204)
+    await page
+      .getByRole('button', { name: first.email, exact: true })
+      .waitFor({ state: 'detached', timeout: 2000 })
+    assertClean(faults, [412])
+
+    // A token without events:read works, without live updates, and says so.
+    await page.getByRole('button', { name: 'Sign out', exact: true }).click()
+    await signIn(page, s.token)
+    await status.getByText(/Live updates: off/).waitFor()
+    await page.getByRole('button', { name: fresh.email, exact: true }).waitFor()
+    assertClean(faults, [403, 412])
+  })
+
+  it('works under BASE_PATH: its files and its API calls resolve relative to /v1/admin', async (t) => {
+    const s = await startService(t, { basePath: '/v1' })
+    const user = await s.createUser({ email: 'based@example.com', name: 'Under A Base Path' })
+    const { page, faults } = await openAdmin(t, `${s.url}/v1/admin`)
+    const requested: string[] = []
+    page.on('request', (request) => requested.push(new URL(request.url()).pathname))
+    await signIn(page, makeToken({ scope: LIVE_SCOPES }))
+    await page.getByRole('status').getByText('Live updates: on', { exact: true }).waitFor()
+    await page.getByRole('button', { name: user.email, exact: true }).click()
+    await page.getByRole('region', { name: 'User details' }).getByText(user.id).waitFor()
+    assert.ok(requested.includes('/v1/users'), requested.join(' '))
+    assert.ok(requested.includes('/v1/events'), requested.join(' '))
+    assert.ok(requested.includes(`/v1/users/${user.id}`), requested.join(' '))
+    assert.deepEqual(
+      requested.filter((path) => !path.startsWith('/v1/')),
+      [],
+    )
+    assertClean(faults)
+  })
+})

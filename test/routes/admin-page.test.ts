@@ -1,0 +1,147 @@
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+
+import { parseConfig } from '../../src/process/config.js'
+import {
+  buildPage,
+  ADMIN_CSP as CSP,
+  loadEverything,
+  pageFileSizes,
+} from '../helpers/admin-page.js'
+import type { Problem } from '../helpers/http.js'
+import { startService, type TestService } from '../helpers/service.js'
+
+// Built before any service starts (tsc blocks the event loop for seconds).
+buildPage()
+
+const MAX_WEIGHT = 128 * 1024
+
+function assertPageHeaders(res: Response, type: RegExp, what: string): void {
+  assert.equal(res.status, 200, what)
+  assert.match(res.headers.get('content-type') ?? '', type, what)
+  assert.equal(res.headers.get('content-security-policy'), CSP, what)
+  assert.equal(res.headers.get('x-content-type-options'), 'nosniff', what)
+  assert.equal(res.headers.get('referrer-policy'), 'no-referrer', what)
+  assert.equal(res.headers.get('cache-control'), 'no-cache', what)
+}
+
+async function assertNotFound(s: TestService, path: string): Promise<void> {
+  const res = await s.call('GET', path, { token: undefined })
+  assert.equal(res.status, 404, path)
+  assert.equal(res.json<Problem>().code, 'not_found', path)
+  assert.equal(res.headers.get('content-security-policy'), null, path)
+}
+
+describe('GET /admin: the admin page', () => {
+  it('is 200 text/html with no token, with the CSP, nosniff, no-referrer and no-cache; HEAD too; other methods 405', async (t) => {
+    const s = await startService(t)
+    const page = await fetch(`${s.url}/admin`)
+    assertPageHeaders(page, /^text\/html; charset=utf-8$/, 'GET /admin')
+    assert.match(await page.text(), /^<!doctype html>/i)
+
+    const head = await fetch(`${s.url}/admin`, { method: 'HEAD' })
+    assertPageHeaders(head, /^text\/html; charset=utf-8$/, 'HEAD /admin')
+    assert.equal(await head.text(), '')
+    assert.equal(head.headers.get('content-length'), page.headers.get('content-length'))
+
+    for (const method of ['POST', 'PUT', 'PATCH', 'DELETE']) {
+      for (const path of ['/admin', '/admin/main.js']) {
+        const res = await s.call(method, path, { token: undefined })
+        assert.equal(res.status, 405, `${method} ${path}`)
+        assert.equal(res.headers.get('allow'), 'GET, HEAD')
+        assert.equal(res.json<Problem>().code, 'method_not_allowed')
+      }
+    }
+  })
+
+  it('serves every file the page loads from under /admin/, with the same headers, and nothing else', async (t) => {
+    const s = await startService(t)
+    const loaded = await loadEverything(`${s.url}/admin`)
+    const files = [...loaded.keys()].filter((url) => url !== `${s.url}/admin`)
+    assert.ok(files.some((url) => url.endsWith('/admin/main.js')))
+    assert.ok(files.some((url) => url.endsWith('/admin/admin.css')))
+    for (const [url, res] of loaded) {
+      assert.ok(url.startsWith(`${s.url}/admin`), `${url} is the service's, under /admin`)
+      assertPageHeaders(res, /^(text\/html|text\/javascript|text\/css|image\/svg\+xml)/, url)
+    }
+    // Every file built is one the page loads: nothing shipped is dead weight.
+    const names = new Set(files.map((url) => url.slice(url.lastIndexOf('/') + 1)))
+    assert.deepEqual(
+      [...pageFileSizes().keys()].filter((name) => name !== 'index.html' && !names.has(name)),
+      [],
+    )
+    await assertNotFound(s, '/admin/nothing.js')
+    await assertNotFound(s, '/admin/index.html')
+    await assertNotFound(s, '/admin/')
+    await assertNotFound(s, '/admin/..%2Fpackage.json')
+  })
+
+  it('weighs at most 128 KiB, everything it loads together', async (t) => {
+    const s = await startService(t)
+    const loaded = await loadEverything(`${s.url}/admin`)
+    const total = [...loaded.values()].reduce((sum, res) => sum + res.bytes, 0)
+    assert.ok(total > 10_000, `${total} bytes: the page and its scripts were all followed`)
+    assert.ok(total <= MAX_WEIGHT, `the page weighs ${total} bytes, more than ${MAX_WEIGHT}`)
+  })
+
+  it('has no inline script or style, no style or on… attribute, and no eval', async (t) => {
+    const s = await startService(t)
+    const loaded = await loadEverything(`${s.url}/admin`)
+    for (const [url] of loaded) {
+      const text = await (await fetch(url)).text()
+      if (url.endsWith('/admin')) {
+        assert.doesNotMatch(text, /<style/i)
+        assert.doesNotMatch(text, /\sstyle\s*=/i)
+        assert.doesNotMatch(text, /\son[a-z]+\s*=/i)
+        for (const tag of text.match(/<script[^>]*>/gi) ?? []) assert.match(tag, /\ssrc="/)
+        assert.doesNotMatch(text, /<script[^>]*>[^<\s]/i)
+      }
+      if (url.endsWith('.js')) {
+        assert.doesNotMatch(text, /\beval\s*\(|new Function\s*\(|\.innerHTML\b|\.style\b/, url)
+      }
+    }
+  })
+
+  it('is not counted by the rate limits: a page load is a dozen files, the same for everyone', async (t) => {
+    const s = await startService(t, { rateLimitAddress: { quota: 3, windowSeconds: 3600 } })
+    for (let load = 0; load < 3; load += 1) {
+      for (const [url, res] of await loadEverything(`${s.url}/admin`)) {
+        assert.equal(res.status, 200, `load ${load}: ${url}`)
+        assert.equal(res.headers.get('ratelimit'), null, url)
+      }
+    }
+    // The API still is: three anonymous requests, then 429.
+    const answers = []
+    for (let i = 0; i < 4; i += 1)
+      answers.push((await s.call('GET', '/users', { token: undefined })).status)
+    assert.deepEqual(answers, [401, 401, 401, 429])
+  })
+
+  it('lives under BASE_PATH, and its relative URLs reach the API there', async (t) => {
+    const s = await startService(t, { basePath: '/v1' })
+    assertPageHeaders(await fetch(`${s.url}/v1/admin`), /^text\/html/, 'GET /v1/admin')
+    assertPageHeaders(await fetch(`${s.url}/v1/admin/main.js`), /^text\/javascript/, 'main.js')
+    await assertNotFound(s, `${s.url}/admin`)
+    // The page calls `users` and `events` relative to itself: /v1/users, /v1/events.
+    assert.equal(new URL('users', `${s.url}/v1/admin`).href, `${s.baseUrl}/users`)
+    assert.equal((await s.call('GET', new URL('users', `${s.url}/v1/admin`).href)).status, 200)
+  })
+
+  it('ADMIN_PAGE=off: the page and every file under /admin/ answer 404', async (t) => {
+    assert.equal(parseConfig({ ADMIN_PAGE: 'off', JWT_SECRET: 'x'.repeat(32) }).adminPage, false)
+    assert.equal(parseConfig({ JWT_SECRET: 'x'.repeat(32) }).adminPage, true)
+    const on = await startService(t)
+    const paths = [...(await loadEverything(`${on.url}/admin`)).keys()].map(
+      (url) => new URL(url).pathname,
+    )
+    assert.ok(paths.length > 5)
+    const off = await startService(t, { adminPage: false })
+    for (const path of paths) {
+      await assertNotFound(off, `${off.url}${path}`)
+      const head = await fetch(`${off.url}${path}`, { method: 'HEAD' })
+      assert.equal(head.status, 404)
+    }
+    // The API is there as before.
+    assert.equal((await off.call('GET', '/users')).status, 200)
+  })
+})
