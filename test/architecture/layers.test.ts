@@ -66,11 +66,14 @@ const FOLDER_LAYERS: Readonly<Record<string, readonly (readonly string[])[]>> = 
       'store/durability.ts',
       'store/user-index.ts',
       'store/per-key-queue.ts',
+      'store/memory-keys.ts',
+      'store/byte-lru.ts',
     ],
     // The contract: what every store is, takes and throws (a failed durable write, the observer
     // of their timings included).
     [
       'store/store.ts',
+      'store/kept-keys.ts',
       'store/store-errors.ts',
       'store/store-input.ts',
       'store/storage-unavailable.ts',
@@ -98,6 +101,7 @@ const APART: readonly (readonly string[])[] = [
  */
 const STORE_CONTRACT: readonly string[] = [
   'store/store.ts',
+  'store/kept-keys.ts',
   'store/event-feed.ts',
   'store/store-errors.ts',
   'store/store-input.ts',
