@@ -22,6 +22,8 @@ import { describe, it, type TestContext } from 'node:test'
 
 import type { KeptKey } from '../../../src/domain/kept-key.js'
 import { FileStore, type FileStoreOptions } from '../../../src/store/file/file-store.js'
+import type { DurableWriteTiming } from '../../../src/store/write-timing.js'
+import { bigMetadata } from '../../events/feed-fixtures.js'
 import { type Child, PROJECT_ROOT, sleep, spawnService } from '../../helpers/child.js'
 import { createMemoryLogger, makeTempDir } from '../../helpers/service.js'
 import { aloneKey, keyToKeep } from '../../helpers/store-keys-suite.js'
@@ -163,6 +165,29 @@ describe('FileStore: kept keys on disk', () => {
     )
   })
 
+  it("fsyncs a change's key file and keys/ in the checkpoint, before the checkpoint moves past its event", async (t) => {
+    const dataDir = await dataDirOf(t, 'keys-checkpoint-')
+    const timings: DurableWriteTiming[] = []
+    const { store, close } = await openStore(t, dataDir, {
+      checkpointMs: NO_CHECKPOINT,
+      timings: (timing) => timings.push(timing),
+    })
+    const from = timings.length
+    await store.create(makeUser(), undefined, { idempotency: keyToKeep('admin', 'synced') })
+    // A clean stop runs a checkpoint past everything.
+    await close()
+    const seen = timings.slice(from).map((timing) => `${timing.kind} ${path.basename(timing.dir)}`)
+    const checkpointWrite = seen.indexOf(`write ${path.basename(dataDir)}`)
+    assert.ok(checkpointWrite > 0, seen.join(', '))
+    const before = seen.slice(0, checkpointWrite)
+    assert.ok(
+      before.includes('file-sync keys'),
+      `the key file is fsynced first: ${seen.join(', ')}`,
+    )
+    assert.ok(before.includes('dir-sync keys'), `keys/ is fsynced first: ${seen.join(', ')}`)
+    assert.equal(readCheckpointFile(dataDir), readLog(dataDir).highest)
+  })
+
   it('finds every acknowledged key after a SIGKILL, each with exactly one event, and no key without its user', {
     timeout: 90_000,
   }, async (t) => {
@@ -202,6 +227,40 @@ describe('FileStore: kept keys on disk', () => {
         `exactly one event for ${id}`,
       )
     }
+  })
+
+  it("reads the bodies of keyed changes' events from their segment, past their key lines (beyond the cache of the newest)", async (t) => {
+    const dataDir = await dataDirOf(t, 'keys-bodies-')
+    const { store } = await openStore(t, dataDir)
+    const made = await store.create(
+      makeUser({ name: 'Keyed', metadata: bigMetadata('k') }),
+      undefined,
+      {
+        idempotency: keyToKeep('admin', 'body-0'),
+      },
+    )
+    // About 2 MB of events: more than the cache of the newest bodies holds.
+    for (let i = 1; i <= 40; i += 1) {
+      await store.update(
+        made.user.id,
+        (current) =>
+          changeUser(current.user, { metadata: { ...current.user.metadata, k01: `v${i}` } }),
+        { idempotency: keyToKeep('admin', `body-${i}`) },
+      )
+    }
+    const items = []
+    let after: string | undefined
+    for (;;) {
+      const page = await store.events.read({ limit: 41, ...(after === undefined ? {} : { after }) })
+      if (page.items.length === 0) break
+      items.push(...page.items)
+      after = page.nextCursor
+    }
+    assert.deepEqual(
+      items.map((event) => `${event.type} ${event.version}`),
+      ['user.created 1', ...Array.from({ length: 40 }, (_, i) => `user.updated ${i + 2}`)],
+    )
+    assert.equal((JSON.parse(items[0]?.userJson ?? '{}') as { name: string }).name, 'Keyed')
   })
 
   it('keeps neither a key nor its event when the append was torn, and never lends that key to a later event', async (t) => {
