@@ -55,6 +55,14 @@ export function keyToKeep(
   }
 }
 
+/** The one key `keep` made (it must have been called once). */
+export function keptOnce(idempotency: { readonly kept: readonly KeptKey[] }): KeptKey {
+  assert.equal(idempotency.kept.length, 1, 'keep was called once')
+  const [kept] = idempotency.kept
+  assert.ok(kept !== undefined)
+  return kept
+}
+
 /** A kept key with no change (an unchanged repeat), for keepAlone. */
 export function aloneKey(subject: string, key: string, expiresAt = Date.now() + HOUR): KeptKey {
   return {
@@ -115,7 +123,7 @@ export function describeKeyContract(label: string, factory: StoreFactory, openSt
       assert.equal(await store.keys.find(subject, key), undefined, 'unknown before')
       const record = await store.create(makeUser(), undefined, { actor: subject, idempotency })
       assert.deepEqual(idempotency.calls, [record], 'keep is called once, with the record made')
-      assert.deepEqual(await store.keys.find(subject, key), idempotency.kept[0])
+      assert.deepEqual(await store.keys.find(subject, key), keptOnce(idempotency))
       assert.deepEqual(await eventsAfter(store, start), [`user.created ${record.user.id}`])
     })
 
@@ -133,8 +141,8 @@ export function describeKeyContract(label: string, factory: StoreFactory, openSt
       await store.delete(made.user.id, undefined, { idempotency: deleting })
       assert.deepEqual(updating.calls, [updated])
       assert.deepEqual(deleting.calls, [undefined])
-      assert.deepEqual(await store.keys.find(subject, 'update-1'), updating.kept[0])
-      assert.deepEqual(await store.keys.find(subject, 'delete-1'), deleting.kept[0])
+      assert.deepEqual(await store.keys.find(subject, 'update-1'), keptOnce(updating))
+      assert.deepEqual(await store.keys.find(subject, 'delete-1'), keptOnce(deleting))
       assert.equal((await store.keys.find(subject, 'delete-1'))?.answer.status, 204)
     })
 
@@ -143,7 +151,7 @@ export function describeKeyContract(label: string, factory: StoreFactory, openSt
       const key = randomUUID()
       const idempotency = keyToKeep('subject-a', key)
       await store.create(makeUser(), undefined, { idempotency })
-      assert.deepEqual(await store.keys.find('subject-a', key), idempotency.kept[0])
+      assert.deepEqual(await store.keys.find('subject-a', key), keptOnce(idempotency))
       assert.equal(await store.keys.find('subject-b', key), undefined)
       assert.equal(await store.keys.find('subject-a', `${key}x`), undefined)
     })
@@ -193,7 +201,7 @@ export function describeKeyContract(label: string, factory: StoreFactory, openSt
       assert.equal(await store.keys.find(subject, 'gone'), undefined)
       const idempotency = keyToKeep(subject, 'short', { expiresAt: Date.now() + 300 })
       await store.create(makeUser(), undefined, { idempotency })
-      assert.deepEqual(await store.keys.find(subject, 'short'), idempotency.kept[0])
+      assert.deepEqual(await store.keys.find(subject, 'short'), keptOnce(idempotency))
       await new Promise((resolve) => setTimeout(resolve, 400))
       assert.equal(await store.keys.find(subject, 'short'), undefined)
     })

@@ -26,7 +26,7 @@ import type { DurableWriteTiming } from '../../../src/store/write-timing.js'
 import { bigMetadata } from '../../events/feed-fixtures.js'
 import { type Child, PROJECT_ROOT, sleep, spawnService } from '../../helpers/child.js'
 import { createMemoryLogger, makeTempDir } from '../../helpers/service.js'
-import { aloneKey, keyToKeep } from '../../helpers/store-keys-suite.js'
+import { aloneKey, keptOnce, keyToKeep } from '../../helpers/store-keys-suite.js'
 import { changeUser, makeUser } from '../../helpers/store-users.js'
 import { compileShim, shimEnv } from '../../helpers/syscall-shim.js'
 import { type LoggedEvent, readCheckpointFile, readLog } from '../../helpers/wal-disk.js'
@@ -146,8 +146,7 @@ describe('FileStore: kept keys on disk', () => {
     const idempotency = keyToKeep('admin-1', 'restart-key')
     const record = await first.store.create(makeUser(), undefined, { idempotency })
     await first.close()
-    const kept = idempotency.kept[0]
-    assert.ok(kept !== undefined)
+    const kept = keptOnce(idempotency)
     const file = keyPath(dataDir, 'admin-1', 'restart-key')
     assert.deepEqual(JSON.parse(readFileSync(file, 'utf8')), kept)
     assert.equal(statSync(file).mode & 0o777, 0o600)
@@ -342,12 +341,11 @@ describe('FileStore: kept keys on disk', () => {
       (line) => line['msg'] === 'replayed the event log past its checkpoint',
     )
     assert.equal(replayed?.['keys'], 2)
-    const kept = idempotency.kept[0]
-    assert.ok(kept !== undefined)
+    const kept = keptOnce(idempotency)
     assert.deepEqual(JSON.parse(readFileSync(file, 'utf8')), kept)
     assert.equal(Math.round(statSync(file).mtimeMs), kept.expiresAt, 'its expiry as its time')
     assert.deepEqual(await second.store.keys.find('admin', 'replayed'), kept)
-    assert.deepEqual(await second.store.keys.find('admin', 'replayed-update'), updating.kept[0])
+    assert.deepEqual(await second.store.keys.find('admin', 'replayed-update'), keptOnce(updating))
   })
 
   it('answers storage_unavailable and keeps no key when the fsync of a key kept alone fails', {
