@@ -4,7 +4,13 @@ import { performance } from 'node:perf_hooks'
 import { type Authenticator, admitSubject, requireScope } from './auth/authenticate.js'
 import { readBearerToken } from './auth/bearer.js'
 import type { TokenClaims } from './auth/verify-token.js'
-import { ClientClosedError, parseJsonBody, readBody, validateContentType } from './http/body.js'
+import {
+  ClientClosedError,
+  parseJsonBody,
+  readBody,
+  refuseAnnouncedTooLarge,
+  validateContentType,
+} from './http/body.js'
 import { answerConditionalRead, readPreconditions } from './http/conditional-request.js'
 import { allowedMethods, type CorsOrigins, createCors } from './http/cors.js'
 import { isBehindLastRequest, isClosing, serveNoneAfter } from './http/lingering-close.js'
@@ -19,6 +25,7 @@ import type { RequestMetrics } from './metrics/service-metrics.js'
 import type { Availability } from './ops/availability.js'
 import { StorageFaultLog } from './ops/storage-faults.js'
 import { answer, cachePolicy, isWrite, mustClose } from './request-answer.js'
+import type { HeldKey, RequestKeys } from './request-idempotency.js'
 import { countRequest } from './request-limits.js'
 import { type RequestState, startRequest } from './request-state.js'
 import { type Answer, intentOf, type Route, type RouteContext, STREAMED } from './routes/route.js'
@@ -39,7 +46,11 @@ export interface AppParts {
   corsOrigins?: CorsOrigins | undefined
   /** The rate limits; undefined: none (nothing counted, no field sent). */
   rateLimiter?: RateLimiter | undefined
+  /** The `Idempotency-Key`s in flight; undefined: the header is ignored everywhere. */
+  requestKeys?: RequestKeys | undefined
 }
+
+const NO_BYTES = Buffer.alloc(0)
 
 /**
  * The `(req, res)` listener: route → availability → rate limit → token → scope → body →
@@ -48,7 +59,7 @@ export interface AppParts {
  */
 export function createRequestListener(parts: AppParts): RequestListener {
   const router = createRouter(parts.routes, parts.basePath)
-  const { authenticator, availability, logger, metrics, services, rateLimiter } = parts
+  const { authenticator, availability, logger, metrics, services, rateLimiter, requestKeys } = parts
   const { operations } = services
   const logRequests = logger.isEnabled?.('info') ?? true
   const cors = createCors(parts.corsOrigins)
@@ -99,7 +110,10 @@ export function createRequestListener(parts: AppParts): RequestListener {
     })
   }
 
-  /** The body's checks and reading, then the handler. */
+  /**
+   * The body's checks, the request's `Idempotency-Key` held, the body read, then the handler (or
+   * the replay of a kept answer).
+   */
   const handle = (
     req: IncomingMessage,
     res: ServerResponse,
@@ -109,16 +123,58 @@ export function createRequestListener(parts: AppParts): RequestListener {
     claims: TokenClaims | undefined,
   ): Answer | Promise<Answer> => {
     if (route.body !== 'none') validateContentType(req, route.mediaTypes)
+    const held = holdKey(req, state, route, claims)
+    const run = (body: unknown): Answer | Promise<Answer> =>
+      route.handle(contextOf(req, res, state, route, rawParams, body, claims, held))
     // A streamed body is the handler's to read, as it arrives.
-    if (route.body === 'none' || route.body === 'stream') {
-      return route.handle(contextOf(req, res, state, route, rawParams, undefined, claims))
+    if (route.body === 'stream') return run(undefined)
+    if (held === undefined) {
+      if (route.body === 'none') return run(undefined)
+      const rule = route.body
+      return readBody(req).then((bytes) => run(parseJsonBody(bytes, rule)))
     }
-    const rule = route.body
-    return readBody(req).then((bytes) =>
-      route.handle(
-        contextOf(req, res, state, route, rawParams, parseJsonBody(bytes, rule), claims),
-      ),
-    )
+    // Held against the other processes sharing the store too, before the body is read.
+    return held.holdInStore().then(async () => {
+      if (route.body === 'none') return runKeyed(req, state, held, NO_BYTES, () => run(undefined))
+      const bytes = await readBody(req)
+      const body = parseJsonBody(bytes, route.body)
+      return runKeyed(req, state, held, bytes, () => run(body))
+    })
+  }
+
+  /**
+   * Holds the request's key from now until its answer is sent, on a route that takes one: after
+   * the checks that refuse a request before it may hold a key (415, an announced 413), before its
+   * body is read.
+   */
+  const holdKey = (
+    req: IncomingMessage,
+    state: RequestState,
+    route: Route,
+    claims: TokenClaims | undefined,
+  ): HeldKey | undefined => {
+    if (requestKeys === undefined || route.idempotencyKey !== true || claims === undefined) {
+      return undefined
+    }
+    refuseAnnouncedTooLarge(req)
+    const held = requestKeys.hold(req.headersDistinct['idempotency-key'], claims.sub)
+    if (held !== undefined) state.held = held
+    return held
+  }
+
+  /** A request with a key: the replay of its kept answer, or the handler, its answer kept. */
+  const runKeyed = async (
+    req: IncomingMessage,
+    state: RequestState,
+    held: HeldKey,
+    bytes: Buffer,
+    run: () => Answer | Promise<Answer>,
+  ): Promise<Answer> => {
+    const replay = await held.claim(req.method ?? 'POST', state.path, bytes)
+    if (replay !== undefined) return replay
+    const answered = await run()
+    if (answered !== STREAMED) await held.settle(answered)
+    return answered
   }
 
   const contextOf = (
@@ -129,6 +185,7 @@ export function createRequestListener(parts: AppParts): RequestListener {
     rawParams: Record<string, string>,
     body: unknown,
     claims: TokenClaims | undefined,
+    key: HeldKey | undefined,
   ): RouteContext => {
     // After the body's checks: an empty header is a 400 that comes after a 413 or a 415.
     state.preconditions = readPreconditions(route, req.headers)
@@ -142,6 +199,7 @@ export function createRequestListener(parts: AppParts): RequestListener {
       preconditions: state.preconditions,
       requestId: state.requestId,
       change: { actor: state.sub, requestId: state.requestId },
+      key,
       claims,
       cors: state.cors,
       faults,
@@ -170,6 +228,7 @@ export function createRequestListener(parts: AppParts): RequestListener {
     } catch (caught) {
       fail(req, res, state, caught)
     }
+    state.held?.end()
   }
 
   const fail = (
@@ -178,6 +237,8 @@ export function createRequestListener(parts: AppParts): RequestListener {
     state: RequestState,
     caught: unknown,
   ): void => {
+    // Its answer is on its way, or nobody waits for it: the key is free again, unless kept.
+    state.held?.end()
     if (caught instanceof ClientClosedError) {
       res.destroy()
       return

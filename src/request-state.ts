@@ -4,6 +4,7 @@ import { performance } from 'node:perf_hooks'
 import { NO_PRECONDITIONS, type Preconditions } from './domain/preconditions.js'
 import { readRequestId } from './http/request-id.js'
 import { readTraceId } from './http/trace-context.js'
+import type { HeldKey } from './request-idempotency.js'
 import type { Route } from './routes/route.js'
 
 /** What the listener (app.ts) knows of a request as it goes through its steps. */
@@ -20,6 +21,8 @@ export interface RequestState {
   route: Route | undefined
   /** If-Match and If-None-Match as the route declares them, once its body was read. */
   preconditions: Preconditions
+  /** The request's `Idempotency-Key`, held from its headers until its answer is sent. */
+  held?: HeldKey
   /** The handler wrote its answer itself. */
   streamed: boolean
   /**

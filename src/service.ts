@@ -14,6 +14,7 @@ import { createServiceMetrics } from './metrics/service-metrics.js'
 import { createOpenApiDocument } from './openapi/document.js'
 import { Availability } from './ops/availability.js'
 import { createLocalSlots, type SharedSlots } from './ops/shared-slots.js'
+import { RequestKeys } from './request-idempotency.js'
 import { createBulkServices } from './routes/bulk/bulk-services.js'
 import { getMetrics, ROUTES } from './routes/route-list.js'
 import { pickSettings, type ServiceSettings } from './settings-by-owner.js'
@@ -21,6 +22,11 @@ import type { OpenedStore } from './store/open-store.js'
 import type { Store } from './store/store.js'
 import { createCursorCodec } from './users/cursor.js'
 import { createUserOperations } from './users/user-operations.js'
+import { createAllowList, refusedUrlHost } from './webhooks/address-policy.js'
+import { createWebhookDelivery } from './webhooks/delivery.js'
+import { createDeliveryCursorCodec } from './webhooks/delivery-cursor.js'
+import { newSecret } from './webhooks/signature.js'
+import { createWebhookOperations } from './webhooks/webhook-operations.js'
 
 export const SERVICE_VERSION = '0.1.0'
 
@@ -92,6 +98,27 @@ export function createService(options: ServiceOptions): UserService {
   const operations = createUserOperations({ store, now, newId, writeGate: availability.writeGate })
   const firstKey = keys.keys[0]
   if (firstKey === undefined) throw new Error('createUserService: at least one key is needed')
+  const allow = createAllowList(options.webhookAllowNetworks)
+  const delivery = createWebhookDelivery({
+    store,
+    logger,
+    now,
+    paused: () => availability.backgroundPaused(),
+    webhookTimeoutMs: options.webhookTimeoutMs,
+    webhookRetrySchedule: options.webhookRetrySchedule,
+    webhookAllowNetworks: options.webhookAllowNetworks,
+  })
+  const webhooks = createWebhookOperations({
+    webhooks: store.webhooks,
+    feed: store.events,
+    now,
+    newId,
+    newSecret,
+    refusedHost: (url) => refusedUrlHost(url, allow),
+    max: options.webhooksMax,
+    delivery,
+    writeGate: availability.writeGate,
+  })
   const authenticator = createAuthenticator({
     keys,
     issuer: options.issuer,
@@ -111,6 +138,7 @@ export function createService(options: ServiceOptions): UserService {
           dataDir: store.capabilities.dataDir,
           eventsAppended: () => store.events.appended,
           eventStreams: () => events.openStreams,
+          webhooks: () => delivery.counts(),
           feedStalls: () => ({
             seconds: store.events.stalledSeconds ?? 0,
             total: store.events.stalls ?? 0,
@@ -135,6 +163,8 @@ export function createService(options: ServiceOptions): UserService {
       basePath,
       operations,
       cursors: createCursorCodec(firstKey.secret),
+      webhooks,
+      deliveryCursors: createDeliveryCursorCodec(firstKey.secret),
       scanBudget: options.listScanBudget,
       getMany: store.getMany.bind(store),
       availability,
@@ -162,6 +192,12 @@ export function createService(options: ServiceOptions): UserService {
       trustedProxies: options.trustedProxies,
       now,
     }),
+    requestKeys: new RequestKeys({
+      keys: store.keys,
+      ttlSeconds: options.idempotencyTtlS,
+      now,
+      logger,
+    }),
   })
   const server = createServer(
     { connectionsCheckingInterval: CONNECTION_CHECK_MS, requireHostHeader: false },
@@ -188,6 +224,7 @@ export function createService(options: ServiceOptions): UserService {
       metrics?.start()
       await opened.open()
       availability.markReady()
+      delivery.start()
     })()
     return opening
   }
@@ -219,6 +256,8 @@ export function createService(options: ServiceOptions): UserService {
       availability.beginShutdown()
       // Streams would hold close() until its time-out: they end now, and consumers resume later.
       events.close()
+      // Attempts in flight are abandoned, unlogged: their events come again after a restart.
+      await delivery.close()
       const closed = new Promise<void>((resolve) => {
         if (!server.listening) resolve()
         else

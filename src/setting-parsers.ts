@@ -3,6 +3,7 @@ import { isIP } from 'node:net'
 import { availableParallelism } from 'node:os'
 
 import { createSingleKeySet, KeyError, type KeySet, parseKeyList } from './auth/keys.js'
+import { parseNetwork } from './domain/ip-networks.js'
 import { parseTrustedProxies, TrustedProxyError } from './http/client-address.js'
 import { CorsConfigError, type CorsOrigins, parseCorsOrigins } from './http/cors.js'
 import type { RateLimitPolicy } from './http/rate-limiter.js'
@@ -121,4 +122,44 @@ export function parseProxies(text: string, name: string): readonly string[] {
     if (error instanceof TrustedProxyError) throw new ConfigError(`${name}: ${error.message}`)
     throw error
   }
+}
+
+function commaList(text: string): string[] {
+  return text
+    .split(',')
+    .map((part) => part.trim())
+    .filter((part) => part !== '')
+}
+
+/** `WEBHOOK_ALLOW_NETWORKS`: a comma list of CIDR blocks (or lone addresses), IPv4 or IPv6. */
+export function parseNetworks(text: string, name: string): readonly string[] {
+  const entries = commaList(text)
+  for (const entry of entries) {
+    if (parseNetwork(entry) === undefined) {
+      throw new ConfigError(`${name}: "${entry}" is not a CIDR block such as 10.20.0.0/16`)
+    }
+  }
+  return entries
+}
+
+const UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }
+const MAX_DELAY_MS = 24 * 3_600_000
+const MAX_DELAYS = 20
+
+/** `WEBHOOK_RETRY_SCHEDULE`: 1–20 delays such as `5s,5m,2h`, each 1 ms to 24 h, in ms. */
+export function parseRetrySchedule(text: string, name: string): readonly number[] {
+  const delays = commaList(text).map((entry) => {
+    const match = /^(\d{1,9})(ms|s|m|h)$/.exec(entry)
+    const delay = Number(match?.[1]) * (UNIT_MS[match?.[2] ?? ''] ?? Number.NaN)
+    if (!(delay >= 1 && delay <= MAX_DELAY_MS)) {
+      throw new ConfigError(
+        `${name}: "${entry}" is not a delay of 1ms to 24h (an integer and ms, s, m or h)`,
+      )
+    }
+    return delay
+  })
+  if (delays.length < 1 || delays.length > MAX_DELAYS) {
+    throw new ConfigError(`${name} must list 1 to ${MAX_DELAYS} delays, got ${delays.length}`)
+  }
+  return delays
 }

@@ -14,9 +14,11 @@ import {
   parseHost,
   parseKeys,
   parseLogLevel,
+  parseNetworks,
   parseOnOff,
   parseProxies,
   parseRateLimit,
+  parseRetrySchedule,
   parseWorkers,
 } from './setting-parsers.js'
 
@@ -273,6 +275,13 @@ export const SETTINGS = {
     parse: parseRateLimit,
     doc: 'requests per window for each client address without a valid token: `Q/W` or `off`',
   }),
+  idempotencyTtlS: setting({
+    owner: 'service',
+    env: ['IDEMPOTENCY_TTL_S'],
+    default: 86_400,
+    parse: integer(1, 604_800),
+    doc: 'seconds an `Idempotency-Key` and its answer are kept after the answer',
+  }),
   rateLimitMaxClients: setting({
     owner: 'service',
     env: ['RATE_LIMIT_MAX_CLIENTS'],
@@ -286,6 +295,34 @@ export const SETTINGS = {
     default: [],
     parse: parseProxies,
     doc: 'proxies (addresses, CIDR blocks) whose X-Forwarded-For names the client',
+  }),
+  webhookTimeoutMs: setting({
+    owner: 'service',
+    env: ['WEBHOOK_TIMEOUT_MS'],
+    default: 15_000,
+    parse: integer(1, 120_000),
+    doc: 'a webhook attempt must get its answer status and headers within this (ms)',
+  }),
+  webhookRetrySchedule: setting<readonly number[], 'service'>({
+    owner: 'service',
+    env: ['WEBHOOK_RETRY_SCHEDULE'],
+    default: [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000],
+    parse: parseRetrySchedule,
+    doc: 'the delays (ms) before the retries of a failed webhook attempt, before jitter',
+  }),
+  webhookAllowNetworks: setting<readonly string[], 'service'>({
+    owner: 'service',
+    env: ['WEBHOOK_ALLOW_NETWORKS'],
+    default: [],
+    parse: parseNetworks,
+    doc: 'CIDR blocks webhooks may reach although they are not global unicast',
+  }),
+  webhooksMax: setting({
+    owner: 'service',
+    env: ['WEBHOOKS_MAX'],
+    default: 20,
+    parse: integer(1, 1000),
+    doc: 'the most webhook endpoints the service keeps',
   }),
   workers: setting({
     owner: 'process',

@@ -180,6 +180,122 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List every webhook endpoint
+         * @description List every webhook endpoint. Needs a bearer token with the scope webhooks:admin. A success may be kept privately and must be revalidated (Cache-Control: private, no-cache; Vary: Authorization).
+         */
+        get: operations["listWebhooks"];
+        put?: never;
+        /**
+         * Register a webhook endpoint
+         * @description Register a webhook endpoint. Needs a bearer token with the scope webhooks:admin. Answers are never stored (Cache-Control: no-store).
+         */
+        post: operations["createWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhooks/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a webhook endpoint
+         * @description Read a webhook endpoint. Needs a bearer token with the scope webhooks:admin. A success may be kept privately and must be revalidated (Cache-Control: private, no-cache; Vary: Authorization).
+         */
+        get: operations["getWebhook"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a webhook endpoint
+         * @description Delete a webhook endpoint. Needs a bearer token with the scope webhooks:admin. Answers are never stored (Cache-Control: no-store).
+         */
+        delete: operations["deleteWebhook"];
+        options?: never;
+        head?: never;
+        /**
+         * Change some fields of a webhook endpoint (JSON Merge Patch)
+         * @description Change some fields of a webhook endpoint (JSON Merge Patch). Needs a bearer token with the scope webhooks:admin. Answers are never stored (Cache-Control: no-store).
+         */
+        patch: operations["updateWebhook"];
+        trace?: never;
+    };
+    "/webhooks/{id}:rotateSecret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate a webhook endpoint's secret
+         * @description Rotate a webhook endpoint's secret. Needs a bearer token with the scope webhooks:admin. Answers are never stored (Cache-Control: no-store).
+         */
+        post: operations["rotateWebhookSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhooks/{id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a webhook endpoint's delivery attempts, newest first
+         * @description List a webhook endpoint's delivery attempts, newest first. Needs a bearer token with the scope webhooks:admin. A success may be kept privately and must be revalidated (Cache-Control: private, no-cache; Vary: Authorization).
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhooks/{id}/cursor": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a webhook endpoint's cursor
+         * @description Read a webhook endpoint's cursor. Needs a bearer token with the scope webhooks:admin. A success may be kept privately and must be revalidated (Cache-Control: private, no-cache; Vary: Authorization).
+         */
+        get: operations["getWebhookCursor"];
+        /**
+         * Move a webhook endpoint's cursor
+         * @description Move a webhook endpoint's cursor. Needs a bearer token with the scope webhooks:admin. Answers are never stored (Cache-Control: no-store).
+         */
+        put: operations["putWebhookCursor"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/openapi.json": {
         parameters: {
             query?: never;
@@ -261,7 +377,128 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "user.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A user.created event, delivered to an endpoint
+         * @description One POST per user.created event to each endpoint whose eventTypes include it (or are null), in feed order, one at a time per endpoint, at least once: the same webhook-id and body on every attempt. Verify it with any Standard Webhooks library and the secret of the endpoint.
+         */
+        post: operations["deliverUserCreated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "user.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A user.updated event, delivered to an endpoint
+         * @description One POST per user.updated event to each endpoint whose eventTypes include it (or are null), in feed order, one at a time per endpoint, at least once: the same webhook-id and body on every attempt. Verify it with any Standard Webhooks library and the secret of the endpoint.
+         */
+        post: operations["deliverUserUpdated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "user.activated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A user.activated event, delivered to an endpoint
+         * @description One POST per user.activated event to each endpoint whose eventTypes include it (or are null), in feed order, one at a time per endpoint, at least once: the same webhook-id and body on every attempt. Verify it with any Standard Webhooks library and the secret of the endpoint.
+         */
+        post: operations["deliverUserActivated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "user.suspended": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A user.suspended event, delivered to an endpoint
+         * @description One POST per user.suspended event to each endpoint whose eventTypes include it (or are null), in feed order, one at a time per endpoint, at least once: the same webhook-id and body on every attempt. Verify it with any Standard Webhooks library and the secret of the endpoint.
+         */
+        post: operations["deliverUserSuspended"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "user.deleted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A user.deleted event, delivered to an endpoint
+         * @description One POST per user.deleted event to each endpoint whose eventTypes include it (or are null), in feed order, one at a time per endpoint, at least once: the same webhook-id and body on every attempt. Verify it with any Standard Webhooks library and the secret of the endpoint.
+         */
+        post: operations["deliverUserDeleted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "user.tokens_revoked": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A user.tokens_revoked event, delivered to an endpoint
+         * @description One POST per user.tokens_revoked event to each endpoint whose eventTypes include it (or are null), in feed order, one at a time per endpoint, at least once: the same webhook-id and body on every attempt. Verify it with any Standard Webhooks library and the secret of the endpoint.
+         */
+        post: operations["deliverUserTokensRevoked"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         /** @description A user. */
@@ -484,7 +721,7 @@ export interface components {
             status: number;
             detail: string;
             /** @enum {string} */
-            code: "bad_request" | "token_missing" | "token_invalid" | "token_expired" | "token_revoked" | "insufficient_scope" | "subject_suspended" | "subject_deleted" | "not_found" | "method_not_allowed" | "duplicate_email" | "duplicate_id" | "invalid_transition" | "import_in_progress" | "version_exhausted" | "request_timeout" | "precondition_failed" | "cursor_expired" | "payload_too_large" | "unsupported_media_type" | "validation_failed" | "headers_too_large" | "rate_limited" | "internal" | "maintenance" | "overloaded" | "starting" | "shutting_down" | "storage_unavailable";
+            code: "bad_request" | "token_missing" | "token_invalid" | "token_expired" | "token_revoked" | "insufficient_scope" | "subject_suspended" | "subject_deleted" | "not_found" | "method_not_allowed" | "duplicate_email" | "duplicate_id" | "invalid_transition" | "import_in_progress" | "version_exhausted" | "request_timeout" | "precondition_failed" | "cursor_expired" | "payload_too_large" | "unsupported_media_type" | "validation_failed" | "headers_too_large" | "rate_limited" | "invalid_idempotency_key" | "idempotency_key_in_use" | "idempotency_key_reused" | "webhook_limit_reached" | "internal" | "maintenance" | "overloaded" | "starting" | "shutting_down" | "storage_unavailable";
             requestId: string;
             errors?: components["schemas"]["FieldError"][];
             /**
@@ -521,9 +758,364 @@ export interface components {
             /** @description Pass it as after for the next page. */
             nextCursor: string;
         };
+        /** @description A webhook endpoint; never with its secret. */
+        Webhook: {
+            /**
+             * Format: uuid
+             * @description Assigned by the server at creation: a lower-case UUIDv7.
+             * @example 0193b0c4-1d2e-7f00-8a1b-2c3d4e5f6a7b
+             */
+            readonly id: string;
+            /**
+             * @description Required. An absolute http: or https: URL (as the WHATWG URL parser reads it), at most 2048 characters, without user info, fragment, white space or control characters; deliveries go to exactly it. A host that is a refused address (loopback, private, link-local, ...) in any spelling, or localhost, is 422 private_address unless WEBHOOK_ALLOW_NETWORKS allows it.
+             * @example https://crm.example.com/hooks/users?source=user-service
+             */
+            url: string;
+            /**
+             * @description null (the default): every event type, also types added later; else 1-5 distinct event types.
+             * @example [
+             *       "user.created",
+             *       "user.deleted"
+             *     ]
+             */
+            eventTypes: ("user.created" | "user.updated" | "user.activated" | "user.suspended" | "user.deleted" | "user.tokens_revoked")[] | null;
+            /**
+             * @description Default "". Trimmed, then 0-200 code points without control characters (C0, DEL or C1); not only zero-width characters.
+             * @example CRM sync
+             */
+            description: string;
+            /**
+             * @description Default true. false pauses deliveries (disabledReason manual); true resumes them at the cursor.
+             * @example true
+             */
+            enabled: boolean;
+            /**
+             * @description null while enabled; else why it was disabled: manual, failing, gone, cursor_expired.
+             * @example null
+             * @enum {string|null}
+             */
+            readonly disabledReason: "manual" | "failing" | "gone" | "cursor_expired" | null;
+            /**
+             * Format: date-time
+             * @description When it was disabled (RFC 3339, UTC, milliseconds); null while enabled.
+             * @example null
+             */
+            readonly disabledAt: string | null;
+            /**
+             * Format: date-time
+             * @description After a rotation with an overlap: until when the previous secret signs beside the current one; null when there is none.
+             * @example null
+             */
+            readonly previousSecretExpiresAt: string | null;
+            /**
+             * Format: date-time
+             * @description When the endpoint was created (RFC 3339, UTC, milliseconds).
+             * @example 2026-11-27T09:00:00.000Z
+             */
+            readonly createdAt: string;
+            /**
+             * Format: date-time
+             * @description When a change last altered the endpoint.
+             * @example 2026-11-27T09:00:00.000Z
+             */
+            readonly updatedAt: string;
+            /**
+             * @description 1 at creation, +1 on every change of a field above, by a client or by the service (a disabling), a rotation included; the ETag follows it.
+             * @example 1
+             */
+            readonly version: number;
+        };
+        /** @description A webhook endpoint with its secret, shown this once. */
+        WebhookWithSecret: {
+            /**
+             * Format: uuid
+             * @description Assigned by the server at creation: a lower-case UUIDv7.
+             * @example 0193b0c4-1d2e-7f00-8a1b-2c3d4e5f6a7b
+             */
+            readonly id: string;
+            /**
+             * @description Required. An absolute http: or https: URL (as the WHATWG URL parser reads it), at most 2048 characters, without user info, fragment, white space or control characters; deliveries go to exactly it. A host that is a refused address (loopback, private, link-local, ...) in any spelling, or localhost, is 422 private_address unless WEBHOOK_ALLOW_NETWORKS allows it.
+             * @example https://crm.example.com/hooks/users?source=user-service
+             */
+            url: string;
+            /**
+             * @description null (the default): every event type, also types added later; else 1-5 distinct event types.
+             * @example [
+             *       "user.created",
+             *       "user.deleted"
+             *     ]
+             */
+            eventTypes: ("user.created" | "user.updated" | "user.activated" | "user.suspended" | "user.deleted" | "user.tokens_revoked")[] | null;
+            /**
+             * @description Default "". Trimmed, then 0-200 code points without control characters (C0, DEL or C1); not only zero-width characters.
+             * @example CRM sync
+             */
+            description: string;
+            /**
+             * @description Default true. false pauses deliveries (disabledReason manual); true resumes them at the cursor.
+             * @example true
+             */
+            enabled: boolean;
+            /**
+             * @description null while enabled; else why it was disabled: manual, failing, gone, cursor_expired.
+             * @example null
+             * @enum {string|null}
+             */
+            readonly disabledReason: "manual" | "failing" | "gone" | "cursor_expired" | null;
+            /**
+             * Format: date-time
+             * @description When it was disabled (RFC 3339, UTC, milliseconds); null while enabled.
+             * @example null
+             */
+            readonly disabledAt: string | null;
+            /**
+             * Format: date-time
+             * @description After a rotation with an overlap: until when the previous secret signs beside the current one; null when there is none.
+             * @example null
+             */
+            readonly previousSecretExpiresAt: string | null;
+            /**
+             * Format: date-time
+             * @description When the endpoint was created (RFC 3339, UTC, milliseconds).
+             * @example 2026-11-27T09:00:00.000Z
+             */
+            readonly createdAt: string;
+            /**
+             * Format: date-time
+             * @description When a change last altered the endpoint.
+             * @example 2026-11-27T09:00:00.000Z
+             */
+            readonly updatedAt: string;
+            /**
+             * @description 1 at creation, +1 on every change of a field above, by a client or by the service (a disabling), a rotation included; the ETag follows it.
+             * @example 1
+             */
+            readonly version: number;
+            /** @description whsec_ and the base64 of 32 random bytes: the key of the Standard Webhooks signature. Shown only in the answers of POST /webhooks and :rotateSecret. */
+            readonly secret: string;
+        };
+        /** @description Output-only fields and secret are refused (read_only). */
+        WebhookCreate: {
+            /**
+             * @description Required. An absolute http: or https: URL (as the WHATWG URL parser reads it), at most 2048 characters, without user info, fragment, white space or control characters; deliveries go to exactly it. A host that is a refused address (loopback, private, link-local, ...) in any spelling, or localhost, is 422 private_address unless WEBHOOK_ALLOW_NETWORKS allows it.
+             * @example https://crm.example.com/hooks/users?source=user-service
+             */
+            url: string;
+            /**
+             * @description null (the default): every event type, also types added later; else 1-5 distinct event types.
+             * @example [
+             *       "user.created",
+             *       "user.deleted"
+             *     ]
+             */
+            eventTypes?: ("user.created" | "user.updated" | "user.activated" | "user.suspended" | "user.deleted" | "user.tokens_revoked")[] | null;
+            /**
+             * @description Default "". Trimmed, then 0-200 code points without control characters (C0, DEL or C1); not only zero-width characters.
+             * @example CRM sync
+             */
+            description?: string;
+            /**
+             * @description Default true. false pauses deliveries (disabledReason manual); true resumes them at the cursor.
+             * @example true
+             */
+            enabled?: boolean;
+        };
+        /** @description JSON Merge Patch (RFC 7396): the fields named change; {} changes nothing. Output-only fields may be sent only with their stored values; secret is refused (read_only). */
+        WebhookPatch: {
+            /**
+             * Format: uuid
+             * @description Assigned by the server at creation: a lower-case UUIDv7.
+             * @example 0193b0c4-1d2e-7f00-8a1b-2c3d4e5f6a7b
+             */
+            readonly id?: string;
+            /**
+             * @description Required. An absolute http: or https: URL (as the WHATWG URL parser reads it), at most 2048 characters, without user info, fragment, white space or control characters; deliveries go to exactly it. A host that is a refused address (loopback, private, link-local, ...) in any spelling, or localhost, is 422 private_address unless WEBHOOK_ALLOW_NETWORKS allows it.
+             * @example https://crm.example.com/hooks/users?source=user-service
+             */
+            url?: string;
+            /**
+             * @description null (the default): every event type, also types added later; else 1-5 distinct event types.
+             * @example [
+             *       "user.created",
+             *       "user.deleted"
+             *     ]
+             */
+            eventTypes?: ("user.created" | "user.updated" | "user.activated" | "user.suspended" | "user.deleted" | "user.tokens_revoked")[] | null;
+            /**
+             * @description Default "". Trimmed, then 0-200 code points without control characters (C0, DEL or C1); not only zero-width characters.
+             * @example CRM sync
+             */
+            description?: string;
+            /**
+             * @description Default true. false pauses deliveries (disabledReason manual); true resumes them at the cursor.
+             * @example true
+             */
+            enabled?: boolean;
+            /**
+             * @description null while enabled; else why it was disabled: manual, failing, gone, cursor_expired.
+             * @example null
+             * @enum {string|null}
+             */
+            readonly disabledReason?: "manual" | "failing" | "gone" | "cursor_expired" | null;
+            /**
+             * Format: date-time
+             * @description When it was disabled (RFC 3339, UTC, milliseconds); null while enabled.
+             * @example null
+             */
+            readonly disabledAt?: string | null;
+            /**
+             * Format: date-time
+             * @description After a rotation with an overlap: until when the previous secret signs beside the current one; null when there is none.
+             * @example null
+             */
+            readonly previousSecretExpiresAt?: string | null;
+            /**
+             * Format: date-time
+             * @description When the endpoint was created (RFC 3339, UTC, milliseconds).
+             * @example 2026-11-27T09:00:00.000Z
+             */
+            readonly createdAt?: string;
+            /**
+             * Format: date-time
+             * @description When a change last altered the endpoint.
+             * @example 2026-11-27T09:00:00.000Z
+             */
+            readonly updatedAt?: string;
+            /**
+             * @description 1 at creation, +1 on every change of a field above, by a client or by the service (a disabling), a rotation included; the ETag follows it.
+             * @example 1
+             */
+            readonly version?: number;
+        };
+        /** @description Every endpoint, oldest first. */
+        WebhookPage: {
+            items: components["schemas"]["Webhook"][];
+            /** @description Always null: one page holds them all. */
+            nextCursor: null;
+        };
+        /** @description Send no body, {} or an overlap. */
+        RotateSecret: {
+            /**
+             * @description How long the previous secret keeps signing beside the new one; 0: not at all. A rotation during an overlap drops the oldest secret.
+             * @default 86400
+             */
+            overlapSeconds: number;
+        };
+        /** @description Where delivery to an endpoint stands: the last event it is done with. */
+        WebhookCursor: {
+            /** @description An event id; the next event delivered is the first after it. Older than the retained feed: 410 cursor_expired. */
+            after: string;
+        };
+        /** @description One attempt to deliver one event to the endpoint. */
+        DeliveryAttempt: {
+            /**
+             * Format: uuid
+             * @description The attempt, a UUIDv7.
+             */
+            id: string;
+            /** @description The webhook-id header sent: msg_ and the event id. */
+            webhookId: string;
+            eventId: string;
+            /** @enum {string} */
+            eventType: "user.created" | "user.updated" | "user.activated" | "user.suspended" | "user.deleted" | "user.tokens_revoked";
+            /** @description The attempts of that event to that endpoint, from 1. */
+            attempt: number;
+            /** Format: date-time */
+            time: string;
+            durationMs: number;
+            /** @enum {string} */
+            result: "succeeded" | "failed";
+            /** @description The answer's status, or null when none came. */
+            responseStatus: number | null;
+            /**
+             * @description null on success.
+             * @enum {string|null}
+             */
+            error: "status" | "timeout" | "connection_failed" | "dns_failed" | "private_address" | null;
+            /** @description The first 1 KiB of the answer's body as text; empty when there was none. */
+            response: string;
+        };
+        /** @description Attempts, newest first; follow nextCursor until it is null. */
+        DeliveryPage: {
+            items: components["schemas"]["DeliveryAttempt"][];
+            /** @description Pass it as cursor for the next page; null on the last page. */
+            nextCursor: string | null;
+        };
+        /** @description The body of a delivery of a user.created event (Standard Webhooks): compact JSON, the same bytes on every attempt. */
+        UserCreatedDelivery: {
+            /** @constant */
+            type: "user.created";
+            /**
+             * Format: date-time
+             * @description The event's time.
+             */
+            timestamp: string;
+            /** @description The event exactly as GET /events shows it. */
+            data: components["schemas"]["Event"];
+        };
+        /** @description The body of a delivery of a user.updated event (Standard Webhooks): compact JSON, the same bytes on every attempt. */
+        UserUpdatedDelivery: {
+            /** @constant */
+            type: "user.updated";
+            /**
+             * Format: date-time
+             * @description The event's time.
+             */
+            timestamp: string;
+            /** @description The event exactly as GET /events shows it. */
+            data: components["schemas"]["Event"];
+        };
+        /** @description The body of a delivery of a user.activated event (Standard Webhooks): compact JSON, the same bytes on every attempt. */
+        UserActivatedDelivery: {
+            /** @constant */
+            type: "user.activated";
+            /**
+             * Format: date-time
+             * @description The event's time.
+             */
+            timestamp: string;
+            /** @description The event exactly as GET /events shows it. */
+            data: components["schemas"]["Event"];
+        };
+        /** @description The body of a delivery of a user.suspended event (Standard Webhooks): compact JSON, the same bytes on every attempt. */
+        UserSuspendedDelivery: {
+            /** @constant */
+            type: "user.suspended";
+            /**
+             * Format: date-time
+             * @description The event's time.
+             */
+            timestamp: string;
+            /** @description The event exactly as GET /events shows it. */
+            data: components["schemas"]["Event"];
+        };
+        /** @description The body of a delivery of a user.deleted event (Standard Webhooks): compact JSON, the same bytes on every attempt. */
+        UserDeletedDelivery: {
+            /** @constant */
+            type: "user.deleted";
+            /**
+             * Format: date-time
+             * @description The event's time.
+             */
+            timestamp: string;
+            /** @description The event exactly as GET /events shows it. */
+            data: components["schemas"]["Event"];
+        };
+        /** @description The body of a delivery of a user.tokens_revoked event (Standard Webhooks): compact JSON, the same bytes on every attempt. */
+        UserTokensRevokedDelivery: {
+            /** @constant */
+            type: "user.tokens_revoked";
+            /**
+             * Format: date-time
+             * @description The event's time.
+             */
+            timestamp: string;
+            /** @description The event exactly as GET /events shows it. */
+            data: components["schemas"]["Event"];
+        };
     };
     responses: {
-        /** @description bad_request */
+        /** @description bad_request, invalid_idempotency_key */
         BadRequest: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -610,11 +1202,12 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description duplicate_email, duplicate_id, invalid_transition, import_in_progress, version_exhausted */
+        /** @description duplicate_email, duplicate_id, invalid_transition, import_in_progress, version_exhausted, idempotency_key_in_use, webhook_limit_reached */
         Conflict: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "Cache-Control": components["headers"]["Cache-Control-No-Store"];
+                "Retry-After": components["headers"]["Retry-After-In-Use"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 RateLimit: components["headers"]["RateLimit"];
                 "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -695,7 +1288,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description validation_failed */
+        /** @description validation_failed, idempotency_key_reused */
         UnprocessableContent: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -804,6 +1397,8 @@ export interface components {
     parameters: {
         /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
         RequestId: string;
+        /** @description A key that makes the write safe to retry: a quoted string (an RFC 9651 String), 1-255 printable ASCII characters, a UUID recommended, such as "8e03978e-40d5-43e8-bc93-6894a57f9324". A retry with the same key, path, method and body gets the first answer again (Idempotent-Replayed: true) instead of a second change; the same key with another request is 422 idempotency_key_reused; while the first is in flight, 409 idempotency_key_in_use. Keys belong to the token subject and are kept IDEMPOTENCY_TTL_S seconds (24 hours by default) after a successful answer; a failed request keeps none. Malformed: 400 invalid_idempotency_key. */
+        IdempotencyKey: string;
     };
     requestBodies: never;
     headers: {
@@ -815,11 +1410,11 @@ export interface components {
         "Cache-Control-No-Store": "no-store";
         /** @description Reads depend on the token. */
         Vary: "Authorization";
-        /** @description Strong entity tag of the user version. */
+        /** @description Strong entity tag of the version of the user or webhook endpoint. */
         ETag: string;
-        /** @description The path of the new user: <base path>/users/<id>. */
+        /** @description The path of what was made: <base path>/users/<id> or <base path>/webhooks/<id>. */
         Location: string;
-        /** @description On a page with more after it: <<base path>/users?limit=<limit>&cursor=<next>>; rel="next" (RFC 8288). */
+        /** @description On a page with more after it, the next page: <<path>?limit=<limit>&cursor=<next>>; rel="next" (RFC 8288). */
         Link: string;
         /** @description Seconds to wait before trying again. */
         "Retry-After": string;
@@ -829,6 +1424,10 @@ export interface components {
         "WWW-Authenticate-Scope": string;
         /** @description The media types PATCH takes. */
         "Accept-Patch": string;
+        /** @description true on the replay of a kept answer to a request sent again with its Idempotency-Key; absent on an answer to a request that ran. */
+        "Idempotent-Replayed": "true";
+        /** @description On idempotency_key_in_use: 1, the seconds to wait before trying again. */
+        "Retry-After-In-Use": string;
         /** @description The quota policy, such as "subject";q=600;w=60 (q requests per w seconds). Sent on every answer to a request the rate limits count (none when they are off). */
         "RateLimit-Policy": string;
         /** @description Requests left in the window (r) and seconds until it ends (t). Sent on every answer to a request the rate limits count (none when they are off). */
@@ -906,6 +1505,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description A key that makes the write safe to retry: a quoted string (an RFC 9651 String), 1-255 printable ASCII characters, a UUID recommended, such as "8e03978e-40d5-43e8-bc93-6894a57f9324". A retry with the same key, path, method and body gets the first answer again (Idempotent-Replayed: true) instead of a second change; the same key with another request is 422 idempotency_key_reused; while the first is in flight, 409 idempotency_key_in_use. Keys belong to the token subject and are kept IDEMPOTENCY_TTL_S seconds (24 hours by default) after a successful answer; a failed request keeps none. Malformed: 400 invalid_idempotency_key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
                 /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
@@ -931,6 +1532,7 @@ export interface operations {
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Used": components["headers"]["X-RateLimit-Used"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1113,6 +1715,8 @@ export interface operations {
                 "If-Match"?: string;
                 /** @description When it matches the current ETag, or is *: 412 precondition_failed. */
                 "If-None-Match"?: string;
+                /** @description A key that makes the write safe to retry: a quoted string (an RFC 9651 String), 1-255 printable ASCII characters, a UUID recommended, such as "8e03978e-40d5-43e8-bc93-6894a57f9324". A retry with the same key, path, method and body gets the first answer again (Idempotent-Replayed: true) instead of a second change; the same key with another request is 422 idempotency_key_reused; while the first is in flight, 409 idempotency_key_in_use. Keys belong to the token subject and are kept IDEMPOTENCY_TTL_S seconds (24 hours by default) after a successful answer; a failed request keeps none. Malformed: 400 invalid_idempotency_key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
                 /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
@@ -1140,6 +1744,7 @@ export interface operations {
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Used": components["headers"]["X-RateLimit-Used"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1170,6 +1775,8 @@ export interface operations {
                 "If-Match"?: string;
                 /** @description When it matches the current ETag, or is *: 412 precondition_failed. */
                 "If-None-Match"?: string;
+                /** @description A key that makes the write safe to retry: a quoted string (an RFC 9651 String), 1-255 printable ASCII characters, a UUID recommended, such as "8e03978e-40d5-43e8-bc93-6894a57f9324". A retry with the same key, path, method and body gets the first answer again (Idempotent-Replayed: true) instead of a second change; the same key with another request is 422 idempotency_key_reused; while the first is in flight, 409 idempotency_key_in_use. Keys belong to the token subject and are kept IDEMPOTENCY_TTL_S seconds (24 hours by default) after a successful answer; a failed request keeps none. Malformed: 400 invalid_idempotency_key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
                 /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
@@ -1192,6 +1799,7 @@ export interface operations {
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Used": components["headers"]["X-RateLimit-Used"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -1201,7 +1809,9 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
             412: components["responses"]["PreconditionFailed"];
+            422: components["responses"]["UnprocessableContent"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
@@ -1216,6 +1826,8 @@ export interface operations {
                 "If-Match"?: string;
                 /** @description When it matches the current ETag, or is *: 412 precondition_failed. */
                 "If-None-Match"?: string;
+                /** @description A key that makes the write safe to retry: a quoted string (an RFC 9651 String), 1-255 printable ASCII characters, a UUID recommended, such as "8e03978e-40d5-43e8-bc93-6894a57f9324". A retry with the same key, path, method and body gets the first answer again (Idempotent-Replayed: true) instead of a second change; the same key with another request is 422 idempotency_key_reused; while the first is in flight, 409 idempotency_key_in_use. Keys belong to the token subject and are kept IDEMPOTENCY_TTL_S seconds (24 hours by default) after a successful answer; a failed request keeps none. Malformed: 400 invalid_idempotency_key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
                 /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
@@ -1244,6 +1856,7 @@ export interface operations {
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Used": components["headers"]["X-RateLimit-Used"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1274,6 +1887,8 @@ export interface operations {
                 "If-Match"?: string;
                 /** @description When it matches the current ETag, or is *: 412 precondition_failed. */
                 "If-None-Match"?: string;
+                /** @description A key that makes the write safe to retry: a quoted string (an RFC 9651 String), 1-255 printable ASCII characters, a UUID recommended, such as "8e03978e-40d5-43e8-bc93-6894a57f9324". A retry with the same key, path, method and body gets the first answer again (Idempotent-Replayed: true) instead of a second change; the same key with another request is 422 idempotency_key_reused; while the first is in flight, 409 idempotency_key_in_use. Keys belong to the token subject and are kept IDEMPOTENCY_TTL_S seconds (24 hours by default) after a successful answer; a failed request keeps none. Malformed: 400 invalid_idempotency_key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
                 /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
@@ -1301,6 +1916,7 @@ export interface operations {
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Used": components["headers"]["X-RateLimit-Used"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1331,6 +1947,8 @@ export interface operations {
                 "If-Match"?: string;
                 /** @description When it matches the current ETag, or is *: 412 precondition_failed. */
                 "If-None-Match"?: string;
+                /** @description A key that makes the write safe to retry: a quoted string (an RFC 9651 String), 1-255 printable ASCII characters, a UUID recommended, such as "8e03978e-40d5-43e8-bc93-6894a57f9324". A retry with the same key, path, method and body gets the first answer again (Idempotent-Replayed: true) instead of a second change; the same key with another request is 422 idempotency_key_reused; while the first is in flight, 409 idempotency_key_in_use. Keys belong to the token subject and are kept IDEMPOTENCY_TTL_S seconds (24 hours by default) after a successful answer; a failed request keeps none. Malformed: 400 invalid_idempotency_key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
                 /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
@@ -1358,6 +1976,7 @@ export interface operations {
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Used": components["headers"]["X-RateLimit-Used"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1388,6 +2007,8 @@ export interface operations {
                 "If-Match"?: string;
                 /** @description When it matches the current ETag, or is *: 412 precondition_failed. */
                 "If-None-Match"?: string;
+                /** @description A key that makes the write safe to retry: a quoted string (an RFC 9651 String), 1-255 printable ASCII characters, a UUID recommended, such as "8e03978e-40d5-43e8-bc93-6894a57f9324". A retry with the same key, path, method and body gets the first answer again (Idempotent-Replayed: true) instead of a second change; the same key with another request is 422 idempotency_key_reused; while the first is in flight, 409 idempotency_key_in_use. Keys belong to the token subject and are kept IDEMPOTENCY_TTL_S seconds (24 hours by default) after a successful answer; a failed request keeps none. Malformed: 400 invalid_idempotency_key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
                 /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
@@ -1415,6 +2036,7 @@ export interface operations {
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Used": components["headers"]["X-RateLimit-Used"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1483,6 +2105,467 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             410: components["responses"]["Gone"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listWebhooks: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every endpoint, oldest first, in one page (nextCursor is null). Never a secret. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control-Private"];
+                    Vary: components["headers"]["Vary"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Used": components["headers"]["X-RateLimit-Used"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            408: components["responses"]["RequestTimeout"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createWebhook: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookCreate"];
+            };
+        };
+        responses: {
+            /** @description Created; its cursor is the head of the change feed. The secret is shown here and after a rotation only. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control-No-Store"];
+                    ETag: components["headers"]["ETag"];
+                    Location: components["headers"]["Location"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Used": components["headers"]["X-RateLimit-Used"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookWithSecret"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableContent"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getWebhook: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The ETag you last saw, a comma list of them, or *; when none matches: 412 precondition_failed. */
+                "If-Match"?: string;
+                /** @description When it matches (weakly) the current ETag, or is *: 304 without a body. */
+                "If-None-Match"?: string;
+                /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The webhook endpoint id (a lower-case UUIDv7); any other text is 404 not_found. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The webhook endpoint. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control-Private"];
+                    Vary: components["headers"]["Vary"];
+                    ETag: components["headers"]["ETag"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Used": components["headers"]["X-RateLimit-Used"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+            /** @description Not modified (If-None-Match matched). */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control-Private"];
+                    Vary: components["headers"]["Vary"];
+                    ETag: components["headers"]["ETag"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Used": components["headers"]["X-RateLimit-Used"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteWebhook: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The ETag you last saw, a comma list of them, or *; when none matches: 412 precondition_failed. */
+                "If-Match"?: string;
+                /** @description When it matches the current ETag, or is *: 412 precondition_failed. */
+                "If-None-Match"?: string;
+                /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The webhook endpoint id (a lower-case UUIDv7); any other text is 404 not_found. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted; no delivery to it starts after this answer. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control-No-Store"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Used": components["headers"]["X-RateLimit-Used"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    updateWebhook: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The ETag you last saw, a comma list of them, or *; when none matches: 412 precondition_failed. */
+                "If-Match"?: string;
+                /** @description When it matches the current ETag, or is *: 412 precondition_failed. */
+                "If-None-Match"?: string;
+                /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The webhook endpoint id (a lower-case UUIDv7); any other text is 404 not_found. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/merge-patch+json": components["schemas"]["WebhookPatch"];
+                "application/json": components["schemas"]["WebhookPatch"];
+            };
+        };
+        responses: {
+            /** @description The webhook endpoint. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control-No-Store"];
+                    ETag: components["headers"]["ETag"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Used": components["headers"]["X-RateLimit-Used"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            410: components["responses"]["Gone"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedPatchMediaType"];
+            422: components["responses"]["UnprocessableContent"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    rotateWebhookSecret: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The ETag you last saw, a comma list of them, or *; when none matches: 412 precondition_failed. */
+                "If-Match"?: string;
+                /** @description When it matches the current ETag, or is *: 412 precondition_failed. */
+                "If-None-Match"?: string;
+                /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The webhook endpoint id (a lower-case UUIDv7); any other text is 404 not_found. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RotateSecret"];
+            };
+        };
+        responses: {
+            /** @description The endpoint with its new secret, shown this once. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control-No-Store"];
+                    ETag: components["headers"]["ETag"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Used": components["headers"]["X-RateLimit-Used"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookWithSecret"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableContent"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description Attempts per page. Each parameter at most once; an unknown, empty or malformed one is 400 bad_request. */
+                limit?: number;
+                /** @description The nextCursor of the previous page of this endpoint; any other is 400. */
+                cursor?: string;
+            };
+            header?: {
+                /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The webhook endpoint id (a lower-case UUIDv7); any other text is 404 not_found. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of attempts; a page with more after it carries Link rel="next". */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control-Private"];
+                    Vary: components["headers"]["Vary"];
+                    Link: components["headers"]["Link"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Used": components["headers"]["X-RateLimit-Used"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeliveryPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getWebhookCursor: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The webhook endpoint id (a lower-case UUIDv7); any other text is 404 not_found. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The id of the last event the endpoint is done with. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control-Private"];
+                    Vary: components["headers"]["Vary"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Used": components["headers"]["X-RateLimit-Used"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookCursor"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    putWebhookCursor: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The webhook endpoint id (a lower-case UUIDv7); any other text is 404 not_found. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookCursor"];
+            };
+        };
+        responses: {
+            /** @description Moved: the next event delivered is the first after it, once the attempt in flight, if any, ends. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control-No-Store"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Used": components["headers"]["X-RateLimit-Used"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookCursor"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            410: components["responses"]["Gone"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableContent"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
@@ -1612,6 +2695,222 @@ export interface operations {
             408: components["responses"]["RequestTimeout"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+        };
+    };
+    deliverUserCreated: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description msg_ and the event id: the same on every attempt, a retry or a redelivery after a crash; an idempotency key. */
+                "webhook-id": string;
+                /** @description The attempt's time, integer Unix seconds. */
+                "webhook-timestamp": string;
+                /** @description v1, and the base64 HMAC-SHA256 of <webhook-id>.<webhook-timestamp>.<body> keyed with the decoded secret; during a rotation's overlap a second one by the previous secret, space separated, the current first. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UserCreatedDelivery"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx acknowledges the event: the cursor moves past it. Anything else (3xx included; redirects are never followed), a time-out or a failed connection fails the attempt, which is retried on WEBHOOK_RETRY_SCHEDULE. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: the endpoint is disabled at once (disabledReason gone). */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    deliverUserUpdated: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description msg_ and the event id: the same on every attempt, a retry or a redelivery after a crash; an idempotency key. */
+                "webhook-id": string;
+                /** @description The attempt's time, integer Unix seconds. */
+                "webhook-timestamp": string;
+                /** @description v1, and the base64 HMAC-SHA256 of <webhook-id>.<webhook-timestamp>.<body> keyed with the decoded secret; during a rotation's overlap a second one by the previous secret, space separated, the current first. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UserUpdatedDelivery"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx acknowledges the event: the cursor moves past it. Anything else (3xx included; redirects are never followed), a time-out or a failed connection fails the attempt, which is retried on WEBHOOK_RETRY_SCHEDULE. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: the endpoint is disabled at once (disabledReason gone). */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    deliverUserActivated: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description msg_ and the event id: the same on every attempt, a retry or a redelivery after a crash; an idempotency key. */
+                "webhook-id": string;
+                /** @description The attempt's time, integer Unix seconds. */
+                "webhook-timestamp": string;
+                /** @description v1, and the base64 HMAC-SHA256 of <webhook-id>.<webhook-timestamp>.<body> keyed with the decoded secret; during a rotation's overlap a second one by the previous secret, space separated, the current first. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UserActivatedDelivery"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx acknowledges the event: the cursor moves past it. Anything else (3xx included; redirects are never followed), a time-out or a failed connection fails the attempt, which is retried on WEBHOOK_RETRY_SCHEDULE. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: the endpoint is disabled at once (disabledReason gone). */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    deliverUserSuspended: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description msg_ and the event id: the same on every attempt, a retry or a redelivery after a crash; an idempotency key. */
+                "webhook-id": string;
+                /** @description The attempt's time, integer Unix seconds. */
+                "webhook-timestamp": string;
+                /** @description v1, and the base64 HMAC-SHA256 of <webhook-id>.<webhook-timestamp>.<body> keyed with the decoded secret; during a rotation's overlap a second one by the previous secret, space separated, the current first. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UserSuspendedDelivery"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx acknowledges the event: the cursor moves past it. Anything else (3xx included; redirects are never followed), a time-out or a failed connection fails the attempt, which is retried on WEBHOOK_RETRY_SCHEDULE. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: the endpoint is disabled at once (disabledReason gone). */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    deliverUserDeleted: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description msg_ and the event id: the same on every attempt, a retry or a redelivery after a crash; an idempotency key. */
+                "webhook-id": string;
+                /** @description The attempt's time, integer Unix seconds. */
+                "webhook-timestamp": string;
+                /** @description v1, and the base64 HMAC-SHA256 of <webhook-id>.<webhook-timestamp>.<body> keyed with the decoded secret; during a rotation's overlap a second one by the previous secret, space separated, the current first. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UserDeletedDelivery"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx acknowledges the event: the cursor moves past it. Anything else (3xx included; redirects are never followed), a time-out or a failed connection fails the attempt, which is retried on WEBHOOK_RETRY_SCHEDULE. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: the endpoint is disabled at once (disabledReason gone). */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    deliverUserTokensRevoked: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description msg_ and the event id: the same on every attempt, a retry or a redelivery after a crash; an idempotency key. */
+                "webhook-id": string;
+                /** @description The attempt's time, integer Unix seconds. */
+                "webhook-timestamp": string;
+                /** @description v1, and the base64 HMAC-SHA256 of <webhook-id>.<webhook-timestamp>.<body> keyed with the decoded secret; during a rotation's overlap a second one by the previous secret, space separated, the current first. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UserTokensRevokedDelivery"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx acknowledges the event: the cursor moves past it. Anything else (3xx included; redirects are never followed), a time-out or a failed connection fails the attempt, which is retried on WEBHOOK_RETRY_SCHEDULE. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: the endpoint is disabled at once (disabledReason gone). */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
         };
     };
 }

@@ -3,7 +3,13 @@ import { HttpError } from '../http/problem.js'
 import type { KeySet } from './keys.js'
 import { type TokenClaims, TokenError, verifyToken } from './verify-token.js'
 
-export const SCOPES = ['users:read', 'users:write', 'users:admin', 'events:read'] as const
+export const SCOPES = [
+  'users:read',
+  'users:write',
+  'users:admin',
+  'events:read',
+  'webhooks:admin',
+] as const
 export type Scope = (typeof SCOPES)[number]
 
 export interface AuthenticatorOptions {

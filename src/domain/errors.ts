@@ -30,6 +30,7 @@ export const SERVICE_ERROR_CODES = [
   'invalid_idempotency_key',
   'idempotency_key_in_use',
   'idempotency_key_reused',
+  'webhook_limit_reached',
   'internal',
   'maintenance',
   'overloaded',

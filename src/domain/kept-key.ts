@@ -40,3 +40,11 @@ export interface KeyToKeep {
 export function isExpired(kept: KeptKey, now: number): boolean {
   return kept.expiresAt <= now
 }
+
+/**
+ * The key of a request that runs, as its handler sees it: `keep` makes the kept key of the answer
+ * the request is about to get (and notes that it was kept).
+ */
+export interface PendingKey {
+  keep(answer: KeptAnswer): KeptKey
+}

@@ -66,8 +66,11 @@ function unsupported(
  * without reading the rest.
  */
 export function readBody(req: IncomingMessage, limit = MAX_BODY_BYTES): Promise<Buffer> {
-  const announced = Number(req.headers['content-length'] ?? 0)
-  if (announced > limit) return Promise.reject(tooLarge(limit))
+  try {
+    refuseAnnouncedTooLarge(req, limit)
+  } catch (error) {
+    return Promise.reject(error)
+  }
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = []
     let size = 0
@@ -111,6 +114,12 @@ export function readBody(req: IncomingMessage, limit = MAX_BODY_BYTES): Promise<
     req.on('error', onError)
     req.on('close', onClose)
   })
+}
+
+/** A 413 for a body announced (Content-Length) larger than `limit`, before anything is read. */
+export function refuseAnnouncedTooLarge(req: IncomingMessage, limit = MAX_BODY_BYTES): void {
+  const announced = Number(req.headers['content-length'] ?? 0)
+  if (announced > limit) throw tooLarge(limit)
 }
 
 function tooLarge(limit: number): HttpError {

@@ -9,10 +9,10 @@ export type CorsOrigins = '*' | readonly string[]
 
 /** Request headers a browser may send cross-origin (Authorization is never covered by `*`). */
 export const CORS_ALLOW_HEADERS =
-  'Authorization, Content-Type, If-Match, If-None-Match, X-Request-Id'
+  'Authorization, Content-Type, Idempotency-Key, If-Match, If-None-Match, X-Request-Id'
 /** Response headers a page's script may read, beyond the CORS-safelisted ones. */
 export const CORS_EXPOSE_HEADERS =
-  'ETag, Location, Link, X-Request-Id, Retry-After, RateLimit, RateLimit-Policy, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Used, X-RateLimit-Reset'
+  'ETag, Location, Link, X-Request-Id, Retry-After, Idempotent-Replayed, RateLimit, RateLimit-Policy, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Used, X-RateLimit-Reset'
 /** How long a browser may keep a preflight's answer (Chromium caps this at 2 hours). */
 export const CORS_MAX_AGE_S = 600
 

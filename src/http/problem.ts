@@ -36,6 +36,7 @@ export const ERROR_CODES = {
   invalid_idempotency_key: { status: 400, title: 'Invalid Idempotency-Key' },
   idempotency_key_in_use: { status: 409, title: 'Idempotency-Key in use' },
   idempotency_key_reused: { status: 422, title: 'Idempotency-Key reused' },
+  webhook_limit_reached: { status: 409, title: 'Webhook limit reached' },
   internal: { status: 500, title: 'Internal server error' },
   maintenance: { status: 503, title: 'Down for maintenance' },
   overloaded: { status: 503, title: 'Overloaded' },

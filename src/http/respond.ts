@@ -12,6 +12,9 @@ export interface Reply {
   readonly headers?: Readonly<Record<string, string>>
 }
 
+/** The type of a body whose reply names none. */
+export const DEFAULT_CONTENT_TYPE = 'application/json'
+
 export const PROBLEM_TYPE_PREFIX = 'urn:user-service:problem:'
 
 /** How an answer may be cached: successful reads of users privately with revalidation, else never. */
@@ -53,7 +56,7 @@ export function sendReply(
   }
   headers.push(
     'content-type',
-    reply.contentType ?? 'application/json',
+    reply.contentType ?? DEFAULT_CONTENT_TYPE,
     'content-length',
     Buffer.byteLength(reply.body),
   )

@@ -8,6 +8,7 @@ import {
   type HistogramChild,
   Registry,
 } from './registry.js'
+import { registerWebhookMetrics, type WebhookCounts } from './webhook-metrics.js'
 
 export { EXPOSITION_CONTENT_TYPE }
 
@@ -38,6 +39,8 @@ export interface ServiceMetricsSources {
   eventStreams?: (() => number) | undefined
   /** The feed's commits waiting past the stall threshold: the oldest one's wait and how many so far. */
   feedStalls?: (() => { seconds: number; total: number } | undefined) | undefined
+  /** Webhook delivery's counts; undefined: no webhook families. */
+  webhooks?: (() => WebhookCounts) | undefined
 }
 
 /**
@@ -181,6 +184,7 @@ export function createServiceMetrics(sources: ServiceMetricsSources): ServiceMet
     .gauge('nodejs_external_memory_bytes', 'Memory of C++ objects bound to JavaScript objects.')
     .labels()
 
+  if (sources.webhooks !== undefined) registerWebhookMetrics(registry, sources.webhooks)
   startTime.set(Math.round(Date.now() / 1000 - process.uptime()))
   const byRoute = new Map<RouteSpec, RouteInstruments>()
   for (const route of sources.routes) {

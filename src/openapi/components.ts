@@ -32,18 +32,19 @@ export function createHeaders(): Record<string, Json> {
     ETag: {
       required: true,
       schema: { type: 'string', pattern: '^"v[0-9]+"$' },
-      description: 'Strong entity tag of the user version.',
+      description: 'Strong entity tag of the version of the user or webhook endpoint.',
     },
     Location: {
       required: true,
       schema: string,
-      description: 'The path of the new user: <base path>/users/<id>.',
+      description:
+        'The path of what was made: <base path>/users/<id> or <base path>/webhooks/<id>.',
     },
     Link: {
       required: false,
       schema: string,
       description:
-        'On a page with more after it: <<base path>/users?limit=<limit>&cursor=<next>>; rel="next" (RFC 8288).',
+        'On a page with more after it, the next page: <<path>?limit=<limit>&cursor=<next>>; rel="next" (RFC 8288).',
     },
     'Retry-After': {
       required: true,
@@ -62,6 +63,17 @@ export function createHeaders(): Record<string, Json> {
         'For insufficient_scope: Bearer realm="users", error="insufficient_scope", scope="<the scope>".',
     },
     'Accept-Patch': { required: true, schema: string, description: 'The media types PATCH takes.' },
+    'Idempotent-Replayed': {
+      required: false,
+      schema: { type: 'string', enum: ['true'] },
+      description:
+        'true on the replay of a kept answer to a request sent again with its Idempotency-Key; absent on an answer to a request that ran.',
+    },
+    'Retry-After-In-Use': {
+      required: false,
+      schema: { type: 'string', pattern: '^[0-9]+$' },
+      description: 'On idempotency_key_in_use: 1, the seconds to wait before trying again.',
+    },
     ...RATE_LIMIT_HEADERS,
   }
 }
@@ -128,6 +140,7 @@ export function createErrorResponses(): Record<string, Json> {
   const extra: Partial<Record<number, Record<string, Json>>> = {
     401: { 'WWW-Authenticate': headerRef('WWW-Authenticate') },
     403: { 'WWW-Authenticate': headerRef('WWW-Authenticate-Scope') },
+    409: { 'Retry-After': headerRef('Retry-After-In-Use') },
     429: { 'Retry-After': headerRef('Retry-After') },
     503: { 'Retry-After': headerRef('Retry-After') },
   }

@@ -6,6 +6,8 @@ import { createErrorResponses, createHeaders } from './components.js'
 import { createEventSchemas } from './event-schemas.js'
 import { toOperation } from './operation.js'
 import { createSchemas } from './user-schemas.js'
+import { createWebhookPayloads } from './webhook-payloads.js'
+import { createWebhookSchemas } from './webhook-schemas.js'
 
 export interface OpenApiOptions {
   basePath: string
@@ -19,6 +21,8 @@ const SCOPES = {
   'users:write': 'Create, replace, change and delete users.',
   'users:admin': 'Activate and suspend users; export and import them all.',
   'events:read': 'Read the change feed; it stands alone: no users scope implies it.',
+  'webhooks:admin':
+    'Register, change and delete webhook endpoints, rotate their secrets, move their cursors, read their delivery logs; it stands alone: no other scope implies it, and it implies none.',
 } as const
 
 /**
@@ -53,8 +57,14 @@ export function createOpenApiDocument(options: OpenApiOptions): Json {
       { name: 'users', description: 'The user resource and its lifecycle.' },
       { name: 'service', description: 'Probes and this document; no token needed.' },
       { name: 'events', description: 'The change feed and audit trail, as pages or live.' },
+      {
+        name: 'webhooks',
+        description:
+          'Webhook endpoints: the change feed pushed to URLs, signed as Standard Webhooks says.',
+      },
     ],
     paths,
+    webhooks: createWebhookPayloads(),
     components: {
       securitySchemes: {
         bearer: {
@@ -68,7 +78,7 @@ export function createOpenApiDocument(options: OpenApiOptions): Json {
           'x-scopes': SCOPES,
         },
       },
-      schemas: { ...createSchemas(), ...createEventSchemas() },
+      schemas: { ...createSchemas(), ...createEventSchemas(), ...createWebhookSchemas() },
       parameters: {
         RequestId: {
           name: 'X-Request-Id',
@@ -77,6 +87,14 @@ export function createOpenApiDocument(options: OpenApiOptions): Json {
           schema: { type: 'string' },
           description:
             'Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one.',
+        },
+        IdempotencyKey: {
+          name: 'Idempotency-Key',
+          in: 'header',
+          required: false,
+          schema: { type: 'string', minLength: 3, maxLength: 600, pattern: '^ *".+" *$' },
+          description:
+            'A key that makes the write safe to retry: a quoted string (an RFC 9651 String), 1-255 printable ASCII characters, a UUID recommended, such as "8e03978e-40d5-43e8-bc93-6894a57f9324". A retry with the same key, path, method and body gets the first answer again (Idempotent-Replayed: true) instead of a second change; the same key with another request is 422 idempotency_key_reused; while the first is in flight, 409 idempotency_key_in_use. Keys belong to the token subject and are kept IDEMPOTENCY_TTL_S seconds (24 hours by default) after a successful answer; a failed request keeps none. Malformed: 400 invalid_idempotency_key.',
         },
       },
       headers: createHeaders(),

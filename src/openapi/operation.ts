@@ -4,8 +4,11 @@ import { errorResponseName, headerRef, rateLimitHeaderRefs } from './components.
 
 /** The Operation Object of one route: everything read from the route itself. */
 export function toOperation(route: Route): Json {
-  const parameters: Json[] = [...pathParameters(route.path), ...(route.parameters ?? [])]
+  const parameters: Json[] = [...pathParameters(route), ...(route.parameters ?? [])]
   if (route.conditional) parameters.push(...conditionalHeaders(route))
+  if (route.idempotencyKey === true) {
+    parameters.push({ $ref: '#/components/parameters/IdempotencyKey' })
+  }
   parameters.push({ $ref: '#/components/parameters/RequestId' })
   return {
     operationId: route.operationId,
@@ -41,13 +44,14 @@ function describeOperation(route: Route): string {
   return `${route.summary}. ${scope} ${cache}`
 }
 
-function pathParameters(template: string): Json[] {
-  return [...template.matchAll(/\{([A-Za-z0-9]+)\}/g)].map((match) => ({
+function pathParameters(route: Route): Json[] {
+  const what = route.tag === 'webhooks' ? 'The webhook endpoint id' : 'The user id'
+  return [...route.path.matchAll(/\{([A-Za-z0-9]+)\}/g)].map((match) => ({
     name: match[1],
     in: 'path',
     required: true,
     schema: USER_ID,
-    description: 'The user id (a lower-case UUIDv7); any other text is 404 not_found.',
+    description: `${what} (a lower-case UUIDv7); any other text is 404 not_found.`,
   }))
 }
 
@@ -94,6 +98,9 @@ function successResponses(route: Route): Record<string, Json> {
         ...cache,
         ...extra,
         ...(route.root ? {} : rateLimitHeaderRefs()),
+        ...(route.idempotencyKey === true
+          ? { 'Idempotent-Replayed': headerRef('Idempotent-Replayed') }
+          : {}),
       },
       ...(content === undefined ? {} : { content }),
     }
@@ -112,6 +119,8 @@ export function errorStatuses(route: Route): number[] {
   // RFC 9110 §13.1.1: a failed If-Match is a 412 on GET and HEAD too.
   if (route.conditional) statuses.add(412)
   for (const status of route.errors ?? []) statuses.add(status)
+  // A key in flight (409) or sent with another request (422).
+  if (route.idempotencyKey === true) for (const status of [409, 422]) statuses.add(status)
   return [...statuses].sort((a, b) => a - b)
 }
 

@@ -110,6 +110,18 @@ export class Availability {
     return undefined
   }
 
+  /**
+   * Whether the service's own background writes (webhook deliveries, which write cursors and
+   * logs) wait: while it starts or stops, in maintenance, or with its store read-only.
+   */
+  backgroundPaused(): boolean {
+    return (
+      this.#phase !== 'ready' ||
+      this.#maintenance ||
+      this.#options.storeHealth?.().state === 'read_only'
+    )
+  }
+
   /** Whether the store says it is `ok` (always, for a store that does not say). */
   storeHealthy(): boolean {
     return (this.#options.storeHealth?.().state ?? 'ok') === 'ok'

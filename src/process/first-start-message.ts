@@ -32,8 +32,11 @@ export interface FirstStart {
   readonly now: number
 }
 
-/** The token's scopes: the users API's; the feed's scope stands alone and is shown on its own. */
-const FIRST_SCOPES = SCOPES.filter((scope) => scope !== 'events:read')
+/**
+ * The token's scopes: the users API's. The feed's and the webhooks' scopes stand alone: the feed's
+ * is shown on its own, the webhooks' is made when needed (docs/webhooks.md).
+ */
+const FIRST_SCOPES = SCOPES.filter((scope) => scope.startsWith('users:'))
 
 /** The message, or undefined when there is no key to sign with. */
 export function formatFirstStart(start: FirstStart): string | undefined {
@@ -57,7 +60,7 @@ export function formatFirstStart(start: FirstStart): string | undefined {
     `No JWT_SECRET was set, so a new random secret was written to ${start.file} (mode 0600).`,
     'It is used on every later start with this DATA_DIR. Set JWT_SECRET in production.',
     '',
-    `A token with the scopes ${FIRST_SCOPES.join(', ')} (not events:read), valid for 24 hours:`,
+    `A token with the scopes ${FIRST_SCOPES.join(', ')} (not events:read or webhooks:admin), valid for 24 hours:`,
     '',
     `  ${token}`,
     '',

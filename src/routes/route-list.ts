@@ -13,6 +13,14 @@ import { replaceUser } from './users/replace-user.js'
 import { revokeTokens } from './users/revoke-tokens.js'
 import { activateUser, suspendUser } from './users/transition-user.js'
 import { updateUser } from './users/update-user.js'
+import { createWebhook } from './webhooks/create-webhook.js'
+import { deleteWebhook } from './webhooks/delete-webhook.js'
+import { getWebhook } from './webhooks/get-webhook.js'
+import { listDeliveries } from './webhooks/list-deliveries.js'
+import { listWebhooks } from './webhooks/list-webhooks.js'
+import { rotateSecret } from './webhooks/rotate-secret.js'
+import { updateWebhook } from './webhooks/update-webhook.js'
+import { getWebhookCursor, putWebhookCursor } from './webhooks/webhook-cursor.js'
 
 export { getMetrics }
 
@@ -33,6 +41,15 @@ export const ROUTES: readonly Route[] = [
   suspendUser,
   revokeTokens,
   listEvents,
+  listWebhooks,
+  createWebhook,
+  getWebhook,
+  updateWebhook,
+  deleteWebhook,
+  rotateSecret,
+  listDeliveries,
+  getWebhookCursor,
+  putWebhookCursor,
   getOpenApi,
   getHealth,
   getReadiness,

@@ -3,6 +3,7 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import type { Scope } from '../auth/authenticate.js'
 import type { TokenClaims } from '../auth/verify-token.js'
 import type { ChangeContext } from '../domain/change-context.js'
+import type { PendingKey } from '../domain/kept-key.js'
 import type { Preconditions } from '../domain/preconditions.js'
 import type { Reply } from '../http/respond.js'
 import type { BodyRule, RouteSpec } from '../http/route-spec.js'
@@ -34,6 +35,11 @@ export interface RouteContext {
   readonly requestId: string
   /** Who makes the request: the token's subject and the request id, for the events of its writes. */
   readonly change: ChangeContext
+  /**
+   * The request's `Idempotency-Key` on a route that takes one (`idempotencyKey`), free and held:
+   * the handler hands it to its change with the answer it will give (keyedChange).
+   */
+  readonly key: PendingKey | undefined
   /** The verified token; undefined on a route without a scope. */
   readonly claims: TokenClaims | undefined
   /** CORS headers as a flat name/value list for every answer; undefined when CORS is off. */
@@ -68,12 +74,17 @@ export interface Route extends RouteSpec {
   readonly scope: Scope | undefined
   readonly body: BodyRule
   readonly mediaTypes: readonly string[]
+  /**
+   * Whether the route takes an `Idempotency-Key` (docs/api.md, safe retries): the writes of a
+   * user. Every other route ignores the header.
+   */
+  readonly idempotencyKey?: boolean
   /** Successful GETs may be stored privately and revalidated; everything else is `no-store`. */
   readonly cacheable: boolean
   /** What it asks of availability; default `read` for GET and `write` for the other methods. */
   readonly intent?: Intent
   readonly summary: string
-  readonly tag: 'users' | 'events' | 'service'
+  readonly tag: 'users' | 'events' | 'webhooks' | 'service'
   /** Query and header parameters beyond the path's, the conditional headers and X-Request-Id. */
   readonly parameters?: readonly Json[]
   /** The request body's schema (for each of mediaTypes) and, if any, a description. */

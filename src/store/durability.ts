@@ -6,6 +6,7 @@ import type { EventJournal } from './feed/journal.js'
 import type { KeptKeys } from './kept-keys.js'
 import type { StoreCapabilities, StoreHealth } from './store.js'
 import type { UserIndex } from './user-index.js'
+import type { WebhookStore } from './webhook-store.js'
 
 /**
  * Appends the change's event to the log, once, and resolves when it is durable; a durable step
@@ -55,6 +56,8 @@ export interface Durability extends EventDurability {
   readonly capabilities: StoreCapabilities
   /** The kept `Idempotency-Key`s: those logged with changes, and those kept alone. */
   readonly keys: KeptKeys
+  /** The webhook endpoints, kept as this durability keeps users (Store.webhooks). */
+  readonly webhooks: WebhookStore
   /** Called once, as the store is built, with what the store holds in memory. */
   attach(state: IndexedState): void
   /** Claims what it owns exclusively (a data directory's lock), synchronously; idempotent. */

@@ -42,6 +42,11 @@ export interface EventPage {
  */
 export interface EventFeed {
   read(query: EventQuery): Promise<EventPage>
+  /**
+   * The id of the newest event committed (readable), or `0000000000000000` when there has been
+   * none: a new webhook endpoint's cursor, so that it gets every change acknowledged after.
+   */
+  head(): Promise<string>
   /** Calls `wake` whenever new events may be readable; returns the unsubscribe. */
   subscribe(wake: () => void): () => void
   /** Events this process appended since it started (for /metrics). */

@@ -19,6 +19,7 @@ import type {
 import { duplicateEmail, duplicateId, notCanonical, userNotFound } from './store-errors.js'
 import { checkStorableContext, checkStorableQuery, checkStorableUser } from './store-input.js'
 import { UserIndex } from './user-index.js'
+import type { WebhookStore } from './webhook-store.js'
 
 export interface IndexedStoreOptions {
   /** Milliseconds since the epoch, for tombstones (Date.now by default). */
@@ -47,11 +48,13 @@ export class IndexedStore implements Store {
   readonly events = new EventJournal()
   readonly #writes: ChangeCommit
   readonly keys: KeptKeys
+  readonly webhooks: WebhookStore
 
   constructor(durability: Durability, options: IndexedStoreOptions = {}) {
     this.#now = options.now ?? Date.now
     this.#durability = durability
     this.capabilities = durability.capabilities
+    this.webhooks = durability.webhooks
     this.#writes = new ChangeCommit(this.events, durability)
     this.keys = keptThrough(durability.keys, this.#writes)
     durability.attach({

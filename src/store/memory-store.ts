@@ -3,6 +3,7 @@ import { toRecord, type User } from '../domain/user.js'
 import type { Durability, IndexedState } from './durability.js'
 import { IndexedStore, type IndexedStoreOptions } from './indexed-store.js'
 import { MemoryKeys } from './memory-keys.js'
+import { MemoryWebhooks } from './memory-webhooks.js'
 import type { StoreCapabilities } from './store.js'
 import { checkStorableUser } from './store-input.js'
 
@@ -15,7 +16,7 @@ const CAPABILITIES: StoreCapabilities = Object.freeze({
 
 /**
  * No durability at all: every change is committed as soon as it is asked for, and the events
- * stay in the journal in memory, and so do the kept keys. It only puts the starting users in the
+ * stay in the journal in memory, and so do the kept keys and the webhooks. It only puts the starting users in the
  * index.
  */
 function memoryOnly(users: readonly User[], now: () => number): Durability {
@@ -25,6 +26,7 @@ function memoryOnly(users: readonly User[], now: () => number): Durability {
   return {
     capabilities: CAPABILITIES,
     keys,
+    webhooks: new MemoryWebhooks(),
     attach(state: IndexedState) {
       for (const user of users) {
         checkStorableUser(user, undefined)

@@ -2,6 +2,7 @@ import type { ChangeContext } from '../domain/event.js'
 import type { User, UserRecord, UserStatus } from '../domain/user.js'
 import type { EventFeed } from './event-feed.js'
 import type { KeptKeys } from './kept-keys.js'
+import type { WebhookStore } from './webhook-store.js'
 
 /** Which users a page holds; every filter is optional and they combine with AND. */
 export interface ListFilter {
@@ -153,6 +154,11 @@ export interface Store {
    * its event: a change that is stored has its key, and a key is never stored without its change.
    */
   readonly keys: KeptKeys
+  /**
+   * The webhook endpoints, their cursors over `events`, their delivery logs and who delivers to
+   * each (docs/webhooks.md).
+   */
+  readonly webhooks: WebhookStore
   /** How the store is doing; readiness is 503 unless `ok`. */
   health(): StoreHealth
   /** How many users it holds when it knows without a query (for /metrics), else undefined. */

@@ -171,7 +171,7 @@ describe('the first-start message', () => {
     const stderr = await waitForStderr(child, /events:read\n/)
     assert.match(
       stderr,
-      /A token with the scopes users:read, users:write, users:admin \(not events:read\)/,
+      /A token with the scopes users:read, users:write, users:admin \(not events:read or webhooks:admin\)/,
     )
     assert.doesNotMatch(stderr, /every scope/)
     const [token] = stderr.match(JWT) ?? []

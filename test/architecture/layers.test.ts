@@ -15,7 +15,13 @@ const LAYERS: readonly (readonly string[])[] = [
   ['index.ts', 'testing.ts', 'bin.ts', 'main.ts'],
   ['process/'],
   ['service.ts'],
-  ['app.ts', 'request-answer.ts', 'request-limits.ts', 'request-state.ts'],
+  [
+    'app.ts',
+    'request-answer.ts',
+    'request-idempotency.ts',
+    'request-limits.ts',
+    'request-state.ts',
+  ],
   ['openapi/'],
   ['routes/'],
   // The import pipeline and the streaming of answers to slow clients, under the bulk routes.
@@ -23,6 +29,8 @@ const LAYERS: readonly (readonly string[])[] = [
   // The change feed's live streams (Server-Sent Events), under the route of GET /events.
   ['event-streams/'],
   ['ops/'],
+  // Webhooks: the endpoints' rules and operations, and delivery.
+  ['webhooks/'],
   ['users/'],
   ['store/'],
   ['settings-by-owner.ts', 'settings.ts', 'setting-parsers.ts'],
@@ -44,7 +52,7 @@ const FOLDER_LAYERS: Readonly<Record<string, readonly (readonly string[])[]>> = 
     // The table of every route, in the order the OpenAPI document lists them.
     ['routes/route-list.ts'],
     // The Route values, one folder per resource (none imports another: see APART).
-    ['routes/users/', 'routes/bulk/', 'routes/events/', 'routes/service/'],
+    ['routes/users/', 'routes/bulk/', 'routes/events/', 'routes/webhooks/', 'routes/service/'],
     // What every route is made of: the Route type, the defaults each route spreads, the schemas
     // of parameters.
     ['routes/route.ts', 'routes/route-defaults.ts', 'routes/parameter-schemas.ts'],
@@ -68,12 +76,15 @@ const FOLDER_LAYERS: Readonly<Record<string, readonly (readonly string[])[]>> = 
       'store/per-key-queue.ts',
       'store/memory-keys.ts',
       'store/byte-lru.ts',
+      'store/memory-webhooks.ts',
     ],
     // The contract: what every store is, takes and throws (a failed durable write, the observer
     // of their timings included).
     [
       'store/store.ts',
       'store/kept-keys.ts',
+      'store/webhook-store.ts',
+      'store/webhook-input.ts',
       'store/store-errors.ts',
       'store/store-input.ts',
       'store/storage-unavailable.ts',
@@ -89,7 +100,7 @@ const FOLDER_LAYERS: Readonly<Record<string, readonly (readonly string[])[]>> = 
 
 /** Parts of one layer that know nothing of each other: each resource's routes, each store. */
 const APART: readonly (readonly string[])[] = [
-  ['routes/users/', 'routes/bulk/', 'routes/events/', 'routes/service/'],
+  ['routes/users/', 'routes/bulk/', 'routes/events/', 'routes/webhooks/', 'routes/service/'],
   ['store/file/', 'store/postgres/', 'store/memory-store.ts'],
 ]
 
@@ -102,6 +113,8 @@ const APART: readonly (readonly string[])[] = [
 const STORE_CONTRACT: readonly string[] = [
   'store/store.ts',
   'store/kept-keys.ts',
+  'store/webhook-store.ts',
+  'store/webhook-input.ts',
   'store/event-feed.ts',
   'store/store-errors.ts',
   'store/store-input.ts',
@@ -109,7 +122,14 @@ const STORE_CONTRACT: readonly string[] = [
 ]
 
 /** The folders that use a store and may import only its contract. */
-const STORE_USERS: readonly string[] = ['users/', 'routes/', 'bulk/', 'event-streams/', 'ops/']
+const STORE_USERS: readonly string[] = [
+  'users/',
+  'webhooks/',
+  'routes/',
+  'bulk/',
+  'event-streams/',
+  'ops/',
+]
 
 /**
  * Arrows the order above lets through but the layout forbids: the user operations and the stores
@@ -117,6 +137,7 @@ const STORE_USERS: readonly string[] = ['users/', 'routes/', 'bulk/', 'event-str
  */
 const FORBIDDEN: readonly (readonly [from: string, to: string])[] = [
   ['users/', 'http/'],
+  ['webhooks/', 'http/'],
   ['store/', 'http/'],
 ]
 

@@ -186,7 +186,10 @@ describe('requireScope', () => {
   it('lets a token with the scope pass', () => {
     for (const scope of SCOPES) requireScope(claimsWith(scope), scope)
     for (const scope of SCOPES) requireScope(claimsWith(SCOPES.join(' ')), scope)
-    assert.deepEqual([...SCOPES], ['users:read', 'users:write', 'users:admin', 'events:read'])
+    assert.deepEqual(
+      [...SCOPES],
+      ['users:read', 'users:write', 'users:admin', 'events:read', 'webhooks:admin'],
+    )
   })
 
   it('refuses a missing scope with 403 insufficient_scope naming the scope; no scope implies another', () => {

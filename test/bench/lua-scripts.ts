@@ -39,7 +39,8 @@ export const getById = (auth: string, ids: string[]): string =>
     `wrk.format("GET", "/users/" .. it, { ["Authorization"] = ${luaString(auth)} })`,
   )
 
-export const post = (auth: string): string => {
+/** POST /users of new users; `keyed`: each with an Idempotency-Key of its own. */
+export const post = (auth: string, keyed = false): string => {
   const prefix = randomBytes(4).toString('hex')
   return `
 local prefix = ${luaString(prefix)}
@@ -48,6 +49,7 @@ request = function()
   counter = counter + 1
   local body = '{"email":"b' .. prefix .. '-' .. counter .. '@bench.example.com","name":"Bench"}'
   local headers = { ["Authorization"] = ${luaString(auth)}, ["Content-Type"] = "application/json" }
+  ${keyed ? `headers["Idempotency-Key"] = '"' .. prefix .. '-' .. counter .. '"'` : ''}
   return wrk.format("POST", "/users", headers, body)
 end
 `

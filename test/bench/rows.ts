@@ -22,6 +22,8 @@ export interface BenchResults {
   getById: Outcome<CaseResult>
   /** GET /users/{id} with rate limits on; its reference is the same service with them off. */
   getByIdLimited: Outcome<CaseResult>
+  /** POST /users with a key of its own on each request; its reference, the same POST without. */
+  postKeyed: Outcome<CaseResult>
   post1k: Outcome<CaseResult>
   post100k: Outcome<CaseResult>
   /** POST /users at 1k users with every fsync and fdatasync slowed to `slowSyncMs` (the shim). */
@@ -140,6 +142,7 @@ export const buildRows = (results: BenchResults): Row[] => {
   const {
     getById,
     getByIdLimited,
+    postKeyed,
     post1k,
     post100k,
     postSlowDisk,
@@ -355,6 +358,15 @@ export const buildRows = (results: BenchResults): Row[] => {
       getByIdLimited,
       '≥ 0.95×',
       (r) => r >= 0.95,
+    ),
+  )
+  rows.push(
+    rpsRow(
+      'other',
+      '`POST /users` with an `Idempotency-Key` on each request (ref: the same POST without one)',
+      postKeyed,
+      '≥ 0.9×',
+      (r) => r >= 0.9,
     ),
   )
   rows.push(

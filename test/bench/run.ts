@@ -256,6 +256,7 @@ const expectStatus = async (
 const staticGetScript = (path: string): string => lua.staticGet(AUTH, path)
 const getByIdScript = (ids: string[]): string => lua.getById(AUTH, ids)
 const postScript = (): string => lua.post(AUTH)
+const keyedPostScript = (): string => lua.post(AUTH, true)
 const patchScript = (targets: PatchTarget[]): string => lua.patch(AUTH, targets)
 const changingPatchScript = (targets: PatchTarget[]): string => lua.changingPatch(AUTH, targets)
 
@@ -560,6 +561,48 @@ const postCase = (
       return {
         service: { url: service.server.url, pid: service.server.pid, script: postScript },
         reference: { url: writeRef.server.url, pid: writeRef.server.pid, script: postScript },
+        close,
+      }
+    })
+  })
+
+/**
+ * POST /users with an Idempotency-Key of its own on every request, against the same POST without
+ * one on a second service of the same size (both fresh).
+ */
+const keyedPostCase = (users: number): Promise<CaseResult> =>
+  runCase('post-keyed', 'POST /users with an Idempotency-Key', users, true, async () => {
+    const keyed = await startService(users)
+    const plain = await closingOnError(
+      () => stopService(keyed),
+      () => startService(users),
+    )
+    const close = async (): Promise<void> => {
+      await stopService(plain)
+      await stopService(keyed)
+    }
+    return closingOnError(close, async () => {
+      const res = await expectStatus(
+        `${keyed.server.url}/users`,
+        {
+          method: 'POST',
+          headers: {
+            authorization: AUTH,
+            'content-type': 'application/json',
+            'idempotency-key': `"check-${randomBytes(4).toString('hex')}"`,
+          },
+          body: JSON.stringify({
+            email: `check-${randomBytes(4).toString('hex')}@bench.example.com`,
+            name: 'Bench',
+          }),
+        },
+        201,
+        'POST /users with an Idempotency-Key',
+      )
+      await res.arrayBuffer()
+      return {
+        service: { url: keyed.server.url, pid: keyed.server.pid, script: keyedPostScript },
+        reference: { url: plain.server.url, pid: plain.server.pid, script: postScript },
         close,
       }
     })
@@ -881,6 +924,9 @@ const main = async (): Promise<void> => {
   const list100k = measured(await attempt('GET /users?limit=100', LARGE, () => listCase(LARGE)))
   const post1k = measured(await attempt('POST /users', SMALL, () => postCase(SMALL)))
   const post100k = measured(await attempt('POST /users', LARGE, () => postCase(LARGE)))
+  const postKeyed = measured(
+    await attempt('POST /users with an Idempotency-Key', SMALL, () => keyedPostCase(SMALL)),
+  )
   const slowEnv = slowDiskEnv()
   const postSlowDisk: Outcome<CaseResult> =
     typeof slowEnv === 'string'
@@ -941,6 +987,7 @@ const main = async (): Promise<void> => {
   const rows = buildRows({
     getById,
     getByIdLimited,
+    postKeyed,
     post1k,
     post100k,
     postSlowDisk,

@@ -86,6 +86,7 @@ describe('links in the README, the changelog and docs/', () => {
         'docs/operations.md',
         'docs/performance.md',
         'docs/postgresql.md',
+        'docs/webhooks.md',
       ],
     )
   })

@@ -143,6 +143,7 @@ describe('npm run token (user-service token)', () => {
       'users:admin',
       'users:read',
       'users:write',
+      'webhooks:admin',
     ])
     assert.equal(claims[4]?.['scope'], 'users:write users:admin')
 

@@ -103,6 +103,9 @@ describe('answerConditionalRead', () => {
 type Call = (id: string) => [method: string, target: string, options: RequestOptions]
 
 const reader = makeToken({ sub: 'feed-reader', scope: 'events:read' })
+const hooks = makeToken({ sub: 'hooks-admin', scope: 'webhooks:admin' })
+/** The webhook endpoint the webhook routes' requests name, made with the test's service. */
+let hookId = ''
 
 /** Every route of the table, with a request it answers and the status of that answer. */
 const CALLS: Readonly<Record<string, { call: Call; status: number }>> = {
@@ -134,6 +137,37 @@ const CALLS: Readonly<Record<string, { call: Call; status: number }>> = {
   suspendUser: { call: (id) => ['POST', `/users/${id}:suspend`, {}], status: 200 },
   revokeTokens: { call: (id) => ['POST', `/users/${id}:revokeTokens`, {}], status: 200 },
   listEvents: { call: () => ['GET', '/events', { token: reader }], status: 200 },
+  listWebhooks: { call: () => ['GET', '/webhooks', { token: hooks }], status: 200 },
+  createWebhook: {
+    call: () => ['POST', '/webhooks', { token: hooks, json: { url: 'https://a.example.com' } }],
+    status: 201,
+  },
+  getWebhook: { call: () => ['GET', `/webhooks/${hookId}`, { token: hooks }], status: 200 },
+  updateWebhook: {
+    call: () => ['PATCH', `/webhooks/${hookId}`, { token: hooks, json: { description: 'x' } }],
+    status: 200,
+  },
+  deleteWebhook: { call: () => ['DELETE', `/webhooks/${hookId}`, { token: hooks }], status: 204 },
+  rotateWebhookSecret: {
+    call: () => ['POST', `/webhooks/${hookId}:rotateSecret`, { token: hooks }],
+    status: 200,
+  },
+  listWebhookDeliveries: {
+    call: () => ['GET', `/webhooks/${hookId}/deliveries`, { token: hooks }],
+    status: 200,
+  },
+  getWebhookCursor: {
+    call: () => ['GET', `/webhooks/${hookId}/cursor`, { token: hooks }],
+    status: 200,
+  },
+  putWebhookCursor: {
+    call: () => [
+      'PUT',
+      `/webhooks/${hookId}/cursor`,
+      { token: hooks, json: { after: '0000000000000000' } },
+    ],
+    status: 200,
+  },
   getOpenApi: { call: () => ['GET', '/openapi.json', {}], status: 200 },
   getHealth: { call: () => ['GET', '/healthz', {}], status: 200 },
   getReadiness: { call: () => ['GET', '/readyz', {}], status: 200 },
@@ -167,6 +201,13 @@ describe('the route table: a route declaring conditional is what makes the heade
     const activated = await s.call('POST', `/users/${user.id}:activate`)
     assert.equal(activated.status, 200, activated.text)
     const active = await s.getUser(user.id)
+    const hook = await s.call('POST', '/webhooks', {
+      token: hooks,
+      json: { url: 'https://hooks.example.com' },
+    })
+    assert.equal(hook.status, 201, hook.text)
+    hookId = hook.json<{ id: string }>().id
+    const hookBefore = (await s.call('GET', `/webhooks/${hookId}`, { token: hooks })).text
     const conditional: string[] = []
     for (const route of ROUTES) {
       const entry = CALLS[route.operationId]
@@ -198,7 +239,8 @@ describe('the route table: a route declaring conditional is what makes the heade
         else assertProblem(res, status, code)
       }
     }
-    // The declaration is not vacuous: every route that takes a user id, and only those, has it.
+    // The declaration is not vacuous: every route that takes a user or endpoint id, and only
+    // those, has it.
     assert.deepEqual(conditional, [
       'getUser',
       'replaceUser',
@@ -207,8 +249,13 @@ describe('the route table: a route declaring conditional is what makes the heade
       'activateUser',
       'suspendUser',
       'revokeTokens',
+      'getWebhook',
+      'updateWebhook',
+      'deleteWebhook',
+      'rotateWebhookSecret',
     ])
     assert.deepEqual(await s.getUser(user.id), active)
+    assert.equal((await s.call('GET', `/webhooks/${hookId}`, { token: hooks })).text, hookBefore)
   })
 })
 

@@ -1,6 +1,8 @@
+import type { UserRecord } from '../../domain/user.js'
+import type { Reply } from '../../http/respond.js'
 import { type Route, ref } from '../route.js'
 import { API_ROUTE, JSON_ONLY } from '../route-defaults.js'
-import { userReply } from './user-replies.js'
+import { keyedChange, userAnswer } from './user-replies.js'
 
 export const createUser: Route = {
   ...API_ROUTE,
@@ -10,6 +12,7 @@ export const createUser: Route = {
   scope: 'users:write',
   body: 'required',
   mediaTypes: JSON_ONLY,
+  idempotencyKey: true,
   summary: 'Create a user',
   request: { schema: ref('UserCreate') },
   responses: {
@@ -22,10 +25,13 @@ export const createUser: Route = {
   // Another user's email.
   errors: [409],
   async handle(context) {
-    const record = await context.services.operations.create(context.body, context.change)
-    return {
-      ...userReply(201, record),
-      headers: { location: `${context.services.basePath}/users/${record.user.id}` },
-    }
+    const created = userAnswer(201)
+    const answerOf = (record: UserRecord | undefined): Reply => ({
+      ...created(record),
+      headers: { location: `${context.services.basePath}/users/${record?.user.id ?? ''}` },
+    })
+    return answerOf(
+      await context.services.operations.create(context.body, keyedChange(context, answerOf)),
+    )
   },
 }

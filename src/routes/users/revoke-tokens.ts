@@ -1,5 +1,5 @@
 import type { Route } from '../route.js'
-import { ITEM_METHOD, userId, userReply } from './user-replies.js'
+import { ITEM_METHOD, keyedChange, userAnswer, userId } from './user-replies.js'
 
 /**
  * `POST /users/{id}:revokeTokens`: the user's tokens issued before the next whole second are
@@ -12,13 +12,13 @@ export const revokeTokens: Route = {
   summary: 'Revoke every token of a user issued until now',
   async handle(context) {
     const { operations } = context.services
-    return userReply(
-      200,
+    const answerOf = userAnswer(200)
+    return answerOf(
       await operations.revokeTokens(
         userId(context),
         context.body,
         context.preconditions,
-        context.change,
+        keyedChange(context, answerOf),
       ),
     )
   },

@@ -1,6 +1,6 @@
 import type { LifecycleAction } from '../../domain/lifecycle.js'
 import type { Route } from '../route.js'
-import { ITEM_METHOD, userId, userReply } from './user-replies.js'
+import { ITEM_METHOD, keyedChange, userAnswer, userId } from './user-replies.js'
 
 /** `POST /users/{id}:activate` and `:suspend`: one lifecycle action each. */
 function transitionRoute(operationId: string, action: LifecycleAction, summary: string): Route {
@@ -11,14 +11,14 @@ function transitionRoute(operationId: string, action: LifecycleAction, summary: 
     summary,
     async handle(context) {
       const { operations } = context.services
-      return userReply(
-        200,
+      const answerOf = userAnswer(200)
+      return answerOf(
         await operations.transition(
           userId(context),
           action,
           context.body,
           context.preconditions,
-          context.change,
+          keyedChange(context, answerOf),
         ),
       )
     },

@@ -1,6 +1,6 @@
 import { type Route, ref } from '../route.js'
 import { API_ROUTE } from '../route-defaults.js'
-import { USER_ANSWER, userId, userReply } from './user-replies.js'
+import { keyedChange, USER_ANSWER, userAnswer, userId } from './user-replies.js'
 
 /** What tells `PUT` and `PATCH /users/{id}` apart. */
 export interface WriteRouteOptions {
@@ -26,19 +26,20 @@ export function writeRoute(options: WriteRouteOptions): Route {
     body: 'required',
     mediaTypes,
     conditional: true,
+    idempotencyKey: true,
     summary,
     request: { schema: ref(schema) },
     responses: { 200: USER_ANSWER },
     // Another user's email, or a user at the highest version.
     errors: [409],
     async handle(context) {
-      return userReply(
-        200,
+      const answerOf = userAnswer(200)
+      return answerOf(
         await context.services.operations[write](
           userId(context),
           context.body,
           context.preconditions,
-          context.change,
+          keyedChange(context, answerOf),
         ),
       )
     },

@@ -202,6 +202,14 @@ export class EventJournal implements EventFeed {
     return { slots, nextCursor: last === undefined ? given : formatEventId(last) }
   }
 
+  /**
+   * Every id up to #through is settled: the newest readable event, or a voided id after it (the
+   * same place to read on from), or the pruned bound.
+   */
+  head(): Promise<string> {
+    return Promise.resolve(formatEventId(this.#through))
+  }
+
   subscribe(wake: () => void): () => void {
     this.#wakers.add(wake)
     return () => {

@@ -9,6 +9,7 @@ import { type Logger, silentLogger } from '../../log/logger.js'
 import { SETTINGS } from '../../settings.js'
 import type { Durability, IndexedState, LogEvent } from '../durability.js'
 import type { StoreCapabilities } from '../store.js'
+import type { WebhookStore } from '../webhook-store.js'
 import { type DurableWriteObserver, UNOBSERVED } from '../write-timing.js'
 import { makeDurableDirectory } from './atomic-write.js'
 import { Checkpoint } from './checkpoint.js'
@@ -16,39 +17,19 @@ import { DataDirLock } from './data-dir-lock.js'
 import { lostPlace, type Place, readPlace } from './data-dir-place.js'
 import { EventLog } from './event-log.js'
 import { loadFeed } from './feed-load.js'
+import type { FileDurabilityOptions } from './file-durability-options.js'
 import { checkpointFailed, logUnwritten } from './file-faults.js'
 import { buryUser, type FileSteps, writeUser } from './file-steps.js'
 import { KeyFiles } from './key-files.js'
 import { replayTail } from './replay.js'
 import { closeStoreDirs, openStoreDirs, type StoreDirs } from './store-dirs.js'
 import { loadUserFiles } from './user-files-load.js'
+import { WebhookFiles } from './webhook-files.js'
 
 /** Files waiting for the checkpoint past which a keyed change waits for it (about 2 MB of names). */
 const KEY_BACKLOG = 16_384
 
-export interface FileDurabilityOptions {
-  dataDir: string
-  logger?: Logger
-  /** Files read between two yields to the event loop while loading (default 2000). */
-  loadChunk?: number
-  /** Milliseconds since the epoch, for tombstones (Date.now by default). */
-  now?: () => number
-  /** How often the data directory and the lock are checked while open (default 1000 ms). */
-  watchIntervalMs?: number
-  /** Events older than this many days are pruned, whole segments at a time (default 30). */
-  eventsRetentionDays?: number | undefined
-  /**
-   * How often the files written since the last checkpoint are fsynced and the checkpoint moved
-   * (default 1000 ms); sooner when many files wait.
-   */
-  checkpointMs?: number | undefined
-  /** Told how long each durable write and fsync took (the service's metrics). */
-  timings?: DurableWriteObserver
-  /** How often the files of expired `Idempotency-Key`s are deleted (default 30,000 ms). */
-  keySweepMs?: number | undefined
-  /** What the cache of kept keys may weigh, in bytes (default 4 MiB). */
-  keyCacheBytes?: number | undefined
-}
+export type { FileDurabilityOptions } from './file-durability-options.js'
 
 /**
  * The file store's durability: one JSON file per user in `DATA_DIR/users/`, loaded into the index
@@ -68,6 +49,8 @@ export class FileDurability implements Durability {
   readonly keysDir: string
   readonly capabilities: StoreCapabilities
   readonly keys: KeyFiles
+  readonly webhooks: WebhookStore
+  readonly #webhookFiles: WebhookFiles
   readonly #eventLog: EventLog
   readonly #retentionMs: number
   readonly #clock: () => number
@@ -119,6 +102,11 @@ export class FileDurability implements Durability {
       sweepMs: options.keySweepMs,
       cacheBytes: options.keyCacheBytes,
     })
+    const webhooksDir = path.join(this.dataDir, 'webhooks')
+    this.#webhookFiles = new WebhookFiles(webhooksDir, this.#logger, this.#timings, () =>
+      this.#held(),
+    )
+    this.webhooks = this.#webhookFiles.store
   }
 
   attach(state: IndexedState): void {
@@ -165,6 +153,7 @@ export class FileDurability implements Durability {
       tombstones: state.tombstones,
       logger: this.#logger,
     })
+    await this.#webhookFiles.open()
     this.#checkpoint = new Checkpoint({
       ...dirs,
       logged: () => this.#eventLog.highest,
@@ -195,6 +184,7 @@ export class FileDurability implements Durability {
   async close(): Promise<void> {
     clearInterval(this.#watch)
     this.#watch = undefined
+    await this.#webhookFiles.close()
     this.#checkpoint?.stop()
     await this.#pruning
     await this.keys.close()

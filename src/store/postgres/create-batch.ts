@@ -1,8 +1,13 @@
+import type { PoolClient } from 'pg'
+
 import type { ChangeContext } from '../../domain/change-context.js'
 import { ServiceError } from '../../domain/errors.js'
 import { draftEvent } from '../../domain/event.js'
+import type { KeptKey } from '../../domain/kept-key.js'
 import type { UserRecord } from '../../domain/user.js'
+import { keyName } from '../memory-keys.js'
 import type { PgConnection } from './connection.js'
+import { writeKeptKeys } from './kept-key-writes.js'
 import { one, rowColumns, STORED_COLUMNS } from './rows.js'
 
 /** The most creates one transaction takes (a group commit). */
@@ -21,18 +26,20 @@ interface PendingCreate {
  * Creates are group-committed: those that arrive while a batch's transaction runs go in the next
  * one together (an import, or many POSTs at once, cost one COMMIT per batch, and the event
  * counter's lock is taken once per batch). `insert` resolves false for a row the batch skipped
- * (its id or email is taken, or the id was deleted): the caller tries it again alone, which says why.
+ * (its id or email is taken, or the id was deleted, or its Idempotency-Key was kept already): the
+ * caller tries it again alone, which says why. Each create's key is kept in the batch's
+ * transaction with its row; a create the batch skips keeps none.
  */
 export class CreateBatcher {
   readonly #connection: PgConnection
-  readonly #time: () => string
+  readonly #now: () => number
   readonly #committed: () => void
   #creates: PendingCreate[] = []
   #creating = false
 
-  constructor(connection: PgConnection, time: () => string, committed: () => void) {
+  constructor(connection: PgConnection, now: () => number, committed: () => void) {
     this.#connection = connection
-    this.#time = time
+    this.#now = now
     this.#committed = committed
   }
 
@@ -61,7 +68,8 @@ export class CreateBatcher {
       })
       if (ready.length === 0) continue
       try {
-        const time = this.#time()
+        const now = this.#now()
+        const time = new Date(now).toISOString()
         const inserted = await this.#connection.transaction(
           async (client) => {
             const result = await client.query<{ id: string }>({
@@ -73,7 +81,7 @@ export class CreateBatcher {
               ON CONFLICT DO NOTHING RETURNING id`,
               values: rowColumns(ready.map((entry) => entry.record)),
             })
-            return new Set(result.rows.map((row) => row.id))
+            return keepKeys(client, ready, new Set(result.rows.map((row) => row.id)), now)
           },
           (ids) =>
             ready
@@ -97,4 +105,43 @@ export class CreateBatcher {
     }
     this.#creating = false
   }
+}
+
+/**
+ * Keeps the keys of the creates inserted (`ids`), in the batch's transaction, and gives the ids
+ * that stay: a create whose key was kept already, or taken by an earlier create of the batch, has
+ * its row deleted again (it was inserted by this transaction: no event, no tombstone).
+ */
+async function keepKeys(
+  client: PoolClient,
+  ready: readonly PendingCreate[],
+  ids: Set<string>,
+  now: number,
+): Promise<Set<string>> {
+  const keyed: [id: string, kept: KeptKey][] = []
+  for (const entry of ready) {
+    const id = entry.record.user.id
+    const kept = ids.has(id) ? entry.context?.idempotency?.keep(entry.record) : undefined
+    if (kept !== undefined) keyed.push([id, kept])
+  }
+  if (keyed.length === 0) return ids
+  const written = await writeKeptKeys(
+    client,
+    keyed.map(([, kept]) => kept),
+    now,
+  )
+  const lost = new Set<string>()
+  for (const [id, kept] of keyed) {
+    const name = keyName(kept.subject, kept.key)
+    // The first create of a name keeps it; a later one with the same name lost it.
+    if (written.has(name)) written.delete(name)
+    else lost.add(id)
+  }
+  if (lost.size === 0) return ids
+  await client.query({
+    name: 'users_insert_taken_back',
+    text: 'DELETE FROM users WHERE id = ANY($1)',
+    values: [[...lost]],
+  })
+  return new Set([...ids].filter((id) => !lost.has(id)))
 }

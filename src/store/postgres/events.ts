@@ -12,6 +12,12 @@ import { FeedTail } from './feed-tail.js'
 const TAIL_PAGE = 1000
 const TAIL_PAGE_BYTES = 16 * 1024 * 1024
 
+const HEAD_STATEMENT = {
+  name: 'events_head',
+  text: 'SELECT last_id::text AS head FROM event_counter',
+  values: [],
+}
+
 /**
  * The feed read from the database, so that a stream on any replica sees what every replica
  * committed. One follower per process: woken by this process's own commits at once, by NOTIFY for
@@ -66,6 +72,14 @@ export class PostgresEventFeed implements EventFeed {
       if (page !== undefined) return Promise.resolve(page)
     }
     return readEventPage(this.#query, query)
+  }
+
+  /** The counter's last id: each commit takes it last, so it never shows an uncommitted id. */
+  async head(): Promise<string> {
+    const result = await this.#query<{ head: string }>(HEAD_STATEMENT)
+    const head = result.rows[0]?.head
+    if (head === undefined) throw new Error('the event counter has no row')
+    return formatEventId(BigInt(head))
   }
 
   subscribe(wake: () => void): () => void {
@@ -175,11 +189,7 @@ export class PostgresEventFeed implements EventFeed {
   async #follow(): Promise<void> {
     const tail = this.#tail
     if (tail === undefined) {
-      const result = await this.#query<{ head: string }>({
-        name: 'events_head',
-        text: 'SELECT last_id::text AS head FROM event_counter',
-        values: [],
-      })
+      const result = await this.#query<{ head: string }>(HEAD_STATEMENT)
       const head = result.rows[0]?.head
       if (head === undefined || this.#poll === undefined) return
       this.#tail = new FeedTail(BigInt(head))

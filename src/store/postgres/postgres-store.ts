@@ -5,7 +5,6 @@ import { toRecord, type User, type UserRecord } from '../../domain/user.js'
 import { isCanonicalUuid } from '../../domain/uuid7.js'
 import { type Logger, silentLogger } from '../../log/logger.js'
 import { SETTINGS } from '../../settings.js'
-import { MemoryKeys } from '../memory-keys.js'
 import { PerKeyQueue } from '../per-key-queue.js'
 import type {
   ChangeUser,
@@ -22,12 +21,15 @@ import { contention } from './classify-error.js'
 import { PgConnection } from './connection.js'
 import { CreateBatcher } from './create-batch.js'
 import { PostgresEventFeed } from './events.js'
+import { keepWithChange } from './kept-key-writes.js'
+import { PostgresKeys } from './kept-keys.js'
 import { one } from './rows.js'
 import { migrate } from './schema.js'
 import { type PostgresStoreOptions, SESSION_DEFAULTS } from './store-options.js'
 import { listUsers } from './user-list-query.js'
 import { getUser, getUsers, isDeleted, subjectOf } from './user-reads.js'
 import { buryAtVersion, insertUnlessBuried, updateAtVersion } from './user-writes.js'
+import { PostgresWebhooks } from './webhooks.js'
 
 export type { PostgresStoreOptions } from './store-options.js'
 
@@ -46,8 +48,9 @@ const CAPABILITIES: StoreCapabilities = Object.freeze({
  * database, so what one replica writes every other one sees on its next request. Writes to one
  * user are queued in this process (so that it does not race itself) and checked against the
  * database by compare-and-set on `version`, so that replicas cannot overwrite each other; email
- * uniqueness is the unique index on the email key. It owns no directory: the data directory's
- * lock is the process's.
+ * uniqueness is the unique index on the email key. A change's Idempotency-Key is a row written in
+ * the change's transaction (kept-keys.ts). It owns no directory: the data directory's lock is the
+ * process's.
  */
 export class PostgresStore implements Store {
   readonly capabilities = CAPABILITIES
@@ -60,8 +63,10 @@ export class PostgresStore implements Store {
   #prune: NodeJS.Timeout | undefined
   /** The change feed (docs/events.md), read from the database. */
   readonly events: PostgresEventFeed
-  // Interim: kept in memory until the database keeps them (work in progress).
-  readonly keys = new MemoryKeys()
+  /** The kept Idempotency-Keys; a change's key is written by the change's transaction. */
+  readonly keys: PostgresKeys
+  /** The webhook endpoints, their cursors, logs and leases, shared by every replica. */
+  readonly webhooks: PostgresWebhooks
 
   constructor(options: PostgresStoreOptions) {
     this.#options = options
@@ -84,13 +89,11 @@ export class PostgresStore implements Store {
       () => this.#db.client(),
       this.#db.stalls,
     )
-    this.#creates = new CreateBatcher(
-      this.#db,
-      () => this.#time(),
-      () => {
-        this.events.committed()
-      },
-    )
+    this.keys = new PostgresKeys(this.#db, this.#now, options.keyTimings)
+    this.webhooks = new PostgresWebhooks(this.#db)
+    this.#creates = new CreateBatcher(this.#db, this.#now, () => {
+      this.events.committed()
+    })
   }
 
   /** Deletes the events past the retention; every replica may do it, the result is the same. */
@@ -127,10 +130,12 @@ export class PostgresStore implements Store {
       this.pruneEvents().catch(() => undefined)
     }, 60_000)
     this.#prune.unref()
+    this.keys.start()
   }
 
   async close(): Promise<void> {
     clearInterval(this.#prune)
+    this.keys.stop()
     this.events.stop()
     await this.#db.end()
   }
@@ -176,11 +181,13 @@ export class PostgresStore implements Store {
     } catch (error) {
       return Promise.reject(error)
     }
-    return this.#queues.run(user.id, async () => {
-      const record = toRecord(user)
-      const inserted = await this.#creates.insert(record, check, context)
-      return inserted ? record : this.#createAlone(record, check, context)
-    })
+    return this.#queues.run(user.id, () =>
+      this.keys.withChange(context, async (tracked) => {
+        const record = toRecord(user)
+        const inserted = await this.#creates.insert(record, check, tracked)
+        return inserted ? record : this.#createAlone(record, check, tracked)
+      }),
+    )
   }
 
   async #createAlone(
@@ -190,7 +197,11 @@ export class PostgresStore implements Store {
   ): Promise<UserRecord> {
     check?.()
     const inserted = await this.#db.transaction(
-      (client) => insertUnlessBuried(client, record),
+      async (client) => {
+        const result = await insertUnlessBuried(client, record)
+        if (result.rowCount === 1) await keepWithChange(client, context, record, this.#now())
+        return result
+      },
       (result) =>
         result.rowCount === 1
           ? one(draftEvent(undefined, record, record.user.id, this.#time(), context))
@@ -202,28 +213,34 @@ export class PostgresStore implements Store {
   }
 
   update(id: string, change: ChangeUser, context?: ChangeContext): Promise<UserRecord> {
-    return this.#queues.run(id, async () => {
-      for (let attempt = 1; ; attempt += 1) {
-        const current = await this.#require(id)
-        const next = change(current)
-        if (next === undefined) return current
-        if (next.id !== id) throw internalFault(`a change may not alter the id of user ${id}`)
-        checkStorableUser(next, current.user)
-        checkStorableContext(context)
-        const record = toRecord(next)
-        const updated = await this.#db.transaction(
-          (client) => updateAtVersion(client, record, current.user.version),
-          (result) =>
-            result.rowCount === 1
-              ? one(draftEvent(current.user, record, id, this.#time(), context))
-              : [],
-          this.#committed,
-        )
-        if (updated.rowCount === 1) return record
-        // Another replica changed or deleted the user since it was read: read it again.
-        if (attempt >= MAX_ATTEMPTS) throw contention(id)
-      }
-    })
+    return this.#queues.run(id, () =>
+      this.keys.withChange(context, async (tracked) => {
+        for (let attempt = 1; ; attempt += 1) {
+          const current = await this.#require(id)
+          const next = change(current)
+          if (next === undefined) return current
+          if (next.id !== id) throw internalFault(`a change may not alter the id of user ${id}`)
+          checkStorableUser(next, current.user)
+          checkStorableContext(tracked)
+          const record = toRecord(next)
+          const draft = draftEvent(current.user, record, id, this.#time(), tracked)
+          const updated = await this.#db.transaction(
+            async (client) => {
+              const result = await updateAtVersion(client, record, current.user.version)
+              // A change that makes no event keeps its key alone, after (KeptKeys.keepAlone).
+              if (result.rowCount === 1 && draft !== undefined)
+                await keepWithChange(client, tracked, record, this.#now())
+              return result
+            },
+            (result) => (result.rowCount === 1 ? one(draft) : []),
+            this.#committed,
+          )
+          if (updated.rowCount === 1) return record
+          // Another replica changed or deleted the user since it was read: read it again.
+          if (attempt >= MAX_ATTEMPTS) throw contention(id)
+        }
+      }),
+    )
   }
 
   delete(
@@ -231,33 +248,39 @@ export class PostgresStore implements Store {
     check?: (current: UserRecord) => void,
     context?: ChangeContext,
   ): Promise<void> {
-    return this.#queues.run(id, async () => {
-      for (let attempt = 1; ; attempt += 1) {
-        const current = await this.#require(id)
-        check?.(current)
-        checkStorableContext(context)
-        const deletedAt = new Date(this.#now()).toISOString()
-        const deleted = await this.#db.transaction(
-          (client) => buryAtVersion(client, id, current.user.version, deletedAt),
-          (removed) =>
-            removed
-              ? one(
-                  draftEvent(
-                    current.user,
-                    undefined,
-                    id,
-                    deletedAt,
-                    context,
-                    current.user.version + 1,
-                  ),
-                )
-              : [],
-          this.#committed,
-        )
-        if (deleted) return
-        if (attempt >= MAX_ATTEMPTS) throw contention(id)
-      }
-    })
+    return this.#queues.run(id, () =>
+      this.keys.withChange(context, async (tracked) => {
+        for (let attempt = 1; ; attempt += 1) {
+          const current = await this.#require(id)
+          check?.(current)
+          checkStorableContext(tracked)
+          const deletedAt = new Date(this.#now()).toISOString()
+          const deleted = await this.#db.transaction(
+            async (client) => {
+              const buried = await buryAtVersion(client, id, current.user.version, deletedAt)
+              if (buried) await keepWithChange(client, tracked, undefined, this.#now())
+              return buried
+            },
+            (removed) =>
+              removed
+                ? one(
+                    draftEvent(
+                      current.user,
+                      undefined,
+                      id,
+                      deletedAt,
+                      tracked,
+                      current.user.version + 1,
+                    ),
+                  )
+                : [],
+            this.#committed,
+          )
+          if (deleted) return
+          if (attempt >= MAX_ATTEMPTS) throw contention(id)
+        }
+      }),
+    )
   }
 
   readonly #committed = (): void => {

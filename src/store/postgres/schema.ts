@@ -3,6 +3,8 @@ import type { PoolClient } from 'pg'
 import { MAX_VERSION } from '../../domain/user.js'
 import type { Logger } from '../../log/logger.js'
 import { EVENT_COUNTER_MIGRATION, EVENT_ID_MIGRATION, EVENT_MIGRATION } from './event-schema.js'
+import { KEPT_KEYS_MIGRATION } from './kept-key-schema.js'
+import { WEBHOOKS_MIGRATION } from './webhook-schema.js'
 
 /**
  * The schema, one migration per version, applied in order at start. A migration is never edited
@@ -55,6 +57,12 @@ export const MIGRATIONS: readonly (readonly string[])[] = [
   // Adding a nullable column rewrites nothing; replicas of an earlier release name their columns
   // and go on, but neither show nor honour a revocation (roll them forward).
   ['ALTER TABLE users ADD COLUMN tokens_valid_after text'],
+  // The kept Idempotency-Keys (docs/postgresql.md): a new table, nothing rewritten; replicas of an
+  // earlier release go on, but neither keep nor honour a key (roll them forward).
+  KEPT_KEYS_MIGRATION,
+  // Webhook endpoints, their cursors, delivery logs and leases (docs/postgresql.md): new tables,
+  // nothing rewritten; replicas of an earlier release go on and neither show nor deliver them.
+  WEBHOOKS_MIGRATION,
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.length

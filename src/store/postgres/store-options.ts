@@ -1,6 +1,7 @@
 import type { Logger } from '../../log/logger.js'
 import { SETTINGS } from '../../settings.js'
 import type { PgModule } from './driver.js'
+import type { KeyTimings } from './kept-keys.js'
 
 /** The defaults of the sessions' time-outs and of the stall report: the settings' (src/settings.ts). */
 export const SESSION_DEFAULTS = Object.freeze({
@@ -37,4 +38,6 @@ export interface PostgresStoreOptions {
   databaseIdleInTransactionTimeoutMs?: number | undefined
   /** A commit that waits this long for the event counter is reported (default 5,000 ms). */
   feedStallWarnMs?: number | undefined
+  /** The lease and renewal of Idempotency-Key holds and the sweep of kept keys (tests shorten them). */
+  keyTimings?: KeyTimings | undefined
 }

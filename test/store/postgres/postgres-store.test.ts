@@ -872,7 +872,7 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       const store = newStore(t, { schema })
       await store.open()
       const versions = await sql(`SELECT max(version) AS v FROM ${schema}.user_service_schema`)
-      assert.equal(versions.rows[0]?.v, 6)
+      assert.equal(versions.rows[0]?.v, SCHEMA_VERSION)
       const read = await store.get(user.id)
       assert.deepEqual(read?.user, user)
       assert.equal(read?.json.includes('tokensValidAfter'), false)

@@ -1,0 +1,173 @@
+import { createHash } from 'node:crypto'
+
+import type { KeptAnswer, KeptKey, PendingKey } from './domain/kept-key.js'
+import { readIdempotencyKey } from './http/idempotency-key.js'
+import { HttpError } from './http/problem.js'
+import { DEFAULT_CONTENT_TYPE, type Reply } from './http/respond.js'
+import type { Logger } from './log/logger.js'
+import type { KeptKeys } from './store/kept-keys.js'
+
+export interface RequestKeysOptions {
+  readonly keys: KeptKeys
+  /** How long a kept key lives after its answer, in seconds. */
+  readonly ttlSeconds: number
+  readonly now: () => number
+  readonly logger: Logger
+}
+
+/**
+ * A kept key lives this much past its time to live: its expiry is set as its change commits, a
+ * little before the answer leaves, and it must not be forgotten before the time promised.
+ */
+const EXPIRY_MARGIN_MS = 1000
+
+const REPLAYED = { 'idempotent-replayed': 'true' } as const
+
+/**
+ * The `Idempotency-Key`s of the requests in flight in this process (docs/api.md, safe retries):
+ * a key is held from the moment its request's headers are in until its answer is sent, and a
+ * second request with the same subject and key meanwhile is refused at once (409).
+ */
+export class RequestKeys {
+  readonly #held = new Set<string>()
+  readonly #options: RequestKeysOptions
+
+  constructor(options: RequestKeysOptions) {
+    this.#options = options
+  }
+
+  /**
+   * Reads the request's key and holds it: undefined when it has none; a 400 for a malformed one, a
+   * 409 while another request of this subject holds it here.
+   */
+  hold(header: string | string[] | undefined, subject: string): HeldKey | undefined {
+    const key = readIdempotencyKey(header)
+    if (key === undefined) return undefined
+    const name = `${subject}\u0000${key}`
+    if (this.#held.has(name)) throw inUse()
+    this.#held.add(name)
+    return new HeldKey(subject, key, this.#options, () => {
+      this.#held.delete(name)
+    })
+  }
+}
+
+/** One request's key, from its headers until its answer is sent. */
+export class HeldKey implements PendingKey {
+  readonly subject: string
+  readonly key: string
+  readonly #options: RequestKeysOptions
+  readonly #free: () => void
+  #fingerprint = ''
+  #heldInStore = false
+  /** `keep` was called: the store writes the key with the change, if the change commits. */
+  #handedOver = false
+  /** The request succeeded and its key is stored. */
+  #kept = false
+  #ended = false
+
+  constructor(subject: string, key: string, options: RequestKeysOptions, free: () => void) {
+    this.subject = subject
+    this.key = key
+    this.#options = options
+    this.#free = free
+  }
+
+  /**
+   * Holds the key against the other processes that share the store (the replicas of one
+   * database), before the body is read: a 409 while one of them holds it.
+   */
+  async holdInStore(): Promise<void> {
+    if ((await this.#options.keys.hold(this.subject, this.key)) === 'in_use') throw inUse()
+    this.#heldInStore = true
+  }
+
+  /**
+   * Once the body is in: a kept key answers the replay of its answer for the same request (method,
+   * path as sent and body bytes) or a 422 for another; undefined when the key is free and the
+   * request runs.
+   */
+  async claim(method: string, path: string, body: Buffer): Promise<Reply | undefined> {
+    const { keys } = this.#options
+    this.#fingerprint = fingerprintOf(method, path, body)
+    const kept = await keys.find(this.subject, this.key)
+    if (kept === undefined) return undefined
+    if (kept.fingerprint !== this.#fingerprint) {
+      throw new HttpError(
+        'idempotency_key_reused',
+        'This Idempotency-Key was sent with another request (method, path or body); nothing was done. Use a new key for a new request.',
+      )
+    }
+    return replayOf(kept.answer)
+  }
+
+  /** The kept key of this request's answer; the store keeps it with the change it makes. */
+  keep(answer: KeptAnswer): KeptKey {
+    this.#handedOver = true
+    const { now, ttlSeconds } = this.#options
+    return {
+      subject: this.subject,
+      key: this.key,
+      fingerprint: this.#fingerprint,
+      answer: keptPart(answer),
+      expiresAt: now() + ttlSeconds * 1000 + EXPIRY_MARGIN_MS,
+    }
+  }
+
+  /**
+   * After the handler: a success whose store kept no key (it changed nothing) keeps it alone,
+   * durably, before it is answered.
+   */
+  async settle(reply: Reply): Promise<void> {
+    if (reply.status < 200 || reply.status > 299) return
+    if (!this.#handedOver) await this.#options.keys.keepAlone(this.keep(reply))
+    this.#kept = true
+  }
+
+  /**
+   * The request ended (answered, refused or gone): the key is free again unless it was kept. A
+   * change that failed after its key was handed to the store gives its hold back too (the store
+   * keeps a key only with a change that committed, and never releases a kept one).
+   */
+  end(): void {
+    if (this.#ended) return
+    this.#ended = true
+    this.#free()
+    if (!this.#heldInStore || this.#kept) return
+    this.#options.keys.release(this.subject, this.key).catch((error: unknown) => {
+      this.#options.logger.warn('could not release an Idempotency-Key', { error: String(error) })
+    })
+  }
+}
+
+/** Method, path as sent and body bytes, hashed: what a kept key must be sent with again. */
+function fingerprintOf(method: string, path: string, body: Buffer): string {
+  return createHash('sha256').update(`${method} ${path}\n`).update(body).digest('hex')
+}
+
+/** What is kept of an answer: its status, body and the headers that describe it. */
+function keptPart(answer: KeptAnswer): KeptAnswer {
+  const location = answer.headers?.location
+  return {
+    status: answer.status,
+    ...(answer.body === undefined ? {} : { body: answer.body }),
+    // The type it was sent with, written out: a later default must not change a replay.
+    ...(answer.body === undefined
+      ? {}
+      : { contentType: answer.contentType ?? DEFAULT_CONTENT_TYPE }),
+    ...(answer.etag === undefined ? {} : { etag: answer.etag }),
+    ...(location === undefined ? {} : { headers: { location } }),
+  }
+}
+
+function replayOf(answer: KeptAnswer): Reply {
+  return { ...answer, headers: { ...answer.headers, ...REPLAYED } }
+}
+
+function inUse(): HttpError {
+  return new HttpError(
+    'idempotency_key_in_use',
+    'A request with this Idempotency-Key is in flight; try again when it has been answered.',
+    { headers: { 'retry-after': '1' } },
+  )
+}

@@ -1,0 +1,164 @@
+/**
+ * Webhook delivery (docs/webhooks.md): one loop per endpoint (endpoint-loop.ts), so that a slow or
+ * failing endpoint never delays another, woken by the change feed, told of endpoint changes by the
+ * endpoint operations (DeliveryControl), and of those made by other processes by a listing now and
+ * then. A write's answer never waits for any of it.
+ */
+import { randomUUID } from 'node:crypto'
+
+import { createIdGenerator } from '../domain/uuid7.js'
+import type { StoredWebhook } from '../domain/webhook.js'
+import type { Logger } from '../log/logger.js'
+import type { WebhookCounts } from '../metrics/webhook-metrics.js'
+import type { Settings } from '../settings-by-owner.js'
+import type { Store } from '../store/store.js'
+import { createAllowList } from './address-policy.js'
+import type { DeliveryControl } from './delivery-control.js'
+import { EndpointLoop, type LoopContext } from './endpoint-loop.js'
+
+/** A lease runs this long unless renewed: a dead holder is replaced within about 15 s. */
+export const LEASE_MS = 10_000
+const RENEW_MS = 3_000
+/** Without the lease, while paused, or after a store fault, a loop looks again after this. */
+const POLL_MS = 1_000
+/** How often the endpoints are listed, for the changes other processes make. */
+const REFRESH_MS = 5_000
+
+export interface WebhookDeliveryOptions
+  extends Pick<Settings, 'webhookTimeoutMs' | 'webhookRetrySchedule' | 'webhookAllowNetworks'> {
+  readonly store: Pick<Store, 'webhooks' | 'events'>
+  readonly logger: Logger
+  /** Milliseconds since the epoch. */
+  readonly now: () => number
+  /** True while deliveries must wait: maintenance, or a store that cannot write. */
+  readonly paused: () => boolean
+  /** This process as lease holder; default a random id. */
+  readonly holder?: string | undefined
+  /** [0, 1), for the retry jitter; default Math.random. */
+  readonly random?: (() => number) | undefined
+  /** Tests shorten these: the lease, its renewal, the polls and the listing. */
+  readonly timings?:
+    | Partial<{ leaseMs: number; renewMs: number; pollMs: number; refreshMs: number }>
+    | undefined
+}
+
+export interface WebhookDelivery extends DeliveryControl {
+  /** Lists the endpoints and starts delivering; idempotent. */
+  start(): void
+  /** Stops every loop: attempts in flight are abandoned, not logged. */
+  close(): Promise<void>
+  /** For /metrics: attempts made by this process, endpoints by state. */
+  counts(): WebhookCounts
+}
+
+export function createWebhookDelivery(options: WebhookDeliveryOptions): WebhookDelivery {
+  const { store, logger } = options
+  const timings = options.timings ?? {}
+  const refreshMs = timings.refreshMs ?? REFRESH_MS
+  const nextId = createIdGenerator()
+  const attempts = { succeeded: 0, failed: 0 }
+  const context: LoopContext = {
+    store,
+    logger,
+    now: options.now,
+    newId: () => nextId(options.now()).id,
+    random: options.random ?? Math.random,
+    timeoutMs: options.webhookTimeoutMs,
+    retrySchedule: options.webhookRetrySchedule,
+    allow: createAllowList(options.webhookAllowNetworks),
+    paused: options.paused,
+    holder: options.holder ?? randomUUID(),
+    leaseMs: timings.leaseMs ?? LEASE_MS,
+    renewMs: timings.renewMs ?? RENEW_MS,
+    pollMs: timings.pollMs ?? POLL_MS,
+    counted: (result) => {
+      attempts[result] += 1
+    },
+  }
+  const loops = new Map<string, EndpointLoop>()
+  // Deleted here: a listing begun before the deletion must not bring them back.
+  const removed = new Set<string>()
+  let started = false
+  let closed = false
+  let unsubscribe: (() => void) | undefined
+  let refresher: NodeJS.Timeout | undefined
+
+  const add = (id: string, hook?: StoredWebhook): EndpointLoop => {
+    const loop = new EndpointLoop(id, context, hook)
+    loops.set(id, loop)
+    loop.start()
+    return loop
+  }
+  const remove = (id: string): void => {
+    removed.add(id)
+    const loop = loops.get(id)
+    loops.delete(id)
+    void loop?.stop()
+  }
+
+  const refresh = async (): Promise<void> => {
+    let hooks: StoredWebhook[]
+    try {
+      hooks = await store.webhooks.list()
+    } catch (error) {
+      logger.warn('could not list the webhook endpoints', { error: String(error) })
+      return
+    }
+    if (closed) return
+    const listed = new Set<string>()
+    for (const hook of hooks) {
+      const { id } = hook.endpoint
+      if (removed.has(id)) continue
+      listed.add(id)
+      const loop = loops.get(id)
+      if (loop === undefined) add(id, hook)
+      else loop.listed(hook)
+    }
+    for (const id of [...loops.keys()]) if (!listed.has(id)) remove(id)
+  }
+
+  return {
+    start() {
+      if (started || closed) return
+      started = true
+      unsubscribe = store.events.subscribe(() => {
+        for (const loop of loops.values()) loop.newEvents()
+      })
+      void refresh()
+      refresher = setInterval(() => void refresh(), refreshMs)
+      refresher.unref()
+    },
+    changed(id) {
+      if (!started || closed || removed.has(id)) return
+      const loop = loops.get(id)
+      if (loop === undefined) add(id)
+      else loop.changed()
+    },
+    removed(id) {
+      remove(id)
+    },
+    async close() {
+      closed = true
+      clearInterval(refresher)
+      unsubscribe?.()
+      const stopping = [...loops.values()].map((loop) => loop.stop())
+      loops.clear()
+      await Promise.all(stopping)
+    },
+    counts() {
+      let enabled = 0
+      let disabled = 0
+      for (const loop of loops.values()) {
+        if (loop.hook === undefined) continue
+        if (loop.hook.endpoint.enabled) enabled += 1
+        else disabled += 1
+      }
+      return {
+        attemptsSucceeded: attempts.succeeded,
+        attemptsFailed: attempts.failed,
+        endpointsEnabled: enabled,
+        endpointsDisabled: disabled,
+      }
+    },
+  }
+}

@@ -1,0 +1,291 @@
+/**
+ * Delivery to one endpoint (docs/webhooks.md, delivery): while this process holds its lease, the
+ * next event after its cursor is attempted, one attempt at a time; the cursor moves past it only
+ * after a 2xx; a failure waits for the retry schedule, and the last one, or a 410, disables the
+ * endpoint; a cursor behind the retained feed disables it too.
+ */
+import type { Agent } from 'node:http'
+
+import { ServiceError } from '../domain/errors.js'
+import { type ChangeEvent, compareCursors } from '../domain/event.js'
+import type { DeliveryAttempt, DisabledReason, StoredWebhook } from '../domain/webhook.js'
+import { describeError, type Logger } from '../log/logger.js'
+import type { Store } from '../store/store.js'
+import type { AllowList } from './address-policy.js'
+import { type AttemptOutcome, createEndpointAgent, sendAttempt } from './attempt.js'
+import { EndpointLease } from './endpoint-lease.js'
+import { attemptEntry, disableEndpoint, type RetryState, resumedRetry } from './endpoint-state.js'
+import { LoopPause } from './loop-pause.js'
+import { retryDelayMs } from './retry-schedule.js'
+import { webhookBody, webhookHeaders } from './webhook-message.js'
+
+/** What every endpoint's loop shares: the store, the settings, the clock and the counters. */
+export interface LoopContext {
+  readonly store: Pick<Store, 'webhooks' | 'events'>
+  readonly logger: Logger
+  readonly now: () => number
+  readonly newId: () => string
+  readonly random: () => number
+  readonly timeoutMs: number
+  readonly retrySchedule: readonly number[]
+  readonly allow: AllowList
+  /** True while deliveries must wait: maintenance, or a store that cannot write. */
+  readonly paused: () => boolean
+  /** This process, as lease holder. */
+  readonly holder: string
+  readonly leaseMs: number
+  readonly renewMs: number
+  /** Waits between looks while paused, without the lease, or after a store fault. */
+  readonly pollMs: number
+  readonly counted: (result: DeliveryAttempt['result']) => void
+}
+
+/** Until something wakes the loop: a new event, a change of the endpoint, or the poll. */
+const UNTIL_WOKEN = -1
+
+export class EndpointLoop {
+  readonly id: string
+  readonly #context: LoopContext
+  #hook: StoredWebhook | undefined
+  #stale: boolean
+  #stopped = false
+  #running: Promise<void> | undefined
+  #retry: RetryState | undefined
+  /** The last entry this loop logged while it held the lease: no need to read the log again. */
+  #lastLogged: { readonly eventId: string; readonly attempt: number } | undefined
+  readonly #lease: EndpointLease
+  #inFlight: AbortController | undefined
+  #agent: { readonly url: string; readonly agent: Agent } | undefined
+  /** Counts the changes, so that an attempt begun before one does not set the schedule after it. */
+  #generation = 0
+  readonly #pause: LoopPause
+
+  /** `hook`: the endpoint as just listed; none: it is read from the store first. */
+  constructor(id: string, context: LoopContext, hook?: StoredWebhook) {
+    this.id = id
+    this.#context = context
+    this.#hook = hook
+    this.#stale = hook === undefined
+    this.#pause = new LoopPause(context.pollMs * 5)
+    this.#lease = new EndpointLease({
+      webhooks: context.store.webhooks,
+      id,
+      holder: context.holder,
+      leaseMs: context.leaseMs,
+      renewMs: context.renewMs,
+      onLost: () => this.#inFlight?.abort(),
+    })
+  }
+
+  /** The endpoint as the loop last read it (for the endpoint metrics). */
+  get hook(): StoredWebhook | undefined {
+    return this.#hook
+  }
+
+  start(): void {
+    this.#running ??= this.#run()
+  }
+
+  /** The endpoint changed (or may have): read it again, with a fresh retry schedule. */
+  changed(): void {
+    this.#generation += 1
+    this.#stale = true
+    this.#retry = undefined
+    this.#pause.wake()
+  }
+
+  /** Another process changed it, as a listing shows: the same as changed() if its version moved. */
+  listed(hook: StoredWebhook): void {
+    if (hook.endpoint.version !== this.#hook?.endpoint.version) this.changed()
+  }
+
+  /** New events may be readable. */
+  newEvents(): void {
+    this.#pause.newEvents()
+  }
+
+  /** Stops at once: an attempt in flight is abandoned (not logged), and no other starts. */
+  async stop(): Promise<void> {
+    this.#stopped = true
+    this.#inFlight?.abort()
+    this.#pause.wake()
+    await this.#running
+    this.#agent?.agent.destroy()
+    await this.#lease.release()
+  }
+
+  async #run(): Promise<void> {
+    while (!this.#stopped) {
+      let wait: number
+      try {
+        wait = await this.#step()
+      } catch (error) {
+        if (this.#stopped) break
+        this.#context.logger.warn('webhook delivery stopped for a while', {
+          endpointId: this.id,
+          ...describeError(error),
+        })
+        wait = this.#context.pollMs
+      }
+      if (wait !== 0 && !this.#stopped)
+        await this.#pause.wait(wait === UNTIL_WOKEN ? undefined : wait)
+    }
+  }
+
+  /** One step: the ms to wait before the next (0: none, UNTIL_WOKEN). */
+  async #step(): Promise<number> {
+    const { store, paused, pollMs } = this.#context
+    if (paused()) return pollMs
+    this.#pause.reading()
+    if (this.#stale) {
+      this.#stale = false
+      this.#hook = await store.webhooks.get(this.id)
+    }
+    const hook = this.#hook
+    if (hook === undefined) {
+      this.#stopped = true
+      return 0
+    }
+    if (!hook.endpoint.enabled) return UNTIL_WOKEN
+    const held = this.#lease.held
+    if (!(await this.#lease.hold())) return pollMs
+    // Taken (again): another process may have logged attempts meanwhile.
+    if (!held) this.#lastLogged = undefined
+    const cursor = await store.webhooks.cursor(this.id)
+    if (cursor === undefined) return UNTIL_WOKEN
+    const event = await this.#nextEvent(hook, cursor)
+    if (event === undefined) return UNTIL_WOKEN
+    if (this.#retry?.eventId !== event.id) this.#retry = await this.#freshRetry(hook, event.id)
+    const due = this.#retry.dueAt - this.#context.now()
+    if (due > 0) return due
+    return this.#deliver(hook, event, cursor, this.#retry)
+  }
+
+  /**
+   * The first event after the cursor that the endpoint takes; undefined when there is none yet.
+   * The cursor moves past the events its types leave out, so that they are not read again.
+   */
+  async #nextEvent(hook: StoredWebhook, cursor: string): Promise<ChangeEvent | undefined> {
+    const { store } = this.#context
+    const types = hook.endpoint.eventTypes ?? undefined
+    let page: Awaited<ReturnType<typeof store.events.read>>
+    try {
+      page = await store.events.read({ after: cursor, limit: 1, types })
+    } catch (error) {
+      if (!(error instanceof ServiceError && error.code === 'cursor_expired')) throw error
+      await this.#disable('cursor_expired')
+      return undefined
+    }
+    const event = page.items[0]
+    // A change of the types meanwhile must not pass over what the new ones take.
+    if (event === undefined && !this.#stale && compareCursors(page.nextCursor, cursor) > 0) {
+      await store.webhooks.advanceCursor(this.id, cursor, page.nextCursor)
+    }
+    return event
+  }
+
+  async #deliver(
+    hook: StoredWebhook,
+    event: ChangeEvent,
+    cursor: string,
+    retry: RetryState,
+  ): Promise<number> {
+    const { store, now, logger } = this.#context
+    const attempt = retry.attempts + 1
+    const generation = this.#generation
+    const time = new Date(now()).toISOString()
+    const outcome = await this.#attempt(hook, event)
+    // Abandoned (closing, deleted, or the lease lost): not logged, made again by whoever goes on.
+    if (this.#stopped || !this.#lease.held) return 0
+    await store.webhooks.logAttempt(
+      this.id,
+      attemptEntry(this.#context.newId(), event, attempt, time, outcome),
+    )
+    this.#lastLogged = { eventId: event.id, attempt }
+    this.#context.counted(outcome.result)
+    if (outcome.result === 'succeeded') {
+      this.#retry = undefined
+      await store.webhooks.advanceCursor(this.id, cursor, event.id)
+      return 0
+    }
+    logger.warn('webhook attempt failed', {
+      endpointId: this.id,
+      eventId: event.id,
+      attempt,
+      error: outcome.error,
+      responseStatus: outcome.responseStatus,
+    })
+    if (outcome.responseStatus === 410) {
+      await this.#disable('gone')
+      return 0
+    }
+    const { retrySchedule, random } = this.#context
+    // A change meanwhile starts a fresh schedule: the state is read again.
+    if (generation !== this.#generation) return 0
+    const failed = retry.failed + 1
+    const delay = retryDelayMs(retrySchedule, failed, random, outcome.retryAfterSeconds)
+    if (delay === undefined) {
+      await this.#disable('failing')
+      return 0
+    }
+    this.#retry = { eventId: event.id, attempts: attempt, failed, dueAt: now() + delay }
+    return delay
+  }
+
+  /**
+   * A new event, or a fresh schedule after a change: its attempts so far are those this loop
+   * logged, or, when it did not log the last one (a start, a lease taken over), as the log says.
+   */
+  #freshRetry(hook: StoredWebhook, eventId: string): Promise<RetryState> | RetryState {
+    const last = this.#lastLogged
+    if (last === undefined) {
+      return resumedRetry(this.#context.store.webhooks, hook, eventId, this.#context.retrySchedule)
+    }
+    const attempts = last.eventId === eventId ? last.attempt : 0
+    return { eventId, attempts, failed: 0, dueAt: 0 }
+  }
+
+  async #attempt(hook: StoredWebhook, event: ChangeEvent): Promise<AttemptOutcome> {
+    const body = webhookBody(event)
+    const controller = new AbortController()
+    this.#inFlight = controller
+    try {
+      return await sendAttempt(
+        {
+          url: hook.endpoint.url,
+          headers: webhookHeaders(hook, event.id, body, this.#context.now()),
+          body,
+        },
+        {
+          allow: this.#context.allow,
+          timeoutMs: this.#context.timeoutMs,
+          agent: this.#agentFor(hook.endpoint.url),
+          signal: controller.signal,
+        },
+      )
+    } finally {
+      this.#inFlight = undefined
+    }
+  }
+
+  async #disable(reason: DisabledReason): Promise<void> {
+    const { store, now, logger } = this.#context
+    const hook = await disableEndpoint(store.webhooks, this.id, reason, now())
+    this.#retry = undefined
+    if (hook === undefined) {
+      this.#stale = true
+      return
+    }
+    this.#hook = hook
+    logger.warn('webhook endpoint disabled', { endpointId: this.id, reason })
+  }
+
+  /** The kept-alive connections to the endpoint's URL (new ones when the URL changed). */
+  #agentFor(url: string): Agent {
+    if (this.#agent?.url !== url) {
+      this.#agent?.agent.destroy()
+      this.#agent = { url, agent: createEndpointAgent(url) }
+    }
+    return this.#agent.agent
+  }
+}

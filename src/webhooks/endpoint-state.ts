@@ -1,0 +1,102 @@
+/**
+ * The delivery state of an endpoint that outlives a loop: where its retry schedule stands (read
+ * back from its delivery log after a restart), and its disabling by delivery.
+ */
+import type { ChangeEvent } from '../domain/event.js'
+import type { DeliveryAttempt, DisabledReason, StoredWebhook } from '../domain/webhook.js'
+import type { WebhookStore } from '../store/webhook-store.js'
+import type { AttemptOutcome } from './attempt.js'
+import { webhookId } from './webhook-message.js'
+
+/**
+ * Where the event now tried stands: its attempts to the endpoint so far (the log's numbering),
+ * those that failed since the endpoint last changed (the schedule's position: an enabling, like
+ * any other change, starts a fresh schedule), and when the next may start (ms since the epoch).
+ */
+export interface RetryState {
+  readonly eventId: string
+  readonly attempts: number
+  readonly failed: number
+  readonly dueAt: number
+}
+
+/**
+ * The state of `eventId` as the endpoint's log tells it, after a restart or a change: the next
+ * attempt is due the schedule's delay after the last failed one (without its jitter, not kept).
+ */
+export async function resumedRetry(
+  webhooks: WebhookStore,
+  hook: StoredWebhook,
+  eventId: string,
+  schedule: readonly number[],
+): Promise<RetryState> {
+  const entries = await webhooks.attempts(hook.endpoint.id, schedule.length + 1)
+  const newest = entries[0]
+  if (newest === undefined || newest.eventId !== eventId) {
+    return { eventId, attempts: 0, failed: 0, dueAt: 0 }
+  }
+  const since = Date.parse(hook.endpoint.updatedAt)
+  let failed = 0
+  for (const entry of entries) {
+    const counts =
+      entry.eventId === eventId && entry.result === 'failed' && Date.parse(entry.time) >= since
+    if (!counts) break
+    failed += 1
+  }
+  const delay = failed === 0 ? 0 : (schedule[failed - 1] ?? 0)
+  const dueAt = Date.parse(newest.time) + newest.durationMs + delay
+  return { eventId, attempts: newest.attempt, failed, dueAt: failed === 0 ? 0 : dueAt }
+}
+
+/**
+ * Disables an enabled endpoint for `reason` (version +1, disabledAt): the endpoint as stored
+ * then, or undefined when it was disabled already (by a client, or by another process).
+ */
+export async function disableEndpoint(
+  webhooks: WebhookStore,
+  id: string,
+  reason: DisabledReason,
+  nowMs: number,
+): Promise<StoredWebhook | undefined> {
+  const at = new Date(nowMs).toISOString()
+  let changed = false
+  const hook = await webhooks.update(id, (current) => {
+    changed = current.endpoint.enabled
+    if (!changed) return undefined
+    return {
+      ...current,
+      endpoint: {
+        ...current.endpoint,
+        enabled: false,
+        disabledReason: reason,
+        disabledAt: at,
+        updatedAt: at,
+        version: current.endpoint.version + 1,
+      },
+    }
+  })
+  return changed ? hook : undefined
+}
+
+/** The delivery log entry of an attempt. */
+export function attemptEntry(
+  id: string,
+  event: ChangeEvent,
+  attempt: number,
+  time: string,
+  outcome: AttemptOutcome,
+): DeliveryAttempt {
+  return {
+    id,
+    webhookId: webhookId(event.id),
+    eventId: event.id,
+    eventType: event.type,
+    attempt,
+    time,
+    durationMs: outcome.durationMs,
+    result: outcome.result,
+    responseStatus: outcome.responseStatus,
+    error: outcome.error,
+    response: outcome.response,
+  }
+}
