@@ -143,13 +143,6 @@ export class KeyFiles implements KeptKeys {
     this.#write(name, pin)
   }
 
-  /** Runs a sweep now (after the one running, if any), as the timer does. */
-  async sweep(): Promise<void> {
-    await this.#sweeping
-    this.#sweepingNow()
-    await this.#sweeping
-  }
-
   #sweepingNow(): void {
     this.#sweeping ??= this.#sweepOnce().finally(() => {
       this.#sweeping = undefined
