@@ -54,9 +54,9 @@ export class IndexedStore implements Store {
     this.#now = options.now ?? Date.now
     this.#durability = durability
     this.capabilities = durability.capabilities
-    this.keys = durability.keys
     this.webhooks = durability.webhooks
     this.#writes = new ChangeCommit(this.events, durability)
+    this.keys = keptThrough(durability.keys, this.#writes)
     durability.attach({
       index: this.#index,
       tombstones: this.#tombstones,
@@ -235,5 +235,25 @@ export class IndexedStore implements Store {
     const current = this.#index.get(id)
     if (current === undefined) throw userNotFound()
     return current
+  }
+}
+
+/**
+ * The durability's kept keys, whose `keepAlone` is a durable write like a change's: refused on a
+ * read-only store, and a failure answered (and counted against the store's health) as a failed
+ * change is, storage_unavailable.
+ */
+function keptThrough(keys: KeptKeys, writes: ChangeCommit): KeptKeys {
+  return {
+    find: (subject, key) => keys.find(subject, key),
+    hold: (subject, key) => keys.hold(subject, key),
+    release: (subject, key) => keys.release(subject, key),
+    async keepAlone(kept) {
+      writes.requireWritable()
+      await writes.run(
+        () => keys.keepAlone(kept),
+        () => undefined,
+      )
+    },
   }
 }

@@ -82,6 +82,7 @@ const FOLDER_LAYERS: Readonly<Record<string, readonly (readonly string[])[]>> = 
       'store/user-index.ts',
       'store/per-key-queue.ts',
       'store/memory-keys.ts',
+      'store/byte-lru.ts',
       'store/memory-webhooks.ts',
     ],
     // The contract: what every store is, takes and throws (a failed durable write, the observer

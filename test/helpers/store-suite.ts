@@ -6,6 +6,7 @@ import type { User, UserRecord, UserStatus } from '../../src/domain/user.js'
 import type { ListFilter, Store } from '../../src/store/store.js'
 import { MAX_USER_VERSION } from '../../src/users/user-fields.js'
 import { describeMoreStoreContract } from './store-contract-more.js'
+import { describeKeyContract } from './store-keys-suite.js'
 import { changeUser, makeUser, toContractJson } from './store-users.js'
 
 /** Makes a new, empty, unopened store; it may register its own clean-up on `t`. */
@@ -77,6 +78,7 @@ const namesOf = (items: readonly UserRecord[]): string[] => items.map((record) =
 /** Registers the behaviour every Store must have, run against stores made by `factory`. */
 export function describeStoreContract(label: string, factory: StoreFactory): void {
   describeMoreStoreContract(label, factory, openStore)
+  describeKeyContract(label, factory, openStore)
   describe(`${label}: create and get`, () => {
     it('returns a record with the contract JSON, the ETag "v1" and the email key', async (t) => {
       const store = await openStore(t, factory)

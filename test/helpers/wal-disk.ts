@@ -28,7 +28,7 @@ export interface LoggedEvent {
 
 export interface LogOnDisk {
   readonly segments: string[]
-  /** Every whole event line, voided or not, in file order. */
+  /** Every whole event line, voided or not, in file order (key lines left out). */
   readonly events: LoggedEvent[]
   readonly voided: Set<string>
   /** The highest event id in a whole line ('' when none). */
@@ -53,6 +53,8 @@ export function readLog(dataDir: string): LogOnDisk {
         voided.add(gone)
         continue
       }
+      // A kept Idempotency-Key's line, just before its event's: not an event.
+      if (line.startsWith('{"key":')) continue
       const event = JSON.parse(line) as Omit<LoggedEvent, 'line'>
       events.push({ ...event, line })
       if (event.id > highest) highest = event.id

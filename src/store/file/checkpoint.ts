@@ -57,6 +57,8 @@ export function checkpointJson(through: number): string {
 export interface CheckpointOptions {
   readonly users: DurableDirectory
   readonly graves: DurableDirectory
+  /** DATA_DIR/keys: the files of kept `Idempotency-Key`s. */
+  readonly keys: DurableDirectory
   /** The data directory, where the checkpoint file is. */
   readonly root: DurableDirectory
   /** The highest event id durable in the log. */
@@ -74,11 +76,14 @@ export interface CheckpointOptions {
 /** Files renamed since the last checkpoint that start the next one at once. */
 const CHECKPOINT_FILES = 4096
 
+/** A directory whose files a checkpoint fsyncs. */
+export type CheckpointDir = 'users' | 'tombstones' | 'keys'
+
 /**
  * The file store's checkpoint (docs/operations.md, what a 503 on a write means): a change is
  * acknowledged once its event is durable in the log and its user file renamed into place,
- * unsynced. A checkpoint later fsyncs the files renamed since the last one, then both
- * directories, then records in `DATA_DIR/checkpoint.json` the id up to which nothing needs
+ * unsynced (and its key's file, when it has one). A checkpoint later fsyncs the files renamed
+ * since the last one, then their directories, then records in `DATA_DIR/checkpoint.json` the id up to which nothing needs
  * replaying. It never claims an event
  * whose file step is still running: such a step's file may be renamed after the fsyncs.
  */
@@ -89,10 +94,14 @@ export class Checkpoint {
   readonly #pending = new Map<string, number>()
   /** The oldest committed event whose file could not be written, per user: only a replay can. */
   readonly #held = new Map<string, number>()
+  /** Committed events whose key's file is not written yet (or could not be). */
+  readonly #heldEvents = new Set<number>()
   #userFiles = new Set<string>()
   #graveFiles = new Set<string>()
+  #keyFiles = new Set<string>()
   #usersChanged = false
   #gravesChanged = false
+  #keysChanged = false
   #running: Promise<void> | undefined
   #timer: NodeJS.Timeout | undefined
   /** A checkpoint started by the timer or by the count of files, not yet over. */
@@ -137,7 +146,7 @@ export class Checkpoint {
 
   /** Files renamed or removed since the last checkpoint. */
   get dirty(): number {
-    return this.#userFiles.size + this.#graveFiles.size
+    return this.#userFiles.size + this.#graveFiles.size + this.#keyFiles.size
   }
 
   /** A change's event is about to be appended; its file step follows, then `end`. */
@@ -145,16 +154,31 @@ export class Checkpoint {
     this.#pending.set(userId, eventId)
   }
 
-  /** A file of users/ (or tombstones/) was renamed into place, or only removed (`name` undefined). */
-  touched(dir: 'users' | 'tombstones', name?: string): void {
+  /** A file of users/ (tombstones/, keys/) was renamed into place, or only removed (no `name`). */
+  touched(dir: CheckpointDir, name?: string): void {
     if (dir === 'users') {
       this.#usersChanged = true
       if (name !== undefined) this.#userFiles.add(name)
+    } else if (dir === 'keys') {
+      this.#keysChanged = true
+      if (name !== undefined) this.#keyFiles.add(name)
     } else {
       this.#gravesChanged = true
       if (name !== undefined) this.#graveFiles.add(name)
     }
     if (this.dirty >= CHECKPOINT_FILES) this.#startOne()
+  }
+
+  /**
+   * Waits for a checkpoint when `limit` files or more wait for one (at once otherwise): a writer
+   * that would add to a backlog the fsyncs do not keep up with waits instead, so that the names
+   * waiting stay bounded however long the load lasts. One checkpoint, whatever it did: a failed
+   * one (a full disk) must not hold writers in a loop.
+   */
+  async room(limit: number): Promise<void> {
+    if (this.dirty < limit || this.#options.paused()) return
+    this.#startOne()
+    await this.#started
   }
 
   #startOne(): void {
@@ -184,6 +208,16 @@ export class Checkpoint {
     this.#held.delete(userId)
   }
 
+  /** No checkpoint passes this committed event until `releaseEvent`: its key's file is unwritten. */
+  holdEvent(eventId: number): void {
+    this.#heldEvents.add(eventId)
+  }
+
+  /** The held event's key file is written (and `touched`). */
+  releaseEvent(eventId: number): void {
+    this.#heldEvents.delete(eventId)
+  }
+
   /**
    * Runs a checkpoint, after the one running if any (so that a caller's changes are covered).
    * Rejects with a WriteError when an fsync fails: nothing the kernel holds is trusted then.
@@ -204,24 +238,31 @@ export class Checkpoint {
     let through = this.#options.logged()
     for (const id of this.#pending.values()) through = Math.min(through, id - 1)
     for (const id of this.#held.values()) through = Math.min(through, id - 1)
+    for (const id of this.#heldEvents) through = Math.min(through, id - 1)
     through = Math.max(through, this.#through)
-    const changed = this.#usersChanged || this.#gravesChanged
+    const changed = this.#usersChanged || this.#gravesChanged || this.#keysChanged
     if (through === this.#through && !changed) return
     const users = this.#userFiles
     const graves = this.#graveFiles
+    const keys = this.#keyFiles
     const dirs = [
       ...(this.#usersChanged ? [this.#options.users] : []),
       ...(this.#gravesChanged ? [this.#options.graves] : []),
+      ...(this.#keysChanged ? [this.#options.keys] : []),
     ]
     const usersChanged = this.#usersChanged
     const gravesChanged = this.#gravesChanged
+    const keysChanged = this.#keysChanged
     this.#userFiles = new Set()
     this.#graveFiles = new Set()
+    this.#keyFiles = new Set()
     this.#usersChanged = false
     this.#gravesChanged = false
+    this.#keysChanged = false
     try {
       await syncFiles(this.#options.users, users)
       await syncFiles(this.#options.graves, graves)
+      await syncFiles(this.#options.keys, keys)
       await Promise.all(dirs.map((dir) => dir.sync()))
       if (through === this.#through) return
       await this.#options.root.writeFile(CHECKPOINT_FILE, checkpointJson(through))
@@ -229,8 +270,10 @@ export class Checkpoint {
       // The next checkpoint does it all again (after a full disk, say; a failed fsync ends them).
       for (const name of users) this.#userFiles.add(name)
       for (const name of graves) this.#graveFiles.add(name)
+      for (const name of keys) this.#keyFiles.add(name)
       this.#usersChanged ||= usersChanged
       this.#gravesChanged ||= gravesChanged
+      this.#keysChanged ||= keysChanged
       throw error
     }
     this.#through = through

@@ -13,6 +13,8 @@ import type { Segment, Segments } from './event-segments.js'
 interface Waiting {
   readonly line: Buffer
   readonly event: ChangeEvent | undefined
+  /** Bytes before the event's own line (its key's line, written in the same append). */
+  readonly skip: number
   readonly resolve: () => void
   readonly reject: (error: unknown) => void
 }
@@ -44,10 +46,13 @@ export class SegmentAppender {
     this.#options = options
   }
 
-  /** Appends the line (of `event`, or a void); resolves once it is durable. */
-  enqueue(line: Buffer, event: ChangeEvent | undefined): Promise<void> {
+  /**
+   * Appends the lines (of `event`, after `skip` bytes of its key's line, or a void); resolves once
+   * they are durable. They go in one write: a crash leaves a prefix of them, never a mix.
+   */
+  enqueue(line: Buffer, event: ChangeEvent | undefined, skip = 0): Promise<void> {
     return new Promise((resolve, reject) => {
-      this.#waiting.push({ line, event, resolve, reject })
+      this.#waiting.push({ line, event, skip, resolve, reject })
       if (!this.#flushing) void this.#flush()
     })
   }
@@ -111,10 +116,14 @@ export class SegmentAppender {
       reportDurableWrite(this.#options.timings, 'log-sync', this.#dir, syncStarted)
     }
     let offset = segment.bytes
-    for (const { event, line } of batch) {
+    for (const { event, line, skip } of batch) {
       if (event !== undefined) {
         const id = eventIdNumber(event.id)
-        this.#placed.set(id, { segment: segment.serial, offset, bytes: line.length - 1 })
+        this.#placed.set(id, {
+          segment: segment.serial,
+          offset: offset + skip,
+          bytes: line.length - skip - 1,
+        })
         segment.last = Math.max(segment.last, id)
         this.#segments.highest = Math.max(this.#segments.highest, segment.last)
         if (event.time > segment.lastTime) segment.lastTime = event.time

@@ -7,6 +7,7 @@ import type { Logger } from '../../log/logger.js'
 import type { EventIndex } from '../feed/event-index.js'
 import type { DamagedRecord } from './event-quarantine.js'
 import { SEGMENT, type Segment, type Segments, safeId } from './event-segments.js'
+import { isKeyLine, keyLineFor } from './key-format.js'
 import { readLines } from './segment-lines.js'
 
 const VOID = /^\{"void":"([0-9a-f]{16})"\}$/
@@ -37,10 +38,11 @@ export interface LoadContext {
  * Reads every segment into `index`, byte by byte (offsets are byte offsets), streamed: the event
  * loop is served while it reads (readLines). A torn last line (a crash during a write that was
  * never acknowledged) is cut off. A damaged line (not UTF-8, not JSON, not an event, out of id
- * order) is copied to the quarantine, logged and left out; every other line is kept. Events
+ * order) is copied to the quarantine, logged and left out; every other line is kept, but for the
+ * lines of kept keys, which are skipped. Events
  * voided in the log, and those `isMade` says were never made, are left out of the index. The next
- * id is past every id seen: in events, voids, damaged lines whose id can be read, and segment
- * names.
+ * id is past every id seen: in events, voids, key lines, damaged lines whose id can be read, and
+ * segment names.
  */
 export async function loadSegments(
   context: LoadContext,
@@ -60,6 +62,12 @@ export async function loadSegments(
     const file = path.join(dir, name)
     const segment = segments.make(name, eventIdNumber(name.slice(0, 16)), 0, context.now())
     const { end, size } = await readLines(file, (line, offset) => {
+      if (isKeyLine(line)) {
+        // Not an event: never shown nor quarantined. Its event's id is never handed out again,
+        // so that a key whose event line was torn off cannot come to precede another event.
+        maxId = Math.max(maxId, keyLineFor(line) ?? 0)
+        return
+      }
       const problem =
         line.length === 0
           ? undefined

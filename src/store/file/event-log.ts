@@ -2,6 +2,7 @@ import { type FileHandle, open, unlink } from 'node:fs/promises'
 import path from 'node:path'
 
 import { type ChangeEvent, type EventHead, eventIdNumber, eventJson } from '../../domain/event.js'
+import type { KeptKey } from '../../domain/kept-key.js'
 import { type Logger, silentLogger } from '../../log/logger.js'
 import type { EventIndex, EventPlace } from '../feed/event-index.js'
 import type { EventBodies } from '../feed/journal.js'
@@ -13,6 +14,7 @@ import { type LoadedLog, loadSegments } from './event-log-load.js'
 import { quarantineRecord } from './event-quarantine.js'
 import { readRecords } from './event-records.js'
 import { type Segment, Segments } from './event-segments.js'
+import { keyLine } from './key-format.js'
 
 export type { LoadedLog } from './event-log-load.js'
 
@@ -35,7 +37,8 @@ export interface EventLogOptions {
 
 /**
  * The file store's change feed on disk: `DATA_DIR/events/<first id>.ndjson` segments, one JSON
- * line per event, or `{"void":"<id>"}` for an event whose change was never made. Appends are
+ * line per event, or `{"void":"<id>"}` for an event whose change was never made, each event
+ * perhaps after the line of the `Idempotency-Key` kept with its change. Appends are
  * group-committed (SegmentAppender). Memory holds an index of where each event is (EventIndex)
  * and a small cache of the newest bodies; pages read the rest from the segments.
  */
@@ -85,9 +88,15 @@ export class EventLog implements EventBodies {
     return this.#segments.highest
   }
 
-  /** Appends the event; resolves once it is durable. A failure is a WriteError. */
-  append(event: ChangeEvent): Promise<void> {
-    return this.#appender.enqueue(Buffer.from(`${eventJson(event)}\n`), event)
+  /**
+   * Appends the event, with the line of its request's key just before it when it has one (the
+   * same write and fdatasync: both or neither); resolves once durable. A failure is a WriteError.
+   */
+  append(event: ChangeEvent, kept?: KeptKey): Promise<void> {
+    const line = `${eventJson(event)}\n`
+    if (kept === undefined) return this.#appender.enqueue(Buffer.from(line), event)
+    const key = keyLine(kept, event.id)
+    return this.#appender.enqueue(Buffer.from(key + line), event, Buffer.byteLength(key))
   }
 
   /** Durably marks the event as never having happened. */

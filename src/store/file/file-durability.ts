@@ -8,41 +8,28 @@ import type { UserRecord } from '../../domain/user.js'
 import { type Logger, silentLogger } from '../../log/logger.js'
 import { SETTINGS } from '../../settings.js'
 import type { Durability, IndexedState, LogEvent } from '../durability.js'
-import { MemoryKeys } from '../memory-keys.js'
 import type { StoreCapabilities } from '../store.js'
 import type { WebhookStore } from '../webhook-store.js'
 import { type DurableWriteObserver, UNOBSERVED } from '../write-timing.js'
-import { DurableDirectory, makeDurableDirectory } from './atomic-write.js'
+import { makeDurableDirectory } from './atomic-write.js'
 import { Checkpoint } from './checkpoint.js'
 import { DataDirLock } from './data-dir-lock.js'
 import { lostPlace, type Place, readPlace } from './data-dir-place.js'
 import { EventLog } from './event-log.js'
 import { loadFeed } from './feed-load.js'
+import type { FileDurabilityOptions } from './file-durability-options.js'
 import { checkpointFailed, logUnwritten } from './file-faults.js'
 import { buryUser, type FileSteps, writeUser } from './file-steps.js'
+import { KeyFiles } from './key-files.js'
 import { replayTail } from './replay.js'
+import { closeStoreDirs, openStoreDirs, type StoreDirs } from './store-dirs.js'
 import { loadUserFiles } from './user-files-load.js'
 import { WebhookFiles } from './webhook-files.js'
 
-export interface FileDurabilityOptions {
-  dataDir: string
-  logger?: Logger
-  /** Files read between two yields to the event loop while loading (default 2000). */
-  loadChunk?: number
-  /** Milliseconds since the epoch, for tombstones (Date.now by default). */
-  now?: () => number
-  /** How often the data directory and the lock are checked while open (default 1000 ms). */
-  watchIntervalMs?: number
-  /** Events older than this many days are pruned, whole segments at a time (default 30). */
-  eventsRetentionDays?: number | undefined
-  /**
-   * How often the files written since the last checkpoint are fsynced and the checkpoint moved
-   * (default 1000 ms); sooner when many files wait.
-   */
-  checkpointMs?: number | undefined
-  /** Told how long each durable write and fsync took (the service's metrics). */
-  timings?: DurableWriteObserver
-}
+/** Files waiting for the checkpoint past which a keyed change waits for it (about 2 MB of names). */
+const KEY_BACKLOG = 16_384
+
+export type { FileDurabilityOptions } from './file-durability-options.js'
 
 /**
  * The file store's durability: one JSON file per user in `DATA_DIR/users/`, loaded into the index
@@ -59,9 +46,9 @@ export class FileDurability implements Durability {
   readonly quarantineDir: string
   readonly tombstonesDir: string
   readonly eventsDir: string
+  readonly keysDir: string
   readonly capabilities: StoreCapabilities
-  // Interim: kept in memory until the log and the key files keep them (work in progress).
-  readonly keys = new MemoryKeys()
+  readonly keys: KeyFiles
   readonly webhooks: WebhookStore
   readonly #webhookFiles: WebhookFiles
   readonly #eventLog: EventLog
@@ -73,9 +60,7 @@ export class FileDurability implements Durability {
   readonly #chunk: number
   readonly #watchIntervalMs: number
   readonly #checkpointMs: number
-  #dir: DurableDirectory | undefined
-  #graves: DurableDirectory | undefined
-  #root: DurableDirectory | undefined
+  #dirs: StoreDirs | undefined
   #checkpoint: Checkpoint | undefined
   #place: Place | undefined
   #watch: NodeJS.Timeout | undefined
@@ -88,6 +73,7 @@ export class FileDurability implements Durability {
     this.quarantineDir = path.join(this.dataDir, 'quarantine')
     this.tombstonesDir = path.join(this.dataDir, 'tombstones')
     this.eventsDir = path.join(this.dataDir, 'events')
+    this.keysDir = path.join(this.dataDir, 'keys')
     this.capabilities = Object.freeze({
       dataDir: this.dataDir,
       durable: true,
@@ -109,6 +95,13 @@ export class FileDurability implements Durability {
     this.#chunk = options.loadChunk ?? 2000
     this.#watchIntervalMs = options.watchIntervalMs ?? 1000
     this.#checkpointMs = options.checkpointMs ?? SETTINGS.checkpointMs.default
+    this.keys = new KeyFiles({
+      dir: this.keysDir,
+      now: this.#clock,
+      logger: this.#logger,
+      sweepMs: options.keySweepMs,
+      cacheBytes: options.keyCacheBytes,
+    })
     const webhooksDir = path.join(this.dataDir, 'webhooks')
     this.#webhookFiles = new WebhookFiles(webhooksDir, this.#logger, this.#timings, () =>
       this.#held(),
@@ -134,27 +127,19 @@ export class FileDurability implements Durability {
   async open(): Promise<void> {
     const state = this.#held()
     this.lock()
-    makeDurableDirectory(this.usersDir)
-    makeDurableDirectory(this.tombstonesDir)
     makeDurableDirectory(this.eventsDir)
-    this.#dir = await DurableDirectory.open(this.usersDir, this.#timings)
-    this.#graves = await DurableDirectory.open(this.tombstonesDir, this.#timings)
-    this.#root = await DurableDirectory.open(this.dataDir, this.#timings)
+    const dirs = await openStoreDirs(this.dataDir, this.#timings)
+    this.#dirs = dirs
     this.#place = await readPlace(this.usersDir)
-    const replayed = await replayTail({
-      eventsDir: this.eventsDir,
-      users: this.#dir,
-      graves: this.#graves,
-      root: this.#root,
-    })
+    const replayed = await replayTail({ eventsDir: this.eventsDir, ...dirs, now: this.#clock() })
     if (replayed.events > 0 || replayed.checkpoint === 'damaged')
       this.#logger.info('replayed the event log past its checkpoint', { ...replayed })
     await loadUserFiles({
       usersDir: this.usersDir,
       tombstonesDir: this.tombstonesDir,
       quarantineDir: this.quarantineDir,
-      users: () => this.#directory(),
-      graves: () => this.#tombstones(),
+      users: () => this.#opened().users,
+      graves: () => this.#opened().graves,
       index: state.index,
       tombstones: state.tombstones,
       logger: this.#logger,
@@ -170,9 +155,7 @@ export class FileDurability implements Durability {
     })
     await this.#webhookFiles.open()
     this.#checkpoint = new Checkpoint({
-      users: this.#dir,
-      graves: this.#graves,
-      root: this.#root,
+      ...dirs,
       logged: () => this.#eventLog.highest,
       through: replayed.through,
       intervalMs: this.#checkpointMs,
@@ -182,6 +165,7 @@ export class FileDurability implements Durability {
       },
     })
     this.#checkpoint.start()
+    await this.keys.open(dirs.keys, () => this.#checkpoint)
     this.#watch = setInterval(() => {
       void this.#checkPlace()
       // Behind the last checkpoint only: forcing one here would make CHECKPOINT_MS past this
@@ -203,15 +187,14 @@ export class FileDurability implements Durability {
     await this.#webhookFiles.close()
     this.#checkpoint?.stop()
     await this.#pruning
+    await this.keys.close()
     // A clean stop leaves nothing to replay.
     await this.#checkpoint?.settle()
     this.#checkpoint = undefined
     await this.#eventLog.close()
-    const dirs = [this.#dir, this.#graves, this.#root]
-    this.#dir = undefined
-    this.#graves = undefined
-    this.#root = undefined
-    await Promise.all(dirs.map((dir) => dir?.close()))
+    const dirs = this.#dirs
+    this.#dirs = undefined
+    await closeStoreDirs(dirs)
     // Never fails: a read-only or vanished directory must not turn a clean stop into an error.
     const held = this.#lock.held
     if (held && !this.#lock.release()) {
@@ -219,10 +202,14 @@ export class FileDurability implements Durability {
     }
   }
 
+  /** The event, and its request's key with it (one append: both or neither). */
   async logEvent(event: ChangeEvent, kept?: KeptKey): Promise<void> {
-    this.#checkpoint?.begin(event.userId, eventIdNumber(event.id))
-    await this.#eventLog.append(event)
-    if (kept !== undefined) this.keys.put(kept)
+    const id = eventIdNumber(event.id)
+    // Each key is a new file for the checkpoint to fsync: memory must not grow with them.
+    if (kept !== undefined) await this.#checkpoint?.room(KEY_BACKLOG)
+    this.#checkpoint?.begin(event.userId, id)
+    await this.#eventLog.append(event, kept)
+    if (kept !== undefined) this.keys.logged(kept, id)
   }
 
   voidEvent(event: ChangeEvent): Promise<void> {
@@ -250,7 +237,8 @@ export class FileDurability implements Durability {
   /** The user file renamed into place unsynced: its event in the log makes it durable. */
   persist(record: UserRecord, log: LogEvent | undefined): Promise<void> {
     // No event, nothing in the log to replay it from: durable by itself.
-    if (log === undefined) return this.#directory().writeFile(`${record.user.id}.json`, record.json)
+    if (log === undefined)
+      return this.#opened().users.writeFile(`${record.user.id}.json`, record.json)
     return writeUser(this.#fileSteps(), record, log)
   }
 
@@ -260,8 +248,8 @@ export class FileDurability implements Durability {
 
   #fileSteps(): FileSteps {
     return {
-      users: this.#directory(),
-      graves: this.#tombstones(),
+      users: this.#opened().users,
+      graves: this.#opened().graves,
       checkpoint: this.#checkpoint,
     }
   }
@@ -277,14 +265,9 @@ export class FileDurability implements Durability {
     return this.#state
   }
 
-  #directory(): DurableDirectory {
-    if (this.#dir === undefined) throw internalFault('the file store is not open')
-    return this.#dir
-  }
-
-  #tombstones(): DurableDirectory {
-    if (this.#graves === undefined) throw internalFault('the file store is not open')
-    return this.#graves
+  #opened(): StoreDirs {
+    if (this.#dirs === undefined) throw internalFault('the file store is not open')
+    return this.#dirs
   }
 
   /**

@@ -1,12 +1,14 @@
 import { IndexedStore } from '../indexed-store.js'
 import { FileDurability, type FileDurabilityOptions } from './file-durability.js'
+import type { KeyFiles } from './key-files.js'
 
 export type FileStoreOptions = FileDurabilityOptions
 
 /**
  * The default store: the shared index (IndexedStore) made durable by the data directory's files
  * and write-ahead log (FileDurability): one JSON file per user in `DATA_DIR/users/`, tombstones in
- * `DATA_DIR/tombstones/`, the change feed's log in `DATA_DIR/events/`. It owns the data directory
+ * `DATA_DIR/tombstones/`, the change feed's log in `DATA_DIR/events/`, kept `Idempotency-Key`s in
+ * `DATA_DIR/keys/`. It owns the data directory
  * through a lock taken at lock() or open().
  */
 export class FileStore extends IndexedStore {
@@ -15,6 +17,8 @@ export class FileStore extends IndexedStore {
   readonly quarantineDir: string
   readonly tombstonesDir: string
   readonly eventsDir: string
+  /** The kept `Idempotency-Key`s' files (`store.keys` is these, through the store's writes). */
+  readonly keyFiles: KeyFiles
   readonly #files: FileDurability
 
   constructor(options: FileStoreOptions) {
@@ -26,6 +30,7 @@ export class FileStore extends IndexedStore {
     this.quarantineDir = files.quarantineDir
     this.tombstonesDir = files.tombstonesDir
     this.eventsDir = files.eventsDir
+    this.keyFiles = files.keys
   }
 
   /** Drops whole segments older than the retention; requests go on meanwhile. */

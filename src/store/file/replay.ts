@@ -13,6 +13,8 @@ import {
 } from './checkpoint.js'
 import { hasCode } from './errno.js'
 import { SEGMENT, safeId } from './event-segments.js'
+import { isKeyLine } from './key-format.js'
+import { replayKeys } from './key-replay.js'
 import { readLines } from './segment-lines.js'
 import { parseStoredUser, toTombstoneJson } from './stored-files.js'
 
@@ -30,8 +32,12 @@ export interface ReplayDirs {
   readonly eventsDir: string
   readonly users: DurableDirectory
   readonly graves: DurableDirectory
+  /** DATA_DIR/keys, where the kept `Idempotency-Key`s are. */
+  readonly keys: DurableDirectory
   /** The data directory, where the checkpoint file is. */
   readonly root: DurableDirectory
+  /** Milliseconds since the epoch: a key that has expired is not written again. */
+  readonly now: number
 }
 
 export interface Replayed {
@@ -41,6 +47,8 @@ export interface Replayed {
   readonly events: number
   readonly written: number
   readonly buried: number
+  /** Key files written again from their lines. */
+  readonly keys: number
   /** The checkpoint file was missing (a new or older data directory) or damaged. */
   readonly checkpoint: 'found' | 'missing' | 'damaged'
 }
@@ -54,9 +62,10 @@ export interface Replayed {
  * events, and lines that are not events (the load quarantines them), are skipped. A user file
  * with a higher version than the event was written by a change without an event (durable by
  * itself) and is kept. Without a checkpoint file, every change already made itself durable: only
- * the newest id is read. The tail is streamed (readLines), three times: the voids, then each
- * user's last event, then those events written; memory holds a few numbers per user named, never
- * the tail, and the event loop is served throughout.
+ * the newest id is read. The tail is streamed (readLines), four times: the voids, then each
+ * user's last event, then those events written, then the files of the kept keys (replayKeys);
+ * memory holds a few numbers per user named, never the tail, and the event loop is served
+ * throughout.
  */
 export async function replayTail(dirs: ReplayDirs): Promise<Replayed> {
   await removeCheckpointTemps(dirs.root)
@@ -67,6 +76,7 @@ export async function replayTail(dirs: ReplayDirs): Promise<Replayed> {
   const tail = await lastEvents(files, after, voided, found !== undefined)
   let written = 0
   let buried = 0
+  let keys = 0
   if (found !== undefined) {
     const userFiles: string[] = []
     const graveFiles: string[] = []
@@ -108,9 +118,12 @@ export async function replayTail(dirs: ReplayDirs): Promise<Replayed> {
       return batch.length >= REPLAY_AT_ONCE ? flush() : undefined
     })
     await flush()
+    const keyFiles = await replayKeys({ files, after, voided, keys: dirs.keys, now: dirs.now })
+    keys = keyFiles.length
     await syncFiles(dirs.users, userFiles)
     await syncFiles(dirs.graves, graveFiles)
-    await Promise.all([dirs.users.sync(), dirs.graves.sync()])
+    await syncFiles(dirs.keys, keyFiles)
+    await Promise.all([dirs.users.sync(), dirs.graves.sync(), dirs.keys.sync()])
   }
   const through = Math.max(after, tail.highest)
   if (found !== through) await dirs.root.writeFile(CHECKPOINT_FILE, checkpointJson(through))
@@ -119,6 +132,7 @@ export async function replayTail(dirs: ReplayDirs): Promise<Replayed> {
     events: found === undefined ? 0 : tail.events,
     written,
     buried,
+    keys,
     checkpoint: found === undefined ? 'missing' : found === 'damaged' ? 'damaged' : 'found',
   }
 }
@@ -179,7 +193,7 @@ async function lastEvents(
   let highest = 0
   let events = 0
   await eachLine(files, (bytes, text) => {
-    if (bytes.toString('latin1', 0, VOID_START.length) === VOID_START) return
+    if (bytes.toString('latin1', 0, VOID_START.length) === VOID_START || isKeyLine(bytes)) return
     const line = text()
     const head = line === undefined ? undefined : parseEventHead(line)
     const id = head === undefined ? undefined : safeId(head.id)

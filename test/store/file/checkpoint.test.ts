@@ -28,7 +28,7 @@ async function openDirs(t: TestContext) {
     t.after(() => opened.close())
     return opened
   }
-  for (const name of ['users', 'tombstones']) await mkdir(path.join(root, name))
+  for (const name of ['users', 'tombstones', 'keys']) await mkdir(path.join(root, name))
   const timingsUnder = (dir: string): (() => DurableWriteTiming[]) => {
     const start = reported.length
     return () => reported.slice(start).filter((timing) => timing.dir.startsWith(dir))
@@ -38,6 +38,7 @@ async function openDirs(t: TestContext) {
     timingsUnder,
     users: await open(path.join(root, 'users')),
     graves: await open(path.join(root, 'tombstones')),
+    keys: await open(path.join(root, 'keys')),
     data: await open(root),
   }
 }
@@ -88,6 +89,7 @@ describe('removeCheckpointTemps', () => {
     assert.deepEqual((await readdir(root)).sort(), [
       '.checkpoint.json.tmp',
       '.x.json.0a.tmp',
+      'keys',
       'tombstones',
       'users',
     ])
@@ -96,13 +98,14 @@ describe('removeCheckpointTemps', () => {
 
 describe('Checkpoint', () => {
   it('fsyncs again, at the next run, the files of a run that failed short of an fsync, and only then moves', async (t) => {
-    const { root, users, graves, data, timingsUnder } = await openDirs(t)
+    const { root, users, graves, keys, data, timingsUnder } = await openDirs(t)
     await writeFile(path.join(users.path, 'a.json'), 'a')
     await writeFile(path.join(graves.path, 'b.json'), 'b')
     const failures: unknown[] = []
     const checkpoint = new Checkpoint({
       users,
       graves,
+      keys,
       root: data,
       logged: () => 2,
       through: 0,
@@ -147,11 +150,12 @@ describe('Checkpoint', () => {
   })
 
   it('never names an event whose file step still runs, and does nothing while paused', async (t) => {
-    const { root, users, graves, data } = await openDirs(t)
+    const { root, users, graves, keys, data } = await openDirs(t)
     let paused = true
     const checkpoint = new Checkpoint({
       users,
       graves,
+      keys,
       root: data,
       logged: () => 9,
       through: 3,
@@ -174,6 +178,68 @@ describe('Checkpoint', () => {
     checkpoint.end('u2')
     await checkpoint.settle()
     assert.equal(readCheckpoint(root), 9)
+  })
+
+  it('makes a writer wait for a checkpoint once `limit` files wait for one, and no writer otherwise', async (t) => {
+    const { root, users, graves, keys, data } = await openDirs(t)
+    const checkpoint = new Checkpoint({
+      users,
+      graves,
+      keys,
+      root: data,
+      logged: () => 3,
+      through: 0,
+      intervalMs: 3_600_000,
+      paused: () => false,
+      failed: (error) => {
+        throw error
+      },
+    })
+    for (const name of ['a.json', 'b.json', 'c.json']) {
+      await writeFile(path.join(keys.path, name), name)
+      checkpoint.touched('keys', name)
+    }
+    await checkpoint.room(4)
+    assert.equal(checkpoint.dirty, 3, 'room for one more: no checkpoint')
+    assert.equal(readCheckpoint(root), undefined)
+    await checkpoint.room(3)
+    assert.equal(checkpoint.dirty, 0, 'the writer waited for a checkpoint')
+    assert.equal(readCheckpoint(root), 3)
+  })
+
+  it('stays behind an event whose key file is unwritten, and fsyncs key files and keys/ before it moves', async (t) => {
+    const { root, users, graves, keys, data, timingsUnder } = await openDirs(t)
+    let logged = 4
+    const checkpoint = new Checkpoint({
+      users,
+      graves,
+      keys,
+      root: data,
+      logged: () => logged,
+      through: 2,
+      intervalMs: 3_600_000,
+      paused: () => false,
+      failed: (error) => {
+        throw error
+      },
+    })
+    checkpoint.holdEvent(4)
+    logged = 6
+    await checkpoint.settle()
+    assert.equal(checkpoint.through, 3, 'below the held event')
+    await writeFile(path.join(keys.path, 'k.json'), '{}')
+    checkpoint.touched('keys', 'k.json')
+    checkpoint.releaseEvent(4)
+    const timings = timingsUnder(keys.path)
+    await checkpoint.settle()
+    assert.equal(readCheckpoint(root), 6)
+    assert.deepEqual(
+      timings()
+        .map((timing) => timing.kind)
+        .sort(),
+      ['dir-sync', 'file-sync'],
+      'the key file and keys/ synced',
+    )
   })
 })
 

@@ -1,0 +1,230 @@
+import { readFile } from 'node:fs/promises'
+import path from 'node:path'
+
+import { internalFault } from '../../domain/errors.js'
+import { isExpired, type KeptKey } from '../../domain/kept-key.js'
+import type { Logger } from '../../log/logger.js'
+import { ByteLru } from '../byte-lru.js'
+import type { KeptKeys, KeyHold } from '../kept-keys.js'
+import { WriteError } from '../write-error.js'
+import type { DurableDirectory } from './atomic-write.js'
+import type { CheckpointDir } from './checkpoint.js'
+import { hasCode } from './errno.js'
+import { keyFileName, parseKeyFile } from './key-format.js'
+import { sweepKeyFiles } from './key-sweep.js'
+import { removeKeyTemps, writeKeyFile } from './key-write.js'
+
+const HELD: Promise<KeyHold> = Promise.resolve('held')
+const DONE: Promise<void> = Promise.resolve()
+/** What an entry of the cache costs besides its strings (the object, the map's entry). */
+const ENTRY_BYTES = 256
+
+/** What the key files need of the checkpoint (Checkpoint). */
+export interface KeyCheckpoint {
+  touched(dir: CheckpointDir, name?: string): void
+  holdEvent(eventId: number): void
+  releaseEvent(eventId: number): void
+}
+
+export interface KeyFilesOptions {
+  /** DATA_DIR/keys */
+  readonly dir: string
+  readonly now: () => number
+  readonly logger: Logger
+  /** How often expired keys are deleted (default 30 s). */
+  readonly sweepMs?: number | undefined
+  /** What the cache of kept keys may weigh (default 4 MiB). */
+  readonly cacheBytes?: number | undefined
+}
+
+/** A key whose event is durable and whose file is not written yet (or could not be). */
+interface Pinned {
+  readonly kept: KeptKey
+  readonly eventId: number
+  writing: boolean
+}
+
+/**
+ * The file store's kept `Idempotency-Key`s (docs/operations.md): one file per key in
+ * `DATA_DIR/keys`, named by the SHA-256 of its subject and key. A key kept with a change is in the
+ * change's append to the log (EventLog) and durable with it; its file is written after, unsynced,
+ * and the checkpoint does not pass its event until the file is written (and fsyncs it before it
+ * moves on), so that the replay at the next start writes it otherwise. Until its file is there,
+ * the key is found in memory (pinned). Memory holds only those and a cache bounded in bytes;
+ * a sweep deletes the files of expired keys.
+ */
+export class KeyFiles implements KeptKeys {
+  readonly dir: string
+  readonly #now: () => number
+  readonly #logger: Logger
+  readonly #sweepMs: number
+  readonly #cache: ByteLru<KeptKey>
+  readonly #pinned = new Map<string, Pinned>()
+  /** Names being written durably by keepAlone. */
+  readonly #alone = new Set<string>()
+  readonly #writes = new Set<Promise<void>>()
+  #files: DurableDirectory | undefined
+  #checkpoint: () => KeyCheckpoint | undefined = () => undefined
+  #timer: NodeJS.Timeout | undefined
+  #sweeping: Promise<void> | undefined
+
+  constructor(options: KeyFilesOptions) {
+    this.dir = options.dir
+    this.#now = options.now
+    this.#logger = options.logger
+    this.#sweepMs = options.sweepMs ?? 30_000
+    this.#cache = new ByteLru(options.cacheBytes ?? 4 * 1024 * 1024)
+  }
+
+  /** What the cache holds now, in bytes (never more than its budget). */
+  get cachedBytes(): number {
+    return this.#cache.bytes
+  }
+
+  /** Starts keeping keys in `files` (after the replay), and the sweep. */
+  async open(files: DurableDirectory, checkpoint: () => KeyCheckpoint | undefined): Promise<void> {
+    await removeKeyTemps(files)
+    this.#files = files
+    this.#checkpoint = checkpoint
+    this.#timer ??= setInterval(() => {
+      this.#sweepingNow()
+    }, this.#sweepMs)
+    this.#timer.unref()
+  }
+
+  /** Stops the sweep and waits for the key files being written. */
+  async close(): Promise<void> {
+    clearInterval(this.#timer)
+    this.#timer = undefined
+    await this.#sweeping
+    while (this.#writes.size > 0) await Promise.all(this.#writes)
+    this.#files = undefined
+  }
+
+  async find(subject: string, key: string): Promise<KeptKey | undefined> {
+    const name = keyFileName(subject, key)
+    const kept = this.#pinned.get(name)?.kept ?? this.#cache.get(name) ?? (await this.#read(name))
+    if (kept === undefined || isExpired(kept, this.#now())) return undefined
+    return kept
+  }
+
+  hold(): Promise<KeyHold> {
+    // Only one process opens a data directory (its lock): holds are the process's own.
+    return HELD
+  }
+
+  release(): Promise<void> {
+    return DONE
+  }
+
+  /** Writes the key's file durably (file and directory fsynced); a failure is a WriteError. */
+  async keepAlone(kept: KeptKey): Promise<void> {
+    const name = keyFileName(kept.subject, kept.key)
+    this.#alone.add(name)
+    try {
+      await writeKeyFile(this.#directory(), kept, true)
+    } finally {
+      this.#alone.delete(name)
+    }
+    this.#cache.set(name, kept, weigh(kept))
+  }
+
+  /**
+   * The key's line and its event's are durable (the change is committed): the key is found from
+   * now on, and its file is written in the background, the checkpoint held behind the event until
+   * it is.
+   */
+  logged(kept: KeptKey, eventId: number): void {
+    const name = keyFileName(kept.subject, kept.key)
+    const pin: Pinned = { kept, eventId, writing: false }
+    this.#pinned.set(name, pin)
+    this.#checkpoint()?.holdEvent(eventId)
+    this.#cache.set(name, kept, weigh(kept))
+    this.#write(name, pin)
+  }
+
+  #sweepingNow(): void {
+    this.#sweeping ??= this.#sweepOnce().finally(() => {
+      this.#sweeping = undefined
+    })
+  }
+
+  async #sweepOnce(): Promise<void> {
+    // Keys whose file could not be written get another try.
+    for (const [name, pin] of this.#pinned) if (!pin.writing) this.#write(name, pin)
+    try {
+      await sweepKeyFiles({
+        dir: this.dir,
+        now: this.#now,
+        busy: (name) => this.#pinned.has(name) || this.#alone.has(name),
+      })
+    } catch (error) {
+      this.#logger.warn('could not sweep expired idempotency keys', { error: String(error) })
+    }
+  }
+
+  #write(name: string, pin: Pinned): void {
+    const files = this.#files
+    if (files === undefined) return
+    pin.writing = true
+    const write = writeKeyFile(files, pin.kept).then(
+      () => {
+        const checkpoint = this.#checkpoint()
+        checkpoint?.touched('keys', name)
+        if (this.#pinned.get(name) === pin) this.#pinned.delete(name)
+        checkpoint?.releaseEvent(pin.eventId)
+      },
+      (error: unknown) => {
+        // The log keeps it: found from memory until the next start's replay writes it.
+        pin.writing = false
+        this.#logger.error(
+          'a kept idempotency key could not be written to its file; the log keeps it',
+          {
+            event: pin.eventId,
+            step: error instanceof WriteError ? error.step : 'write',
+            code: error instanceof WriteError ? error.code : undefined,
+            error: String(error),
+          },
+        )
+      },
+    )
+    this.#writes.add(write)
+    void write.finally(() => this.#writes.delete(write))
+  }
+
+  async #read(name: string): Promise<KeptKey | undefined> {
+    let text: string
+    try {
+      text = await readFile(path.join(this.dir, name), 'utf8')
+    } catch (error) {
+      if (hasCode(error, 'ENOENT')) return undefined
+      throw error
+    }
+    const kept = parseKeyFile(text)
+    if (kept === undefined || keyFileName(kept.subject, kept.key) !== name) {
+      this.#logger.warn('a key file holds no kept key', { file: path.join(this.dir, name) })
+      return undefined
+    }
+    this.#cache.set(name, kept, weigh(kept))
+    return kept
+  }
+
+  #directory(): DurableDirectory {
+    if (this.#files === undefined) throw internalFault('the file store is not open')
+    return this.#files
+  }
+}
+
+/** About what a kept key takes in memory: its strings (two bytes a character) and the objects. */
+function weigh(kept: KeptKey): number {
+  const { answer } = kept
+  const chars =
+    kept.subject.length +
+    kept.key.length +
+    kept.fingerprint.length +
+    (answer.body?.length ?? 0) +
+    (answer.contentType?.length ?? 0) +
+    (answer.etag?.length ?? 0) +
+    (answer.headers?.['location']?.length ?? 0)
+  return 2 * chars + ENTRY_BYTES
+}

@@ -1,0 +1,114 @@
+import { createHash } from 'node:crypto'
+
+import type { KeptAnswer, KeptKey } from '../../domain/kept-key.js'
+import { keyName } from '../memory-keys.js'
+import { safeId } from './event-segments.js'
+
+/** A key file's name: the SHA-256 of the subject and key (any printable ASCII), then `.json`. */
+export const KEY_FILE = /^[0-9a-f]{64}\.json$/
+/** How a key's line in the event log starts (KEY_LINE_START's bytes, read as latin1). */
+const KEY_LINE_START = '{"key":'
+/** The event id a key line ends with: its event's, whose line follows it in the same append. */
+const KEY_LINE_FOR = /,"for":"([0-9a-f]{16})"\}$/
+
+/** The name of the file `DATA_DIR/keys/<name>` that keeps this subject's key. */
+export function keyFileName(subject: string, key: string): string {
+  return `${createHash('sha256').update(keyName(subject, key)).digest('hex')}.json`
+}
+
+/** The text of a key file: the kept key as JSON, in a fixed key order. */
+export function keyFileJson(kept: KeptKey): string {
+  return JSON.stringify(plainKey(kept))
+}
+
+/**
+ * The key's line in the event log, newline included: written in the same append as its event's
+ * line, just before it, and counted only when that line follows it whole and is not voided.
+ */
+export function keyLine(kept: KeptKey, eventId: string): string {
+  return `{"key":${keyFileJson(kept)},"for":"${eventId}"}\n`
+}
+
+/** Whether a line of the log is a key's line (which the feed never shows nor quarantines). */
+export function isKeyLine(line: Buffer): boolean {
+  return line.toString('latin1', 0, KEY_LINE_START.length) === KEY_LINE_START
+}
+
+/** The event id a key line names, read from its end; undefined when it names none. */
+export function keyLineFor(line: Buffer): number | undefined {
+  const tail = line.toString('latin1', Math.max(0, line.length - 40))
+  const id = KEY_LINE_FOR.exec(tail)?.[1]
+  return id === undefined ? undefined : safeId(id)
+}
+
+/** The key a log line keeps, and its event's id; undefined for a line that is not a whole one. */
+export function parseKeyLine(text: string): { kept: KeptKey; eventId: string } | undefined {
+  const value = parseJson(text)
+  if (!isRecord(value) || typeof value['for'] !== 'string') return undefined
+  const kept = toKeptKey(value['key'])
+  return kept === undefined ? undefined : { kept, eventId: value['for'] }
+}
+
+/** A key file's text read back; undefined when it is not a whole kept key. */
+export function parseKeyFile(text: string): KeptKey | undefined {
+  return toKeptKey(parseJson(text))
+}
+
+function plainKey(kept: KeptKey): KeptKey {
+  const { status, body, contentType, etag, headers } = kept.answer
+  const answer: KeptAnswer = {
+    status,
+    ...(body === undefined ? {} : { body }),
+    ...(contentType === undefined ? {} : { contentType }),
+    ...(etag === undefined ? {} : { etag }),
+    ...(headers === undefined ? {} : { headers }),
+  }
+  const { subject, key, fingerprint, expiresAt } = kept
+  return { subject, key, fingerprint, answer, expiresAt }
+}
+
+function toKeptKey(value: unknown): KeptKey | undefined {
+  if (!isRecord(value)) return undefined
+  const { subject, key, fingerprint, answer, expiresAt } = value
+  if (typeof subject !== 'string' || typeof key !== 'string' || typeof fingerprint !== 'string')
+    return undefined
+  if (typeof expiresAt !== 'number' || !Number.isFinite(expiresAt)) return undefined
+  const kept = toAnswer(answer)
+  return kept === undefined ? undefined : { subject, key, fingerprint, answer: kept, expiresAt }
+}
+
+function toAnswer(value: unknown): KeptAnswer | undefined {
+  if (!isRecord(value)) return undefined
+  const { status, body, contentType, etag, headers } = value
+  if (typeof status !== 'number' || !Number.isInteger(status)) return undefined
+  if (!optionalString(body) || !optionalString(contentType) || !optionalString(etag))
+    return undefined
+  if (headers !== undefined && !isStringRecord(headers)) return undefined
+  return {
+    status,
+    ...(body === undefined ? {} : { body }),
+    ...(contentType === undefined ? {} : { contentType }),
+    ...(etag === undefined ? {} : { etag }),
+    ...(headers === undefined ? {} : { headers }),
+  }
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return undefined
+  }
+}
+
+function optionalString(value: unknown): value is string | undefined {
+  return value === undefined || typeof value === 'string'
+}
+
+function isStringRecord(value: unknown): value is Record<string, string> {
+  return isRecord(value) && Object.values(value).every((item) => typeof item === 'string')
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}

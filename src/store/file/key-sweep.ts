@@ -1,0 +1,56 @@
+import { opendir, readFile, stat, unlink } from 'node:fs/promises'
+import path from 'node:path'
+
+import { isExpired } from '../../domain/kept-key.js'
+import { KEY_FILE, parseKeyFile } from './key-format.js'
+import { setExpiry } from './key-write.js'
+
+export interface KeySweep {
+  /** DATA_DIR/keys */
+  readonly dir: string
+  readonly now: () => number
+  /** Whether a key file is being written now (a key kept again after it expired): left alone. */
+  readonly busy: (name: string) => boolean
+}
+
+/**
+ * Deletes the key files whose keys have expired, and returns how many. A file's modification time
+ * is its key's expiry (writeKeyFile), so that a file not yet due is passed over on its `stat`
+ * alone; one that is due is read first, and only a key that has expired (or a file that holds no
+ * key) is deleted: a file whose time was changed behind the store's back (a copy) gets its
+ * expiry back instead. Streamed (opendir): memory does not grow with the files. The deletions are
+ * not fsynced: a file a power loss brings back has still expired, and the next sweep deletes it.
+ */
+export async function sweepKeyFiles(sweep: KeySweep): Promise<number> {
+  let removed = 0
+  let dir: Awaited<ReturnType<typeof opendir>>
+  try {
+    dir = await opendir(sweep.dir)
+  } catch {
+    return 0
+  }
+  for await (const entry of dir) {
+    if (!KEY_FILE.test(entry.name)) continue
+    const file = path.join(sweep.dir, entry.name)
+    const due = await stat(file).then(
+      (stats) => stats.mtimeMs <= sweep.now(),
+      () => false,
+    )
+    if (!due) continue
+    const text = await readFile(file, 'utf8').catch(() => undefined)
+    if (text === undefined) continue
+    const kept = parseKeyFile(text)
+    if (kept !== undefined && !isExpired(kept, sweep.now())) {
+      await setExpiry(sweep.dir, entry.name, kept.expiresAt)
+      continue
+    }
+    if (sweep.busy(entry.name)) continue
+    await unlink(file).then(
+      () => {
+        removed += 1
+      },
+      () => undefined,
+    )
+  }
+  return removed
+}

@@ -1,0 +1,479 @@
+/**
+ * The file store's kept Idempotency-Keys: in the log's append with their change (both or
+ * neither), their files in DATA_DIR/keys written after and replayed from the log, found after a
+ * restart or a SIGKILL, swept once expired. Real files, real child processes, real faults (the
+ * syscall shim).
+ */
+import assert from 'node:assert/strict'
+import { createHash } from 'node:crypto'
+import {
+  appendFileSync,
+  existsSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs'
+import { constants } from 'node:os'
+import path from 'node:path'
+import { describe, it, type TestContext } from 'node:test'
+
+import type { KeptKey } from '../../../src/domain/kept-key.js'
+import { FileStore, type FileStoreOptions } from '../../../src/store/file/file-store.js'
+import type { DurableWriteTiming } from '../../../src/store/write-timing.js'
+import { bigMetadata } from '../../events/feed-fixtures.js'
+import { type Child, PROJECT_ROOT, sleep, spawnService } from '../../helpers/child.js'
+import { createMemoryLogger, makeTempDir } from '../../helpers/service.js'
+import { aloneKey, keptOnce, keyToKeep } from '../../helpers/store-keys-suite.js'
+import { changeUser, makeUser } from '../../helpers/store-users.js'
+import { compileShim, shimEnv } from '../../helpers/syscall-shim.js'
+import { type LoggedEvent, readCheckpointFile, readLog } from '../../helpers/wal-disk.js'
+
+const CHILD = path.join(PROJECT_ROOT, 'test', 'helpers', 'key-child.ts')
+const NO_CHECKPOINT = 3_600_000
+const TORN = 'cut a torn last line from the event log'
+const shim = compileShim()
+
+const dataDirOf = async (t: TestContext, prefix: string): Promise<string> =>
+  path.join(await makeTempDir(t, prefix), 'data')
+
+/** The key file's path: DATA_DIR/keys/<SHA-256 of subject, NUL, key>.json. */
+function keyPath(dataDir: string, subject: string, key: string): string {
+  const name = createHash('sha256').update(`${subject}\u0000${key}`).digest('hex')
+  return path.join(dataDir, 'keys', `${name}.json`)
+}
+
+const keyFiles = (dataDir: string): string[] => readdirSync(path.join(dataDir, 'keys')).sort()
+
+/** Opens a FileStore with a logger that keeps its lines; closed when the test ends (once). */
+async function openStore(
+  t: TestContext,
+  dataDir: string,
+  options: Partial<FileStoreOptions> = {},
+): Promise<{ store: FileStore; logs: Record<string, unknown>[]; close(): Promise<void> }> {
+  const logs: Record<string, unknown>[] = []
+  const store = new FileStore({ dataDir, logger: createMemoryLogger(logs), ...options })
+  await store.open()
+  let closed = false
+  const close = async (): Promise<void> => {
+    if (closed) return
+    closed = true
+    await store.close()
+  }
+  t.after(close)
+  return { store, logs, close }
+}
+
+/** Every event of the feed as `<type> <user id>`. */
+async function feed(store: FileStore): Promise<string[]> {
+  const page = await store.events.read({ limit: 1000 })
+  return page.items.map((event) => `${event.type} ${event.userId}`)
+}
+
+/** The id after `id`, as the log writes ids. */
+const nextId = (id: string): string => (BigInt(`0x${id}`) + 1n).toString(16).padStart(16, '0')
+
+/** A key's line as the store writes it into the log, just before its event's line. */
+const keyLineFor = (kept: KeptKey, eventId: string): string =>
+  `${JSON.stringify({ key: kept, for: eventId })}\n`
+
+/** A create event's line for a new user, copied from a logged one, with the next id. */
+function createdLine(dataDir: string, name: string): { line: string; id: string; userId: string } {
+  const log = readLog(dataDir)
+  const created = log.events.find((event) => event.type === 'user.created')
+  assert.ok(created !== undefined, 'no create in the log')
+  const user = makeUser({ name })
+  const id = nextId(log.highest)
+  const line = JSON.stringify({
+    ...(JSON.parse(created.line) as LoggedEvent),
+    id,
+    userId: user.id,
+    user,
+  })
+  return { line, id, userId: user.id }
+}
+
+const lastSegment = (dataDir: string): string =>
+  path.join(dataDir, 'events', readLog(dataDir).segments.at(-1) ?? '')
+
+function exited(child: Child): boolean {
+  return child.proc.exitCode !== null || child.proc.signalCode !== null
+}
+
+/** Runs key-child.ts; killed when the test ends. */
+function runChild(
+  t: TestContext,
+  args: readonly string[],
+  env: Record<string, string> = {},
+): Child {
+  const child = spawnService({
+    dataDir: args[1] ?? '',
+    env,
+    args: ['--import', 'tsx', CHILD, ...args],
+  })
+  t.after(() => {
+    child.proc.kill('SIGKILL')
+  })
+  return child
+}
+
+/** SIGKILLs the child once it has printed `lines` acknowledgements after `ready`. */
+async function killAfter(child: Child, lines: number): Promise<string[]> {
+  const deadline = Date.now() + 30_000
+  const acked = (): string[] =>
+    child
+      .stdout()
+      .split('\n')
+      .slice(1, -1)
+      .filter((line) => line !== 'done')
+  while (acked().length < lines) {
+    if (exited(child) || Date.now() > deadline)
+      throw new Error(`the key child stopped or stalled:\n${child.stderr()}`)
+    await sleep(1)
+  }
+  child.proc.kill('SIGKILL')
+  const exit = await child.exited
+  assert.equal(exit.signal, 'SIGKILL', child.stderr())
+  return acked()
+}
+
+describe('FileStore: kept keys on disk', () => {
+  it("keeps a keyed change's key in keys/<sha-256>.json (mode 0600, its expiry as mtime), found by a new store on the same directory; the feed shows only the event", async (t) => {
+    const dataDir = await dataDirOf(t, 'keys-restart-')
+    const first = await openStore(t, dataDir)
+    const idempotency = keyToKeep('admin-1', 'restart-key')
+    const record = await first.store.create(makeUser(), undefined, { idempotency })
+    await first.close()
+    const kept = keptOnce(idempotency)
+    const file = keyPath(dataDir, 'admin-1', 'restart-key')
+    assert.deepEqual(JSON.parse(readFileSync(file, 'utf8')), kept)
+    assert.equal(statSync(file).mode & 0o777, 0o600)
+    assert.equal(Math.round(statSync(file).mtimeMs), kept.expiresAt)
+    assert.equal(readLog(dataDir).events.length, 1, 'one event in the log')
+
+    const second = await openStore(t, dataDir)
+    assert.deepEqual(await second.store.keys.find('admin-1', 'restart-key'), kept)
+    assert.deepEqual(await feed(second.store), [`user.created ${record.user.id}`])
+    assert.equal(existsSync(path.join(dataDir, 'quarantine')), false, 'nothing quarantined')
+    assert.deepEqual(
+      second.logs.filter((line) => line['level'] === 'warn'),
+      [],
+      'the key line is no damage',
+    )
+  })
+
+  it("fsyncs a change's key file and keys/ in the checkpoint, before the checkpoint moves past its event", async (t) => {
+    const dataDir = await dataDirOf(t, 'keys-checkpoint-')
+    const timings: DurableWriteTiming[] = []
+    const { store, close } = await openStore(t, dataDir, {
+      checkpointMs: NO_CHECKPOINT,
+      timings: (timing) => timings.push(timing),
+    })
+    const from = timings.length
+    await store.create(makeUser(), undefined, { idempotency: keyToKeep('admin', 'synced') })
+    // A clean stop runs a checkpoint past everything.
+    await close()
+    const seen = timings.slice(from).map((timing) => `${timing.kind} ${path.basename(timing.dir)}`)
+    const checkpointWrite = seen.indexOf(`write ${path.basename(dataDir)}`)
+    assert.ok(checkpointWrite > 0, seen.join(', '))
+    const before = seen.slice(0, checkpointWrite)
+    assert.ok(
+      before.includes('file-sync keys'),
+      `the key file is fsynced first: ${seen.join(', ')}`,
+    )
+    assert.ok(before.includes('dir-sync keys'), `keys/ is fsynced first: ${seen.join(', ')}`)
+    assert.equal(readCheckpointFile(dataDir), readLog(dataDir).highest)
+  })
+
+  it('finds every acknowledged key after a SIGKILL, each with exactly one event, and no key without its user', {
+    timeout: 90_000,
+  }, async (t) => {
+    const dataDir = await dataDirOf(t, 'keys-kill-')
+    // Killed right after one change resolved: its key file may not even be written yet.
+    const one = runChild(t, ['write', dataDir, '1', 'one'], {
+      CHECKPOINT_MS: String(NO_CHECKPOINT),
+    })
+    const acked = await killAfter(one, 1)
+    // Then eight writers, killed while they run, checkpoints running back to back.
+    const many = runChild(t, ['write', dataDir, '0', 'many'], { CHECKPOINT_MS: '50' })
+    acked.push(...(await killAfter(many, 300)))
+    const { store } = await openStore(t, dataDir)
+    const events = await feed(store)
+    /** The user of each key found, from its kept answer. */
+    const users = new Map<string, string>()
+    for (const key of [
+      'one-0',
+      ...Array.from({ length: acked.length + 100 }, (_, n) => `many-${n}`),
+    ]) {
+      const found = await store.keys.find('writer', key)
+      if (found === undefined) continue
+      assert.equal(found.answer.status, 201)
+      const id = (JSON.parse(found.answer.body ?? '{}') as { id: string }).id
+      users.set(id, key)
+      assert.ok((await store.get(id)) !== undefined, `${key}'s user ${id} is not there`)
+    }
+    for (const line of acked) {
+      const [key, userId] = line.split(' ')
+      assert.equal(users.get(userId ?? ''), key, `${line}: acknowledged, its key is not found`)
+    }
+    assert.equal(store.count(), users.size, 'no user without its key')
+    for (const id of users.keys()) {
+      assert.deepEqual(
+        events.filter((event) => event.endsWith(` ${id}`)),
+        [`user.created ${id}`],
+        `exactly one event for ${id}`,
+      )
+    }
+  })
+
+  it("reads the bodies of keyed changes' events from their segment, past their key lines (beyond the cache of the newest)", async (t) => {
+    const dataDir = await dataDirOf(t, 'keys-bodies-')
+    const { store } = await openStore(t, dataDir)
+    const made = await store.create(
+      makeUser({ name: 'Keyed', metadata: bigMetadata('k') }),
+      undefined,
+      {
+        idempotency: keyToKeep('admin', 'body-0'),
+      },
+    )
+    // About 2 MB of events: more than the cache of the newest bodies holds.
+    for (let i = 1; i <= 40; i += 1) {
+      await store.update(
+        made.user.id,
+        (current) =>
+          changeUser(current.user, { metadata: { ...current.user.metadata, k01: `v${i}` } }),
+        { idempotency: keyToKeep('admin', `body-${i}`) },
+      )
+    }
+    const items = []
+    let after: string | undefined
+    for (;;) {
+      const page = await store.events.read({ limit: 41, ...(after === undefined ? {} : { after }) })
+      if (page.items.length === 0) break
+      items.push(...page.items)
+      after = page.nextCursor
+    }
+    assert.deepEqual(
+      items.map((event) => `${event.type} ${event.version}`),
+      ['user.created 1', ...Array.from({ length: 40 }, (_, i) => `user.updated ${i + 2}`)],
+    )
+    assert.equal((JSON.parse(items[0]?.userJson ?? '{}') as { name: string }).name, 'Keyed')
+  })
+
+  it('keeps neither a key nor its event when the append was torn, and never lends that key to a later event', async (t) => {
+    const dataDir = await dataDirOf(t, 'keys-torn-')
+    const first = await openStore(t, dataDir)
+    await first.store.create(makeUser(), undefined, { idempotency: keyToKeep('admin', 'whole') })
+    await first.close()
+    const torn = createdLine(dataDir, 'Torn Create')
+    const kept = aloneKey('admin', 'torn')
+    const segment = lastSegment(dataDir)
+    const size = statSync(segment).size
+    // The key's line whole, its event's line cut short: a crash in the middle of the write.
+    appendFileSync(segment, keyLineFor(kept, torn.id) + torn.line.slice(0, 80))
+
+    const second = await openStore(t, dataDir)
+    assert.ok(
+      second.logs.some((line) => line['msg'] === TORN),
+      'the torn event line was cut',
+    )
+    assert.equal(await second.store.keys.find('admin', 'torn'), undefined, 'no key')
+    assert.equal(await second.store.get(torn.userId), undefined, 'no change')
+    assert.ok(statSync(segment).size > size, 'the whole key line stays in the log')
+    // The next change takes an id past the key line's, so that it never follows as its event.
+    const later = await second.store.create(makeUser())
+    const laterEvent = readLog(dataDir).events.find((event) => event.userId === later.user.id)
+    assert.ok(laterEvent !== undefined && laterEvent.id > torn.id, laterEvent?.id)
+    await second.close()
+    // Replayed from the start: the key still has no event of its own.
+    writeFileSync(path.join(dataDir, 'checkpoint.json'), '{"through":"0000000000000000"}\n')
+    const third = await openStore(t, dataDir)
+    assert.equal(await third.store.keys.find('admin', 'torn'), undefined, 'still no key')
+    assert.ok(await third.store.keys.find('admin', 'whole'))
+    assert.equal(existsSync(keyPath(dataDir, 'admin', 'torn')), false)
+  })
+
+  it('keeps no key of a voided event, and keeps the key of the same lines without the void', async (t) => {
+    const dataDir = await dataDirOf(t, 'keys-void-')
+    const first = await openStore(t, dataDir)
+    await first.store.create(makeUser())
+    await first.close()
+    const voided = createdLine(dataDir, 'Voided Create')
+    const segment = lastSegment(dataDir)
+    appendFileSync(
+      segment,
+      `${keyLineFor(aloneKey('admin', 'voided'), voided.id)}${voided.line}\n{"void":"${voided.id}"}\n`,
+    )
+    const counted = createdLine(dataDir, 'Counted Create')
+    const countedKey = aloneKey('admin', 'counted')
+    appendFileSync(segment, `${keyLineFor(countedKey, counted.id)}${counted.line}\n`)
+
+    const { store } = await openStore(t, dataDir)
+    assert.equal(await store.get(voided.userId), undefined)
+    assert.equal(await store.keys.find('admin', 'voided'), undefined, 'a voided event keeps no key')
+    assert.equal(existsSync(keyPath(dataDir, 'admin', 'voided')), false)
+    assert.ok((await store.get(counted.userId)) !== undefined, 'the counted change was replayed')
+    assert.deepEqual(await store.keys.find('admin', 'counted'), countedKey)
+  })
+
+  it('writes a deleted key file again from the log when it replays past the checkpoint', async (t) => {
+    const dataDir = await dataDirOf(t, 'keys-replay-')
+    const first = await openStore(t, dataDir, { checkpointMs: NO_CHECKPOINT })
+    const idempotency = keyToKeep('admin', 'replayed')
+    const record = await first.store.create(makeUser(), undefined, { idempotency })
+    const updating = keyToKeep('admin', 'replayed-update')
+    await first.store.update(
+      record.user.id,
+      (current) => changeUser(current.user, { name: 'Replayed' }),
+      { idempotency: updating },
+    )
+    await first.close()
+    const file = keyPath(dataDir, 'admin', 'replayed')
+    rmSync(file)
+    rmSync(keyPath(dataDir, 'admin', 'replayed-update'))
+    // A power loss may lose files renamed after the checkpoint: this one is back to before both.
+    writeFileSync(path.join(dataDir, 'checkpoint.json'), '{"through":"0000000000000000"}\n')
+
+    const second = await openStore(t, dataDir)
+    const replayed = second.logs.find(
+      (line) => line['msg'] === 'replayed the event log past its checkpoint',
+    )
+    assert.equal(replayed?.['keys'], 2)
+    const kept = keptOnce(idempotency)
+    assert.deepEqual(JSON.parse(readFileSync(file, 'utf8')), kept)
+    assert.equal(Math.round(statSync(file).mtimeMs), kept.expiresAt, 'its expiry as its time')
+    assert.deepEqual(await second.store.keys.find('admin', 'replayed'), kept)
+    assert.deepEqual(await second.store.keys.find('admin', 'replayed-update'), keptOnce(updating))
+  })
+
+  it('answers storage_unavailable and keeps no key when the fsync of a key kept alone fails', {
+    timeout: 60_000,
+  }, async (t) => {
+    if (shim.skip !== undefined) return t.skip(shim.skip)
+    const dataDir = await dataDirOf(t, 'keys-fsync-')
+    const marker = path.join(path.dirname(dataDir), 'fail-fsync')
+    const env = shimEnv(shim.library, {
+      failMarker: marker,
+      failKind: 'file',
+      failUnder: path.join(dataDir, 'keys'),
+    })
+    const child = runChild(t, ['alone', dataDir], env)
+    const { code } = await child.exited
+    assert.equal(code, 0, child.stderr())
+    const lines = child.stdout().split('\n')
+    assert.deepEqual(JSON.parse(lines[1] ?? ''), {
+      name: 'ServiceError',
+      code: 'storage_unavailable',
+      outcome: null,
+      health: 'read_only',
+    })
+    assert.equal(lines[2], 'found false')
+    assert.ok(existsSync(marker), 'the fsync failed')
+    rmSync(marker)
+    assert.deepEqual(keyFiles(dataDir), [], 'no key file, no temp file')
+    const { store } = await openStore(t, dataDir)
+    assert.equal(await store.keys.find('alone-subject', 'alone-1'), undefined)
+  })
+
+  it('finds a key whose file could not be written (its event durable) from memory, and the restart writes it from the log', {
+    timeout: 60_000,
+  }, async (t) => {
+    if (shim.skip !== undefined) return t.skip(shim.skip)
+    const dataDir = await dataDirOf(t, 'keys-pinned-')
+    const marker = path.join(path.dirname(dataDir), 'fail-rename')
+    const env = {
+      ...shimEnv(shim.library, {
+        failRenameMarker: marker,
+        failUnder: path.join(dataDir, 'keys'),
+        failErrno: constants.errno.ENOSPC,
+      }),
+      CHECKPOINT_MS: '50',
+    }
+    const child = runChild(t, ['pinned', dataDir], env)
+    while (!child.stdout().includes('done\n')) {
+      if (exited(child)) assert.fail(`the child stopped:\n${child.stderr()}`)
+      await sleep(10)
+    }
+    const lines = child.stdout().split('\n')
+    const userId = /^created (\S+)$/.exec(lines[1] ?? '')?.[1]
+    assert.ok(userId !== undefined, child.stdout())
+    assert.equal(lines[2], 'found true', 'found from memory, its file unwritten')
+    child.proc.kill('SIGKILL')
+    await child.exited
+    assert.deepEqual(keyFiles(dataDir), [], 'no key file was renamed into place')
+    const event = readLog(dataDir).events.find((logged) => logged.userId === userId)
+    assert.ok(event !== undefined)
+    assert.ok(
+      (readCheckpointFile(dataDir) ?? '') < event.id,
+      'the checkpoint stayed behind the event whose key file is missing',
+    )
+    rmSync(marker)
+    const { store } = await openStore(t, dataDir)
+    const found = await store.keys.find('pinned-subject', 'pinned-1')
+    assert.equal(found?.answer.status, 201)
+    assert.equal(JSON.parse(found?.answer.body ?? '{}').id, userId)
+    assert.ok(existsSync(keyPath(dataDir, 'pinned-subject', 'pinned-1')), 'written by the replay')
+  })
+
+  it('deletes the files of expired keys within the sweep interval, never an unexpired one', async (t) => {
+    const dataDir = await dataDirOf(t, 'keys-sweep-')
+    let clock = Date.now()
+    const { store } = await openStore(t, dataDir, { now: () => clock, keySweepMs: 50 })
+    await store.keys.keepAlone(aloneKey('admin', 'alone-short', clock + 1_000))
+    await store.create(makeUser(), undefined, {
+      idempotency: keyToKeep('admin', 'change-short', { expiresAt: clock + 1_000 }),
+    })
+    const long = aloneKey('admin', 'long', clock + 60_000)
+    await store.keys.keepAlone(long)
+    const longFile = keyPath(dataDir, 'admin', 'long')
+    // A copy that did not keep times: its time says nothing of its expiry any more.
+    utimesSync(longFile, 1, 1)
+    await sleep(200)
+    assert.equal(keyFiles(dataDir).length, 3, 'nothing has expired yet')
+    assert.equal(Math.round(statSync(longFile).mtimeMs), long.expiresAt, 'its expiry put back')
+
+    clock += 2_000
+    const deadline = Date.now() + 2_000
+    while (keyFiles(dataDir).length > 1 && Date.now() < deadline) await sleep(10)
+    assert.deepEqual(keyFiles(dataDir), [path.basename(longFile)])
+    assert.equal(await store.keys.find('admin', 'alone-short'), undefined)
+    assert.equal(await store.keys.find('admin', 'change-short'), undefined)
+    assert.deepEqual(await store.keys.find('admin', 'long'), long)
+  })
+
+  it('holds a cache of kept keys bounded in bytes, and finds the rest from their files', async (t) => {
+    const dataDir = await dataDirOf(t, 'keys-cache-')
+    const budget = 64 * 1024
+    const { store } = await openStore(t, dataDir, { keyCacheBytes: budget })
+    const made = await store.create(makeUser())
+    const kept: KeptKey[] = []
+    for (let n = 0; n < 300; n += 10) {
+      await Promise.all(
+        Array.from({ length: 10 }, async (_, i) => {
+          const idempotency = keyToKeep('admin', `cached-${n + i}`)
+          if (i === 0) {
+            await store.update(
+              made.user.id,
+              (current) => changeUser(current.user, { metadata: { n: String(n) } }),
+              { idempotency },
+            )
+          } else {
+            await store.keys.keepAlone(aloneKey('admin', `cached-${n + i}`))
+          }
+          const logged = idempotency.kept[0]
+          if (logged !== undefined) kept[n + i] = logged
+        }),
+      )
+      assert.ok(store.keyFiles.cachedBytes <= budget, `${store.keyFiles.cachedBytes} bytes`)
+    }
+    assert.ok(store.keyFiles.cachedBytes > budget / 2, 'the cache is used')
+    for (let n = 0; n < 300; n += 1) {
+      const found = await store.keys.find('admin', `cached-${n}`)
+      assert.equal(found?.key, `cached-${n}`)
+      if (n % 10 === 0) assert.deepEqual(found, kept[n])
+      assert.ok(store.keyFiles.cachedBytes <= budget)
+    }
+  })
+})
