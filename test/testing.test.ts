@@ -28,7 +28,7 @@ describe('startTestService (user-service/testing)', () => {
     )
   })
 
-  it('gives tokens with the scopes and subject asked for (all four by default)', async (t) => {
+  it('gives tokens with the scopes and subject asked for (every scope by default)', async (t) => {
     const service = await startTestService()
     t.after(service.close)
     const claims = (token: string): Record<string, unknown> =>
@@ -36,7 +36,10 @@ describe('startTestService (user-service/testing)', () => {
         string,
         unknown
       >
-    assert.equal(claims(service.token())['scope'], 'users:read users:write users:admin events:read')
+    assert.equal(
+      claims(service.token())['scope'],
+      'users:read users:write users:admin events:read webhooks:admin',
+    )
     assert.equal(claims(service.token())['sub'], 'test-user')
     assert.equal(claims(service.token('users:read', 'alice'))['sub'], 'alice')
     const readOnly = service.token(['users:read'])
