@@ -1,5 +1,4 @@
-import { appendFileSync } from 'node:fs'
-import { unlink } from 'node:fs/promises'
+import { appendFile, unlink } from 'node:fs/promises'
 import path from 'node:path'
 
 import { internalFault, ServiceError } from '../../domain/errors.js'
@@ -53,6 +52,9 @@ export class WebhookFiles implements WebhookKeeping {
   /** The endpoints whose files exist (a cursor noted for one deleted since is not saved). */
   readonly #known = new Set<string>()
   readonly #logLines = new Map<string, number>()
+  /** Log lines of each endpoint not written yet, and whether a write of them is under way. */
+  readonly #unwritten = new Map<string, string[]>()
+  readonly #writingLog = new Set<string>()
   #flushing: NodeJS.Timeout | undefined
   #flushFailed = false
 
@@ -132,26 +134,56 @@ export class WebhookFiles implements WebhookKeeping {
     this.#pending.set(id, after)
   }
 
+  /**
+   * Queues the attempt's line and resolves at once: the endpoint's next attempt does not wait for
+   * the disk (where the thread pool would queue the write behind the user writes' syncs). The
+   * lines go out in order, those that came meanwhile in one append; a crash may lose the lines of
+   * the last attempts, never show an attempt that was not made. A failed append is logged.
+   */
   appendAttempt(
     id: string,
     attempt: DeliveryAttempt,
     kept: () => readonly DeliveryAttempt[],
   ): Promise<void> {
+    if (!this.#known.has(id)) return Promise.resolve()
+    const lines = this.#unwritten.get(id) ?? []
+    lines.push(`${toAttemptLine(attempt)}\n`)
+    this.#unwritten.set(id, lines)
+    if (!this.#writingLog.has(id)) {
+      this.#writingLog.add(id)
+      this.#writeLog(id, kept).catch((error: unknown) => {
+        this.#logger.warn('could not append to a webhook delivery log', {
+          webhookId: id,
+          code: (error as { cause?: { code?: unknown } }).cause?.code,
+        })
+      })
+    }
+    return Promise.resolve()
+  }
+
+  /** Appends the endpoint's unwritten lines until none are left, then trims the log if long. */
+  #writeLog(id: string, kept: () => readonly DeliveryAttempt[]): Promise<void> {
     const names = webhookFileNames(id)
     return this.#step(id, false, async (dir) => {
-      if (!this.#known.has(id)) return
-      const lines = (this.#logLines.get(id) ?? 0) + 1
-      // Synchronously: a few microseconds on the page cache, where the thread pool would queue
-      // it behind the user writes' syncs, and the endpoint's next attempt waits for it.
-      appendFileSync(path.join(dir.path, names.log), `${toAttemptLine(attempt)}\n`, {
-        mode: 0o600,
-      })
-      this.#logLines.set(id, lines)
-      if (lines <= KEPT_ATTEMPTS + LOG_SLACK) return
-      const newest = kept()
-      const text = newest.map((entry) => `${toAttemptLine(entry)}\n`).join('')
-      await dir.writeFile(names.log, text, undefined, false)
-      this.#logLines.set(id, newest.length)
+      try {
+        for (;;) {
+          const lines = this.#unwritten.get(id) ?? []
+          this.#unwritten.delete(id)
+          if (lines.length === 0 || !this.#known.has(id)) return
+          await appendFile(path.join(dir.path, names.log), lines.join(''), { mode: 0o600 })
+          const count = (this.#logLines.get(id) ?? 0) + lines.length
+          this.#logLines.set(id, count)
+          if (count <= KEPT_ATTEMPTS + LOG_SLACK) continue
+          // The log in memory holds every line not written yet too: the rewrite covers them.
+          const newest = kept()
+          this.#unwritten.delete(id)
+          const text = newest.map((entry) => `${toAttemptLine(entry)}\n`).join('')
+          await dir.writeFile(names.log, text, undefined, false)
+          this.#logLines.set(id, newest.length)
+        }
+      } finally {
+        this.#writingLog.delete(id)
+      }
     })
   }
 
