@@ -5,7 +5,6 @@
  * more. Redirects are never followed (a 3xx fails the attempt like any other status).
  */
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http'
-import { Agent as HttpsAgent, request as httpsRequest } from 'node:https'
 import { performance } from 'node:perf_hooks'
 
 import type { DeliveryError } from '../domain/webhook.js'
@@ -46,14 +45,37 @@ export interface AttemptOutcome {
   readonly retryAfterSeconds?: number
 }
 
+type HttpsModule = typeof import('node:https')
+let https: Promise<HttpsModule> | undefined
+
+/**
+ * node:https (and TLS under it) is loaded at the first https endpoint: a service that delivers to
+ * none, or only over http, does not carry it in memory.
+ */
+function loadHttps(): Promise<HttpsModule> {
+  https ??= import('node:https')
+  return https
+}
+
 /** Connections kept alive between the attempts to one endpoint, one at a time. */
-export function createEndpointAgent(url: string): HttpAgent {
+export async function createEndpointAgent(url: string): Promise<HttpAgent> {
   const options = { keepAlive: true, maxSockets: 1 }
-  return new URL(url).protocol === 'https:' ? new HttpsAgent(options) : new HttpAgent(options)
+  if (new URL(url).protocol !== 'https:') return new HttpAgent(options)
+  return new (await loadHttps()).Agent(options)
 }
 
 /** Makes one attempt; never rejects. */
-export function sendAttempt(
+export async function sendAttempt(
+  request: AttemptRequest,
+  options: AttemptOptions,
+): Promise<AttemptOutcome> {
+  const secure = new URL(request.url).protocol === 'https:'
+  const send = secure ? (await loadHttps()).request : httpRequest
+  return attemptWith(send, request, options)
+}
+
+function attemptWith(
+  send: typeof httpRequest,
   request: AttemptRequest,
   options: AttemptOptions,
 ): Promise<AttemptOutcome> {
@@ -82,7 +104,6 @@ export function sendAttempt(
       return
     }
     const state: LookupState = { outcome: 'pending' }
-    const send = url.protocol === 'https:' ? httpsRequest : httpRequest
     const req = send(url, {
       method: 'POST',
       headers: {

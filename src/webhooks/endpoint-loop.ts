@@ -259,7 +259,7 @@ export class EndpointLoop {
         {
           allow: this.#context.allow,
           timeoutMs: this.#context.timeoutMs,
-          agent: this.#agentFor(hook.endpoint.url),
+          agent: await this.#agentFor(hook.endpoint.url),
           signal: controller.signal,
         },
       )
@@ -281,10 +281,10 @@ export class EndpointLoop {
   }
 
   /** The kept-alive connections to the endpoint's URL (new ones when the URL changed). */
-  #agentFor(url: string): Agent {
+  async #agentFor(url: string): Promise<Agent> {
     if (this.#agent?.url !== url) {
       this.#agent?.agent.destroy()
-      this.#agent = { url, agent: createEndpointAgent(url) }
+      this.#agent = { url, agent: await createEndpointAgent(url) }
     }
     return this.#agent.agent
   }

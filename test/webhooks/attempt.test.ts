@@ -278,7 +278,7 @@ describe('sendAttempt: connections', () => {
     let body = 'ok'
     const receiver = await startReceiver((_, res) => res.writeHead(200).end(body))
     t.after(() => receiver.close())
-    const agent = createEndpointAgent(receiver.url)
+    const agent = await createEndpointAgent(receiver.url)
     t.after(() => agent.destroy())
     await attempt(receiver.url, { agent })
     await attempt(receiver.url, { agent })
