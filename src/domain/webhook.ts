@@ -59,3 +59,23 @@ export interface DeliveryAttempt {
   /** The first 1 KiB of the answer's body as text, "" when there was none. */
   readonly response: string
 }
+
+/**
+ * One entry of the delivery log as JSON, its fields in the documented order: the API's item and
+ * the file store's log line alike.
+ */
+export function attemptJson(attempt: DeliveryAttempt): string {
+  return JSON.stringify({
+    id: attempt.id,
+    webhookId: attempt.webhookId,
+    eventId: attempt.eventId,
+    eventType: attempt.eventType,
+    attempt: attempt.attempt,
+    time: attempt.time,
+    durationMs: attempt.durationMs,
+    result: attempt.result,
+    responseStatus: attempt.responseStatus,
+    error: attempt.error,
+    response: attempt.response,
+  })
+}

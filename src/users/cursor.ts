@@ -1,6 +1,5 @@
-import { createHmac, timingSafeEqual } from 'node:crypto'
-
 import { ServiceError } from '../domain/errors.js'
+import { createSealedJson } from '../domain/sealed-json.js'
 import { USER_STATUSES, type UserStatus } from '../domain/user.js'
 import { isCanonicalUuid } from '../domain/uuid7.js'
 
@@ -23,54 +22,29 @@ export interface CursorCodec {
 }
 
 /**
- * Opaque, tamper-evident cursors: JSON, base64url, and an HMAC under a key derived from the
- * service's secret, so that they outlive a restart but not a change of secret or service.
+ * Opaque, tamper-evident cursors (domain/sealed-json.ts), so that they outlive a restart but not a
+ * change of secret or service.
  */
 export function createCursorCodec(secret: Buffer): CursorCodec {
-  const key = createHmac('sha256', secret).update('user-service cursor key v1').digest()
-  const sign = (payload: string): Buffer => createHmac('sha256', key).update(payload).digest()
-
+  const sealed = createSealedJson(secret, 'user-service cursor key v1')
   return {
     encode(state) {
-      const payload = Buffer.from(
-        JSON.stringify([
-          1,
-          state.after,
-          state.sort,
-          state.statuses ?? null,
-          state.email ?? null,
-          state.q ?? null,
-        ]),
-      ).toString('base64url')
-      return `${payload}.${sign(payload).toString('base64url')}`
+      return sealed.seal([
+        1,
+        state.after,
+        state.sort,
+        state.statuses ?? null,
+        state.email ?? null,
+        state.q ?? null,
+      ])
     },
     decode(text) {
-      const [payload, signature, ...rest] = text.split('.')
-      if (payload === undefined || signature === undefined || rest.length > 0) throw badCursor()
-      const expected = sign(payload)
-      const given = Buffer.from(signature, 'base64url')
-      if (
-        given.toString('base64url') !== signature ||
-        given.length !== expected.length ||
-        !timingSafeEqual(given, expected)
-      ) {
-        throw badCursor()
-      }
-      return parseState(Buffer.from(payload, 'base64url').toString('utf8'))
+      return parseState(sealed.open(text))
     },
   }
 }
 
-function parseState(json: string): CursorState {
-  let value: unknown
-  // biome-ignore format: the Stryker directive must stay on the line before `catch`
-  try {
-    value = JSON.parse(json)
-  }
-  // Stryker disable next-line BlockStatement: without it value stays undefined, which the array check below refuses alike
-  catch {
-    throw badCursor()
-  }
+function parseState(value: unknown): CursorState {
   if (!Array.isArray(value) || value.length !== 6 || value[0] !== 1) throw badCursor()
   const [, after, sort, statuses, email, q] = value as unknown[]
   if (typeof after !== 'string' || !isCanonicalUuid(after)) throw badCursor()

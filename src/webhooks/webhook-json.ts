@@ -1,5 +1,5 @@
 import { toEtag } from '../domain/user.js'
-import type { DeliveryAttempt, WebhookEndpoint } from '../domain/webhook.js'
+import type { WebhookEndpoint } from '../domain/webhook.js'
 
 /** An endpoint as the API shows it, its fields in the documented order (never a secret). */
 export function webhookJson(endpoint: WebhookEndpoint): string {
@@ -14,23 +14,6 @@ export function webhookJsonWithSecret(endpoint: WebhookEndpoint, secret: string)
 /** The strong ETag of an endpoint: it follows `version`, as a user's does. */
 export function webhookEtag(endpoint: WebhookEndpoint): string {
   return toEtag(endpoint.version)
-}
-
-/** One entry of the delivery log, its fields in the documented order. */
-export function attemptJson(attempt: DeliveryAttempt): string {
-  return JSON.stringify({
-    id: attempt.id,
-    webhookId: attempt.webhookId,
-    eventId: attempt.eventId,
-    eventType: attempt.eventType,
-    attempt: attempt.attempt,
-    time: attempt.time,
-    durationMs: attempt.durationMs,
-    result: attempt.result,
-    responseStatus: attempt.responseStatus,
-    error: attempt.error,
-    response: attempt.response,
-  })
 }
 
 function ordered(endpoint: WebhookEndpoint): Record<string, unknown> {

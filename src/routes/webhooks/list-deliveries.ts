@@ -1,5 +1,5 @@
+import { attemptJson } from '../../domain/webhook.js'
 import { badParameter, readQueryParameters } from '../../http/query-parameters.js'
-import { attemptJson } from '../../webhooks/webhook-json.js'
 import { NOT_BLANK } from '../parameter-schemas.js'
 import { type Json, type Route, ref } from '../route.js'
 import { WEBHOOK_ROUTE, webhookId } from './webhook-replies.js'

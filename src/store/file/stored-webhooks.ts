@@ -1,6 +1,7 @@
 import { EVENT_ID, EVENT_TYPES, type EventType } from '../../domain/event.js'
 import { isCanonicalUuid } from '../../domain/uuid7.js'
 import {
+  attemptJson,
   DELIVERY_ERRORS,
   type DeliveryAttempt,
   type DeliveryError,
@@ -103,22 +104,8 @@ function toEventTypes(value: unknown): readonly EventType[] | null | undefined {
   return types
 }
 
-/** A delivery log's line, without its newline. */
-export function toAttemptLine(attempt: DeliveryAttempt): string {
-  return JSON.stringify({
-    id: attempt.id,
-    webhookId: attempt.webhookId,
-    eventId: attempt.eventId,
-    eventType: attempt.eventType,
-    attempt: attempt.attempt,
-    time: attempt.time,
-    durationMs: attempt.durationMs,
-    result: attempt.result,
-    responseStatus: attempt.responseStatus,
-    error: attempt.error,
-    response: attempt.response,
-  })
-}
+/** A delivery log's line, without its newline: the attempt as the API shows it. */
+export const toAttemptLine = attemptJson
 
 /** Reads a delivery log's line; undefined for a torn or foreign one. */
 export function parseAttemptLine(line: string): DeliveryAttempt | undefined {
