@@ -4,13 +4,7 @@ import { performance } from 'node:perf_hooks'
 import { type Authenticator, admitSubject, requireScope } from './auth/authenticate.js'
 import { readBearerToken } from './auth/bearer.js'
 import type { TokenClaims } from './auth/verify-token.js'
-import {
-  ClientClosedError,
-  parseJsonBody,
-  readBody,
-  refuseAnnouncedTooLarge,
-  validateContentType,
-} from './http/body.js'
+import { ClientClosedError, parseJsonBody, readBody, validateContentType } from './http/body.js'
 import { answerConditionalRead, readPreconditions } from './http/conditional-request.js'
 import { allowedMethods, type CorsOrigins, createCors } from './http/cors.js'
 import { isBehindLastRequest, isClosing, serveNoneAfter } from './http/lingering-close.js'
@@ -25,7 +19,12 @@ import type { RequestMetrics } from './metrics/service-metrics.js'
 import type { Availability } from './ops/availability.js'
 import { StorageFaultLog } from './ops/storage-faults.js'
 import { answer, cachePolicy, isWrite, mustClose } from './request-answer.js'
-import type { HeldKey, RequestKeys } from './request-idempotency.js'
+import {
+  type HeldKey,
+  holdRequestKey,
+  type RequestKeys,
+  serveKeyed,
+} from './request-idempotency.js'
 import { countRequest } from './request-limits.js'
 import { type RequestState, startRequest } from './request-state.js'
 import { type Answer, intentOf, type Route, type RouteContext, STREAMED } from './routes/route.js'
@@ -49,8 +48,6 @@ export interface AppParts {
   /** The `Idempotency-Key`s in flight; undefined: the header is ignored everywhere. */
   requestKeys?: RequestKeys | undefined
 }
-
-const NO_BYTES = Buffer.alloc(0)
 
 /**
  * The `(req, res)` listener: route → availability → rate limit → token → scope → body →
@@ -125,7 +122,8 @@ export function createRequestListener(parts: AppParts): RequestListener {
     claims: TokenClaims | undefined,
   ): Answer | Promise<Answer> => {
     if (route.body !== 'none') validateContentType(req, route.mediaTypes)
-    const held = holdKey(req, state, route, claims)
+    const held =
+      requestKeys === undefined ? undefined : holdRequestKey(requestKeys, req, state, route, claims)
     const run = (body: unknown): Answer | Promise<Answer> =>
       route.handle(contextOf(req, res, state, route, rawParams, body, claims, held))
     // A streamed body is the handler's to read, as it arrives.
@@ -135,48 +133,7 @@ export function createRequestListener(parts: AppParts): RequestListener {
       const rule = route.body
       return readBody(req).then((bytes) => run(parseJsonBody(bytes, rule)))
     }
-    // Held against the other processes sharing the store too, before the body is read.
-    return held.holdInStore().then(async () => {
-      if (route.body === 'none') return runKeyed(req, state, held, NO_BYTES, () => run(undefined))
-      const bytes = await readBody(req)
-      const body = parseJsonBody(bytes, route.body)
-      return runKeyed(req, state, held, bytes, () => run(body))
-    })
-  }
-
-  /**
-   * Holds the request's key from now until its answer is sent, on a route that takes one: after
-   * the checks that refuse a request before it may hold a key (415, an announced 413), before its
-   * body is read.
-   */
-  const holdKey = (
-    req: IncomingMessage,
-    state: RequestState,
-    route: Route,
-    claims: TokenClaims | undefined,
-  ): HeldKey | undefined => {
-    if (requestKeys === undefined || route.idempotencyKey !== true || claims === undefined) {
-      return undefined
-    }
-    refuseAnnouncedTooLarge(req)
-    const held = requestKeys.hold(req.headersDistinct['idempotency-key'], claims.sub)
-    if (held !== undefined) state.held = held
-    return held
-  }
-
-  /** A request with a key: the replay of its kept answer, or the handler, its answer kept. */
-  const runKeyed = async (
-    req: IncomingMessage,
-    state: RequestState,
-    held: HeldKey,
-    bytes: Buffer,
-    run: () => Answer | Promise<Answer>,
-  ): Promise<Answer> => {
-    const replay = await held.claim(req.method ?? 'POST', state.path, bytes)
-    if (replay !== undefined) return replay
-    const answered = await run()
-    if (answered !== STREAMED) await held.settle(answered)
-    return answered
+    return serveKeyed(req, state, route, held, run)
   }
 
   const contextOf = (

@@ -1,10 +1,15 @@
 import { createHash } from 'node:crypto'
+import type { IncomingMessage } from 'node:http'
 
+import type { TokenClaims } from './auth/verify-token.js'
 import type { KeptAnswer, KeptKey, PendingKey } from './domain/kept-key.js'
+import { parseJsonBody, readBody, refuseAnnouncedTooLarge } from './http/body.js'
 import { readIdempotencyKey } from './http/idempotency-key.js'
 import { HttpError } from './http/problem.js'
 import { DEFAULT_CONTENT_TYPE, type Reply } from './http/respond.js'
 import type { Logger } from './log/logger.js'
+import type { RequestState } from './request-state.js'
+import { type Answer, type Route, STREAMED } from './routes/route.js'
 import type { KeptKeys } from './store/kept-keys.js'
 
 export interface RequestKeysOptions {
@@ -138,6 +143,53 @@ export class HeldKey implements PendingKey {
       this.#options.logger.warn('could not release an Idempotency-Key', { error: String(error) })
     })
   }
+}
+
+const NO_BYTES: Buffer = Buffer.alloc(0)
+
+/**
+ * Holds the request's key from now until its answer is sent, on a route that takes one: after
+ * the checks that refuse a request before it may hold a key (415, an announced 413), before its
+ * body is read. Undefined for a route without keys or a request without one.
+ */
+export function holdRequestKey(
+  keys: RequestKeys,
+  req: IncomingMessage,
+  state: RequestState,
+  route: Route,
+  claims: TokenClaims | undefined,
+): HeldKey | undefined {
+  if (route.idempotencyKey !== true || claims === undefined) return undefined
+  refuseAnnouncedTooLarge(req)
+  const held = keys.hold(req.headersDistinct['idempotency-key'], claims.sub)
+  if (held !== undefined) state.held = held
+  return held
+}
+
+/**
+ * A request with a key: held against the other processes sharing the store too, before its body
+ * is read; then the replay of its kept answer, or the handler (`run`, given the parsed body) and
+ * its answer kept.
+ */
+export async function serveKeyed(
+  req: IncomingMessage,
+  state: RequestState,
+  route: Route,
+  held: HeldKey,
+  run: (body: unknown) => Answer | Promise<Answer>,
+): Promise<Answer> {
+  await held.holdInStore()
+  let bytes: Buffer = NO_BYTES
+  let body: unknown
+  if (route.body !== 'none' && route.body !== 'stream') {
+    bytes = await readBody(req)
+    body = parseJsonBody(bytes, route.body)
+  }
+  const replay = await held.claim(req.method ?? 'POST', state.path, bytes)
+  if (replay !== undefined) return replay
+  const answered = await run(body)
+  if (answered !== STREAMED) await held.settle(answered)
+  return answered
 }
 
 /** Method, path as sent and body bytes, hashed: what a kept key must be sent with again. */

@@ -14,43 +14,16 @@ import {
   parseHost,
   parseKeys,
   parseLogLevel,
-  parseNetworks,
   parseOnOff,
-  parseProxies,
-  parseRateLimit,
-  parseRetrySchedule,
   parseWorkers,
 } from './setting-parsers.js'
 
 export { ConfigError } from './setting-parsers.js'
 
-/**
- * Who reads a setting: the process entry alone, the store it builds, the service, or the bulk
- * routes (given by the service). The options types below are picked by it.
- */
-export type SettingOwner = 'process' | 'store' | 'service' | 'bulk'
+import { setting } from './setting-spec.js'
+import { TRAFFIC_SETTINGS } from './settings-traffic.js'
 
-export interface Setting<T, O extends SettingOwner = SettingOwner> {
-  readonly owner: O
-  /**
-   * The environment variables it is read from, the first one set winning; none for an option of
-   * the embedding API only.
-   */
-  readonly env: readonly string[]
-  /** What an unset variable, or an option left out, means. */
-  readonly default: T
-  /**
-   * Turns a variable's trimmed, non-empty text into the value, or throws ConfigError naming the
-   * variable.
-   */
-  readonly parse: (text: string, name: string) => T
-  /** What it means, in one line. */
-  readonly doc: string
-}
-
-function setting<T, O extends SettingOwner>(spec: Setting<T, O>): Setting<T, O> {
-  return spec
-}
+export type { Setting, SettingOwner } from './setting-spec.js'
 
 /** Every setting. Adding one: an entry here, then the code that reads it from its options. */
 export const SETTINGS = {
@@ -268,69 +241,7 @@ export const SETTINGS = {
     parse: parseCors,
     doc: 'origins a browser page may call the service from, or `*`',
   }),
-  rateLimitSubject: setting({
-    owner: 'service',
-    env: ['RATE_LIMIT_SUBJECT'],
-    default: undefined,
-    parse: parseRateLimit,
-    doc: 'requests per window for each token subject: `Q/W` (Q per W seconds) or `off`',
-  }),
-  rateLimitAddress: setting({
-    owner: 'service',
-    env: ['RATE_LIMIT_ADDRESS'],
-    default: undefined,
-    parse: parseRateLimit,
-    doc: 'requests per window for each client address without a valid token: `Q/W` or `off`',
-  }),
-  idempotencyTtlS: setting({
-    owner: 'service',
-    env: ['IDEMPOTENCY_TTL_S'],
-    default: 86_400,
-    parse: integer(1, 604_800),
-    doc: 'seconds an `Idempotency-Key` and its answer are kept after the answer',
-  }),
-  rateLimitMaxClients: setting({
-    owner: 'service',
-    env: ['RATE_LIMIT_MAX_CLIENTS'],
-    default: 100_000,
-    parse: integer(1, 10_000_000),
-    doc: 'the most subjects and addresses the rate limits count at once',
-  }),
-  trustedProxies: setting<readonly string[], 'service'>({
-    owner: 'service',
-    env: ['TRUSTED_PROXIES'],
-    default: [],
-    parse: parseProxies,
-    doc: 'proxies (addresses, CIDR blocks) whose X-Forwarded-For names the client',
-  }),
-  webhookTimeoutMs: setting({
-    owner: 'service',
-    env: ['WEBHOOK_TIMEOUT_MS'],
-    default: 15_000,
-    parse: integer(1, 120_000),
-    doc: 'a webhook attempt must get its answer status and headers within this (ms)',
-  }),
-  webhookRetrySchedule: setting<readonly number[], 'service'>({
-    owner: 'service',
-    env: ['WEBHOOK_RETRY_SCHEDULE'],
-    default: [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000],
-    parse: parseRetrySchedule,
-    doc: 'the delays (ms) before the retries of a failed webhook attempt, before jitter',
-  }),
-  webhookAllowNetworks: setting<readonly string[], 'service'>({
-    owner: 'service',
-    env: ['WEBHOOK_ALLOW_NETWORKS'],
-    default: [],
-    parse: parseNetworks,
-    doc: 'CIDR blocks webhooks may reach although they are not global unicast',
-  }),
-  webhooksMax: setting({
-    owner: 'service',
-    env: ['WEBHOOKS_MAX'],
-    default: 20,
-    parse: integer(1, 1000),
-    doc: 'the most webhook endpoints the service keeps',
-  }),
+  ...TRAFFIC_SETTINGS,
   workers: setting({
     owner: 'process',
     env: ['WORKERS'],
