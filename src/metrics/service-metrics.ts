@@ -2,6 +2,7 @@ import path from 'node:path'
 import { type IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks'
 
 import type { RouteSpec } from '../http/route-spec.js'
+import { registerProcessMetrics } from './process-metrics.js'
 import {
   type CounterChild,
   EXPOSITION_CONTENT_TYPE,
@@ -165,27 +166,8 @@ export function createServiceMetrics(sources: ServiceMetricsSources): ServiceMet
       'Commits that waited past the stall threshold to append their events.',
     )
     .labels()
-  const cpuUser = registry
-    .counter('process_cpu_user_seconds_total', 'User CPU time spent by the process.')
-    .labels()
-  const cpuSystem = registry
-    .counter('process_cpu_system_seconds_total', 'System CPU time spent by the process.')
-    .labels()
-  const cpuTotal = registry
-    .counter('process_cpu_seconds_total', 'User and system CPU time spent by the process.')
-    .labels()
-  const rss = registry.gauge('process_resident_memory_bytes', 'Resident memory size.').labels()
-  const startTime = registry
-    .gauge('process_start_time_seconds', 'When the process started, in seconds since the epoch.')
-    .labels()
-  const heapUsed = registry.gauge('nodejs_heap_size_used_bytes', 'V8 heap in use.').labels()
-  const heapTotal = registry.gauge('nodejs_heap_size_total_bytes', 'V8 heap reserved.').labels()
-  const external = registry
-    .gauge('nodejs_external_memory_bytes', 'Memory of C++ objects bound to JavaScript objects.')
-    .labels()
-
+  registerProcessMetrics(registry)
   if (sources.webhooks !== undefined) registerWebhookMetrics(registry, sources.webhooks)
-  startTime.set(Math.round(Date.now() / 1000 - process.uptime()))
   const byRoute = new Map<RouteSpec, RouteInstruments>()
   for (const route of sources.routes) {
     byRoute.set(route, instrumentsFor(route.path, durations.labels(route.path)))
@@ -230,15 +212,6 @@ export function createServiceMetrics(sources: ServiceMetricsSources): ServiceMet
     cacheEntries.set(cache.cached)
     cacheBytes.set(cache.cachedBytes)
     verifications.setTotal(cache.verifications)
-    const cpu = process.cpuUsage()
-    cpuUser.setTotal(cpu.user / 1e6)
-    cpuSystem.setTotal(cpu.system / 1e6)
-    cpuTotal.setTotal((cpu.user + cpu.system) / 1e6)
-    const memory = process.memoryUsage()
-    rss.set(memory.rss)
-    heapUsed.set(memory.heapUsed)
-    heapTotal.set(memory.heapTotal)
-    external.set(memory.external)
     if (loop !== undefined) {
       // Each sample is the whole wait of a timer of LOOP_RESOLUTION_MS: the excess is the delay.
       const excess = (nanoseconds: number): number =>

@@ -5,36 +5,11 @@ import { describe, it, type TestContext } from 'node:test'
 import type { User } from '../../src/domain/user.js'
 import type { UserServiceOptions } from '../../src/process/create-user-service.js'
 import { MemoryStore } from '../../src/store/memory-store.js'
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js'
 import { assertProblem, type TestResponse } from '../helpers/http.js'
-import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES } from '../helpers/postgres.js'
 import { startService, type TestService, uniqueEmail } from '../helpers/service.js'
+import { STORES } from '../helpers/store-cases.js'
 import { makeToken } from '../helpers/tokens.js'
 import { assertUnchangedBy } from '../helpers/users-suite.js'
-
-interface StoreCase {
-  name: string
-  skip: string | boolean
-  make: (t: TestContext) => Partial<UserServiceOptions>
-}
-
-const STORES: readonly StoreCase[] = [
-  { name: 'memory', skip: false, make: () => ({ store: new MemoryStore() }) },
-  { name: 'file', skip: false, make: () => ({}) },
-  {
-    name: 'PostgreSQL',
-    skip: SKIP_POSTGRES,
-    make: (t) => {
-      const store = new PostgresStore({
-        url: requireDatabaseUrl(),
-        schema: freshSchema(t),
-        eventPollMs: 50,
-      })
-      t.after(() => store.close())
-      return { store }
-    },
-  },
-]
 
 const KEY = '"8e03978e-40d5-43e8-bc93-6894a57f9324"'
 

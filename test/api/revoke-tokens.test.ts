@@ -2,42 +2,17 @@ import assert from 'node:assert/strict'
 import { describe, it, type TestContext } from 'node:test'
 
 import type { User } from '../../src/domain/user.js'
-import type { UserServiceOptions } from '../../src/process/create-user-service.js'
-import { MemoryStore } from '../../src/store/memory-store.js'
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js'
 import { openSse } from '../events/sse-client.js'
 import { assertProblem, type TestResponse } from '../helpers/http.js'
 import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES } from '../helpers/postgres.js'
 import { makeTempDir, startService, type TestService } from '../helpers/service.js'
+import { STORES } from '../helpers/store-cases.js'
 import { makeToken, nowSeconds } from '../helpers/tokens.js'
 import { assertFieldErrors, assertUnchangedBy } from '../helpers/users-suite.js'
 
 const UNKNOWN_ID = '0193a5f2-7c1e-7d3a-9b2f-1c2d3e4f5a6b'
 const CHALLENGE = /^Bearer realm="users", error="invalid_token"/
-
-interface StoreCase {
-  name: string
-  skip: string | boolean
-  make: (t: TestContext) => Partial<UserServiceOptions>
-}
-
-const STORES: readonly StoreCase[] = [
-  { name: 'memory', skip: false, make: () => ({ store: new MemoryStore() }) },
-  { name: 'file', skip: false, make: () => ({}) },
-  {
-    name: 'PostgreSQL',
-    skip: SKIP_POSTGRES,
-    make: (t) => {
-      const store = new PostgresStore({
-        url: requireDatabaseUrl(),
-        schema: freshSchema(t),
-        eventPollMs: 50,
-      })
-      t.after(() => store.close())
-      return { store }
-    },
-  },
-]
 
 function revoke(s: TestService, id: string, options = {}): Promise<TestResponse> {
   return s.call('POST', `/users/${id}:revokeTokens`, options)

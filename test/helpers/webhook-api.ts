@@ -5,10 +5,7 @@ import type { TestContext } from 'node:test'
 
 import type { StoredWebhook, WebhookEndpoint } from '../../src/domain/webhook.js'
 import type { UserServiceOptions } from '../../src/process/create-user-service.js'
-import { MemoryStore } from '../../src/store/memory-store.js'
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js'
 import type { RequestOptions, TestResponse } from './http.js'
-import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES } from './postgres.js'
 import { startService, type TestService } from './service.js'
 import { makeToken } from './tokens.js'
 
@@ -25,30 +22,9 @@ export interface EndpointWithSecret extends WebhookEndpoint {
   readonly secret: string
 }
 
-export interface StoreCase {
-  readonly name: string
-  readonly skip: string | boolean
-  readonly make: (t: TestContext) => Partial<UserServiceOptions>
-}
+import type { StoreCase } from './store-cases.js'
 
-/** The stores the resource is tested on: PostgreSQL when DATABASE_URL is set. */
-export const STORES: readonly StoreCase[] = [
-  { name: 'memory', skip: false, make: () => ({ store: new MemoryStore() }) },
-  { name: 'file', skip: false, make: () => ({}) },
-  {
-    name: 'PostgreSQL',
-    skip: SKIP_POSTGRES,
-    make: (t) => {
-      const store = new PostgresStore({
-        url: requireDatabaseUrl(),
-        schema: freshSchema(t),
-        eventPollMs: 50,
-      })
-      t.after(() => store.close())
-      return { store }
-    },
-  },
-]
+export { STORES, type StoreCase } from './store-cases.js'
 
 /** The service with a webhook helper: every call under /webhooks with the webhooks token. */
 export interface HookService extends TestService {
