@@ -24,4 +24,6 @@ export interface FileDurabilityOptions {
   keySweepMs?: number | undefined
   /** What the cache of kept keys may weigh, in bytes (default 4 MiB). */
   keyCacheBytes?: number | undefined
+  /** The size of the filter of kept keys, as log2 of its bits (default 23: 1 MiB). */
+  keyFilterBits?: number | undefined
 }

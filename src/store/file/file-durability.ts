@@ -101,6 +101,7 @@ export class FileDurability implements Durability {
       logger: this.#logger,
       sweepMs: options.keySweepMs,
       cacheBytes: options.keyCacheBytes,
+      filterBits: options.keyFilterBits,
     })
     const webhooksDir = path.join(this.dataDir, 'webhooks')
     this.#webhookFiles = new WebhookFiles(webhooksDir, this.#logger, this.#timings, () =>

@@ -6,6 +6,7 @@ import { isExpired, type KeptKey } from '../../domain/kept-key.js'
 import type { Logger } from '../../log/logger.js'
 import { ByteLru } from '../byte-lru.js'
 import type { KeptKeys, KeyHold } from '../kept-keys.js'
+import { NameFilter } from '../name-filter.js'
 import { WriteError } from '../write-error.js'
 import type { DurableDirectory } from './atomic-write.js'
 import type { CheckpointDir } from './checkpoint.js'
@@ -33,6 +34,8 @@ export interface KeyFilesOptions {
   readonly logger: Logger
   /** How often expired keys are deleted (default 30 s). */
   readonly sweepMs?: number | undefined
+  /** The key filter's size, as log2 of its bits (NameFilter; for tests of its false positives). */
+  readonly filterBits?: number | undefined
   /** What the cache of kept keys may weigh (default 4 MiB). */
   readonly cacheBytes?: number | undefined
 }
@@ -50,8 +53,11 @@ interface Pinned {
  * change's append to the log (EventLog) and durable with it; its file is written after, unsynced,
  * and the checkpoint does not pass its event until the file is written (and fsyncs it before it
  * moves on), so that the replay at the next start writes it otherwise. Until its file is there,
- * the key is found in memory (pinned). Memory holds only those and a cache bounded in bytes;
- * a sweep deletes the files of expired keys.
+ * the key is found in memory (pinned). Memory holds only those, a cache bounded in bytes and a
+ * filter of fixed size (NameFilter) that tells a key surely never kept, so that a new key (most
+ * requests') is not looked for on disk; a sweep deletes the files of expired keys and builds the
+ * filter again from the files it leaves. Until the first sweep after open has listed them all,
+ * every key not in memory is looked for.
  */
 export class KeyFiles implements KeptKeys {
   readonly dir: string
@@ -63,6 +69,11 @@ export class KeyFiles implements KeptKeys {
   /** Names being written durably by keepAlone. */
   readonly #alone = new Set<string>()
   readonly #writes = new Set<Promise<void>>()
+  /** Every key with a file or on its way to one; undefined until a sweep has listed them. */
+  #filter: NameFilter | undefined
+  /** The filter a sweep is building, told of every key kept meanwhile too. */
+  #building: NameFilter | undefined
+  readonly #filterBits: number | undefined
   #files: DurableDirectory | undefined
   #checkpoint: () => KeyCheckpoint | undefined = () => undefined
   #timer: NodeJS.Timeout | undefined
@@ -74,6 +85,12 @@ export class KeyFiles implements KeptKeys {
     this.#logger = options.logger
     this.#sweepMs = options.sweepMs ?? 30_000
     this.#cache = new ByteLru(options.cacheBytes ?? 4 * 1024 * 1024)
+    this.#filterBits = options.filterBits
+  }
+
+  /** Whether a sweep has listed the key files, so that a key absent from the filter is not looked for. */
+  get filtering(): boolean {
+    return this.#filter !== undefined
   }
 
   /** What the cache holds now, in bytes (never more than its budget). */
@@ -90,6 +107,8 @@ export class KeyFiles implements KeptKeys {
       this.#sweepingNow()
     }, this.#sweepMs)
     this.#timer.unref()
+    // At once: the filter is built by a sweep, and keys expired while stopped are due.
+    this.#sweepingNow()
   }
 
   /** Stops the sweep and waits for the key files being written. */
@@ -103,7 +122,10 @@ export class KeyFiles implements KeptKeys {
 
   async find(subject: string, key: string): Promise<KeptKey | undefined> {
     const name = keyFileName(subject, key)
-    const kept = this.#pinned.get(name)?.kept ?? this.#cache.get(name) ?? (await this.#read(name))
+    const kept =
+      this.#pinned.get(name)?.kept ??
+      this.#cache.get(name) ??
+      (this.#filter?.mightHold(name) === false ? undefined : await this.#read(name))
     if (kept === undefined || isExpired(kept, this.#now())) return undefined
     return kept
   }
@@ -121,6 +143,7 @@ export class KeyFiles implements KeptKeys {
   async keepAlone(kept: KeptKey): Promise<void> {
     const name = keyFileName(kept.subject, kept.key)
     this.#alone.add(name)
+    this.#filtered(name)
     try {
       await writeKeyFile(this.#directory(), kept, true)
     } finally {
@@ -138,6 +161,7 @@ export class KeyFiles implements KeptKeys {
     const name = keyFileName(kept.subject, kept.key)
     const pin: Pinned = { kept, eventId, writing: false }
     this.#pinned.set(name, pin)
+    this.#filtered(name)
     this.#checkpoint()?.holdEvent(eventId)
     this.#cache.set(name, kept, weigh(kept))
     this.#write(name, pin)
@@ -152,15 +176,30 @@ export class KeyFiles implements KeptKeys {
   async #sweepOnce(): Promise<void> {
     // Keys whose file could not be written get another try.
     for (const [name, pin] of this.#pinned) if (!pin.writing) this.#write(name, pin)
+    // Keys on their way to a file may not be listed: they are in the new filter from the start.
+    const building = new NameFilter(this.#filterBits)
+    for (const name of this.#pinned.keys()) building.add(name)
+    for (const name of this.#alone) building.add(name)
+    this.#building = building
     try {
-      await sweepKeyFiles({
+      const removed = await sweepKeyFiles({
         dir: this.dir,
         now: this.#now,
         busy: (name) => this.#pinned.has(name) || this.#alone.has(name),
+        kept: (name) => building.add(name),
       })
+      if (removed !== undefined) this.#filter = building
     } catch (error) {
       this.#logger.warn('could not sweep expired idempotency keys', { error: String(error) })
+    } finally {
+      this.#building = undefined
     }
+  }
+
+  /** A key now has a file, or will: the filters must never say it has none. */
+  #filtered(name: string): void {
+    this.#filter?.add(name)
+    this.#building?.add(name)
   }
 
   #write(name: string, pin: Pinned): void {

@@ -477,3 +477,59 @@ describe('FileStore: kept keys on disk', () => {
     }
   })
 })
+
+describe('FileStore: the filter of kept keys', () => {
+  /** Waits for the sweep at open to have listed the key files. */
+  async function filtering(store: FileStore): Promise<void> {
+    const deadline = Date.now() + 5_000
+    while (!store.keyFiles.filtering && Date.now() < deadline) await sleep(5)
+    assert.ok(store.keyFiles.filtering, 'the sweep at open built the filter')
+  }
+
+  it('does not look on disk for a key it never kept, and sees the files a sweep listed', async (t) => {
+    const dataDir = await dataDirOf(t, 'keys-filter-')
+    const first = await openStore(t, dataDir, { keySweepMs: NO_CHECKPOINT })
+    await filtering(first.store)
+    await first.store.keys.keepAlone(aloneKey('admin', 'kept'))
+    // A key file put in behind the store's back: no key of this store's, so never looked for.
+    const stranger = aloneKey('admin', 'stranger')
+    writeFileSync(keyPath(dataDir, 'admin', 'stranger'), JSON.stringify(stranger))
+    assert.equal(await first.store.keys.find('admin', 'stranger'), undefined)
+    assert.equal((await first.store.keys.find('admin', 'kept'))?.key, 'kept')
+    await first.close()
+
+    // The next open's sweep lists every file, the stranger's too.
+    const second = await openStore(t, dataDir, { keySweepMs: NO_CHECKPOINT })
+    await filtering(second.store)
+    assert.deepEqual(await second.store.keys.find('admin', 'stranger'), stranger)
+    assert.equal((await second.store.keys.find('admin', 'kept'))?.key, 'kept')
+    assert.equal(await second.store.keys.find('admin', 'never'), undefined)
+  })
+
+  it('finds every kept key after the cache forgot it, through sweeps and false positives', async (t) => {
+    const dataDir = await dataDirOf(t, 'keys-filter-small-')
+    // 256 bits for 120 keys: most names it has not seen still say "maybe", and are looked for.
+    const { store } = await openStore(t, dataDir, {
+      keySweepMs: 20,
+      keyCacheBytes: 8 * 1024,
+      keyFilterBits: 8,
+    })
+    const made = await store.create(makeUser())
+    for (let n = 0; n < 120; n += 1) {
+      const idempotency = keyToKeep('admin', `many-${n}`)
+      if (n % 3 === 0)
+        await store.update(
+          made.user.id,
+          (current) => changeUser(current.user, { metadata: { n: String(n) } }),
+          { idempotency },
+        )
+      else await store.keys.keepAlone(aloneKey('admin', `many-${n}`))
+    }
+    await sleep(100)
+    assert.ok(store.keyFiles.filtering)
+    for (let n = 0; n < 120; n += 1)
+      assert.equal((await store.keys.find('admin', `many-${n}`))?.key, `many-${n}`, `many-${n}`)
+    for (let n = 0; n < 50; n += 1)
+      assert.equal(await store.keys.find('admin', `none-${n}`), undefined)
+  })
+})
