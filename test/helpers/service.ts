@@ -10,6 +10,7 @@ import {
   type UserServiceOptions,
 } from '../../src/process/create-user-service.js'
 import type { UserService } from '../../src/service.js'
+import { TEST_MAX_EVENT_LOOP_DELAY_MS } from './child.js'
 import { type RequestOptions, request, type TestResponse, type UserPage } from './http.js'
 import { makeToken, TEST_SECRET } from './tokens.js'
 
@@ -68,6 +69,9 @@ export async function startService(
   const service = createUserService({
     secret: TEST_SECRET,
     logger: createMemoryLogger(logs),
+    // A busy CI machine can stall the test process's event loop past the 1 s default, and the
+    // service would answer 503 overloaded: only the tests of that refusal (which set it) want it.
+    maxEventLoopDelayMs: Number(TEST_MAX_EVENT_LOOP_DELAY_MS),
     ...(options.store === undefined ? { dataDir } : {}),
     ...options,
   })
