@@ -81,7 +81,8 @@ function selects(wanted: string, label: string, users: number | null): boolean {
   const [prefix = '', count] = wanted.split('@')
   return label.startsWith(prefix) && (count === undefined || String(users) === count)
 }
-const CONNECTIONS = 16
+/** wrk's connections; the goals are set at 16 (another count gives informative figures). */
+const CONNECTIONS = positiveInt('BENCH_CONNECTIONS', 16)
 const WARMUP_S = 1
 const PATCH_USERS = 1000
 const SMALL = 1000
