@@ -14,6 +14,8 @@
 // on a fresh database of that server, seeded like the bench's PostgreSQL cases (the wrk script
 // reads the first 1,000 users, as theirs does); PROFILE_TARGET=pg-reference then profiles the
 // bare `pg` reference (postgres-reference.ts get) on the same database instead.
+// PROFILE_SUBJECT=user signs the token for the first seeded user, so that every request also
+// checks its subject (docs/api.md); by default the token's subject is not a user id.
 
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
@@ -262,8 +264,9 @@ const startOnFiles = async (): Promise<{ server: Server; users: SeededUser[] }> 
 }
 
 const { server, users } = POSTGRES ? await startOnPostgres() : await startOnFiles()
+const subject = process.env['PROFILE_SUBJECT'] === 'user' ? users[0]?.id : undefined
 const script = getById(
-  AUTH,
+  subject === undefined ? AUTH : `Bearer ${makeToken(SECRET, undefined, undefined, subject)}`,
   users.map((u) => u.id),
 )
 const wrkOptions = { url: server.url, script, tmpDir: temp, connections: 16 }
