@@ -4,6 +4,7 @@ import { performance } from 'node:perf_hooks'
 import { type Authenticator, admitSubject, requireScope } from './auth/authenticate.js'
 import { readBearerToken } from './auth/bearer.js'
 import type { TokenClaims } from './auth/verify-token.js'
+import type { UserRecord } from './domain/user.js'
 import { ClientClosedError, parseJsonBody, readBody, validateContentType } from './http/body.js'
 import { answerConditionalRead, readPreconditions } from './http/conditional-request.js'
 import { allowedMethods, type CorsOrigins, createCors } from './http/cors.js'
@@ -93,19 +94,31 @@ export function createRequestListener(parts: AppParts): RequestListener {
         verdict = countRequest(req, state, rateLimiter, authenticator)
       }
     }
-    if (route.scope === undefined) return handle(req, res, state, route, rawParams, undefined)
+    if (route.scope === undefined)
+      return handle(req, res, state, route, rawParams, undefined, undefined)
     const claims =
       verdict?.() ?? authenticator.authenticate(readBearerToken(req.headers.authorization))
     state.sub = claims.sub
     const { scope } = route
+    // The id as sent: getAs takes only a canonical id, which percent-decoding leaves as it is.
+    const read =
+      route.readsUser === undefined
+        ? undefined
+        : operations.getAs(rawParams[route.readsUser] ?? '', claims.sub, claims.iat)
+    if (read !== undefined) {
+      return read.then(({ refusal, user }) => {
+        admitSubject(claims, scope, refusal)
+        return handle(req, res, state, route, rawParams, claims, user)
+      })
+    }
     const check = operations.subjectRefusal(claims.sub, claims.iat)
     if (check === undefined) {
       requireScope(claims, scope)
-      return handle(req, res, state, route, rawParams, claims)
+      return handle(req, res, state, route, rawParams, claims, undefined)
     }
     return check.then((refusal) => {
       admitSubject(claims, scope, refusal)
-      return handle(req, res, state, route, rawParams, claims)
+      return handle(req, res, state, route, rawParams, claims, undefined)
     })
   }
 
@@ -120,12 +133,13 @@ export function createRequestListener(parts: AppParts): RequestListener {
     route: Route,
     rawParams: Record<string, string>,
     claims: TokenClaims | undefined,
+    readUser: (() => UserRecord) | undefined,
   ): Answer | Promise<Answer> => {
     if (route.body !== 'none') validateContentType(req, route.mediaTypes)
     const held =
       requestKeys === undefined ? undefined : holdRequestKey(requestKeys, req, state, route, claims)
     const run = (body: unknown): Answer | Promise<Answer> =>
-      route.handle(contextOf(req, res, state, route, rawParams, body, claims, held))
+      route.handle(contextOf(req, res, state, route, rawParams, body, claims, held, readUser))
     // A streamed body is the handler's to read, as it arrives.
     if (route.body === 'stream') return run(undefined)
     if (held === undefined) {
@@ -145,6 +159,7 @@ export function createRequestListener(parts: AppParts): RequestListener {
     body: unknown,
     claims: TokenClaims | undefined,
     key: HeldKey | undefined,
+    readUser: (() => UserRecord) | undefined,
   ): RouteContext => {
     // After the body's checks: an empty header is a 400 that comes after a 413 or a 415.
     state.preconditions = readPreconditions(route, req.headers)
@@ -160,6 +175,7 @@ export function createRequestListener(parts: AppParts): RequestListener {
       change: { actor: state.sub, requestId: state.requestId },
       key,
       claims,
+      readUser,
       cors: state.cors,
       faults,
       services,

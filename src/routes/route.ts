@@ -5,6 +5,7 @@ import type { TokenClaims } from '../auth/verify-token.js'
 import type { ChangeContext } from '../domain/change-context.js'
 import type { PendingKey } from '../domain/kept-key.js'
 import type { Preconditions } from '../domain/preconditions.js'
+import type { UserRecord } from '../domain/user.js'
 import type { Reply } from '../http/respond.js'
 import type { BodyRule, RouteSpec } from '../http/route-spec.js'
 import type { Intent } from '../ops/availability.js'
@@ -44,6 +45,12 @@ export interface RouteContext {
   readonly claims: TokenClaims | undefined
   /** CORS headers as a flat name/value list for every answer; undefined when CORS is off. */
   readonly cors: readonly string[] | undefined
+  /**
+   * The user a route that declares `readsUser` reads, looked up with the token's subject check in
+   * one store call (throws not_found when there is none); undefined when it was not (no subject to
+   * check, or an id that is not canonical as sent): the handler reads it itself.
+   */
+  readonly readUser: (() => UserRecord) | undefined
   /** The storage fault log, for a handler that meets faults without throwing them (an import). */
   readonly faults: StorageFaultLog
   readonly services: RouteServices
@@ -79,6 +86,12 @@ export interface Route extends RouteSpec {
    * user. Every other route ignores the header.
    */
   readonly idempotencyKey?: boolean
+  /**
+   * The path parameter naming the one user the route reads, for a route whose work is that read:
+   * the read and the token's subject check are made together (UserOperations.getAs, one statement
+   * on PostgreSQL) and the handler finds the user in `readUser`.
+   */
+  readonly readsUser?: string
   /** Successful GETs may be stored privately and revalidated; everything else is `no-store`. */
   readonly cacheable: boolean
   /**

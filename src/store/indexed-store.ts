@@ -14,6 +14,7 @@ import type {
   Store,
   StoreCapabilities,
   StoreHealth,
+  SubjectRead,
   SubjectState,
 } from './store.js'
 import { duplicateEmail, duplicateId, notCanonical, userNotFound } from './store-errors.js'
@@ -110,12 +111,20 @@ export class IndexedStore implements Store {
   }
 
   subjectOf(id: string): Promise<SubjectState> {
+    return Promise.resolve(this.#subject(id))
+  }
+
+  getAs(id: string, subject: string): Promise<SubjectRead> {
+    return Promise.resolve({ record: this.#index.get(id), subject: this.#subject(subject) })
+  }
+
+  #subject(id: string): SubjectState {
     const user = this.#index.get(id)?.user
-    return Promise.resolve({
+    return {
       status: user?.status,
       deleted: this.#tombstones.has(id),
       tokensValidAfter: user?.tokensValidAfter,
-    })
+    }
   }
 
   list(query: ListQuery): Promise<ListPage> {

@@ -50,6 +50,12 @@ export interface SubjectState {
   readonly tokensValidAfter: string | undefined
 }
 
+/** A user read for a token's subject: the user (none when there is no such user) and the subject's state. */
+export interface SubjectRead {
+  readonly record: UserRecord | undefined
+  readonly subject: SubjectState
+}
+
 /**
  * Computes the next state of a user inside the store's lock for that user, or returns undefined
  * to keep it as it is. It may throw (a failed precondition, a refused change): nothing is written.
@@ -130,6 +136,12 @@ export interface Store {
    * status (none when there is no such user) and whether the id was deleted.
    */
   subjectOf(id: string): Promise<SubjectState>
+  /**
+   * get(id) and subjectOf(subject) in one call, both as they are at one moment: what a read of one
+   * user on behalf of a token's subject needs (one statement on PostgreSQL, where each call is a
+   * round trip to the database).
+   */
+  getAs(id: string, subject: string): Promise<SubjectRead>
   list(query: ListQuery): Promise<ListPage>
   /**
    * Throws duplicate_email when another user has the email, duplicate_id when the id is or was

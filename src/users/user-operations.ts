@@ -8,7 +8,7 @@ import {
 } from '../domain/preconditions.js'
 import type { User, UserRecord } from '../domain/user.js'
 import { createIdGenerator, type IdGenerator, isCanonicalUuid } from '../domain/uuid7.js'
-import type { ListPage, ListQuery, Store } from '../store/store.js'
+import type { ListPage, ListQuery, Store, SubjectState } from '../store/store.js'
 import {
   type UserInput,
   validateCreate,
@@ -27,6 +27,14 @@ export interface UserOperationsOptions {
    * throws to refuse it: how maintenance stops writes that were already in flight.
    */
   writeGate?: () => void
+}
+
+/** A user read together with the check of the token's subject (getAs). */
+export interface CheckedRead {
+  /** Why the token is refused (subjectRefusal's verdict), or undefined. */
+  readonly refusal: ServiceError | undefined
+  /** The user: for the route to answer once the refusal and the scope were checked. */
+  readonly user: () => UserRecord
 }
 
 /** What can be done to users, independent of HTTP: rules, preconditions and the lifecycle. */
@@ -79,6 +87,13 @@ export interface UserOperations {
     sub: string,
     iat: number | undefined,
   ): Promise<ServiceError | undefined> | undefined
+  /**
+   * get(id) and subjectRefusal(sub, iat) from one store call (one round trip to PostgreSQL):
+   * `user` throws not_found when there is no such user. Undefined, without a promise, when `sub`
+   * cannot be a user id (there is no subject to check: call get) or `id` is not a canonical id as
+   * given (call get, which decides).
+   */
+  getAs(id: string, sub: string, iat: number | undefined): Promise<CheckedRead> | undefined
   /** subjectRefusal as a rejection, for the checks that have no scope to place between. */
   checkSubject(sub: string, iat: number | undefined): Promise<void> | undefined
 }
@@ -182,6 +197,17 @@ export function createUserOperations(options: UserOperationsOptions): UserOperat
 
     subjectRefusal,
 
+    getAs(id, sub, iat) {
+      if (!isCanonicalUuid(sub) || !isCanonicalUuid(id)) return undefined
+      return store.getAs(id, sub).then(({ record, subject }) => ({
+        refusal: refusalOf(subject, iat),
+        user: () => {
+          if (record === undefined) throw notFound()
+          return record
+        },
+      }))
+    },
+
     checkSubject(sub, iat) {
       return subjectRefusal(sub, iat)?.then((refusal) => {
         if (refusal !== undefined) throw refusal
@@ -195,25 +221,27 @@ export function createUserOperations(options: UserOperationsOptions): UserOperat
   ): Promise<ServiceError | undefined> | undefined {
     // Most subjects are not user ids at all: answer without a store call.
     if (!isCanonicalUuid(sub)) return undefined
-    return store.subjectOf(sub).then(({ status, deleted, tokensValidAfter }) => {
-      // 401 before 403: a revoked token is refused as a token, whatever its subject's status.
-      if (tokensValidAfter !== undefined && !issuedSince(iat, tokensValidAfter)) {
-        return new ServiceError(
-          'token_revoked',
-          "The token was revoked: it was issued before its subject's tokensValidAfter.",
-        )
-      }
-      if (status === 'suspended') {
-        return new ServiceError(
-          'subject_suspended',
-          'The subject of this token is a suspended user.',
-        )
-      }
-      if (deleted)
-        return new ServiceError('subject_deleted', 'The subject of this token is a deleted user.')
-      return undefined
-    })
+    return store.subjectOf(sub).then((subject) => refusalOf(subject, iat))
   }
+}
+
+/** Why a token issued at `iat` is refused, given its subject's stored state, or undefined. */
+function refusalOf(
+  { status, deleted, tokensValidAfter }: SubjectState,
+  iat: number | undefined,
+): ServiceError | undefined {
+  // 401 before 403: a revoked token is refused as a token, whatever its subject's status.
+  if (tokensValidAfter !== undefined && !issuedSince(iat, tokensValidAfter)) {
+    return new ServiceError(
+      'token_revoked',
+      "The token was revoked: it was issued before its subject's tokensValidAfter.",
+    )
+  }
+  if (status === 'suspended')
+    return new ServiceError('subject_suspended', 'The subject of this token is a suspended user.')
+  if (deleted)
+    return new ServiceError('subject_deleted', 'The subject of this token is a deleted user.')
+  return undefined
 }
 
 /** Whether a token issued at `iat` (seconds) is at or after `validAfter`, in whole seconds. */

@@ -71,7 +71,7 @@ export const createDatabase = async (): Promise<BenchDatabase> => {
 const SEED_CHUNK = 5000
 
 /** `count` active users in one database, inserted in chunks with unnest (seconds for 10k). */
-const seedDatabase = async (url: string, count: number): Promise<SeededUser[]> => {
+export const seedDatabase = async (url: string, count: number): Promise<SeededUser[]> => {
   const start = Date.now() - count - 60_000
   const users: SeededUser[] = []
   for (let i = 0; i < count; i++) {

@@ -10,6 +10,12 @@
 // perf and permission to record the process), printing PROFILE_SYMBOLS symbols (default 40).
 // PROFILE_DIST=<dir> profiles another build of the service (a copy of dist/ made before a change).
 // PROFILE_STRACE=1 counts the system calls per request instead (strace -c; it slows the server).
+// PROFILE_STORE=postgres (with DATABASE_URL, e.g. under scripts/with-postgres.sh) runs the service
+// on a fresh database of that server, seeded like the bench's PostgreSQL cases (the wrk script
+// reads the first 1,000 users, as theirs does); PROFILE_TARGET=pg-reference then profiles the
+// bare `pg` reference (postgres-reference.ts get) on the same database instead.
+// PROFILE_SUBJECT=user signs the token for the first seeded user, so that every request also
+// checks its subject (docs/api.md); by default the token's subject is not a user id.
 
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
@@ -19,17 +25,19 @@ import { fileURLToPath } from 'node:url'
 
 import { compiledReference } from './compile.js'
 import { getById } from './lua-scripts.js'
+import { createDatabase, seedDatabase } from './postgres-cases.js'
 import {
   benchServiceEnv,
   cpuSeconds,
   installCleanup,
   makeTempRoot,
   SERVICE_BENCH_ENV,
+  type Server,
   startServer,
   stopServer,
   track,
 } from './procs.js'
-import { seedDataDir } from './seed.js'
+import { type SeededUser, seedDataDir } from './seed.js'
 import { makeToken } from './token.js'
 import { runWrk } from './wrk.js'
 
@@ -186,29 +194,79 @@ installCleanup()
 const temp = makeTempRoot()
 const dataDir = join(temp, 'data')
 const profDir = join(temp, 'prof')
-const users = await seedDataDir(dataDir, USERS)
+const POSTGRES = process.env['PROFILE_STORE'] === 'postgres'
 const REFERENCE = process.env['PROFILE_TARGET'] === 'auth'
+const PG_REFERENCE = process.env['PROFILE_TARGET'] === 'pg-reference'
+if (PG_REFERENCE && !POSTGRES)
+  throw new Error('PROFILE_TARGET=pg-reference needs PROFILE_STORE=postgres')
 const PERF = process.env['PROFILE_PERF'] === '1'
 const STRACE = process.env['PROFILE_STRACE'] === '1'
-const server = await startServer({
-  name: REFERENCE ? 'auth reference' : 'service',
-  command: process.execPath,
-  args: [
-    ...(PERF ? ['--perf-basic-prof'] : STRACE ? [] : ['--cpu-prof', '--cpu-prof-dir', profDir]),
-    ...(REFERENCE
-      ? [compiledReference('reference-server'), 'auth', dataDir]
-      : [join(DIST, 'bin.js')]),
-  ],
-  cwd: ROOT,
-  env: benchServiceEnv(SECRET, dataDir, {
+const profiler = PERF
+  ? ['--perf-basic-prof']
+  : STRACE
+    ? []
+    : ['--cpu-prof', '--cpu-prof-dir', profDir]
+const serviceEnv = (extra: NodeJS.ProcessEnv): NodeJS.ProcessEnv =>
+  benchServiceEnv(SECRET, dataDir, {
     LOG_LEVEL: process.env['PROFILE_LOG_LEVEL'] ?? SERVICE_BENCH_ENV.LOG_LEVEL,
     METRICS: process.env['PROFILE_METRICS'] ?? SERVICE_BENCH_ENV.METRICS,
-  }),
-  readyz: !REFERENCE,
-  timeoutMs: 120_000,
-})
+    ...extra,
+  })
+
+/** Drops the PostgreSQL case's database once the profiled server has stopped. */
+let dropDatabase = async (): Promise<void> => undefined
+
+/** The service (or the pg reference) on a fresh database that the service migrated, seeded. */
+const startOnPostgres = async (): Promise<{ server: Server; users: SeededUser[] }> => {
+  const db = await createDatabase()
+  dropDatabase = db.drop
+  // The service migrates the database at start: the reference needs its tables too.
+  const service = await startServer({
+    name: 'service (PostgreSQL)',
+    command: process.execPath,
+    args: [...(PG_REFERENCE ? [] : profiler), join(DIST, 'bin.js')],
+    cwd: ROOT,
+    env: serviceEnv({ DATABASE_URL: db.url }),
+    readyz: true,
+    timeoutMs: 120_000,
+  })
+  const seeded = await seedDatabase(db.url, USERS)
+  if (!PG_REFERENCE) return { server: service, users: seeded.slice(0, 1000) }
+  await stopServer(service)
+  const reference = await startServer({
+    name: 'PostgreSQL get reference',
+    command: process.execPath,
+    args: [...profiler, compiledReference('postgres-reference'), 'get'],
+    cwd: ROOT,
+    env: { ...process.env, DATABASE_URL: db.url },
+    readyz: false,
+  })
+  return { server: reference, users: seeded.slice(0, 1000) }
+}
+
+const startOnFiles = async (): Promise<{ server: Server; users: SeededUser[] }> => {
+  const users = await seedDataDir(dataDir, USERS)
+  const server = await startServer({
+    name: REFERENCE ? 'auth reference' : 'service',
+    command: process.execPath,
+    args: [
+      ...profiler,
+      ...(REFERENCE
+        ? [compiledReference('reference-server'), 'auth', dataDir]
+        : [join(DIST, 'bin.js')]),
+    ],
+    cwd: ROOT,
+    env: serviceEnv({}),
+    readyz: !REFERENCE,
+    timeoutMs: 120_000,
+  })
+  return { server, users }
+}
+
+const { server, users } = POSTGRES ? await startOnPostgres() : await startOnFiles()
+const subject = process.env['PROFILE_SUBJECT'] === 'user' ? users[0]?.id : undefined
 const script = getById(
-  AUTH,
+  subject === undefined ? AUTH : `Bearer ${makeToken(SECRET, undefined, undefined, subject)}`,
   users.map((u) => u.id),
 )
 const wrkOptions = { url: server.url, script, tmpDir: temp, connections: 16 }
@@ -233,6 +291,7 @@ if (tracer !== undefined) {
   await exited
 }
 await stopServer(server)
+await dropDatabase()
 if (STRACE) {
   // strace -c: % time, seconds, usecs/call, calls, errors, syscall.
   const lines = (await readFile(traceFile, 'utf8')).split('\n')

@@ -1,13 +1,20 @@
 import type { ChangeContext } from '../../src/domain/change-context.js'
 import type { User, UserRecord } from '../../src/domain/user.js'
 import { MemoryStore } from '../../src/store/memory-store.js'
-import type { ChangeUser, ListPage, ListQuery, SubjectState } from '../../src/store/store.js'
+import type {
+  ChangeUser,
+  ListPage,
+  ListQuery,
+  SubjectRead,
+  SubjectState,
+} from '../../src/store/store.js'
 
 export type StoreMethod =
   | 'get'
   | 'getMany'
   | 'isDeleted'
   | 'subjectOf'
+  | 'getAs'
   | 'list'
   | 'create'
   | 'update'
@@ -62,6 +69,10 @@ export class FaultyStore extends MemoryStore {
 
   override subjectOf(id: string): Promise<SubjectState> {
     return this.#run('subjectOf', id, () => super.subjectOf(id))
+  }
+
+  override getAs(id: string, subject: string): Promise<SubjectRead> {
+    return this.#run('getAs', id, () => super.getAs(id, subject))
   }
 
   override list(query: ListQuery): Promise<ListPage> {

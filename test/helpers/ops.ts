@@ -3,7 +3,13 @@ import { request as httpRequest, type IncomingHttpHeaders } from 'node:http'
 import type { ChangeContext } from '../../src/domain/change-context.js'
 import type { User, UserRecord } from '../../src/domain/user.js'
 import { MemoryStore } from '../../src/store/memory-store.js'
-import type { ChangeUser, ListPage, ListQuery, SubjectState } from '../../src/store/store.js'
+import type {
+  ChangeUser,
+  ListPage,
+  ListQuery,
+  SubjectRead,
+  SubjectState,
+} from '../../src/store/store.js'
 import { sleep } from './child.js'
 import { type RequestOptions, request, type TestResponse } from './http.js'
 
@@ -135,6 +141,11 @@ export class CountingStore extends MemoryStore {
   override subjectOf(id: string): Promise<SubjectState> {
     this.calls += 1
     return super.subjectOf(id)
+  }
+
+  override getAs(id: string, subject: string): Promise<SubjectRead> {
+    this.calls += 1
+    return super.getAs(id, subject)
   }
 
   override list(query: ListQuery): Promise<ListPage> {

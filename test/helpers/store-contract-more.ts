@@ -177,6 +177,35 @@ export function describeMoreStoreContract(
       }
       assert.equal(store.health().state, 'ok')
     })
+
+    it('getAs gives what get and subjectOf give, for the same user or another, whatever each is', async (t) => {
+      const store = await openStore(t, factory)
+      const at = '2030-01-02T03:04:05.000Z'
+      const active = await store.create(makeUser({ status: 'active', tokensValidAfter: at }))
+      const suspended = await store.create(makeUser({ status: 'suspended' }))
+      const gone = (await store.create(makeUser())).user.id
+      await store.delete(gone)
+      const ids = [active.user.id, suspended.user.id, gone, makeUser().id, 'not-an-id', '']
+      for (const id of ids) {
+        for (const subject of ids) {
+          const read = await store.getAs(id, subject)
+          assert.deepEqual(read, {
+            record: await store.get(id),
+            subject: await store.subjectOf(subject),
+          })
+        }
+      }
+      // Spot checks, so that the comparison above cannot pass on two wrong answers.
+      assert.deepEqual(await store.getAs(suspended.user.id, active.user.id), {
+        record: suspended,
+        subject: { status: 'active', deleted: false, tokensValidAfter: at },
+      })
+      assert.deepEqual(await store.getAs(gone, gone), {
+        record: undefined,
+        subject: { status: undefined, deleted: true, tokensValidAfter: undefined },
+      })
+      assert.equal(store.health().state, 'ok')
+    })
   })
 
   describe(`${label}: getMany`, () => {

@@ -8,6 +8,7 @@ export const getUser: Route = {
   method: 'GET',
   path: '/users/{id}',
   scope: 'users:read',
+  readsUser: 'id',
   cacheable: true,
   conditional: true,
   summary: 'Read a user',
@@ -17,6 +18,9 @@ export const getUser: Route = {
   },
   // Its If-Match (412) and If-None-Match (304) are applied to this answer, as `conditional` says.
   handle(context) {
+    // Read with the token's subject check when it has a subject to check (readsUser).
+    const { readUser } = context
+    if (readUser !== undefined) return userReply(200, readUser())
     // The hottest route: one promise, no async frames.
     return context.services.operations.get(userId(context)).then((record) => userReply(200, record))
   },

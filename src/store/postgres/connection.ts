@@ -1,4 +1,4 @@
-import type { Pool, PoolClient, PoolConfig, QueryResultRow } from 'pg'
+import type { Pool, PoolClient, PoolConfig, QueryConfig, QueryResult, QueryResultRow } from 'pg'
 
 import { ServiceError } from '../../domain/errors.js'
 import type { EventDraft } from '../../domain/event.js'
@@ -143,18 +143,24 @@ export class PgConnection {
     return this.#connection().connect()
   }
 
-  async query<R extends QueryResultRow>(shape: Statement) {
+  query<R extends QueryResultRow>(shape: Statement): Promise<QueryResult<R>> {
+    let pending: Promise<QueryResult<R>>
     try {
-      const result = await this.#connection().query<R>({
-        name: shape.name,
-        text: shape.text,
-        values: [...shape.values],
-      })
-      this.#noteSuccess()
-      return result
+      // The driver copies the statement and only reads its values: no copy of ours per request.
+      pending = this.#connection().query<R>(shape as QueryConfig)
     } catch (error) {
-      throw this.#failure(error)
+      return Promise.reject(this.#failure(error))
     }
+    return pending.then(this.#succeeded, this.#failed)
+  }
+
+  readonly #succeeded = <T>(result: T): T => {
+    this.#noteSuccess()
+    return result
+  }
+
+  readonly #failed = (error: unknown): never => {
+    throw this.#failure(error)
   }
 
   /**

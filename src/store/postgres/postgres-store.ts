@@ -13,6 +13,7 @@ import type {
   Store,
   StoreCapabilities,
   StoreHealth,
+  SubjectRead,
   SubjectState,
 } from '../store.js'
 import { duplicateId, notCanonical, userNotFound } from '../store-errors.js'
@@ -27,7 +28,7 @@ import { one } from './rows.js'
 import { migrate } from './schema.js'
 import { type PostgresStoreOptions, SESSION_DEFAULTS } from './store-options.js'
 import { listUsers } from './user-list-query.js'
-import { getUser, getUsers, isDeleted, subjectOf } from './user-reads.js'
+import { getUser, getUserAs, getUsers, isDeleted, subjectOf } from './user-reads.js'
 import { buryAtVersion, insertUnlessBuried, updateAtVersion } from './user-writes.js'
 import { PostgresWebhooks } from './webhooks.js'
 
@@ -162,9 +163,11 @@ export class PostgresStore implements Store {
   }
 
   subjectOf(id: string): Promise<SubjectState> {
-    // One round trip for what would be two (the row and its tombstone): this runs on every
-    // request whose token's subject is a user id.
     return subjectOf(this.#db, id)
+  }
+
+  getAs(id: string, subject: string): Promise<SubjectRead> {
+    return getUserAs(this.#db, id, subject)
   }
 
   async list(query: ListQuery): Promise<ListPage> {

@@ -88,7 +88,7 @@ export function searchShape(
       FROM (${text}) AS window_rows
     )
     SELECT * FROM (
-      (SELECT w.position, true AS hit, ${prefixed('u')}
+      (SELECT w.position, true AS hit, ${userColumnsOf('u')}
         FROM walk w JOIN users u ON u.id = w.id
         WHERE w.hit AND w.position <= $${n + 1} ORDER BY w.position LIMIT $${n + 2})
       UNION ALL
@@ -102,7 +102,8 @@ export function searchShape(
   }
 }
 
-function prefixed(alias: string): string {
+/** USER_COLUMNS of the table named `alias` in a join. */
+export function userColumnsOf(alias: string): string {
   return (
     `${alias}.id, ${alias}.email, ${alias}.name, ${alias}.status, ${alias}.metadata::text AS metadata, ` +
     `${alias}.created_at, ${alias}.updated_at, ${alias}.version, ${alias}.tokens_valid_after`
