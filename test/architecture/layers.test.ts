@@ -89,6 +89,7 @@ const FOLDER_LAYERS: Readonly<Record<string, readonly (readonly string[])[]>> = 
       'store/per-key-queue.ts',
       'store/memory-keys.ts',
       'store/byte-lru.ts',
+      'store/name-filter.ts',
       'store/memory-webhooks.ts',
     ],
     // The contract: what every store is, takes and throws (a failed durable write, the observer
