@@ -29,6 +29,14 @@ export class UserIndex {
     return this.#byId.get(id)
   }
 
+  /** Every record, in ascending id order. */
+  *records(): Generator<UserRecord> {
+    for (const id of this.#sortedIds) {
+      const record = this.#byId.get(id)
+      if (record !== undefined) yield record
+    }
+  }
+
   /** The id of the user holding an email key, if any. */
   idOfEmail(emailKey: string): string | undefined {
     return this.#byEmail.get(emailKey)
