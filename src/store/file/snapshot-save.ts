@@ -44,7 +44,7 @@ export async function saveSnapshot(save: SnapshotSave): Promise<void> {
   const { root, logger } = save
   const started = performance.now()
   try {
-    await settle([save.usersDir, save.tombstonesDir])
+    if (save.clean()) await settle([save.usersDir, save.tombstonesDir])
     if (!save.clean()) {
       logger.info('no users snapshot: the store is not clean at stop', {})
       return
