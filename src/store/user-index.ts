@@ -25,6 +25,11 @@ export class UserIndex {
     return this.#byId.size
   }
 
+  /** Emails held: fewer than `size` only when puts gave two users one email. */
+  get emails(): number {
+    return this.#byEmail.size
+  }
+
   get(id: string): UserRecord | undefined {
     return this.#byId.get(id)
   }

@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks'
 
-import { recordWithJson, type UserRecord } from '../../domain/user.js'
+import { recordWithJson } from '../../domain/user.js'
 import type { UserIndex } from '../user-index.js'
 import { parseStoredUser, parseTombstone } from './stored-files.js'
 import { TURN_MS, type UserFilesContext, yieldToLoop } from './user-files-load.js'
@@ -49,27 +49,14 @@ export async function loadSnapshot(
 
 async function loadLines(snapshot: FoundSnapshot, context: SnapshotLoad): Promise<boolean> {
   const { index, tombstones } = context
-  const parsed = await parseUsers(snapshot.body, snapshot.header.userCount)
-  if (parsed === undefined) return false
-  const { records, end } = parsed
-  let turn = performance.now()
-  let put = 0
-  for (const record of records) {
-    if (index.idOfEmail(record.emailKey) !== undefined) break
-    index.put(record)
-    put += 1
-    if (performance.now() - turn > TURN_MS) {
-      await yieldToLoop()
-      turn = performance.now()
-    }
-  }
-  const graves = put === records.length ? parseTombstones(snapshot.body, end, index) : undefined
+  const put: string[] = []
+  const end = await putUsers(snapshot.body, snapshot.header.userCount, index, put)
+  // Two users with one email leave fewer emails than users (the index's put keeps the last).
+  const unique = end !== undefined && index.emails === index.size
+  const graves = unique ? parseTombstones(snapshot.body, end, index) : undefined
   if (graves === undefined) {
     // Newest first: each removal is at the end of the index's id arrays.
-    for (let at = put - 1; at >= 0; at -= 1) {
-      const record = records[at]
-      if (record !== undefined) index.remove(record.user.id)
-    }
+    for (let at = put.length - 1; at >= 0; at -= 1) index.remove(put[at] ?? '')
     return false
   }
   for (const [id, deletedAt] of graves) tombstones.set(id, deletedAt)
@@ -77,14 +64,16 @@ async function loadLines(snapshot: FoundSnapshot, context: SnapshotLoad): Promis
 }
 
 /**
- * The first `count` lines as records, ids strictly ascending, and where the next line starts;
- * undefined at the first bad one.
+ * Puts the first `count` lines in the index as records (ids strictly ascending, so each goes at
+ * the end of the index's arrays), adding each id to `put`; where the next line starts, or
+ * undefined at the first bad line.
  */
-async function parseUsers(
+async function putUsers(
   body: string,
   count: number,
-): Promise<{ records: UserRecord[]; end: number } | undefined> {
-  const records: UserRecord[] = []
+  index: UserIndex,
+  put: string[],
+): Promise<number | undefined> {
   let previous = ''
   let start = 0
   let turn = performance.now()
@@ -96,13 +85,14 @@ async function parseUsers(
     const user = parseStoredUser(line, id)
     if (user === undefined || id <= previous) return undefined
     previous = id
-    records.push(recordWithJson(user, line))
+    index.put(recordWithJson(user, line))
+    put.push(id)
     if (performance.now() - turn > TURN_MS) {
       await yieldToLoop()
       turn = performance.now()
     }
   }
-  return { records, end: start }
+  return start
 }
 
 /** The tombstone lines from `from` on; undefined when one is bad or a user's. */
