@@ -16,8 +16,9 @@ export type SnapshotLoad = Pick<UserFilesContext, 'index' | 'tombstones' | 'logg
 /**
  * Loads the users and tombstones from a snapshot taken at open (takeSnapshot), unless it was
  * missed or the replay wrote files after all (`replayed` events: the files are newer). Every
- * line is checked as a user file is; a bad one, or two users with one email, leaves memory as it
- * was and says false, as any miss does (logged with its reason): the caller reads the files.
+ * line is checked as a user file is; a bad one, two users with one email, or a digest that does
+ * not hold leaves memory as it was and says false, as any miss does (logged with its reason):
+ * the caller reads the files.
  */
 export async function loadSnapshot(
   snapshot: FoundSnapshot | SnapshotMiss,
@@ -54,7 +55,7 @@ async function loadLines(snapshot: FoundSnapshot, context: SnapshotLoad): Promis
   // Two users with one email leave fewer emails than users (the index's put keeps the last).
   const unique = end !== undefined && index.emails === index.size
   const graves = unique ? parseTombstones(snapshot.body, end, index) : undefined
-  if (graves === undefined) {
+  if (graves === undefined || !(await snapshot.intact)) {
     // Newest first: each removal is at the end of the index's id arrays.
     for (let at = put.length - 1; at >= 0; at -= 1) index.remove(put[at] ?? '')
     return false

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto'
+import { createHash, webcrypto } from 'node:crypto'
 import { readdirSync, readFileSync, statSync } from 'node:fs'
 import path from 'node:path'
 
@@ -26,7 +26,10 @@ const SNAPSHOT_TEMP = /^\.snapshot\.[0-9a-z]+\.tmp$/
  */
 const FORMAT = 1
 
-/** sha1 here detects damage (a torn or flipped file), not tampering: the fastest sound one. */
+/**
+ * sha1 here detects damage (a torn or flipped file), not tampering: the fastest sound one here
+ * (30 MB: sha1 33 ms, md5 46 ms, sha256 52 ms).
+ */
 const DIGEST = 'sha1'
 const TRAILER = /^\{"sha1":"([0-9a-f]{40})"\}\n$/
 
@@ -99,6 +102,11 @@ export interface FoundSnapshot {
   readonly through: number
   /** The user lines then the tombstone lines, each ending in a newline. */
   readonly body: string
+  /**
+   * Whether the digest holds: computed on libuv's thread pool while the lines are parsed, and
+   * awaited before the load is kept.
+   */
+  readonly intact: Promise<boolean>
 }
 
 /** Why a start reads the user files instead of the snapshot. */
@@ -140,14 +148,13 @@ export async function takeSnapshot(
   return found
 }
 
-/** The snapshot when its digest, header and line count hold; undefined otherwise. */
+/** The snapshot when its header and line count hold (its digest checked meanwhile). */
 function checkedSnapshot(bytes: Buffer): FoundSnapshot | undefined {
   if (bytes.length < 2 || bytes[bytes.length - 1] !== 0x0a) return undefined
   const trailerAt = bytes.lastIndexOf(0x0a, bytes.length - 2) + 1
   const digest = TRAILER.exec(bytes.toString('latin1', trailerAt))?.[1]
   if (digest === undefined) return undefined
   const content = bytes.subarray(0, trailerAt)
-  if (createHash(DIGEST).update(content).digest('hex') !== digest) return undefined
   const headerEnd = content.indexOf(0x0a)
   if (headerEnd < 0) return undefined
   const header = parseHeader(content.toString('utf8', 0, headerEnd))
@@ -155,7 +162,11 @@ function checkedSnapshot(bytes: Buffer): FoundSnapshot | undefined {
   if (header === undefined || through === undefined) return undefined
   const body = content.toString('utf8', headerEnd + 1)
   if (countLines(body) !== header.userCount + header.tombstoneCount) return undefined
-  return { header, through, body }
+  const intact = webcrypto.subtle.digest('SHA-1', content).then(
+    (sum) => Buffer.from(sum).toString('hex') === digest,
+    () => false,
+  )
+  return { header, through, body, intact }
 }
 
 function parseHeader(text: string): SnapshotHeader | undefined {
