@@ -72,6 +72,14 @@ export function toRecord(user: User): UserRecord {
     version: user.version,
     tokensValidAfter: user.tokensValidAfter,
   })
+  return recordWithJson(user, json)
+}
+
+/**
+ * The record of a user whose JSON is already known to be exactly what toRecord makes of it (read
+ * back from a file written from a record): no second JSON.stringify.
+ */
+export function recordWithJson(user: User, json: string): UserRecord {
   return Object.freeze({ user, json, etag: toEtag(user.version), emailKey: toEmailKey(user.email) })
 }
 

@@ -25,8 +25,21 @@ export class UserIndex {
     return this.#byId.size
   }
 
+  /** Emails held: fewer than `size` only when puts gave two users one email. */
+  get emails(): number {
+    return this.#byEmail.size
+  }
+
   get(id: string): UserRecord | undefined {
     return this.#byId.get(id)
+  }
+
+  /** Every record, in ascending id order. */
+  *records(): Generator<UserRecord> {
+    for (const id of this.#sortedIds) {
+      const record = this.#byId.get(id)
+      if (record !== undefined) yield record
+    }
   }
 
   /** The id of the user holding an email key, if any. */

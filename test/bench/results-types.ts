@@ -44,7 +44,13 @@ export interface CaseResult {
 }
 
 export interface StartResult {
+  users: number
+  /** Spawn to /readyz 200 from the snapshot the clean stop before wrote, per run. */
   serviceMs: number[]
+  /** The same start without a snapshot (a first start, or one after a crash): every file read. */
+  filesMs: number[]
+  /** SIGTERM to exit of the stop after the files-only start (it writes the snapshot). */
+  stopMs: number[]
   referenceMs: number[]
 }
 

@@ -47,6 +47,7 @@ export interface BenchResults {
   pgPost: Outcome<CaseResult>
   pgWorkers: Outcome<CaseResult>
   started: Outcome<StartResult>
+  started10k: Outcome<StartResult>
   idle: Outcome<void>
   live: Outcome<LiveCaseResult>
   startSamples: readonly StartSample[]
@@ -167,6 +168,7 @@ export const buildRows = (results: BenchResults): Row[] => {
     pgPost,
     pgWorkers,
     started,
+    started10k,
     idle,
     live,
     startSamples,
@@ -259,22 +261,52 @@ export const buildRows = (results: BenchResults): Row[] => {
       ),
     )
   } else rows.push(emptyRow('issue', workersPath, '≤ 1.1×', pgWorkers.why))
-  const startPath = 'start with 100,000 users (ref: raw node reading the files into a Map)'
-  if (started.ok) {
-    const svc = median(started.value.serviceMs)
-    const ref = median(started.value.referenceMs)
+  for (const [outcome, users, goalMs] of [
+    [started, '100,000', 500],
+    [started10k, '10,000', 300],
+  ] as const) {
+    const path = `start with ${users} users, from the snapshot of a clean stop (ref: raw node reading the files into a Map)`
+    const goal = `≤ ${fmt.s(goalMs)}`
+    if (!outcome.ok) {
+      rows.push(emptyRow('issue', path, goal, outcome.why))
+      continue
+    }
+    const svc = median(outcome.value.serviceMs)
     rows.push(
       valueRow(
         'issue',
-        startPath,
+        path,
         fmt.s(svc),
-        fmt.s(ref),
-        pairedRatio(started.value.serviceMs, started.value.referenceMs).text,
-        '≤ 1 s',
-        judge(svc <= 1000),
+        fmt.s(median(outcome.value.referenceMs)),
+        pairedRatio(outcome.value.serviceMs, outcome.value.referenceMs).text,
+        goal,
+        judge(svc <= goalMs),
       ),
     )
-  } else rows.push(emptyRow('issue', startPath, '≤ 1 s', started.why))
+  }
+  if (started.ok) {
+    const { filesMs, stopMs, referenceMs } = started.value
+    rows.push(
+      valueRow(
+        'issue',
+        'start with 100,000 users without a snapshot (first start, or after a crash: every file read)',
+        fmt.s(median(filesMs)),
+        fmt.s(median(referenceMs)),
+        pairedRatio(filesMs, referenceMs).text,
+        'info',
+        'info',
+      ),
+      valueRow(
+        'issue',
+        'stop with 100,000 users (SIGTERM to exit; writes the snapshot)',
+        fmt.s(median(stopMs)),
+        '-',
+        '-',
+        'info',
+        'info',
+      ),
+    )
+  }
   const livePaths = [
     [
       'live event latency, median (write acknowledged → SSE frame; ref: raw node:http, same write)',

@@ -719,44 +719,55 @@ const idleStartCase = async (): Promise<void> => {
 }
 
 /**
- * Start with LARGE users: one data dir seeded once (so its files are in the page cache for every
- * start), the service started on it RUNS times (spawn to the first 200 of /readyz; its RSS 1 s
- * later), alternating with the auth reference on the same files (spawn to its listening line,
- * printed once it has read every file into a Map).
+ * Start with `users` users: one data dir seeded once (so its files are in the page cache for every
+ * start). Each run starts the service without a snapshot (every file read: a first start, or one
+ * after a crash), stops it with SIGTERM (the clean stop writes the snapshot), then times the start
+ * that reads it (spawn to the first 200 of /readyz; its RSS 1 s later), alternating with the auth
+ * reference on the same files (spawn to its listening line, printed once it has read every file
+ * into a Map).
  */
-const startCase = async (): Promise<StartResult> => {
-  log(`\n== start with ${LARGE} users`)
+const startCase = async (users: number): Promise<StartResult> => {
+  log(`\n== start with ${users} users`)
   const dataDir = await newDir('start')
   try {
     const seedStart = performance.now()
-    await seedDataDir(dataDir, LARGE)
+    await seedDataDir(dataDir, users)
     await syncFs(dataDir)
-    log(`  seeded ${LARGE} users in ${((performance.now() - seedStart) / 1000).toFixed(1)} s`)
-    const serviceMs: number[] = []
-    const referenceMs: number[] = []
+    log(`  seeded ${users} users in ${((performance.now() - seedStart) / 1000).toFixed(1)} s`)
+    const result: StartResult = { users, serviceMs: [], filesMs: [], stopMs: [], referenceMs: [] }
     for (let run = 0; run < RUNS; run++) {
       const order =
         run % 2 === 0 ? (['service', 'reference'] as const) : (['reference', 'service'] as const)
       for (const which of order) {
         if (which === 'service') {
+          await rm(join(dataDir, 'snapshot'), { force: true })
+          const first = await launchService(dataDir)
+          result.filesMs.push(first.startMs)
+          const stopping = performance.now()
+          await stopServer(first)
+          result.stopMs.push(performance.now() - stopping)
+          await syncFs(dataDir)
           const server = await launchService(dataDir)
           try {
-            serviceMs.push(server.startMs)
-            await sampleStart(server, LARGE)
+            result.serviceMs.push(server.startMs)
+            log(
+              `  service with ${users} users: ${first.startMs.toFixed(0)} ms reading the files, stop ${(result.stopMs.at(-1) ?? 0).toFixed(0)} ms, ${server.startMs.toFixed(0)} ms from the snapshot`,
+            )
+            if (users === LARGE) await sampleStart(server, LARGE)
           } finally {
             await stopServer(server)
           }
         } else {
           const server = await startAuthReference(dataDir)
-          referenceMs.push(server.startMs)
+          result.referenceMs.push(server.startMs)
           log(
-            `  auth reference with ${LARGE} users: listening after ${server.startMs.toFixed(0)} ms`,
+            `  auth reference with ${users} users: listening after ${server.startMs.toFixed(0)} ms`,
           )
           await stopServer(server)
         }
       }
     }
-    return { serviceMs, referenceMs }
+    return result
   } finally {
     await rm(dataDir, { recursive: true, force: true })
   }
@@ -1011,7 +1022,8 @@ const main = async (): Promise<void> => {
     pgWorkers = await pgCase('pg-workers', 'PostgreSQL WORKERS=2 vs 1', false, pgWorkersSetup)
   }
 
-  const started = await attempt('start-up', LARGE, startCase)
+  const started = await attempt('start-up', LARGE, () => startCase(LARGE))
+  const started10k = await attempt('start-up', MEDIUM, () => startCase(MEDIUM))
   const idle = await attempt('start-up', 0, idleStartCase)
   const live = await attempt('live event latency', null, liveCase)
 
@@ -1038,6 +1050,7 @@ const main = async (): Promise<void> => {
     pgPost,
     pgWorkers,
     started,
+    started10k,
     idle,
     live,
     startSamples,

@@ -149,6 +149,12 @@ export class Checkpoint {
     return this.#userFiles.size + this.#graveFiles.size + this.#keyFiles.size
   }
 
+  /** Nothing waits for a checkpoint: no file step running or held, nothing renamed unsynced. */
+  get idle(): boolean {
+    const changed = this.#usersChanged || this.#gravesChanged || this.#keysChanged
+    return this.#pending.size + this.#held.size + this.#heldEvents.size === 0 && !changed
+  }
+
   /** A change's event is about to be appended; its file step follows, then `end`. */
   begin(userId: string, eventId: number): void {
     this.#pending.set(userId, eventId)

@@ -22,8 +22,11 @@ import { checkpointFailed, logUnwritten } from './file-faults.js'
 import { buryUser, type FileSteps, writeUser } from './file-steps.js'
 import { KeyFiles } from './key-files.js'
 import { replayTail } from './replay.js'
+import { loadSnapshot } from './snapshot-load.js'
+import { saveSnapshot } from './snapshot-save.js'
 import { closeStoreDirs, openStoreDirs, type StoreDirs } from './store-dirs.js'
 import { loadUserFiles } from './user-files-load.js'
+import { takeSnapshot } from './users-snapshot.js'
 import { WebhookFiles } from './webhook-files.js'
 
 /** Files waiting for the checkpoint past which a keyed change waits for it (about 2 MB of names). */
@@ -132,10 +135,11 @@ export class FileDurability implements Durability {
     const dirs = await openStoreDirs(this.dataDir, this.#timings)
     this.#dirs = dirs
     this.#place = await readPlace(this.usersDir)
+    const snapshot = await takeSnapshot(dirs.root, this.usersDir, this.tombstonesDir)
     const replayed = await replayTail({ eventsDir: this.eventsDir, ...dirs, now: this.#clock() })
     if (replayed.events > 0 || replayed.checkpoint === 'damaged')
       this.#logger.info('replayed the event log past its checkpoint', { ...replayed })
-    await loadUserFiles({
+    const load = {
       usersDir: this.usersDir,
       tombstonesDir: this.tombstonesDir,
       quarantineDir: this.quarantineDir,
@@ -146,7 +150,8 @@ export class FileDurability implements Durability {
       logger: this.#logger,
       timings: this.#timings,
       chunk: this.#chunk,
-    })
+    }
+    if (!(await loadSnapshot(snapshot, replayed.events, load))) await loadUserFiles(load)
     await loadFeed({
       eventLog: this.#eventLog,
       journal: state.events,
@@ -190,17 +195,37 @@ export class FileDurability implements Durability {
     await this.#pruning
     await this.keys.close()
     // A clean stop leaves nothing to replay.
-    await this.#checkpoint?.settle()
+    const checkpoint = this.#checkpoint
+    await checkpoint?.settle()
     this.#checkpoint = undefined
     await this.#eventLog.close()
     const dirs = this.#dirs
     this.#dirs = undefined
+    if (dirs !== undefined && checkpoint !== undefined) await this.#saveSnapshot(dirs, checkpoint)
     await closeStoreDirs(dirs)
     // Never fails: a read-only or vanished directory must not turn a clean stop into an error.
     const held = this.#lock.held
     if (held && !this.#lock.release()) {
       this.#logger.warn('could not remove the lock file', { file: this.#lock.file })
     }
+  }
+
+  /** The snapshot the next start reads, when memory is exactly what the files hold, durably. */
+  async #saveSnapshot(dirs: StoreDirs, checkpoint: Checkpoint): Promise<void> {
+    const state = this.#held()
+    await saveSnapshot({
+      root: dirs.root,
+      usersDir: this.usersDir,
+      tombstonesDir: this.tombstonesDir,
+      logger: this.#logger,
+      clean: () =>
+        state.health().state !== 'read_only' &&
+        checkpoint.idle &&
+        checkpoint.through === this.#eventLog.highest,
+      through: checkpoint.through,
+      records: () => state.index.records(),
+      tombstones: state.tombstones,
+    })
   }
 
   /** The event, and its request's key with it (one append: both or neither). */

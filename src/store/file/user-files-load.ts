@@ -108,6 +108,7 @@ export async function loadUserFiles(context: UserFilesContext): Promise<void> {
     removedTempFiles: temps.length,
     quarantined: quarantine.length + badTombstones.length,
     ms: Date.now() - started,
+    source: 'files',
   })
 }
 
@@ -172,8 +173,8 @@ async function freeName(dir: string, name: string): Promise<string> {
 }
 
 /** The longest stretch of files read without letting the event loop serve others. */
-const TURN_MS = 10
+export const TURN_MS = 10
 
-function yieldToLoop(): Promise<void> {
+export function yieldToLoop(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve))
 }
