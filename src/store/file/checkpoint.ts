@@ -5,6 +5,7 @@ import { formatEventId } from '../../domain/event.js'
 import type { DurableDirectory } from './atomic-write.js'
 import { hasCode } from './errno.js'
 import { safeId } from './event-segments.js'
+import { type Owed, OwedFiles } from './owed-files.js'
 
 /** In DATA_DIR: the id of the event log through which every change's files are durable. */
 export const CHECKPOINT_FILE = 'checkpoint.json'
@@ -96,6 +97,8 @@ export class Checkpoint {
   readonly #held = new Map<string, number>()
   /** Committed events whose key's file is not written yet (or could not be). */
   readonly #heldEvents = new Set<number>()
+  /** Imported users' files, written by the next checkpoint (their events are durable). */
+  readonly #owed = new OwedFiles()
   #userFiles = new Set<string>()
   #graveFiles = new Set<string>()
   #keyFiles = new Set<string>()
@@ -118,6 +121,11 @@ export class Checkpoint {
       this.#startOne()
     }, this.#options.intervalMs)
     this.#timer.unref()
+  }
+
+  /** Ends what a checkpoint keeps running between checkpoints (the owed files' writer thread). */
+  close(): Promise<void> {
+    return this.#owed.close()
   }
 
   /** No more checkpoints on the timer; `settle` still runs one. */
@@ -146,7 +154,7 @@ export class Checkpoint {
 
   /** Files renamed or removed since the last checkpoint. */
   get dirty(): number {
-    return this.#userFiles.size + this.#graveFiles.size + this.#keyFiles.size
+    return this.#userFiles.size + this.#graveFiles.size + this.#keyFiles.size + this.#owed.size
   }
 
   /** A change's event is about to be appended; its file step follows, then `end`. */
@@ -186,6 +194,36 @@ export class Checkpoint {
     this.#started = this.settle().finally(() => {
       this.#started = undefined
     })
+  }
+
+  /**
+   * The user's running change (a create) is committed, and its file is left to the next
+   * checkpoint, which writes it before it moves past the event. Call it before `end`.
+   */
+  owe(userId: string, name: string, json: string): void {
+    const eventId = this.#pending.get(userId)
+    if (eventId === undefined) throw new Error(`no change of user ${userId} is running`)
+    this.#owed.add(name, { userId, json, eventId })
+    if (this.dirty >= CHECKPOINT_FILES) this.#startOne()
+  }
+
+  /** The checkpoint writing this owed file, while it runs: a later change of its user waits. */
+  owedWriting(name: string): Promise<void> | undefined {
+    return this.#owed.writing(name)
+  }
+
+  /**
+   * Takes the owed file for its user's next change to write first; until `end`, no checkpoint
+   * passes the owed event. `reowe` gives it back when that write failed.
+   */
+  takeOwed(name: string): Owed | undefined {
+    const owed = this.#owed.take(name)
+    if (owed !== undefined) this.#pending.set(owed.userId, owed.eventId)
+    return owed
+  }
+
+  reowe(name: string, owed: Owed): void {
+    this.#owed.add(name, owed)
   }
 
   /** The file step of the user's change is over, done or failed. */
@@ -240,13 +278,14 @@ export class Checkpoint {
     for (const id of this.#held.values()) through = Math.min(through, id - 1)
     for (const id of this.#heldEvents) through = Math.min(through, id - 1)
     through = Math.max(through, this.#through)
-    const changed = this.#usersChanged || this.#gravesChanged || this.#keysChanged
+    const changed =
+      this.#usersChanged || this.#gravesChanged || this.#keysChanged || this.#owed.size > 0
     if (through === this.#through && !changed) return
     const users = this.#userFiles
     const graves = this.#graveFiles
     const keys = this.#keyFiles
     const dirs = [
-      ...(this.#usersChanged ? [this.#options.users] : []),
+      ...(this.#usersChanged || this.#owed.size > 0 ? [this.#options.users] : []),
       ...(this.#gravesChanged ? [this.#options.graves] : []),
       ...(this.#keysChanged ? [this.#options.keys] : []),
     ]
@@ -259,7 +298,11 @@ export class Checkpoint {
     this.#usersChanged = false
     this.#gravesChanged = false
     this.#keysChanged = false
+    let written = 0
     try {
+      // First, without a turn of the event loop since `through` was taken: every owed file of an
+      // event up to it is in this batch (a change not yet owed is still pending).
+      written = await this.#owed.writeAll(this.#options.users)
       await syncFiles(this.#options.users, users)
       await syncFiles(this.#options.graves, graves)
       await syncFiles(this.#options.keys, keys)
@@ -269,6 +312,8 @@ export class Checkpoint {
     } catch (error) {
       // The next checkpoint does it all again (after a full disk, say; a failed fsync ends them).
       for (const name of users) this.#userFiles.add(name)
+      // Owed files written are fsynced already; their directory is not.
+      this.#usersChanged ||= written > 0
       for (const name of graves) this.#graveFiles.add(name)
       for (const name of keys) this.#keyFiles.add(name)
       this.#usersChanged ||= usersChanged

@@ -19,7 +19,7 @@ import { EventLog } from './event-log.js'
 import { loadFeed } from './feed-load.js'
 import type { FileDurabilityOptions } from './file-durability-options.js'
 import { checkpointFailed, logUnwritten } from './file-faults.js'
-import { buryUser, type FileSteps, writeUser } from './file-steps.js'
+import { buryUser, type FileSteps, oweUser, writeUser } from './file-steps.js'
 import { KeyFiles } from './key-files.js'
 import { replayTail } from './replay.js'
 import { closeStoreDirs, openStoreDirs, type StoreDirs } from './store-dirs.js'
@@ -28,6 +28,11 @@ import { WebhookFiles } from './webhook-files.js'
 
 /** Files waiting for the checkpoint past which a keyed change waits for it (about 2 MB of names). */
 const KEY_BACKLOG = 16_384
+/**
+ * Files waiting for the checkpoint past which an imported user waits for it: the users are in
+ * memory anyway, but each one past the checkpoint is a file the next start's replay writes.
+ */
+const OWED_BACKLOG = 32_768
 
 export type { FileDurabilityOptions } from './file-durability-options.js'
 
@@ -190,6 +195,7 @@ export class FileDurability implements Durability {
     await this.keys.close()
     // A clean stop leaves nothing to replay.
     await this.#checkpoint?.settle()
+    await this.#checkpoint?.close()
     this.#checkpoint = undefined
     await this.#eventLog.close()
     const dirs = this.#dirs
@@ -234,12 +240,18 @@ export class FileDurability implements Durability {
     )
   }
 
-  /** The user file renamed into place unsynced: its event in the log makes it durable. */
-  persist(record: UserRecord, log: LogEvent | undefined): Promise<void> {
+  /**
+   * The user file renamed into place unsynced: its event in the log makes it durable. An
+   * imported user's file (`later`) is left to the next checkpoint, which writes it in a batch.
+   */
+  async persist(record: UserRecord, log: LogEvent | undefined, later = false): Promise<void> {
     // No event, nothing in the log to replay it from: durable by itself.
     if (log === undefined)
       return this.#opened().users.writeFile(`${record.user.id}.json`, record.json)
-    return writeUser(this.#fileSteps(), record, log)
+    const checkpoint = this.#checkpoint
+    if (!later || checkpoint === undefined) return writeUser(this.#fileSteps(), record, log)
+    await checkpoint.room(OWED_BACKLOG)
+    return oweUser(checkpoint, record, log)
   }
 
   bury(tombstone: Tombstone, log: LogEvent): Promise<void> {

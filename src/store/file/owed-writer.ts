@@ -1,0 +1,132 @@
+import { randomBytes } from 'node:crypto'
+import { Worker } from 'node:worker_threads'
+
+import { WriteError, type WriteStep } from '../write-error.js'
+
+/**
+ * The thread's code: each file of a batch written the durable way, with synchronous calls (temp
+ * file opened exclusively, written, fsynced, closed, renamed over its target), then one answer for
+ * the batch. Named like DurableDirectory's temp files, so that a start removes those a crash left.
+ */
+const SOURCE = `
+const { parentPort } = require('node:worker_threads')
+const fs = require('node:fs')
+let count = 0
+parentPort.on('message', ({ dir, prefix, files }) => {
+  let done = 0
+  let step = 'write'
+  let temp
+  try {
+    for (const [name, json] of files) {
+      count += 1
+      temp = dir + '/.' + name + '.' + prefix + count.toString(36) + '.tmp'
+      step = 'write'
+      const fd = fs.openSync(temp, 'wx', 0o600)
+      try {
+        fs.writeFileSync(fd, json)
+        step = 'file-sync'
+        fs.fsyncSync(fd)
+      } finally {
+        fs.closeSync(fd)
+      }
+      step = 'rename'
+      fs.renameSync(temp, dir + '/' + name)
+      temp = undefined
+      done += 1
+    }
+    parentPort.postMessage({ done })
+  } catch (error) {
+    if (temp !== undefined) try { fs.unlinkSync(temp) } catch {}
+    parentPort.postMessage({ done, step, code: error && error.code, message: String(error && error.message) })
+  }
+})
+`
+
+interface Answer {
+  readonly done: number
+  readonly step?: WriteStep
+  readonly code?: string
+  readonly message?: string
+}
+
+/** Files per message to the thread. */
+const CHUNK = 1024
+/** A thread idle this long is ended (it holds several MB). */
+const IDLE_MS = 5000
+
+/**
+ * Writes many files durably on one thread of its own, a batch per message: the event loop pays
+ * one message per batch rather than five trips to libuv's pool per file, and the pool stays free
+ * for the event log's fdatasync. The thread starts with the first batch and ends when idle.
+ */
+export class OwedWriter {
+  #worker: Worker | undefined
+  #idle: NodeJS.Timeout | undefined
+  readonly #prefix = randomBytes(6).toString('hex')
+
+  /**
+   * Writes each [name, content] into `dir`, each file fsynced before it is renamed; the directory
+   * is left to the caller to fsync. Rejects with a WriteError at the first that fails (those
+   * before it are written).
+   */
+  async write(dir: string, files: readonly (readonly [string, string])[]): Promise<void> {
+    clearTimeout(this.#idle)
+    try {
+      for (let at = 0; at < files.length; at += CHUNK)
+        await this.#send(dir, files.slice(at, at + CHUNK))
+    } finally {
+      this.#idle = setTimeout(() => {
+        void this.close()
+      }, IDLE_MS)
+      this.#idle.unref()
+    }
+  }
+
+  #send(dir: string, files: readonly (readonly [string, string])[]): Promise<void> {
+    const worker = this.#start()
+    return new Promise((resolve, reject) => {
+      const done = (): void => {
+        worker.off('message', onMessage)
+        worker.off('error', onError)
+        worker.off('exit', onExit)
+      }
+      const onMessage = (answer: Answer): void => {
+        done()
+        if (answer.step === undefined) resolve()
+        else {
+          const cause = Object.assign(new Error(answer.message), { code: answer.code })
+          reject(new WriteError(answer.step, cause, false))
+        }
+      }
+      const onError = (error: unknown): void => {
+        done()
+        if (this.#worker === worker) this.#worker = undefined
+        reject(new WriteError('write', error, false))
+      }
+      const onExit = (): void => {
+        onError(new Error('the file writer thread ended'))
+      }
+      worker.on('message', onMessage)
+      worker.on('error', onError)
+      worker.on('exit', onExit)
+      worker.postMessage({ dir, prefix: this.#prefix, files })
+    })
+  }
+
+  #start(): Worker {
+    if (this.#worker !== undefined) return this.#worker
+    const worker = new Worker(SOURCE, { eval: true })
+    // It never keeps the process alive: a batch's caller waits on its answer.
+    worker.unref()
+    this.#worker = worker
+    return worker
+  }
+
+  /** Ends the thread (a batch running is cut short: its caller is told by an error). */
+  async close(): Promise<void> {
+    clearTimeout(this.#idle)
+    const worker = this.#worker
+    this.#worker = undefined
+    await worker?.terminate()
+  }
+}
