@@ -4,39 +4,52 @@ import { Worker } from 'node:worker_threads'
 import { WriteError, type WriteStep } from '../write-error.js'
 
 /**
- * The thread's code: each file of a batch written the durable way, with synchronous calls (temp
- * file opened exclusively, written, fsynced, closed, renamed over its target), then one answer for
- * the batch. Named like DurableDirectory's temp files, so that a start removes those a crash left.
+ * The thread's code: the files of a batch written durably with synchronous calls, 64 at a time:
+ * each temp file opened exclusively, written and renamed over its target, then each fsynced and
+ * closed (fsyncs one after another of files already written share the journal's work: about five
+ * times the rate of a write and fsync per file here), then one answer for the batch. The caller
+ * claims nothing before the answer, so a file renamed before its fsync is as any change's file
+ * past the checkpoint. Temp files are named like DurableDirectory's, so that a start removes
+ * those a crash left.
  */
 const SOURCE = `
 const { parentPort } = require('node:worker_threads')
 const fs = require('node:fs')
+const GROUP = 64
 let count = 0
 parentPort.on('message', ({ dir, prefix, files }) => {
   let done = 0
   let step = 'write'
   let temp
+  const open = []
   try {
-    for (const [name, json] of files) {
-      count += 1
-      temp = dir + '/.' + name + '.' + prefix + count.toString(36) + '.tmp'
-      step = 'write'
-      const fd = fs.openSync(temp, 'wx', 0o600)
-      try {
+    for (let at = 0; at < files.length; at += GROUP) {
+      for (const [name, json] of files.slice(at, at + GROUP)) {
+        count += 1
+        temp = dir + '/.' + name + '.' + prefix + count.toString(36) + '.tmp'
+        step = 'write'
+        const fd = fs.openSync(temp, 'wx', 0o600)
+        open.push(fd)
         fs.writeFileSync(fd, json)
-        step = 'file-sync'
-        fs.fsyncSync(fd)
-      } finally {
-        fs.closeSync(fd)
+        step = 'rename'
+        fs.renameSync(temp, dir + '/' + name)
+        temp = undefined
       }
-      step = 'rename'
-      fs.renameSync(temp, dir + '/' + name)
-      temp = undefined
-      done += 1
+      step = 'file-sync'
+      while (open.length > 0) {
+        const fd = open.shift()
+        try {
+          fs.fsyncSync(fd)
+        } finally {
+          fs.closeSync(fd)
+        }
+        done += 1
+      }
     }
     parentPort.postMessage({ done })
   } catch (error) {
     if (temp !== undefined) try { fs.unlinkSync(temp) } catch {}
+    for (const fd of open) try { fs.closeSync(fd) } catch {}
     parentPort.postMessage({ done, step, code: error && error.code, message: String(error && error.message) })
   }
 })
