@@ -150,9 +150,14 @@ export class Checkpoint {
   owe(userId: string, name: string, json: string): void {
     const eventId = this.#pending.get(userId)
     if (eventId === undefined) throw new Error(`no change of user ${userId} is running`)
-    // No early checkpoint for these: the timer's comes soon enough, and OWED_BACKLOG bounds them
-    // (file-durability.ts), so that an import is not slowed by a batch every 4,096 lines.
+    // No early checkpoint for these: the timer's comes soon enough, and past OWED_BACKLOG
+    // (file-durability.ts) an import writes its files itself.
     this.#owed.add(name, { userId, json, eventId })
+  }
+
+  /** Files owed, waiting for a checkpoint or being written by one. */
+  get owed(): number {
+    return this.#owed.size
   }
 
   /** The checkpoint writing this owed file, while it runs: a later change of its user waits. */

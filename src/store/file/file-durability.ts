@@ -29,8 +29,9 @@ import { WebhookFiles } from './webhook-files.js'
 /** Files waiting for the checkpoint past which a keyed change waits for it (about 2 MB of names). */
 const KEY_BACKLOG = 16_384
 /**
- * Files waiting for the checkpoint past which an imported user waits for it: the users are in
- * memory anyway, but each one past the checkpoint is a file the next start's replay writes.
+ * Owed files past which an imported user's file is written as any other change's (on the request
+ * path, fsynced by the checkpoint): each owed file is one the replay writes after a crash, and a
+ * long import must not stall while a checkpoint writes that many.
  */
 const OWED_BACKLOG = 32_768
 
@@ -244,13 +245,13 @@ export class FileDurability implements Durability {
    * The user file renamed into place unsynced: its event in the log makes it durable. An
    * imported user's file (`later`) is left to the next checkpoint, which writes it in a batch.
    */
-  async persist(record: UserRecord, log: LogEvent | undefined, later = false): Promise<void> {
+  persist(record: UserRecord, log: LogEvent | undefined, later = false): Promise<void> {
     // No event, nothing in the log to replay it from: durable by itself.
     if (log === undefined)
       return this.#opened().users.writeFile(`${record.user.id}.json`, record.json)
     const checkpoint = this.#checkpoint
-    if (!later || checkpoint === undefined) return writeUser(this.#fileSteps(), record, log)
-    await checkpoint.room(OWED_BACKLOG)
+    if (!later || checkpoint === undefined || checkpoint.owed >= OWED_BACKLOG)
+      return writeUser(this.#fileSteps(), record, log)
     return oweUser(checkpoint, record, log)
   }
 
