@@ -99,6 +99,7 @@ export class OwedWriter {
     const worker = this.#start()
     return new Promise((resolve, reject) => {
       const done = (): void => {
+        worker.unref()
         worker.off('message', onMessage)
         worker.off('error', onError)
         worker.off('exit', onExit)
@@ -122,6 +123,8 @@ export class OwedWriter {
       worker.on('message', onMessage)
       worker.on('error', onError)
       worker.on('exit', onExit)
+      // Alive while a batch runs (a last checkpoint at a stop may be all that is left to do).
+      worker.ref()
       worker.postMessage({ dir, prefix: this.#prefix, files })
     })
   }
@@ -129,7 +132,7 @@ export class OwedWriter {
   #start(): Worker {
     if (this.#worker !== undefined) return this.#worker
     const worker = new Worker(SOURCE, { eval: true })
-    // It never keeps the process alive: a batch's caller waits on its answer.
+    // Idle, it never keeps the process alive.
     worker.unref()
     this.#worker = worker
     return worker
