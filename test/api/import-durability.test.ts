@@ -6,13 +6,14 @@
  * and no older content may land over a newer one.
  */
 import assert from 'node:assert/strict'
-import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 
 import { type RunningChild, startChild } from '../helpers/child.js'
 import { assertProblem, request, type UserPage } from '../helpers/http.js'
 import { makeTempDir, uniqueEmail } from '../helpers/service.js'
+import { compileShim, shimEnv } from '../helpers/syscall-shim.js'
 import { makeToken } from '../helpers/tokens.js'
 import {
   checkFiles,
@@ -202,6 +203,54 @@ describe('an import on the file store', () => {
       404,
       'not_found',
     )
+    await assertWhole(again, dataDir, shown)
+  })
+
+  it("turns read-only when the checkpoint's fsync of an owed file fails, claims nothing, and the restart writes every file", {
+    timeout: 60_000,
+  }, async (t) => {
+    const shim = compileShim()
+    if (shim.skip !== undefined) return t.skip(shim.skip)
+    const root = await makeTempDir(t, 'import-fsync-')
+    const dataDir = path.join(root, 'data')
+    const marker = path.join(root, 'fail-fsync')
+    const failing = shimEnv(shim.library, {
+      failMarker: marker,
+      failKind: 'file',
+      failUnder: path.join(dataDir, 'users'),
+    })
+    const service = await startChild({ dataDir, env: { CHECKPOINT_MS: '100', ...failing } })
+    t.after(() => service.stop('SIGKILL'))
+    const through = readCheckpointFile(dataDir)
+    writeFileSync(marker, '')
+    const { shown } = await importAndRead(service)
+    const deadline = Date.now() + 20_000
+    while ((await fetch(`${service.url}/readyz`)).status !== 503) {
+      assert.ok(Date.now() < deadline, 'the store never turned read-only')
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    rmSync(marker)
+    const failed = service
+      .stdout()
+      .split('\n')
+      .filter((line) => line.includes('a checkpoint failed'))
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+    assert.deepEqual(
+      failed.map((line) => [line['level'], line['msg'], line['step']]),
+      [['error', 'a checkpoint failed: the store turned read-only', 'file-sync']],
+    )
+    assert.equal(readCheckpointFile(dataDir), through, 'the failed checkpoint claimed the import')
+    // Every line was answered and is still served from memory.
+    for (const [id, body] of shown) {
+      const res = await request('GET', `${service.url}/users/${id}`, { token })
+      assert.deepEqual(res.body, body)
+    }
+    assert.equal((await service.stop()).code, 0)
+    assert.equal(readCheckpointFile(dataDir), through, 'the stop claimed the import')
+
+    const again = await startChild({ dataDir })
+    t.after(() => again.stop('SIGKILL'))
+    assert.match(again.stdout(), /replayed the event log past its checkpoint/)
     await assertWhole(again, dataDir, shown)
   })
 })
