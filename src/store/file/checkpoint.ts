@@ -101,7 +101,8 @@ export class Checkpoint {
 
   /** Files renamed or removed since the last checkpoint. */
   get dirty(): number {
-    return this.#userFiles.size + this.#graveFiles.size + this.#keyFiles.size + this.#owed.size
+    // Owed files are not counted: they start no early checkpoint and hold no keyed write back.
+    return this.#userFiles.size + this.#graveFiles.size + this.#keyFiles.size
   }
 
   /** A change's event is about to be appended; its file step follows, then `end`. */
