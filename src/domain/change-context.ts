@@ -11,4 +11,9 @@ export interface ChangeContext {
   readonly requestId?: string | undefined
   /** The request's `Idempotency-Key`, kept with the change when it makes one. */
   readonly idempotency?: KeyToKeep | undefined
+  /**
+   * One line of an import: a store may leave a created user's file to a later batch (the file
+   * store's checkpoint writes it from the log, which already makes the change durable).
+   */
+  readonly bulk?: boolean | undefined
 }

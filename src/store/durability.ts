@@ -71,8 +71,10 @@ export interface Durability extends EventDurability {
    * then may anything show on disk. When `log()` rejects, that rejection is the failure; a step
    * that does not call it leaves it to be called after. `log` is undefined for a change without
    * an event (nothing changed but the version), which no log holds: it must be durable by itself.
+   * `later`: a user created by an import, whose file may be written after the answer, in a batch
+   * (the file store's checkpoint), since its durable event already lets a restart write it.
    */
-  persist(record: UserRecord, log: LogEvent | undefined): Promise<void>
+  persist(record: UserRecord, log: LogEvent | undefined, later?: boolean): Promise<void>
   /**
    * Durably replaces the user by its tombstone, in the same order as `persist`: what may be
    * refused, then `log()` (the deletion's event made durable), then the directory changes.

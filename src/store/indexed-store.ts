@@ -216,7 +216,12 @@ export class IndexedStore implements Store {
         context,
       )
       await this.#writes.run(
-        (log) => this.#durability.persist(record, draft === undefined ? undefined : log),
+        (log) =>
+          this.#durability.persist(
+            record,
+            draft === undefined ? undefined : log,
+            current === undefined && context?.bulk === true,
+          ),
         () => {
           this.#index.put(record)
         },

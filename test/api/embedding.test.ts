@@ -7,7 +7,7 @@ import { promisify } from 'node:util'
 
 import type { User } from '../../src/index.js'
 import { createUserService, MemoryStore } from '../../src/index.js'
-import { readCheckpoint } from '../../src/store/file/checkpoint.js'
+import { readCheckpoint } from '../../src/store/file/checkpoint-file.js'
 import { PROJECT_ROOT, sleep } from '../helpers/child.js'
 import { assertProblem, request, type UserPage } from '../helpers/http.js'
 import { makeTempDir } from '../helpers/service.js'

@@ -60,7 +60,8 @@ export const importUsers: Route = {
       // its answer is out (and a request sent behind its body is not processed).
       lingerAfterResponse(req.socket)
       res.writeHead(200, [...streamHeaders(context), 'content-type', NDJSON, 'connection', 'close'])
-      const change = { actor: context.claims?.sub, requestId }
+      // Bulk: each new user's file is left to the store's next batch, its event durable first.
+      const change = { actor: context.claims?.sub, requestId, bulk: true }
       const report = {
         fault: (error: HttpError, line: number) => {
           faults.fault(error, { requestId, operation: 'importUsers', line })

@@ -1,58 +1,6 @@
-import { readdirSync, readFileSync } from 'node:fs'
-import path from 'node:path'
-
-import { formatEventId } from '../../domain/event.js'
 import type { DurableDirectory } from './atomic-write.js'
-import { hasCode } from './errno.js'
-import { safeId } from './event-segments.js'
-
-/** In DATA_DIR: the id of the event log through which every change's files are durable. */
-export const CHECKPOINT_FILE = 'checkpoint.json'
-
-/** The temp file of a checkpoint write (DurableDirectory.writeFile's naming). */
-const CHECKPOINT_TEMP = /^\.checkpoint\.json\.[0-9a-z]+\.tmp$/
-
-/**
- * Files fsynced at once by a checkpoint: a few, so that their journal commits are shared, and no
- * more than half of libuv's 4 threads, which a slow fsync holds for its whole length: the writes
- * being answered (their log fdatasync, temp files and renames) use the same threads.
- */
-const SYNCS_AT_ONCE = 2
-
-/**
- * What the checkpoint file says, or `undefined` when there is none: a new data directory, or one
- * written before the event log was the write-ahead log, where every change made itself durable.
- * A file that cannot be read as one says "replay everything": the whole log is always a correct
- * replay (each user ends at its last event), only a slower one.
- */
-export function readCheckpoint(dataDir: string): number | 'damaged' | undefined {
-  let text: string
-  try {
-    text = readFileSync(path.join(dataDir, CHECKPOINT_FILE), 'utf8')
-  } catch (error) {
-    if (hasCode(error, 'ENOENT')) return undefined
-    throw error
-  }
-  const match = /^\{"through":"([0-9a-f]{16})"\}\n?$/.exec(text)?.[1]
-  const through = match === undefined ? undefined : safeId(match)
-  return through ?? 'damaged'
-}
-
-/**
- * Removes the temp files of checkpoint writes that a crash cut short (leftover temp files are
- * removed at start: docs/operations.md); each kill during a checkpoint's write would leave one
- * more.
- */
-export async function removeCheckpointTemps(root: DurableDirectory): Promise<number> {
-  const temps = readdirSync(root.path).filter((name) => CHECKPOINT_TEMP.test(name))
-  for (const name of temps) await root.removeFile(name, false)
-  if (temps.length > 0) await root.sync()
-  return temps.length
-}
-
-export function checkpointJson(through: number): string {
-  return `${JSON.stringify({ through: formatEventId(through) })}\n`
-}
+import { CHECKPOINT_FILE, checkpointJson, syncFiles } from './checkpoint-file.js'
+import { type Owed, OwedFiles } from './owed-files.js'
 
 export interface CheckpointOptions {
   readonly users: DurableDirectory
@@ -96,6 +44,8 @@ export class Checkpoint {
   readonly #held = new Map<string, number>()
   /** Committed events whose key's file is not written yet (or could not be). */
   readonly #heldEvents = new Set<number>()
+  /** Imported users' files, written by the next checkpoint (their events are durable). */
+  readonly #owed = new OwedFiles()
   #userFiles = new Set<string>()
   #graveFiles = new Set<string>()
   #keyFiles = new Set<string>()
@@ -118,6 +68,11 @@ export class Checkpoint {
       this.#startOne()
     }, this.#options.intervalMs)
     this.#timer.unref()
+  }
+
+  /** Ends what a checkpoint keeps running between checkpoints (the owed files' writer thread). */
+  close(): Promise<void> {
+    return this.#owed.close()
   }
 
   /** No more checkpoints on the timer; `settle` still runs one. */
@@ -146,6 +101,7 @@ export class Checkpoint {
 
   /** Files renamed or removed since the last checkpoint. */
   get dirty(): number {
+    // Owed files are not counted: they start no early checkpoint and hold no keyed write back.
     return this.#userFiles.size + this.#graveFiles.size + this.#keyFiles.size
   }
 
@@ -192,6 +148,42 @@ export class Checkpoint {
     this.#started = this.settle().finally(() => {
       this.#started = undefined
     })
+  }
+
+  /**
+   * The user's running change (a create) is committed, and its file is left to the next
+   * checkpoint, which writes it before it moves past the event. Call it before `end`.
+   */
+  owe(userId: string, name: string, json: string): void {
+    const eventId = this.#pending.get(userId)
+    if (eventId === undefined) throw new Error(`no change of user ${userId} is running`)
+    // No early checkpoint for these: the timer's comes soon enough, and past OWED_BACKLOG
+    // (file-durability.ts) an import writes its files itself.
+    this.#owed.add(name, { userId, json, eventId })
+  }
+
+  /** Files owed, waiting for a checkpoint or being written by one. */
+  get owed(): number {
+    return this.#owed.size
+  }
+
+  /** The checkpoint writing this owed file, while it runs: a later change of its user waits. */
+  owedWriting(name: string): Promise<void> | undefined {
+    return this.#owed.writing(name)
+  }
+
+  /**
+   * Takes the owed file for its user's next change to write first; until `end`, no checkpoint
+   * passes the owed event. `reowe` gives it back when that write failed.
+   */
+  takeOwed(name: string): Owed | undefined {
+    const owed = this.#owed.take(name)
+    if (owed !== undefined) this.#pending.set(owed.userId, owed.eventId)
+    return owed
+  }
+
+  reowe(name: string, owed: Owed): void {
+    this.#owed.add(name, owed)
   }
 
   /** The file step of the user's change is over, done or failed. */
@@ -246,13 +238,14 @@ export class Checkpoint {
     for (const id of this.#held.values()) through = Math.min(through, id - 1)
     for (const id of this.#heldEvents) through = Math.min(through, id - 1)
     through = Math.max(through, this.#through)
-    const changed = this.#usersChanged || this.#gravesChanged || this.#keysChanged
+    const changed =
+      this.#usersChanged || this.#gravesChanged || this.#keysChanged || this.#owed.size > 0
     if (through === this.#through && !changed) return
     const users = this.#userFiles
     const graves = this.#graveFiles
     const keys = this.#keyFiles
     const dirs = [
-      ...(this.#usersChanged ? [this.#options.users] : []),
+      ...(this.#usersChanged || this.#owed.size > 0 ? [this.#options.users] : []),
       ...(this.#gravesChanged ? [this.#options.graves] : []),
       ...(this.#keysChanged ? [this.#options.keys] : []),
     ]
@@ -265,7 +258,11 @@ export class Checkpoint {
     this.#usersChanged = false
     this.#gravesChanged = false
     this.#keysChanged = false
+    let written = 0
     try {
+      // First, without a turn of the event loop since `through` was taken: every owed file of an
+      // event up to it is in this batch (a change not yet owed is still pending).
+      written = await this.#owed.writeAll(this.#options.users)
       await syncFiles(this.#options.users, users)
       await syncFiles(this.#options.graves, graves)
       await syncFiles(this.#options.keys, keys)
@@ -275,6 +272,8 @@ export class Checkpoint {
     } catch (error) {
       // The next checkpoint does it all again (after a full disk, say; a failed fsync ends them).
       for (const name of users) this.#userFiles.add(name)
+      // Owed files written are fsynced already; their directory is not.
+      this.#usersChanged ||= written > 0
       for (const name of graves) this.#graveFiles.add(name)
       for (const name of keys) this.#keyFiles.add(name)
       this.#usersChanged ||= usersChanged
@@ -284,13 +283,4 @@ export class Checkpoint {
     }
     this.#through = through
   }
-}
-
-/** Fsyncs these files of `dir`, a few at a time; one that is gone was removed since. */
-export async function syncFiles(dir: DurableDirectory, names: Iterable<string>): Promise<void> {
-  const queue = [...names]
-  const worker = async (): Promise<void> => {
-    for (let name = queue.pop(); name !== undefined; name = queue.pop()) await dir.syncFile(name)
-  }
-  await Promise.all(Array.from({ length: Math.min(SYNCS_AT_ONCE, queue.length) }, worker))
 }

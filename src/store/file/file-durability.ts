@@ -19,7 +19,7 @@ import { EventLog } from './event-log.js'
 import { loadFeed } from './feed-load.js'
 import type { FileDurabilityOptions } from './file-durability-options.js'
 import { checkpointFailed, logUnwritten } from './file-faults.js'
-import { buryUser, type FileSteps, writeUser } from './file-steps.js'
+import { buryUser, type FileSteps, oweUser, writeUser } from './file-steps.js'
 import { KeyFiles } from './key-files.js'
 import { replayTail } from './replay.js'
 import { loadSnapshot } from './snapshot-load.js'
@@ -31,6 +31,12 @@ import { WebhookFiles } from './webhook-files.js'
 
 /** Files waiting for the checkpoint past which a keyed change waits for it (about 2 MB of names). */
 const KEY_BACKLOG = 16_384
+/**
+ * Owed files past which an imported user's file is written as any other change's (on the request
+ * path, fsynced by the checkpoint): each owed file is one the replay writes after a crash, and a
+ * long import must not stall while a checkpoint writes that many.
+ */
+const OWED_BACKLOG = 32_768
 
 export type { FileDurabilityOptions } from './file-durability-options.js'
 
@@ -197,6 +203,7 @@ export class FileDurability implements Durability {
     // A clean stop leaves nothing to replay.
     const checkpoint = this.#checkpoint
     await checkpoint?.settle()
+    await checkpoint?.close()
     this.#checkpoint = undefined
     await this.#eventLog.close()
     const dirs = this.#dirs
@@ -260,12 +267,18 @@ export class FileDurability implements Durability {
     )
   }
 
-  /** The user file renamed into place unsynced: its event in the log makes it durable. */
-  persist(record: UserRecord, log: LogEvent | undefined): Promise<void> {
+  /**
+   * The user file renamed into place unsynced: its event in the log makes it durable. An
+   * imported user's file (`later`) is left to the next checkpoint, which writes it in a batch.
+   */
+  persist(record: UserRecord, log: LogEvent | undefined, later = false): Promise<void> {
     // No event, nothing in the log to replay it from: durable by itself.
     if (log === undefined)
       return this.#opened().users.writeFile(`${record.user.id}.json`, record.json)
-    return writeUser(this.#fileSteps(), record, log)
+    const checkpoint = this.#checkpoint
+    if (!later || checkpoint === undefined || checkpoint.owed >= OWED_BACKLOG)
+      return writeUser(this.#fileSteps(), record, log)
+    return oweUser(checkpoint, record, log)
   }
 
   bury(tombstone: Tombstone, log: LogEvent): Promise<void> {

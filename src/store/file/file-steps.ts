@@ -25,6 +25,7 @@ export async function writeUser(
 ): Promise<void> {
   const id = record.user.id
   const name = `${id}.json`
+  await writeOwed(steps, id)
   const logged = loggedOnce(log)
   try {
     await steps.users.writeFile(name, record.json, logged.log, false)
@@ -49,6 +50,7 @@ export async function buryUser(
   log: LogEvent,
 ): Promise<void> {
   const name = `${tombstone.id}.json`
+  await writeOwed(steps, tombstone.id)
   const logged = loggedOnce(log)
   try {
     await steps.graves.writeFile(name, toTombstoneJson(tombstone), logged.log, false)
@@ -61,6 +63,51 @@ export async function buryUser(
     throw error
   } finally {
     steps.checkpoint?.end(tombstone.id)
+  }
+}
+
+/**
+ * An imported user's change: committed once its event is durable, its file owed to the next
+ * checkpoint (which writes it in a batch, then fsyncs it, before it moves past the event). Until
+ * then the log alone holds the file's content, as it does for any change past the checkpoint.
+ */
+export async function oweUser(
+  checkpoint: Checkpoint,
+  record: UserRecord,
+  log: LogEvent,
+): Promise<void> {
+  const id = record.user.id
+  try {
+    await log()
+    checkpoint.owe(id, `${id}.json`, record.json)
+  } finally {
+    checkpoint.end(id)
+  }
+}
+
+/**
+ * Before any other change of a user: the file its import still owes is written first (or, when
+ * the checkpoint is writing it, that write is waited for), so that the older content can never
+ * be renamed over the newer. A failure refuses the change before its event is logged.
+ */
+async function writeOwed(steps: FileSteps, userId: string): Promise<void> {
+  const checkpoint = steps.checkpoint
+  if (checkpoint === undefined) return
+  const name = `${userId}.json`
+  for (let batch = checkpoint.owedWriting(name); batch !== undefined; ) {
+    await batch
+    batch = checkpoint.owedWriting(name)
+  }
+  const owed = checkpoint.takeOwed(name)
+  if (owed === undefined) return
+  try {
+    await steps.users.writeFile(name, owed.json, undefined, false)
+    checkpoint.touched('users', name)
+  } catch (error) {
+    checkpoint.reowe(name, owed)
+    throw error
+  } finally {
+    checkpoint.end(userId)
   }
 }
 

@@ -10,7 +10,7 @@ import {
   readCheckpoint,
   removeCheckpointTemps,
   syncFiles,
-} from './checkpoint.js'
+} from './checkpoint-file.js'
 import { hasCode } from './errno.js'
 import { SEGMENT, safeId } from './event-segments.js'
 import { isKeyLine } from './key-format.js'

@@ -44,6 +44,12 @@ describe('cursors', () => {
     assert.equal(cursorFloor('ffffffffffffffff'), Number.MAX_SAFE_INTEGER)
     assert.equal(cursorFloor('000000000000002a'), 42)
     assert.equal(eventIdNumber('001fffffffffffff'), Number.MAX_SAFE_INTEGER)
+    // Either side of the number-only parse (ids below 2^52).
+    assert.equal(eventIdNumber('0000000000000001'), 1)
+    assert.equal(eventIdNumber('000fffffffffffff'), 2 ** 52 - 1)
+    assert.equal(eventIdNumber('0010000000000000'), 2 ** 52)
+    for (const bad of ['000000000000001g', '000000000000001', '000000000000000A'])
+      assert.throws(() => eventIdNumber(bad), { name: 'RangeError' })
     assert.throws(() => eventIdNumber('0020000000000000'), {
       name: 'RangeError',
       message: /past the ids/,

@@ -4,11 +4,8 @@ import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
 import { DurableDirectory } from '../../../src/store/file/atomic-write.js'
-import {
-  Checkpoint,
-  readCheckpoint,
-  removeCheckpointTemps,
-} from '../../../src/store/file/checkpoint.js'
+import { Checkpoint } from '../../../src/store/file/checkpoint.js'
+import { readCheckpoint, removeCheckpointTemps } from '../../../src/store/file/checkpoint-file.js'
 import { FileStore } from '../../../src/store/file/file-store.js'
 import { WriteError } from '../../../src/store/write-error.js'
 import type { DurableWriteTiming } from '../../../src/store/write-timing.js'
