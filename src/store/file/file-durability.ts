@@ -14,29 +14,19 @@ import { type DurableWriteObserver, UNOBSERVED } from '../write-timing.js'
 import { makeDurableDirectory } from './atomic-write.js'
 import { Checkpoint } from './checkpoint.js'
 import { DataDirLock } from './data-dir-lock.js'
-import { lostPlace, type Place, readPlace } from './data-dir-place.js'
+import { checkPlace, type Place, readPlace } from './data-dir-place.js'
+import { loadData } from './data-load.js'
 import { EventLog } from './event-log.js'
-import { loadFeed } from './feed-load.js'
 import type { FileDurabilityOptions } from './file-durability-options.js'
 import { checkpointFailed, logUnwritten } from './file-faults.js'
-import { buryUser, type FileSteps, oweUser, writeUser } from './file-steps.js'
+import { buryUser, type FileSteps, persistUser } from './file-steps.js'
 import { KeyFiles } from './key-files.js'
-import { replayTail } from './replay.js'
-import { loadSnapshot } from './snapshot-load.js'
 import { saveSnapshot } from './snapshot-save.js'
 import { closeStoreDirs, openStoreDirs, type StoreDirs } from './store-dirs.js'
-import { loadUserFiles } from './user-files-load.js'
-import { takeSnapshot } from './users-snapshot.js'
 import { WebhookFiles } from './webhook-files.js'
 
 /** Files waiting for the checkpoint past which a keyed change waits for it (about 2 MB of names). */
 const KEY_BACKLOG = 16_384
-/**
- * Owed files past which an imported user's file is written as any other change's (on the request
- * path, fsynced by the checkpoint): each owed file is one the replay writes after a crash, and a
- * long import must not stall while a checkpoint writes that many.
- */
-const OWED_BACKLOG = 32_768
 
 export type { FileDurabilityOptions } from './file-durability-options.js'
 
@@ -141,29 +131,20 @@ export class FileDurability implements Durability {
     const dirs = await openStoreDirs(this.dataDir, this.#timings)
     this.#dirs = dirs
     this.#place = await readPlace(this.usersDir)
-    const snapshot = await takeSnapshot(dirs.root, this.usersDir, this.tombstonesDir)
-    const replayed = await replayTail({ eventsDir: this.eventsDir, ...dirs, now: this.#clock() })
-    if (replayed.events > 0 || replayed.checkpoint === 'damaged')
-      this.#logger.info('replayed the event log past its checkpoint', { ...replayed })
-    const load = {
+    const replayed = await loadData({
+      dirs,
+      eventsDir: this.eventsDir,
+      eventLog: this.#eventLog,
+      state,
+      now: this.#clock(),
       usersDir: this.usersDir,
       tombstonesDir: this.tombstonesDir,
       quarantineDir: this.quarantineDir,
       users: () => this.#opened().users,
       graves: () => this.#opened().graves,
-      index: state.index,
-      tombstones: state.tombstones,
       logger: this.#logger,
       timings: this.#timings,
       chunk: this.#chunk,
-    }
-    if (!(await loadSnapshot(snapshot, replayed.events, load))) await loadUserFiles(load)
-    await loadFeed({
-      eventLog: this.#eventLog,
-      journal: state.events,
-      users: state.index,
-      tombstones: state.tombstones,
-      logger: this.#logger,
     })
     await this.#webhookFiles.open()
     this.#checkpoint = new Checkpoint({
@@ -179,7 +160,14 @@ export class FileDurability implements Durability {
     this.#checkpoint.start()
     await this.keys.open(dirs.keys, () => this.#checkpoint)
     this.#watch = setInterval(() => {
-      void this.#checkPlace()
+      void checkPlace({
+        dir: this.usersDir,
+        loaded: this.#place,
+        lock: this.#lock,
+        state,
+        logger: this.#logger,
+        dataDir: this.dataDir,
+      })
       // Behind the last checkpoint only: forcing one here would make CHECKPOINT_MS past this
       // interval mean nothing.
       this.#pruning ??= this.#prune()
@@ -275,10 +263,7 @@ export class FileDurability implements Durability {
     // No event, nothing in the log to replay it from: durable by itself.
     if (log === undefined)
       return this.#opened().users.writeFile(`${record.user.id}.json`, record.json)
-    const checkpoint = this.#checkpoint
-    if (!later || checkpoint === undefined || checkpoint.owed >= OWED_BACKLOG)
-      return writeUser(this.#fileSteps(), record, log)
-    return oweUser(checkpoint, record, log)
+    return persistUser(this.#fileSteps(), record, log, later)
   }
 
   bury(tombstone: Tombstone, log: LogEvent): Promise<void> {
@@ -307,19 +292,5 @@ export class FileDurability implements Durability {
   #opened(): StoreDirs {
     if (this.#dirs === undefined) throw internalFault('the file store is not open')
     return this.#dirs
-  }
-
-  /**
-   * Turns the store read-only when the directory it loaded is no longer at its path (removed,
-   * replaced, remounted) or its lock is gone: another process may own the path by now.
-   */
-  async #checkPlace(): Promise<void> {
-    const loaded = this.#place
-    const state = this.#held()
-    if (loaded === undefined || state.health().state === 'read_only') return
-    const problem = await lostPlace(this.usersDir, loaded, this.#lock)
-    if (problem === undefined) return
-    state.turnReadOnly(problem)
-    this.#logger.error('the store turned read-only', { reason: problem, dataDir: this.dataDir })
   }
 }

@@ -122,3 +122,26 @@ function loggedOnce(log: LogEvent): { readonly log: LogEvent; readonly durable: 
   }
   return state
 }
+
+/**
+ * Owed files past which an imported user's file is written as any other change's (on the request
+ * path, fsynced by the checkpoint): each owed file is one the replay writes after a crash, and a
+ * long import must not stall while a checkpoint writes that many.
+ */
+const OWED_BACKLOG = 32_768
+
+/**
+ * A change's file step: an imported user's file (`later`) is owed to the checkpoint while fewer
+ * than OWED_BACKLOG are, any other written now (writeUser).
+ */
+export function persistUser(
+  steps: FileSteps,
+  record: UserRecord,
+  log: LogEvent,
+  later: boolean,
+): Promise<void> {
+  const { checkpoint } = steps
+  if (!later || checkpoint === undefined || checkpoint.owed >= OWED_BACKLOG)
+    return writeUser(steps, record, log)
+  return oweUser(checkpoint, record, log)
+}
