@@ -13,6 +13,7 @@ import { copyFile, readdir, readFile } from 'node:fs/promises'
 import { join, relative, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
+import type { CallFrame, CpuProfile } from './cpu-profile.js'
 import { importUsers } from './import-users.js'
 import {
   benchServiceEnv,
@@ -31,22 +32,6 @@ const OUT = process.env['PROFILE_OUT']
 const DIST = resolve(process.env['PROFILE_DIST'] ?? join(ROOT, 'dist'))
 const SECRET = randomBytes(24).toString('hex')
 const AUTH = `Bearer ${makeToken(SECRET)}`
-
-interface CallFrame {
-  functionName: string
-  url: string
-  lineNumber: number
-}
-interface ProfileNode {
-  id: number
-  callFrame: CallFrame
-}
-interface CpuProfile {
-  nodes: ProfileNode[]
-  startTime: number
-  samples: number[]
-  timeDeltas: number[]
-}
 
 installCleanup()
 

@@ -24,6 +24,7 @@ import { join, relative, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 import { compiledReference } from './compile.js'
+import type { CallFrame, CpuProfile } from './cpu-profile.js'
 import { getById } from './lua-scripts.js'
 import { createDatabase, seedDatabase } from './postgres-cases.js'
 import {
@@ -48,23 +49,6 @@ const OUT = process.env['PROFILE_OUT']
 const DIST = resolve(process.env['PROFILE_DIST'] ?? join(ROOT, 'dist'))
 const SECRET = randomBytes(24).toString('hex')
 const AUTH = `Bearer ${makeToken(SECRET)}`
-
-interface CallFrame {
-  functionName: string
-  url: string
-  lineNumber: number
-}
-interface ProfileNode {
-  id: number
-  callFrame: CallFrame
-  children?: number[]
-}
-interface CpuProfile {
-  nodes: ProfileNode[]
-  startTime: number
-  samples: number[]
-  timeDeltas: number[]
-}
 
 const PERF_HZ = 4999
 
