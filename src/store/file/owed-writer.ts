@@ -80,8 +80,8 @@ export class OwedWriter {
   readonly #prefix = randomBytes(6).toString('hex')
 
   /**
-   * Writes each [name, content] into `dir`, each file fsynced before it is renamed; the directory
-   * is left to the caller to fsync. Rejects with a WriteError at the first that fails (those
+   * Writes each [name, content] into `dir` (temp file, rename, then its fsync: the caller claims
+   * nothing before this resolves); the directory is left to the caller to fsync. Rejects with a WriteError at the first that fails (those
    * before it are written).
    */
   async write(dir: string, files: readonly (readonly [string, string])[]): Promise<void> {
