@@ -114,5 +114,30 @@ describe('a heap cap for 10,000 users', () => {
     assert.equal((await request('GET', `${running.url}/readyz`)).status, 200)
     assert.equal(running.proc.exitCode, null, running.stderr())
     assert.deepEqual(await running.stop(), { code: 0, signal: null })
+    // The clean stop wrote every user into the snapshot inside the cap (a chunk at a time).
+    assert.match(running.stdout(), /"msg":"users snapshot written"/)
+    assert.ok(readdirSync(dataDir).includes('snapshot'))
+  })
+
+  it('starts again from the snapshot within the same cap, serves every user, and stops with exit 0', async () => {
+    const again = await startChild(
+      {
+        dataDir,
+        args: [`--max-old-space-size=${HEAP_MIB}`, bundle],
+        cwd: dir,
+        env: { NODE_V8_COVERAGE: undefined, NODE_OPTIONS: undefined, NODE_TEST_CONTEXT: undefined },
+      },
+      60_000,
+    )
+    child = again
+    assert.match(again.stdout(), /"msg":"users loaded","users":10001,[^\n]*"source":"snapshot"/)
+    const last = users.at(-1)
+    assert.ok(last)
+    assert.equal((await request('GET', `${again.url}/users/${last.id}`, { token })).status, 200)
+    const found = await request('GET', `${again.url}/users?email=capped@example.com`, { token })
+    assert.equal(found.json<UserPage>().items.length, 1, found.text)
+    await sleep(1000)
+    assert.equal(again.proc.exitCode, null, again.stderr())
+    assert.deepEqual(await again.stop(), { code: 0, signal: null })
   })
 })

@@ -66,24 +66,34 @@ export class DurableDirectory {
    * and its rejection is what this throws.
    * `durable: false` leaves out both fsyncs: the file is still replaced atomically, and a
    * write-ahead log that holds its content makes it durable (see Checkpoint).
+   * `data` may come in pieces (an iterable of strings), written as they come: a large file is then
+   * never whole in memory.
    */
   async writeFile(
     name: string,
-    data: string,
+    data: string | Iterable<string>,
     beforeRename: () => Promise<void> = READY,
     durable = true,
   ): Promise<void> {
     const target = path.join(this.path, name)
     this.#temps += 1
     const temp = path.join(this.path, `.${name}.${this.#tempPrefix}${this.#temps.toString(36)}.tmp`)
-    if (!durable) return this.#writeUnsynced(temp, target, data, beforeRename)
+    if (!durable)
+      return this.#writeUnsynced(
+        temp,
+        target,
+        typeof data === 'string' ? data : [...data].join(''),
+        beforeRename,
+      )
     let file: FileHandle | undefined
     let step: WriteStep = 'write'
     const started = performance.now()
     try {
       file = await open(temp, 'wx', 0o600)
       // Stryker disable next-line StringLiteral: FileHandle.writeFile takes an empty encoding name as UTF-8
-      await file.writeFile(data, 'utf8')
+      if (typeof data === 'string') await file.writeFile(data, 'utf8')
+      // Each writeFile writes on from where the one before stopped.
+      else for (const chunk of data) await file.writeFile(chunk, 'utf8')
       step = 'file-sync'
       const syncStarted = performance.now()
       await file.sync()

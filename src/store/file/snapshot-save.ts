@@ -7,7 +7,8 @@ import {
   type DirStamp,
   dirStamp,
   SNAPSHOT_FILE,
-  snapshotText,
+  snapshotChunks,
+  snapshotContent,
   throughText,
 } from './users-snapshot.js'
 
@@ -52,8 +53,9 @@ export async function saveSnapshot(save: SnapshotSave): Promise<void> {
     const users = dirStamp(save.usersDir)
     const tombstones = dirStamp(save.tombstonesDir)
     const header = { through: throughText(save.through), users, tombstones }
-    const text = snapshotText(header, save.records(), save.tombstones)
-    await root.writeFile(SNAPSHOT_FILE, text)
+    const written = { bytes: 0 }
+    const content = snapshotContent(header, save.records(), save.tombstones)
+    await root.writeFile(SNAPSHOT_FILE, snapshotChunks(content, written))
     if (!unchanged(save.usersDir, users) || !unchanged(save.tombstonesDir, tombstones)) {
       await root.removeFile(SNAPSHOT_FILE)
       logger.info('no users snapshot: the user files changed while it was written', {})
@@ -61,7 +63,7 @@ export async function saveSnapshot(save: SnapshotSave): Promise<void> {
     }
     logger.info('users snapshot written', {
       file: `${root.path}/${SNAPSHOT_FILE}`,
-      bytes: Buffer.byteLength(text),
+      bytes: written.bytes,
       ms: Math.round(performance.now() - started),
     })
   } catch (error) {

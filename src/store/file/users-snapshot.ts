@@ -70,30 +70,66 @@ function sameStamp(a: DirStamp, b: DirStamp): boolean {
   return a.dev === b.dev && a.ino === b.ino && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs
 }
 
-/**
- * The snapshot's text: the header, one line per user (its record's JSON, the bytes of its file),
- * one per tombstone (its file's text), then the digest of everything before it.
- */
-export function snapshotText(
-  header: Omit<SnapshotHeader, 'userCount' | 'tombstoneCount' | 'format'>,
+/** What a snapshot's text is made of, taken in one turn: the lines it holds are fixed then. */
+export interface SnapshotContent {
+  readonly header: Omit<SnapshotHeader, 'userCount' | 'tombstoneCount' | 'format'>
+  /** Each user's record JSON (the bytes of its file). */
+  readonly users: readonly string[]
+  /** Each tombstone's text. */
+  readonly tombstones: readonly string[]
+}
+
+/** Takes the lines of a snapshot from memory now (references only: no text is copied). */
+export function snapshotContent(
+  header: SnapshotContent['header'],
   records: Iterable<UserRecord>,
   tombstones: ReadonlyMap<string, string>,
-): string {
-  const lines: string[] = []
-  for (const record of records) lines.push(record.json)
-  const userCount = lines.length
-  for (const [id, deletedAt] of tombstones) lines.push(toTombstoneJson({ id, deletedAt }))
+): SnapshotContent {
+  const users: string[] = []
+  for (const record of records) users.push(record.json)
+  const graves: string[] = []
+  for (const [id, deletedAt] of tombstones) graves.push(toTombstoneJson({ id, deletedAt }))
+  return { header, users, tombstones: graves }
+}
+
+/** The text a snapshot is handed to the file in, about this many characters at a time. */
+const CHUNK_CHARS = 64 * 1024
+
+/**
+ * The snapshot's text: the header, one line per user, one per tombstone, then the digest of
+ * everything before it. Made a chunk at a time as the file takes it, the digest as it goes, so
+ * that a stop never holds the whole text: a service in a small heap (docs/embedding.md) would not
+ * survive a copy of every user at once. `written.bytes` counts what was made.
+ */
+export function* snapshotChunks(
+  content: SnapshotContent,
+  written: { bytes: number } = { bytes: 0 },
+): Generator<string> {
   const head: SnapshotHeader = {
     format: FORMAT,
-    ...header,
-    userCount,
-    tombstoneCount: tombstones.size,
+    ...content.header,
+    userCount: content.users.length,
+    tombstoneCount: content.tombstones.length,
   }
-  lines.unshift(JSON.stringify(head))
-  lines.push('')
-  const body = lines.join('\n')
-  const digest = createHash(DIGEST).update(body, 'utf8').digest('hex')
-  return `${body}${JSON.stringify({ [DIGEST]: digest })}\n`
+  const digest = createHash(DIGEST)
+  let chunk = `${JSON.stringify(head)}\n`
+  const take = (): string => {
+    const taken = chunk
+    digest.update(taken, 'utf8')
+    written.bytes += Buffer.byteLength(taken)
+    chunk = ''
+    return taken
+  }
+  for (const lines of [content.users, content.tombstones]) {
+    for (const line of lines) {
+      chunk += `${line}\n`
+      if (chunk.length >= CHUNK_CHARS) yield take()
+    }
+  }
+  if (chunk !== '') yield take()
+  const trailer = `${JSON.stringify({ [DIGEST]: digest.digest('hex') })}\n`
+  written.bytes += Buffer.byteLength(trailer)
+  yield trailer
 }
 
 /** A snapshot that matches the directories and the checkpoint as found, not yet parsed. */
