@@ -18,7 +18,6 @@ import type {
 } from '../store.js'
 import { duplicateId, notCanonical, userNotFound } from '../store-errors.js'
 import { checkStorableContext, checkStorableQuery, checkStorableUser } from '../store-input.js'
-import { contention } from './classify-error.js'
 import { PgConnection } from './connection.js'
 import { CreateBatcher } from './create-batch.js'
 import { PostgresEventFeed } from './events.js'
@@ -29,13 +28,10 @@ import { migrate } from './schema.js'
 import { type PostgresStoreOptions, SESSION_DEFAULTS } from './store-options.js'
 import { listUsers } from './user-list-query.js'
 import { getUser, getUserAs, getUsers, isDeleted, subjectOf } from './user-reads.js'
-import { buryAtVersion, insertUnlessBuried, updateAtVersion } from './user-writes.js'
+import { buryAtVersion, insertUnlessBuried, untilWon, updateAtVersion } from './user-writes.js'
 import { PostgresWebhooks } from './webhooks.js'
 
 export type { PostgresStoreOptions } from './store-options.js'
-
-/** A change lost to another replica is re-read and tried again, this many times at most. */
-const MAX_ATTEMPTS = 100
 
 const CAPABILITIES: StoreCapabilities = Object.freeze({
   dataDir: undefined,
@@ -217,11 +213,11 @@ export class PostgresStore implements Store {
 
   update(id: string, change: ChangeUser, context?: ChangeContext): Promise<UserRecord> {
     return this.#queues.run(id, () =>
-      this.keys.withChange(context, async (tracked) => {
-        for (let attempt = 1; ; attempt += 1) {
+      this.keys.withChange(context, (tracked) =>
+        untilWon(id, async () => {
           const current = await this.#require(id)
           const next = change(current)
-          if (next === undefined) return current
+          if (next === undefined) return { won: current }
           if (next.id !== id) throw internalFault(`a change may not alter the id of user ${id}`)
           checkStorableUser(next, current.user)
           checkStorableContext(tracked)
@@ -238,11 +234,9 @@ export class PostgresStore implements Store {
             (result) => (result.rowCount === 1 ? one(draft) : []),
             this.#committed,
           )
-          if (updated.rowCount === 1) return record
-          // Another replica changed or deleted the user since it was read: read it again.
-          if (attempt >= MAX_ATTEMPTS) throw contention(id)
-        }
-      }),
+          return updated.rowCount === 1 ? { won: record } : undefined
+        }),
+      ),
     )
   }
 
@@ -252,37 +246,26 @@ export class PostgresStore implements Store {
     context?: ChangeContext,
   ): Promise<void> {
     return this.#queues.run(id, () =>
-      this.keys.withChange(context, async (tracked) => {
-        for (let attempt = 1; ; attempt += 1) {
+      this.keys.withChange(context, (tracked) =>
+        untilWon(id, async () => {
           const current = await this.#require(id)
           check?.(current)
           checkStorableContext(tracked)
           const deletedAt = new Date(this.#now()).toISOString()
+          const { version } = current.user
+          const draft = draftEvent(current.user, undefined, id, deletedAt, tracked, version + 1)
           const deleted = await this.#db.transaction(
             async (client) => {
-              const buried = await buryAtVersion(client, id, current.user.version, deletedAt)
+              const buried = await buryAtVersion(client, id, version, deletedAt)
               if (buried) await keepWithChange(client, tracked, undefined, this.#now())
               return buried
             },
-            (removed) =>
-              removed
-                ? one(
-                    draftEvent(
-                      current.user,
-                      undefined,
-                      id,
-                      deletedAt,
-                      tracked,
-                      current.user.version + 1,
-                    ),
-                  )
-                : [],
+            (removed) => (removed ? one(draft) : []),
             this.#committed,
           )
-          if (deleted) return
-          if (attempt >= MAX_ATTEMPTS) throw contention(id)
-        }
-      }),
+          return deleted ? { won: undefined } : undefined
+        }),
+      ),
     )
   }
 

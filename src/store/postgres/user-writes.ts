@@ -1,6 +1,7 @@
 import type { PoolClient, QueryResult } from 'pg'
 
 import type { UserRecord } from '../../domain/user.js'
+import { contention } from './classify-error.js'
 import { rowValues, STORED_COLUMNS } from './rows.js'
 
 /**
@@ -50,4 +51,23 @@ export async function buryAtVersion(
     values: [id, deletedAt],
   })
   return true
+}
+
+/** A change lost to another replica is re-read and tried again, this many times at most. */
+const MAX_ATTEMPTS = 100
+
+/**
+ * Runs a compare-and-set change until it wins: `attempt` reads the user, writes at the version it
+ * read, and gives `{ won }`, or undefined when another replica changed or deleted the user since
+ * (its version moved): then it runs again, MAX_ATTEMPTS times at most before `contention`.
+ */
+export async function untilWon<T>(
+  id: string,
+  attempt: () => Promise<{ readonly won: T } | undefined>,
+): Promise<T> {
+  for (let tries = 1; ; tries += 1) {
+    const outcome = await attempt()
+    if (outcome !== undefined) return outcome.won
+    if (tries >= MAX_ATTEMPTS) throw contention(id)
+  }
 }
