@@ -1,8 +1,9 @@
 import { ServiceError } from '../domain/errors.js'
 import type { ChangeContext } from '../domain/event.js'
-import { toRecord, type User } from '../domain/user.js'
+import { toEmailKey, toRecord, type User } from '../domain/user.js'
 import type { IdGenerator } from '../domain/uuid7.js'
 import { type FieldError, type HttpError, toHttpError } from '../http/problem.js'
+import { PerKeyQueue } from '../store/per-key-queue.js'
 import type { Store } from '../store/store.js'
 import { type NOT_UTF8, type SplitLine, TOO_LONG } from '../users/import-lines.js'
 import { type ImportedUser, toImportedUser } from '../users/import-user.js'
@@ -44,6 +45,9 @@ export type LineImporter = (
 
 export function createLineImporter(options: LineImporterOptions): LineImporter {
   const { store, now, newId, writeGate } = options
+  // Lines that name one id or one email are stored in input order (the first is 201, a later one
+  // 200 or 409), though up to the import's concurrency run at once; others never wait for them.
+  const order = new PerKeyQueue()
 
   /** 200 when the id already holds exactly this user, 409 when it holds (or held) another. */
   const settledResult = async (line: number, user: User): Promise<LineResult | undefined> => {
@@ -85,24 +89,26 @@ export function createLineImporter(options: LineImporterOptions): LineImporter {
       return toFailureResult(line, error)
     }
     const { user, exported } = imported
-    try {
-      if (exported) {
-        const settled = await settledResult(line, user)
-        if (settled !== undefined) return settled
+    return order.runAfterAll([`id ${user.id}`, `email ${toEmailKey(user.email)}`], async () => {
+      try {
+        if (exported) {
+          const settled = await settledResult(line, user)
+          if (settled !== undefined) return settled
+        }
+        await store.create(user, writeGate, context)
+        report?.stored()
+        return { line, status: 201, id: user.id }
+      } catch (error) {
+        // The same id written meanwhile (by another import or a client): judge it against what is stored now.
+        if (!(error instanceof ServiceError) || error.code === 'duplicate_id') {
+          const settled = await settledResult(line, user).catch(() => undefined)
+          if (settled !== undefined) return settled
+        }
+        if (error instanceof ServiceError && error.code === 'storage_unavailable')
+          report?.fault(toHttpError(error), line)
+        return toFailureResult(line, error)
       }
-      await store.create(user, writeGate, context)
-      report?.stored()
-      return { line, status: 201, id: user.id }
-    } catch (error) {
-      // The same id written meanwhile (twice in one import): judge it against what is stored now.
-      if (!(error instanceof ServiceError) || error.code === 'duplicate_id') {
-        const settled = await settledResult(line, user).catch(() => undefined)
-        if (settled !== undefined) return settled
-      }
-      if (error instanceof ServiceError && error.code === 'storage_unavailable')
-        report?.fault(toHttpError(error), line)
-      return toFailureResult(line, error)
-    }
+    })
   }
 }
 

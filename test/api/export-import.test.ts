@@ -420,6 +420,39 @@ function describeImport(on: StoreUnderTest): void {
       )
     })
 
+    it('stores lines that name one id or one email in input order, though they run at once', async (t) => {
+      const app = await on.start(t)
+      // 40 pairs, each two lines running at once: an exported user twice (201, then 200), and two
+      // new users whose emails differ only in case (201, then 409 duplicate_email).
+      const twice = Array.from({ length: 20 }, () => makeUser())
+      const shared = Array.from({ length: 20 }, () => uniqueEmail())
+      const body = [
+        ...twice.flatMap((user) => [exportedLine(user), exportedLine(user)]),
+        ...shared.flatMap((email) => [
+          JSON.stringify({ email, name: 'First' }),
+          JSON.stringify({ email: email.toUpperCase(), name: 'Second' }),
+        ]),
+      ].map((line) => `${line}\n`)
+      const results = lines((await streamRequest(app, 'POST', '/users:import', { body })).text)
+      assert.deepEqual(
+        results.map((result) => [result['status'], result['code']]),
+        [
+          ...twice.flatMap(() => [
+            [201, undefined],
+            [200, undefined],
+          ]),
+          ...shared.flatMap(() => [
+            [201, undefined],
+            [409, 'duplicate_email'],
+          ]),
+        ],
+      )
+      const stored = await app.snapshot()
+      assert.equal(stored.length, 40)
+      for (const email of shared)
+        assert.equal(stored.find((user) => user.email === email)?.name, 'First')
+    })
+
     it('answers 409 import_in_progress while another import runs, then takes the next one', async (t) => {
       const app = await on.start(t)
       const url = new URL(`${app.baseUrl}/users:import`)

@@ -67,6 +67,29 @@ export function describeMoreStoreContract(
       assert.equal(new Set(ids).size, ids.length)
     })
 
+    it('lets exactly one of 10 concurrent creates of one id succeed, with one event', async (t) => {
+      const store = await openStore(t, factory)
+      const start = (await readAll(store)).cursor
+      const user = makeUser()
+      // Another create first, so that a store which groups creates takes the ten together next.
+      const other = store.create(makeUser())
+      const results = await Promise.allSettled(Array.from({ length: 10 }, () => store.create(user)))
+      const otherId = (await other).user.id
+      assert.equal(results.filter((result) => result.status === 'fulfilled').length, 1)
+      for (const result of results) {
+        if (result.status === 'rejected')
+          assert.equal((result.reason as { code?: unknown }).code, 'duplicate_id')
+      }
+      const { items } = await readAll(store, 100, start)
+      assert.deepEqual(
+        items.map((event) => [event.type, event.userId]),
+        [
+          ['user.created', otherId],
+          ['user.created', user.id],
+        ],
+      )
+    })
+
     it('appends no event for a change that changes nothing, a refused change or a failed check', async (t) => {
       const store = await openStore(t, factory)
       const user = (await store.create(makeUser({ email: 'one@example.com' }))).user
