@@ -3,10 +3,10 @@ import type { ChangeContext } from '../domain/event.js'
 import { toEmailKey, toRecord, type User } from '../domain/user.js'
 import type { IdGenerator } from '../domain/uuid7.js'
 import { type FieldError, type HttpError, toHttpError } from '../http/problem.js'
-import { PerKeyQueue } from '../store/per-key-queue.js'
 import type { Store } from '../store/store.js'
 import { type NOT_UTF8, type SplitLine, TOO_LONG } from '../users/import-lines.js'
 import { type ImportedUser, toImportedUser } from '../users/import-user.js'
+import { LineOrder } from './line-order.js'
 
 /** An import line longer than this gets a 413 result of its own; its bytes are never kept. */
 export const MAX_LINE_BYTES = 64 * 1024
@@ -47,7 +47,7 @@ export function createLineImporter(options: LineImporterOptions): LineImporter {
   const { store, now, newId, writeGate } = options
   // Lines that name one id or one email are stored in input order (the first is 201, a later one
   // 200 or 409), though up to the import's concurrency run at once; others never wait for them.
-  const order = new PerKeyQueue()
+  const order = new LineOrder()
 
   /** 200 when the id already holds exactly this user, 409 when it holds (or held) another. */
   const settledResult = async (line: number, user: User): Promise<LineResult | undefined> => {
@@ -89,7 +89,7 @@ export function createLineImporter(options: LineImporterOptions): LineImporter {
       return toFailureResult(line, error)
     }
     const { user, exported } = imported
-    return order.runAfterAll([`id ${user.id}`, `email ${toEmailKey(user.email)}`], async () => {
+    return order.run([`id ${user.id}`, `email ${toEmailKey(user.email)}`], async () => {
       try {
         if (exported) {
           const settled = await settledResult(line, user)

@@ -19,23 +19,4 @@ export class PerKeyQueue {
     })
     return run
   }
-
-  /**
-   * Runs `task` after every earlier task for any of `keys` has settled. The call takes its place
-   * in each key's queue at once, so calls made in some order run in that order wherever their
-   * keys meet.
-   */
-  runAfterAll<T>(keys: readonly string[], task: () => Promise<T>): Promise<T> {
-    const earlier = keys.flatMap((key) => this.#tails.get(key) ?? [])
-    const run = Promise.all(earlier).then(task)
-    const settled = run.then(
-      () => undefined,
-      () => undefined,
-    )
-    for (const key of keys) this.#tails.set(key, settled)
-    void settled.then(() => {
-      for (const key of keys) if (this.#tails.get(key) === settled) this.#tails.delete(key)
-    })
-    return run
-  }
 }

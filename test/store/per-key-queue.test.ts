@@ -64,31 +64,4 @@ describe('PerKeyQueue', () => {
     await second
     assert.equal(secondStarted, true)
   })
-
-  it('runs a task of several keys after every earlier task of any of them, in call order, failed or not', async () => {
-    const queue = new PerKeyQueue()
-    const log: string[] = []
-    const first = deferred()
-    const onA = queue.runAfterAll(['a'], async () => {
-      log.push('a start')
-      await first.promise
-      log.push('a end')
-    })
-    const failing = queue.runAfterAll(['b'], () => Promise.reject(new Error('b failed')))
-    const both = queue.runAfterAll(['a', 'b'], async () => {
-      log.push('a+b')
-    })
-    const onB = queue.runAfterAll(['b', 'c'], async () => {
-      log.push('b+c')
-    })
-    const onC = queue.runAfterAll(['d'], async () => {
-      log.push('d')
-    })
-    await onC
-    await assert.rejects(failing, /b failed/)
-    assert.deepEqual(log, ['a start', 'd'], 'a+b waits for a, and b+c for a+b')
-    first.resolve()
-    await Promise.all([onA, both, onB])
-    assert.deepEqual(log, ['a start', 'd', 'a end', 'a+b', 'b+c'])
-  })
 })
