@@ -4,6 +4,7 @@ import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
 import type { User } from '../../src/domain/user.js'
+import { keyFileName } from '../../src/store/file/key-format.js'
 import { type RunningChild, startChild } from '../helpers/child.js'
 import { request, type TestResponse } from '../helpers/http.js'
 import { waitFor } from '../helpers/ops.js'
@@ -300,6 +301,39 @@ function syncBetween(
 }
 
 /**
+ * Checkpoints renamed into place in `dataDir`: the id each names, its rename, and the data
+ * directory's fsync after it (asserting each was fsynced before its rename).
+ */
+function checkpointsIn(calls: readonly ShimCall[], dataDir: string) {
+  const checkpointFile = path.join(dataDir, 'checkpoint.json')
+  return calls
+    .filter((call) => isRename(call) && call.result === 0 && call.paths[1] === checkpointFile)
+    .map((rename) => {
+      const temp = rename.paths[0] ?? ''
+      const written = calls.find((call) => call.data !== undefined && call.paths[0] === temp)
+      const through = /^\{"through":"([0-9a-f]{16})"\}\n$/.exec(written?.data ?? '')?.[1]
+      assert.ok(through !== undefined, `the checkpoint written was ${written?.data}`)
+      const fileSync = syncBetween(calls, temp, written ?? rename, rename.seq)
+      assert.ok(fileSync !== undefined, 'the checkpoint was not fsynced before its rename')
+      const rootSync = syncBetween(calls, dataDir, rename, Number.POSITIVE_INFINITY)
+      return { through, rename, rootSync }
+    })
+}
+
+/** The calls once a checkpoint names `highest` and the data directory was fsynced after it. */
+function checkpointedThrough(trace: Traced, highest: string | undefined): Promise<ShimCall[]> {
+  return waitFor(
+    'a checkpoint through the last event',
+    () => {
+      const now = trace.calls()
+      const last = checkpointsIn(now, trace.dataDir).at(-1)
+      return last?.through === highest && last?.rootSync !== undefined ? now : undefined
+    },
+    10_000,
+  )
+}
+
+/**
  * Asserts that a change's event was durable before `shown` (the rename or unlink that shows the
  * change on disk): a sync of its segment began after its record was written and ended before,
  * and the events directory was fsynced after the segment was made (a new segment's name must
@@ -593,7 +627,6 @@ describe('durable writes, seen in the system calls', () => {
     const usersDir = path.join(dataDir, 'users')
     const gravesDir = path.join(dataDir, 'tombstones')
     const eventsDir = path.join(dataDir, 'events')
-    const checkpointFile = path.join(dataDir, 'checkpoint.json')
 
     // Each writer creates a user and changes it a few times; half of them delete it at the end.
     const writers = 12
@@ -619,31 +652,9 @@ describe('durable writes, seen in the system calls', () => {
     const highest = log.at(-1)?.id
     assert.equal(log.length, writers * 4 + writers / 2)
 
-    /** Checkpoints renamed into place: the id each names, its rename, the data dir's fsync after. */
-    const checkpoints = (calls: readonly ShimCall[]) =>
-      calls
-        .filter((call) => isRename(call) && call.result === 0 && call.paths[1] === checkpointFile)
-        .map((rename) => {
-          const temp = rename.paths[0] ?? ''
-          const written = calls.find((call) => call.data !== undefined && call.paths[0] === temp)
-          const through = /^\{"through":"([0-9a-f]{16})"\}\n$/.exec(written?.data ?? '')?.[1]
-          assert.ok(through !== undefined, `the checkpoint written was ${written?.data}`)
-          const fileSync = syncBetween(calls, temp, written ?? rename, rename.seq)
-          assert.ok(fileSync !== undefined, 'the checkpoint was not fsynced before its rename')
-          const rootSync = syncBetween(calls, dataDir, rename, Number.POSITIVE_INFINITY)
-          return { through, rename, rootSync }
-        })
     // Wait for the checkpoint that names the last event, and for the data directory's fsync after.
-    const calls = await waitFor(
-      'a checkpoint through the last event',
-      () => {
-        const now = trace.calls()
-        const last = checkpoints(now).at(-1)
-        return last?.through === highest && last?.rootSync !== undefined ? now : undefined
-      },
-      10_000,
-    )
-    const all = checkpoints(calls)
+    const calls = await checkpointedThrough(trace, highest)
+    const all = checkpointsIn(calls, dataDir)
     t.diagnostic(`${all.length} checkpoints for ${log.length} events`)
     assert.ok(
       all.filter((checkpoint) => checkpoint.through !== '0000000000000000').length >= 2,
@@ -707,6 +718,58 @@ describe('durable writes, seen in the system calls', () => {
           )
           assertSynced(rename, changedAgain ? undefined : userFile, usersDir)
         }
+      }
+    }
+  })
+
+  it("checkpoints keyed changes: before checkpoint.json names the event of a change made with an Idempotency-Key, the key's file is in place, fsynced after its rename, and keys/ fsynced after the rename", {
+    timeout: 60_000,
+  }, async (t) => {
+    if (shim.skip !== undefined) return t.skip(shim.skip)
+    const trace = await startTraced(t, { env: { CHECKPOINT_MS: '5' } })
+    const { child, dataDir } = trace
+    const keysDir = path.join(dataDir, 'keys')
+    /** The key each user was created with. */
+    const keyOf = new Map<string, string>()
+    await Promise.all(
+      Array.from({ length: 24 }, async (_, n) => {
+        const key = `durable-${n}`
+        const res = await request('POST', `${child.url}/users`, {
+          token,
+          json: { email: uniqueEmail('keyed'), name: 'Keyed' },
+          headers: { 'idempotency-key': `"${key}"` },
+        })
+        assert.equal(res.status, 201, res.text)
+        keyOf.set(res.json<User>().id, key)
+      }),
+    )
+    // The log holds each key's line beside its event's.
+    const log = readLog(path.join(dataDir, 'events')).filter((logged) =>
+      logged.type.startsWith('user.'),
+    )
+    assert.equal(log.length, 24)
+    const calls = await checkpointedThrough(trace, log.at(-1)?.id)
+    for (const { through, rename: named } of checkpointsIn(calls, dataDir)) {
+      for (const record of log.filter((logged) => logged.id <= through)) {
+        const key = keyOf.get(record.userId)
+        assert.ok(key !== undefined, `an event of an unknown user: ${record.userId}`)
+        const what = `the checkpoint through ${through}, the key ${key}`
+        const file = path.join(keysDir, keyFileName('tester', key))
+        const rename = calls.find(
+          (call) => isRename(call) && call.result === 0 && call.paths[1] === file,
+        )
+        assert.ok(
+          rename !== undefined && rename.seq < named.seq,
+          `${what}: its file was not in place`,
+        )
+        assert.ok(
+          syncBetween(calls, file, rename, named.seq) !== undefined,
+          `${what}: its file was not fsynced after its rename`,
+        )
+        assert.ok(
+          syncBetween(calls, keysDir, rename, named.seq) !== undefined,
+          `${what}: keys/ was not fsynced after the rename`,
+        )
       }
     }
   })

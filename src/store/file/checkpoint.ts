@@ -1,6 +1,7 @@
 import type { DurableDirectory } from './atomic-write.js'
 import { CHECKPOINT_FILE, checkpointJson, syncFiles } from './checkpoint-file.js'
-import { type Owed, OwedFiles } from './owed-files.js'
+import { type Owed, type OwedFile, OwedFiles } from './owed-files.js'
+import { OwedWriter } from './owed-writer.js'
 
 export interface CheckpointOptions {
   readonly users: DurableDirectory
@@ -24,6 +25,11 @@ export interface CheckpointOptions {
 /** Files renamed since the last checkpoint that start the next one at once. */
 const CHECKPOINT_FILES = 4096
 
+/** A kept key's file owed to the checkpoint; `written` once it is in place, fsynced. */
+interface OwedKey extends OwedFile {
+  readonly written: () => void
+}
+
 /** A directory whose files a checkpoint fsyncs. */
 export type CheckpointDir = 'users' | 'tombstones' | 'keys'
 
@@ -44,8 +50,12 @@ export class Checkpoint {
   readonly #held = new Map<string, number>()
   /** Committed events whose key's file is not written yet (or could not be). */
   readonly #heldEvents = new Set<number>()
+  /** The threads that write owed files, many per trip. */
+  readonly #writer = new OwedWriter()
   /** Imported users' files, written by the next checkpoint (their events are durable). */
-  readonly #owed = new OwedFiles()
+  readonly #owed = new OwedFiles<Owed>(this.#writer)
+  /** Kept keys' files, written by the next checkpoint (their events are durable). */
+  readonly #owedKeys = new OwedFiles<OwedKey>(this.#writer)
   #userFiles = new Set<string>()
   #graveFiles = new Set<string>()
   #keyFiles = new Set<string>()
@@ -70,9 +80,9 @@ export class Checkpoint {
     this.#timer.unref()
   }
 
-  /** Ends what a checkpoint keeps running between checkpoints (the owed files' writer thread). */
+  /** Ends what a checkpoint keeps running between checkpoints (the owed files' writer threads). */
   close(): Promise<void> {
-    return this.#owed.close()
+    return this.#writer.close()
   }
 
   /** No more checkpoints on the timer; `settle` still runs one. */
@@ -186,6 +196,34 @@ export class Checkpoint {
     this.#owed.add(name, owed)
   }
 
+  /**
+   * A kept key's file, left to the next checkpoint, which writes it (with its expiry as its
+   * modification time) before it moves past the key's event. Call it while the event's change is
+   * pending (before `end`). `written` is called once the file is in place, fsynced.
+   */
+  oweKey(name: string, json: string, expiresAt: number, written: () => void): void {
+    this.#owedKeys.add(name, { json, mtime: expiresAt / 1000, written })
+    // The keys wait in memory until then: many of them start a checkpoint at once.
+    if (this.#owedKeys.size >= CHECKPOINT_FILES) this.#startOne()
+  }
+
+  /** Key files owed, waiting for a checkpoint or being written by one. */
+  get owedKeys(): number {
+    return this.#owedKeys.size
+  }
+
+  /**
+   * Takes an owed key file off the next batch, for its taker to write now (waiting first for a
+   * batch writing it, so that the taker's file lands last).
+   */
+  async takeOwedKey(name: string): Promise<OwedKey | undefined> {
+    for (let batch = this.#owedKeys.writing(name); batch !== undefined; ) {
+      await batch
+      batch = this.#owedKeys.writing(name)
+    }
+    return this.#owedKeys.take(name)
+  }
+
   /** The file step of the user's change is over, done or failed. */
   end(userId: string): void {
     this.#pending.delete(userId)
@@ -238,8 +276,13 @@ export class Checkpoint {
     for (const id of this.#held.values()) through = Math.min(through, id - 1)
     for (const id of this.#heldEvents) through = Math.min(through, id - 1)
     through = Math.max(through, this.#through)
+    const owedKeys = this.#owedKeys.size > 0
     const changed =
-      this.#usersChanged || this.#gravesChanged || this.#keysChanged || this.#owed.size > 0
+      this.#usersChanged ||
+      this.#gravesChanged ||
+      this.#keysChanged ||
+      this.#owed.size > 0 ||
+      owedKeys
     if (through === this.#through && !changed) return
     const users = this.#userFiles
     const graves = this.#graveFiles
@@ -247,7 +290,7 @@ export class Checkpoint {
     const dirs = [
       ...(this.#usersChanged || this.#owed.size > 0 ? [this.#options.users] : []),
       ...(this.#gravesChanged ? [this.#options.graves] : []),
-      ...(this.#keysChanged ? [this.#options.keys] : []),
+      ...(this.#keysChanged || owedKeys ? [this.#options.keys] : []),
     ]
     const usersChanged = this.#usersChanged
     const gravesChanged = this.#gravesChanged
@@ -259,10 +302,15 @@ export class Checkpoint {
     this.#gravesChanged = false
     this.#keysChanged = false
     let written = 0
+    let keysWritten = 0
     try {
       // First, without a turn of the event loop since `through` was taken: every owed file of an
-      // event up to it is in this batch (a change not yet owed is still pending).
-      written = await this.#owed.writeAll(this.#options.users)
+      // event up to it is in this batch (a change not yet owed is still pending). The keys' batch
+      // is taken later, so it holds every owed key of those events too.
+      written = (await this.#owed.writeAll(this.#options.users)).size
+      const keyBatch = await this.#owedKeys.writeAll(this.#options.keys)
+      keysWritten = keyBatch.size
+      for (const owed of keyBatch.values()) owed.written()
       await syncFiles(this.#options.users, users)
       await syncFiles(this.#options.graves, graves)
       await syncFiles(this.#options.keys, keys)
@@ -274,6 +322,7 @@ export class Checkpoint {
       for (const name of users) this.#userFiles.add(name)
       // Owed files written are fsynced already; their directory is not.
       this.#usersChanged ||= written > 0
+      this.#keysChanged ||= keysWritten > 0
       for (const name of graves) this.#graveFiles.add(name)
       for (const name of keys) this.#keyFiles.add(name)
       this.#usersChanged ||= usersChanged

@@ -11,7 +11,7 @@ import { WriteError } from '../write-error.js'
 import type { DurableDirectory } from './atomic-write.js'
 import type { CheckpointDir } from './checkpoint.js'
 import { hasCode } from './errno.js'
-import { keyFileName, parseKeyFile } from './key-format.js'
+import { keyFileJson, keyFileName, parseKeyFile } from './key-format.js'
 import { sweepKeyFiles } from './key-sweep.js'
 import { removeKeyTemps, writeKeyFile } from './key-write.js'
 
@@ -25,7 +25,17 @@ export interface KeyCheckpoint {
   touched(dir: CheckpointDir, name?: string): void
   holdEvent(eventId: number): void
   releaseEvent(eventId: number): void
+  oweKey(name: string, json: string, expiresAt: number, written: () => void): void
+  readonly owedKeys: number
+  takeOwedKey(name: string): Promise<{ readonly written: () => void } | undefined>
 }
+
+/**
+ * Key files owed to the checkpoint past which a key's file is written at once instead (and the
+ * checkpoint held behind its event until it is): what the keys waiting in memory may number when
+ * the checkpoints do not keep up.
+ */
+const OWED_KEYS = 16_384
 
 export interface KeyFilesOptions {
   /** DATA_DIR/keys */
@@ -145,7 +155,14 @@ export class KeyFiles implements KeptKeys {
     this.#alone.add(name)
     this.#filtered(name)
     try {
-      await writeKeyFile(this.#directory(), kept, true)
+      // An older content of the file (a key kept before and expired since), owed to the
+      // checkpoint, must not land after this one: it is taken off, and forgotten either way.
+      const owed = await this.#checkpoint()?.takeOwedKey(name)
+      try {
+        await writeKeyFile(this.#directory(), kept, true)
+      } finally {
+        owed?.written()
+      }
     } finally {
       this.#alone.delete(name)
     }
@@ -153,17 +170,27 @@ export class KeyFiles implements KeptKeys {
   }
 
   /**
-   * The key's line and its event's are durable (the change is committed): the key is found from
-   * now on, and its file is written in the background, the checkpoint held behind the event until
-   * it is.
+   * The key's line and its event's are durable (the change is committed, its file step still
+   * running): the key is found from now on, in memory until its file is written. The next
+   * checkpoint writes the file, in a batch with the others, before it moves past the event; past
+   * OWED_KEYS waiting, the file is written at once instead, the checkpoint held behind the event
+   * until it is.
    */
   logged(kept: KeptKey, eventId: number): void {
     const name = keyFileName(kept.subject, kept.key)
     const pin: Pinned = { kept, eventId, writing: false }
     this.#pinned.set(name, pin)
     this.#filtered(name)
-    this.#checkpoint()?.holdEvent(eventId)
     this.#cache.set(name, kept, weigh(kept))
+    const checkpoint = this.#checkpoint()
+    if (checkpoint !== undefined && checkpoint.owedKeys < OWED_KEYS) {
+      pin.writing = true
+      checkpoint.oweKey(name, keyFileJson(kept), kept.expiresAt, () => {
+        if (this.#pinned.get(name) === pin) this.#pinned.delete(name)
+      })
+      return
+    }
+    checkpoint?.holdEvent(eventId)
     this.#write(name, pin)
   }
 

@@ -1,32 +1,43 @@
 import type { DurableDirectory } from './atomic-write.js'
-import { OwedWriter } from './owed-writer.js'
+import type { OwedContent, OwedWriter } from './owed-writer.js'
 
-/** A user file owed by a committed change: its content and the event that made it durable. */
-export interface Owed {
-  readonly userId: string
+/** A file owed by a committed change: its content, and its modification time when it needs one. */
+export interface OwedFile {
   readonly json: string
+  /** Seconds since the epoch (a key file's expiry). */
+  readonly mtime?: number
+}
+
+/** A user file owed by a committed change: the user and the event that made it durable. */
+export interface Owed extends OwedFile {
+  readonly userId: string
   readonly eventId: number
 }
 
 /**
- * The user files of imported users, not yet written: their events are durable in the log (a
+ * Files of one directory not yet written: their changes' events are durable in the log (a
  * restart's replay would write them), and the checkpoint writes them in one batch before it
- * fsyncs them and moves past their events. A later change of the same user takes its owed file
- * first (file-steps.ts), so that an older content never lands over a newer one.
+ * moves past those events. Imported users' files are owed so (a later change of the same user
+ * takes its owed file first, file-steps.ts, so that an older content never lands over a newer
+ * one), and kept keys' files.
  */
-export class OwedFiles {
-  readonly #writer = new OwedWriter()
-  #waiting = new Map<string, Owed>()
-  #writing = new Map<string, Owed>()
+export class OwedFiles<T extends OwedFile = Owed> {
+  readonly #writer: OwedWriter
+  #waiting = new Map<string, T>()
+  #writing = new Map<string, T>()
   /** Resolves once the batch being written is over, written or not. */
   #written: Promise<void> | undefined
+
+  constructor(writer: OwedWriter) {
+    this.#writer = writer
+  }
 
   /** Files owed, waiting or being written. */
   get size(): number {
     return this.#waiting.size + this.#writing.size
   }
 
-  add(name: string, owed: Owed): void {
+  add(name: string, owed: T): void {
     this.#waiting.set(name, owed)
   }
 
@@ -36,7 +47,7 @@ export class OwedFiles {
   }
 
   /** Takes a waiting file off the batch: its taker writes it. */
-  take(name: string): Owed | undefined {
+  take(name: string): T | undefined {
     const owed = this.#waiting.get(name)
     if (owed !== undefined) this.#waiting.delete(name)
     return owed
@@ -44,11 +55,11 @@ export class OwedFiles {
 
   /**
    * Writes every waiting file durably (fsynced, then renamed into place: the directory is the
-   * caller's to fsync) on the writer's thread, and says how many; on a failure they all wait
-   * again (a later batch writes them again: each write replaces the file whole).
+   * caller's to fsync) on the writer's threads, and gives the batch written; on a failure they
+   * all wait again (a later batch writes them again: each write replaces the file whole).
    */
-  async writeAll(dir: DurableDirectory): Promise<number> {
-    if (this.#waiting.size === 0) return 0
+  async writeAll(dir: DurableDirectory): Promise<ReadonlyMap<string, T>> {
+    if (this.#waiting.size === 0) return this.#waiting
     const batch = this.#waiting
     this.#waiting = new Map()
     this.#writing = batch
@@ -60,21 +71,16 @@ export class OwedFiles {
       // Every write has ended when this settles: none may land after a taker's newer file.
       await this.#writer.write(
         dir.path,
-        Array.from(batch, ([name, owed]) => [name, owed.json] as const),
+        Array.from(batch, ([name, { json, mtime }]): OwedContent => [name, json, mtime]),
       )
-      return batch.size
+      return batch
     } catch (error) {
-      for (const [name, owed] of batch) this.#waiting.set(name, owed)
+      for (const [name, owed] of batch) if (!this.#waiting.has(name)) this.#waiting.set(name, owed)
       throw error
     } finally {
       this.#writing = new Map()
       this.#written = undefined
       over()
     }
-  }
-
-  /** Ends the writer's thread (after the last checkpoint). */
-  close(): Promise<void> {
-    return this.#writer.close()
   }
 }
