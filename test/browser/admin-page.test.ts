@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
-import { describe, it } from 'node:test'
+import { type AddressInfo, connect, createServer, type Socket } from 'node:net'
+import { describe, it, type TestContext } from 'node:test'
 
 import type { Page, Request } from 'playwright-core'
 
@@ -68,6 +69,57 @@ async function until<T>(read: () => Promise<T>, expected: T, timeoutMs = 5000): 
 /** The emails of the list's rows, top to bottom. */
 async function shownEmails(page: Page): Promise<string[]> {
   return page.locator('#users-body button').allTextContents()
+}
+
+/**
+ * A TCP proxy in front of the service, for the page to reach it through: while cut, it closes
+ * every connection carrying an event stream (`GET /events` asking for text/event-stream) at once,
+ * as a dropped network would, and lets everything else through.
+ */
+async function streamCutter(
+  t: TestContext,
+  target: string,
+): Promise<{ url: string; cut: (on: boolean) => void }> {
+  const { hostname, port } = new URL(target)
+  const streams = new Set<Socket>()
+  const open = new Set<Socket>()
+  let cutting = false
+  const server = createServer((client) => {
+    const upstream = connect(Number(port), hostname)
+    open.add(client)
+    const drop = (): void => {
+      streams.delete(client)
+      open.delete(client)
+      client.destroy()
+      upstream.destroy()
+    }
+    client.on('data', (chunk: Buffer) => {
+      const head = chunk.toString('latin1')
+      if (/^GET [^ ]*\/events /.test(head) && /\r\naccept: text\/event-stream\r\n/i.test(head)) {
+        if (cutting) return drop()
+        streams.add(client)
+      }
+      upstream.write(chunk)
+    })
+    upstream.pipe(client)
+    client.on('close', drop)
+    upstream.on('close', drop)
+    client.on('error', drop)
+    upstream.on('error', drop)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.after(() => {
+    for (const socket of open) socket.destroy()
+    return new Promise<void>((resolve) => server.close(() => resolve()))
+  })
+  const address = server.address() as AddressInfo
+  return {
+    url: `http://127.0.0.1:${address.port}`,
+    cut(on) {
+      cutting = on
+      if (on) for (const socket of [...streams]) socket.destroy()
+    },
+  }
 }
 
 describe('the admin page in headless Chromium', { skip: SKIP, timeout: 300_000 }, () => {
@@ -573,6 +625,68 @@ describe('the admin page in headless Chromium', { skip: SKIP, timeout: 300_000 }
     await status.getByText(/Live updates: off/).waitFor()
     await page.getByRole('button', { name: fresh.email, exact: true }).waitFor()
     assertClean(faults, [403, 412])
+  })
+
+  it('resumes live updates after its stream is cut, with Last-Event-ID set to the last event it saw, and shows what changed meanwhile', async (t) => {
+    const s = await startService(t)
+    const kept = await s.createUser({ name: 'Kept' })
+    const proxy = await streamCutter(t, s.url)
+    const { page, faults } = await openAdmin(t, `${proxy.url}/admin`)
+    // The Last-Event-ID of each stream the page opened and the service answered.
+    const resumedFrom: (string | undefined)[] = []
+    page.on('response', async (response) => {
+      const request = response.request()
+      const url = new URL(request.url())
+      const headers = await request.allHeaders()
+      if (url.pathname !== '/events' || headers['accept'] !== 'text/event-stream') return
+      resumedFrom.push(headers['last-event-id'])
+    })
+    const token = makeToken({ scope: LIVE_SCOPES })
+    await signIn(page, token)
+    const status = page.getByRole('status')
+    await status.getByText('Live updates: on', { exact: true }).waitFor()
+    assert.equal(resumedFrom.length, 1)
+
+    // A change seen live: its event is the last one the page saw.
+    assert.equal(
+      (await s.call('PATCH', `/users/${kept.id}`, { json: { name: 'Seen Live' } })).status,
+      200,
+    )
+    await row(page, kept.email).getByRole('cell', { name: 'Seen Live', exact: true }).waitFor()
+    const feed = await s.call('GET', '/events', { token })
+    assert.equal(feed.status, 200)
+    const seenId = feed.json<{ items: { id: string; type: string }[] }>().items.at(-1)
+    assert.equal(seenId?.type, 'user.updated')
+
+    // The page's stream cut, and its reconnections refused: changes made meanwhile reach it later.
+    proxy.cut(true)
+    await status
+      .getByText('Live updates: interrupted, reconnecting…', { exact: true })
+      .waitFor({ timeout: 5000 })
+    assert.equal(
+      (await s.call('PATCH', `/users/${kept.id}`, { json: { name: 'Changed While Cut' } })).status,
+      200,
+    )
+    const fresh = await s.createUser({ name: 'Created While Cut' })
+    await new Promise((resolve) => setTimeout(resolve, 1500))
+    assert.equal(await row(page, kept.email).getByRole('cell', { name: 'Seen Live' }).count(), 1)
+    assert.equal(await page.getByRole('button', { name: fresh.email, exact: true }).count(), 0)
+
+    proxy.cut(false)
+    await row(page, kept.email)
+      .getByRole('cell', { name: 'Changed While Cut', exact: true })
+      .waitFor({ timeout: 5000 })
+    await page.getByRole('button', { name: fresh.email, exact: true }).waitFor({ timeout: 2000 })
+    assert.equal((await shownEmails(page))[0], fresh.email)
+    await status.getByText('Live updates: on', { exact: true }).waitFor()
+    assert.equal(resumedFrom.length, 2)
+    assert.equal(resumedFrom[1], seenId?.id)
+    assert.deepEqual(faults.violations, [])
+    // The only errors: the network's own notes of the requests the cut made fail.
+    assert.deepEqual(
+      faults.errors.filter((text) => !/net::ERR_/.test(text)),
+      [],
+    )
   })
 
   it('works under BASE_PATH: its files and its API calls resolve relative to /v1/admin', async (t) => {
