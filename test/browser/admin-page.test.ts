@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict'
-import { type AddressInfo, connect, createServer, type Socket } from 'node:net'
-import { describe, it, type TestContext } from 'node:test'
+import { describe, it } from 'node:test'
 
 import type { Page, Request } from 'playwright-core'
 
@@ -12,6 +11,7 @@ import {
   SKIP,
   screenshot,
   signIn,
+  streamCutter,
 } from '../helpers/admin-browser.js'
 import type { Problem } from '../helpers/http.js'
 import { startService, uniqueEmail } from '../helpers/service.js'
@@ -69,57 +69,6 @@ async function until<T>(read: () => Promise<T>, expected: T, timeoutMs = 5000): 
 /** The emails of the list's rows, top to bottom. */
 async function shownEmails(page: Page): Promise<string[]> {
   return page.locator('#users-body button').allTextContents()
-}
-
-/**
- * A TCP proxy in front of the service, for the page to reach it through: while cut, it closes
- * every connection carrying an event stream (`GET /events` asking for text/event-stream) at once,
- * as a dropped network would, and lets everything else through.
- */
-async function streamCutter(
-  t: TestContext,
-  target: string,
-): Promise<{ url: string; cut: (on: boolean) => void }> {
-  const { hostname, port } = new URL(target)
-  const streams = new Set<Socket>()
-  const open = new Set<Socket>()
-  let cutting = false
-  const server = createServer((client) => {
-    const upstream = connect(Number(port), hostname)
-    open.add(client)
-    const drop = (): void => {
-      streams.delete(client)
-      open.delete(client)
-      client.destroy()
-      upstream.destroy()
-    }
-    client.on('data', (chunk: Buffer) => {
-      const head = chunk.toString('latin1')
-      if (/^GET [^ ]*\/events /.test(head) && /\r\naccept: text\/event-stream\r\n/i.test(head)) {
-        if (cutting) return drop()
-        streams.add(client)
-      }
-      upstream.write(chunk)
-    })
-    upstream.pipe(client)
-    client.on('close', drop)
-    upstream.on('close', drop)
-    client.on('error', drop)
-    upstream.on('error', drop)
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.after(() => {
-    for (const socket of open) socket.destroy()
-    return new Promise<void>((resolve) => server.close(() => resolve()))
-  })
-  const address = server.address() as AddressInfo
-  return {
-    url: `http://127.0.0.1:${address.port}`,
-    cut(on) {
-      cutting = on
-      if (on) for (const socket of [...streams]) socket.destroy()
-    },
-  }
 }
 
 describe('the admin page in headless Chromium', { skip: SKIP, timeout: 300_000 }, () => {
