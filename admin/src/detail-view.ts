@@ -43,6 +43,8 @@ export function createDetailView(hooks: DetailHooks): DetailView {
   // The ETag of the user as shown: what a Save or an action sends as If-Match.
   let etag = ''
   let editing = false
+  // A change of the user arrived while its form was being edited: the detail shown is stale.
+  let missed = false
 
   const render = (): void => {
     if (user === undefined) return
@@ -63,6 +65,7 @@ export function createDetailView(hooks: DetailHooks): DetailView {
     }
     user = answer.value
     etag = answer.etag
+    missed = false
     render()
     hooks.saved(user.id, user)
     return true
@@ -74,6 +77,20 @@ export function createDetailView(hooks: DetailHooks): DetailView {
     render()
   }
 
+  /** Shows the user as it now is, when the form being edited let a change go by. */
+  const catchUp = (): void => {
+    if (!missed || user === undefined) return
+    missed = false
+    const userId = user.id
+    void api.get(userId).then((answer) => {
+      if (answer.ok && !editing && user?.id === userId) {
+        user = answer.value
+        etag = answer.etag
+        render()
+      }
+    })
+  }
+
   const reload = async (): Promise<void> => {
     if (user === undefined) return
     const answer = await api.get(user.id)
@@ -83,6 +100,7 @@ export function createDetailView(hooks: DetailHooks): DetailView {
     }
     user = answer.value
     etag = answer.etag
+    missed = false
     clearAlert(alert)
     clearFieldErrors('edit')
     fillForm('edit', formValues(user))
@@ -116,6 +134,7 @@ export function createDetailView(hooks: DetailHooks): DetailView {
     stopEditing()
     clearAlert(alert)
     edit.focus()
+    catchUp()
   })
   form.addEventListener('submit', (event) => {
     event.preventDefault()
@@ -174,6 +193,7 @@ export function createDetailView(hooks: DetailHooks): DetailView {
   const view: DetailView = {
     async open(id, opener) {
       editing = false
+      missed = false
       clearAlert(alert)
       clearFieldErrors('edit')
       const answer = await api.get(id)
@@ -197,8 +217,11 @@ export function createDetailView(hooks: DetailHooks): DetailView {
         actions.hidden = true
         return
       }
-      // A form being edited keeps what is typed; its Save meets the 412.
-      if (editing) return
+      // A form being edited keeps what is typed; its Save meets the 412, its Cancel catches up.
+      if (editing) {
+        missed = true
+        return
+      }
       void api.get(userId).then((answer) => {
         if (answer.ok && !editing && user?.id === userId) {
           user = answer.value

@@ -105,16 +105,21 @@ async function feedEnd(options: FollowOptions): Promise<string | undefined> {
   return after
 }
 
-/** Reads one stream to its end, handing over each event and remembering the last id. */
-async function readStream(
-  options: FollowOptions,
-  from: string | undefined,
-): Promise<string | undefined> {
+/** How far the feed has been read: the last event id seen, or the cursor the stream starts at. */
+interface Position {
+  last: string | undefined
+}
+
+/**
+ * Reads one stream to its end, handing over each event and moving `at` past it as it goes, so
+ * that a stream that fails midway (a dropped connection) still resumes after its last event.
+ */
+async function readStream(options: FollowOptions, at: Position): Promise<void> {
   const headers: Record<string, string> = {
     authorization: `Bearer ${options.token}`,
     accept: 'text/event-stream',
   }
-  if (from !== undefined) headers['last-event-id'] = from
+  if (at.last !== undefined) headers['last-event-id'] = at.last
   const res = await options.fetch(options.url, { headers, signal: options.signal })
   if (res.status === 401 || res.status === 403) throw new Refused()
   if (!res.ok || res.body === null) throw new Error(`the feed answered ${res.status}`)
@@ -122,12 +127,11 @@ async function readStream(
   const parser = new SseParser()
   const decoder = new TextDecoder()
   const reader = res.body.getReader()
-  let last = from
   for (;;) {
     const { done, value } = await reader.read()
-    if (done) return last
+    if (done) return
     for (const event of parser.push(decoder.decode(value, { stream: true }))) {
-      last = event.id
+      at.last = event.id
       options.onEvent(event)
     }
   }
@@ -142,16 +146,16 @@ async function readStream(
 export async function followEvents(options: FollowOptions): Promise<void> {
   const { signal } = options
   const retryMs = options.retryMs ?? 1000
-  let last = options.lastEventId
-  let started = last !== undefined
+  const at: Position = { last: options.lastEventId }
+  let started = at.last !== undefined
   options.onState('connecting')
   while (!signal.aborted) {
     try {
       if (!started) {
-        last = await feedEnd(options)
+        at.last = await feedEnd(options)
         started = true
       }
-      last = await readStream(options, last)
+      await readStream(options, at)
     } catch (error) {
       if (signal.aborted) break
       if (error instanceof Refused) {

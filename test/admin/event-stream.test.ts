@@ -39,10 +39,14 @@ interface Sent {
 }
 
 /**
- * The real fetch, with each request's headers noted, and the first stream ended (as a dropped
- * connection ends) after its `cut`-th blank line.
+ * The real fetch, with each request's headers noted, and the first stream ended after its
+ * `cut`-th blank line: closed, or failed (as a dropped connection makes a body's read fail).
  */
-function cuttingFetch(cut: number, delivered: () => number): { fetch: FetchLike; sent: Sent[] } {
+function cuttingFetch(
+  cut: number,
+  delivered: () => number,
+  end: 'close' | 'fail',
+): { fetch: FetchLike; sent: Sent[] } {
   const sent: Sent[] = []
   let streams = 0
   const fetchLike: FetchLike = async (url, init) => {
@@ -65,7 +69,8 @@ function cuttingFetch(cut: number, delivered: () => number): { fetch: FetchLike;
         controller.enqueue(value)
         seen += new TextDecoder().decode(value)
         if ((seen.match(/\n\n/g) ?? []).length >= cut) {
-          controller.close()
+          if (end === 'close') controller.close()
+          else controller.error(new TypeError('network error'))
           await reader.cancel()
         }
       },
@@ -76,57 +81,59 @@ function cuttingFetch(cut: number, delivered: () => number): { fetch: FetchLike;
 }
 
 describe('the admin page: following the change feed through fetch', { timeout: 60_000 }, () => {
-  it('starts at the end of the feed, resumes with Last-Event-ID after a drop, and misses or repeats nothing', async (t) => {
-    const s = await startService(t, { eventStreams: { heartbeatMs: 60_000 } })
-    const before = await s.createUser({ name: 'Before' })
-    const events: StreamEvent[] = []
-    const { fetch: fetchLike, sent } = cuttingFetch(2, () => events.length)
-    const states: LiveState[] = []
-    const stop = new AbortController()
-    const done = followEvents({
-      url: `${s.baseUrl}/events`,
-      token: READER,
-      fetch: fetchLike,
-      signal: stop.signal,
-      retryMs: 50,
-      onEvent: (event) => events.push(event),
-      onState: (state) => states.push(state),
-    })
-    const until = async (check: () => boolean): Promise<void> => {
-      const end = Date.now() + 10_000
-      while (!check() && Date.now() < end) await new Promise((resolve) => setTimeout(resolve, 20))
-      assert.ok(check())
-    }
-    await until(() => states.includes('live'))
-    const made = []
-    for (const name of ['One', 'Two', 'Three', 'Four']) made.push(await s.createUser({ name }))
-    await until(() => events.length >= 4)
-    stop.abort()
-    await done
+  for (const end of ['close', 'fail'] as const) {
+    it(`starts at the end of the feed, resumes with Last-Event-ID after a stream that ends (${end}), and misses or repeats nothing`, async (t) => {
+      const s = await startService(t, { eventStreams: { heartbeatMs: 60_000 } })
+      const before = await s.createUser({ name: 'Before' })
+      const events: StreamEvent[] = []
+      const { fetch: fetchLike, sent } = cuttingFetch(2, () => events.length, end)
+      const states: LiveState[] = []
+      const stop = new AbortController()
+      const done = followEvents({
+        url: `${s.baseUrl}/events`,
+        token: READER,
+        fetch: fetchLike,
+        signal: stop.signal,
+        retryMs: 50,
+        onEvent: (event) => events.push(event),
+        onState: (state) => states.push(state),
+      })
+      const until = async (check: () => boolean): Promise<void> => {
+        const end = Date.now() + 10_000
+        while (!check() && Date.now() < end) await new Promise((resolve) => setTimeout(resolve, 20))
+        assert.ok(check())
+      }
+      await until(() => states.includes('live'))
+      const made = []
+      for (const name of ['One', 'Two', 'Three', 'Four']) made.push(await s.createUser({ name }))
+      await until(() => events.length >= 4)
+      stop.abort()
+      await done
 
-    // The user made before it started is not replayed; each later one once, in order.
-    assert.ok(!events.some((event) => event.data.includes(before.id)))
-    assert.deepEqual(
-      events.map((event) => [event.event, (JSON.parse(event.data) as { userId: string }).userId]),
-      made.map((user) => ['user.created', user.id]),
-    )
-    // The second stream asked to resume after the last event the first one delivered.
-    const streams = sent.filter((item) => item.headers.get('accept') === 'text/event-stream')
-    assert.ok(streams.length >= 2, `${streams.length} streams`)
-    const resumed = streams[1]
-    assert.ok(resumed !== undefined && resumed.delivered >= 1 && resumed.delivered < 4)
-    assert.equal(resumed.headers.get('last-event-id'), events[resumed.delivered - 1]?.id)
-    assert.equal(streams[0]?.headers.get('authorization'), `Bearer ${READER}`)
-    // The first stream started where the walk of the feed's pages ended: after `before`'s event.
-    assert.match(streams[0]?.headers.get('last-event-id') ?? '', /^[0-9a-f]{16}$/)
-    assert.ok(states.includes('reconnecting'))
-    assert.equal(states.at(-1), 'stopped')
-  })
+      // The user made before it started is not replayed; each later one once, in order.
+      assert.ok(!events.some((event) => event.data.includes(before.id)))
+      assert.deepEqual(
+        events.map((event) => [event.event, (JSON.parse(event.data) as { userId: string }).userId]),
+        made.map((user) => ['user.created', user.id]),
+      )
+      // The second stream asked to resume after the last event the first one delivered.
+      const streams = sent.filter((item) => item.headers.get('accept') === 'text/event-stream')
+      assert.ok(streams.length >= 2, `${streams.length} streams`)
+      const resumed = streams[1]
+      assert.ok(resumed !== undefined && resumed.delivered >= 1 && resumed.delivered < 4)
+      assert.equal(resumed.headers.get('last-event-id'), events[resumed.delivered - 1]?.id)
+      assert.equal(streams[0]?.headers.get('authorization'), `Bearer ${READER}`)
+      // The first stream started where the walk of the feed's pages ended: after `before`'s event.
+      assert.match(streams[0]?.headers.get('last-event-id') ?? '', /^[0-9a-f]{16}$/)
+      assert.ok(states.includes('reconnecting'))
+      assert.equal(states.at(-1), 'stopped')
+    })
+  }
 
   it('ends as unavailable, without retrying, for a token that may not read events', async (t) => {
     const s = await startService(t)
     const states: LiveState[] = []
-    const { fetch: fetchLike, sent } = cuttingFetch(1, () => 0)
+    const { fetch: fetchLike, sent } = cuttingFetch(1, () => 0, 'close')
     await followEvents({
       url: `${s.baseUrl}/events`,
       token: makeToken({ scope: 'users:read' }),

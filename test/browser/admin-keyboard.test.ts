@@ -4,6 +4,7 @@ import { describe, it } from 'node:test'
 import type { Page } from 'playwright-core'
 
 import { assertClean, openAdmin, SKIP } from '../helpers/admin-browser.js'
+import type { Problem } from '../helpers/http.js'
 import { startService, uniqueEmail } from '../helpers/service.js'
 import { ALL_SCOPES, makeToken } from '../helpers/tokens.js'
 
@@ -172,5 +173,125 @@ describe('the admin page with the keyboard alone', { skip: SKIP, timeout: 300_00
     await page.getByLabel('Token', { exact: true }).waitFor()
     assert.equal((await focused(page)).name, 'Token')
     assertClean(faults)
+  })
+  it('suspends (confirmed by Space), shows field errors after Save, reloads after a 412, and cancels an edit and the New user dialog by their Cancel buttons', async (t) => {
+    const s = await startService(t)
+    const user = await s.createUser({ name: 'Keyboard Suspend', metadata: { team: 'keys' } })
+    assert.equal((await s.call('POST', `/users/${user.id}:activate`)).status, 200)
+    const { page, faults } = await openAdmin(t, `${s.url}/admin`)
+    await tabTo(page, 'Token')
+    await page.keyboard.type(makeToken({ scope: `${ALL_SCOPES} events:read` }))
+    await page.keyboard.press('Enter')
+    await page.getByRole('table', { name: 'Users' }).waitFor()
+    await tabTo(page, user.email)
+    await page.keyboard.press('Enter')
+    const detail = page.getByRole('region', { name: 'User details' })
+    await detail.getByText(user.id, { exact: true }).waitFor()
+    const status = detail.locator('dd').nth(3)
+    assert.equal(await status.textContent(), 'active')
+
+    // Suspend: Space opens the dialog, Space on its Suspend button confirms.
+    await tabTo(page, 'Suspend')
+    await page.keyboard.press('Space')
+    const confirm = page.getByRole('dialog', { name: `Suspend ${user.email}?` })
+    await confirm.waitFor()
+    assert.deepEqual(await focused(page), { name: 'Suspend', inDialog: 'confirm' })
+    await page.keyboard.press('Space')
+    await confirm.waitFor({ state: 'hidden' })
+    await detail.getByText('suspended', { exact: true }).waitFor()
+    assert.equal(await status.textContent(), 'suspended')
+    assert.equal((await s.getUser(user.id)).status, 'suspended')
+    assert.deepEqual(await focused(page), { name: 'Suspend', inDialog: null })
+    const suspended = await s.getUser(user.id)
+
+    // Field errors after a Save by Enter: at the field, which gets the focus.
+    const shown = await s.call('GET', `/users/${user.id}`)
+    assert.equal(shown.status, 200)
+    const refused = await s.call('PUT', `/users/${user.id}`, {
+      json: { email: 'broken', name: user.name, metadata: user.metadata },
+      headers: { 'if-match': shown.headers.get('etag') ?? '' },
+    })
+    assert.equal(refused.status, 422)
+    assert.equal(refused.json<Problem>().code, 'validation_failed')
+    const message = refused.json<Problem>().errors?.find((e) => e.pointer === '/email')?.message
+    await tabTo(page, 'Edit', 'Shift+Tab')
+    await page.keyboard.press('Enter')
+    assert.equal((await focused(page)).name, 'Email')
+    await page.keyboard.press('Control+a')
+    await page.keyboard.type('broken')
+    await page.keyboard.press('Enter')
+    const email = page.locator('#edit-email')
+    await page.locator('#edit-email[aria-invalid="true"]').waitFor()
+    const describedBy = (await email.getAttribute('aria-describedby')) ?? ''
+    assert.equal(await page.locator(`#${describedBy}`).textContent(), message)
+    assert.equal((await focused(page)).name, 'Email')
+    assert.deepEqual(await s.getUser(user.id), suspended)
+
+    // A change made elsewhere meanwhile: Enter saves into the 412; the focus is on Reload, and
+    // Enter on it loads the current user into the form.
+    await page.keyboard.press('Control+a')
+    await page.keyboard.type(user.email)
+    await page.keyboard.press('Tab')
+    await page.keyboard.press('End')
+    await page.keyboard.type(' (mine)')
+    assert.equal(
+      (await s.call('PATCH', `/users/${user.id}`, { json: { name: 'Theirs' } })).status,
+      200,
+    )
+    await page.keyboard.press('Enter')
+    await detail
+      .getByRole('alert')
+      .getByText(/changed meanwhile/)
+      .waitFor()
+    assert.equal((await focused(page)).name, 'Reload')
+    await assertFocusVisible(page)
+    await page.keyboard.press('Enter')
+    await detail
+      .getByRole('alert')
+      .getByText(/changed meanwhile/)
+      .waitFor({ state: 'detached' })
+    assert.equal(await page.locator('#edit-name').inputValue(), 'Theirs')
+    assert.equal(await email.getAttribute('aria-invalid'), null)
+    assert.equal((await focused(page)).name, 'Email')
+    const theirs = await s.getUser(user.id)
+    assert.equal(theirs.name, 'Theirs')
+
+    // Edit's Cancel, by Space: the form closes, the detail shows the stored user, nothing is sent.
+    const writes: string[] = []
+    page.on('request', (request) => {
+      if (request.method() !== 'GET') writes.push(`${request.method()} ${request.url()}`)
+    })
+    await page.keyboard.press('Tab')
+    await page.keyboard.type(' (not kept)')
+    await tabTo(page, 'Cancel')
+    await page.keyboard.press('Space')
+    await page.locator('#edit-form').waitFor({ state: 'hidden' })
+    assert.deepEqual(await focused(page), { name: 'Edit', inDialog: null })
+    await detail.getByText('Theirs', { exact: true }).waitFor()
+    assert.deepEqual(await s.getUser(user.id), theirs)
+    assert.deepEqual(writes, [])
+
+    // The New user dialog's Cancel button, by Enter: it closes, gives the focus back, creates nothing.
+    await tabTo(page, 'New user', 'Shift+Tab')
+    await page.keyboard.press('Enter')
+    const dialog = page.getByRole('dialog', { name: 'New user' })
+    await dialog.waitFor()
+    await page.keyboard.type(uniqueEmail('cancelled'))
+    await page.keyboard.press('Tab')
+    await page.keyboard.type('Never Created')
+    await tabTo(page, 'Cancel')
+    assert.deepEqual(await focused(page), { name: 'Cancel', inDialog: 'new-user-dialog' })
+    await page.keyboard.press('Enter')
+    await dialog.waitFor({ state: 'hidden' })
+    assert.deepEqual(await focused(page), { name: 'New user', inDialog: null })
+    // A list read follows any write the page makes: once it is in, nothing else was sent.
+    await page.reload()
+    await page.getByRole('button', { name: user.email, exact: true }).waitFor()
+    assert.deepEqual(writes, [])
+    assert.deepEqual(
+      (await s.snapshot()).map((stored) => stored.id),
+      [user.id],
+    )
+    assertClean(faults, [412, 422])
   })
 })

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import type { Page } from 'playwright-core'
+import type { Page, Request } from 'playwright-core'
 
 import type { User } from '../../src/domain/user.js'
 import {
@@ -11,6 +11,7 @@ import {
   SKIP,
   screenshot,
   signIn,
+  streamCutter,
 } from '../helpers/admin-browser.js'
 import type { Problem } from '../helpers/http.js'
 import { startService, uniqueEmail } from '../helpers/service.js'
@@ -95,6 +96,10 @@ describe('the admin page in headless Chromium', { skip: SKIP, timeout: 300_000 }
     }
     const newest = [...created].reverse()
     const { page, faults, context } = await openAdmin(t, `${s.url}/admin`)
+    // The token is typed into a password input, so that it is not shown on the screen.
+    const tokenField = page.getByLabel('Token', { exact: true })
+    assert.equal(await tokenField.evaluate((el) => el.tagName), 'INPUT')
+    assert.equal(await tokenField.getAttribute('type'), 'password')
     await assertAccessible(page, 'the sign-in form')
     await screenshot(page, '1-sign-in')
 
@@ -293,8 +298,52 @@ describe('the admin page in headless Chromium', { skip: SKIP, timeout: 300_000 }
     await detail.getByLabel('Name', { exact: true }).fill('Ada King')
     await detail.getByRole('button', { name: 'Save', exact: true }).click()
     await detail.getByText('Ada King', { exact: true }).waitFor()
-    assert.equal((await s.getUser(ada.id)).name, 'Ada King')
-    assert.equal((await s.getUser(ada.id)).version, 2)
+    // The Metadata field left as it was keeps the stored metadata.
+    const renamed = await s.getUser(ada.id)
+    assert.equal(renamed.name, 'Ada King')
+    assert.equal(renamed.version, 2)
+    assert.deepEqual(renamed.metadata, { team: 'analytics', floor: '3' })
+
+    // Metadata typed into the form is what is stored (a key left out of it is gone).
+    await detail.getByRole('button', { name: 'Edit', exact: true }).click()
+    const metadataField = detail.getByLabel('Metadata', { exact: true })
+    assert.equal(await metadataField.inputValue(), '{"team":"analytics","floor":"3"}')
+    await metadataField.fill('{"team": "engines", "desk": "12"}')
+    await detail.getByRole('button', { name: 'Save', exact: true }).click()
+    await detail.getByText('{"team":"engines","desk":"12"}', { exact: true }).waitFor()
+    const remetadata = await s.getUser(ada.id)
+    assert.deepEqual(remetadata.metadata, { team: 'engines', desk: '12' })
+    assert.equal(remetadata.name, 'Ada King')
+    assert.equal(remetadata.version, 3)
+
+    // Cancel: the form closes, the detail shows the stored values again, and nothing is sent.
+    const writes: string[] = []
+    const onRequest = (request: Request): void => {
+      if (request.method() !== 'GET') writes.push(`${request.method()} ${request.url()}`)
+    }
+    page.on('request', onRequest)
+    await detail.getByRole('button', { name: 'Edit', exact: true }).click()
+    await detail.getByLabel('Email', { exact: true }).fill(uniqueEmail('cancelled-edit'))
+    await detail.getByLabel('Name', { exact: true }).fill('Not kept')
+    await metadataField.fill('{"team": "nobody"}')
+    await detail.getByRole('button', { name: 'Cancel', exact: true }).click()
+    await page.locator('#edit-form').waitFor({ state: 'hidden' })
+    assert.deepEqual(await detail.locator('dd').allTextContents(), [
+      ada.id,
+      ada.email,
+      'Ada King',
+      'pending',
+      '{"team":"engines","desk":"12"}',
+      '3',
+      ada.createdAt,
+      remetadata.updatedAt,
+    ])
+    for (const name of ['Edit', 'Activate', 'Suspend', 'Delete']) {
+      assert.equal(await detail.getByRole('button', { name, exact: true }).isVisible(), true)
+    }
+    page.off('request', onRequest)
+    assert.deepEqual(writes, [])
+    assert.deepEqual(await s.getUser(ada.id), remetadata)
 
     await detail.getByRole('button', { name: 'Edit', exact: true }).click()
     await detail.getByLabel('Name', { exact: true }).fill('Lost update')
@@ -326,9 +375,66 @@ describe('the admin page in headless Chromium', { skip: SKIP, timeout: 300_000 }
       .getByRole('alert')
       .getByText(taken.json<Problem>().title, { exact: true })
       .waitFor()
+    const current = await s.call('GET', `/users/${ada.id}`)
+    assert.equal(current.status, 200)
+    const etag = current.headers.get('etag') ?? ''
+    const broken = await s.call('PUT', `/users/${ada.id}`, {
+      json: { email: 'broken', name: 'Ada, again', metadata: { team: 'engines', desk: '12' } },
+      headers: { 'if-match': etag },
+    })
+    assert.equal(broken.status, 422)
+    assert.equal(broken.json<Problem>().code, 'validation_failed')
+    const emailMessage =
+      broken.json<Problem>().errors?.find((entry) => entry.pointer === '/email')?.message ?? '?'
     await detail.getByLabel('Email', { exact: true }).fill('broken')
     await detail.getByRole('button', { name: 'Save', exact: true }).click()
     await page.locator('#edit-email[aria-invalid="true"]').waitFor()
+    const editEmail = detail.getByLabel('Email', { exact: true })
+    const editDescribedBy = (await editEmail.getAttribute('aria-describedby')) ?? ''
+    assert.equal(await page.locator(`#${editDescribedBy}`).textContent(), emailMessage)
+    assert.equal(await page.evaluate('document.activeElement.id'), 'edit-email')
+    assert.equal(
+      await detail.getByLabel('Name', { exact: true }).getAttribute('aria-invalid'),
+      null,
+    )
+
+    // An entry that names no field of the form goes in the form's alert, with the problem's
+    // title and detail; the one that names a field stays at its field. (The page never sends
+    // a read-only field itself: the server's real answer to one that does is what it meets.)
+    const readOnly = await s.call('PUT', `/users/${ada.id}`, {
+      json: {
+        email: 'broken',
+        name: 'Ada, again',
+        metadata: { team: 'engines', desk: '12' },
+        status: 'active',
+      },
+      headers: { 'if-match': etag },
+    })
+    assert.equal(readOnly.status, 422)
+    const readOnlyProblem = readOnly.json<Problem>()
+    const statusEntry = readOnlyProblem.errors?.find((entry) => entry.pointer === '/status')
+    assert.equal(statusEntry?.code, 'read_only')
+    await page.route(`**/users/${ada.id}`, async (route) => {
+      if (route.request().method() !== 'PUT') return route.continue()
+      await route.fulfill({
+        status: 422,
+        contentType: 'application/problem+json',
+        body: readOnly.text,
+      })
+    })
+    await detail.getByRole('button', { name: 'Save', exact: true }).click()
+    const editAlert = detail.getByRole('alert')
+    await editAlert.getByText(readOnlyProblem.title, { exact: true }).waitFor()
+    assert.equal(
+      await editAlert.getByText(readOnlyProblem.detail, { exact: true }).textContent(),
+      readOnlyProblem.detail,
+    )
+    assert.deepEqual(await editAlert.getByRole('listitem').allTextContents(), [
+      `/status: ${statusEntry?.message}`,
+    ])
+    assert.equal(await page.locator(`#${editDescribedBy}`).textContent(), emailMessage)
+    await page.unroute(`**/users/${ada.id}`)
+
     await detail.getByRole('button', { name: 'Cancel', exact: true }).click()
     assert.equal((await s.getUser(ada.id)).email, ada.email)
     assertClean(faults, [409, 412, 422])
@@ -442,6 +548,20 @@ describe('the admin page in headless Chromium', { skip: SKIP, timeout: 300_000 }
       .waitFor()
     assert.equal((await s.getUser(watched.id)).name, 'Theirs')
 
+    // The open detail's user deleted elsewhere: the detail says so and offers no action.
+    await detail.getByRole('button', { name: 'Cancel', exact: true }).click()
+    await detail.getByText('Theirs', { exact: true }).waitFor()
+    assert.equal((await s.call('DELETE', `/users/${watched.id}`)).status, 204)
+    assert.equal((await s.call('GET', `/users/${watched.id}`)).status, 404)
+    await detail
+      .getByRole('alert')
+      .getByText('This user was deleted meanwhile.', { exact: true })
+      .waitFor({ timeout: 2000 })
+    assert.equal(await page.locator('#detail-actions').isHidden(), true)
+    await page
+      .getByRole('button', { name: watched.email, exact: true })
+      .waitFor({ state: 'detached', timeout: 2000 })
+
     assert.equal((await s.call('DELETE', `/users/${first.id}`)).status, 204)
     await page
       .getByRole('button', { name: first.email, exact: true })
@@ -454,6 +574,68 @@ describe('the admin page in headless Chromium', { skip: SKIP, timeout: 300_000 }
     await status.getByText(/Live updates: off/).waitFor()
     await page.getByRole('button', { name: fresh.email, exact: true }).waitFor()
     assertClean(faults, [403, 412])
+  })
+
+  it('resumes live updates after its stream is cut, with Last-Event-ID set to the last event it saw, and shows what changed meanwhile', async (t) => {
+    const s = await startService(t)
+    const kept = await s.createUser({ name: 'Kept' })
+    const proxy = await streamCutter(t, s.url)
+    const { page, faults } = await openAdmin(t, `${proxy.url}/admin`)
+    // The Last-Event-ID of each stream the page opened and the service answered.
+    const resumedFrom: (string | undefined)[] = []
+    page.on('response', async (response) => {
+      const request = response.request()
+      const url = new URL(request.url())
+      const headers = await request.allHeaders()
+      if (url.pathname !== '/events' || headers['accept'] !== 'text/event-stream') return
+      resumedFrom.push(headers['last-event-id'])
+    })
+    const token = makeToken({ scope: LIVE_SCOPES })
+    await signIn(page, token)
+    const status = page.getByRole('status')
+    await status.getByText('Live updates: on', { exact: true }).waitFor()
+    assert.equal(resumedFrom.length, 1)
+
+    // A change seen live: its event is the last one the page saw.
+    assert.equal(
+      (await s.call('PATCH', `/users/${kept.id}`, { json: { name: 'Seen Live' } })).status,
+      200,
+    )
+    await row(page, kept.email).getByRole('cell', { name: 'Seen Live', exact: true }).waitFor()
+    const feed = await s.call('GET', '/events', { token })
+    assert.equal(feed.status, 200)
+    const seenId = feed.json<{ items: { id: string; type: string }[] }>().items.at(-1)
+    assert.equal(seenId?.type, 'user.updated')
+
+    // The page's stream cut, and its reconnections refused: changes made meanwhile reach it later.
+    proxy.cut(true)
+    await status
+      .getByText('Live updates: interrupted, reconnecting…', { exact: true })
+      .waitFor({ timeout: 5000 })
+    assert.equal(
+      (await s.call('PATCH', `/users/${kept.id}`, { json: { name: 'Changed While Cut' } })).status,
+      200,
+    )
+    const fresh = await s.createUser({ name: 'Created While Cut' })
+    await new Promise((resolve) => setTimeout(resolve, 1500))
+    assert.equal(await row(page, kept.email).getByRole('cell', { name: 'Seen Live' }).count(), 1)
+    assert.equal(await page.getByRole('button', { name: fresh.email, exact: true }).count(), 0)
+
+    proxy.cut(false)
+    await row(page, kept.email)
+      .getByRole('cell', { name: 'Changed While Cut', exact: true })
+      .waitFor({ timeout: 5000 })
+    await page.getByRole('button', { name: fresh.email, exact: true }).waitFor({ timeout: 2000 })
+    assert.equal((await shownEmails(page))[0], fresh.email)
+    await status.getByText('Live updates: on', { exact: true }).waitFor()
+    assert.equal(resumedFrom.length, 2)
+    assert.equal(resumedFrom[1], seenId?.id)
+    assert.deepEqual(faults.violations, [])
+    // The only errors: the network's own notes of the requests the cut made fail.
+    assert.deepEqual(
+      faults.errors.filter((text) => !/net::ERR_/.test(text)),
+      [],
+    )
   })
 
   it('works under BASE_PATH: its files and its API calls resolve relative to /v1/admin', async (t) => {

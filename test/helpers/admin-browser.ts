@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { existsSync } from 'node:fs'
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises'
 import { createRequire } from 'node:module'
+import { type AddressInfo, connect, createServer, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import type { TestContext } from 'node:test'
@@ -136,4 +137,55 @@ export async function screenshot(page: Page, name: string): Promise<string> {
   const file = path.join(ARTIFACTS, `${name}.png`)
   await page.screenshot({ path: file, fullPage: true })
   return file
+}
+
+/**
+ * A TCP proxy in front of the service, for the page to reach it through: while cut, it closes
+ * every connection carrying an event stream (`GET /events` asking for text/event-stream) at once,
+ * as a dropped network would, and lets everything else through.
+ */
+export async function streamCutter(
+  t: TestContext,
+  target: string,
+): Promise<{ url: string; cut: (on: boolean) => void }> {
+  const { hostname, port } = new URL(target)
+  const streams = new Set<Socket>()
+  const open = new Set<Socket>()
+  let cutting = false
+  const server = createServer((client) => {
+    const upstream = connect(Number(port), hostname)
+    open.add(client)
+    const drop = (): void => {
+      streams.delete(client)
+      open.delete(client)
+      client.destroy()
+      upstream.destroy()
+    }
+    client.on('data', (chunk: Buffer) => {
+      const head = chunk.toString('latin1')
+      if (/^GET [^ ]*\/events /.test(head) && /\r\naccept: text\/event-stream\r\n/i.test(head)) {
+        if (cutting) return drop()
+        streams.add(client)
+      }
+      upstream.write(chunk)
+    })
+    upstream.pipe(client)
+    client.on('close', drop)
+    upstream.on('close', drop)
+    client.on('error', drop)
+    upstream.on('error', drop)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.after(() => {
+    for (const socket of open) socket.destroy()
+    return new Promise<void>((resolve) => server.close(() => resolve()))
+  })
+  const address = server.address() as AddressInfo
+  return {
+    url: `http://127.0.0.1:${address.port}`,
+    cut(on) {
+      cutting = on
+      if (on) for (const socket of [...streams]) socket.destroy()
+    },
+  }
 }
