@@ -9,6 +9,7 @@ import { createHash } from 'node:crypto'
 import {
   appendFileSync,
   existsSync,
+  mkdirSync,
   readdirSync,
   readFileSync,
   rmSync,
@@ -21,7 +22,10 @@ import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
 import type { KeptKey } from '../../../src/domain/kept-key.js'
+import { DurableDirectory } from '../../../src/store/file/atomic-write.js'
 import { FileStore, type FileStoreOptions } from '../../../src/store/file/file-store.js'
+import { type KeyCheckpoint, KeyFiles } from '../../../src/store/file/key-files.js'
+import { keyFileName } from '../../../src/store/file/key-format.js'
 import type { DurableWriteTiming } from '../../../src/store/write-timing.js'
 import { bigMetadata } from '../../events/feed-fixtures.js'
 import { type Child, PROJECT_ROOT, sleep, spawnService } from '../../helpers/child.js'
@@ -543,5 +547,65 @@ describe('FileStore: the filter of kept keys', () => {
       assert.equal((await store.keys.find('admin', `many-${n}`))?.key, `many-${n}`, `many-${n}`)
     for (let n = 0; n < 50; n += 1)
       assert.equal(await store.keys.find('admin', `none-${n}`), undefined)
+  })
+})
+
+describe('KeyFiles: keys kept with changes', () => {
+  /** A checkpoint that records what the key files ask of it; `owedKeys` as given. */
+  function recordingCheckpoint(owedKeys: number) {
+    const asked: string[] = []
+    const written: (() => void)[] = []
+    const checkpoint: KeyCheckpoint = {
+      owedKeys,
+      touched: (dir, name) => asked.push(`touched ${dir} ${name ?? ''}`),
+      holdEvent: (eventId) => asked.push(`hold ${eventId}`),
+      releaseEvent: (eventId) => asked.push(`release ${eventId}`),
+      oweKey: (name, _json, expiresAt, done) => {
+        asked.push(`owe ${name} ${expiresAt}`)
+        written.push(done)
+      },
+      takeOwedKey: () => Promise.resolve(undefined),
+    }
+    return { checkpoint, asked, written }
+  }
+
+  async function openKeyFiles(t: TestContext, checkpoint: KeyCheckpoint) {
+    const dir = path.join(await makeTempDir(t, 'key-files-'), 'keys')
+    mkdirSync(dir)
+    const files = await DurableDirectory.open(dir)
+    const keys = new KeyFiles({ dir, now: Date.now, logger: createMemoryLogger([]) })
+    await keys.open(files, () => checkpoint)
+    t.after(async () => {
+      await keys.close()
+      await files.close()
+    })
+    return { dir, keys }
+  }
+
+  it('owes the file to the checkpoint, found in memory until it is written', async (t) => {
+    const { checkpoint, asked, written } = recordingCheckpoint(0)
+    const { dir, keys } = await openKeyFiles(t, checkpoint)
+    const kept = aloneKey('admin', 'owed', Date.now() + 60_000)
+    keys.logged(kept, 7)
+    const name = keyFileName('admin', 'owed')
+    assert.deepEqual(asked, [`owe ${name} ${kept.expiresAt}`])
+    assert.deepEqual(readdirSync(dir), [], 'nothing written by the key files themselves')
+    assert.deepEqual(await keys.find('admin', 'owed'), kept)
+    for (const done of written) done()
+    assert.deepEqual(await keys.find('admin', 'owed'), kept, 'from the cache once written')
+  })
+
+  it('writes the file at once, the checkpoint held behind its event, past the backlog of owed keys', async (t) => {
+    const { checkpoint, asked } = recordingCheckpoint(16_384)
+    const { dir, keys } = await openKeyFiles(t, checkpoint)
+    const kept = aloneKey('admin', 'direct', Date.now() + 60_000)
+    keys.logged(kept, 9)
+    const name = keyFileName('admin', 'direct')
+    const deadline = Date.now() + 5_000
+    while (!asked.includes('release 9') && Date.now() < deadline) await sleep(5)
+    assert.deepEqual(asked, ['hold 9', `touched keys ${name}`, 'release 9'])
+    assert.deepEqual(readdirSync(dir), [name])
+    assert.equal(Math.round(statSync(path.join(dir, name)).mtimeMs), kept.expiresAt)
+    assert.deepEqual(await keys.find('admin', 'direct'), kept)
   })
 })
