@@ -11,7 +11,6 @@ import { isClosing, LINGER_MS } from './http/lingering-close.js'
 import { createRateLimiter } from './http/rate-limiter.js'
 import type { Logger } from './log/logger.js'
 import { createServiceMetrics } from './metrics/service-metrics.js'
-import { createOpenApiDocument } from './openapi/document.js'
 import { Availability } from './ops/availability.js'
 import { createLocalSlots, type SharedSlots } from './ops/shared-slots.js'
 import { RequestKeys } from './request-idempotency.js'
@@ -179,9 +178,13 @@ export function createService(options: ServiceOptions): UserService {
         writeGate: availability.writeGate,
         ...pickSettings(options, ['bulk']),
       }),
-      openApi: JSON.stringify(
-        createOpenApiDocument({ basePath, version: SERVICE_VERSION, routes: apiRoutes }),
-      ),
+      // Built at the first request for it, not at every start: a 140 KB document few ask for.
+      openApi: once(async () => {
+        const { createOpenApiDocument } = await import('./openapi/document.js')
+        return JSON.stringify(
+          createOpenApiDocument({ basePath, version: SERVICE_VERSION, routes: apiRoutes }),
+        )
+      }),
       metrics,
     },
     logger,
@@ -284,4 +287,14 @@ export function createService(options: ServiceOptions): UserService {
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms))
+}
+
+/** `make` run at the first call only, its result given to every call (a failure is tried again). */
+function once<T>(make: () => Promise<T>): () => Promise<T> {
+  let made: Promise<T> | undefined
+  return () =>
+    (made ??= make().catch((error: unknown) => {
+      made = undefined
+      throw error
+    }))
 }

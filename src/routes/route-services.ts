@@ -25,8 +25,8 @@ export interface RouteServices {
   readonly availability: Availability
   readonly events: EventStreams
   readonly bulk: BulkServices
-  /** The OpenAPI document, as served. */
-  readonly openApi: string
+  /** The OpenAPI document, as served: JSON text. */
+  readonly openApi: () => Promise<string>
   /** The metrics, rendered for `GET /metrics`; undefined when they are off. */
   readonly metrics: { render(): string } | undefined
 }

@@ -12,5 +12,5 @@ export const getOpenApi: Route = {
   responses: {
     200: { description: 'This document.', content: { 'application/json': { type: 'object' } } },
   },
-  handle: ({ services }) => ({ status: 200, body: services.openApi }),
+  handle: async ({ services }) => ({ status: 200, body: await services.openApi() }),
 }
