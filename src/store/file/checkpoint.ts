@@ -1,6 +1,6 @@
 import type { DurableDirectory } from './atomic-write.js'
 import { CHECKPOINT_FILE, checkpointJson, syncFiles } from './checkpoint-file.js'
-import { type Owed, type OwedFile, OwedFiles } from './owed-files.js'
+import { type Owed, OwedFiles, OwedKeyFiles } from './owed-files.js'
 import { OwedWriter } from './owed-writer.js'
 
 export interface CheckpointOptions {
@@ -24,11 +24,6 @@ export interface CheckpointOptions {
 
 /** Files renamed since the last checkpoint that start the next one at once. */
 const CHECKPOINT_FILES = 4096
-
-/** A kept key's file owed to the checkpoint; `written` once it is in place, fsynced. */
-interface OwedKey extends OwedFile {
-  readonly written: () => void
-}
 
 /** A directory whose files a checkpoint fsyncs. */
 export type CheckpointDir = 'users' | 'tombstones' | 'keys'
@@ -54,8 +49,8 @@ export class Checkpoint {
   readonly #writer = new OwedWriter()
   /** Imported users' files, written by the next checkpoint (their events are durable). */
   readonly #owed = new OwedFiles<Owed>(this.#writer)
-  /** Kept keys' files, written by the next checkpoint (their events are durable). */
-  readonly #owedKeys = new OwedFiles<OwedKey>(this.#writer)
+  /** Kept keys' files, written by the next checkpoint; many of them start one at once. */
+  readonly owedKeys = new OwedKeyFiles(this.#writer, CHECKPOINT_FILES, () => this.#startOne())
   #userFiles = new Set<string>()
   #graveFiles = new Set<string>()
   #keyFiles = new Set<string>()
@@ -196,34 +191,6 @@ export class Checkpoint {
     this.#owed.add(name, owed)
   }
 
-  /**
-   * A kept key's file, left to the next checkpoint, which writes it (with its expiry as its
-   * modification time) before it moves past the key's event. Call it while the event's change is
-   * pending (before `end`). `written` is called once the file is in place, fsynced.
-   */
-  oweKey(name: string, json: string, expiresAt: number, written: () => void): void {
-    this.#owedKeys.add(name, { json, mtime: expiresAt / 1000, written })
-    // The keys wait in memory until then: many of them start a checkpoint at once.
-    if (this.#owedKeys.size >= CHECKPOINT_FILES) this.#startOne()
-  }
-
-  /** Key files owed, waiting for a checkpoint or being written by one. */
-  get owedKeys(): number {
-    return this.#owedKeys.size
-  }
-
-  /**
-   * Takes an owed key file off the next batch, for its taker to write now (waiting first for a
-   * batch writing it, so that the taker's file lands last).
-   */
-  async takeOwedKey(name: string): Promise<OwedKey | undefined> {
-    for (let batch = this.#owedKeys.writing(name); batch !== undefined; ) {
-      await batch
-      batch = this.#owedKeys.writing(name)
-    }
-    return this.#owedKeys.take(name)
-  }
-
   /** The file step of the user's change is over, done or failed. */
   end(userId: string): void {
     this.#pending.delete(userId)
@@ -276,7 +243,7 @@ export class Checkpoint {
     for (const id of this.#held.values()) through = Math.min(through, id - 1)
     for (const id of this.#heldEvents) through = Math.min(through, id - 1)
     through = Math.max(through, this.#through)
-    const owedKeys = this.#owedKeys.size > 0
+    const owedKeys = this.owedKeys.size > 0
     const changed =
       this.#usersChanged ||
       this.#gravesChanged ||
@@ -308,9 +275,7 @@ export class Checkpoint {
       // event up to it is in this batch (a change not yet owed is still pending). The keys' batch
       // is taken later, so it holds every owed key of those events too.
       written = (await this.#owed.writeAll(this.#options.users)).size
-      const keyBatch = await this.#owedKeys.writeAll(this.#options.keys)
-      keysWritten = keyBatch.size
-      for (const owed of keyBatch.values()) owed.written()
+      keysWritten = await this.owedKeys.writeAll(this.#options.keys)
       await syncFiles(this.#options.users, users)
       await syncFiles(this.#options.graves, graves)
       await syncFiles(this.#options.keys, keys)

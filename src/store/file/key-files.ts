@@ -14,6 +14,7 @@ import { hasCode } from './errno.js'
 import { keyFileJson, keyFileName, parseKeyFile } from './key-format.js'
 import { sweepKeyFiles } from './key-sweep.js'
 import { removeKeyTemps, writeKeyFile } from './key-write.js'
+import type { OwedKeyFiles } from './owed-files.js'
 
 const HELD: Promise<KeyHold> = Promise.resolve('held')
 const DONE: Promise<void> = Promise.resolve()
@@ -25,9 +26,7 @@ export interface KeyCheckpoint {
   touched(dir: CheckpointDir, name?: string): void
   holdEvent(eventId: number): void
   releaseEvent(eventId: number): void
-  oweKey(name: string, json: string, expiresAt: number, written: () => void): void
-  readonly owedKeys: number
-  takeOwedKey(name: string): Promise<{ readonly written: () => void } | undefined>
+  readonly owedKeys: Pick<OwedKeyFiles, 'size' | 'add' | 'take'>
 }
 
 /**
@@ -157,7 +156,7 @@ export class KeyFiles implements KeptKeys {
     try {
       // An older content of the file (a key kept before and expired since), owed to the
       // checkpoint, must not land after this one: it is taken off, and forgotten either way.
-      const owed = await this.#checkpoint()?.takeOwedKey(name)
+      const owed = await this.#checkpoint()?.owedKeys.take(name)
       try {
         await writeKeyFile(this.#directory(), kept, true)
       } finally {
@@ -183,9 +182,9 @@ export class KeyFiles implements KeptKeys {
     this.#filtered(name)
     this.#cache.set(name, kept, weigh(kept))
     const checkpoint = this.#checkpoint()
-    if (checkpoint !== undefined && checkpoint.owedKeys < OWED_KEYS) {
+    if (checkpoint !== undefined && checkpoint.owedKeys.size < OWED_KEYS) {
       pin.writing = true
-      checkpoint.oweKey(name, keyFileJson(kept), kept.expiresAt, () => {
+      checkpoint.owedKeys.add(name, keyFileJson(kept), kept.expiresAt, () => {
         if (this.#pinned.get(name) === pin) this.#pinned.delete(name)
       })
       return

@@ -84,3 +84,51 @@ export class OwedFiles<T extends OwedFile = Owed> {
     }
   }
 }
+
+/** A kept key's file owed to the checkpoint; `written` once it is in place, fsynced. */
+export interface OwedKey extends OwedFile {
+  readonly written: () => void
+}
+
+/**
+ * Kept keys' files owed to the checkpoint (their changes' events are durable), which writes them
+ * in a batch before it moves past those events; past `many` waiting, `onMany` starts one at once.
+ */
+export class OwedKeyFiles {
+  readonly #files: OwedFiles<OwedKey>
+  readonly #many: number
+  readonly #onMany: () => void
+
+  constructor(writer: OwedWriter, many: number, onMany: () => void) {
+    this.#files = new OwedFiles(writer)
+    this.#many = many
+    this.#onMany = onMany
+  }
+
+  /** Files owed, waiting or being written. */
+  get size(): number {
+    return this.#files.size
+  }
+
+  /** The key's file, with its expiry as its modification time; `written` once it is in place. */
+  add(name: string, json: string, expiresAt: number, written: () => void): void {
+    this.#files.add(name, { json, mtime: expiresAt / 1000, written })
+    if (this.#files.size >= this.#many) this.#onMany()
+  }
+
+  /** Takes an owed file off for its taker to write now, after a batch writing it is over. */
+  async take(name: string): Promise<OwedKey | undefined> {
+    for (let batch = this.#files.writing(name); batch !== undefined; ) {
+      await batch
+      batch = this.#files.writing(name)
+    }
+    return this.#files.take(name)
+  }
+
+  /** Writes every waiting file (OwedFiles.writeAll), tells each it is written, and says how many. */
+  async writeAll(dir: DurableDirectory): Promise<number> {
+    const batch = await this.#files.writeAll(dir)
+    for (const owed of batch.values()) owed.written()
+    return batch.size
+  }
+}

@@ -551,20 +551,22 @@ describe('FileStore: the filter of kept keys', () => {
 })
 
 describe('KeyFiles: keys kept with changes', () => {
-  /** A checkpoint that records what the key files ask of it; `owedKeys` as given. */
-  function recordingCheckpoint(owedKeys: number) {
+  /** A checkpoint that records what the key files ask of it, with `owed` key files waiting. */
+  function recordingCheckpoint(owed: number) {
     const asked: string[] = []
     const written: (() => void)[] = []
     const checkpoint: KeyCheckpoint = {
-      owedKeys,
+      owedKeys: {
+        size: owed,
+        add: (name, _json, expiresAt, done) => {
+          asked.push(`owe ${name} ${expiresAt}`)
+          written.push(done)
+        },
+        take: () => Promise.resolve(undefined),
+      },
       touched: (dir, name) => asked.push(`touched ${dir} ${name ?? ''}`),
       holdEvent: (eventId) => asked.push(`hold ${eventId}`),
       releaseEvent: (eventId) => asked.push(`release ${eventId}`),
-      oweKey: (name, _json, expiresAt, done) => {
-        asked.push(`owe ${name} ${expiresAt}`)
-        written.push(done)
-      },
-      takeOwedKey: () => Promise.resolve(undefined),
     }
     return { checkpoint, asked, written }
   }
