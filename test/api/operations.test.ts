@@ -235,21 +235,33 @@ describe('overload: event-loop delay past MAX_EVENT_LOOP_DELAY_MS', () => {
     assert.equal((await s.call('GET', '/users')).status, 200)
     // The delay monitor measures from its first tick (every 20 ms): let it start before blocking.
     await sleep(100)
-    blockEventLoop(1000)
     // The refusal lasts until the next check, a second later: /users and /readyz are asked for
-    // together while it lasts, and /healthz is answered all the same.
-    const [refused, ready] = await waitFor(
-      'overloaded',
-      async () => {
-        const res = await s.call('GET', '/users')
-        if (res.status !== 503) return undefined
-        const readiness = await request('GET', `${s.url}/readyz`)
-        await assertHealthy(s.url)
-        return readiness.status === 503 ? [res, readiness] : undefined
-      },
-      10_000,
-      20,
+    // together while it lasts, and /healthz is answered all the same. On a machine so busy that
+    // the window passes before both are answered, the loop is blocked again (five times at most).
+    let overloaded: TestResponse[] | undefined
+    for (let block = 0; block < 5 && overloaded === undefined; block += 1) {
+      blockEventLoop(1000)
+      overloaded = await waitFor(
+        'overloaded',
+        async () => {
+          const answers = await Promise.all([
+            s.call('GET', '/users'),
+            request('GET', `${s.url}/readyz`),
+            request('GET', `${s.url}/healthz`),
+          ])
+          return answers[0]?.status === 503 && answers[1]?.status === 503 ? answers : undefined
+        },
+        3_000,
+        20,
+      ).catch(() => undefined)
+    }
+    const [refused, ready, health] = overloaded ?? []
+    assert.ok(
+      refused !== undefined && ready !== undefined && health !== undefined,
+      'never overloaded',
     )
+    assert.equal(health.status, 200, 'healthz is answered while overloaded')
+    assert.equal(health.headers.get('cache-control'), 'no-store')
     assertProblem(refused, 503, 'overloaded')
     assertRetryAfter(refused)
     assertProblem(ready, 503, 'overloaded')
