@@ -31,10 +31,11 @@ export interface KeyCheckpoint {
 
 /**
  * Key files owed to the checkpoint past which a key's file is written at once instead (and the
- * checkpoint held behind its event until it is): what the keys waiting in memory may number when
- * the checkpoints do not keep up.
+ * checkpoint held behind its event until it is): each owed key waits in memory with its answer
+ * (about 1 KB), so this bounds what they hold when the checkpoints do not keep up (the number
+ * that starts an early checkpoint, too).
  */
-const OWED_KEYS = 16_384
+const OWED_KEYS = 4096
 
 export interface KeyFilesOptions {
   /** DATA_DIR/keys */

@@ -598,7 +598,7 @@ describe('KeyFiles: keys kept with changes', () => {
   })
 
   it('writes the file at once, the checkpoint held behind its event, past the backlog of owed keys', async (t) => {
-    const { checkpoint, asked } = recordingCheckpoint(16_384)
+    const { checkpoint, asked } = recordingCheckpoint(4096)
     const { dir, keys } = await openKeyFiles(t, checkpoint)
     const kept = aloneKey('admin', 'direct', Date.now() + 60_000)
     keys.logged(kept, 9)
