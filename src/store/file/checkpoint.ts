@@ -1,7 +1,6 @@
 import type { DurableDirectory } from './atomic-write.js'
 import { CHECKPOINT_FILE, checkpointJson, syncFiles } from './checkpoint-file.js'
-import { type Owed, OwedFiles, OwedKeyFiles } from './owed-files.js'
-import { OwedWriter } from './owed-writer.js'
+import { type Owed, OwedFiles } from './owed-files.js'
 
 export interface CheckpointOptions {
   readonly users: DurableDirectory
@@ -45,12 +44,8 @@ export class Checkpoint {
   readonly #held = new Map<string, number>()
   /** Committed events whose key's file is not written yet (or could not be). */
   readonly #heldEvents = new Set<number>()
-  /** The threads that write owed files, many per trip. */
-  readonly #writer = new OwedWriter()
   /** Imported users' files, written by the next checkpoint (their events are durable). */
-  readonly #owed = new OwedFiles<Owed>(this.#writer)
-  /** Kept keys' files, written by the next checkpoint; many of them start one at once. */
-  readonly owedKeys = new OwedKeyFiles(this.#writer, CHECKPOINT_FILES, () => this.#startOne())
+  readonly #owed = new OwedFiles()
   #userFiles = new Set<string>()
   #graveFiles = new Set<string>()
   #keyFiles = new Set<string>()
@@ -75,9 +70,9 @@ export class Checkpoint {
     this.#timer.unref()
   }
 
-  /** Ends what a checkpoint keeps running between checkpoints (the owed files' writer threads). */
+  /** Ends what a checkpoint keeps running between checkpoints (the owed files' writer thread). */
   close(): Promise<void> {
-    return this.#writer.close()
+    return this.#owed.close()
   }
 
   /** No more checkpoints on the timer; `settle` still runs one. */
@@ -243,13 +238,8 @@ export class Checkpoint {
     for (const id of this.#held.values()) through = Math.min(through, id - 1)
     for (const id of this.#heldEvents) through = Math.min(through, id - 1)
     through = Math.max(through, this.#through)
-    const owedKeys = this.owedKeys.size > 0
     const changed =
-      this.#usersChanged ||
-      this.#gravesChanged ||
-      this.#keysChanged ||
-      this.#owed.size > 0 ||
-      owedKeys
+      this.#usersChanged || this.#gravesChanged || this.#keysChanged || this.#owed.size > 0
     if (through === this.#through && !changed) return
     const users = this.#userFiles
     const graves = this.#graveFiles
@@ -257,7 +247,7 @@ export class Checkpoint {
     const dirs = [
       ...(this.#usersChanged || this.#owed.size > 0 ? [this.#options.users] : []),
       ...(this.#gravesChanged ? [this.#options.graves] : []),
-      ...(this.#keysChanged || owedKeys ? [this.#options.keys] : []),
+      ...(this.#keysChanged ? [this.#options.keys] : []),
     ]
     const usersChanged = this.#usersChanged
     const gravesChanged = this.#gravesChanged
@@ -269,13 +259,10 @@ export class Checkpoint {
     this.#gravesChanged = false
     this.#keysChanged = false
     let written = 0
-    let keysWritten = 0
     try {
       // First, without a turn of the event loop since `through` was taken: every owed file of an
-      // event up to it is in this batch (a change not yet owed is still pending). The keys' batch
-      // is taken later, so it holds every owed key of those events too.
-      written = (await this.#owed.writeAll(this.#options.users)).size
-      keysWritten = await this.owedKeys.writeAll(this.#options.keys)
+      // event up to it is in this batch (a change not yet owed is still pending).
+      written = await this.#owed.writeAll(this.#options.users)
       await syncFiles(this.#options.users, users)
       await syncFiles(this.#options.graves, graves)
       await syncFiles(this.#options.keys, keys)
@@ -287,7 +274,6 @@ export class Checkpoint {
       for (const name of users) this.#userFiles.add(name)
       // Owed files written are fsynced already; their directory is not.
       this.#usersChanged ||= written > 0
-      this.#keysChanged ||= keysWritten > 0
       for (const name of graves) this.#graveFiles.add(name)
       for (const name of keys) this.#keyFiles.add(name)
       this.#usersChanged ||= usersChanged

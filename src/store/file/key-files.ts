@@ -11,10 +11,9 @@ import { WriteError } from '../write-error.js'
 import type { DurableDirectory } from './atomic-write.js'
 import type { CheckpointDir } from './checkpoint.js'
 import { hasCode } from './errno.js'
-import { keyFileJson, keyFileName, parseKeyFile } from './key-format.js'
+import { keyFileName, parseKeyFile } from './key-format.js'
 import { sweepKeyFiles } from './key-sweep.js'
 import { removeKeyTemps, writeKeyFile } from './key-write.js'
-import type { OwedKeyFiles } from './owed-files.js'
 
 const HELD: Promise<KeyHold> = Promise.resolve('held')
 const DONE: Promise<void> = Promise.resolve()
@@ -26,16 +25,7 @@ export interface KeyCheckpoint {
   touched(dir: CheckpointDir, name?: string): void
   holdEvent(eventId: number): void
   releaseEvent(eventId: number): void
-  readonly owedKeys: Pick<OwedKeyFiles, 'size' | 'add' | 'take'>
 }
-
-/**
- * Key files owed to the checkpoint past which a key's file is written at once instead (and the
- * checkpoint held behind its event until it is): each owed key waits in memory with its answer
- * (about 1 KB), so this bounds what they hold when the checkpoints do not keep up (the number
- * that starts an early checkpoint, too).
- */
-const OWED_KEYS = 4096
 
 export interface KeyFilesOptions {
   /** DATA_DIR/keys */
@@ -155,14 +145,7 @@ export class KeyFiles implements KeptKeys {
     this.#alone.add(name)
     this.#filtered(name)
     try {
-      // An older content of the file (a key kept before and expired since), owed to the
-      // checkpoint, must not land after this one: it is taken off, and forgotten either way.
-      const owed = await this.#checkpoint()?.owedKeys.take(name)
-      try {
-        await writeKeyFile(this.#directory(), kept, true)
-      } finally {
-        owed?.written()
-      }
+      await writeKeyFile(this.#directory(), kept, true)
     } finally {
       this.#alone.delete(name)
     }
@@ -170,27 +153,17 @@ export class KeyFiles implements KeptKeys {
   }
 
   /**
-   * The key's line and its event's are durable (the change is committed, its file step still
-   * running): the key is found from now on, in memory until its file is written. The next
-   * checkpoint writes the file, in a batch with the others, before it moves past the event; past
-   * OWED_KEYS waiting, the file is written at once instead, the checkpoint held behind the event
-   * until it is.
+   * The key's line and its event's are durable (the change is committed): the key is found from
+   * now on, and its file is written in the background, the checkpoint held behind the event until
+   * it is.
    */
   logged(kept: KeptKey, eventId: number): void {
     const name = keyFileName(kept.subject, kept.key)
     const pin: Pinned = { kept, eventId, writing: false }
     this.#pinned.set(name, pin)
     this.#filtered(name)
+    this.#checkpoint()?.holdEvent(eventId)
     this.#cache.set(name, kept, weigh(kept))
-    const checkpoint = this.#checkpoint()
-    if (checkpoint !== undefined && checkpoint.owedKeys.size < OWED_KEYS) {
-      pin.writing = true
-      checkpoint.owedKeys.add(name, keyFileJson(kept), kept.expiresAt, () => {
-        if (this.#pinned.get(name) === pin) this.#pinned.delete(name)
-      })
-      return
-    }
-    checkpoint?.holdEvent(eventId)
     this.#write(name, pin)
   }
 

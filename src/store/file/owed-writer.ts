@@ -5,8 +5,7 @@ import { WriteError, type WriteStep } from '../write-error.js'
 
 /**
  * The thread's code: the files of a batch written durably with synchronous calls, 64 at a time:
- * each temp file opened exclusively, written (and given its modification time, when it has one)
- * and renamed over its target, then each fsynced and
+ * each temp file opened exclusively, written and renamed over its target, then each fsynced and
  * closed (fsyncs one after another of files already written share the journal's work: about five
  * times the rate of a write and fsync per file here), then one answer for the batch. The caller
  * claims nothing before the answer, so a file renamed before its fsync is as any change's file
@@ -25,14 +24,13 @@ parentPort.on('message', ({ dir, prefix, files }) => {
   const open = []
   try {
     for (let at = 0; at < files.length; at += GROUP) {
-      for (const [name, json, mtime] of files.slice(at, at + GROUP)) {
+      for (const [name, json] of files.slice(at, at + GROUP)) {
         count += 1
         temp = dir + '/.' + name + '.' + prefix + count.toString(36) + '.tmp'
         step = 'write'
         const fd = fs.openSync(temp, 'wx', 0o600)
         open.push(fd)
         fs.writeFileSync(fd, json)
-        if (mtime !== undefined) fs.futimesSync(fd, mtime, mtime)
         step = 'rename'
         fs.renameSync(temp, dir + '/' + name)
         temp = undefined
@@ -56,9 +54,6 @@ parentPort.on('message', ({ dir, prefix, files }) => {
   }
 })
 `
-
-/** A file to write: its name, its content and, when it has one, its modification time (seconds). */
-export type OwedContent = readonly [name: string, content: string, mtime: number | undefined]
 
 interface Answer {
   readonly done: number
@@ -85,13 +80,13 @@ export class OwedWriter {
   readonly #prefix = randomBytes(6).toString('hex')
 
   /**
-   * Writes each [name, content, mtime] into `dir` (temp file, rename, then its fsync: the caller claims
+   * Writes each [name, content] into `dir` (temp file, rename, then its fsync: the caller claims
    * nothing before this resolves); the directory is left to the caller to fsync. Rejects with a WriteError at the first that fails (those
    * before it are written).
    */
-  async write(dir: string, files: readonly OwedContent[]): Promise<void> {
+  async write(dir: string, files: readonly (readonly [string, string])[]): Promise<void> {
     clearTimeout(this.#idle)
-    const chunks: (readonly OwedContent[])[] = []
+    const chunks: (readonly (readonly [string, string])[])[] = []
     for (let at = 0; at < files.length; at += CHUNK) chunks.push(files.slice(at, at + CHUNK))
     const failures: unknown[] = []
     const thread = async (slot: number): Promise<void> => {
@@ -114,7 +109,7 @@ export class OwedWriter {
     }
   }
 
-  #send(slot: number, dir: string, files: readonly OwedContent[]): Promise<void> {
+  #send(slot: number, dir: string, files: readonly (readonly [string, string])[]): Promise<void> {
     const worker = this.#start(slot)
     return new Promise((resolve, reject) => {
       const done = (): void => {

@@ -9,7 +9,6 @@ import { createHash } from 'node:crypto'
 import {
   appendFileSync,
   existsSync,
-  mkdirSync,
   readdirSync,
   readFileSync,
   rmSync,
@@ -22,10 +21,7 @@ import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
 import type { KeptKey } from '../../../src/domain/kept-key.js'
-import { DurableDirectory } from '../../../src/store/file/atomic-write.js'
 import { FileStore, type FileStoreOptions } from '../../../src/store/file/file-store.js'
-import { type KeyCheckpoint, KeyFiles } from '../../../src/store/file/key-files.js'
-import { keyFileName } from '../../../src/store/file/key-format.js'
 import type { DurableWriteTiming } from '../../../src/store/write-timing.js'
 import { bigMetadata } from '../../events/feed-fixtures.js'
 import { type Child, PROJECT_ROOT, sleep, spawnService } from '../../helpers/child.js'
@@ -168,7 +164,7 @@ describe('FileStore: kept keys on disk', () => {
     )
   })
 
-  it("writes a change's key file and fsyncs keys/ in the checkpoint, before the checkpoint moves past its event", async (t) => {
+  it("fsyncs a change's key file and keys/ in the checkpoint, before the checkpoint moves past its event", async (t) => {
     const dataDir = await dataDirOf(t, 'keys-checkpoint-')
     const timings: DurableWriteTiming[] = []
     const { store, close } = await openStore(t, dataDir, {
@@ -183,10 +179,11 @@ describe('FileStore: kept keys on disk', () => {
     const checkpointWrite = seen.indexOf(`write ${path.basename(dataDir)}`)
     assert.ok(checkpointWrite > 0, seen.join(', '))
     const before = seen.slice(0, checkpointWrite)
-    // The key file itself is written and fsynced by the checkpoint's writer threads, which report
-    // no timings: test/store/durability.test.ts sees that fsync among the system calls.
+    assert.ok(
+      before.includes('file-sync keys'),
+      `the key file is fsynced first: ${seen.join(', ')}`,
+    )
     assert.ok(before.includes('dir-sync keys'), `keys/ is fsynced first: ${seen.join(', ')}`)
-    assert.ok(existsSync(keyPath(dataDir, 'admin', 'synced')), 'the key file is in place')
     assert.equal(readCheckpointFile(dataDir), readLog(dataDir).highest)
   })
 
@@ -423,11 +420,7 @@ describe('FileStore: kept keys on disk', () => {
   it('deletes the files of expired keys within the sweep interval, never an unexpired one', async (t) => {
     const dataDir = await dataDirOf(t, 'keys-sweep-')
     let clock = Date.now()
-    const { store } = await openStore(t, dataDir, {
-      now: () => clock,
-      keySweepMs: 50,
-      checkpointMs: 20,
-    })
+    const { store } = await openStore(t, dataDir, { now: () => clock, keySweepMs: 50 })
     await store.keys.keepAlone(aloneKey('admin', 'alone-short', clock + 1_000))
     await store.create(makeUser(), undefined, {
       idempotency: keyToKeep('admin', 'change-short', { expiresAt: clock + 1_000 }),
@@ -437,17 +430,8 @@ describe('FileStore: kept keys on disk', () => {
     const longFile = keyPath(dataDir, 'admin', 'long')
     // A copy that did not keep times: its time says nothing of its expiry any more.
     utimesSync(longFile, 1, 1)
-    // The change's key file is written by the next checkpoint, its expiry as its time.
-    const written = Date.now() + 2_000
-    while (!existsSync(keyPath(dataDir, 'admin', 'change-short')) && Date.now() < written)
-      await sleep(10)
     await sleep(200)
     assert.equal(keyFiles(dataDir).length, 3, 'nothing has expired yet')
-    assert.equal(
-      Math.round(statSync(keyPath(dataDir, 'admin', 'change-short')).mtimeMs),
-      clock + 1_000,
-      "the change's key file has its expiry as its time",
-    )
     assert.equal(Math.round(statSync(longFile).mtimeMs), long.expiresAt, 'its expiry put back')
 
     clock += 2_000
@@ -547,67 +531,5 @@ describe('FileStore: the filter of kept keys', () => {
       assert.equal((await store.keys.find('admin', `many-${n}`))?.key, `many-${n}`, `many-${n}`)
     for (let n = 0; n < 50; n += 1)
       assert.equal(await store.keys.find('admin', `none-${n}`), undefined)
-  })
-})
-
-describe('KeyFiles: keys kept with changes', () => {
-  /** A checkpoint that records what the key files ask of it, with `owed` key files waiting. */
-  function recordingCheckpoint(owed: number) {
-    const asked: string[] = []
-    const written: (() => void)[] = []
-    const checkpoint: KeyCheckpoint = {
-      owedKeys: {
-        size: owed,
-        add: (name, _json, expiresAt, done) => {
-          asked.push(`owe ${name} ${expiresAt}`)
-          written.push(done)
-        },
-        take: () => Promise.resolve(undefined),
-      },
-      touched: (dir, name) => asked.push(`touched ${dir} ${name ?? ''}`),
-      holdEvent: (eventId) => asked.push(`hold ${eventId}`),
-      releaseEvent: (eventId) => asked.push(`release ${eventId}`),
-    }
-    return { checkpoint, asked, written }
-  }
-
-  async function openKeyFiles(t: TestContext, checkpoint: KeyCheckpoint) {
-    const dir = path.join(await makeTempDir(t, 'key-files-'), 'keys')
-    mkdirSync(dir)
-    const files = await DurableDirectory.open(dir)
-    const keys = new KeyFiles({ dir, now: Date.now, logger: createMemoryLogger([]) })
-    await keys.open(files, () => checkpoint)
-    t.after(async () => {
-      await keys.close()
-      await files.close()
-    })
-    return { dir, keys }
-  }
-
-  it('owes the file to the checkpoint, found in memory until it is written', async (t) => {
-    const { checkpoint, asked, written } = recordingCheckpoint(0)
-    const { dir, keys } = await openKeyFiles(t, checkpoint)
-    const kept = aloneKey('admin', 'owed', Date.now() + 60_000)
-    keys.logged(kept, 7)
-    const name = keyFileName('admin', 'owed')
-    assert.deepEqual(asked, [`owe ${name} ${kept.expiresAt}`])
-    assert.deepEqual(readdirSync(dir), [], 'nothing written by the key files themselves')
-    assert.deepEqual(await keys.find('admin', 'owed'), kept)
-    for (const done of written) done()
-    assert.deepEqual(await keys.find('admin', 'owed'), kept, 'from the cache once written')
-  })
-
-  it('writes the file at once, the checkpoint held behind its event, past the backlog of owed keys', async (t) => {
-    const { checkpoint, asked } = recordingCheckpoint(4096)
-    const { dir, keys } = await openKeyFiles(t, checkpoint)
-    const kept = aloneKey('admin', 'direct', Date.now() + 60_000)
-    keys.logged(kept, 9)
-    const name = keyFileName('admin', 'direct')
-    const deadline = Date.now() + 5_000
-    while (!asked.includes('release 9') && Date.now() < deadline) await sleep(5)
-    assert.deepEqual(asked, ['hold 9', `touched keys ${name}`, 'release 9'])
-    assert.deepEqual(readdirSync(dir), [name])
-    assert.equal(Math.round(statSync(path.join(dir, name)).mtimeMs), kept.expiresAt)
-    assert.deepEqual(await keys.find('admin', 'direct'), kept)
   })
 })
