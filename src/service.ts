@@ -1,5 +1,6 @@
 import { createServer, type RequestListener, type Server } from 'node:http'
 import type { AddressInfo, Socket } from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
 
 import { createRequestListener } from './app.js'
 import { createAuthenticator } from './auth/authenticate.js'
@@ -283,10 +284,6 @@ export function createService(options: ServiceOptions): UserService {
       await opened.close()
     },
   }
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms))
 }
 
 /** `make` run at the first call only, its result given to every call (a failure is tried again). */
