@@ -14,7 +14,8 @@ import type { Settings } from '../settings-by-owner.js'
 import type { Store } from '../store/store.js'
 import { createAllowList } from './address-policy.js'
 import type { DeliveryControl } from './delivery-control.js'
-import { EndpointLoop, type LoopContext } from './endpoint-loop.js'
+import { EndpointLoop } from './endpoint-loop.js'
+import type { LoopContext } from './loop-context.js'
 
 /** A lease runs this long unless renewed: a dead holder is replaced within about 15 s. */
 export const LEASE_MS = 10_000

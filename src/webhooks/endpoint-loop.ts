@@ -8,37 +8,16 @@ import type { Agent } from 'node:http'
 
 import { ServiceError } from '../domain/errors.js'
 import { type ChangeEvent, compareCursors } from '../domain/event.js'
-import type { DeliveryAttempt, DisabledReason, StoredWebhook } from '../domain/webhook.js'
-import { describeError, type Logger } from '../log/logger.js'
-import type { Store } from '../store/store.js'
-import type { AllowList } from './address-policy.js'
+import type { DisabledReason, StoredWebhook } from '../domain/webhook.js'
+import { describeError } from '../log/logger.js'
 import { type AttemptOutcome, createEndpointAgent, sendAttempt } from './attempt.js'
 import { EndpointLease } from './endpoint-lease.js'
 import { attemptEntry, disableEndpoint, type RetryState, resumedRetry } from './endpoint-state.js'
+import type { LoopContext } from './loop-context.js'
 import { LoopPause } from './loop-pause.js'
+import { type AheadPage, ReadAhead } from './read-ahead.js'
 import { retryDelayMs } from './retry-schedule.js'
 import { webhookBody, webhookHeaders } from './webhook-message.js'
-
-/** What every endpoint's loop shares: the store, the settings, the clock and the counters. */
-export interface LoopContext {
-  readonly store: Pick<Store, 'webhooks' | 'events'>
-  readonly logger: Logger
-  readonly now: () => number
-  readonly newId: () => string
-  readonly random: () => number
-  readonly timeoutMs: number
-  readonly retrySchedule: readonly number[]
-  readonly allow: AllowList
-  /** True while deliveries must wait: maintenance, or a store that cannot write. */
-  readonly paused: () => boolean
-  /** This process, as lease holder. */
-  readonly holder: string
-  readonly leaseMs: number
-  readonly renewMs: number
-  /** Waits between looks while paused, without the lease, or after a store fault. */
-  readonly pollMs: number
-  readonly counted: (result: DeliveryAttempt['result']) => void
-}
 
 /** Until something wakes the loop: a new event, a change of the endpoint, or the poll. */
 const UNTIL_WOKEN = -1
@@ -59,6 +38,7 @@ export class EndpointLoop {
   /** Counts the changes, so that an attempt begun before one does not set the schedule after it. */
   #generation = 0
   readonly #pause: LoopPause
+  readonly #ahead = new ReadAhead()
 
   /** `hook`: the endpoint as just listed; none: it is read from the store first. */
   constructor(id: string, context: LoopContext, hook?: StoredWebhook) {
@@ -91,6 +71,7 @@ export class EndpointLoop {
     this.#generation += 1
     this.#stale = true
     this.#retry = undefined
+    this.#ahead.forget()
     this.#pause.wake()
   }
 
@@ -167,16 +148,15 @@ export class EndpointLoop {
    */
   async #nextEvent(hook: StoredWebhook, cursor: string): Promise<ChangeEvent | undefined> {
     const { store } = this.#context
-    const types = hook.endpoint.eventTypes ?? undefined
-    let page: Awaited<ReturnType<typeof store.events.read>>
+    let page: AheadPage
     try {
-      page = await store.events.read({ after: cursor, limit: 1, types })
+      page = await this.#ahead.next(store.events, cursor, hook.endpoint.eventTypes ?? undefined)
     } catch (error) {
       if (!(error instanceof ServiceError && error.code === 'cursor_expired')) throw error
       await this.#disable('cursor_expired')
       return undefined
     }
-    const event = page.items[0]
+    const { event } = page
     // A change of the types meanwhile must not pass over what the new ones take.
     if (event === undefined && !this.#stale && compareCursors(page.nextCursor, cursor) > 0) {
       await store.webhooks.advanceCursor(this.id, cursor, page.nextCursor)
@@ -205,7 +185,8 @@ export class EndpointLoop {
     this.#context.counted(outcome.result)
     if (outcome.result === 'succeeded') {
       this.#retry = undefined
-      await store.webhooks.advanceCursor(this.id, cursor, event.id)
+      if (await store.webhooks.advanceCursor(this.id, cursor, event.id))
+        this.#ahead.passed(event.id)
       return 0
     }
     logger.warn('webhook attempt failed', {

@@ -8,6 +8,7 @@ import type { TestContext } from 'node:test'
 import { createIdGenerator } from '../../src/domain/uuid7.js'
 import type { StoredWebhook, WebhookEndpoint } from '../../src/domain/webhook.js'
 import type { Logger } from '../../src/log/logger.js'
+import type { EventFeed } from '../../src/store/event-feed.js'
 import { MemoryStore } from '../../src/store/memory-store.js'
 import type { Store } from '../../src/store/store.js'
 import {
@@ -40,12 +41,15 @@ const nextId = createIdGenerator()
 
 export type WorldOptions = Partial<Omit<WebhookDeliveryOptions, 'store' | 'logger'>> & {
   readonly store?: Store
+  /** The feed delivery reads instead of the store's (a wrapper that watches its reads). */
+  readonly feed?: (events: EventFeed) => EventFeed
 }
 
 export async function startDeliveryWorld(
   t: TestContext,
   options: WorldOptions = {},
 ): Promise<DeliveryWorld> {
+  const { feed, ...rest } = options
   const store = options.store ?? new MemoryStore()
   await store.open()
   const lines: LogLine[] = []
@@ -61,7 +65,6 @@ export async function startDeliveryWorld(
     error: keep('error'),
   }
   const delivery = createWebhookDelivery({
-    store,
     logger,
     now: Date.now,
     paused: () => false,
@@ -70,7 +73,8 @@ export async function startDeliveryWorld(
     webhookAllowNetworks: ['127.0.0.0/8'],
     random: () => 0,
     timings: { leaseMs: 2000, renewMs: 500, pollMs: 50, refreshMs: 200 },
-    ...options,
+    ...rest,
+    store: feed === undefined ? store : { webhooks: store.webhooks, events: feed(store.events) },
   })
   t.after(async () => {
     await delivery.close()

@@ -3,7 +3,9 @@ import { describe, it } from 'node:test'
 
 import { eventJson } from '../../src/domain/event.js'
 import type { StoredWebhook } from '../../src/domain/webhook.js'
+import type { EventQuery } from '../../src/store/event-feed.js'
 import type { Store } from '../../src/store/store.js'
+import { READ_AHEAD_EVENTS } from '../../src/webhooks/read-ahead.js'
 import { newSecret } from '../../src/webhooks/signature.js'
 import { startDeliveryWorld } from '../helpers/webhook-delivery-world.js'
 import {
@@ -474,6 +476,42 @@ describe('webhook delivery: endpoints apart, addresses, secrets', () => {
     assert.equal(String(later.headers['webhook-signature']).split(' ').length, 1)
     assert.doesNotThrow(() => verifyDelivery(rotated.secret, later))
     assert.throws(() => verifyDelivery(previous, later))
+  })
+})
+
+describe('webhook delivery: reading ahead', () => {
+  it('reads the feed a page at a time when it is behind, not once per event', async (t) => {
+    const receiver = await startReceiver()
+    t.after(() => receiver.close())
+    let paused = true
+    const reads: EventQuery[] = []
+    const world = await startDeliveryWorld(t, {
+      paused: () => paused,
+      feed: (events) => ({
+        read: (query) => {
+          reads.push(query)
+          return events.read(query)
+        },
+        head: () => events.head(),
+        subscribe: (wake) => events.subscribe(wake),
+        get appended() {
+          return events.appended
+        },
+      }),
+    })
+    const hook = await world.register(receiver.url)
+    const ids: string[] = []
+    for (let i = 0; i < 150; i += 1) ids.push(await world.write())
+    paused = false
+    const received = await receiver.waitFor(150)
+    assert.deepEqual(
+      received.map(idOf),
+      ids.map((id) => `msg_${id}`),
+    )
+    await eventually(async () => (await world.store.webhooks.cursor(hook.endpoint.id)) === ids[149])
+    // 64, 64 and 22 events, then the look that finds none: not 150 reads.
+    assert.ok(reads.length <= 5, `${reads.length} reads of the feed for 150 events`)
+    assert.ok(reads.every((query) => query.limit === READ_AHEAD_EVENTS))
   })
 })
 
