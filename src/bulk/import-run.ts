@@ -21,6 +21,8 @@ export interface ImportRunOptions {
   readonly stallMs: number
   /** Lines started between two turns of the event loop given to other requests. */
   readonly batch: number
+  /** Runs once every line has ended, before the answer ends (the import's slot given back). */
+  readonly beforeEnd?: (() => Promise<void>) | undefined
 }
 
 /** A line started, in input order, and its result line once it is known. */
@@ -102,6 +104,7 @@ export class ImportRun {
           req.resume()
         })
       }
+      await this.#options.beforeEnd?.()
       res.end()
     } finally {
       this.#clearStall()

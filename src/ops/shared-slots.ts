@@ -7,9 +7,12 @@
 /** What is counted: the open event streams, and the import running. */
 export type SlotName = 'event-streams' | 'import'
 
-/** A slot taken from a limit; release() gives it back, once (a second call does nothing). */
+/**
+ * A slot taken from a limit; release() gives it back, once (a second call does nothing more), and
+ * resolves once every process sees it free (with WORKERS > 1, once the primary has it back).
+ */
 export interface Slot {
-  release(): void
+  release(): Promise<void>
 }
 
 export interface SharedSlots {
@@ -65,19 +68,23 @@ export function createLocalSlots(): SharedSlots {
   return {
     acquire(name, max) {
       if (!counts.take(name, max, 0)) return Promise.resolve(undefined)
-      return Promise.resolve(onceReleased(() => counts.give(name, 0)))
+      return Promise.resolve(
+        onceReleased(() => {
+          counts.give(name, 0)
+          return Promise.resolve()
+        }),
+      )
     },
   }
 }
 
-/** A slot whose release runs `give` the first time only. */
-export function onceReleased(give: () => void): Slot {
-  let held = true
+/** A slot whose release runs `give` the first time only; every call gets its promise. */
+export function onceReleased(give: () => Promise<void>): Slot {
+  let released: Promise<void> | undefined
   return {
     release() {
-      if (!held) return
-      held = false
-      give()
+      released ??= give()
+      return released
     },
   }
 }

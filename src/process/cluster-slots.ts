@@ -12,9 +12,9 @@ const KIND = 'user-service:slot'
 /** A worker's message to the primary. */
 type Ask =
   | { kind: typeof KIND; op: 'acquire'; ask: number; name: SlotName; max: number }
-  | { kind: typeof KIND; op: 'release'; name: SlotName }
+  | { kind: typeof KIND; op: 'release'; ask: number; name: SlotName }
 
-/** The primary's answer to one acquire. */
+/** The primary's answer to one ask: granted or not (an acquire), or done (a release). */
 interface Answer {
   kind: typeof KIND
   ask: number
@@ -27,8 +27,8 @@ function isAsk(message: unknown): message is Ask {
   if (typeof message !== 'object' || message === null) return false
   const m = message as Record<string, unknown>
   if (m['kind'] !== KIND || !SLOT_NAMES.includes(m['name'] as SlotName)) return false
-  if (m['op'] === 'release') return true
-  return m['op'] === 'acquire' && Number.isSafeInteger(m['ask']) && Number.isSafeInteger(m['max'])
+  if (!Number.isSafeInteger(m['ask'])) return false
+  return m['op'] === 'release' || (m['op'] === 'acquire' && Number.isSafeInteger(m['max']))
 }
 
 function isAnswer(message: unknown): message is Answer {
@@ -44,6 +44,8 @@ export function serveClusterSlots(): void {
     if (!isAsk(message)) return
     if (message.op === 'release') {
       counts.give(message.name, worker.id)
+      // The worker waits for this before it answers its client, who may then ask again at once.
+      if (worker.isConnected()) worker.send({ kind: KIND, ask: message.ask, granted: true })
       return
     }
     const granted = counts.take(message.name, message.max, worker.id)
@@ -80,18 +82,28 @@ export function createClusterSlots(): SharedSlots {
     send(ask)
     return true
   }
+  /** Sends an ask and resolves with its answer (false without the channel). */
+  const asked = (ask: Ask): Promise<boolean> =>
+    new Promise<boolean>((resolve) => {
+      pending.set(ask.ask, resolve)
+      if (!post(ask)) {
+        pending.delete(ask.ask)
+        resolve(false)
+      }
+    })
+  const nextAsk = (): number => {
+    next += 1
+    return next
+  }
   return {
     acquire(name, max) {
-      next += 1
-      const ask = next
-      return new Promise<boolean>((resolve) => {
-        pending.set(ask, resolve)
-        if (!post({ kind: KIND, op: 'acquire', ask, name, max })) {
-          pending.delete(ask)
-          resolve(false)
-        }
-      }).then((granted) =>
-        granted ? onceReleased(() => post({ kind: KIND, op: 'release', name })) : undefined,
+      return asked({ kind: KIND, op: 'acquire', ask: nextAsk(), name, max }).then((granted) =>
+        granted
+          ? onceReleased(async () => {
+              // Without the channel the primary is gone, and so is its count.
+              await asked({ kind: KIND, op: 'release', ask: nextAsk(), name })
+            })
+          : undefined,
       )
     },
   }

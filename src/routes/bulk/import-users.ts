@@ -80,12 +80,14 @@ export const importUsers: Route = {
         outputBytes: OUTPUT_BYTES,
         batch: IMPORT_BATCH,
         importLine: (line, text) => bulk.importLine(line, text, change, report),
+        // Free before the answer ends: a client may send its next import the moment it has it.
+        beforeEnd: () => slot.release(),
       })
       await run.run()
       if (res.writableEnded) dropIfUnread(res, bulk.stallMs)
     } finally {
       // Every line started has ended by now (stored or refused): another import may start.
-      slot.release()
+      await slot.release()
     }
     return STREAMED
   },
