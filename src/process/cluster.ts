@@ -2,6 +2,7 @@ import cluster, { type Worker } from 'node:cluster'
 
 import type { JsonLogger, Logger } from '../log/logger.js'
 import { pickSettings } from '../settings-by-owner.js'
+import { storeClassesFor } from '../store/create-store.js'
 import { openStore } from '../store/open-store.js'
 import { serveClusterSlots } from './cluster-slots.js'
 import type { Config } from './config.js'
@@ -90,7 +91,11 @@ export async function startPrimary(
   logger: JsonLogger,
   exit: (code: number) => void,
 ): Promise<void> {
-  const opened = openStore({ ...pickSettings(config, ['store']), logger })
+  const opened = openStore({
+    ...pickSettings(config, ['store']),
+    ...(await storeClassesFor(config)),
+    logger,
+  })
   opened.claim()
   try {
     const { generatedFile } = await resolveKeys(config)

@@ -12,6 +12,7 @@ import {
   type StoreSettings,
 } from '../settings-by-owner.js'
 import { openStore } from '../store/open-store.js'
+import { PostgresStore } from '../store/postgres/postgres-store.js'
 import type { Store } from '../store/store.js'
 
 /**
@@ -51,7 +52,13 @@ export function createUserService(options: UserServiceOptions): UserService {
   return createService({
     ...defaultsOf(['service', 'bulk']),
     ...definedOnly(options),
-    store: openStore({ ...pickSettings(options, ['store']), store: options.store, logger, now }),
+    store: openStore({
+      ...pickSettings(options, ['store']),
+      store: options.store,
+      postgresStore: PostgresStore,
+      logger,
+      now,
+    }),
     keys: resolveKeys(options),
     logger,
     now,

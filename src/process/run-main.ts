@@ -8,6 +8,7 @@ import { StartError } from '../domain/errors.js'
 import { createJsonLogger, type JsonLogger } from '../log/logger.js'
 import { createService } from '../service.js'
 import { pickSettings } from '../settings-by-owner.js'
+import { storeClassesFor } from '../store/create-store.js'
 import { openStore } from '../store/open-store.js'
 import { isClusterWorker, shouldFork, startPrimary } from './cluster.js'
 import { createClusterSlots } from './cluster-slots.js'
@@ -29,6 +30,7 @@ async function main(): Promise<void> {
   }
   const opened = openStore({
     ...pickSettings(config, ['store']),
+    ...(await storeClassesFor(config)),
     logger,
     // Workers leave the data directory to their primary.
     ownsDataDir: !isClusterWorker(),

@@ -2,7 +2,7 @@ import type { Logger } from '../log/logger.js'
 import type { OptionalSettings, StoreSettings } from '../settings-by-owner.js'
 import { FileStore } from './file/file-store.js'
 import { MemoryStore } from './memory-store.js'
-import { PostgresStore } from './postgres/postgres-store.js'
+import type { PostgresStoreOptions } from './postgres/postgres-store.js'
 import type { Store } from './store.js'
 import type { DurableWriteObserver } from './write-timing.js'
 
@@ -17,6 +17,24 @@ export interface StoreConfig extends OptionalSettings<StoreSettings> {
   now?: (() => number) | undefined
   /** Told how long each durable write and fsync of the file store took. */
   timings?: DurableWriteObserver | undefined
+  /** The PostgreSQL store's class, needed with `databaseUrl` (storeClassesFor loads it). */
+  postgresStore?: PostgresStoreClass | undefined
+}
+
+export type PostgresStoreClass = new (options: PostgresStoreOptions) => Store
+
+/**
+ * The store classes a configuration needs besides the file and memory stores: the PostgreSQL
+ * store's modules (a tenth of the service's) are imported only when `databaseUrl` asks for them,
+ * so that a start on files neither loads nor holds them (docs/performance.md, start and idle
+ * memory). An embedding program that imports the package's entry has the class already.
+ */
+export async function storeClassesFor(
+  config: Pick<StoreConfig, 'databaseUrl'>,
+): Promise<Pick<StoreConfig, 'postgresStore'>> {
+  if (config.databaseUrl === undefined) return {}
+  const { PostgresStore } = await import('./postgres/postgres-store.js')
+  return { postgresStore: PostgresStore }
 }
 
 /**
@@ -27,13 +45,17 @@ export interface StoreConfig extends OptionalSettings<StoreSettings> {
 export function createStore(config: StoreConfig): Store {
   // Each store's options carry the names of the store settings it reads: they go on as they are,
   // so a new store setting needs no line here.
-  const { logger, now, timings, databaseUrl, dataDir, ...settings } = config
+  const { logger, now, timings, databaseUrl, dataDir, postgresStore, ...settings } = config
   const common = {
     ...settings,
     ...(logger === undefined ? {} : { logger }),
     ...(now === undefined ? {} : { now }),
   }
-  if (databaseUrl !== undefined) return new PostgresStore({ url: databaseUrl, ...common })
+  if (databaseUrl !== undefined) {
+    if (postgresStore === undefined)
+      throw new Error('createStore: a databaseUrl needs postgresStore (storeClassesFor)')
+    return new postgresStore({ url: databaseUrl, ...common })
+  }
   if (dataDir !== undefined)
     return new FileStore({ dataDir, ...common, ...(timings === undefined ? {} : { timings }) })
   return new MemoryStore([], now === undefined ? {} : { now })

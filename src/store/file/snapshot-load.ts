@@ -1,8 +1,8 @@
 import { performance } from 'node:perf_hooks'
 
-import { recordWithJson } from '../../domain/user.js'
 import type { UserIndex } from '../user-index.js'
-import { parseStoredUser, parseTombstone } from './stored-files.js'
+import { UserLines } from './snapshot-lines.js'
+import { parseTombstone } from './stored-files.js'
 import { TURN_MS, type UserFilesContext, yieldToLoop } from './user-files-load.js'
 import type { FoundSnapshot, SnapshotMiss } from './users-snapshot.js'
 
@@ -67,7 +67,7 @@ async function loadLines(snapshot: FoundSnapshot, context: SnapshotLoad): Promis
 /**
  * Puts the first `count` lines in the index as records (ids strictly ascending, so each goes at
  * the end of the index's arrays), adding each id to `put`; where the next line starts, or
- * undefined at the first bad line.
+ * undefined at the first line that is not a user as the store writes it (snapshot-lines.ts).
  */
 async function putUsers(
   body: string,
@@ -75,25 +75,22 @@ async function putUsers(
   index: UserIndex,
   put: string[],
 ): Promise<number | undefined> {
+  const lines = new UserLines(body)
   let previous = ''
-  let start = 0
   let turn = performance.now()
   for (let n = 0; n < count; n += 1) {
-    const end = body.indexOf('\n', start)
-    const line = body.slice(start, end)
-    start = end + 1
-    const id = line.slice(ID_START, ID_END)
-    const user = parseStoredUser(line, id)
-    if (user === undefined || id <= previous) return undefined
+    const record = lines.next()
+    const id = record?.user.id
+    if (record === undefined || id === undefined || id <= previous) return undefined
     previous = id
-    index.put(recordWithJson(user, line))
+    index.put(record)
     put.push(id)
     if (performance.now() - turn > TURN_MS) {
       await yieldToLoop()
       turn = performance.now()
     }
   }
-  return start
+  return lines.at
 }
 
 /** The tombstone lines from `from` on; undefined when one is bad or a user's. */

@@ -69,7 +69,8 @@ function toUser(value: Record<string, unknown>, id: string): User | undefined {
   }
 }
 
-function toMetadata(value: unknown): Metadata | undefined {
+/** Metadata as a user file holds it: an object of strings, copied to a null-prototype object. */
+export function toMetadata(value: unknown): Metadata | undefined {
   if (!isRecord(value)) return undefined
   const entries = Object.entries(value)
   if (entries.length === 0) return EMPTY_METADATA

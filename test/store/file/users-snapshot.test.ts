@@ -230,6 +230,17 @@ describe('the users snapshot of the file store', () => {
       },
     },
     {
+      // Its user is valid, but the line is not what the store writes: it would be served as is.
+      name: 'signed but holding a user line with a field the store never writes',
+      reason: 'damaged',
+      change: (dataDir) => {
+        const lines = snapshotLines(dataDir).slice(0, -1)
+        lines[2] = (lines[2] ?? '').replace(/\}$/, ',"role":"admin"}')
+        writeSigned(dataDir, lines)
+        return dataDir
+      },
+    },
+    {
       name: 'signed but giving two users one email (the load leaves memory as it was)',
       reason: 'damaged',
       change: (dataDir) => {
