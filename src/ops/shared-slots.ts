@@ -68,12 +68,7 @@ export function createLocalSlots(): SharedSlots {
   return {
     acquire(name, max) {
       if (!counts.take(name, max, 0)) return Promise.resolve(undefined)
-      return Promise.resolve(
-        onceReleased(() => {
-          counts.give(name, 0)
-          return Promise.resolve()
-        }),
-      )
+      return Promise.resolve(onceReleased(async () => counts.give(name, 0)))
     },
   }
 }

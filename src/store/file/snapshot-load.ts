@@ -80,11 +80,10 @@ async function putUsers(
   let turn = performance.now()
   for (let n = 0; n < count; n += 1) {
     const record = lines.next()
-    const id = record?.user.id
-    if (record === undefined || id === undefined || id <= previous) return undefined
-    previous = id
+    if (record === undefined || record.user.id <= previous) return undefined
+    previous = record.user.id
     index.put(record)
-    put.push(id)
+    put.push(previous)
     if (performance.now() - turn > TURN_MS) {
       await yieldToLoop()
       turn = performance.now()
