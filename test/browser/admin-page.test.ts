@@ -590,11 +590,18 @@ describe('the admin page in headless Chromium', { skip: SKIP, timeout: 300_000 }
       if (url.pathname !== '/events' || headers['accept'] !== 'text/event-stream') return
       resumedFrom.push(headers['last-event-id'])
     })
+    // Playwright tells a response after the page may have shown its effect (and the listener
+    // awaits the headers): wait for the count, up to 2 s, before checking it.
+    const streamsSeen = async (count: number): Promise<(string | undefined)[]> => {
+      for (let waited = 0; resumedFrom.length < count && waited < 2000; waited += 10)
+        await new Promise((resolve) => setTimeout(resolve, 10))
+      return resumedFrom
+    }
     const token = makeToken({ scope: LIVE_SCOPES })
     await signIn(page, token)
     const status = page.getByRole('status')
     await status.getByText('Live updates: on', { exact: true }).waitFor()
-    assert.equal(resumedFrom.length, 1)
+    assert.equal((await streamsSeen(1)).length, 1)
 
     // A change seen live: its event is the last one the page saw.
     assert.equal(
@@ -628,7 +635,7 @@ describe('the admin page in headless Chromium', { skip: SKIP, timeout: 300_000 }
     await page.getByRole('button', { name: fresh.email, exact: true }).waitFor({ timeout: 2000 })
     assert.equal((await shownEmails(page))[0], fresh.email)
     await status.getByText('Live updates: on', { exact: true }).waitFor()
-    assert.equal(resumedFrom.length, 2)
+    assert.equal((await streamsSeen(2)).length, 2)
     assert.equal(resumedFrom[1], seenId?.id)
     assert.deepEqual(faults.violations, [])
     // The only errors: the network's own notes of the requests the cut made fail.
