@@ -2,7 +2,6 @@ import { type FileHandle, open, unlink } from 'node:fs/promises'
 import path from 'node:path'
 
 import { type ChangeEvent, type EventHead, eventIdNumber, eventJson } from '../../domain/event.js'
-import type { KeptKey } from '../../domain/kept-key.js'
 import { type Logger, silentLogger } from '../../log/logger.js'
 import type { EventIndex, EventPlace } from '../feed/event-index.js'
 import type { EventBodies } from '../feed/journal.js'
@@ -92,10 +91,10 @@ export class EventLog implements EventBodies {
    * Appends the event, with the line of its request's key just before it when it has one (the
    * same write and fdatasync: both or neither); resolves once durable. A failure is a WriteError.
    */
-  append(event: ChangeEvent, kept?: KeptKey): Promise<void> {
+  append(event: ChangeEvent, keyJson?: string): Promise<void> {
     const line = `${eventJson(event)}\n`
-    if (kept === undefined) return this.#appender.enqueue(Buffer.from(line), event)
-    const key = keyLine(kept, event.id)
+    if (keyJson === undefined) return this.#appender.enqueue(Buffer.from(line), event)
+    const key = keyLine(keyJson, event.id)
     return this.#appender.enqueue(Buffer.from(key + line), event, Buffer.byteLength(key))
   }
 

@@ -21,6 +21,7 @@ import type { FileDurabilityOptions } from './file-durability-options.js'
 import { checkpointFailed, logUnwritten } from './file-faults.js'
 import { buryUser, type FileSteps, persistUser } from './file-steps.js'
 import { KeyFiles } from './key-files.js'
+import { keyFileJson } from './key-format.js'
 import { saveSnapshot } from './snapshot-save.js'
 import { closeStoreDirs, openStoreDirs, type StoreDirs } from './store-dirs.js'
 import { WebhookFiles } from './webhook-files.js'
@@ -229,8 +230,10 @@ export class FileDurability implements Durability {
     // Each key is a new file to write: memory must not grow with them.
     if (kept !== undefined) await this.keys.room(KEY_BACKLOG)
     this.#checkpoint?.begin(event.userId, id)
-    await this.#eventLog.append(event, kept)
-    if (kept !== undefined) this.keys.logged(kept, id)
+    // The key's text is made once: its log line and its file carry the same.
+    const keyJson = kept === undefined ? undefined : keyFileJson(kept)
+    await this.#eventLog.append(event, keyJson)
+    if (kept !== undefined && keyJson !== undefined) this.keys.logged(kept, id, keyJson)
   }
 
   voidEvent(event: ChangeEvent): Promise<void> {

@@ -1,11 +1,11 @@
 import type { KeptKey } from '../../domain/kept-key.js'
-import { keyFileJson } from './key-format.js'
 import { OwedWriter } from './owed-writer.js'
 
-/** A key whose file is to be written, under its file's name. */
+/** A key whose file is to be written, under its file's name, with the file's text (keyFileJson). */
 export interface QueuedKey {
   readonly name: string
   readonly kept: KeptKey
+  readonly json: string
 }
 
 export interface KeyBatchesOptions<T extends QueuedKey> {
@@ -74,7 +74,7 @@ export class KeyBatches<T extends QueuedKey> {
     try {
       await this.#writer.write(
         this.#options.dir,
-        batch.map(({ name, kept }) => [name, keyFileJson(kept), kept.expiresAt / 1000]),
+        batch.map(({ name, kept, json }) => [name, json, kept.expiresAt / 1000]),
       )
     } catch (error) {
       this.#options.failed(batch, error)

@@ -45,6 +45,8 @@ export interface KeyFilesOptions {
 interface Pinned {
   readonly name: string
   readonly kept: KeptKey
+  /** The key file's text (keyFileJson), as the log line carries it. */
+  readonly json: string
   readonly eventId: number
   writing: boolean
 }
@@ -166,9 +168,9 @@ export class KeyFiles implements KeptKeys {
    * now on, and its file is written in the background, the checkpoint held behind the event until
    * it is.
    */
-  logged(kept: KeptKey, eventId: number): void {
+  logged(kept: KeptKey, eventId: number, json: string): void {
     const name = keyFileName(kept.subject, kept.key)
-    const pin: Pinned = { name, kept, eventId, writing: false }
+    const pin: Pinned = { name, kept, json, eventId, writing: false }
     this.#pinned.set(name, pin)
     this.#filtered(name)
     this.#checkpoint()?.holdEvent(eventId)

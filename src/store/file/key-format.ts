@@ -22,11 +22,12 @@ export function keyFileJson(kept: KeptKey): string {
 }
 
 /**
- * The key's line in the event log, newline included: written in the same append as its event's
- * line, just before it, and counted only when that line follows it whole and is not voided.
+ * The key's line in the event log, newline included, from its key file's text (keyFileJson):
+ * written in the same append as its event's line, just before it, and counted only when that
+ * line follows it whole and is not voided.
  */
-export function keyLine(kept: KeptKey, eventId: string): string {
-  return `{"key":${keyFileJson(kept)},"for":"${eventId}"}\n`
+export function keyLine(keyJson: string, eventId: string): string {
+  return `{"key":${keyJson},"for":"${eventId}"}\n`
 }
 
 /** Whether a line of the log is a key's line (which the feed never shows nor quarantines). */

@@ -7,7 +7,7 @@ import { describe, it } from 'node:test'
 
 import type { KeptKey } from '../../../src/domain/kept-key.js'
 import { KeyBatches, type QueuedKey } from '../../../src/store/file/key-batches.js'
-import { keyFileName, parseKeyFile } from '../../../src/store/file/key-format.js'
+import { keyFileJson, keyFileName, parseKeyFile } from '../../../src/store/file/key-format.js'
 import { WriteError } from '../../../src/store/write-error.js'
 import { makeTempDir } from '../../helpers/service.js'
 
@@ -21,7 +21,7 @@ const kept = (n: number, expiresAt = Date.parse('2031-05-06T07:08:09.123Z') + n)
 
 const queued = (n: number): QueuedKey => {
   const key = kept(n)
-  return { name: keyFileName(key.subject, key.key), kept: key }
+  return { name: keyFileName(key.subject, key.key), kept: key, json: keyFileJson(key) }
 }
 
 describe('KeyBatches: key files written in batches', () => {
