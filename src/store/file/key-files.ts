@@ -55,11 +55,10 @@ interface Pinned {
  * The file store's kept `Idempotency-Key`s (docs/operations.md): one file per key in
  * `DATA_DIR/keys`, named by the SHA-256 of its subject and key. A key kept with a change is in the
  * change's append to the log (EventLog) and durable with it; its file is written after, durably,
- * with the other keys logged meanwhile in one batch on a thread of its own (OwedWriter: no trip to
- * libuv's pool per file), and the checkpoint does not pass its event until the file is written
- * (and fsyncs the directory before it moves on), so that the replay at the next start writes it
- * otherwise. Until its file is there,
- * the key is found in memory (pinned). Memory holds only those, a cache bounded in bytes and a
+ * with the other keys logged meanwhile in one batch on a thread of its own (KeyBatches), and the
+ * checkpoint does not pass its event until the file is written (and fsyncs the directory before
+ * it moves on), so that the replay at the next start writes it otherwise. Until its file is
+ * there, the key is found in memory (pinned). Memory holds only those, a cache bounded in bytes and a
  * filter of fixed size (NameFilter) that tells a key surely never kept, so that a new key (most
  * requests') is not looked for on disk; a sweep deletes the files of expired keys and builds the
  * filter again from the files it leaves. Until the first sweep after open has listed them all,

@@ -6,9 +6,9 @@ import { WriteError, type WriteStep } from '../write-error.js'
 /**
  * The thread's code: the files of a batch written durably with synchronous calls, 64 at a time:
  * each temp file opened exclusively, written (and given its modification time, when it has one)
- * and renamed over its target, then each fsynced and
- * closed (fsyncs one after another of files already written share the journal's work: about five
- * times the rate of a write and fsync per file here), then one answer for the batch. The caller
+ * and renamed over its target, then each fsynced and closed (fsyncs one after another of files
+ * already written share the journal's work: about five times the rate of a write and fsync per
+ * file here), then one answer for the batch. The caller
  * claims nothing before the answer, so a file renamed before its fsync is as any change's file
  * past the checkpoint. Temp files are named like DurableDirectory's, so that a start removes
  * those a crash left.
@@ -68,16 +68,16 @@ interface Answer {
 const CHUNK = 1024
 /** Threads writing at once by default: their fsyncs, in flight together, share the journal's commits. */
 const THREADS = 2
-
-/** A file to write: its name, its content and, optionally, its modification time (s since the epoch). */
-export type OwedFile = readonly [name: string, content: string, mtime?: number]
 /** A thread idle this long is ended (it holds several MB). */
 const IDLE_MS = 5000
 
+/** A file to write: its name, its content and, optionally, its modification time (s since the epoch). */
+export type OwedFile = readonly [name: string, content: string, mtime?: number]
+
 /**
- * Writes many files durably on threads of its own (two by default), a batch per message: the event loop pays
- * one message per 1,024 files rather than five trips to libuv's pool per file, and the pool stays
- * free for the event log's fdatasync. The threads start with the first batch and end when idle.
+ * Writes many files durably on threads of its own (two by default), a batch per message: the event
+ * loop pays one message per 1,024 files rather than five trips to libuv's pool per file, and the
+ * pool stays free for the event log's fdatasync. The threads start with the first batch and end when idle.
  */
 export class OwedWriter {
   readonly #workers: (Worker | undefined)[]
