@@ -26,8 +26,8 @@ import { saveSnapshot } from './snapshot-save.js'
 import { closeStoreDirs, openStoreDirs, type StoreDirs } from './store-dirs.js'
 import { WebhookFiles } from './webhook-files.js'
 
-/** Keys waiting for their files past which a keyed change waits (about 4 MB of kept answers). */
-const KEY_BACKLOG = 4096
+/** Files waiting for the checkpoint past which a keyed change waits for it (about 2 MB of names). */
+const KEY_BACKLOG = 16_384
 
 export type { FileDurabilityOptions } from './file-durability-options.js'
 
@@ -227,8 +227,8 @@ export class FileDurability implements Durability {
   /** The event, and its request's key with it (one append: both or neither). */
   async logEvent(event: ChangeEvent, kept?: KeptKey): Promise<void> {
     const id = eventIdNumber(event.id)
-    // Each key is a new file to write: memory must not grow with them.
-    if (kept !== undefined) await this.keys.room(KEY_BACKLOG)
+    // Each key is a new file for the checkpoint to fsync: memory must not grow with them.
+    if (kept !== undefined) await this.#checkpoint?.room(KEY_BACKLOG)
     this.#checkpoint?.begin(event.userId, id)
     // The key's text is made once: its log line and its file carry the same.
     const keyJson = kept === undefined ? undefined : keyFileJson(kept)

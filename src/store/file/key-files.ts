@@ -11,7 +11,6 @@ import { WriteError } from '../write-error.js'
 import type { DurableDirectory } from './atomic-write.js'
 import type { CheckpointDir } from './checkpoint.js'
 import { hasCode } from './errno.js'
-import { KeyBatches } from './key-batches.js'
 import { keyFileName, parseKeyFile } from './key-format.js'
 import { sweepKeyFiles } from './key-sweep.js'
 import { removeKeyTemps, writeKeyFile } from './key-write.js'
@@ -43,7 +42,6 @@ export interface KeyFilesOptions {
 
 /** A key whose event is durable and whose file is not written yet (or could not be). */
 interface Pinned {
-  readonly name: string
   readonly kept: KeptKey
   /** The key file's text (keyFileJson), as the log line carries it. */
   readonly json: string
@@ -54,11 +52,10 @@ interface Pinned {
 /**
  * The file store's kept `Idempotency-Key`s (docs/operations.md): one file per key in
  * `DATA_DIR/keys`, named by the SHA-256 of its subject and key. A key kept with a change is in the
- * change's append to the log (EventLog) and durable with it; its file is written after, durably,
- * with the other keys logged meanwhile in one batch on a thread of its own (KeyBatches), and the
- * checkpoint does not pass its event until the file is written (and fsyncs the directory before
- * it moves on), so that the replay at the next start writes it otherwise. Until its file is
- * there, the key is found in memory (pinned). Memory holds only those, a cache bounded in bytes and a
+ * change's append to the log (EventLog) and durable with it; its file is written after, unsynced,
+ * and the checkpoint does not pass its event until the file is written (and fsyncs it before it
+ * moves on), so that the replay at the next start writes it otherwise. Until its file is there,
+ * the key is found in memory (pinned). Memory holds only those, a cache bounded in bytes and a
  * filter of fixed size (NameFilter) that tells a key surely never kept, so that a new key (most
  * requests') is not looked for on disk; a sweep deletes the files of expired keys and builds the
  * filter again from the files it leaves. Until the first sweep after open has listed them all,
@@ -73,7 +70,7 @@ export class KeyFiles implements KeptKeys {
   readonly #pinned = new Map<string, Pinned>()
   /** Names being written durably by keepAlone. */
   readonly #alone = new Set<string>()
-  readonly #batches: KeyBatches<Pinned>
+  readonly #writes = new Set<Promise<void>>()
   /** Every key with a file or on its way to one; undefined until a sweep has listed them. */
   #filter: NameFilter | undefined
   /** The filter a sweep is building, told of every key kept meanwhile too. */
@@ -91,11 +88,6 @@ export class KeyFiles implements KeptKeys {
     this.#sweepMs = options.sweepMs ?? 30_000
     this.#cache = new ByteLru(options.cacheBytes ?? 4 * 1024 * 1024)
     this.#filterBits = options.filterBits
-    this.#batches = new KeyBatches({
-      dir: this.dir,
-      written: (batch) => this.#written(batch),
-      failed: (batch, error) => this.#failed(batch, error),
-    })
   }
 
   /** Whether a sweep has listed the key files, so that a key absent from the filter is not looked for. */
@@ -126,7 +118,7 @@ export class KeyFiles implements KeptKeys {
     clearInterval(this.#timer)
     this.#timer = undefined
     await this.#sweeping
-    await this.#batches.close()
+    while (this.#writes.size > 0) await Promise.all(this.#writes)
     this.#files = undefined
   }
 
@@ -169,12 +161,12 @@ export class KeyFiles implements KeptKeys {
    */
   logged(kept: KeptKey, eventId: number, json: string): void {
     const name = keyFileName(kept.subject, kept.key)
-    const pin: Pinned = { name, kept, json, eventId, writing: false }
+    const pin: Pinned = { kept, json, eventId, writing: false }
     this.#pinned.set(name, pin)
     this.#filtered(name)
     this.#checkpoint()?.holdEvent(eventId)
     this.#cache.set(name, kept, weigh(kept))
-    this.#write(pin)
+    this.#write(name, pin)
   }
 
   #sweepingNow(): void {
@@ -185,7 +177,7 @@ export class KeyFiles implements KeptKeys {
 
   async #sweepOnce(): Promise<void> {
     // Keys whose file could not be written get another try.
-    for (const pin of this.#pinned.values()) if (!pin.writing) this.#write(pin)
+    for (const [name, pin] of this.#pinned) if (!pin.writing) this.#write(name, pin)
     // Keys on their way to a file may not be listed: they are in the new filter from the start.
     const building = new NameFilter(this.#filterBits)
     for (const name of this.#pinned.keys()) building.add(name)
@@ -212,40 +204,33 @@ export class KeyFiles implements KeptKeys {
     this.#building?.add(name)
   }
 
-  #write(pin: Pinned): void {
-    if (this.#files === undefined) return
+  #write(name: string, pin: Pinned): void {
+    const files = this.#files
+    if (files === undefined) return
     pin.writing = true
-    this.#batches.add(pin)
-  }
-
-  /** Waits while `limit` keys or more wait for their files (KeyBatches.room). */
-  room(limit: number): Promise<void> {
-    return this.#batches.room(limit)
-  }
-
-  #written(batch: readonly Pinned[]): void {
-    // Each file is fsynced; the checkpoint fsyncs their directory before it passes their events.
-    const checkpoint = this.#checkpoint()
-    checkpoint?.touched('keys')
-    for (const pin of batch) {
-      if (this.#pinned.get(pin.name) === pin) this.#pinned.delete(pin.name)
-      checkpoint?.releaseEvent(pin.eventId)
-    }
-  }
-
-  #failed(batch: readonly Pinned[], error: unknown): void {
-    // The log keeps them: found from memory until a sweep or the next start's replay writes them.
-    for (const pin of batch) pin.writing = false
-    this.#logger.error(
-      'kept idempotency keys could not be written to their files; the log keeps them',
-      {
-        keys: batch.length,
-        event: batch[0]?.eventId,
-        step: error instanceof WriteError ? error.step : 'write',
-        code: error instanceof WriteError ? error.code : undefined,
-        error: String(error),
+    const write = writeKeyFile(files, pin.kept, false, pin.json).then(
+      () => {
+        const checkpoint = this.#checkpoint()
+        checkpoint?.touched('keys', name)
+        if (this.#pinned.get(name) === pin) this.#pinned.delete(name)
+        checkpoint?.releaseEvent(pin.eventId)
+      },
+      (error: unknown) => {
+        // The log keeps it: found from memory until the next start's replay writes it.
+        pin.writing = false
+        this.#logger.error(
+          'a kept idempotency key could not be written to its file; the log keeps it',
+          {
+            event: pin.eventId,
+            step: error instanceof WriteError ? error.step : 'write',
+            code: error instanceof WriteError ? error.code : undefined,
+            error: String(error),
+          },
+        )
       },
     )
+    this.#writes.add(write)
+    void write.finally(() => this.#writes.delete(write))
   }
 
   async #read(name: string): Promise<KeptKey | undefined> {

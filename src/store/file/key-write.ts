@@ -14,15 +14,17 @@ const KEY_TEMP = /^\.[0-9a-f]{64}\.json\.[0-9a-z]+\.tmp$/
  * (the log holds a key kept with its change, and a checkpoint fsyncs it later), and gives it its
  * expiry as its modification time: the sweep finds the files to delete by their times alone, and
  * the time survives a replay (a file written again later still expires when its key does).
- * Returns the file's name.
+ * `json` is the file's text when the caller has made it already (keyFileJson). Returns the file's
+ * name.
  */
 export async function writeKeyFile(
   dir: DurableDirectory,
   kept: KeptKey,
   durable = false,
+  json = keyFileJson(kept),
 ): Promise<string> {
   const name = keyFileName(kept.subject, kept.key)
-  await dir.writeFile(name, keyFileJson(kept), undefined, durable)
+  await dir.writeFile(name, json, undefined, durable)
   await setExpiry(dir.path, name, kept.expiresAt)
   return name
 }

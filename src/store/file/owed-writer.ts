@@ -5,10 +5,9 @@ import { WriteError, type WriteStep } from '../write-error.js'
 
 /**
  * The thread's code: the files of a batch written durably with synchronous calls, 64 at a time:
- * each temp file opened exclusively, written (and given its modification time, when it has one)
- * and renamed over its target, then each fsynced and closed (fsyncs one after another of files
- * already written share the journal's work: about five times the rate of a write and fsync per
- * file here), then one answer for the batch. The caller
+ * each temp file opened exclusively, written and renamed over its target, then each fsynced and
+ * closed (fsyncs one after another of files already written share the journal's work: about five
+ * times the rate of a write and fsync per file here), then one answer for the batch. The caller
  * claims nothing before the answer, so a file renamed before its fsync is as any change's file
  * past the checkpoint. Temp files are named like DurableDirectory's, so that a start removes
  * those a crash left.
@@ -25,14 +24,13 @@ parentPort.on('message', ({ dir, prefix, files }) => {
   const open = []
   try {
     for (let at = 0; at < files.length; at += GROUP) {
-      for (const [name, json, mtime] of files.slice(at, at + GROUP)) {
+      for (const [name, json] of files.slice(at, at + GROUP)) {
         count += 1
         temp = dir + '/.' + name + '.' + prefix + count.toString(36) + '.tmp'
         step = 'write'
         const fd = fs.openSync(temp, 'wx', 0o600)
         open.push(fd)
         fs.writeFileSync(fd, json)
-        if (mtime !== undefined) fs.futimesSync(fd, mtime, mtime)
         step = 'rename'
         fs.renameSync(temp, dir + '/' + name)
         temp = undefined
@@ -66,37 +64,29 @@ interface Answer {
 
 /** Files per message to a thread. */
 const CHUNK = 1024
-/** Threads writing at once by default: their fsyncs, in flight together, share the journal's commits. */
+/** Threads writing at once: their fsyncs, in flight together, share the journal's commits. */
 const THREADS = 2
 /** A thread idle this long is ended (it holds several MB). */
 const IDLE_MS = 5000
 
-/** A file to write: its name, its content and, optionally, its modification time (s since the epoch). */
-export type OwedFile = readonly [name: string, content: string, mtime?: number]
-
 /**
- * Writes many files durably on threads of its own (two by default), a batch per message: the event
- * loop pays one message per 1,024 files rather than five trips to libuv's pool per file, and the
- * pool stays free for the event log's fdatasync. The threads start with the first batch and end when idle.
+ * Writes many files durably on two threads of its own, a batch per message: the event loop pays
+ * one message per 1,024 files rather than five trips to libuv's pool per file, and the pool stays
+ * free for the event log's fdatasync. The threads start with the first batch and end when idle.
  */
 export class OwedWriter {
-  readonly #workers: (Worker | undefined)[]
+  readonly #workers: (Worker | undefined)[] = Array.from({ length: THREADS }, () => undefined)
   #idle: NodeJS.Timeout | undefined
   readonly #prefix = randomBytes(6).toString('hex')
 
-  /** `threads`: 1 writes the files of each call in their order (a later file of one name wins). */
-  constructor(threads = THREADS) {
-    this.#workers = Array.from({ length: threads }, () => undefined)
-  }
-
   /**
-   * Writes each file into `dir` (temp file, rename, then its fsync: the caller claims nothing
-   * before this resolves); the directory is left to the caller to fsync. One call at a time.
-   * Rejects with a WriteError at the first that fails (those before it are written).
+   * Writes each [name, content] into `dir` (temp file, rename, then its fsync: the caller claims
+   * nothing before this resolves); the directory is left to the caller to fsync. Rejects with a WriteError at the first that fails (those
+   * before it are written).
    */
-  async write(dir: string, files: readonly OwedFile[]): Promise<void> {
+  async write(dir: string, files: readonly (readonly [string, string])[]): Promise<void> {
     clearTimeout(this.#idle)
-    const chunks: (readonly OwedFile[])[] = []
+    const chunks: (readonly (readonly [string, string])[])[] = []
     for (let at = 0; at < files.length; at += CHUNK) chunks.push(files.slice(at, at + CHUNK))
     const failures: unknown[] = []
     const thread = async (slot: number): Promise<void> => {
@@ -119,7 +109,7 @@ export class OwedWriter {
     }
   }
 
-  #send(slot: number, dir: string, files: readonly OwedFile[]): Promise<void> {
+  #send(slot: number, dir: string, files: readonly (readonly [string, string])[]): Promise<void> {
     const worker = this.#start(slot)
     return new Promise((resolve, reject) => {
       const done = (): void => {
