@@ -6,7 +6,7 @@ import { parseTombstone } from './stored-files.js'
 import { TURN_MS, type UserFilesContext, yieldToLoop } from './user-files-load.js'
 import type { FoundSnapshot, SnapshotMiss } from './users-snapshot.js'
 
-/** Where a user or tombstone line's id is: `{"id":"<uuid>"`, as the files are written. */
+/** Where a tombstone line's id is: `{"id":"<uuid>"`, as the files are written (user lines: UserLines). */
 const ID_START = '{"id":"'.length
 const ID_END = ID_START + 36
 
