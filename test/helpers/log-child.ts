@@ -5,8 +5,8 @@
  *   end of the pipe: process.stdout is never destroyed, it only emits EPIPE errors), then logs
  *   AFTER_BREAK more lines.
  * - `slow-reader`: logs bursts into a pipe the parent does not read, until many lines were
- *   dropped, measuring after every line the bytes held (accepted, not yet in the pipe); then
- *   waits for flush().
+ *   dropped and the stream has buffered, measuring after every line the bytes held (accepted, not
+ *   yet in the pipe); then waits for flush().
  * Gives up after DEADLINE_MS and reports what it saw, so that the parent's assertions fail.
  * Tests import only its types: importing the module would run it.
  */
@@ -88,7 +88,8 @@ async function slowReader(): Promise<void> {
   let logged = 0
   let maxHeldBytes = 0
   let maxWritableLength = 0
-  while (logger.dropped < 1000 && Date.now() < deadline) {
+  // Until the stream has buffered too: lines wait for the sink's write interval meanwhile.
+  while ((logger.dropped < 1000 || maxWritableLength === 0) && Date.now() < deadline) {
     for (let i = 0; i < 100; i += 1) {
       logLine(logger, logged)
       logged += 1

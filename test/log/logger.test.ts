@@ -504,6 +504,47 @@ describe('createJsonLogger with a stream', () => {
     await flushing
     assert.deepEqual(stream.chunks, [expectedLines(0, 3)])
   })
+
+  it('writes at most once per minWriteIntervalMs while busy, and at once after a quiet spell', async () => {
+    const stream = new HeldStream()
+    const intervalMs = 400
+    const logger = createJsonLogger({ stream, now: () => FIXED, minWriteIntervalMs: intervalMs })
+    logNumbered(logger, 0)
+    await turns(1)
+    assert.equal(stream.chunks.length, 1, 'the first line goes out in the next turn')
+    const firstAt = performance.now()
+    stream.release()
+    for (let n = 1; n < 4; n += 1) {
+      logNumbered(logger, n)
+      await turns(1)
+    }
+    assert.equal(stream.chunks.length, 1, 'lines of later turns wait for the interval')
+    await stream.received(2)
+    assert.ok(performance.now() - firstAt >= intervalMs - 2, 'not before the interval has passed')
+    assert.equal(stream.chunks[1], expectedLines(1, 4), 'the lines of three turns in one write')
+    stream.release()
+    await new Promise((resolve) => setTimeout(resolve, intervalMs + 50))
+    logNumbered(logger, 4)
+    await turns(1)
+    assert.equal(stream.chunks.length, 3, 'a quiet spell as long as the interval: the next turn')
+    stream.release()
+    logNumbered(logger, 5)
+    const flushing = logger.flush()
+    assert.equal(stream.chunks.length, 4, 'flush() does not wait for the interval')
+    stream.release()
+    await flushing
+    assert.deepEqual(stream.chunks.slice(2), [expectedLines(4, 5), expectedLines(5, 6)])
+    assert.equal(logger.dropped, 0)
+  })
+
+  it('refuses a minWriteIntervalMs that is not a number of ms', () => {
+    for (const minWriteIntervalMs of [-1, Number.NaN, Number.POSITIVE_INFINITY]) {
+      assert.throws(
+        () => createJsonLogger({ stream: new HeldStream(), minWriteIntervalMs }),
+        /minWriteIntervalMs is not a number of ms/,
+      )
+    }
+  })
 })
 
 describe('createJsonLogger with a broken stream', () => {
