@@ -42,17 +42,6 @@ async function startWatched(
     const started = performance.now()
     const health = await request('GET', `${url}/healthz`)
     const took = performance.now() - started
-    console.error(
-      'SLOW',
-      new Date().toISOString(),
-      took,
-      child
-        .stdout()
-        .split('\n')
-        .filter((l) => l.includes('"msg"'))
-        .slice(-2)
-        .map((l) => l.slice(0, 160)),
-    )
     slowestHealthMs = Math.max(slowestHealthMs, took)
     assert.equal(health.status, 200, health.text)
     const ready = await request('GET', `${url}/readyz`)
