@@ -79,8 +79,8 @@ class FunctionSink implements LineSink {
 /**
  * Queues lines and hands them to the stream in batches: in the next turn of the event loop, or
  * once the interval since the last write has passed, and none while the stream asks us to wait
- * for 'drain'. What would push the bytes held past the
- * bound is dropped; after an error or a close, everything is.
+ * for 'drain'. What would push the bytes held past the bound is dropped; after an error or a
+ * close, everything is.
  */
 class StreamSink implements LineSink {
   readonly #stream: Writable
