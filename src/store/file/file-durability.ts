@@ -230,10 +230,11 @@ export class FileDurability implements Durability {
     // Each key is a new file for the checkpoint to fsync: memory must not grow with them.
     if (kept !== undefined) await this.#checkpoint?.room(KEY_BACKLOG)
     this.#checkpoint?.begin(event.userId, id)
+    if (kept === undefined) return this.#eventLog.append(event)
     // The key's text is made once: its log line and its file carry the same.
-    const keyJson = kept === undefined ? undefined : keyFileJson(kept)
+    const keyJson = keyFileJson(kept)
     await this.#eventLog.append(event, keyJson)
-    if (kept !== undefined && keyJson !== undefined) this.keys.logged(kept, id, keyJson)
+    this.keys.logged(kept, id, keyJson)
   }
 
   voidEvent(event: ChangeEvent): Promise<void> {
