@@ -77,6 +77,22 @@ export function createJsonLogger(options: JsonLoggerOptions = {}): JsonLogger {
   }
 }
 
+/**
+ * Hands the logger's queued lines to its stream when the process exits without a later turn of
+ * the event loop: process.exit(), an uncaught exception. Writes to a pipe or a file that has room
+ * go out at once, so a crash keeps the lines that led to it (SIGKILL still loses them). Returns
+ * the function that removes the hook.
+ */
+export function flushOnExit(logger: JsonLogger): () => void {
+  const onExit = (): void => {
+    void logger.flush()
+  }
+  process.on('exit', onExit)
+  return () => {
+    process.off('exit', onExit)
+  }
+}
+
 /** A logger that drops everything (the default when embedding). */
 export const silentLogger: Logger = Object.freeze({
   isEnabled: () => false,

@@ -5,7 +5,7 @@
 import path from 'node:path'
 
 import { StartError } from '../domain/errors.js'
-import { createJsonLogger, type JsonLogger } from '../log/logger.js'
+import { createJsonLogger, flushOnExit, type JsonLogger } from '../log/logger.js'
 import { createService } from '../service.js'
 import { pickSettings } from '../settings-by-owner.js'
 import { storeClassesFor } from '../store/create-store.js'
@@ -22,6 +22,7 @@ const LOG_FLUSH_MS = 1000
 async function main(): Promise<void> {
   const config = parseConfig(process.env)
   const logger = createJsonLogger({ level: config.logLevel })
+  flushOnExit(logger)
   if (shouldFork(config.workers)) {
     await startPrimary(config, logger, (code) => {
       void exit(logger, code)

@@ -195,6 +195,7 @@ describe('the package entry (src/index.ts)', () => {
       'createOpenApiDocument',
       'signToken',
       'createJsonLogger',
+      'flushOnExit',
     ]) {
       assert.equal(typeof (entry as Record<string, unknown>)[name], 'function', name)
     }

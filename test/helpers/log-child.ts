@@ -7,10 +7,13 @@
  * - `slow-reader`: logs bursts into a pipe the parent does not read, until many lines were
  *   dropped and the stream has buffered, measuring after every line the bytes held (accepted, not
  *   yet in the pipe); then waits for flush().
+ * - `crash N` and `exit N`: with flushOnExit, logs `ready`, then in a later turn N lines `burst`
+ *   (n from 0) that wait for the sink's next write, and in the same turn throws (an uncaught
+ *   exception: exit code 1) or calls process.exit(3). Reports nothing: the parent reads stdout.
  * Gives up after DEADLINE_MS and reports what it saw, so that the parent's assertions fail.
  * Tests import only its types: importing the module would run it.
  */
-import { createJsonLogger, type Logger } from '../../src/log/logger.js'
+import { createJsonLogger, flushOnExit, type Logger } from '../../src/log/logger.js'
 
 const AFTER_BREAK = 100
 const SLOW_READER_MAX_BYTES = 64 * 1024
@@ -112,7 +115,19 @@ async function slowReader(): Promise<void> {
   await logger.flush()
 }
 
+function endAbruptly(how: 'crash' | 'exit', burst: number): void {
+  const logger = createJsonLogger()
+  flushOnExit(logger)
+  logger.always('ready')
+  setTimeout(() => {
+    for (let n = 0; n < burst; n += 1) logger.info('burst', { n })
+    if (how === 'exit') process.exit(3)
+    throw new Error('the crash of log-child.ts')
+  }, 20)
+}
+
 const mode = process.argv[2]
 if (mode === 'closed-pipe') await closedPipe()
 else if (mode === 'slow-reader') await slowReader()
-else throw new Error('usage: log-child.ts closed-pipe|slow-reader')
+else if (mode === 'crash' || mode === 'exit') endAbruptly(mode, Number(process.argv[3]))
+else throw new Error('usage: log-child.ts closed-pipe|slow-reader|crash N|exit N')

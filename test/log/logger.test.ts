@@ -129,10 +129,12 @@ interface LogChild {
 }
 
 /** Runs test/helpers/log-child.ts; its stdout is left unread for the test to consume. */
-function spawnLogChild(mode: 'closed-pipe' | 'slow-reader'): LogChild {
+function spawnLogChild(
+  ...args: ['closed-pipe' | 'slow-reader'] | ['crash' | 'exit', string]
+): LogChild {
   const env: Record<string, string | undefined> = { ...process.env }
   delete env['NODE_TEST_CONTEXT']
-  const proc = spawn(process.execPath, ['--import', 'tsx', LOG_CHILD, mode], {
+  const proc = spawn(process.execPath, ['--import', 'tsx', LOG_CHILD, ...args], {
     cwd: PROJECT_ROOT,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -655,6 +657,33 @@ describe('createJsonLogger on the stdout of a process', () => {
       assert.ok(Number(numbers[i]) > Number(numbers[i - 1]), 'in order')
     }
   })
+})
+
+describe('flushOnExit', () => {
+  const BURST = 200
+  for (const [how, code] of [
+    ['crash', 1],
+    ['exit', 3],
+  ] as const) {
+    it(`writes the lines still queued when the process ends by ${how === 'crash' ? 'an uncaught exception' : 'process.exit()'}`, {
+      timeout: 60_000,
+    }, async (t) => {
+      const child = spawnLogChild(how, String(BURST))
+      t.after(() => {
+        child.proc.kill('SIGKILL')
+      })
+      const text = await readAll(child.stdout)
+      const { code: exitCode, signal } = await child.closed
+      assert.deepEqual({ code: exitCode, signal }, { code, signal: null }, child.stderr())
+      if (how === 'crash') assert.match(child.stderr(), /the crash of log-child\.ts/)
+      const entries = parseLines(text)
+      assert.equal(entries[0]?.['msg'], 'ready')
+      assert.deepEqual(
+        entries.slice(1).map((entry) => [entry['msg'], entry['n']]),
+        Array.from({ length: BURST }, (_, n) => ['burst', n]),
+      )
+    })
+  }
 })
 
 describe('silentLogger', () => {
