@@ -92,10 +92,14 @@ for (const store of STORES) {
       assert.ok(first !== undefined && second !== undefined)
       assert.equal(idOf(first), idOf(second))
       assert.equal(first.body.toString(), second.body.toString())
-      const log = await s.hooks('GET', `/${hook.id}/deliveries`)
-      const items = log.json<{
-        items: { attempt: number; result: string; responseStatus: number }[]
-      }>().items
+      type Entry = { attempt: number; result: string; responseStatus: number }
+      let items: Entry[] = []
+      // The receiver has answered; the service logs the attempt once it has read that answer.
+      await eventually(async () => {
+        const log = await s.hooks('GET', `/${hook.id}/deliveries`)
+        items = log.json<{ items: Entry[] }>().items
+        return items.length === 2
+      })
       assert.deepEqual(
         items.map((entry) => [entry.attempt, entry.result, entry.responseStatus]),
         [
