@@ -77,6 +77,24 @@ export function eventIdNumber(id: string): number {
   return Number(value)
 }
 
+/** Ids a store may hand out per millisecond, on average, before its ids run ahead of the clock. */
+const IDS_PER_MS = 256
+/** Below 2^52, where eventIdNumber reads an id without a BigInt: a clock past this is ignored. */
+const MAX_FLOOR = 2 ** 52
+
+/**
+ * The lowest id a store that opens at `nowMs` (ms since the epoch) hands out: its clock's
+ * milliseconds times IDS_PER_MS. The ids a store numbers after a backup older than its feed was
+ * restored then start above every id it handed out before the backup was put back (unless it
+ * appended more than IDS_PER_MS events a millisecond on average since it last opened), so that no
+ * id is reused and every consumer's saved cursor stays below the new events. 0 for a clock that
+ * cannot be right (before 1970, or past the year 2500).
+ */
+export function idFloor(nowMs: number): number {
+  const floor = Math.floor(nowMs) * IDS_PER_MS
+  return Number.isSafeInteger(floor) && floor > 0 && floor < MAX_FLOOR ? floor : 0
+}
+
 const COMPARED = ['email', 'name', 'metadata'] as const
 
 /**

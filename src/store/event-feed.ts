@@ -43,8 +43,10 @@ export interface EventPage {
 export interface EventFeed {
   read(query: EventQuery): Promise<EventPage>
   /**
-   * The id of the newest event committed (readable), or `0000000000000000` when there has been
-   * none: a new webhook endpoint's cursor, so that it gets every change acknowledged after.
+   * Where the feed ends: every event committed (readable) is at or below it, and every event
+   * committed later above it. The newest event's id, or past it when ids were skipped (as a start
+   * does: idFloor), `0000000000000000` for a store that numbered none: a new webhook endpoint's
+   * cursor, so that it gets every change acknowledged after.
    */
   head(): Promise<string>
   /** Calls `wake` whenever new events may be readable; returns the unsubscribe. */

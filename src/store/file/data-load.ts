@@ -36,6 +36,7 @@ export async function loadData(load: DataLoad): Promise<Replayed> {
     users: state.index,
     tombstones: state.tombstones,
     logger,
+    now: load.now,
   })
   return replayed
 }

@@ -1,4 +1,4 @@
-import type { EventHead } from '../../domain/event.js'
+import { type EventHead, idFloor } from '../../domain/event.js'
 import type { Logger } from '../../log/logger.js'
 import { EventIndex } from '../feed/event-index.js'
 import type { EventJournal } from '../feed/journal.js'
@@ -12,6 +12,8 @@ export interface FeedLoadContext {
   readonly users: UserIndex
   readonly tombstones: ReadonlyMap<string, string>
   readonly logger: Logger
+  /** Milliseconds since the epoch: the first new id is above idFloor of it. */
+  readonly now: number
 }
 
 /**
@@ -26,7 +28,10 @@ export async function loadFeed(context: FeedLoadContext): Promise<void> {
   const index = new EventIndex()
   const loaded = await eventLog.load(index, (event) => isMade(event, context))
   for (const id of loaded.ghosts) await eventLog.void(id)
-  context.journal.load(index, eventLog, loaded.nextId, loaded.prunedThrough)
+  // Past the clock's floor too: a data directory put back from an older backup numbers its new
+  // events above those handed out before it was restored (docs/operations.md, backups).
+  const nextId = Math.max(loaded.nextId, idFloor(context.now))
+  context.journal.load(index, eventLog, nextId, loaded.prunedThrough)
   logger.info('events loaded', {
     events: loaded.events,
     voided: loaded.ghosts.length,

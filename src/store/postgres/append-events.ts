@@ -44,3 +44,12 @@ export async function appendEvents(
     ],
   })
 }
+
+/**
+ * Moves the counter up to `floor` (idFloor of the clock) when it is below, at every open: after a
+ * dump older than the feed was restored, the ids numbered next start above every id handed out
+ * before (docs/postgresql.md, backups). Takes the counter's row lock for a moment, as an append.
+ */
+export async function raiseIdFloor(client: PoolClient, floor: number): Promise<void> {
+  await client.query('UPDATE event_counter SET last_id = $1 WHERE last_id < $1', [floor])
+}

@@ -1,6 +1,6 @@
 import type { ChangeContext } from '../../domain/change-context.js'
 import { internalFault } from '../../domain/errors.js'
-import { draftEvent } from '../../domain/event.js'
+import { draftEvent, idFloor } from '../../domain/event.js'
 import { toRecord, type User, type UserRecord } from '../../domain/user.js'
 import { isCanonicalUuid } from '../../domain/uuid7.js'
 import { type Logger, silentLogger } from '../../log/logger.js'
@@ -18,6 +18,7 @@ import type {
 } from '../store.js'
 import { duplicateId, notCanonical, userNotFound } from '../store-errors.js'
 import { checkStorableContext, checkStorableQuery, checkStorableUser } from '../store-input.js'
+import { raiseIdFloor } from './append-events.js'
 import { PgConnection } from './connection.js'
 import { CreateBatcher } from './create-batch.js'
 import { PostgresEventFeed } from './events.js'
@@ -119,6 +120,7 @@ export class PostgresStore implements Store {
     const client = await this.#db.client()
     try {
       await migrate(client, this.#logger, this.#options.schema)
+      await raiseIdFloor(client, idFloor(this.#now()))
     } finally {
       client.release()
     }

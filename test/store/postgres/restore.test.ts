@@ -108,11 +108,14 @@ describe('backup and restore on PostgreSQL, as docs/postgresql.md says', {
     })
 
     const restored = await serviceOn(t, newUrl)
-    assert.deepEqual(await feed(restored), saved, 'the restored feed, ids and all')
-    assert.deepEqual(await feed(restored, saved.nextCursor), {
-      items: [],
-      nextCursor: saved.nextCursor,
-    })
+    // The restored service's open raised the counter to its clock's floor: the feed's head, where
+    // the pages send a consumer on, is past the saved cursor, with no event between them.
+    const whole = await feed(restored)
+    assert.deepEqual(whole.items, saved.items, 'the restored feed, ids and all')
+    assert.ok(whole.nextCursor >= saved.nextCursor, whole.nextCursor)
+    const empty = await feed(restored, saved.nextCursor)
+    assert.deepEqual(empty.items, [])
+    assert.ok(empty.nextCursor >= saved.nextCursor, empty.nextCursor)
     const stream = await openSse(`${restored.baseUrl}/events`, feedReader, {
       'last-event-id': saved.nextCursor,
     })
@@ -137,8 +140,51 @@ describe('backup and restore on PostgreSQL, as docs/postgresql.md says', {
       resumed.items.map((item) => item.id),
       'the stream resumed with Last-Event-ID sees the same',
     )
+    const all = await feed(restored)
+    assert.deepEqual(all.items.slice(0, 5), saved.items, 'the old events keep their ids')
+    assert.equal(all.items.length, 11)
+  })
+
+  it('restores a dump older than what a consumer read: the new events are numbered above every id handed out before, none reused', {
+    timeout: 180_000,
+  }, async (t) => {
+    const procedure = documentedProcedure()
+    const oldUrl = await freshDatabase(t)
+    const old = await serviceOn(t, oldUrl)
+    const kept = await old.createUser()
+    const second = await startCluster(t)
+    const newUrl = await second.createDatabase('restored')
+    const dir = await makeTempDir(t, 'restore-older-')
+    await run('bash', ['-euo', 'pipefail', '-c', procedure], {
+      cwd: dir,
+      env: { ...process.env, DATABASE_URL: oldUrl, NEW_DATABASE_URL: newUrl },
+    })
+    // After the dump, the old server takes changes a consumer reads, then it is lost.
+    const lost = [await old.createUser(), await old.createUser()]
+    const seen = await feed(old)
+    assert.deepEqual(
+      seen.items.map((item) => item.userId),
+      [kept.id, ...lost.map((user) => user.id)],
+    )
+
+    const restored = await serviceOn(t, newUrl)
+    const made = [await restored.createUser(), await restored.createUser()]
+    const resumed = await feed(restored, seen.nextCursor)
+    assert.deepEqual(
+      resumed.items.map((item) => [item.type, item.userId]),
+      made.map((user) => ['user.created', user.id]),
+      'the consumer resuming from its saved cursor sees every event written after the restore',
+    )
+    const seenIds = new Set(seen.items.map((item) => item.id))
+    for (const item of resumed.items) {
+      assert.ok(!seenIds.has(item.id), `${item.id} was handed out before the restore`)
+      assert.ok(item.id > seen.nextCursor, item.id)
+    }
     const whole = await feed(restored)
-    assert.deepEqual(whole.items.slice(0, 5), saved.items, 'the old events keep their ids')
-    assert.equal(whole.items.length, 11)
+    assert.deepEqual(
+      whole.items.map((item) => item.id),
+      [seen.items[0]?.id, ...resumed.items.map((item) => item.id)],
+      'the dump keeps its event and its id; the lost ones are gone',
+    )
   })
 })
