@@ -94,6 +94,11 @@ export class EventJournal implements EventFeed {
   #prunedThrough = 0
   appended = 0
 
+  /** The id the next change takes. */
+  get nextId(): number {
+    return this.#nextId
+  }
+
   /**
    * Takes what a durable log holds: its index (rows in id order), where their bodies are read,
    * the next id, and what was pruned.

@@ -13,6 +13,12 @@ export interface CheckpointOptions {
   readonly logged: () => number
   /** The id the checkpoint file holds now. */
   readonly through: number
+  /**
+   * The ids this start skipped (idFloor): every one after `last` (the newest in the log at open)
+   * and before `first` (the first handed out since). No event has them, and the checkpoint file
+   * never names one: it stays at `last` until the event `first` is covered.
+   */
+  readonly skipped?: { readonly last: number; readonly first: number } | undefined
   /** How often a checkpoint runs; sooner once CHECKPOINT_FILES files wait. */
   readonly intervalMs: number
   /** No checkpoint runs while this says so (a store turned read-only). */
@@ -237,6 +243,9 @@ export class Checkpoint {
     for (const id of this.#pending.values()) through = Math.min(through, id - 1)
     for (const id of this.#held.values()) through = Math.min(through, id - 1)
     for (const id of this.#heldEvents) through = Math.min(through, id - 1)
+    const { skipped } = this.#options
+    if (skipped !== undefined && through > skipped.last && through < skipped.first)
+      through = skipped.last
     through = Math.max(through, this.#through)
     const changed =
       this.#usersChanged || this.#gravesChanged || this.#keysChanged || this.#owed.size > 0

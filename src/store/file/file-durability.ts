@@ -152,6 +152,7 @@ export class FileDurability implements Durability {
       ...dirs,
       logged: () => this.#eventLog.highest,
       through: replayed.through,
+      skipped: { last: this.#eventLog.highest, first: state.events.nextId },
       intervalMs: this.#checkpointMs,
       paused: () => state.health().state === 'read_only',
       failed: (error) => {

@@ -178,6 +178,34 @@ describe('Checkpoint', () => {
     assert.equal(readCheckpoint(root), 9)
   })
 
+  it('never names an id a start skipped: it stays at the newest event before them until the first after them is covered', async (t) => {
+    const { root, users, graves, keys, data } = await openDirs(t)
+    // The log held events up to 9; this start numbers from 1,000 (idFloor).
+    let logged = 9
+    const checkpoint = new Checkpoint({
+      users,
+      graves,
+      keys,
+      root: data,
+      logged: () => logged,
+      through: 9,
+      skipped: { last: 9, first: 1000 },
+      intervalMs: 3_600_000,
+      paused: () => false,
+      failed: (error) => {
+        throw error
+      },
+    })
+    checkpoint.begin('u1', 1000)
+    logged = 1000
+    await checkpoint.settle()
+    assert.equal(checkpoint.through, 9, 'not 999: no event has it')
+    assert.equal(readCheckpoint(root), undefined, 'nothing to write')
+    checkpoint.end('u1')
+    await checkpoint.settle()
+    assert.equal(readCheckpoint(root), 1000)
+  })
+
   it('makes a writer wait for a checkpoint once `limit` files wait for one, and no writer otherwise', async (t) => {
     const { root, users, graves, keys, data } = await openDirs(t)
     const checkpoint = new Checkpoint({
