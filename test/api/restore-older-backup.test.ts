@@ -4,7 +4,7 @@ import path from 'node:path'
 import { describe, it } from 'node:test'
 
 import type { User } from '../../src/domain/user.js'
-import { feedReader } from '../events/feed-fixtures.js'
+import { type FeedPage, feedReader } from '../events/feed-fixtures.js'
 import { type RunningChild, startChild } from '../helpers/child.js'
 import { request } from '../helpers/http.js'
 import { makeTempDir, uniqueEmail } from '../helpers/service.js'
@@ -19,22 +19,11 @@ import { makeToken } from '../helpers/tokens.js'
 
 const token = makeToken()
 
-interface FeedItem {
-  id: string
-  type: string
-  userId: string
-}
-
-interface Page {
-  items: FeedItem[]
-  nextCursor: string
-}
-
-async function feed(url: string, after?: string): Promise<Page> {
+async function feed(url: string, after?: string): Promise<FeedPage> {
   const query = after === undefined ? '' : `&after=${after}`
   const res = await request('GET', `${url}/events?limit=1000${query}`, { token: feedReader })
   assert.equal(res.status, 200, res.text)
-  return res.json<Page>()
+  return res.json<FeedPage>()
 }
 
 async function createUser(url: string): Promise<User> {
