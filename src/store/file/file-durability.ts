@@ -46,7 +46,6 @@ export class FileDurability implements Durability {
   readonly quarantineDir: string
   readonly tombstonesDir: string
   readonly eventsDir: string
-  readonly keysDir: string
   readonly capabilities: StoreCapabilities
   readonly keys: KeyFiles
   readonly webhooks: WebhookStore
@@ -73,7 +72,6 @@ export class FileDurability implements Durability {
     this.quarantineDir = path.join(this.dataDir, 'quarantine')
     this.tombstonesDir = path.join(this.dataDir, 'tombstones')
     this.eventsDir = path.join(this.dataDir, 'events')
-    this.keysDir = path.join(this.dataDir, 'keys')
     this.capabilities = Object.freeze({
       dataDir: this.dataDir,
       durable: true,
@@ -96,7 +94,7 @@ export class FileDurability implements Durability {
     this.#watchIntervalMs = options.watchIntervalMs ?? 1000
     this.#checkpointMs = options.checkpointMs ?? SETTINGS.checkpointMs.default
     this.keys = new KeyFiles({
-      dir: this.keysDir,
+      dir: path.join(this.dataDir, 'keys'),
       now: this.#clock,
       logger: this.#logger,
       sweepMs: options.keySweepMs,

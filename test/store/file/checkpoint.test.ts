@@ -5,7 +5,7 @@ import { describe, it, type TestContext } from 'node:test'
 
 import { eventIdNumber } from '../../../src/domain/event.js'
 import { DurableDirectory } from '../../../src/store/file/atomic-write.js'
-import { Checkpoint } from '../../../src/store/file/checkpoint.js'
+import { Checkpoint, type CheckpointOptions } from '../../../src/store/file/checkpoint.js'
 import { readCheckpoint, removeCheckpointTemps } from '../../../src/store/file/checkpoint-file.js'
 import { FileStore } from '../../../src/store/file/file-store.js'
 import { WriteError } from '../../../src/store/write-error.js'
@@ -39,6 +39,26 @@ async function openDirs(t: TestContext) {
     keys: await open(path.join(root, 'keys')),
     data: await open(root),
   }
+}
+
+/** A checkpoint on the test's directories that runs only when asked and throws what fails. */
+function manualCheckpoint(
+  dirs: Awaited<ReturnType<typeof openDirs>>,
+  options: Pick<CheckpointOptions, 'logged' | 'through'> & Partial<CheckpointOptions>,
+): Checkpoint {
+  const { users, graves, keys, data } = dirs
+  return new Checkpoint({
+    users,
+    graves,
+    keys,
+    root: data,
+    intervalMs: 3_600_000,
+    paused: () => false,
+    failed: (error) => {
+      throw error
+    },
+    ...options,
+  })
 }
 
 describe('readCheckpoint', () => {
@@ -96,19 +116,14 @@ describe('removeCheckpointTemps', () => {
 
 describe('Checkpoint', () => {
   it('fsyncs again, at the next run, the files of a run that failed short of an fsync, and only then moves', async (t) => {
-    const { root, users, graves, keys, data, timingsUnder } = await openDirs(t)
+    const dirs = await openDirs(t)
+    const { root, users, graves, timingsUnder } = dirs
     await writeFile(path.join(users.path, 'a.json'), 'a')
     await writeFile(path.join(graves.path, 'b.json'), 'b')
     const failures: unknown[] = []
-    const checkpoint = new Checkpoint({
-      users,
-      graves,
-      keys,
-      root: data,
+    const checkpoint = manualCheckpoint(dirs, {
       logged: () => 2,
       through: 0,
-      intervalMs: 3_600_000,
-      paused: () => false,
       failed: (error) => failures.push(error),
     })
     checkpoint.touched('users', 'a.json')
@@ -148,20 +163,13 @@ describe('Checkpoint', () => {
   })
 
   it('never names an event whose file step still runs, and does nothing while paused', async (t) => {
-    const { root, users, graves, keys, data } = await openDirs(t)
+    const dirs = await openDirs(t)
+    const { root } = dirs
     let paused = true
-    const checkpoint = new Checkpoint({
-      users,
-      graves,
-      keys,
-      root: data,
+    const checkpoint = manualCheckpoint(dirs, {
       logged: () => 9,
       through: 3,
-      intervalMs: 3_600_000,
       paused: () => paused,
-      failed: (error) => {
-        throw error
-      },
     })
     checkpoint.begin('u1', 5)
     checkpoint.begin('u2', 7)
@@ -179,22 +187,14 @@ describe('Checkpoint', () => {
   })
 
   it('never names an id a start skipped: it stays at the newest event before them until the first after them is covered', async (t) => {
-    const { root, users, graves, keys, data } = await openDirs(t)
+    const dirs = await openDirs(t)
+    const { root } = dirs
     // The log held events up to 9; this start numbers from 1,000 (idFloor).
     let logged = 9
-    const checkpoint = new Checkpoint({
-      users,
-      graves,
-      keys,
-      root: data,
+    const checkpoint = manualCheckpoint(dirs, {
       logged: () => logged,
       through: 9,
       skipped: { last: 9, first: 1000 },
-      intervalMs: 3_600_000,
-      paused: () => false,
-      failed: (error) => {
-        throw error
-      },
     })
     checkpoint.begin('u1', 1000)
     logged = 1000
@@ -207,19 +207,11 @@ describe('Checkpoint', () => {
   })
 
   it('makes a writer wait for a checkpoint once `limit` files wait for one, and no writer otherwise', async (t) => {
-    const { root, users, graves, keys, data } = await openDirs(t)
-    const checkpoint = new Checkpoint({
-      users,
-      graves,
-      keys,
-      root: data,
+    const dirs = await openDirs(t)
+    const { root, keys } = dirs
+    const checkpoint = manualCheckpoint(dirs, {
       logged: () => 3,
       through: 0,
-      intervalMs: 3_600_000,
-      paused: () => false,
-      failed: (error) => {
-        throw error
-      },
     })
     for (const name of ['a.json', 'b.json', 'c.json']) {
       await writeFile(path.join(keys.path, name), name)
@@ -234,20 +226,12 @@ describe('Checkpoint', () => {
   })
 
   it('stays behind an event whose key file is unwritten, and fsyncs key files and keys/ before it moves', async (t) => {
-    const { root, users, graves, keys, data, timingsUnder } = await openDirs(t)
+    const dirs = await openDirs(t)
+    const { root, keys, timingsUnder } = dirs
     let logged = 4
-    const checkpoint = new Checkpoint({
-      users,
-      graves,
-      keys,
-      root: data,
+    const checkpoint = manualCheckpoint(dirs, {
       logged: () => logged,
       through: 2,
-      intervalMs: 3_600_000,
-      paused: () => false,
-      failed: (error) => {
-        throw error
-      },
     })
     checkpoint.holdEvent(4)
     logged = 6
