@@ -46,6 +46,21 @@ function documentedProcedure(): string {
   return found[0] ?? ''
 }
 
+/** Runs the documented dump and restore from `oldUrl` into a database of a second cluster; its URL. */
+async function restoreOnSecondCluster(
+  t: TestContext,
+  procedure: string,
+  oldUrl: string,
+): Promise<string> {
+  const second = await startCluster(t)
+  const newUrl = await second.createDatabase('restored')
+  await run('bash', ['-euo', 'pipefail', '-c', procedure], {
+    cwd: await makeTempDir(t, 'restore-'),
+    env: { ...process.env, DATABASE_URL: oldUrl, NEW_DATABASE_URL: newUrl },
+  })
+  return newUrl
+}
+
 async function serviceOn(t: TestContext, url: string): Promise<TestService> {
   const store = new PostgresStore({ url })
   t.after(() => store.close())
@@ -99,13 +114,7 @@ describe('backup and restore on PostgreSQL, as docs/postgresql.md says', {
     const saved = await feed(old)
     assert.equal(saved.items.length, 5)
 
-    const second = await startCluster(t)
-    const newUrl = await second.createDatabase('restored')
-    const dir = await makeTempDir(t, 'restore-')
-    await run('bash', ['-euo', 'pipefail', '-c', procedure], {
-      cwd: dir,
-      env: { ...process.env, DATABASE_URL: oldUrl, NEW_DATABASE_URL: newUrl },
-    })
+    const newUrl = await restoreOnSecondCluster(t, procedure, oldUrl)
 
     const restored = await serviceOn(t, newUrl)
     // The restored service's open raised the counter to its clock's floor: the feed's head, where
@@ -152,13 +161,7 @@ describe('backup and restore on PostgreSQL, as docs/postgresql.md says', {
     const oldUrl = await freshDatabase(t)
     const old = await serviceOn(t, oldUrl)
     const kept = await old.createUser()
-    const second = await startCluster(t)
-    const newUrl = await second.createDatabase('restored')
-    const dir = await makeTempDir(t, 'restore-older-')
-    await run('bash', ['-euo', 'pipefail', '-c', procedure], {
-      cwd: dir,
-      env: { ...process.env, DATABASE_URL: oldUrl, NEW_DATABASE_URL: newUrl },
-    })
+    const newUrl = await restoreOnSecondCluster(t, procedure, oldUrl)
     // After the dump, the old server takes changes a consumer reads, then it is lost.
     const lost = [await old.createUser(), await old.createUser()]
     const seen = await feed(old)
