@@ -10,7 +10,7 @@ import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'no
 import path from 'node:path'
 import { describe, it } from 'node:test'
 
-import { type RunningChild, startChild } from '../helpers/child.js'
+import { LOADED_LINE, type RunningChild, startChild, waitForOutput } from '../helpers/child.js'
 import { assertProblem, request, type UserPage } from '../helpers/http.js'
 import { makeTempDir, uniqueEmail } from '../helpers/service.js'
 import { compileShim, shimEnv } from '../helpers/syscall-shim.js'
@@ -136,6 +136,7 @@ describe('an import on the file store', () => {
 
     const again = await startChild({ dataDir })
     t.after(() => again.stop('SIGKILL'))
+    await waitForOutput(again, LOADED_LINE)
     assert.match(again.stdout(), /replayed the event log past its checkpoint/)
     assert.equal(ids.length, USERS)
     await assertWhole(again, dataDir, shown)
@@ -165,6 +166,7 @@ describe('an import on the file store', () => {
 
     const again = await startChild({ dataDir })
     t.after(() => again.stop('SIGKILL'))
+    await waitForOutput(again, LOADED_LINE)
     await assertWhole(again, dataDir, shown)
   })
 
@@ -197,6 +199,7 @@ describe('an import on the file store', () => {
 
     const again = await startChild({ dataDir })
     t.after(() => again.stop('SIGKILL'))
+    await waitForOutput(again, LOADED_LINE)
     assert.doesNotMatch(again.stdout(), /replayed the event log past its checkpoint/)
     assertProblem(
       await request('GET', `${again.url}/users/${deleted}`, { token }),
@@ -230,6 +233,7 @@ describe('an import on the file store', () => {
       await new Promise((resolve) => setTimeout(resolve, 50))
     }
     rmSync(marker)
+    await waitForOutput(service, 'a checkpoint failed')
     const failed = service
       .stdout()
       .split('\n')
@@ -250,6 +254,7 @@ describe('an import on the file store', () => {
 
     const again = await startChild({ dataDir })
     t.after(() => again.stop('SIGKILL'))
+    await waitForOutput(again, LOADED_LINE)
     assert.match(again.stdout(), /replayed the event log past its checkpoint/)
     await assertWhole(again, dataDir, shown)
   })

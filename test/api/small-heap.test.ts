@@ -7,7 +7,14 @@ import { after, before, describe, it } from 'node:test'
 import { promisify } from 'node:util'
 
 import type { User } from '../../src/domain/user.js'
-import { PROJECT_ROOT, type RunningChild, sleep, startChild } from '../helpers/child.js'
+import {
+  LOADED_LINE,
+  PROJECT_ROOT,
+  type RunningChild,
+  sleep,
+  startChild,
+  waitForOutput,
+} from '../helpers/child.js'
 import { request, type UserPage } from '../helpers/http.js'
 import { makeUser, toContractJson } from '../helpers/store-users.js'
 import { makeToken } from '../helpers/tokens.js'
@@ -130,6 +137,7 @@ describe('a heap cap for 10,000 users', () => {
       60_000,
     )
     child = again
+    await waitForOutput(again, LOADED_LINE)
     assert.match(again.stdout(), /"msg":"users loaded","users":10001,[^\n]*"source":"snapshot"/)
     const last = users.at(-1)
     assert.ok(last)

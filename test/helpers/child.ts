@@ -148,3 +148,24 @@ export async function startChild(options: ChildOptions, timeoutMs = 15_000): Pro
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms))
 }
+
+/** The file store's last log line of a load: the lines logged before it are out when it is. */
+export const LOADED_LINE = '"msg":"events loaded"'
+
+/**
+ * Waits until the child printed `text` (or fails when it exits first). The service writes its log
+ * lines in batches, so a line logged before /readyz said 200 may still be on its way.
+ */
+export async function waitForOutput(child: Child, text: string, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!child.stdout().includes(text)) {
+    if (exited(child) || Date.now() > deadline)
+      throw new Error(`no ${JSON.stringify(text)} from the child:\n${child.stderr()}`)
+    await sleep(5)
+  }
+}
+
+/** Whether the child is gone (a signal leaves `exitCode` null). */
+export function exited(child: Child): boolean {
+  return child.proc.exitCode !== null || child.proc.signalCode !== null
+}

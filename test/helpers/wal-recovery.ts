@@ -10,7 +10,7 @@ import type { TestContext } from 'node:test'
 
 import type { ChangeEvent } from '../../src/domain/event.js'
 import { FileStore } from '../../src/store/file/file-store.js'
-import { type Child, PROJECT_ROOT, sleep, spawnService } from './child.js'
+import { exited, PROJECT_ROOT, spawnService } from './child.js'
 import { createMemoryLogger } from './service.js'
 import { CHECKPOINT_TEMP, checkFiles, lastEvents, readCheckpointFile, readLog } from './wal-disk.js'
 
@@ -126,21 +126,6 @@ export async function runWriter(
   const exit = await child.exited
   assert.equal(exit.signal, 'SIGKILL', `the writer stopped by itself:\n${child.stderr()}`)
   return acked.addOutput(child.stdout())
-}
-
-/** Waits until the child printed `text` (or fails when it exits first). */
-export async function waitForOutput(child: Child, text: string, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!child.stdout().includes(text)) {
-    if (exited(child) || Date.now() > deadline)
-      throw new Error(`no ${JSON.stringify(text)} from the child:\n${child.stderr()}`)
-    await sleep(5)
-  }
-}
-
-/** Whether the child is gone (a signal leaves `exitCode` null). */
-function exited(child: Child): boolean {
-  return child.proc.exitCode !== null || child.proc.signalCode !== null
 }
 
 export interface VerifyOptions {

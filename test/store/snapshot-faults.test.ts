@@ -4,7 +4,14 @@ import path from 'node:path'
 import { describe, it } from 'node:test'
 
 import type { User } from '../../src/domain/user.js'
-import { type ChildOptions, type RunningChild, sleep, startChild } from '../helpers/child.js'
+import {
+  type ChildOptions,
+  LOADED_LINE,
+  type RunningChild,
+  sleep,
+  startChild,
+  waitForOutput,
+} from '../helpers/child.js'
 import { assertProblem, request } from '../helpers/http.js'
 import { uniqueEmail } from '../helpers/service.js'
 import { compileShim, shimEnv } from '../helpers/syscall-shim.js'
@@ -17,9 +24,11 @@ const SNAPSHOT = 'snapshot'
 const SNAPSHOT_TEMP = /^\.snapshot\..*\.tmp$/
 const NOT_USED = 'the users snapshot was not used; reading every user file'
 
+/** Starts the service, and waits for the log lines of its load. */
 async function start(options: ChildOptions, later: Later): Promise<RunningChild> {
   const child = await startChild(options, 60_000)
   later(() => child.stop('SIGKILL'))
+  await waitForOutput(child, LOADED_LINE)
   return child
 }
 

@@ -7,7 +7,13 @@ import { describe, it } from 'node:test'
 
 import type { ChangeEvent } from '../../src/domain/event.js'
 import type { User } from '../../src/domain/user.js'
-import { type ChildOptions, type RunningChild, startChild } from '../helpers/child.js'
+import {
+  type ChildOptions,
+  LOADED_LINE,
+  type RunningChild,
+  startChild,
+  waitForOutput,
+} from '../helpers/child.js'
 import { listLockFiles, readUserFile } from '../helpers/data-files.js'
 import { assertProblem, request, type TestResponse, type UserPage } from '../helpers/http.js'
 import { holdRequest, waitFor } from '../helpers/ops.js'
@@ -21,9 +27,11 @@ const token = makeToken()
 const feedToken = makeToken({ scope: 'events:read' })
 const shim = compileShim()
 
+/** Starts the service, and waits for the log lines of its load. */
 async function start(options: ChildOptions, later: Later): Promise<RunningChild> {
   const child = await startChild(options)
   later(() => child.stop('SIGKILL'))
+  await waitForOutput(child, LOADED_LINE)
   return child
 }
 

@@ -20,7 +20,7 @@ import path from 'node:path'
 import { describe, it } from 'node:test'
 
 import { FileStore } from '../../src/store/file/file-store.js'
-import { spawnService, startChild } from '../helpers/child.js'
+import { spawnService, startChild, waitForOutput } from '../helpers/child.js'
 import { assertProblem, request } from '../helpers/http.js'
 import { makeTempDir } from '../helpers/service.js'
 import { changeUser, makeUser } from '../helpers/store-users.js'
@@ -34,7 +34,7 @@ import {
   readLog,
   revertPastCheckpoint,
 } from '../helpers/wal-disk.js'
-import { Acked, runWriter, verifyStore, waitForOutput } from '../helpers/wal-recovery.js'
+import { Acked, runWriter, verifyStore } from '../helpers/wal-recovery.js'
 
 /** Long enough that no checkpoint runs while a test writes: the whole tail waits for a replay. */
 const NO_CHECKPOINT = 3_600_000

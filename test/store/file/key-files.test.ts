@@ -24,7 +24,7 @@ import type { KeptKey } from '../../../src/domain/kept-key.js'
 import { FileStore, type FileStoreOptions } from '../../../src/store/file/file-store.js'
 import type { DurableWriteTiming } from '../../../src/store/write-timing.js'
 import { bigMetadata } from '../../events/feed-fixtures.js'
-import { type Child, PROJECT_ROOT, sleep, spawnService } from '../../helpers/child.js'
+import { type Child, exited, PROJECT_ROOT, sleep, spawnService } from '../../helpers/child.js'
 import { createMemoryLogger, makeTempDir } from '../../helpers/service.js'
 import { aloneKey, keptOnce, keyToKeep } from '../../helpers/store-keys-suite.js'
 import { changeUser, makeUser } from '../../helpers/store-users.js'
@@ -97,10 +97,6 @@ function createdLine(dataDir: string, name: string): { line: string; id: string;
 
 const lastSegment = (dataDir: string): string =>
   path.join(dataDir, 'events', readLog(dataDir).segments.at(-1) ?? '')
-
-function exited(child: Child): boolean {
-  return child.proc.exitCode !== null || child.proc.signalCode !== null
-}
 
 /** Runs key-child.ts; killed when the test ends. */
 function runChild(
