@@ -5,7 +5,7 @@ import { describe, it } from 'node:test'
 
 import { FileStore } from '../../src/store/file/file-store.js'
 import { assertProblem } from '../helpers/http.js'
-import { startService, uniqueEmail } from '../helpers/service.js'
+import { makeTempDir, startService, uniqueEmail } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'
 
 interface FeedEvent {
@@ -235,6 +235,40 @@ describe('GET /events', () => {
     assert.equal(
       (await svc.call('GET', `/events?after=${first.nextCursor}`, { token: reader })).status,
       200,
+    )
+  })
+
+  it('keeps a cursor from before a restart good once the events before it are pruned (ids jump at a start)', async (t) => {
+    let clock = Date.now()
+    const dataDir = path.join(await makeTempDir(t), 'data')
+    const open = (): FileStore =>
+      new FileStore({ dataDir, now: () => clock, eventsRetentionDays: 30 })
+    const before = await startService(t, { store: open() })
+    await before.createUser()
+    const seen = await readFeed(before.call)
+    assert.equal(seen.items.length, 1)
+    await before.service.close()
+
+    clock += 60_000
+    const reopened = open()
+    const after = await startService(t, { store: reopened })
+    // Past the log's segment age: the next event opens a segment of its own.
+    clock += 2 * 3_600_000
+    const fresh = await after.createUser()
+    const [next] = (await readFeed(after.call)).items.slice(1)
+    assert.ok(next !== undefined && BigInt(`0x${next.id}`) > BigInt(`0x${seen.nextCursor}`) + 1n)
+    clock += 31 * 86_400_000
+    await reopened.pruneEvents()
+    assertProblem(
+      await after.call('GET', `/events?after=${'0'.repeat(16)}`, { token: reader }),
+      410,
+      'cursor_expired',
+    )
+    // Nothing after the consumer's cursor was pruned: the ids between were never handed out.
+    const resumed = await readFeed(after.call, `?after=${seen.nextCursor}`)
+    assert.deepEqual(
+      resumed.items.map((event) => [event.id, event.userId]),
+      [[next.id, fresh.id]],
     )
   })
 })
