@@ -8,6 +8,7 @@ import type { UserRecord } from './domain/user.js'
 import { ClientClosedError, parseJsonBody, readBody, validateContentType } from './http/body.js'
 import { answerConditionalRead, readPreconditions } from './http/conditional-request.js'
 import { allowedMethods, type CorsOrigins, createCors } from './http/cors.js'
+import { hostHeaderProblem } from './http/host-header.js'
 import { isBehindLastRequest, isClosing, serveNoneAfter } from './http/lingering-close.js'
 import { decodePathParams } from './http/percent-decode.js'
 import { HttpError, toHttpError } from './http/problem.js'
@@ -266,10 +267,11 @@ export function createRequestListener(parts: AppParts): RequestListener {
       if (logger.request !== undefined) logger.request(entry)
       else logger.info('request', entry)
     })
-    // RFC 9112 §3.2: an HTTP/1.1 request without Host is a 400. Node's own check would answer it
-    // with a bare status line, so the server leaves it to us (requireHostHeader: false).
-    if (req.httpVersion === '1.1' && req.headers.host === undefined) {
-      const problem = new HttpError('bad_request', 'An HTTP/1.1 request needs a Host header.')
+    // Node's own check of a missing Host would answer with a bare status line, so the server leaves
+    // it to us (requireHostHeader: false), with the other two refusals of RFC 9112 §3.2.
+    const hostProblem = hostHeaderProblem(req)
+    if (hostProblem !== undefined) {
+      const problem = new HttpError('bad_request', hostProblem)
       answer(req, res, state, toProblemReply(problem, state.requestId), 'no-store', true)
       return
     }

@@ -291,11 +291,62 @@ describe("requests that Node's HTTP parser refuses", () => {
   // Node's server, not its parser, refuses this one with a bare 400 before the listener sees it.
   it('answers an HTTP/1.1 request without Host with 400 bad_request problem+json and closes', async (t) => {
     const s = await startService(t)
-    assertParserProblem(
+    const problem = assertParserProblem(
       await exchange(s.url, 'GET /users HTTP/1.1\r\nX-Note: a\r\n\r\n'),
       400,
       'bad_request',
     )
+    assert.match(problem.detail, /needs a Host header/)
+  })
+
+  // RFC 9112 §3.2: a proxy in front could route by one Host while the service reads another.
+  const badHosts: Array<[string, string, RegExp]> = [
+    ['two Host lines', 'Host: x\r\nHost: y\r\n', /one Host header only/],
+    ['two Host lines of one value', 'Host: x\r\nhost: x\r\n', /one Host header only/],
+    ['a Host with a space', 'Host: x y\r\n', /not a host name and port/],
+    ['a Host with user information', 'Host: user@x\r\n', /not a host name and port/],
+    ['a Host with a path', 'Host: x/users\r\n', /not a host name and port/],
+    ['a Host with a port that is not a number', 'Host: x:http\r\n', /not a host name and port/],
+  ]
+  for (const [name, host, detail] of badHosts) {
+    it(`answers a request with ${name} with 400 bad_request, closes, and changes nothing`, async (t) => {
+      const s = await startService(t)
+      const body = JSON.stringify({ email: uniqueEmail(), name: 'Two Hosts' })
+      const bytes = [
+        'POST /users HTTP/1.1',
+        `${host}Authorization: Bearer ${s.token}`,
+        'Content-Type: application/json',
+        `Content-Length: ${Buffer.byteLength(body)}`,
+        '',
+        body,
+      ].join('\r\n')
+      const problem = await assertUnchangedBy(s, async () =>
+        assertParserProblem(await exchange(s.url, bytes), 400, 'bad_request'),
+      )
+      assert.match(problem.detail, detail)
+    })
+  }
+
+  it('takes one Host of every form RFC 9110 allows, and none on HTTP/1.0', async (t) => {
+    const s = await startService(t)
+    for (const host of [
+      'Host: x',
+      'Host: 127.0.0.1:80',
+      'Host: [::1]:8080',
+      'Host: a.b-c_d~e%41',
+      'Host:',
+    ]) {
+      const result = await exchange(
+        s.url,
+        `GET /users HTTP/1.1\r\n${host}\r\nAuthorization: Bearer ${s.token}\r\nConnection: close\r\n\r\n`,
+      )
+      assert.equal(result.response?.status, 200, `${host}: ${result.raw}`)
+    }
+    const old = await exchange(
+      s.url,
+      `GET /users HTTP/1.0\r\nAuthorization: Bearer ${s.token}\r\n\r\n`,
+    )
+    assert.equal(old.response?.status, 200, old.raw)
   })
 })
 
