@@ -1276,6 +1276,7 @@ export interface components {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "Cache-Control": components["headers"]["Cache-Control-No-Store"];
+                "Accept-Encoding": components["headers"]["Accept-Encoding"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 RateLimit: components["headers"]["RateLimit"];
                 "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -1381,6 +1382,7 @@ export interface components {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "Cache-Control": components["headers"]["Cache-Control-No-Store"];
                 "Accept-Patch": components["headers"]["Accept-Patch"];
+                "Accept-Encoding": components["headers"]["Accept-Encoding"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 RateLimit: components["headers"]["RateLimit"];
                 "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -1424,6 +1426,8 @@ export interface components {
         "WWW-Authenticate-Scope": string;
         /** @description The media types PATCH takes. */
         "Accept-Patch": string;
+        /** @description On a body sent with a Content-Encoding: identity, the one content coding request bodies are taken in. */
+        "Accept-Encoding": "identity";
         /** @description true on the replay of a kept answer to a request sent again with its Idempotency-Key; absent on an answer to a request that ran. */
         "Idempotent-Replayed": "true";
         /** @description On idempotency_key_in_use: 1, the seconds to wait before trying again. */

@@ -29,6 +29,17 @@ export class ClientClosedError extends Error {
  * media type, a charset other than UTF-8, or a body sent without a Content-Type.
  */
 export function validateContentType(req: IncomingMessage, mediaTypes: readonly string[]): void {
+  // RFC 9110 §15.5.16: a body in a content coding the server does not take is a 415 that says,
+  // with Accept-Encoding, which codings it takes. A compressed body read as JSON would be a
+  // confusing 400, and one that merely claims a coding would be taken as something it says it is not.
+  if (hasBody(req) && !isIdentity(req.headers['content-encoding'])) {
+    throw unsupported(
+      'A request body must not have a content coding (Content-Encoding).',
+      req,
+      mediaTypes,
+      { 'accept-encoding': 'identity' },
+    )
+  }
   const header = req.headers['content-type']
   if (header === undefined) {
     if (hasBody(req)) throw unsupported('A request body needs a Content-Type.', req, mediaTypes)
@@ -49,15 +60,26 @@ export function validateContentType(req: IncomingMessage, mediaTypes: readonly s
   }
 }
 
+/** No Content-Encoding, or only `identity` (RFC 9110 §8.4.1: the codings are listed in order). */
+function isIdentity(header: string | undefined): boolean {
+  if (header === undefined) return true
+  return header.split(',').every((coding) => {
+    const name = coding.trim().toLowerCase()
+    return name === '' || name === 'identity'
+  })
+}
+
 function unsupported(
   detail: string,
   req: IncomingMessage,
   mediaTypes: readonly string[],
+  extra: Readonly<Record<string, string>> = {},
 ): HttpError {
   // RFC 5789 §2.2: a refused PATCH says which patch formats are taken.
-  const headers = req.method === 'PATCH' ? { 'accept-patch': mediaTypes.join(', ') } : undefined
+  const patch = req.method === 'PATCH' ? { 'accept-patch': mediaTypes.join(', ') } : {}
+  const headers = { ...patch, ...extra }
   return new HttpError('unsupported_media_type', `${detail} Send ${mediaTypes.join(' or ')}.`, {
-    ...(headers === undefined ? {} : { headers }),
+    ...(Object.keys(headers).length === 0 ? {} : { headers }),
   })
 }
 

@@ -63,6 +63,12 @@ export function createHeaders(): Record<string, Json> {
         'For insufficient_scope: Bearer realm="users", error="insufficient_scope", scope="<the scope>".',
     },
     'Accept-Patch': { required: true, schema: string, description: 'The media types PATCH takes.' },
+    'Accept-Encoding': {
+      required: false,
+      schema: { type: 'string', enum: ['identity'] },
+      description:
+        'On a body sent with a Content-Encoding: identity, the one content coding request bodies are taken in.',
+    },
     'Idempotent-Replayed': {
       required: false,
       schema: { type: 'string', enum: ['true'] },
@@ -141,6 +147,7 @@ export function createErrorResponses(): Record<string, Json> {
     401: { 'WWW-Authenticate': headerRef('WWW-Authenticate') },
     403: { 'WWW-Authenticate': headerRef('WWW-Authenticate-Scope') },
     409: { 'Retry-After': headerRef('Retry-After-In-Use') },
+    415: { 'Accept-Encoding': headerRef('Accept-Encoding') },
     429: { 'Retry-After': headerRef('Retry-After') },
     503: { 'Retry-After': headerRef('Retry-After') },
   }
@@ -150,6 +157,7 @@ export function createErrorResponses(): Record<string, Json> {
   }
   responses['UnsupportedPatchMediaType'] = problemResponse(415, {
     'Accept-Patch': headerRef('Accept-Patch'),
+    'Accept-Encoding': headerRef('Accept-Encoding'),
   })
   return responses
 }

@@ -340,6 +340,45 @@ describe('415 unsupported_media_type', () => {
     })
   }
 
+  const JSON_TYPE = 'application/json'
+
+  it('refuses a body with a content coding, saying with Accept-Encoding that it takes none, and changes nothing', async (t) => {
+    const s = await startService(t)
+    const user = await s.createUser()
+    const body = JSON.stringify({ email: uniqueEmail(), name: 'Coded' })
+    // The body is plain JSON: a header that claims a coding is not ignored either.
+    for (const coding of ['gzip', 'br', 'identity, gzip', 'x-custom']) {
+      const headers = { 'content-encoding': coding }
+      const created = await s.call('POST', '/users', { body, contentType: JSON_TYPE, headers })
+      assertError(created, 415, 'unsupported_media_type')
+      assert.equal(created.headers.get('accept-encoding'), 'identity', coding)
+      assert.match(created.json<Problem>().detail, /Content-Encoding/)
+      const patched = await s.call('PATCH', `/users/${user.id}`, {
+        body: JSON.stringify({ name: 'Coded' }),
+        contentType: 'application/merge-patch+json',
+        headers,
+      })
+      assertError(patched, 415, 'unsupported_media_type')
+      assert.equal(patched.headers.get('accept-encoding'), 'identity')
+      assert.equal(
+        patched.headers.get('accept-patch'),
+        'application/merge-patch+json, application/json',
+      )
+    }
+    assert.deepEqual(await s.snapshot(), [user])
+    // identity is no coding at all, and a bodiless request's header codes nothing.
+    const plain = await s.call('POST', '/users', {
+      body,
+      contentType: JSON_TYPE,
+      headers: { 'content-encoding': 'Identity' },
+    })
+    assert.equal(plain.status, 201, plain.text)
+    const activated = await s.call('POST', `/users/${user.id}:activate`, {
+      headers: { 'content-encoding': 'gzip' },
+    })
+    assert.equal(activated.status, 200, activated.text)
+  })
+
   it('refuses a custom method body that is not JSON, and a PUT with merge-patch', async (t) => {
     const s = await startService(t)
     const user = await s.createUser()
