@@ -2,6 +2,7 @@ import { ServiceError } from '../domain/errors.js'
 import type { ChangeContext } from '../domain/event.js'
 import { toEmailKey, toRecord, type User } from '../domain/user.js'
 import type { IdGenerator } from '../domain/uuid7.js'
+import { repeatedName, repeatedNameDetail } from '../http/json-names.js'
 import { type FieldError, type HttpError, toHttpError } from '../http/problem.js'
 import type { Store } from '../store/store.js'
 import { type NOT_UTF8, type SplitLine, TOO_LONG } from '../users/import-lines.js'
@@ -82,6 +83,9 @@ export function createLineImporter(options: LineImporterOptions): LineImporter {
     } catch {
       return { line, status: 400, code: 'bad_request', detail: 'The line is not valid JSON.' }
     }
+    const repeated = repeatedName(text)
+    if (repeated !== undefined)
+      return { line, status: 400, code: 'bad_request', detail: repeatedNameDetail(repeated) }
     let imported: ImportedUser
     try {
       imported = toImportedUser(value, newId, now)

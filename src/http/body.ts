@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http'
 
+import { repeatedName, repeatedNameDetail } from './json-names.js'
 import { HttpError } from './problem.js'
 import type { BodyRule } from './route-spec.js'
 
@@ -157,9 +158,15 @@ export function parseJsonBody(bytes: Buffer, rule: BodyRule): unknown {
     if (rule === 'required') throw new HttpError('bad_request', 'This request needs a JSON body.')
     return undefined
   }
+  let text: string
+  let value: unknown
   try {
-    return JSON.parse(utf8.decode(bytes)) as unknown
+    text = utf8.decode(bytes)
+    value = JSON.parse(text)
   } catch {
     throw new HttpError('bad_request', 'The request body is not valid JSON.')
   }
+  const repeated = repeatedName(text)
+  if (repeated !== undefined) throw new HttpError('bad_request', repeatedNameDetail(repeated))
+  return value
 }

@@ -97,6 +97,40 @@ describe('error answers', () => {
     assert.deepEqual(await s.snapshot(), before)
   })
 
+  it('answers 400 bad_request for a body that names a member twice in one object, and changes nothing', async (t) => {
+    const s = await startService(t)
+    const user = await s.createUser()
+    const before = await s.snapshot()
+    const json = 'application/json'
+    const created = await s.call('POST', '/users', {
+      body: `{"email":"${uniqueEmail()}","name":"Twice","email":"${uniqueEmail()}"}`,
+      contentType: json,
+    })
+    assertError(created, 400, 'bad_request')
+    assert.match(created.json<Problem>().detail, /"email" twice in one object/)
+    const patched = await s.call('PATCH', `/users/${user.id}`, {
+      body: '{"metadata":{"tier":"gold","\\u0074ier":"free"}}',
+      contentType: 'application/merge-patch+json',
+    })
+    assertError(patched, 400, 'bad_request')
+    assert.match(patched.json<Problem>().detail, /"tier" twice/)
+    assertError(
+      await s.call('PUT', `/users/${user.id}`, {
+        body: `{"email":"${user.email}","name":"A","name":"B"}`,
+        contentType: json,
+      }),
+      400,
+      'bad_request',
+    )
+    assert.deepEqual(await s.snapshot(), before)
+    // One name in two objects is no repeat.
+    const nested = await s.call('POST', '/users', {
+      body: `{"email":"${uniqueEmail()}","name":"Once","metadata":{"name":"inner","email":"x"}}`,
+      contentType: json,
+    })
+    assert.equal(nested.status, 201, nested.text)
+  })
+
   it('answers 401 token_missing, token_invalid and token_expired', async (t) => {
     const s = await startService(t)
     assertError(await s.call('GET', '/users', { token: undefined }), 401, 'token_missing')

@@ -400,6 +400,28 @@ function describeImport(on: StoreUnderTest): void {
       )
     })
 
+    it('refuses a line that names a member twice in one object with its own 400, and goes on', async (t) => {
+      const app = await on.start(t)
+      const kept = makeUser()
+      const twice = `{"email":"${uniqueEmail()}","name":"Twice","name":"Again"}`
+      const exported = exportedLine(kept).replace('{"id"', `{"id":"${kept.id}","id"`)
+      const res = await streamRequest(app, 'POST', '/users:import', {
+        body: [`${twice}\n`, `${exported}\n`, `${exportedLine(kept)}\n`],
+      })
+      const results = lines(res.text)
+      assert.deepEqual(
+        results.map((result) => [result['line'], result['status'], result['code']]),
+        [
+          [1, 400, 'bad_request'],
+          [2, 400, 'bad_request'],
+          [3, 201, undefined],
+        ],
+      )
+      assert.match(String(results[0]?.['detail']), /"name" twice in one object/)
+      assert.match(String(results[1]?.['detail']), /"id" twice in one object/)
+      assert.deepEqual(await app.snapshot(), [kept])
+    })
+
     it('imports many lines with creates in parallel and sends results in input order, all durable after a restart', async (t) => {
       const app = await on.start(t)
       const users = Array.from({ length: 300 }, () => makeUser())
