@@ -121,6 +121,30 @@ describe('If-Match on GET and HEAD (RFC 9110 §13.1.1)', () => {
   })
 })
 
+describe('dates as preconditions (docs/api.md: the service has no Last-Modified)', () => {
+  it('sends no Last-Modified, and ignores If-Modified-Since, If-Unmodified-Since and If-Range', async (t) => {
+    const [s, user, etag] = await startWithActiveUser(t)
+    const future = new Date(Date.now() + 86_400_000).toUTCString()
+    const past = new Date(Date.UTC(2000, 0, 1)).toUTCString()
+    const got = await s.call('GET', `/users/${user.id}`, {
+      headers: { 'if-modified-since': future, 'if-range': past },
+    })
+    assert.equal(got.status, 200, got.text)
+    assert.deepEqual(got.json<User>(), user)
+    assert.equal(got.headers.get('last-modified'), null)
+    assert.equal(got.headers.get('etag'), etag)
+    // The ETag still decides where it is sent with a date.
+    const both = await s.call('GET', `/users/${user.id}`, {
+      headers: { 'if-modified-since': past, 'if-none-match': etag },
+    })
+    assert.equal(both.status, 304)
+    for (const write of writesOn(user).slice(0, 2)) {
+      const res = await callWith(s, write, { 'if-unmodified-since': past })
+      assert.equal(res.status, 200, res.text)
+    }
+  })
+})
+
 describe('If-Match: * on an unknown id', () => {
   it('answers 404 not_found, not 412, on GET, HEAD, PUT and the custom methods', async (t) => {
     const s = await startService(t)
