@@ -3,9 +3,10 @@ import type { IncomingMessage } from 'node:http'
 /**
  * RFC 9110 §7.2's Host: uri-host [ ":" port ], where uri-host is an IP literal in brackets or a
  * reg-name (unreserved, percent-encoded and sub-delims characters; an IPv4 address is one too),
- * possibly empty.
+ * possibly empty. An IPv6 literal may carry a zone (RFC 6874: `[fe80::1%25eth0]`).
  */
-const HOST_VALUE = /^(?:\[[0-9A-Za-z:._~!$&'()*+,;=-]+\]|[0-9A-Za-z._~!$&'()*+,;=%-]*)(?::[0-9]*)?$/
+const HOST_VALUE =
+  /^(?:\[[0-9A-Za-z:._~!$&'()*+,;=%-]+\]|[0-9A-Za-z._~!$&'()*+,;=%-]*)(?::[0-9]*)?$/
 
 /**
  * What is wrong with the request's Host header, or undefined when nothing is. RFC 9112 §3.2: a

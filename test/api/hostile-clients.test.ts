@@ -333,6 +333,7 @@ describe("requests that Node's HTTP parser refuses", () => {
       'Host: x',
       'Host: 127.0.0.1:80',
       'Host: [::1]:8080',
+      'Host: [fe80::1%25eth0]:80',
       'Host: a.b-c_d~e%41',
       'Host:',
     ]) {
