@@ -8,7 +8,6 @@ import type { UserRecord } from './domain/user.js'
 import { ClientClosedError, parseJsonBody, readBody, validateContentType } from './http/body.js'
 import { answerConditionalRead, readPreconditions } from './http/conditional-request.js'
 import { allowedMethods, type CorsOrigins, createCors } from './http/cors.js'
-import { hostHeaderProblem } from './http/host-header.js'
 import { isBehindLastRequest, isClosing, serveNoneAfter } from './http/lingering-close.js'
 import { decodePathParams } from './http/percent-decode.js'
 import { HttpError, toHttpError } from './http/problem.js'
@@ -16,6 +15,7 @@ import type { RateLimiter } from './http/rate-limiter.js'
 import { onSettled } from './http/request-accounting.js'
 import { toProblemReply } from './http/respond.js'
 import { createRouter } from './http/router.js'
+import { singletonHeaderProblem } from './http/singleton-headers.js'
 import { describeError, type Logger } from './log/logger.js'
 import type { RequestMetrics } from './metrics/service-metrics.js'
 import type { Availability } from './ops/availability.js'
@@ -269,9 +269,9 @@ export function createRequestListener(parts: AppParts): RequestListener {
     })
     // Node's own check of a missing Host would answer with a bare status line, so the server leaves
     // it to us (requireHostHeader: false), with the other two refusals of RFC 9112 §3.2.
-    const hostProblem = hostHeaderProblem(req)
-    if (hostProblem !== undefined) {
-      const problem = new HttpError('bad_request', hostProblem)
+    const headerProblem = singletonHeaderProblem(req)
+    if (headerProblem !== undefined) {
+      const problem = new HttpError('bad_request', headerProblem)
       answer(req, res, state, toProblemReply(problem, state.requestId), 'no-store', true)
       return
     }

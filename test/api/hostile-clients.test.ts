@@ -327,6 +327,32 @@ describe("requests that Node's HTTP parser refuses", () => {
     })
   }
 
+  // RFC 6750 §3.1: more than one credential is invalid_request. Node reads the first line; a
+  // proxy in front may have authenticated the last.
+  for (const [name, second] of [
+    ['another token', 'Bearer not-the-same-token'],
+    ['the same token', undefined],
+  ] as const) {
+    it(`answers a request with two Authorization lines (${name}) with 400 bad_request, closes, and changes nothing`, async (t) => {
+      const s = await startService(t)
+      const body = JSON.stringify({ email: uniqueEmail(), name: 'Two Callers' })
+      const bytes = [
+        'POST /users HTTP/1.1',
+        'Host: x',
+        `Authorization: Bearer ${s.token}`,
+        `authorization: ${second ?? `Bearer ${s.token}`}`,
+        'Content-Type: application/json',
+        `Content-Length: ${Buffer.byteLength(body)}`,
+        '',
+        body,
+      ].join('\r\n')
+      const problem = await assertUnchangedBy(s, async () =>
+        assertParserProblem(await exchange(s.url, bytes), 400, 'bad_request'),
+      )
+      assert.match(problem.detail, /one Authorization header only/)
+    })
+  }
+
   it('takes one Host of every form RFC 9110 allows, and none on HTTP/1.0', async (t) => {
     const s = await startService(t)
     for (const host of [
