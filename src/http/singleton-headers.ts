@@ -9,9 +9,10 @@ const HOST_VALUE =
   /^(?:\[[0-9A-Za-z:._~!$&'()*+,;=%-]+\]|[0-9A-Za-z._~!$&'()*+,;=%-]*)(?::[0-9]*)?$/
 
 /**
- * What is wrong with the request's Host or Authorization lines, or undefined when nothing is.
- * Node keeps only the first of each in `headers`; a proxy in front may keep the last, so two of
- * either could name one host or one caller to the proxy and another to this service.
+ * What is wrong with the request's Host, Authorization or Content-Type lines, or undefined when
+ * nothing is. Node keeps only the first of each in `headers`; a proxy or firewall in front may
+ * keep the last, so two of one could name one host, caller or body type to it and another to
+ * this service (a body inspected as text there and read as JSON here).
  * RFC 9112 §3.2: a server must answer 400 to an HTTP/1.1 request without Host, and to any request
  * with more than one or with a value that is not a host. RFC 6750 §3.1: a request that carries
  * more than one credential is `invalid_request`, a 400.
@@ -20,13 +21,16 @@ export function singletonHeaderProblem(req: IncomingMessage): string | undefined
   const raw = req.rawHeaders
   let hosts = 0
   let authorizations = 0
+  let contentTypes = 0
   for (let at = 0; at < raw.length; at += 2) {
     const name = raw[at]
     if (name === undefined) continue
     if (name.length === 4 && name.toLowerCase() === 'host') hosts += 1
     else if (name.length === 13 && name.toLowerCase() === 'authorization') authorizations += 1
+    else if (name.length === 12 && name.toLowerCase() === 'content-type') contentTypes += 1
   }
   if (authorizations > 1) return 'A request may carry one Authorization header only.'
+  if (contentTypes > 1) return 'A request may carry one Content-Type header only.'
   if (hosts === 0)
     return req.httpVersion === '1.1' ? 'An HTTP/1.1 request needs a Host header.' : undefined
   if (hosts > 1) return 'A request may carry one Host header only.'

@@ -353,6 +353,26 @@ describe("requests that Node's HTTP parser refuses", () => {
     })
   }
 
+  // A firewall in front that reads the last line would inspect this body as text.
+  it('answers a request with two Content-Type lines with 400 bad_request, closes, and changes nothing', async (t) => {
+    const s = await startService(t)
+    const body = JSON.stringify({ email: uniqueEmail(), name: 'Two Types' })
+    const bytes = [
+      'POST /users HTTP/1.1',
+      'Host: x',
+      `Authorization: Bearer ${s.token}`,
+      'Content-Type: application/json',
+      'Content-Type: text/plain',
+      `Content-Length: ${Buffer.byteLength(body)}`,
+      '',
+      body,
+    ].join('\r\n')
+    const problem = await assertUnchangedBy(s, async () =>
+      assertParserProblem(await exchange(s.url, bytes), 400, 'bad_request'),
+    )
+    assert.match(problem.detail, /one Content-Type header only/)
+  })
+
   it('takes one Host of every form RFC 9110 allows, and none on HTTP/1.0', async (t) => {
     const s = await startService(t)
     for (const host of [
