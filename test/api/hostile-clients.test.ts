@@ -175,6 +175,46 @@ describe('a client that goes away mid-body', () => {
   })
 })
 
+// A FIN cannot be told from a close until the server writes: like nginx, the service takes it
+// for a client that went away (docs/api.md, clients that half-close).
+describe('a client that half-closes after its request', () => {
+  it('gets no answer, and the request is logged at info as 499', async (t) => {
+    const s = await startService(t)
+    const body = JSON.stringify({ email: uniqueEmail(), name: 'Half Closed' })
+    const bytes = [
+      'POST /users HTTP/1.1',
+      'Host: x',
+      `Authorization: Bearer ${s.token}`,
+      'Content-Type: application/json',
+      `Content-Length: ${Buffer.byteLength(body)}`,
+      'X-Request-Id: half-closed',
+      '',
+      body,
+    ].join('\r\n')
+    const socket = await openSocket(s.url)
+    socket.on('error', () => undefined)
+    let received = ''
+    socket.on('data', (chunk: Buffer) => {
+      received += chunk.toString('latin1')
+    })
+    const closed = new Promise<void>((resolve) => {
+      socket.once('close', () => {
+        resolve()
+      })
+    })
+    socket.end(bytes)
+    await closed
+    assert.equal(received, '', 'no answer bytes')
+    const line = await waitFor(
+      'the request line',
+      () => s.logs.find((entry) => entry['requestId'] === 'half-closed'),
+      5000,
+    )
+    assert.equal(line['status'], 499, JSON.stringify(line))
+    assert.equal(line['level'], 'info')
+  })
+})
+
 describe('bearer tokens over 8 KiB', () => {
   /** A correctly signed token of exactly `length` characters (header and payload padded). */
   function tokenOfLength(length: number): string {
