@@ -1,4 +1,4 @@
-import { createServer, type RequestListener, type Server } from 'node:http'
+import type { RequestListener, Server } from 'node:http'
 import type { AddressInfo, Socket } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 
@@ -8,6 +8,7 @@ import type { KeySet } from './auth/keys.js'
 import { createIdGenerator } from './domain/uuid7.js'
 import { createEventStreams, type EventStreamsOptions } from './event-streams/event-streams.js'
 import { createClientErrorHandler } from './http/client-errors.js'
+import { createHttpServer } from './http/http-server.js'
 import { isClosing, LINGER_MS } from './http/lingering-close.js'
 import { createRateLimiter } from './http/rate-limiter.js'
 import type { Logger } from './log/logger.js'
@@ -205,10 +206,7 @@ export function createService(options: ServiceOptions): UserService {
       logger,
     }),
   })
-  const server = createServer(
-    { connectionsCheckingInterval: CONNECTION_CHECK_MS, requireHostHeader: false },
-    handler,
-  )
+  const server = createHttpServer(handler, CONNECTION_CHECK_MS)
   server.headersTimeout = options.headersTimeoutMs
   server.requestTimeout = options.requestTimeoutMs
   server.keepAliveTimeout = options.keepAliveTimeoutMs

@@ -1,5 +1,6 @@
 import { ImportRun } from '../../bulk/import-run.js'
 import { dropIfUnread, readyToStream, streamHeaders } from '../../bulk/slow-client.js'
+import { sendContinue } from '../../http/http-server.js'
 import { lingerAfterResponse } from '../../http/lingering-close.js'
 import { HttpError } from '../../http/problem.js'
 import { type Route, STREAMED } from '../route.js'
@@ -59,6 +60,7 @@ export const importUsers: Route = {
       // answer cannot promise keep-alive, so every import closes its connection, in stages, once
       // its answer is out (and a request sent behind its body is not processed).
       lingerAfterResponse(req.socket)
+      sendContinue(res)
       res.writeHead(200, [...streamHeaders(context), 'content-type', NDJSON, 'connection', 'close'])
       // Bulk: each new user's file is left to the store's next batch, its event durable first.
       const change = { actor: context.claims?.sub, requestId, bulk: true }

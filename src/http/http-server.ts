@@ -1,0 +1,43 @@
+import { createServer, type RequestListener, type Server, type ServerResponse } from 'node:http'
+
+/**
+ * The `node:http` server the service answers on, with three of Node's defaults changed:
+ * - No Host check of its own (`requireHostHeader: false`): Node's would answer a bare status line;
+ *   the service refuses a missing, repeated or malformed Host as problem+json (singleton-headers).
+ * - Every header line is kept (`maxHeadersCount` 0): Node drops the lines past the 2,000th without
+ *   a word, so a second Authorization or Host hidden behind 2,000 others would pass the check of
+ *   repeated lines. The 16 KiB limit on the whole head still bounds them (431).
+ * - `Expect: 100-continue` is answered with 100 only when the service begins to read the body
+ *   (RFC 9110 §10.1.1). Node sends it at once; a request refused from its head alone (401, 403,
+ *   413 by its Content-Length, 415…) then got a 100 first, and the client sent a body only to have
+ *   it discarded. Without the 100, the client learns the final answer before it sends anything.
+ */
+export function createHttpServer(handler: RequestListener, connectionCheckMs: number): Server {
+  const server = createServer(
+    { connectionsCheckingInterval: connectionCheckMs, requireHostHeader: false },
+    handler,
+  )
+  server.maxHeadersCount = 0
+  server.on('checkContinue', (req, res) => {
+    awaitingContinue.add(res)
+    // Both readers of a body (a JSON body, an import's lines) read with a 'data' listener, which
+    // resumes the request; an early answer's discarding of the body resumes it after the answer.
+    req.once('resume', () => {
+      sendContinue(res)
+    })
+    handler(req, res)
+  })
+  return server
+}
+
+/** Responses whose requests asked for a 100 that has not been sent. */
+const awaitingContinue = new WeakSet<ServerResponse>()
+
+/**
+ * Sends the 100 the request asked for (`Expect: 100-continue`), once, unless its answer has begun:
+ * a route that writes its head before it reads the body (an import) calls this first.
+ */
+export function sendContinue(res: ServerResponse): void {
+  if (!awaitingContinue.delete(res) || res.headersSent) return
+  res.writeContinue()
+}

@@ -1,0 +1,161 @@
+import assert from 'node:assert/strict'
+import type { Socket } from 'node:net'
+import { describe, it } from 'node:test'
+
+import { exchange, openSocket, parseRawResponse } from '../helpers/raw-exchange.js'
+import { startService, type TestService, uniqueEmail } from '../helpers/service.js'
+import { assertUnchangedBy } from '../helpers/users-suite.js'
+
+const CONTINUE = 'HTTP/1.1 100 Continue\r\n\r\n'
+
+/** Collects what the server sends on `socket`, as latin1 text. */
+function collect(socket: Socket): {
+  readonly text: () => string
+  until: (ready: (text: string) => boolean) => Promise<string>
+} {
+  let received = ''
+  const waiters = new Set<() => void>()
+  socket.on('data', (chunk: Buffer) => {
+    received += chunk.toString('latin1')
+    for (const wake of waiters) wake()
+  })
+  socket.on('error', () => undefined)
+  return {
+    text: () => received,
+    until: (ready) =>
+      new Promise((resolve, reject) => {
+        const timer = setTimeout(() => {
+          waiters.delete(check)
+          reject(new Error(`gave up waiting; received: ${received.slice(0, 300)}`))
+        }, 5000)
+        const check = (): void => {
+          if (!ready(received)) return
+          waiters.delete(check)
+          clearTimeout(timer)
+          resolve(received)
+        }
+        waiters.add(check)
+        check()
+      }),
+  }
+}
+
+function head(lines: readonly string[]): string {
+  return `${lines.join('\r\n')}\r\n\r\n`
+}
+
+function postHead(
+  s: TestService,
+  target: string,
+  type: string,
+  length: number,
+  token = s.token,
+): string {
+  return head([
+    `POST ${target} HTTP/1.1`,
+    'Host: x',
+    `Authorization: Bearer ${token}`,
+    `Content-Type: ${type}`,
+    `Content-Length: ${length}`,
+    'Expect: 100-continue',
+  ])
+}
+
+// RFC 9110 §10.1.1: the 100 invites the body; a request refused from its head alone should not get it.
+describe('Expect: 100-continue', () => {
+  const refusals: Array<[string, (s: TestService) => string, number, string]> = [
+    [
+      'a Content-Length over the body limit',
+      (s) => postHead(s, '/users', 'application/json', 10_000_000),
+      413,
+      'payload_too_large',
+    ],
+    [
+      'a token that does not verify',
+      (s) => postHead(s, '/users', 'application/json', 40, 'not-a-token'),
+      401,
+      'token_invalid',
+    ],
+    [
+      'a media type the route does not take',
+      (s) => postHead(s, '/users', 'text/plain', 40),
+      415,
+      'unsupported_media_type',
+    ],
+  ]
+  for (const [name, request, status, code] of refusals) {
+    it(`answers ${status} without a 100 first to a head with ${name}, and changes nothing`, async (t) => {
+      const s = await startService(t)
+      const result = await assertUnchangedBy(s, () =>
+        exchange(s.url, request(s), { untilResponse: true, waitMs: 3000 }),
+      )
+      assert.ok(result.raw.startsWith(`HTTP/1.1 ${status} `), result.raw.slice(0, 200))
+      assert.ok(!result.raw.includes('100 Continue'), 'no 100 was sent')
+      const problem = result.response?.body as { code?: unknown } | undefined
+      assert.equal(problem?.code, code)
+    })
+  }
+
+  it('sends 100 once the body is wanted, then answers the body sent after it', async (t) => {
+    const s = await startService(t)
+    const email = uniqueEmail()
+    const body = JSON.stringify({ email, name: 'Waited For 100' })
+    const socket = await openSocket(s.url)
+    t.after(() => socket.destroy())
+    const received = collect(socket)
+    socket.write(postHead(s, '/users', 'application/json', Buffer.byteLength(body)))
+    await received.until((text) => text.length >= CONTINUE.length)
+    assert.equal(received.text(), CONTINUE, 'only the 100, before the body')
+    socket.write(body)
+    const text = await received.until(
+      (all) => parseRawResponse(all.slice(CONTINUE.length)) !== undefined,
+    )
+    const answer = parseRawResponse(text.slice(CONTINUE.length))
+    assert.ok(answer !== undefined, text)
+    assert.equal(answer.status, 201, text)
+    assert.equal((answer.body as { email?: unknown }).email, email)
+    assert.equal((await s.call('GET', answer.headers.get('location') ?? '/')).status, 200)
+  })
+
+  it('sends 100 to an import before the head of its answer, then imports the lines sent after it', async (t) => {
+    const s = await startService(t)
+    const lines = `${JSON.stringify({ email: uniqueEmail(), name: 'Imported After 100' })}\n`
+    const socket = await openSocket(s.url)
+    t.after(() => socket.destroy())
+    const received = collect(socket)
+    socket.write(postHead(s, '/users:import', 'application/x-ndjson', Buffer.byteLength(lines)))
+    await received.until((text) => text.length >= CONTINUE.length)
+    assert.equal(received.text(), CONTINUE, 'only the 100, before the body')
+    socket.write(lines)
+    const text = await received.until((all) => all.includes('\r\n0\r\n\r\n'))
+    assert.match(text.slice(CONTINUE.length), /^HTTP\/1\.1 200 OK\r\n/)
+    assert.match(text, /"status":201/)
+    const list = await s.call('GET', '/users')
+    assert.equal((list.body as { items: unknown[] }).items.length, 1)
+  })
+})
+
+// Node drops the header lines past its count limit (2,000 by default) without a word: a second
+// Authorization hidden behind them must still be seen.
+describe('a repeated header behind 2,100 other lines', () => {
+  it('is refused with 400 bad_request, and changes nothing', async (t) => {
+    const s = await startService(t)
+    const body = JSON.stringify({ email: uniqueEmail(), name: 'Hidden Second Token' })
+    const request = [
+      'POST /users HTTP/1.1',
+      'Host: x',
+      `Authorization: Bearer ${s.token}`,
+      'Content-Type: application/json',
+      `Content-Length: ${Buffer.byteLength(body)}`,
+      ...Array.from({ length: 2100 }, () => 'a:'),
+      'Authorization: Bearer another',
+      '',
+      body,
+    ].join('\r\n')
+    const result = await assertUnchangedBy(s, () => exchange(s.url, request))
+    assert.equal(result.response?.status, 400, result.raw.slice(0, 200))
+    const problem = result.response?.body as { code?: unknown; detail?: unknown } | undefined
+    assert.equal(problem?.code, 'bad_request')
+    assert.match(String(problem?.detail), /one Authorization header only/)
+  })
+})
