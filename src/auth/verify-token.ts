@@ -1,5 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
 
+import { repeatedName } from '../http/json-names.js'
 import type { HmacKey, KeySet } from './keys.js'
 
 /** The HMAC algorithms a token may name, and the hash behind each. */
@@ -14,6 +15,7 @@ export type TokenRefusal =
   | 'unknown_kid'
   | 'bad_signature'
   | 'bad_payload'
+  | 'repeated_name'
   | 'expired'
   | 'missing_exp'
   | 'not_yet_valid'
@@ -67,8 +69,8 @@ export function verifyToken(token: string, options: VerifyOptions): TokenClaims 
   const header = parseHeader(headerPart)
   const signingInput = Buffer.from(`${headerPart}.${payloadPart}`, 'ascii')
   checkSignature(signingInput, signature, header, options.keys)
-  const payload = decodeJsonObject(payloadPart, 'bad_payload')
-  return checkClaims(payload, options)
+  const { value: payload, repeated } = decodeJsonObject(payloadPart, 'bad_payload')
+  return checkClaims(payload, repeated, options)
 }
 
 function splitToken(token: string): [string, string, Buffer] {
@@ -91,19 +93,29 @@ function decodeBase64url(text: string): Buffer {
   return bytes
 }
 
-function decodeJsonObject(part: string, reason: TokenRefusal): Record<string, unknown> {
+/**
+ * A part's JSON object, and whether an object in it holds one member name twice (RFC 7515 §4 and
+ * RFC 7519 §4: names are unique). JSON.parse keeps the last; another reader of the same token (a
+ * gateway in front) may keep the first and see another `sub` or `scope`: such a token is refused.
+ */
+function decodeJsonObject(
+  part: string,
+  reason: TokenRefusal,
+): { value: Record<string, unknown>; repeated: boolean } {
   const bytes = decodeBase64url(part)
+  let text: string
   let value: unknown
   // biome-ignore format: the Stryker directive must stay on the line before `catch`
   try {
-    value = JSON.parse(utf8.decode(bytes))
+    text = utf8.decode(bytes)
+    value = JSON.parse(text)
   }
   // Stryker disable next-line BlockStatement: without it value stays undefined, which the object check below refuses with the same reason
   catch {
     throw new TokenError(reason)
   }
   if (!isPlainObject(value)) throw new TokenError(reason)
-  return value
+  return { value, repeated: repeatedName(text) !== undefined }
 }
 
 interface Header {
@@ -112,7 +124,8 @@ interface Header {
 }
 
 function parseHeader(part: string): Header {
-  const header = decodeJsonObject(part, 'bad_header')
+  const { value: header, repeated } = decodeJsonObject(part, 'bad_header')
+  if (repeated) throw new TokenError('repeated_name')
   const alg = header['alg']
   if (typeof alg !== 'string' || !Object.hasOwn(HMAC_ALGORITHMS, alg)) {
     throw new TokenError('unsupported_alg')
@@ -140,12 +153,17 @@ function candidateKeys(header: Header, keys: KeySet): readonly HmacKey[] {
   return [key]
 }
 
-function checkClaims(payload: Record<string, unknown>, options: VerifyOptions): TokenClaims {
+function checkClaims(
+  payload: Record<string, unknown>,
+  repeated: boolean,
+  options: VerifyOptions,
+): TokenClaims {
   const now = options.nowMs / 1000
   const leeway = options.leewaySeconds
   const { exp, nbf, iat, sub } = payload
   // Expiry answers first: a stale token is reported as stale whatever else is wrong with it.
   if (isNumericDate(exp) && now > exp + leeway) throw new TokenError('expired')
+  if (repeated) throw new TokenError('repeated_name')
   if (!isNumericDate(exp)) throw new TokenError('missing_exp')
   if (nbf !== undefined && (!isNumericDate(nbf) || now + leeway < nbf)) {
     throw new TokenError('not_yet_valid')

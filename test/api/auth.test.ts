@@ -203,6 +203,14 @@ const REFUSALS: readonly RefusalCase[] = [
     () => makeToken({ secret: OTHER_SECRET, header: { kid: 'k1' } }),
     withKids,
   ),
+  invalid('repeated_name: alg twice in the header', () =>
+    signParts(b64url('{"alg":"HS256","alg":"HS256"}'), payload()),
+  ),
+  invalid('repeated_name: sub twice in the payload', () => {
+    const now = nowSeconds()
+    const text = `{"sub":"tester","sub":"admin","iat":${now},"exp":${now + 300},"scope":"users:read users:write"}`
+    return signParts(HEADER, b64url(text))
+  }),
   invalid('bad_payload: not JSON', () => signParts(HEADER, b64url('{"sub":'))),
   invalid('bad_payload: an array', () => signParts(HEADER, b64url('[]'))),
   expired('expired', () => makeToken({ nowS: nowSeconds() - 3600, ttl: 60 })),

@@ -325,6 +325,41 @@ describe('verifyToken', () => {
     })
   })
 
+  // RFC 7515 §4 and RFC 7519 §4: another reader of the token may keep the first of two names.
+  describe('repeated_name', () => {
+    const claims = `"iat":${NOW_S},"exp":${NOW_S + 300}`
+    it('refuses a header that names a parameter twice', () => {
+      assertRefused(
+        signText('{"alg":"HS256","alg":"HS256"}', `{"sub":"tester",${claims}}`),
+        'repeated_name',
+      )
+      assertRefused(
+        signText('{"alg":"HS256","kid":"a","\\u006bid":"b"}', `{"sub":"tester",${claims}}`),
+        'repeated_name',
+      )
+    })
+
+    it('refuses a signed payload that names a claim twice, at any depth', () => {
+      for (const text of [
+        `{"sub":"tester","sub":"admin",${claims}}`,
+        `{"sub":"tester",${claims},"scope":"users:read","scope":"users:admin"}`,
+        `{"sub":"tester",${claims},"\\u0073ub":"admin"}`,
+        `{"sub":"tester",${claims},"ext":{"a":1,"a":2}}`,
+      ])
+        assertRefused(signText('{"alg":"HS256"}', text), 'repeated_name')
+    })
+
+    it('takes names that repeat only in other objects', () => {
+      const text = `{"sub":"tester",${claims},"ext":{"sub":"x","exp":1},"more":[{"a":1},{"a":2}]}`
+      assert.equal(verify(signText('{"alg":"HS256"}', text)).sub, 'tester')
+    })
+
+    it('gives way to expired', () => {
+      const text = `{"sub":"tester","sub":"admin","iat":${NOW_S - 3600},"exp":${NOW_S - 3000}}`
+      assertRefused(signText('{"alg":"HS256"}', text), 'expired')
+    })
+  })
+
   describe('expired', () => {
     it('refuses a token past exp + leeway, and accepts one at exp + leeway', () => {
       assertRefused(token({ exp: NOW_S - 31 }), 'expired')
@@ -509,6 +544,7 @@ describe('verifyToken', () => {
         'unknown_kid',
         'bad_signature',
         'bad_payload',
+        'repeated_name',
         'missing_exp',
         'not_yet_valid',
         'issued_in_future',
