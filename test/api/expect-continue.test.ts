@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import type { Socket } from 'node:net'
 import { describe, it } from 'node:test'
 
-import { exchange, openSocket, parseRawResponse } from '../helpers/raw-exchange.js'
+import { exchange, openSocket, parseRawResponse, rawCreate } from '../helpers/raw-exchange.js'
 import { startService, type TestService, uniqueEmail } from '../helpers/service.js'
 import { assertUnchangedBy } from '../helpers/users-suite.js'
 
@@ -140,18 +140,17 @@ describe('Expect: 100-continue', () => {
 describe('a repeated header behind 2,100 other lines', () => {
   it('is refused with 400 bad_request, and changes nothing', async (t) => {
     const s = await startService(t)
-    const body = JSON.stringify({ email: uniqueEmail(), name: 'Hidden Second Token' })
-    const request = [
-      'POST /users HTTP/1.1',
-      'Host: x',
-      `Authorization: Bearer ${s.token}`,
-      'Content-Type: application/json',
-      `Content-Length: ${Buffer.byteLength(body)}`,
-      ...Array.from({ length: 2100 }, () => 'a:'),
-      'Authorization: Bearer another',
-      '',
-      body,
-    ].join('\r\n')
+    const request = rawCreate(
+      [
+        'Host: x',
+        `Authorization: Bearer ${s.token}`,
+        'Content-Type: application/json',
+        ...Array.from({ length: 2100 }, () => 'a:'),
+        'Authorization: Bearer another',
+      ],
+      'Hidden Second Token',
+      uniqueEmail(),
+    )
     const result = await assertUnchangedBy(s, () => exchange(s.url, request))
     assert.equal(result.response?.status, 400, result.raw.slice(0, 200))
     const problem = result.response?.body as { code?: unknown; detail?: unknown } | undefined

@@ -7,7 +7,7 @@ import { assertUnauthorized } from '../helpers/auth-tokens.js'
 import { startChild } from '../helpers/child.js'
 import { assertProblem, type Problem } from '../helpers/http.js'
 import { tryRequest, waitFor } from '../helpers/ops.js'
-import { type Exchange, exchange, openSocket } from '../helpers/raw-exchange.js'
+import { type Exchange, exchange, openSocket, rawCreate } from '../helpers/raw-exchange.js'
 import { makeTempDir, startService, type TestService, uniqueEmail } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'
 import { assertUnchangedBy } from '../helpers/users-suite.js'
@@ -180,17 +180,16 @@ describe('a client that goes away mid-body', () => {
 describe('a client that half-closes after its request', () => {
   it('gets no answer, and the request is logged at info as 499', async (t) => {
     const s = await startService(t)
-    const body = JSON.stringify({ email: uniqueEmail(), name: 'Half Closed' })
-    const bytes = [
-      'POST /users HTTP/1.1',
-      'Host: x',
-      `Authorization: Bearer ${s.token}`,
-      'Content-Type: application/json',
-      `Content-Length: ${Buffer.byteLength(body)}`,
-      'X-Request-Id: half-closed',
-      '',
-      body,
-    ].join('\r\n')
+    const bytes = rawCreate(
+      [
+        'Host: x',
+        `Authorization: Bearer ${s.token}`,
+        'Content-Type: application/json',
+        'X-Request-Id: half-closed',
+      ],
+      'Half Closed',
+      uniqueEmail(),
+    )
     const socket = await openSocket(s.url)
     socket.on('error', () => undefined)
     let received = ''
@@ -351,15 +350,11 @@ describe("requests that Node's HTTP parser refuses", () => {
   for (const [name, host, detail] of badHosts) {
     it(`answers a request with ${name} with 400 bad_request, closes, and changes nothing`, async (t) => {
       const s = await startService(t)
-      const body = JSON.stringify({ email: uniqueEmail(), name: 'Two Hosts' })
-      const bytes = [
-        'POST /users HTTP/1.1',
-        `${host}Authorization: Bearer ${s.token}`,
-        'Content-Type: application/json',
-        `Content-Length: ${Buffer.byteLength(body)}`,
-        '',
-        body,
-      ].join('\r\n')
+      const bytes = rawCreate(
+        [`${host}Authorization: Bearer ${s.token}`, 'Content-Type: application/json'],
+        'Two Hosts',
+        uniqueEmail(),
+      )
       const problem = await assertUnchangedBy(s, async () =>
         assertParserProblem(await exchange(s.url, bytes), 400, 'bad_request'),
       )
@@ -375,17 +370,16 @@ describe("requests that Node's HTTP parser refuses", () => {
   ] as const) {
     it(`answers a request with two Authorization lines (${name}) with 400 bad_request, closes, and changes nothing`, async (t) => {
       const s = await startService(t)
-      const body = JSON.stringify({ email: uniqueEmail(), name: 'Two Callers' })
-      const bytes = [
-        'POST /users HTTP/1.1',
-        'Host: x',
-        `Authorization: Bearer ${s.token}`,
-        `authorization: ${second ?? `Bearer ${s.token}`}`,
-        'Content-Type: application/json',
-        `Content-Length: ${Buffer.byteLength(body)}`,
-        '',
-        body,
-      ].join('\r\n')
+      const bytes = rawCreate(
+        [
+          'Host: x',
+          `Authorization: Bearer ${s.token}`,
+          `authorization: ${second ?? `Bearer ${s.token}`}`,
+          'Content-Type: application/json',
+        ],
+        'Two Callers',
+        uniqueEmail(),
+      )
       const problem = await assertUnchangedBy(s, async () =>
         assertParserProblem(await exchange(s.url, bytes), 400, 'bad_request'),
       )
@@ -396,17 +390,16 @@ describe("requests that Node's HTTP parser refuses", () => {
   // A firewall in front that reads the last line would inspect this body as text.
   it('answers a request with two Content-Type lines with 400 bad_request, closes, and changes nothing', async (t) => {
     const s = await startService(t)
-    const body = JSON.stringify({ email: uniqueEmail(), name: 'Two Types' })
-    const bytes = [
-      'POST /users HTTP/1.1',
-      'Host: x',
-      `Authorization: Bearer ${s.token}`,
-      'Content-Type: application/json',
-      'Content-Type: text/plain',
-      `Content-Length: ${Buffer.byteLength(body)}`,
-      '',
-      body,
-    ].join('\r\n')
+    const bytes = rawCreate(
+      [
+        'Host: x',
+        `Authorization: Bearer ${s.token}`,
+        'Content-Type: application/json',
+        'Content-Type: text/plain',
+      ],
+      'Two Types',
+      uniqueEmail(),
+    )
     const problem = await assertUnchangedBy(s, async () =>
       assertParserProblem(await exchange(s.url, bytes), 400, 'bad_request'),
     )

@@ -124,3 +124,18 @@ export function waitForClose(socket: Socket, timeoutMs: number): Promise<boolean
     })
   })
 }
+
+/**
+ * A raw `POST /users` of a new user named `name`, its head made of `lines` (Host, Authorization,
+ * Content-Type…, exactly as given, repeated lines included) and the body's Content-Length.
+ */
+export function rawCreate(lines: readonly string[], name: string, email: string): string {
+  const body = JSON.stringify({ email, name })
+  return [
+    'POST /users HTTP/1.1',
+    ...lines,
+    `Content-Length: ${Buffer.byteLength(body)}`,
+    '',
+    body,
+  ].join('\r\n')
+}
