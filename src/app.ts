@@ -10,12 +10,12 @@ import { answerConditionalRead, readPreconditions } from './http/conditional-req
 import { allowedMethods, type CorsOrigins, createCors } from './http/cors.js'
 import { isBehindLastRequest, isClosing, serveNoneAfter } from './http/lingering-close.js'
 import { decodePathParams } from './http/percent-decode.js'
-import { HttpError, toHttpError } from './http/problem.js'
+import { toHttpError } from './http/problem.js'
 import type { RateLimiter } from './http/rate-limiter.js'
 import { onSettled } from './http/request-accounting.js'
+import { requestHeadProblem } from './http/request-head.js'
 import { toProblemReply } from './http/respond.js'
 import { createRouter } from './http/router.js'
-import { singletonHeaderProblem } from './http/singleton-headers.js'
 import { describeError, type Logger } from './log/logger.js'
 import type { RequestMetrics } from './metrics/service-metrics.js'
 import type { Availability } from './ops/availability.js'
@@ -267,11 +267,10 @@ export function createRequestListener(parts: AppParts): RequestListener {
       if (logger.request !== undefined) logger.request(entry)
       else logger.info('request', entry)
     })
-    // Node's own check of a missing Host would answer with a bare status line, so the server leaves
-    // it to us (requireHostHeader: false), with the other two refusals of RFC 9112 §3.2.
-    const headerProblem = singletonHeaderProblem(req)
-    if (headerProblem !== undefined) {
-      const problem = new HttpError('bad_request', headerProblem)
+    // Node's own checks of Host and Expect would answer with a bare status line, so the server
+    // leaves them to us (http-server.ts).
+    const problem = requestHeadProblem(req)
+    if (problem !== undefined) {
       answer(req, res, state, toProblemReply(problem, state.requestId), 'no-store', true)
       return
     }

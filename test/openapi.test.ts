@@ -184,7 +184,7 @@ describe('the OpenAPI document and the route table', () => {
   it('documents the error answers of every /users operation as Problem', () => {
     for (const route of userRoutes) {
       const responses = objectAt(operationOf(doc, route), 'responses')
-      const expected = [400, 401, 403, 408, 429, 431, 500, 503]
+      const expected = [400, 401, 403, 408, 417, 429, 431, 500, 503]
       if (route.body !== 'none') expected.push(413, 415, 422)
       if (route.path.includes('{')) expected.push(404)
       if (route.conditional) expected.push(412)

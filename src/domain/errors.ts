@@ -26,6 +26,7 @@ export const SERVICE_ERROR_CODES = [
   'unsupported_media_type',
   'validation_failed',
   'headers_too_large',
+  'expectation_failed',
   'rate_limited',
   'invalid_idempotency_key',
   'idempotency_key_in_use',

@@ -1,9 +1,10 @@
 import { createServer, type RequestListener, type Server, type ServerResponse } from 'node:http'
 
 /**
- * The `node:http` server the service answers on, with three of Node's defaults changed:
- * - No Host check of its own (`requireHostHeader: false`): Node's would answer a bare status line;
- *   the service refuses a missing, repeated or malformed Host as problem+json (singleton-headers).
+ * The `node:http` server the service answers on, with four of Node's defaults changed:
+ * - No Host check of its own (`requireHostHeader: false`), and no 417 of its own to an `Expect`
+ *   other than 100-continue: Node's answers are bare status lines; the service refuses both as
+ *   problem+json (request-head.ts).
  * - Every header line is kept (`maxHeadersCount` 0): Node drops the lines past the 2,000th without
  *   a word, so a second Authorization or Host hidden behind 2,000 others would pass the check of
  *   repeated lines. The 16 KiB limit on the whole head still bounds them (431).
@@ -27,6 +28,7 @@ export function createHttpServer(handler: RequestListener, connectionCheckMs: nu
     })
     handler(req, res)
   })
+  server.on('checkExpectation', handler)
   return server
 }
 

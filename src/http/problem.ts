@@ -32,6 +32,7 @@ export const ERROR_CODES = {
   unsupported_media_type: { status: 415, title: 'Unsupported media type' },
   validation_failed: { status: 422, title: 'Validation failed' },
   headers_too_large: { status: 431, title: 'Request header fields too large' },
+  expectation_failed: { status: 417, title: 'Expectation failed' },
   rate_limited: { status: 429, title: 'Too many requests' },
   invalid_idempotency_key: { status: 400, title: 'Invalid Idempotency-Key' },
   idempotency_key_in_use: { status: 409, title: 'Idempotency-Key in use' },

@@ -134,6 +134,7 @@ const ERROR_RESPONSES = {
   412: 'PreconditionFailed',
   413: 'PayloadTooLarge',
   415: 'UnsupportedMediaType',
+  417: 'ExpectationFailed',
   422: 'UnprocessableContent',
   429: 'TooManyRequests',
   431: 'HeadersTooLarge',

@@ -110,8 +110,9 @@ function successResponses(route: Route): Record<string, Json> {
 
 /** The error statuses a route can answer, in the order faults are checked (docs/api.md). */
 export function errorStatuses(route: Route): number[] {
-  // Node's parser refuses a malformed request, slow headers or huge headers on any route.
-  const statuses = new Set<number>([400, 408, 431, 500])
+  // Node's parser refuses a malformed request, slow headers or huge headers on any route, and any
+  // request may carry an expectation the service cannot meet.
+  const statuses = new Set<number>([400, 408, 417, 431, 500])
   if (!route.root) for (const status of [429, 503]) statuses.add(status)
   if (route.scope !== undefined) for (const status of [401, 403]) statuses.add(status)
   if (route.path.includes('{')) statuses.add(404)

@@ -135,6 +135,52 @@ describe('Expect: 100-continue', () => {
   })
 })
 
+// RFC 9110 §10.1.1: an expectation the server cannot meet may be refused with 417.
+describe('an Expect other than 100-continue', () => {
+  it('is 417 expectation_failed as problem+json on HTTP/1.1, closes, and changes nothing', async (t) => {
+    const s = await startService(t)
+    const request = rawCreate(
+      [
+        'Host: x',
+        `Authorization: Bearer ${s.token}`,
+        'Content-Type: application/json',
+        'Expect: 200-ok',
+        'X-Request-Id: expect-other',
+      ],
+      'Unmet Expectation',
+      uniqueEmail(),
+    )
+    const result = await assertUnchangedBy(s, () => exchange(s.url, request))
+    const answer = result.response
+    assert.ok(answer !== undefined, result.raw)
+    assert.equal(answer.status, 417, result.raw.slice(0, 200))
+    assert.match(answer.headers.get('content-type') ?? '', /^application\/problem\+json/)
+    assert.equal(answer.headers.get('x-request-id'), 'expect-other')
+    assert.equal(answer.headers.get('connection'), 'close')
+    const problem = answer.body as { code?: unknown; status?: unknown; requestId?: unknown }
+    assert.equal(problem.code, 'expectation_failed')
+    assert.equal(problem.status, 417)
+    assert.equal(problem.requestId, 'expect-other')
+    assert.ok(result.closed, 'the server closed the connection')
+    const line = s.logs.find((entry) => entry['requestId'] === 'expect-other')
+    assert.equal(line?.['status'], 417)
+  })
+
+  it('is ignored on HTTP/1.0, which has no expectations', async (t) => {
+    const s = await startService(t)
+    const email = uniqueEmail()
+    const request = rawCreate(
+      [`Authorization: Bearer ${s.token}`, 'Content-Type: application/json', 'Expect: 200-ok'],
+      'Old Client',
+      email,
+    ).replace('POST /users HTTP/1.1', 'POST /users HTTP/1.0')
+    const answer = (await exchange(s.url, request)).response
+    assert.ok(answer !== undefined, 'a whole answer')
+    assert.equal(answer.status, 201, answer.text)
+    assert.equal((answer.body as { email?: unknown }).email, email)
+  })
+})
+
 // Node drops the header lines past its count limit (2,000 by default) without a word: a second
 // Authorization hidden behind them must still be seen.
 describe('a repeated header behind 2,100 other lines', () => {

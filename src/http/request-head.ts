@@ -1,5 +1,7 @@
 import type { IncomingMessage } from 'node:http'
 
+import { HttpError } from './problem.js'
+
 /**
  * RFC 9110 §7.2's Host: uri-host [ ":" port ], where uri-host is an IP literal in brackets or a
  * reg-name (unreserved, percent-encoded and sub-delims characters; an IPv4 address is one too),
@@ -7,6 +9,25 @@ import type { IncomingMessage } from 'node:http'
  */
 const HOST_VALUE =
   /^(?:\[[0-9A-Za-z:._~!$&'()*+,;=%-]+\]|[0-9A-Za-z._~!$&'()*+,;=%-]*)(?::[0-9]*)?$/
+
+/** Node's own test of an Expect field for 100-continue (the others it would answer 417 itself). */
+const CONTINUE = /(?:^|\W)100-continue(?:$|\W)/i
+
+/**
+ * The refusal of a request for its head alone, before it is routed: 400 for its Host,
+ * Authorization or Content-Type lines (singletonHeaderProblem), 417 for an expectation other than
+ * 100-continue on HTTP/1.1 (RFC 9110 §10.1.1), which Node would answer with a bare status line.
+ */
+export function requestHeadProblem(req: IncomingMessage): HttpError | undefined {
+  const problem = singletonHeaderProblem(req)
+  if (problem !== undefined) return new HttpError('bad_request', problem)
+  const expect = req.headers.expect
+  if (expect === undefined || req.httpVersion !== '1.1' || CONTINUE.test(expect)) return undefined
+  return new HttpError(
+    'expectation_failed',
+    'The only expectation this service meets is 100-continue.',
+  )
+}
 
 /**
  * What is wrong with the request's Host, Authorization or Content-Type lines, or undefined when
@@ -17,7 +38,7 @@ const HOST_VALUE =
  * with more than one or with a value that is not a host. RFC 6750 §3.1: a request that carries
  * more than one credential is `invalid_request`, a 400.
  */
-export function singletonHeaderProblem(req: IncomingMessage): string | undefined {
+function singletonHeaderProblem(req: IncomingMessage): string | undefined {
   const raw = req.rawHeaders
   let hosts = 0
   let authorizations = 0
