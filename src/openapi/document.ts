@@ -110,8 +110,8 @@ function describeService(): string {
     `Request bodies are at most ${MAX_BODY_BYTES} bytes. Every error is application/problem+json ` +
     'with a stable `code`; x-error-codes lists them all with their statuses. Any request may also ' +
     'be refused before routing (400 for a malformed request, 408, 417 for an Expect other than ' +
-    '100-continue, 431). A method not listed for a ' +
-    'path is 405 method_not_allowed with an Allow header; HEAD is answered wherever GET is; an ' +
+    '100-continue, 431). A method not listed for a path is 405 method_not_allowed with an Allow ' +
+    'header; HEAD is answered wherever GET is; an ' +
     'unknown path is 404. Choices worth knowing: every 400 has code bad_request and ' +
     'a detail naming what was wrong; 503s say maintenance, overloaded, starting, shutting_down or ' +
     'storage_unavailable, with Retry-After; an empty or repeated query parameter is a 400; the ETag ' +

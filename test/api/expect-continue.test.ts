@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import type { Socket } from 'node:net'
-import { describe, it } from 'node:test'
+import { describe, it, type TestContext } from 'node:test'
 
 import { exchange, openSocket, parseRawResponse, rawCreate } from '../helpers/raw-exchange.js'
 import { startService, type TestService, uniqueEmail } from '../helpers/service.js'
@@ -61,6 +61,27 @@ function postHead(
   ])
 }
 
+/**
+ * Sends a POST head that expects 100, checks that the 100 (and nothing else) comes before the body,
+ * then sends the body; what the server sends is collected on.
+ */
+async function bodyAfterContinue(
+  t: TestContext,
+  s: TestService,
+  target: string,
+  type: string,
+  body: string,
+): Promise<ReturnType<typeof collect>> {
+  const socket = await openSocket(s.url)
+  t.after(() => socket.destroy())
+  const received = collect(socket)
+  socket.write(postHead(s, target, type, Buffer.byteLength(body)))
+  await received.until((text) => text.length >= CONTINUE.length)
+  assert.equal(received.text(), CONTINUE, 'only the 100, before the body')
+  socket.write(body)
+  return received
+}
+
 // RFC 9110 §10.1.1: the 100 invites the body; a request refused from its head alone should not get it.
 describe('Expect: 100-continue', () => {
   const refusals: Array<[string, (s: TestService) => string, number, string]> = [
@@ -100,13 +121,7 @@ describe('Expect: 100-continue', () => {
     const s = await startService(t)
     const email = uniqueEmail()
     const body = JSON.stringify({ email, name: 'Waited For 100' })
-    const socket = await openSocket(s.url)
-    t.after(() => socket.destroy())
-    const received = collect(socket)
-    socket.write(postHead(s, '/users', 'application/json', Buffer.byteLength(body)))
-    await received.until((text) => text.length >= CONTINUE.length)
-    assert.equal(received.text(), CONTINUE, 'only the 100, before the body')
-    socket.write(body)
+    const received = await bodyAfterContinue(t, s, '/users', 'application/json', body)
     const text = await received.until(
       (all) => parseRawResponse(all.slice(CONTINUE.length)) !== undefined,
     )
@@ -120,13 +135,7 @@ describe('Expect: 100-continue', () => {
   it('sends 100 to an import before the head of its answer, then imports the lines sent after it', async (t) => {
     const s = await startService(t)
     const lines = `${JSON.stringify({ email: uniqueEmail(), name: 'Imported After 100' })}\n`
-    const socket = await openSocket(s.url)
-    t.after(() => socket.destroy())
-    const received = collect(socket)
-    socket.write(postHead(s, '/users:import', 'application/x-ndjson', Buffer.byteLength(lines)))
-    await received.until((text) => text.length >= CONTINUE.length)
-    assert.equal(received.text(), CONTINUE, 'only the 100, before the body')
-    socket.write(lines)
+    const received = await bodyAfterContinue(t, s, '/users:import', 'application/x-ndjson', lines)
     const text = await received.until((all) => all.includes('\r\n0\r\n\r\n'))
     assert.match(text.slice(CONTINUE.length), /^HTTP\/1\.1 200 OK\r\n/)
     assert.match(text, /"status":201/)
