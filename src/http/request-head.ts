@@ -14,12 +14,13 @@ const HOST_VALUE =
 const CONTINUE = /(?:^|\W)100-continue(?:$|\W)/i
 
 /**
- * The refusal of a request for its head alone, before it is routed: 400 for its Host,
- * Authorization or Content-Type lines (singletonHeaderProblem), 417 for an expectation other than
- * 100-continue on HTTP/1.1 (RFC 9110 §10.1.1), which Node would answer with a bare status line.
+ * The refusal of a request for its head alone, before it is routed: 400 for a target with a
+ * fragment or for its Host, Authorization or Content-Type lines (singletonHeaderProblem), 417 for
+ * an expectation other than 100-continue on HTTP/1.1 (RFC 9110 §10.1.1), which Node would answer
+ * with a bare status line.
  */
 export function requestHeadProblem(req: IncomingMessage): HttpError | undefined {
-  const problem = singletonHeaderProblem(req)
+  const problem = targetProblem(req.url ?? '/') ?? singletonHeaderProblem(req)
   if (problem !== undefined) return new HttpError('bad_request', problem)
   const expect = req.headers.expect
   if (expect === undefined || req.httpVersion !== '1.1' || CONTINUE.test(expect)) return undefined
@@ -27,6 +28,15 @@ export function requestHeadProblem(req: IncomingMessage): HttpError | undefined 
     'expectation_failed',
     'The only expectation this service meets is 100-continue.',
   )
+}
+
+/**
+ * RFC 9112 §3.2: no form of a request target has a fragment (a client strips it, RFC 9110 §7.1).
+ * Node passes one through, where it would be read as part of the last path segment or of the
+ * last query value; something in front may have cut it off and routed the rest.
+ */
+function targetProblem(target: string): string | undefined {
+  return target.includes('#') ? 'A request target may not carry a fragment (#).' : undefined
 }
 
 /**

@@ -406,6 +406,38 @@ describe("requests that Node's HTTP parser refuses", () => {
     assert.match(problem.detail, /one Content-Type header only/)
   })
 
+  // RFC 9112 §3.2: no request target has a fragment. Node passes one on as part of the path or
+  // of the last query value, where a proxy in front may have cut it off and routed the rest.
+  for (const [name, target] of [
+    ['a fragment after the path', '/users#x'],
+    ['a fragment after the query', '/users?limit=1#x'],
+    ['an empty fragment', '/users#'],
+    ['a fragment in an absolute-form target', 'http://x/users#x'],
+  ] as const) {
+    it(`answers a target with ${name} with 400 bad_request, closes, and changes nothing`, async (t) => {
+      const s = await startService(t)
+      const bytes = rawCreate(
+        ['Host: x', `Authorization: Bearer ${s.token}`, 'Content-Type: application/json'],
+        'Fragment',
+        uniqueEmail(),
+      ).replace('POST /users ', `POST ${target} `)
+      const problem = await assertUnchangedBy(s, async () =>
+        assertParserProblem(await exchange(s.url, bytes), 400, 'bad_request'),
+      )
+      assert.match(problem.detail, /may not carry a fragment/)
+    })
+  }
+
+  it('reads a percent-encoded # as data, not as a fragment', async (t) => {
+    const s = await startService(t)
+    const result = await exchange(
+      s.url,
+      `GET /users?q=a%23b HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${s.token}\r\nConnection: close\r\n\r\n`,
+    )
+    assert.equal(result.response?.status, 200, result.raw)
+    assert.deepEqual(result.response?.body, { items: [], nextCursor: null })
+  })
+
   it('takes one Host of every form RFC 9110 allows, and none on HTTP/1.0', async (t) => {
     const s = await startService(t)
     for (const host of [
