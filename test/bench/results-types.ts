@@ -40,7 +40,16 @@ export interface CaseResult {
   authReference?: Summary
   /** service rps / auth reference rps. */
   authRatio?: number
-  runs: { service: Run[]; reference: Run[]; authReference: Run[] }
+  /** GET /users/{id} only: fastify 5 + @fastify/jwt + the same Map, logging at info and off. */
+  fastifyReference?: Summary
+  fastifyQuietReference?: Summary
+  runs: {
+    service: Run[]
+    reference: Run[]
+    authReference: Run[]
+    fastifyReference: Run[]
+    fastifyQuietReference: Run[]
+  }
 }
 
 export interface StartResult {

@@ -82,11 +82,11 @@ const rpsRow = (
   outcome: Outcome<CaseResult>,
   goal: string,
   pass: ((ratio: number) => boolean) | null,
-  against: 'reference' | 'authReference' = 'reference',
+  against: Exclude<keyof CaseResult['runs'], 'service'> = 'reference',
 ): Row => {
   if (!outcome.ok) return emptyRow(section, path, goal, outcome.why)
   const c = outcome.value
-  const ref = against === 'authReference' ? c.authReference : c.reference
+  const ref = c[against]
   if (ref === undefined) return emptyRow(section, path, goal, 'error: no reference measured')
   const ratio = pairedRatio(
     c.runs.service.map((r) => r.rps),
@@ -185,6 +185,16 @@ export const buildRows = (results: BenchResults): Row[] => {
       '≥ 0.85×',
       (r) => r >= 0.85,
       'authReference',
+    ),
+  )
+  rows.push(
+    rpsRow(
+      'issue',
+      '`GET /users/{id}`, the same case (ref: fastify 5 + @fastify/jwt, the same Map, its logger at info)',
+      getById,
+      '≥ 1.6×',
+      (r) => r >= 1.6,
+      'fastifyReference',
     ),
   )
   rows.push(
@@ -349,6 +359,16 @@ export const buildRows = (results: BenchResults): Row[] => {
   // The project's earlier figures.
   rows.push(
     rpsRow('other', '`GET /users/{id}` (ref: fixed body)', getById, '≥ 0.60×', (r) => r >= 0.6),
+  )
+  rows.push(
+    rpsRow(
+      'other',
+      '`GET /users/{id}` (ref: fastify 5 + @fastify/jwt, the same Map, logging off)',
+      getById,
+      'info',
+      null,
+      'fastifyQuietReference',
+    ),
   )
   rows.push(
     rpsRow('other', '`GET /users?limit=100`, 1k users (ref: fixed body)', list1k, 'info', null),

@@ -235,6 +235,18 @@ const startAuthReference = async (dataDir: string): Promise<Server> =>
     timeoutMs: 120_000,
   })
 
+/** fastify 5 with @fastify/jwt over a service's data directory (fastify-reference.ts). */
+const startFastifyReference = async (dataDir: string, logging: 'info' | 'off'): Promise<Server> =>
+  startServer({
+    name: `fastify reference, logging ${logging}`,
+    command: process.execPath,
+    args: [compiledReference('fastify-reference'), dataDir, logging],
+    cwd: ROOT,
+    env: { ...process.env, JWT_SECRET: SECRET },
+    readyz: false,
+    timeoutMs: 120_000,
+  })
+
 const stopReference = async (ref: { server: Server; dir: string | undefined }): Promise<void> => {
   await stopServer(ref.server)
   if (ref.dir !== undefined) await rm(ref.dir, { recursive: true, force: true })
@@ -281,6 +293,9 @@ interface CaseSetup {
   reference: Target
   /** GET /users/{id} only: bare node:http + cached HS256 + a Map (the limit with auth). */
   authReference?: Target
+  /** GET /users/{id} only: fastify 5 + @fastify/jwt + the same Map, logging at info and off. */
+  fastifyReference?: Target
+  fastifyQuietReference?: Target
   close: () => Promise<void>
 }
 
@@ -328,6 +343,8 @@ const runCase = async (
   const svc: Run[] = []
   const ref: Run[] = []
   const auth: Run[] = []
+  const fastify: Run[] = []
+  const fastifyQuiet: Run[] = []
   let current: CaseSetup | undefined
   try {
     for (let run = 0; run < RUNS; run++) {
@@ -336,8 +353,16 @@ const runCase = async (
         await wrk(current.service, WARMUP_S)
         await wrk(current.reference, WARMUP_S)
         if (current.authReference !== undefined) await wrk(current.authReference, WARMUP_S)
+        for (const fastify of [current.fastifyReference, current.fastifyQuietReference])
+          if (fastify !== undefined) await wrk(fastify, WARMUP_S)
       }
-      const all = ['service', 'reference', 'authReference'] as const
+      const all = [
+        'service',
+        'reference',
+        'authReference',
+        'fastifyReference',
+        'fastifyQuietReference',
+      ] as const
       const order = run % 2 === 0 ? all : [...all].reverse()
       for (const which of order) {
         const target = current[which]
@@ -345,8 +370,10 @@ const runCase = async (
         const result = await wrk(target, DURATION_S)
         if (which === 'service') svc.push(result)
         else if (which === 'reference') ref.push(result)
-        else auth.push(result)
-        log(`  run ${run + 1}/${RUNS} ${which.padEnd(13)} ${fmtRun(result)}`)
+        else if (which === 'authReference') auth.push(result)
+        else if (which === 'fastifyReference') fastify.push(result)
+        else fastifyQuiet.push(result)
+        log(`  run ${run + 1}/${RUNS} ${which.padEnd(21)} ${fmtRun(result)}`)
       }
       if (freshPerRun) {
         await current.close()
@@ -359,6 +386,8 @@ const runCase = async (
   const service = summarize(svc)
   const reference = summarize(ref)
   const authReference = auth.length === 0 ? undefined : summarize(auth)
+  const fastifyReference = fastify.length === 0 ? undefined : summarize(fastify)
+  const fastifyQuietReference = fastifyQuiet.length === 0 ? undefined : summarize(fastifyQuiet)
   return {
     key,
     label,
@@ -369,7 +398,15 @@ const runCase = async (
     ...(authReference === undefined
       ? {}
       : { authReference, authRatio: service.rps / authReference.rps }),
-    runs: { service: svc, reference: ref, authReference: auth },
+    ...(fastifyReference === undefined ? {} : { fastifyReference }),
+    ...(fastifyQuietReference === undefined ? {} : { fastifyQuietReference }),
+    runs: {
+      service: svc,
+      reference: ref,
+      authReference: auth,
+      fastifyReference: fastify,
+      fastifyQuietReference: fastifyQuiet,
+    },
   }
 }
 
@@ -387,14 +424,19 @@ const getByIdCase = (users: number): Promise<CaseResult> =>
       () => stopService(service),
       () => startAuthReference(service.dataDir),
     )
+    const references = [authRef]
     const close = async (): Promise<void> => {
-      await stopServer(authRef)
+      for (const ref of references.reverse()) await stopServer(ref)
       await stopService(service)
     }
     return closingOnError(close, async () => {
+      const fastifyRef = await startFastifyReference(service.dataDir, 'info')
+      references.push(fastifyRef)
+      const fastifyQuiet = await startFastifyReference(service.dataDir, 'off')
+      references.push(fastifyQuiet)
       const first = service.users[0]
       if (first === undefined) throw new Error('no seeded users')
-      for (const url of [service.server.url, authRef.url]) {
+      for (const url of [service.server.url, ...references.map((ref) => ref.url)]) {
         await (
           await expectStatus(
             `${url}/users/${first.id}`,
@@ -409,6 +451,12 @@ const getByIdCase = (users: number): Promise<CaseResult> =>
         service: { url: service.server.url, pid: service.server.pid, script: () => script },
         reference: readRefTarget(script),
         authReference: { url: authRef.url, pid: authRef.pid, script: () => script },
+        fastifyReference: { url: fastifyRef.url, pid: fastifyRef.pid, script: () => script },
+        fastifyQuietReference: {
+          url: fastifyQuiet.url,
+          pid: fastifyQuiet.pid,
+          script: () => script,
+        },
         close,
       }
     })
@@ -1063,7 +1111,6 @@ const main = async (): Promise<void> => {
     `runs: ${RUNS} per case (medians), ${DURATION_S} s each per server, wrk -t1 -c${CONNECTIONS}, service and reference alternated; load average at start ${loadAtStart.map((x) => x.toFixed(2)).join(' ')}, at end ${loadavg()
       .map((x) => x.toFixed(2))
       .join(' ')}`,
-    'fastify is not compared: it is not a dependency of this project (docs/performance.md).',
   ]
   const issueRows = rows.filter((r) => r.section === 'issue')
   // Every row of the issue's table is printed; of the others, those that were selected.
