@@ -97,10 +97,7 @@ export function idFloor(nowMs: number): number {
 
 const COMPARED = ['email', 'name', 'metadata'] as const
 
-/**
- * The event a change makes, or undefined when nothing changed. A status change is activated or
- * suspended; other field changes are an update naming them.
- */
+/** The event a change makes (changeOf says which), or undefined when nothing changed. */
 export function draftEvent(
   before: User | undefined,
   after: UserRecord | undefined,
@@ -109,39 +106,50 @@ export function draftEvent(
   context: ChangeContext | undefined,
   deletedVersion?: number,
 ): EventDraft | undefined {
-  const base = {
-    time,
-    userId,
-    ...(context?.actor === undefined ? {} : { actor: context.actor }),
-    ...(context?.requestId === undefined ? {} : { requestId: context.requestId }),
-  }
   if (after === undefined) {
     // A user stored at MAX_VERSION by an earlier release can still be deleted: its deletion
     // keeps that version rather than name one no JSON client holds exactly.
     const version = Math.min(deletedVersion ?? (before?.version ?? 0) + 1, MAX_VERSION)
-    return { ...base, type: 'user.deleted', version }
+    return withContext({ type: 'user.deleted', time, userId, version }, context)
   }
   const user = after.user
-  const shown = { ...base, version: user.version, userJson: after.json }
-  if (before === undefined) return { ...shown, type: 'user.created' }
-  const changed = COMPARED.filter((field) =>
+  const change = before === undefined ? CREATED : changeOf(before, user)
+  if (change === undefined) return undefined
+  const draft: Mutable<EventDraft> = { type: change.type, time, userId, version: user.version }
+  if (change.changed !== undefined) draft.changed = change.changed
+  draft.userJson = after.json
+  return withContext(draft, context)
+}
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] }
+type Change = Pick<EventDraft, 'type' | 'changed'>
+
+const CREATED: Change = { type: 'user.created' }
+
+/** The draft with the change's actor and request id, where it has them. */
+function withContext(draft: Mutable<EventDraft>, context: ChangeContext | undefined): EventDraft {
+  if (context?.actor !== undefined) draft.actor = context.actor
+  if (context?.requestId !== undefined) draft.requestId = context.requestId
+  return draft
+}
+
+/**
+ * What a change of an existing user is, or undefined when nothing changed: a status change is
+ * activated or suspended; other field changes are an update naming them.
+ */
+function changeOf(before: User, user: User): Change | undefined {
+  // A revocation changes nothing else: it is its own event.
+  if (before.tokensValidAfter !== user.tokensValidAfter) return { type: 'user.tokens_revoked' }
+  const statusChanged = before.status !== user.status
+  if (statusChanged && user.status === 'active') return { type: 'user.activated' }
+  if (statusChanged && user.status === 'suspended') return { type: 'user.suspended' }
+  const changed: string[] = COMPARED.filter((field) =>
     field === 'metadata'
       ? !sameMetadata(before.metadata, user.metadata)
       : before[field] !== user[field],
   )
-  // A revocation changes nothing else: it is its own event.
-  if (before.tokensValidAfter !== user.tokensValidAfter)
-    return { ...shown, type: 'user.tokens_revoked' }
-  if (before.status !== user.status) {
-    if (user.status === 'active') return { ...shown, type: 'user.activated' }
-    if (user.status === 'suspended') return { ...shown, type: 'user.suspended' }
-  }
-  if (changed.length === 0 && before.status === user.status) return undefined
-  return {
-    ...shown,
-    type: 'user.updated',
-    changed: before.status === user.status ? changed : [...changed, 'status'],
-  }
+  if (statusChanged) changed.push('status')
+  return changed.length === 0 ? undefined : { type: 'user.updated', changed }
 }
 
 function sameMetadata(
@@ -155,18 +163,13 @@ function sameMetadata(
 
 /** The event as the feed shows it (docs/events.md), as JSON text. */
 export function eventJson(event: ChangeEvent): string {
-  const { userJson, ...rest } = event
-  const head = JSON.stringify({
-    id: rest.id,
-    type: rest.type,
-    time: rest.time,
-    userId: rest.userId,
-    version: rest.version,
-    actor: rest.actor,
-    requestId: rest.requestId,
-    changed: rest.changed,
-  })
-  return userJson === undefined ? head : `${head.slice(0, -1)},"user":${userJson}}`
+  // Built field by field: the optional fields are often absent, and a rest copy of the event
+  // cost more than the string.
+  let head = `{"id":"${event.id}","type":"${event.type}","time":${JSON.stringify(event.time)},"userId":${JSON.stringify(event.userId)},"version":${event.version}`
+  if (event.actor !== undefined) head += `,"actor":${JSON.stringify(event.actor)}`
+  if (event.requestId !== undefined) head += `,"requestId":${JSON.stringify(event.requestId)}`
+  if (event.changed !== undefined) head += `,"changed":${JSON.stringify(event.changed)}`
+  return event.userJson === undefined ? `${head}}` : `${head},"user":${event.userJson}}`
 }
 
 /** What an event is, without its user: what the file log's index and its load need. */
