@@ -7,7 +7,7 @@ import { createAuthenticator } from './auth/authenticate.js'
 import type { KeySet } from './auth/keys.js'
 import { createIdGenerator } from './domain/uuid7.js'
 import { createEventStreams, type EventStreamsOptions } from './event-streams/event-streams.js'
-import { createClientErrorHandler } from './http/client-errors.js'
+import { createClientErrorHandler, createConnectRefusal } from './http/client-errors.js'
 import { createHttpServer } from './http/http-server.js'
 import { isClosing, LINGER_MS } from './http/lingering-close.js'
 import { createRateLimiter } from './http/rate-limiter.js'
@@ -212,6 +212,7 @@ export function createService(options: ServiceOptions): UserService {
   server.keepAliveTimeout = options.keepAliveTimeoutMs
   server.maxConnections = options.maxConnections
   server.on('clientError', createClientErrorHandler(logger))
+  server.on('connect', createConnectRefusal(logger))
   // Connections still closing in stages hold an answer on its way out: shutdown waits for them.
   const sockets = new Set<Socket>()
   server.on('connection', (socket: Socket) => {

@@ -1,4 +1,4 @@
-import { STATUS_CODES } from 'node:http'
+import { type IncomingMessage, STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
 
 import type { Logger } from '../log/logger.js'
@@ -49,21 +49,7 @@ export function createClientErrorHandler(logger: Logger): (error: Error, socket:
         `The request is not valid HTTP/1.1${reason === undefined ? '' : ` (${reason})`}.`,
     )
     const requestId = readRequestId(undefined)
-    const reply = toProblemReply(problem, requestId)
-    const body = reply.body ?? ''
-    socket.write(
-      [
-        `HTTP/1.1 ${problem.status} ${STATUS_CODES[problem.status] ?? ''}`,
-        `content-type: ${reply.contentType ?? 'application/problem+json'}`,
-        `content-length: ${Buffer.byteLength(body)}`,
-        `x-request-id: ${requestId}`,
-        'cache-control: no-store',
-        'connection: close',
-        '',
-        body,
-      ].join('\r\n'),
-    )
-    closeInStages(socket)
+    refuseOnSocket(socket, problem, requestId)
     logger.info('refused a request the HTTP parser could not take', {
       requestId,
       status: problem.status,
@@ -71,6 +57,45 @@ export function createClientErrorHandler(logger: Logger): (error: Error, socket:
       parserError: nodeCode,
     })
   }
+}
+
+/**
+ * The server's `connect` listener. A CONNECT asks for a tunnel, which only a proxy gives; Node
+ * hands its connection over raw and, without a listener, closes it without a word. It gets a
+ * 400 as problem+json instead, and the connection closes: every byte after its head belongs to
+ * the tunnel it asked for, not to a next request.
+ */
+export function createConnectRefusal(logger: Logger): (req: IncomingMessage) => void {
+  // Node's socket argument is typed as a bare stream; `req.socket` is the same socket.
+  return (req) => {
+    const requestId = readRequestId(req.headers['x-request-id'])
+    const problem = new HttpError('bad_request', 'This service is not a proxy: it opens no tunnel.')
+    refuseOnSocket(req.socket, problem, requestId)
+    logger.info('refused a CONNECT request', {
+      requestId,
+      status: problem.status,
+      code: problem.code,
+    })
+  }
+}
+
+/** Writes the problem as a whole HTTP/1.1 answer on a connection Node no longer parses, and closes it. */
+function refuseOnSocket(socket: Socket, problem: HttpError, requestId: string): void {
+  const reply = toProblemReply(problem, requestId)
+  const body = reply.body ?? ''
+  socket.write(
+    [
+      `HTTP/1.1 ${problem.status} ${STATUS_CODES[problem.status] ?? ''}`,
+      `content-type: ${reply.contentType ?? 'application/problem+json'}`,
+      `content-length: ${Buffer.byteLength(body)}`,
+      `x-request-id: ${requestId}`,
+      'cache-control: no-store',
+      'connection: close',
+      '',
+      body,
+    ].join('\r\n'),
+  )
+  closeInStages(socket)
 }
 
 function readCode(error: Error): string {

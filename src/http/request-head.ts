@@ -14,13 +14,14 @@ const HOST_VALUE =
 const CONTINUE = /(?:^|\W)100-continue(?:$|\W)/i
 
 /**
- * The refusal of a request for its head alone, before it is routed: 400 for a target with a
- * fragment or for its Host, Authorization or Content-Type lines (singletonHeaderProblem), 417 for
- * an expectation other than 100-continue on HTTP/1.1 (RFC 9110 §10.1.1), which Node would answer
- * with a bare status line.
+ * The refusal of a request for its head alone, before it is routed: 400 for its version, for a
+ * target with a fragment or for its Host, Authorization or Content-Type lines
+ * (singletonHeaderProblem), 417 for an expectation other than 100-continue on HTTP/1.1
+ * (RFC 9110 §10.1.1), which Node would answer with a bare status line.
  */
 export function requestHeadProblem(req: IncomingMessage): HttpError | undefined {
-  const problem = targetProblem(req.url ?? '/') ?? singletonHeaderProblem(req)
+  const problem =
+    versionProblem(req) ?? targetProblem(req.url ?? '/') ?? singletonHeaderProblem(req)
   if (problem !== undefined) return new HttpError('bad_request', problem)
   const expect = req.headers.expect
   if (expect === undefined || req.httpVersion !== '1.1' || CONTINUE.test(expect)) return undefined
@@ -28,6 +29,17 @@ export function requestHeadProblem(req: IncomingMessage): HttpError | undefined 
     'expectation_failed',
     'The only expectation this service meets is 100-continue.',
   )
+}
+
+/**
+ * Only HTTP/1.0 and 1.1 are spoken here. Node's parser refuses most other versions itself (400),
+ * but takes `HTTP/2.0` and the version-less request line of HTTP/0.9 and would answer them as
+ * HTTP/1.1; something in front may read such a request another way, or not at all.
+ */
+function versionProblem(req: IncomingMessage): string | undefined {
+  return req.httpVersionMajor === 1
+    ? undefined
+    : `This service speaks HTTP/1.1 and HTTP/1.0, not HTTP/${req.httpVersionMajor}.${req.httpVersionMinor}.`
 }
 
 /**

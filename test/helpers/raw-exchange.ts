@@ -1,4 +1,7 @@
+import assert from 'node:assert/strict'
 import { connect, type Socket } from 'node:net'
+
+import type { Problem } from './http.js'
 
 /** What came back on a raw connection, and whether and when the server closed it. */
 export interface Exchange {
@@ -138,4 +141,23 @@ export function rawCreate(lines: readonly string[], name: string, email: string)
     '',
     body,
   ].join('\r\n')
+}
+
+/** Asserts a problem+json answer with the status and code, X-Request-Id, Connection: close, then a close. */
+export function assertClosingProblem(result: Exchange, status: number, code: string): Problem {
+  const res = result.response
+  assert.ok(res !== undefined, `no whole response: ${JSON.stringify(result.raw)}`)
+  assert.equal(res.status, status, result.raw)
+  assert.match(res.headers.get('content-type') ?? '', /^application\/problem\+json/)
+  assert.equal(res.headers.get('connection'), 'close')
+  assert.equal(res.headers.get('cache-control'), 'no-store')
+  const problem = res.body as Problem
+  assert.equal(problem.code, code, res.text)
+  assert.equal(problem.status, status)
+  for (const member of ['type', 'title', 'detail', 'requestId'] as const)
+    assert.equal(typeof problem[member], 'string', res.text)
+  assert.match(res.headers.get('x-request-id') ?? '', /^[A-Za-z0-9._-]{1,128}$/)
+  assert.equal(problem.requestId, res.headers.get('x-request-id'))
+  assert.ok(result.closed, 'the server closed the connection')
+  return problem
 }

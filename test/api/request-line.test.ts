@@ -1,0 +1,113 @@
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+
+import { assertClosingProblem, exchange, rawCreate } from '../helpers/raw-exchange.js'
+import { startService, uniqueEmail } from '../helpers/service.js'
+import { assertUnchangedBy } from '../helpers/users-suite.js'
+
+// Request lines that Node's parser takes but that are not HTTP/1.1 requests for this service,
+// sent as raw bytes (fetch cannot send them). Each is refused before it is routed, as
+// problem+json, and the connection closes.
+
+describe('request targets', () => {
+  // RFC 9112 §3.2: no request target has a fragment. Node passes one on as part of the path or
+  // of the last query value, where a proxy in front may have cut it off and routed the rest.
+  for (const [name, target] of [
+    ['a fragment after the path', '/users#x'],
+    ['a fragment after the query', '/users?limit=1#x'],
+    ['an empty fragment', '/users#'],
+    ['a fragment in an absolute-form target', 'http://x/users#x'],
+  ] as const) {
+    it(`answers a target with ${name} with 400 bad_request, closes, and changes nothing`, async (t) => {
+      const s = await startService(t)
+      const bytes = rawCreate(
+        ['Host: x', `Authorization: Bearer ${s.token}`, 'Content-Type: application/json'],
+        'Fragment',
+        uniqueEmail(),
+      ).replace('POST /users ', `POST ${target} `)
+      const problem = await assertUnchangedBy(s, async () =>
+        assertClosingProblem(await exchange(s.url, bytes), 400, 'bad_request'),
+      )
+      assert.match(problem.detail, /may not carry a fragment/)
+    })
+  }
+
+  it('reads a percent-encoded # as data, not as a fragment', async (t) => {
+    const s = await startService(t)
+    const result = await exchange(
+      s.url,
+      `GET /users?q=a%23b HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${s.token}\r\nConnection: close\r\n\r\n`,
+    )
+    assert.equal(result.response?.status, 200, result.raw)
+    assert.deepEqual(result.response?.body, { items: [], nextCursor: null })
+  })
+})
+
+describe('HTTP versions', () => {
+  // Node's parser takes HTTP/2.0 in an HTTP/1 request line, and a request line without a
+  // version (HTTP/0.9), and would answer both as HTTP/1.1.
+  for (const [name, version] of [
+    ['HTTP/2.0', ' HTTP/2.0'],
+    ['HTTP/0.9 (no version on the request line)', ''],
+  ] as const) {
+    it(`answers a request of ${name} with 400 bad_request, closes, and changes nothing`, async (t) => {
+      const s = await startService(t)
+      const bytes = rawCreate(
+        ['Host: x', `Authorization: Bearer ${s.token}`, 'Content-Type: application/json'],
+        'Version',
+        uniqueEmail(),
+      ).replace('POST /users HTTP/1.1', `POST /users${version}`)
+      const problem = await assertUnchangedBy(s, async () =>
+        assertClosingProblem(await exchange(s.url, bytes), 400, 'bad_request'),
+      )
+      assert.match(problem.detail, /speaks HTTP\/1\.1 and HTTP\/1\.0, not HTTP\/[02]\.[09]/)
+    })
+  }
+
+  it('serves HTTP/1.0, which carries no Host', async (t) => {
+    const s = await startService(t)
+    const result = await exchange(
+      s.url,
+      `GET /users HTTP/1.0\r\nAuthorization: Bearer ${s.token}\r\n\r\n`,
+    )
+    assert.equal(result.response?.status, 200, result.raw)
+  })
+})
+
+describe('CONNECT', () => {
+  it('answers 400 bad_request as problem+json with the request id, closes, and changes nothing', async (t) => {
+    const s = await startService(t)
+    const problem = await assertUnchangedBy(s, async () =>
+      assertClosingProblem(
+        await exchange(
+          s.url,
+          `CONNECT db.internal:5432 HTTP/1.1\r\nHost: db.internal:5432\r\nAuthorization: Bearer ${s.token}\r\nX-Request-Id: tunnel-1\r\n\r\n`,
+        ),
+        400,
+        'bad_request',
+      ),
+    )
+    assert.equal(problem.requestId, 'tunnel-1')
+    assert.match(problem.detail, /not a proxy/)
+    assert.ok(
+      s.logs.some(
+        (line) => line.msg === 'refused a CONNECT request' && line.requestId === 'tunnel-1',
+      ),
+      'the refusal is logged with its request id',
+    )
+  })
+
+  it('does not read the bytes sent after its head as a next request', async (t) => {
+    const s = await startService(t)
+    const next = rawCreate(
+      ['Host: x', `Authorization: Bearer ${s.token}`, 'Content-Type: application/json'],
+      'Smuggled',
+      uniqueEmail(),
+    )
+    const result = await assertUnchangedBy(s, async () =>
+      exchange(s.url, `CONNECT x:443 HTTP/1.1\r\nHost: x:443\r\n\r\n${next}`),
+    )
+    assertClosingProblem(result, 400, 'bad_request')
+    assert.equal(result.raw.match(/HTTP\/1\.1 \d{3}/g)?.length, 1, result.raw)
+  })
+})
