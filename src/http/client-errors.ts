@@ -68,9 +68,19 @@ export function createClientErrorHandler(logger: Logger): (error: Error, socket:
 export function createConnectRefusal(logger: Logger): (req: IncomingMessage) => void {
   // Node's socket argument is typed as a bare stream; `req.socket` is the same socket.
   return (req) => {
+    const socket = req.socket
+    // Node took its own listeners off the socket with the hand-over: without one, a reset while
+    // the answer is written would be an uncaught error, and the process would exit.
+    socket.on('error', () => {
+      socket.destroy()
+    })
+    if (!socket.writable) {
+      socket.destroy()
+      return
+    }
     const requestId = readRequestId(req.headers['x-request-id'])
     const problem = new HttpError('bad_request', 'This service is not a proxy: it opens no tunnel.')
-    refuseOnSocket(req.socket, problem, requestId)
+    refuseOnSocket(socket, problem, requestId)
     logger.info('refused a CONNECT request', {
       requestId,
       status: problem.status,

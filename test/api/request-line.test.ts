@@ -1,9 +1,12 @@
 import assert from 'node:assert/strict'
+import { connect } from 'node:net'
 import { describe, it } from 'node:test'
 
+import { startChild } from '../helpers/child.js'
 import type { Problem } from '../helpers/http.js'
+import { tryRequest } from '../helpers/ops.js'
 import { assertClosingProblem, exchange, rawCreate } from '../helpers/raw-exchange.js'
-import { startService, type TestService, uniqueEmail } from '../helpers/service.js'
+import { makeTempDir, startService, type TestService, uniqueEmail } from '../helpers/service.js'
 import { assertUnchangedBy } from '../helpers/users-suite.js'
 
 // Request lines that Node's parser takes but that are not HTTP/1.1 requests for this service,
@@ -99,5 +102,33 @@ describe('CONNECT', () => {
     )
     assertClosingProblem(result, 400, 'bad_request')
     assert.equal(result.raw.match(/HTTP\/1\.1 \d{3}/g)?.length, 1, result.raw)
+  })
+
+  // Node takes its own listeners off a CONNECT's socket when it hands it over: a reset while the
+  // refusal is written must not become an uncaught error that ends the process.
+  it('survives clients that reset the connection while their refusal is written', async (t) => {
+    const child = await startChild({ dataDir: await makeTempDir(t) })
+    t.after(() => child.stop('SIGKILL'))
+    const { hostname, port } = new URL(child.url)
+    for (let round = 0; round < 100; round += 1) {
+      await new Promise<void>((resolve) => {
+        const socket = connect(Number(port), hostname, () => {
+          // A large tunnel payload keeps the socket busy reading while the answer goes out.
+          socket.write(`CONNECT x:443 HTTP/1.1\r\nHost: x:443\r\n\r\n${'z'.repeat(64 * 1024)}`)
+          setImmediate(() => {
+            socket.resetAndDestroy()
+            resolve()
+          })
+        })
+        socket.on('error', () => resolve())
+      })
+    }
+    const health = await tryRequest('GET', `${child.url}/healthz`)
+    assert.ok(
+      'status' in health && health.status === 200,
+      `${JSON.stringify(health)}\n${child.stderr()}`,
+    )
+    assert.equal(child.proc.exitCode, null, child.stderr())
+    assert.doesNotMatch(child.stdout(), /"level":"error"/)
   })
 })
