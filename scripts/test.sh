@@ -20,8 +20,8 @@ if [ -t 1 ]; then reporter=spec; fi
 summary="$(mktemp "${TMPDIR:-/tmp}/failed-tests.XXXXXX")"
 trap 'rm -f "$summary"' EXIT
 
-# TEST_COVERAGE=off runs the same tests without c8 (about a quarter faster): CI measures coverage
-# once, on the floor Node, and runs the suite again on Node 26 without it.
+# TEST_COVERAGE=off runs the same tests without c8: CI measures coverage once, on the floor Node,
+# and runs the suite again on Node 26 without it.
 coverage=(npx c8 --include 'src/**' "${excluded[@]}" --check-coverage --lines 90
   --reporter=text-summary --reporter=text)
 if [ "${TEST_COVERAGE:-on}" = off ]; then coverage=(); fi
