@@ -340,39 +340,30 @@ const runCase = async (
   setup: () => Promise<CaseSetup>,
 ): Promise<CaseResult> => {
   log(`\n== ${label} (${users} users)`)
-  const svc: Run[] = []
-  const ref: Run[] = []
-  const auth: Run[] = []
-  const fastify: Run[] = []
-  const fastifyQuiet: Run[] = []
+  const runs: CaseResult['runs'] = {
+    service: [],
+    reference: [],
+    authReference: [],
+    fastifyReference: [],
+    fastifyQuietReference: [],
+  }
+  const all = Object.keys(runs) as (keyof CaseResult['runs'])[]
   let current: CaseSetup | undefined
   try {
     for (let run = 0; run < RUNS; run++) {
       if (current === undefined) {
         current = await setup()
-        await wrk(current.service, WARMUP_S)
-        await wrk(current.reference, WARMUP_S)
-        if (current.authReference !== undefined) await wrk(current.authReference, WARMUP_S)
-        for (const fastify of [current.fastifyReference, current.fastifyQuietReference])
-          if (fastify !== undefined) await wrk(fastify, WARMUP_S)
+        for (const which of all) {
+          const target = current[which]
+          if (target !== undefined) await wrk(target, WARMUP_S)
+        }
       }
-      const all = [
-        'service',
-        'reference',
-        'authReference',
-        'fastifyReference',
-        'fastifyQuietReference',
-      ] as const
       const order = run % 2 === 0 ? all : [...all].reverse()
       for (const which of order) {
         const target = current[which]
         if (target === undefined) continue
         const result = await wrk(target, DURATION_S)
-        if (which === 'service') svc.push(result)
-        else if (which === 'reference') ref.push(result)
-        else if (which === 'authReference') auth.push(result)
-        else if (which === 'fastifyReference') fastify.push(result)
-        else fastifyQuiet.push(result)
+        runs[which].push(result)
         log(`  run ${run + 1}/${RUNS} ${which.padEnd(21)} ${fmtRun(result)}`)
       }
       if (freshPerRun) {
@@ -383,11 +374,13 @@ const runCase = async (
   } finally {
     if (current !== undefined) await current.close()
   }
-  const service = summarize(svc)
-  const reference = summarize(ref)
-  const authReference = auth.length === 0 ? undefined : summarize(auth)
-  const fastifyReference = fastify.length === 0 ? undefined : summarize(fastify)
-  const fastifyQuietReference = fastifyQuiet.length === 0 ? undefined : summarize(fastifyQuiet)
+  const service = summarize(runs.service)
+  const reference = summarize(runs.reference)
+  const extra = (list: Run[]): Summary | undefined =>
+    list.length === 0 ? undefined : summarize(list)
+  const authReference = extra(runs.authReference)
+  const fastifyReference = extra(runs.fastifyReference)
+  const fastifyQuietReference = extra(runs.fastifyQuietReference)
   return {
     key,
     label,
@@ -400,13 +393,7 @@ const runCase = async (
       : { authReference, authRatio: service.rps / authReference.rps }),
     ...(fastifyReference === undefined ? {} : { fastifyReference }),
     ...(fastifyQuietReference === undefined ? {} : { fastifyQuietReference }),
-    runs: {
-      service: svc,
-      reference: ref,
-      authReference: auth,
-      fastifyReference: fastify,
-      fastifyQuietReference: fastifyQuiet,
-    },
+    runs,
   }
 }
 
