@@ -80,6 +80,11 @@ export function createRequestListener(parts: AppParts): RequestListener {
       answer(req, res, state, { status: 204, headers }, 'no-store')
       return undefined
     }
+    // `OPTIONS *` asks about the server as a whole (RFC 9110 §9.3.7): it is up, nothing to add.
+    if (state.path === '*') {
+      answer(req, res, state, { status: 204 }, 'no-store')
+      return undefined
+    }
     const { route, rawParams } = router.match(req.method ?? 'GET', state.path)
     state.route = route
     // A body the handler reads as a stream may be left unread (an import past its limit): its

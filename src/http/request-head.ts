@@ -15,13 +15,14 @@ const CONTINUE = /(?:^|\W)100-continue(?:$|\W)/i
 
 /**
  * The refusal of a request for its head alone, before it is routed: 400 for its version, for a
- * target with a fragment or for its Host, Authorization or Content-Type lines
+ * target with a fragment or an asterisk-form target on another method than OPTIONS, or for its
+ * Host, Authorization or Content-Type lines
  * (singletonHeaderProblem), 417 for an expectation other than 100-continue on HTTP/1.1
  * (RFC 9110 §10.1.1), which Node would answer with a bare status line.
  */
 export function requestHeadProblem(req: IncomingMessage): HttpError | undefined {
   const problem =
-    versionProblem(req) ?? targetProblem(req.url ?? '/') ?? singletonHeaderProblem(req)
+    versionProblem(req) ?? targetProblem(req.url ?? '/', req.method) ?? singletonHeaderProblem(req)
   if (problem !== undefined) return new HttpError('bad_request', problem)
   const expect = req.headers.expect
   if (expect === undefined || req.httpVersion !== '1.1' || CONTINUE.test(expect)) return undefined
@@ -46,9 +47,13 @@ function versionProblem(req: IncomingMessage): string | undefined {
  * RFC 9112 §3.2: no form of a request target has a fragment (a client strips it, RFC 9110 §7.1).
  * Node passes one through, where it would be read as part of the last path segment or of the
  * last query value; something in front may have cut it off and routed the rest.
+ * RFC 9112 §3.2.4: the asterisk form (`*`) is only for an OPTIONS about the server as a whole.
  */
-function targetProblem(target: string): string | undefined {
-  return target.includes('#') ? 'A request target may not carry a fragment (#).' : undefined
+function targetProblem(target: string, method: string | undefined): string | undefined {
+  if (target.includes('#')) return 'A request target may not carry a fragment (#).'
+  if (target === '*' && method !== 'OPTIONS')
+    return 'The request target * is for OPTIONS only; other methods name a path.'
+  return undefined
 }
 
 /**

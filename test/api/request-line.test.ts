@@ -5,7 +5,12 @@ import { describe, it } from 'node:test'
 import { startChild } from '../helpers/child.js'
 import type { Problem } from '../helpers/http.js'
 import { tryRequest } from '../helpers/ops.js'
-import { assertClosingProblem, exchange, rawCreate } from '../helpers/raw-exchange.js'
+import {
+  assertClosingProblem,
+  exchange,
+  parseRawResponse,
+  rawCreate,
+} from '../helpers/raw-exchange.js'
 import { makeTempDir, startService, type TestService, uniqueEmail } from '../helpers/service.js'
 import { assertUnchangedBy } from '../helpers/users-suite.js'
 
@@ -49,6 +54,46 @@ describe('request targets', () => {
     )
     assert.equal(result.response?.status, 200, result.raw)
     assert.deepEqual(result.response?.body, { items: [], nextCursor: null })
+  })
+})
+
+describe('the asterisk form (*)', () => {
+  // RFC 9112 §3.2.4: `*` is a target only for an OPTIONS about the server as a whole. Node
+  // passes it through for any method, where it was routed as an unknown path (404).
+  for (const method of ['POST', 'GET', 'DELETE']) {
+    it(`answers ${method} * with 400 bad_request, closes, and changes nothing`, async (t) => {
+      const s = await startService(t)
+      const problem = await refuseLine(s, `${method} * HTTP/1.1`)
+      assert.match(problem.detail, /for OPTIONS only/)
+    })
+  }
+
+  it('answers OPTIONS * with 204 and no body, and serves the next request on the connection', async (t) => {
+    const s = await startService(t)
+    const result = await exchange(
+      s.url,
+      `OPTIONS * HTTP/1.1\r\nHost: x\r\nX-Request-Id: server-wide\r\n\r\n` +
+        `GET /users HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${s.token}\r\nConnection: close\r\n\r\n`,
+    )
+    const res = result.response
+    assert.equal(res?.status, 204, result.raw)
+    assert.equal(res.headers.get('x-request-id'), 'server-wide')
+    assert.equal(res.headers.get('content-length'), undefined)
+    assert.equal(res.headers.get('connection'), 'keep-alive')
+    const second = parseRawResponse(result.raw.slice(result.raw.indexOf('\r\n\r\n') + 4))
+    assert.equal(second?.status, 200, result.raw)
+    assert.deepEqual(second.body, { items: [], nextCursor: null })
+  })
+
+  it('answers OPTIONS on a path without the preflight fields with 405 and its Allow, as before', async (t) => {
+    const s = await startService(t)
+    const result = await exchange(
+      s.url,
+      'OPTIONS /users HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n',
+    )
+    assert.equal(result.response?.status, 405, result.raw)
+    assert.equal(result.response.headers.get('allow'), 'GET, POST, HEAD')
+    assert.equal((result.response.body as Problem).code, 'method_not_allowed')
   })
 })
 
