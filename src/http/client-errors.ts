@@ -98,6 +98,8 @@ function refuseOnSocket(socket: Socket, problem: HttpError, requestId: string): 
       `HTTP/1.1 ${problem.status} ${STATUS_CODES[problem.status] ?? ''}`,
       `content-type: ${reply.contentType ?? 'application/problem+json'}`,
       `content-length: ${Buffer.byteLength(body)}`,
+      // RFC 9110 §6.6.1: Date on every 2xx, 3xx and 4xx answer; Node's own answers carry it.
+      `date: ${new Date().toUTCString()}`,
       `x-request-id: ${requestId}`,
       'cache-control: no-store',
       'connection: close',

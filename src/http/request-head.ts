@@ -15,14 +15,17 @@ const CONTINUE = /(?:^|\W)100-continue(?:$|\W)/i
 
 /**
  * The refusal of a request for its head alone, before it is routed: 400 for its version, for a
- * target with a fragment or an asterisk-form target on another method than OPTIONS, or for its
- * Host, Authorization or Content-Type lines
- * (singletonHeaderProblem), 417 for an expectation other than 100-continue on HTTP/1.1
- * (RFC 9110 §10.1.1), which Node would answer with a bare status line.
+ * target with a fragment or an asterisk-form target on another method than OPTIONS, for its
+ * Host, Authorization or Content-Type lines (singletonHeaderProblem) or for Transfer-Encoding on
+ * HTTP/1.0 or a transfer coding other than chunked; 417 for an expectation other than
+ * 100-continue on HTTP/1.1 (RFC 9110 §10.1.1), which Node would answer with a bare status line.
  */
 export function requestHeadProblem(req: IncomingMessage): HttpError | undefined {
   const problem =
-    versionProblem(req) ?? targetProblem(req.url ?? '/', req.method) ?? singletonHeaderProblem(req)
+    versionProblem(req) ??
+    targetProblem(req.url ?? '/', req.method) ??
+    singletonHeaderProblem(req) ??
+    transferCodingProblem(req)
   if (problem !== undefined) return new HttpError('bad_request', problem)
   const expect = req.headers.expect
   if (expect === undefined || req.httpVersion !== '1.1' || CONTINUE.test(expect)) return undefined
@@ -54,6 +57,24 @@ function targetProblem(target: string, method: string | undefined): string | und
   if (target === '*' && method !== 'OPTIONS')
     return 'The request target * is for OPTIONS only; other methods name a path.'
   return undefined
+}
+
+/**
+ * RFC 9112 §6.1: an HTTP/1.0 message with Transfer-Encoding has faulty framing, and a transfer
+ * coding the server does not understand cannot be read. Node's parser requires chunked last and
+ * then reads the body as chunked alone, so `gzip, chunked` would be read as plain JSON where
+ * something in front applied, or expects, the gzip coding. The RFC suggests 501 for the second;
+ * it is a 400 here, as is every request whose body cannot be framed (Node refuses `gzip` alone
+ * so), so that a 5xx always means the service failed, never what a client sent.
+ */
+function transferCodingProblem(req: IncomingMessage): string | undefined {
+  const field = req.headers['transfer-encoding']
+  if (field === undefined) return undefined
+  if (req.httpVersionMinor === 0) return 'An HTTP/1.0 request may not carry Transfer-Encoding.'
+  const codings = field.split(',').map((coding) => coding.trim().toLowerCase())
+  return codings.every((coding) => coding === 'chunked' || coding === '')
+    ? undefined
+    : 'The only transfer coding this service reads is chunked; send the body without another one.'
 }
 
 /**

@@ -97,6 +97,60 @@ describe('the asterisk form (*)', () => {
   })
 })
 
+describe('transfer codings', () => {
+  /** A chunked create whose Transfer-Encoding lines are `lines`; its body is plain JSON. */
+  function chunkedCreate(s: TestService, version: string, lines: readonly string[]): string {
+    const body = JSON.stringify({ email: uniqueEmail(), name: 'Coded' })
+    return [
+      `POST /users ${version}`,
+      'Host: x',
+      `Authorization: Bearer ${s.token}`,
+      'Content-Type: application/json',
+      ...lines,
+      '',
+      `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`,
+    ].join('\r\n')
+  }
+
+  // RFC 9112 §6.1. Node's parser only checks that chunked comes last, then reads the body as
+  // chunked alone: the gzip (or any) coding before it would be dropped, and the bytes read as JSON.
+  for (const [name, lines] of [
+    ['gzip, chunked', ['Transfer-Encoding: gzip, chunked']],
+    ['an unknown coding before chunked', ['Transfer-Encoding: x-custom, chunked']],
+    ['gzip and chunked on two lines', ['Transfer-Encoding: gzip', 'Transfer-Encoding: chunked']],
+  ] as const) {
+    it(`answers a body with ${name} with 400 bad_request, closes, and changes nothing`, async (t) => {
+      const s = await startService(t)
+      const result = await assertUnchangedBy(s, async () =>
+        exchange(s.url, chunkedCreate(s, 'HTTP/1.1', lines)),
+      )
+      const problem = assertClosingProblem(result, 400, 'bad_request')
+      assert.match(problem.detail, /only transfer coding this service reads is chunked/)
+    })
+  }
+
+  it('takes chunked in any case and with empty list elements', async (t) => {
+    const s = await startService(t)
+    for (const lines of [['Transfer-Encoding: Chunked'], ['Transfer-Encoding: , chunked']]) {
+      const result = await exchange(s.url, chunkedCreate(s, 'HTTP/1.1', lines), {
+        untilResponse: true,
+      })
+      assert.equal(result.response?.status, 201, result.raw)
+    }
+  })
+
+  // RFC 9112 §6.1: an HTTP/1.0 message with Transfer-Encoding has faulty framing; the connection
+  // must close after it, so bytes behind it are never read as a next request.
+  it('answers HTTP/1.0 with Transfer-Encoding with 400 bad_request, closes, and reads nothing behind it', async (t) => {
+    const s = await startService(t)
+    const bytes = `${chunkedCreate(s, 'HTTP/1.0', ['Connection: keep-alive', 'Transfer-Encoding: chunked'])}GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n`
+    const result = await assertUnchangedBy(s, async () => exchange(s.url, bytes))
+    const problem = assertClosingProblem(result, 400, 'bad_request')
+    assert.match(problem.detail, /HTTP\/1\.0 request may not carry Transfer-Encoding/)
+    assert.equal(result.raw.match(/HTTP\/1\.1 \d{3}/g)?.length, 1, result.raw)
+  })
+})
+
 describe('HTTP versions', () => {
   // Node's parser takes HTTP/2.0 in an HTTP/1 request line, and a request line without a
   // version (HTTP/0.9), and would answer both as HTTP/1.1.

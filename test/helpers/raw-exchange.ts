@@ -151,6 +151,11 @@ export function assertClosingProblem(result: Exchange, status: number, code: str
   assert.match(res.headers.get('content-type') ?? '', /^application\/problem\+json/)
   assert.equal(res.headers.get('connection'), 'close')
   assert.equal(res.headers.get('cache-control'), 'no-store')
+  // RFC 9110 §6.6.1, also on the answers written on the socket itself.
+  assert.match(
+    res.headers.get('date') ?? '',
+    /^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} [\d:]{8} GMT$/,
+  )
   const problem = res.body as Problem
   assert.equal(problem.code, code, res.text)
   assert.equal(problem.status, status)
