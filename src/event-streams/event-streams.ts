@@ -125,6 +125,11 @@ export function createEventStreams(options: EventStreamsOptions): EventStreams {
         'no',
         ...(request.headers ?? []),
       ])
+      // A HEAD gets the head its GET would get (RFC 9110 §9.3.2), and no stream.
+      if (res.req.method === 'HEAD') {
+        res.end()
+        return
+      }
       res.flushHeaders()
       const token = request.token
       const reader: StreamReader | undefined =

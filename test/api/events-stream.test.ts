@@ -169,7 +169,7 @@ describe('GET /events as text/event-stream', () => {
     assertProblem(forbidden, 403, 'insufficient_scope')
   })
 
-  it('sends the CORS headers on a stream to an allowed origin, and answers HEAD without a stream', async (t) => {
+  it("sends the CORS headers on a stream to an allowed origin, and answers HEAD with the stream's head and no stream", async (t) => {
     const svc = await startService(t, { corsOrigins: ['https://app.example.com'] })
     const stream = await openSse(`${svc.baseUrl}/events`, reader, {
       origin: 'https://app.example.com',
@@ -179,13 +179,58 @@ describe('GET /events as text/event-stream', () => {
     })
     assert.equal(stream.status, 200)
     assert.equal(stream.headers['access-control-allow-origin'], 'https://app.example.com')
+    // RFC 9110 §9.3.2: the header fields its GET would get; §8.6: no Content-Length, as GET's
+    // stream has none. The answer ends at once and holds no stream slot.
     const head = await svc.call('HEAD', '/events', {
       token: reader,
-      headers: { accept: 'text/event-stream' },
+      headers: { accept: 'text/event-stream', origin: 'https://app.example.com' },
     })
     assert.equal(head.status, 200)
-    assert.match(head.headers.get('content-type') ?? '', /^application\/json/)
+    assert.equal(head.headers.get('content-type'), 'text/event-stream; charset=utf-8')
+    assert.equal(head.headers.get('cache-control'), 'no-store')
+    assert.equal(head.headers.get('content-length'), null)
+    assert.equal(head.headers.get('access-control-allow-origin'), 'https://app.example.com')
+    assert.equal(head.text, '')
+    stream.close()
+    await until(async () => (await openStreams(svc)) === 0, 'the stream slots given back')
   })
+
+  // RFC 9110 §12.4.2: a weight of 0 is "not acceptable"; a client that prefers JSON gets a page.
+  for (const accept of [
+    'text/event-stream;q=0',
+    'application/json, text/event-stream;q=0.5',
+    'application/json;q=1, text/event-stream;q=0.1',
+    'text/event-stream;q=nope',
+    '*/*',
+    'text/*',
+  ]) {
+    it(`answers Accept: ${accept} with a JSON page, not a stream`, async (t) => {
+      const svc = await startService(t)
+      await svc.createUser()
+      const page = await svc.call('GET', '/events', { token: reader, headers: { accept } })
+      assert.equal(page.status, 200)
+      assert.match(page.headers.get('content-type') ?? '', /^application\/json/)
+      assert.equal((page.body as { items: unknown[] }).items.length, 1)
+    })
+  }
+
+  for (const accept of [
+    'text/event-stream',
+    'TEXT/Event-Stream; charset=utf-8',
+    'application/json;q=0.5, text/event-stream',
+    'text/event-stream, application/json',
+    'text/event-stream;q=0.3, application/*;q=0.2',
+  ]) {
+    it(`answers Accept: ${accept} with a stream`, async (t) => {
+      const svc = await startService(t)
+      const stream = await openSse(`${svc.baseUrl}/events`, reader, { accept })
+      t.after(() => {
+        stream.close()
+      })
+      assert.equal(stream.status, 200)
+      assert.match(String(stream.headers['content-type']), /^text\/event-stream/)
+    })
+  }
 
   it('ends open streams cleanly when the service closes', async (t) => {
     const svc = await startService(t)

@@ -1,5 +1,6 @@
 import { EVENT_TYPES, eventJson } from '../../domain/event.js'
 import type { StreamRequest } from '../../event-streams/event-streams.js'
+import { preferenceFor } from '../../http/accept.js'
 import { EVENT_PAGE_MAX_BYTES } from '../../store/event-feed.js'
 import { commaList, USER_ID } from '../parameter-schemas.js'
 import { type Json, type Route, type RouteContext, ref, STREAMED } from '../route.js'
@@ -65,10 +66,19 @@ function lastEventIdOf({ headers }: RouteContext): string | undefined {
   return typeof value === 'string' ? value : undefined
 }
 
-/** True when the request asks for Server-Sent Events. */
+/**
+ * True when the request asks for Server-Sent Events by name, with a weight above 0 and no lower
+ * than JSON's: `text/event-stream;q=0`, or JSON preferred, gets a page. A HEAD asks as its GET
+ * would, and gets the stream's head (RFC 9110 §9.3.2).
+ */
 function wantsStream({ req }: RouteContext): boolean {
+  const accept = req.headers.accept
+  if (accept === undefined) return false
+  const stream = preferenceFor(accept, 'text/event-stream')
   return (
-    req.method === 'GET' && (req.headers.accept ?? '').toLowerCase().includes('text/event-stream')
+    stream.named &&
+    stream.weight > 0 &&
+    stream.weight >= preferenceFor(accept, 'application/json').weight
   )
 }
 
