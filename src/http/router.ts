@@ -46,11 +46,13 @@ export function createRouter<R extends RouteSpec>(routes: readonly R[], basePath
       for (const entry of entries) {
         const rawParams = matchSegments(entry.segments, parts)
         if (rawParams === undefined) continue
-        const route = entry.byMethod.get(method === 'HEAD' ? 'GET' : method)
+        // HEAD is answered as GET (RFC 9110 §9.3.2), its refusal too: the same length.
+        const asked = method === 'HEAD' ? 'GET' : method
+        const route = entry.byMethod.get(asked)
         if (route === undefined) {
           throw new HttpError(
             'method_not_allowed',
-            `${method} is not allowed on ${entry.template}.`,
+            `${asked} is not allowed on ${entry.template}.`,
             {
               headers: { allow: entry.allow },
             },

@@ -64,6 +64,25 @@ describe('unknown paths', () => {
     assert.deepEqual(await s.snapshot(), before)
   })
 
+  // RFC 9110 §8.6: a HEAD's Content-Length is the one its GET would send.
+  it("announces on a HEAD's 405 the Content-Length of its GET's", async (t) => {
+    const s = await startService(t)
+    const user = await s.createUser()
+    for (const target of [`/users/${user.id}:activate`, '/users:import']) {
+      const [head, get] = await Promise.all(
+        ['HEAD', 'GET'].map((method) =>
+          request(method, `${s.url}${target}`, {
+            token: s.token,
+            headers: { 'x-request-id': 'same-length' },
+          }),
+        ),
+      )
+      assert.equal(head?.status, 405)
+      assert.equal(get?.status, 405)
+      assert.equal(head.headers.get('content-length'), String(Buffer.byteLength(get.text)), target)
+    }
+  })
+
   it('answers 404 for targets fetch would normalise, sent as they are', async (t) => {
     const s = await startService(t)
     const user = await s.createUser()

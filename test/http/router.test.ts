@@ -285,6 +285,14 @@ describe('createRouter: a verb is never a path segment', () => {
     assert.equal(error.detail, 'DELETE is not allowed on /users.')
   })
 
+  it("refuses a HEAD with its GET's 405, so that both announce one length", () => {
+    const router = createRouter([spec('POST', '/things/{id}:go')])
+    const head = refusal(() => router.match('HEAD', '/things/1:go'))
+    const get = refusal(() => router.match('GET', '/things/1:go'))
+    assert.equal(head.detail, 'GET is not allowed on /things/{id}:go.')
+    assert.deepEqual(head, get)
+  })
+
   it('answers 404 with its message for a path that does not start with /', () => {
     const error = refusal(() => router.match('GET', 'users'))
     assert.equal(error.detail, 'There is nothing at this path.')
