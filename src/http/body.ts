@@ -11,7 +11,8 @@ const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 /** True when the request announces a body (a non-zero Content-Length, or chunked transfer). */
 export function hasBody(req: IncomingMessage): boolean {
   const length = req.headers['content-length']
-  if (length !== undefined) return length !== '0'
+  // RFC 9110 §8.6: 1*DIGIT, so `00` is no body either (Node's parser let only digits through).
+  if (length !== undefined) return !/^0+$/.test(length)
   return req.headers['transfer-encoding'] !== undefined
 }
 

@@ -143,6 +143,7 @@ describe('hasBody', () => {
       return res.body
     }
     assert.deepEqual(await seen({ 'content-length': '0' }), { value: false })
+    assert.deepEqual(await seen({ 'content-length': '000' }), { value: false })
     assert.deepEqual(await seen({}), { value: false })
     assert.deepEqual(await seen({ 'content-length': '2' }, '{}'), { value: true })
     assert.deepEqual(await seen({ 'transfer-encoding': 'chunked' }, '2\r\n{}\r\n0\r\n\r\n'), {
