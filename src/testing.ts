@@ -44,7 +44,7 @@ export interface SeedUser {
 export interface TestService {
   /** `http://127.0.0.1:PORT`: /users, /healthz and the rest live under it. */
   readonly url: string
-  /** A token for the service (valid for an hour); scopes default to all three, sub to `test-user`. */
+  /** A token for the service (valid for an hour); scopes default to all of them, sub to `test-user`. */
   token(scopes?: Scope | readonly Scope[], sub?: string): string
   /** Creates users through the API, in order, and returns them as stored. */
   seed(users: readonly SeedUser[]): Promise<User[]>
