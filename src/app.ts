@@ -1,11 +1,16 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http'
-import { performance } from 'node:perf_hooks'
 
 import { type Authenticator, admitSubject, requireScope } from './auth/authenticate.js'
 import { readBearerToken } from './auth/bearer.js'
 import type { TokenClaims } from './auth/verify-token.js'
 import type { UserRecord } from './domain/user.js'
-import { ClientClosedError, parseJsonBody, readBody, validateContentType } from './http/body.js'
+import {
+  ClientClosedError,
+  hasBody,
+  parseJsonBody,
+  readBody,
+  validateContentType,
+} from './http/body.js'
 import { answerConditionalRead, readPreconditions } from './http/conditional-request.js'
 import { allowedMethods, type CorsOrigins, createCors } from './http/cors.js'
 import { isBehindLastRequest, isClosing, serveNoneAfter } from './http/lingering-close.js'
@@ -14,13 +19,14 @@ import { toHttpError } from './http/problem.js'
 import type { RateLimiter } from './http/rate-limiter.js'
 import { onSettled } from './http/request-accounting.js'
 import { requestHeadProblem } from './http/request-head.js'
+import { answerTimeoutBy } from './http/request-timeout.js'
 import { toProblemReply } from './http/respond.js'
 import { createRouter } from './http/router.js'
 import { describeError, type Logger } from './log/logger.js'
 import type { RequestMetrics } from './metrics/service-metrics.js'
 import type { Availability } from './ops/availability.js'
 import { StorageFaultLog } from './ops/storage-faults.js'
-import { answer, cachePolicy, isWrite, mustClose } from './request-answer.js'
+import { answer, cachePolicy, mustClose } from './request-answer.js'
 import {
   type HeldKey,
   holdRequestKey,
@@ -28,6 +34,7 @@ import {
   serveKeyed,
 } from './request-idempotency.js'
 import { countRequest } from './request-limits.js'
+import { createRequestRecorder } from './request-record.js'
 import { type RequestState, startRequest } from './request-state.js'
 import { type Answer, intentOf, type Route, type RouteContext, STREAMED } from './routes/route.js'
 import type { RouteServices } from './routes/route-services.js'
@@ -60,9 +67,9 @@ export function createRequestListener(parts: AppParts): RequestListener {
   const router = createRouter(parts.routes, parts.basePath)
   const { authenticator, availability, logger, metrics, services, rateLimiter, requestKeys } = parts
   const { operations } = services
-  const logRequests = logger.isEnabled?.('info') ?? true
   const cors = createCors(parts.corsOrigins)
   const faults = new StorageFaultLog({ logger, storeHealthy: () => availability.storeHealthy() })
+  const record = createRequestRecorder({ logger, metrics, availability, faults })
 
   /**
    * The request's steps, synchronously as far as they can go: only a step that really waits (a
@@ -221,7 +228,8 @@ export function createRequestListener(parts: AppParts): RequestListener {
     // Its answer is on its way, or nobody waits for it: the key is free again, unless kept.
     state.held?.end()
     if (caught instanceof ClientClosedError) {
-      res.destroy()
+      // A request answered 408 has its answer out, and its connection closing in stages.
+      if (!res.writableEnded) res.destroy()
       return
     }
     const error = toHttpError(caught)
@@ -252,25 +260,14 @@ export function createRequestListener(parts: AppParts): RequestListener {
     const state = startRequest(req)
     if (cors !== undefined) state.cors = cors.headersFor(req.headers.origin)
     metrics?.requestStarted()
+    const stopWaiting = hasBody(req)
+      ? answerTimeoutBy(req, (problem) => {
+          fail(req, res, state, problem)
+        })
+      : undefined
     onSettled(req, res, (finished) => {
-      if (state.counted) availability.leave()
-      if (faults.inEpisode && finished && isWrite(state) && res.statusCode < 300) faults.wrote()
-      if (!logRequests && metrics === undefined) return
-      const status = finished ? res.statusCode : 499
-      const elapsedMs = performance.now() - state.started
-      metrics?.requestFinished(state.route, req.method, status, elapsedMs)
-      if (!logRequests) return
-      const entry = {
-        requestId: state.requestId,
-        method: req.method ?? '',
-        path: state.path,
-        status,
-        durationMs: Math.round(elapsedMs * 1000) / 1000,
-        sub: state.sub,
-        traceId: state.traceId,
-      }
-      if (logger.request !== undefined) logger.request(entry)
-      else logger.info('request', entry)
+      stopWaiting?.()
+      record(req, res, state, finished)
     })
     // Node's own checks of Host and Expect would answer with a bare status line, so the server
     // leaves them to us (http-server.ts).

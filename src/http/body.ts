@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http'
 
 import { repeatedName, repeatedNameDetail } from './json-names.js'
 import { HttpError } from './problem.js'
+import { hasTimedOut } from './request-timeout.js'
 import type { BodyRule } from './route-spec.js'
 
 export const MAX_BODY_BYTES = 64 * 1024
@@ -111,6 +112,10 @@ export function readBody(req: IncomingMessage, limit = MAX_BODY_BYTES): Promise<
     }
     const onEnd = (): void => {
       cleanup()
+      if (hasTimedOut(req)) {
+        reject(new ClientClosedError('the request was answered 408 before its body ended'))
+        return
+      }
       resolve(
         chunks.length === 1 && chunks[0] !== undefined ? chunks[0] : Buffer.concat(chunks, size),
       )

@@ -6,6 +6,7 @@ import { closeInStages } from './lingering-close.js'
 import { type ErrorCode, HttpError } from './problem.js'
 import { isResponding } from './request-accounting.js'
 import { readRequestId } from './request-id.js'
+import { timeOutRequest } from './request-timeout.js'
 import { toProblemReply } from './respond.js'
 
 /** What Node's HTTP parser and connection checks raise, as the service's own answers. */
@@ -48,6 +49,8 @@ export function createClientErrorHandler(logger: Logger): (error: Error, socket:
       known?.detail ??
         `The request is not valid HTTP/1.1${reason === undefined ? '' : ` (${reason})`}.`,
     )
+    // A request whose head was read answers its own time-out: its id, its log line, its close.
+    if (nodeCode === 'ERR_HTTP_REQUEST_TIMEOUT' && timeOutRequest(socket, problem)) return
     const requestId = readRequestId(undefined)
     refuseOnSocket(socket, problem, requestId)
     logger.info('refused a request the HTTP parser could not take', {

@@ -90,6 +90,7 @@ describe('the request time-out', () => {
       `Authorization: Bearer ${s.token}`,
       'Content-Type: application/json',
       'Content-Length: 100',
+      'X-Request-Id: slow-body-1',
       '',
       '',
     ].join('\r\n')
@@ -97,14 +98,53 @@ describe('the request time-out', () => {
       exchange(s.url, undefined, { waitMs: WAIT_MS, drive: trickle(`${head}{"name":"`, 'n') }),
     )
     assertTimedOut(result, 2000)
-    // The request the service had begun is logged as the client's fault, never as a 5xx.
+    // The request's head was read: the 408 is its own answer, under its own id, and its log line
+    // says 408 (not 499, as for a client that went away), at info, never as a 5xx.
+    assert.equal(result.response?.headers.get('x-request-id'), 'slow-body-1')
     const line = await waitFor(
       'the request line of the timed-out POST',
       () => s.logs.find((entry) => entry['msg'] === 'request' && entry['method'] === 'POST'),
       5000,
     )
     assert.equal(line['level'], 'info')
-    assert.ok(typeof line['status'] === 'number' && line['status'] < 500, JSON.stringify(line))
+    assert.equal(line['status'], 408, JSON.stringify(line))
+    assert.equal(line['requestId'], 'slow-body-1')
+    assert.deepEqual(
+      s.logs.filter((entry) => entry['level'] === 'error'),
+      [],
+    )
+  })
+
+  // The connection closes in stages after the 408 and reads on meanwhile: the rest of the body,
+  // sent as soon as the 408 arrived, must not be run (the client was told its request was not).
+  it('runs nothing of a body whose rest arrives after its 408', async (t) => {
+    const s = await startService(t, { headersTimeoutMs: 1000, requestTimeoutMs: 2000 })
+    const body = JSON.stringify({ email: 'late@example.com', name: 'Late' })
+    const head = [
+      'POST /users HTTP/1.1',
+      'Host: x',
+      `Authorization: Bearer ${s.token}`,
+      'Content-Type: application/json',
+      `Content-Length: ${body.length}`,
+      '',
+      '',
+    ].join('\r\n')
+    const result = await assertUnchangedBy(s, async () => {
+      const exchanged = await exchange(s.url, `${head}${body.slice(0, 5)}`, {
+        waitMs: WAIT_MS,
+        drive: (socket) => {
+          socket.once('data', () => {
+            socket.write(body.slice(5))
+          })
+          return () => undefined
+        },
+      })
+      // Time for the rest to be read and, were it run, stored.
+      await new Promise((resolve) => setTimeout(resolve, 500))
+      return exchanged
+    })
+    assertTimedOut(result, 2000)
+    assert.deepEqual((await s.call('GET', '/users?q=late')).body, { items: [], nextCursor: null })
     assert.deepEqual(
       s.logs.filter((entry) => entry['level'] === 'error'),
       [],

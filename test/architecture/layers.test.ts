@@ -18,6 +18,7 @@ const LAYERS: readonly (readonly string[])[] = [
   [
     'app.ts',
     'request-answer.ts',
+    'request-record.ts',
     'request-idempotency.ts',
     'request-limits.ts',
     'request-state.ts',
