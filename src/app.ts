@@ -227,8 +227,9 @@ export function createRequestListener(parts: AppParts): RequestListener {
   ): void => {
     // Its answer is on its way, or nobody waits for it: the key is free again, unless kept.
     state.held?.end()
+    // A request answered 408 for its late body has its answer out, its connection closing in
+    // stages: whatever its steps end in after, nothing more is sent, nor the connection cut.
     if (caught instanceof ClientClosedError) {
-      // A request answered 408 has its answer out, and its connection closing in stages.
       if (!res.writableEnded) res.destroy()
       return
     }
@@ -241,7 +242,7 @@ export function createRequestListener(parts: AppParts): RequestListener {
       faults.fault(error, { requestId: state.requestId, operation: state.route?.operationId ?? '' })
     }
     if (res.headersSent) {
-      res.destroy()
+      if (!res.writableEnded) res.destroy()
       return
     }
     answer(

@@ -21,6 +21,8 @@ export function answer(
   cache: CachePolicy,
   close = false,
 ): void {
+  // Answered already: a 408 for a late body (http/request-timeout.ts), whatever the steps did after.
+  if (res.writableEnded) return
   if (isClosing(req.socket)) {
     res.destroy()
     return
