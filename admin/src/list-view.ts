@@ -36,7 +36,8 @@ export function createListView(openUser: (id: string, opener: HTMLElement) => vo
   let nextCursor: string | null = null
   let items: User[] = []
   let loading = 0
-  let reloadPending = false
+  /** The reload a new user asked for, while it waits. */
+  let reload: ReturnType<typeof setTimeout> | undefined
 
   const render = (): void => {
     // A row re-drawn keeps the focus on its email.
@@ -119,7 +120,13 @@ export function createListView(openUser: (id: string, opener: HTMLElement) => vo
 
   return {
     load,
+    // On sign-out: nothing asked for before it (a search typed, a reload for a new user, a page
+    // on its way) may be sent or shown after it, without the token or under the next one.
     reset() {
+      clearTimeout(timer)
+      clearTimeout(reload)
+      reload = undefined
+      loading += 1
       q = ''
       search.value = ''
       cursors = [undefined]
@@ -136,10 +143,9 @@ export function createListView(openUser: (id: string, opener: HTMLElement) => vo
       render()
     },
     created() {
-      if (cursors.length !== 1 || q !== '' || reloadPending) return
-      reloadPending = true
-      setTimeout(() => {
-        reloadPending = false
+      if (cursors.length !== 1 || q !== '' || reload !== undefined) return
+      reload = setTimeout(() => {
+        reload = undefined
         if (cursors.length === 1 && q === '') void load()
       }, CREATED_RELOAD_MS)
     },

@@ -576,6 +576,30 @@ describe('the admin page in headless Chromium', { skip: SKIP, timeout: 300_000 }
     assertClean(faults, [403, 412])
   })
 
+  // A new user's event asks for a reload of the list a moment later: one still waiting at the
+  // sign-out went out after it, without a token (a 401), and would have shown the old session's
+  // list under the next. The page's clock is paused so that the reload waits past the sign-out.
+  it('sends nothing after a sign-out that was asked for before it', async (t) => {
+    const s = await startService(t)
+    const { page, faults } = await openAdmin(t, `${s.url}/admin`)
+    await page.clock.install()
+    await signIn(page, makeToken({ scope: LIVE_SCOPES }))
+    await page.getByRole('status').getByText('Live updates: on', { exact: true }).waitFor()
+    await page.clock.pauseAt(Date.now() + 1000)
+    const lists: string[] = []
+    page.on('request', (request) => {
+      if (new URL(request.url()).pathname.endsWith('/users')) lists.push(request.url())
+    })
+    await s.createUser({ name: 'Arrives' })
+    // The event reaches the page on the real clock; its reload waits on the paused one.
+    await new Promise((resolve) => setTimeout(resolve, 750))
+    await page.getByRole('button', { name: 'Sign out', exact: true }).click()
+    await page.clock.runFor(5000)
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    assert.deepEqual(lists, [], 'no list asked for after the sign-out')
+    assertClean(faults)
+  })
+
   it('resumes live updates after its stream is cut, with Last-Event-ID set to the last event it saw, and shows what changed meanwhile', async (t) => {
     const s = await startService(t)
     const kept = await s.createUser({ name: 'Kept' })
