@@ -9,6 +9,7 @@ import {
   hasBody,
   parseJsonBody,
   readBody,
+  refuseAnnouncedTooLarge,
   validateContentType,
 } from './http/body.js'
 import { answerConditionalRead, readPreconditions } from './http/conditional-request.js'
@@ -149,10 +150,13 @@ export function createRequestListener(parts: AppParts): RequestListener {
     readUser: (() => UserRecord) | undefined,
   ): Answer | Promise<Answer> => {
     if (route.body !== 'none') validateContentType(req, route.mediaTypes)
+    // 415 → 413 → 400 for the path's encoding → a key's 409 in use, its replay or its 422.
+    if (route.body !== 'none' && route.body !== 'stream') refuseAnnouncedTooLarge(req)
+    const params = decodePathParams(rawParams)
     const held =
       requestKeys === undefined ? undefined : holdRequestKey(requestKeys, req, state, route, claims)
     const run = (body: unknown): Answer | Promise<Answer> =>
-      route.handle(contextOf(req, res, state, route, rawParams, body, claims, held, readUser))
+      route.handle(contextOf(req, res, state, route, params, body, claims, held, readUser))
     // A streamed body is the handler's to read, as it arrives.
     if (route.body === 'stream') return run(undefined)
     if (held === undefined) {
@@ -168,7 +172,7 @@ export function createRequestListener(parts: AppParts): RequestListener {
     res: ServerResponse,
     state: RequestState,
     route: Route,
-    rawParams: Record<string, string>,
+    params: Record<string, string>,
     body: unknown,
     claims: TokenClaims | undefined,
     key: HeldKey | undefined,
@@ -179,7 +183,7 @@ export function createRequestListener(parts: AppParts): RequestListener {
     return {
       req,
       res,
-      params: decodePathParams(rawParams),
+      params,
       rawQuery: state.query,
       body,
       headers: req.headers,

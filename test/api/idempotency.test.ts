@@ -365,6 +365,27 @@ for (const store of STORES) {
       const ok = await s.call('POST', '/users', { json, headers: keyed(KEY) })
       assert.equal(ok.status, 201, ok.text)
     })
+
+    // 400 for the path's encoding comes before the key's 409 in use and its 422 (§15's order).
+    it("a malformed path encoding is 400 before a kept key's 422 and before its 409 in use", async (t) => {
+      const s = await start(t)
+      const user = await s.createUser()
+      const patch = (target: string, key: string) =>
+        s.call('PATCH', target, {
+          body: '{"name":"Enc"}',
+          contentType: 'application/merge-patch+json',
+          headers: keyed(key),
+        })
+      assert.equal((await patch(`/users/${user.id}`, KEY)).status, 200)
+      const before = await s.snapshot()
+      assertProblem(await patch('/users/%zz', KEY), 400, 'bad_request')
+      // The key held by a request whose body has not arrived yet.
+      const holder = await heldRequest(s, 'POST', '/users', '"held"', '{"name":"No email"}')
+      assertProblem(await patch('/users/%zz', '"held"'), 400, 'bad_request')
+      assertProblem(await patch(`/users/${user.id}`, '"held"'), 409, 'idempotency_key_in_use')
+      assert.match(await holder.finish(), /^HTTP\/1\.1 422 /)
+      assert.deepEqual(await s.snapshot(), before)
+    })
   })
 }
 
