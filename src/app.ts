@@ -104,7 +104,7 @@ export function createRequestListener(parts: AppParts): RequestListener {
       state.counted = true
       const refusal = availability.refusal(intentOf(route))
       if (refusal !== undefined) throw refusal
-      if (rateLimiter !== undefined && route.rateLimited !== false) {
+      if (rateLimiter !== undefined) {
         verdict = countRequest(req, state, rateLimiter, authenticator)
       }
     }

@@ -86,13 +86,21 @@ function stripHop(hop: string): string {
   return value
 }
 
-/** `::ffff:192.0.2.1` is 192.0.2.1. */
+/**
+ * An IPv4-mapped IPv6 address is its IPv4 address, however it is written: `::ffff:192.0.2.1`
+ * (Node's own form for a peer), `::ffff:c000:201`, `0:0:0:0:0:ffff:192.0.2.1`.
+ */
 export function unmapped(address: string): string {
   if (address.length > 7 && address.slice(0, 7).toLowerCase() === '::ffff:') {
     const tail = address.slice(7)
     if (isIP(tail) === 4) return tail
   }
-  return address
+  if (address.indexOf(':') === -1) return address
+  const groups = ipv6Groups(address)
+  if (groups === undefined || groups[5] !== 0xffff || groups.slice(0, 5).some((g) => g !== 0))
+    return address
+  const [high = 0, low = 0] = groups.slice(6)
+  return `${high >> 8}.${high & 0xff}.${low >> 8}.${low & 0xff}`
 }
 
 /** The key of an address: IPv4 as is, IPv6 as its first 64 bits; anything else as given. */

@@ -94,11 +94,6 @@ export interface Route extends RouteSpec {
   readonly readsUser?: string
   /** Successful GETs may be stored privately and revalidated; everything else is `no-store`. */
   readonly cacheable: boolean
-  /**
-   * Whether the rate limits count it (default true). The admin page's files are not counted: the
-   * same static bytes for everyone, and a page load is a dozen of them (docs/admin-page.md).
-   */
-  readonly rateLimited?: boolean
   /** What it asks of availability; default `read` for GET and `write` for the other methods. */
   readonly intent?: Intent
   readonly summary: string

@@ -343,6 +343,10 @@ describe('per client address', () => {
     assert.equal(await remaining('192.0.2.44'), '2')
     assert.equal(await remaining('::ffff:192.0.2.44'), '1')
     assert.equal(await remaining('192.0.2.44:5000'), '0')
+    // However it is written.
+    assert.equal(await remaining('192.0.2.45'), '2')
+    assert.equal(await remaining('::ffff:c000:22d'), '1')
+    assert.equal(await remaining('[0:0:0:0:0:ffff:192.0.2.45]'), '0')
     // Every hop trusted, or none given: the peer itself.
     assert.equal(await remaining('10.0.0.1, fd00::2'), '2')
     assert.equal(await remaining(undefined), '1')

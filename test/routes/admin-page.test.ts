@@ -102,19 +102,26 @@ describe('GET /admin: the admin page', () => {
     }
   })
 
-  it('is not counted by the rate limits: a page load is a dozen files, the same for everyone', async (t) => {
-    const s = await startService(t, { rateLimitAddress: { quota: 3, windowSeconds: 3600 } })
-    for (let load = 0; load < 3; load += 1) {
-      for (const [url, res] of await loadEverything(`${s.url}/admin`)) {
-        assert.equal(res.status, 200, `load ${load}: ${url}`)
-        assert.equal(res.headers.get('ratelimit'), null, url)
-      }
+  // The rate limits count every routed request but the probes, /metrics and preflights: the
+  // page's files count against the client's address like any anonymous request.
+  it('is counted by the rate limits, against the address: each file takes one unit', async (t) => {
+    const s = await startService(t, { rateLimitAddress: { quota: 20, windowSeconds: 3600 } })
+    const first = [...(await loadEverything(`${s.url}/admin`)).values()]
+    assert.ok(first.length >= 10, `${first.length} files`)
+    const left = first.map((res) => Number(res.headers.get('x-ratelimit-remaining')))
+    assert.deepEqual(
+      left,
+      first.map((_, at) => 19 - at),
+    )
+    for (const res of first) {
+      assert.equal(res.status, 200)
+      assert.match(res.headers.get('ratelimit-policy') ?? '', /^"address";q=20;w=3600/)
     }
-    // The API still is: three anonymous requests, then 429.
-    const answers = []
-    for (let i = 0; i < 4; i += 1)
-      answers.push((await s.call('GET', '/users', { token: undefined })).status)
-    assert.deepEqual(answers, [401, 401, 401, 429])
+    const second = [...(await loadEverything(`${s.url}/admin`)).values()]
+    const refused = second.filter((res) => res.status === 429)
+    assert.ok(refused.length > 0, 'the quota runs out within a second load')
+    for (const res of refused) assert.ok(Number(res.headers.get('retry-after')) > 0)
+    assert.equal((await s.call('GET', '/users', { token: undefined })).status, 429)
   })
 
   it('lives under BASE_PATH, and its relative URLs reach the API there', async (t) => {

@@ -25,7 +25,7 @@ function pageFile(name: string): PageFile {
  * Sends a file with the page's own headers: `no-cache` (revalidate every time, so an upgrade is
  * seen at once) instead of the API's `no-store`, hence written here rather than as a Reply.
  */
-function send({ req, res, requestId }: RouteContext, file: PageFile): typeof STREAMED {
+function send({ req, res, requestId, cors }: RouteContext, file: PageFile): typeof STREAMED {
   res.writeHead(200, [
     'x-request-id',
     requestId,
@@ -41,6 +41,8 @@ function send({ req, res, requestId }: RouteContext, file: PageFile): typeof STR
     'nosniff',
     'referrer-policy',
     'no-referrer',
+    // CORS for an allowed origin, and the rate limits' fields: every counted answer has them.
+    ...(cors ?? []),
   ])
   if (req.method === 'HEAD') res.end()
   else res.end(file.body)
@@ -53,7 +55,6 @@ const PAGE_ROUTE = {
   scope: undefined,
   tag: 'service',
   errors: [404],
-  rateLimited: false,
 } as const
 
 /** `GET /admin`: the page itself; it holds no data, so it needs no token. */
