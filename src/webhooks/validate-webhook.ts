@@ -47,6 +47,10 @@ export function validateWebhookPatch(
   return validateBody(body, current, refusedHost)
 }
 
+/** `secret` in any body is read-only: the service makes every secret, and shows it once. */
+const SECRET_READ_ONLY =
+  'secret is read-only: the service makes it; POST /webhooks/{id}:rotateSecret makes a new one.'
+
 /** The body of `:rotateSecret`: nothing, `{}` or `{"overlapSeconds": n}`; returns n. */
 export function validateRotation(body: unknown): number {
   if (body === undefined) return DEFAULT_OVERLAP_SECONDS
@@ -55,7 +59,9 @@ export function validateRotation(body: unknown): number {
   for (const [key, value] of Object.entries(requireObject(body, errors))) {
     const pointer = toPointer(key)
     if (addIfIllFormed(pointer, errors, key, value)) continue
-    if (key !== 'overlapSeconds') {
+    if (key === 'secret') {
+      errors.add(pointer, 'read_only', SECRET_READ_ONLY)
+    } else if (key !== 'overlapSeconds') {
       errors.add(pointer, 'unknown_field', 'Only overlapSeconds is taken here (or no body).')
     } else if (typeof value !== 'number' || !Number.isInteger(value)) {
       errors.add(pointer, 'invalid_type', 'overlapSeconds must be a whole number of seconds.')
@@ -76,7 +82,9 @@ export function validateCursorBody(body: unknown): string {
   for (const [key, value] of Object.entries(fields)) {
     const pointer = toPointer(key)
     if (addIfIllFormed(pointer, errors, key, value)) continue
-    if (key !== 'after') {
+    if (key === 'secret') {
+      errors.add(pointer, 'read_only', SECRET_READ_ONLY)
+    } else if (key !== 'after') {
       errors.add(pointer, 'unknown_field', 'Only after is taken here.')
     } else if (typeof value !== 'string') {
       errors.add(pointer, value === null ? 'required' : 'invalid_type', 'after must be a string.')
@@ -143,11 +151,7 @@ function checkKnown(
 ): boolean {
   const pointer = toPointer(key)
   if (key === 'secret') {
-    if (!addIfIllFormed(pointer, errors, value)) {
-      const message =
-        'secret is read-only: the service makes it; POST /webhooks/{id}:rotateSecret makes a new one.'
-      errors.add(pointer, 'read_only', message)
-    }
+    if (!addIfIllFormed(pointer, errors, value)) errors.add(pointer, 'read_only', SECRET_READ_ONLY)
     return false
   }
   if (!isWebhookFieldName(key)) {

@@ -78,6 +78,7 @@ for (const store of STORES) {
           [{ after: '000000000000000A' }, '/after', 'invalid_format'],
           [{ after: '8000000000000000' }, '/after', 'invalid_format'],
           [{ after: '0000000000000001', before: 'x' }, '/before', 'unknown_field'],
+          [{ after: '0000000000000001', secret: 'whsec_x' }, '/secret', 'read_only'],
           [[], '', 'invalid_type'],
         ] as const) {
           assertFieldErrors(await s.hooks('PUT', path, { json }), [{ pointer, code }])
