@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
 import { ServiceError } from '../src/domain/errors.js'
+import { readIdempotencyKey } from '../src/http/idempotency-key.js'
 import { ERROR_CODES } from '../src/http/problem.js'
 import { createOpenApiDocument } from '../src/openapi/document.js'
 import { ROUTES } from '../src/routes/route-list.js'
@@ -666,6 +667,32 @@ describe('the OpenAPI parameters state what the parsers take', () => {
       for (const bad of [' ', '\uFEFF', '\u3000\t', 'a\u0000'])
         assert.ok(!pattern.test(bad), `${name} ${JSON.stringify(bad)}`)
       assert.ok(pattern.test(' a '), name)
+    }
+  })
+})
+
+describe('the Idempotency-Key parameter', () => {
+  const parameters = (doc['components'] as { parameters: Record<string, unknown> }).parameters
+  const { schema } = parameters['IdempotencyKey'] as { schema: { pattern: string } }
+  const pattern = new RegExp(schema.pattern)
+
+  it('describes every key the service takes, parameters and escapes included', () => {
+    for (const field of [
+      '"8e03978e-40d5-43e8-bc93-6894a57f9324"',
+      '"k";v=1',
+      '"k"; a; b=?0',
+      '"a \\"quoted\\" \\\\ key"',
+      `"${'x'.repeat(255)}";note="${'y'.repeat(400)}"`,
+    ]) {
+      assert.equal(typeof readIdempotencyKey(field), 'string', field)
+      assert.match(field, pattern)
+    }
+  })
+
+  it('refuses what is not a String first', () => {
+    for (const field of ['abc', '""', '?1', ':aGk=:', '"open', "'single'"]) {
+      assert.doesNotMatch(field, pattern)
+      assert.throws(() => readIdempotencyKey(field), field)
     }
   })
 })

@@ -92,9 +92,10 @@ export function createOpenApiDocument(options: OpenApiOptions): Json {
           name: 'Idempotency-Key',
           in: 'header',
           required: false,
-          schema: { type: 'string', minLength: 3, maxLength: 600, pattern: '^ *".+" *$' },
+          // A String first; parameters may follow it (`"k";v=1`), and are ignored.
+          schema: { type: 'string', minLength: 3, pattern: '^ *"([^"\\\\]|\\\\["\\\\])+"' },
           description:
-            'A key that makes the write safe to retry: a quoted string (an RFC 9651 String), 1-255 printable ASCII characters, a UUID recommended, such as "8e03978e-40d5-43e8-bc93-6894a57f9324". A retry with the same key, path, method and body gets the first answer again (Idempotent-Replayed: true) instead of a second change; the same key with another request is 422 idempotency_key_reused; while the first is in flight, 409 idempotency_key_in_use. Keys belong to the token subject and are kept IDEMPOTENCY_TTL_S seconds (24 hours by default) after a successful answer; a failed request keeps none. Malformed: 400 invalid_idempotency_key.',
+            'A key that makes the write safe to retry: a quoted string (an RFC 9651 String), 1-255 printable ASCII characters, a UUID recommended, such as "8e03978e-40d5-43e8-bc93-6894a57f9324"; parameters after it (;v=1) are ignored. A retry with the same key, path, method and body gets the first answer again (Idempotent-Replayed: true) instead of a second change; the same key with another request is 422 idempotency_key_reused; while the first is in flight, 409 idempotency_key_in_use. Keys belong to the token subject and are kept IDEMPOTENCY_TTL_S seconds (24 hours by default) after a successful answer; a failed request keeps none. Malformed: 400 invalid_idempotency_key.',
         },
       },
       headers: createHeaders(),
