@@ -1,3 +1,4 @@
+// npm test: alone (it bounds wall-clock times, which another file run beside it would stretch).
 import assert from 'node:assert/strict'
 import { request as httpRequest } from 'node:http'
 import { connect, type Socket } from 'node:net'

@@ -1,3 +1,4 @@
+// npm test: alone (it bounds wall-clock times, which another file run beside it would stretch).
 import assert from 'node:assert/strict'
 import { performance } from 'node:perf_hooks'
 import { describe, it } from 'node:test'
