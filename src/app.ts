@@ -265,15 +265,8 @@ export function createRequestListener(parts: AppParts): RequestListener {
     const state = startRequest(req)
     if (cors !== undefined) state.cors = cors.headersFor(req.headers.origin)
     metrics?.requestStarted()
-    const stopWaiting = hasBody(req)
-      ? answerTimeoutBy(req, (problem) => {
-          fail(req, res, state, problem)
-        })
-      : undefined
-    onSettled(req, res, (finished) => {
-      stopWaiting?.()
-      record(req, res, state, finished)
-    })
+    if (hasBody(req)) answerTimeoutBy(req, (problem) => fail(req, res, state, problem))
+    onSettled(req, res, (finished) => record(req, res, state, finished))
     // Node's own checks of Host and Expect would answer with a bare status line, so the server
     // leaves them to us (http-server.ts).
     const problem = requestHeadProblem(req)
