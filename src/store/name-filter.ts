@@ -1,5 +1,5 @@
 /**
- * A Bloom filter over hex digest names (a key file's SHA-256 name): answers "surely absent" or
+ * A Bloom filter over hex digest names (a kept key's SHA-256): answers "surely absent" or
  * "maybe present" in a fixed number of bytes, however many names it holds. The kept keys use it
  * so that a request with a new key, the usual case, does not wait for a file lookup that finds
  * nothing; a "maybe" (a kept key, or a false positive) still looks. The names are digests already,

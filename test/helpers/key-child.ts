@@ -8,8 +8,8 @@
  * - `alone`: creates the shim's marker file (SHIM_FAIL_MARKER), keeps the key `alone-1` alone, and
  *   prints what that did as one JSON line (`{"kept":true}` or the error's name, code, outcome and
  *   the store's health), then whether the key is found, and exits without closing the store.
- * - `pinned`: creates the shim's rename marker (SHIM_FAIL_RENAME_MARKER), so that no key file can
- *   be renamed into place, makes one keyed create (key `pinned-1`), prints `created <id>` and
+ * - `pinned`: creates the shim's open marker (SHIM_FAIL_OPEN_MARKER), so that no key's journal
+ *   can be written, makes one keyed create (key `pinned-1`), prints `created <id>` and
  *   `found <true|false>`, waits for three checkpoints, prints `done` and idles until killed.
  * - `memory`: keeps COUNT distinct keys with updates of 100 users (16 at once), printing
  *   `rss <MB>` after a fifth of them and again after all, then `done`, and idles until killed.
@@ -70,8 +70,8 @@ if (mode === 'write') {
   process.stdout.write(`found ${found !== undefined}\n`)
   process.exit(0)
 } else if (mode === 'pinned') {
-  const marker = process.env['SHIM_FAIL_RENAME_MARKER']
-  if (marker === undefined) throw new Error('pinned: no SHIM_FAIL_RENAME_MARKER')
+  const marker = process.env['SHIM_FAIL_OPEN_MARKER']
+  if (marker === undefined) throw new Error('pinned: no SHIM_FAIL_OPEN_MARKER')
   writeFileSync(marker, '')
   const idempotency = keyToKeep('pinned-subject', 'pinned-1')
   const record = await store.create(makeUser(), undefined, { idempotency })

@@ -13,6 +13,8 @@
  *                     may still fail): a store's own later syncs, such as a void, then work
  *   SHIM_FAIL_RENAME_MARKER  while this file exists, renames onto a path under SHIM_FAIL_UNDER
  *                     fail with SHIM_FAIL_ERRNO (without renaming)
+ *   SHIM_FAIL_OPEN_MARKER  while this file exists, opens for writing of a path under
+ *                     SHIM_FAIL_UNDER fail with SHIM_FAIL_ERRNO (without opening)
  *   SHIM_DIR_SYNC_DELAY_MS  how long a directory fsync takes at least (a slow disk: writers
  *                     arrive while one runs), added after the real call
  *   SHIM_DATASYNC_DELAY_MS  how long an fdatasync takes at least (the change feed's log uses
@@ -187,6 +189,18 @@ static mode_t mode_of(int flags, va_list args) {
   return (flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE ? (mode_t)va_arg(args, int) : 0;
 }
 
+/* Whether an open of `path` for writing must fail now (SHIM_FAIL_OPEN_MARKER). */
+static int open_must_fail(int dirfd, const char *path, int flags) {
+  if ((flags & O_ACCMODE) == O_RDONLY) return 0;
+  const char *marker = getenv("SHIM_FAIL_OPEN_MARKER");
+  if (marker == NULL || *marker == '\0' || access(marker, F_OK) != 0) return 0;
+  const char *under = getenv("SHIM_FAIL_UNDER");
+  if (under == NULL || *under == '\0') return 1;
+  char full[PATH_MAX];
+  at_path(dirfd, path, full, sizeof full);
+  return strncmp(full, under, strlen(under)) == 0;
+}
+
 #define OPEN_WRAPPER(NAME)                                                             \
   int NAME(const char *path, int flags, ...) {                                         \
     static int (*real)(const char *, int, ...);                                        \
@@ -195,8 +209,9 @@ static mode_t mode_of(int flags, va_list args) {
     va_start(args, flags);                                                             \
     mode_t mode = mode_of(flags, args);                                                \
     va_end(args);                                                                      \
-    int result = real(path, flags, mode);                                              \
-    int error = errno;                                                                 \
+    int failing = open_must_fail(AT_FDCWD, path, flags);                               \
+    int result = failing ? -1 : real(path, flags, mode);                               \
+    int error = failing ? fail_errno() : errno;                                        \
     record_open(#NAME, AT_FDCWD, path, flags, result, error);                          \
     errno = error;                                                                     \
     return result;                                                                     \
@@ -210,8 +225,9 @@ static mode_t mode_of(int flags, va_list args) {
     va_start(args, flags);                                                             \
     mode_t mode = mode_of(flags, args);                                                \
     va_end(args);                                                                      \
-    int result = real(dirfd, path, flags, mode);                                       \
-    int error = errno;                                                                 \
+    int failing = open_must_fail(dirfd, path, flags);                                  \
+    int result = failing ? -1 : real(dirfd, path, flags, mode);                        \
+    int error = failing ? fail_errno() : errno;                                        \
     record_open(#NAME, dirfd, path, flags, result, error);                             \
     errno = error;                                                                     \
     return result;                                                                     \

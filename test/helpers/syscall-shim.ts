@@ -63,6 +63,8 @@ export interface ShimEnvOptions {
   failOnce?: boolean
   /** Renames onto a path under `failUnder` fail (with `failErrno`) while this file exists. */
   failRenameMarker?: string
+  /** Opens for writing of a path under `failUnder` fail (with `failErrno`) while this file exists. */
+  failOpenMarker?: string
   /** Makes every directory fsync take at least this long, as on a slow disk. */
   dirSyncDelayMs?: number
   /** Makes every fdatasync (the change feed's log) take at least this long. */
@@ -84,6 +86,7 @@ export function shimEnv(library: string, options: ShimEnvOptions): Record<string
   if (options.failOnce === true) env['SHIM_FAIL_ONCE'] = '1'
   if (options.failRenameMarker !== undefined)
     env['SHIM_FAIL_RENAME_MARKER'] = options.failRenameMarker
+  if (options.failOpenMarker !== undefined) env['SHIM_FAIL_OPEN_MARKER'] = options.failOpenMarker
   if (options.dirSyncDelayMs !== undefined)
     env['SHIM_DIR_SYNC_DELAY_MS'] = String(options.dirSyncDelayMs)
   if (options.dataSyncDelayMs !== undefined)

@@ -4,7 +4,7 @@ import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
 import type { User } from '../../src/domain/user.js'
-import { keyFileName } from '../../src/store/file/key-format.js'
+import { keyDigest } from '../../src/store/file/key-format.js'
 import { type RunningChild, startChild } from '../helpers/child.js'
 import { request, type TestResponse } from '../helpers/http.js'
 import { waitFor } from '../helpers/ops.js'
@@ -722,7 +722,7 @@ describe('durable writes, seen in the system calls', () => {
     }
   })
 
-  it("checkpoints keyed changes: before checkpoint.json names the event of a change made with an Idempotency-Key, the key's file is in place, fsynced after its rename, and keys/ fsynced after the rename", {
+  it("checkpoints keyed changes: before checkpoint.json names the event of a change made with an Idempotency-Key, the key's line is in its journal, the journal fsynced after that line's write, and keys/ fsynced after the journal was made", {
     timeout: 60_000,
   }, async (t) => {
     if (shim.skip !== undefined) return t.skip(shim.skip)
@@ -749,26 +749,39 @@ describe('durable writes, seen in the system calls', () => {
     )
     assert.equal(log.length, 24)
     const calls = await checkpointedThrough(trace, log.at(-1)?.id)
+    const journals = readdirSync(keysDir).filter((name) => name.endsWith('.keys'))
+    assert.equal(journals.length, 1, `one journal for keys of one hour: ${journals.join(', ')}`)
+    const journal = path.join(keysDir, journals[0] ?? '')
+    const text = readFileSync(journal, 'utf8')
+    const writes = calls.filter(
+      (call) => call.data !== undefined && call.paths[0] === journal && call.result > 0,
+    )
+    const made = calls.find(
+      (call) => call.call.startsWith('open') && call.paths[0] === journal && call.result >= 0,
+    )
+    assert.ok(made !== undefined && writes.length > 0, 'the journal was written')
     for (const { through, rename: named } of checkpointsIn(calls, dataDir)) {
       for (const record of log.filter((logged) => logged.id <= through)) {
         const key = keyOf.get(record.userId)
         assert.ok(key !== undefined, `an event of an unknown user: ${record.userId}`)
         const what = `the checkpoint through ${through}, the key ${key}`
-        const file = path.join(keysDir, keyFileName('tester', key))
-        const rename = calls.find(
-          (call) => isRename(call) && call.result === 0 && call.paths[1] === file,
+        const digest = keyDigest('tester', key)
+        const line = text.indexOf(`${digest} `)
+        assert.ok(line === 0 || (line > 0 && text[line - 1] === '\n'), `${what}: no line`)
+        // Appends only: the line is written by the write that takes the journal past its start.
+        let size = 0
+        const write = writes.find((call) => {
+          size += call.result
+          return size > line
+        })
+        assert.ok(write !== undefined && write.seq < named.seq, `${what}: its line was not written`)
+        assert.ok(
+          syncBetween(calls, journal, write, named.seq) !== undefined,
+          `${what}: its journal was not fsynced after its line's write`,
         )
         assert.ok(
-          rename !== undefined && rename.seq < named.seq,
-          `${what}: its file was not in place`,
-        )
-        assert.ok(
-          syncBetween(calls, file, rename, named.seq) !== undefined,
-          `${what}: its file was not fsynced after its rename`,
-        )
-        assert.ok(
-          syncBetween(calls, keysDir, rename, named.seq) !== undefined,
-          `${what}: keys/ was not fsynced after the rename`,
+          syncBetween(calls, keysDir, made, named.seq) !== undefined,
+          `${what}: keys/ was not fsynced after the journal was made`,
         )
       }
     }

@@ -5,7 +5,7 @@ import { type Owed, OwedFiles } from './owed-files.js'
 export interface CheckpointOptions {
   readonly users: DurableDirectory
   readonly graves: DurableDirectory
-  /** DATA_DIR/keys: the files of kept `Idempotency-Key`s. */
+  /** DATA_DIR/keys: the journals of kept `Idempotency-Key`s. */
   readonly keys: DurableDirectory
   /** The data directory, where the checkpoint file is. */
   readonly root: DurableDirectory
@@ -36,10 +36,11 @@ export type CheckpointDir = 'users' | 'tombstones' | 'keys'
 /**
  * The file store's checkpoint (docs/operations.md, what a 503 on a write means): a change is
  * acknowledged once its event is durable in the log and its user file renamed into place,
- * unsynced (and its key's file, when it has one). A checkpoint later fsyncs the files renamed
- * since the last one, then their directories, then records in `DATA_DIR/checkpoint.json` the id up to which nothing needs
- * replaying. It never claims an event
- * whose file step is still running: such a step's file may be renamed after the fsyncs.
+ * unsynced (a key kept with it is appended to its journal after, unsynced too). A checkpoint
+ * later fsyncs the files written since the last one, then their directories, then records in
+ * `DATA_DIR/checkpoint.json` the id up to which nothing needs replaying. It never claims an event
+ * whose file step is still running (such a step's file may be renamed after the fsyncs), nor one
+ * whose key's journal line is not written yet.
  */
 export class Checkpoint {
   readonly #options: CheckpointOptions
@@ -48,7 +49,7 @@ export class Checkpoint {
   readonly #pending = new Map<string, number>()
   /** The oldest committed event whose file could not be written, per user: only a replay can. */
   readonly #held = new Map<string, number>()
-  /** Committed events whose key's file is not written yet (or could not be). */
+  /** Committed events whose key's journal line is not written yet (or could not be). */
   readonly #heldEvents = new Set<number>()
   /** Imported users' files, written by the next checkpoint (their events are durable). */
   readonly #owed = new OwedFiles()
@@ -137,18 +138,6 @@ export class Checkpoint {
     if (this.dirty >= CHECKPOINT_FILES) this.#startOne()
   }
 
-  /**
-   * Waits for a checkpoint when `limit` files or more wait for one (at once otherwise): a writer
-   * that would add to a backlog the fsyncs do not keep up with waits instead, so that the names
-   * waiting stay bounded however long the load lasts. One checkpoint, whatever it did: a failed
-   * one (a full disk) must not hold writers in a loop.
-   */
-  async room(limit: number): Promise<void> {
-    if (this.dirty < limit || this.#options.paused()) return
-    this.#startOne()
-    await this.#started
-  }
-
   #startOne(): void {
     if (this.#started !== undefined) return
     this.#started = this.settle().finally(() => {
@@ -212,12 +201,12 @@ export class Checkpoint {
     this.#held.delete(userId)
   }
 
-  /** No checkpoint passes this committed event until `releaseEvent`: its key's file is unwritten. */
+  /** No checkpoint passes this committed event until `releaseEvent`: its key's journal line is unwritten. */
   holdEvent(eventId: number): void {
     this.#heldEvents.add(eventId)
   }
 
-  /** The held event's key file is written (and `touched`). */
+  /** The held event's key line is written (and `touched`). */
   releaseEvent(eventId: number): void {
     this.#heldEvents.delete(eventId)
   }

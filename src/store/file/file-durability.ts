@@ -21,13 +21,10 @@ import type { FileDurabilityOptions } from './file-durability-options.js'
 import { checkpointFailed, logUnwritten } from './file-faults.js'
 import { buryUser, type FileSteps, persistUser } from './file-steps.js'
 import { KeyFiles } from './key-files.js'
-import { keyFileJson } from './key-format.js'
+import { keptKeyJson } from './key-format.js'
 import { saveSnapshot } from './snapshot-save.js'
 import { closeStoreDirs, openStoreDirs, type StoreDirs } from './store-dirs.js'
 import { WebhookFiles } from './webhook-files.js'
-
-/** Files waiting for the checkpoint past which a keyed change waits for it (about 2 MB of names). */
-const KEY_BACKLOG = 16_384
 
 export type { FileDurabilityOptions } from './file-durability-options.js'
 
@@ -226,12 +223,10 @@ export class FileDurability implements Durability {
   /** The event, and its request's key with it (one append: both or neither). */
   async logEvent(event: ChangeEvent, kept?: KeptKey): Promise<void> {
     const id = eventIdNumber(event.id)
-    // Each key is a new file for the checkpoint to fsync: memory must not grow with them.
-    if (kept !== undefined) await this.#checkpoint?.room(KEY_BACKLOG)
     this.#checkpoint?.begin(event.userId, id)
     if (kept === undefined) return this.#eventLog.append(event)
-    // The key's text is made once: its log line and its file carry the same.
-    const keyJson = keyFileJson(kept)
+    // The key's text is made once: its log line and its journal line carry the same.
+    const keyJson = keptKeyJson(kept)
     await this.#eventLog.append(event, keyJson)
     this.keys.logged(kept, id, keyJson)
   }

@@ -1,6 +1,3 @@
-import { readFile } from 'node:fs/promises'
-import path from 'node:path'
-
 import { internalFault } from '../../domain/errors.js'
 import { isExpired, type KeptKey } from '../../domain/kept-key.js'
 import type { Logger } from '../../log/logger.js'
@@ -10,17 +7,15 @@ import { NameFilter } from '../name-filter.js'
 import { WriteError } from '../write-error.js'
 import type { DurableDirectory } from './atomic-write.js'
 import type { CheckpointDir } from './checkpoint.js'
-import { hasCode } from './errno.js'
-import { keyFileName, parseKeyFile } from './key-format.js'
-import { sweepKeyFiles } from './key-sweep.js'
-import { removeKeyTemps, writeKeyFile } from './key-write.js'
+import { keptKeyJson, keyDigest } from './key-format.js'
+import { KeyJournal } from './key-journal.js'
 
 const HELD: Promise<KeyHold> = Promise.resolve('held')
 const DONE: Promise<void> = Promise.resolve()
 /** What an entry of the cache costs besides its strings (the object, the map's entry). */
 const ENTRY_BYTES = 256
 
-/** What the key files need of the checkpoint (Checkpoint). */
+/** What the kept keys need of the checkpoint (Checkpoint). */
 export interface KeyCheckpoint {
   touched(dir: CheckpointDir, name?: string): void
   holdEvent(eventId: number): void
@@ -40,26 +35,28 @@ export interface KeyFilesOptions {
   readonly cacheBytes?: number | undefined
 }
 
-/** A key whose event is durable and whose file is not written yet (or could not be). */
+/** A key whose event is durable and whose journal line is not written yet (or could not be). */
 interface Pinned {
+  /** keyDigest */
+  readonly name: string
   readonly kept: KeptKey
-  /** The key file's text (keyFileJson), as the log line carries it. */
+  /** The key's JSON (keptKeyJson), as the log line carries it. */
   readonly json: string
   readonly eventId: number
   writing: boolean
 }
 
 /**
- * The file store's kept `Idempotency-Key`s (docs/operations.md): one file per key in
- * `DATA_DIR/keys`, named by the SHA-256 of its subject and key. A key kept with a change is in the
- * change's append to the log (EventLog) and durable with it; its file is written after, unsynced,
- * and the checkpoint does not pass its event until the file is written (and fsyncs it before it
- * moves on), so that the replay at the next start writes it otherwise. Until its file is there,
- * the key is found in memory (pinned). Memory holds only those, a cache bounded in bytes and a
- * filter of fixed size (NameFilter) that tells a key surely never kept, so that a new key (most
- * requests') is not looked for on disk; a sweep deletes the files of expired keys and builds the
- * filter again from the files it leaves. Until the first sweep after open has listed them all,
- * every key not in memory is looked for.
+ * The file store's kept `Idempotency-Key`s (docs/operations.md), named by the SHA-256 of their
+ * subject and key, appended to the journals of `DATA_DIR/keys` (KeyJournal). A key kept with a
+ * change is in the change's append to the log (EventLog) and durable with it; its journal line is
+ * appended after, unsynced, in a batch with the keys logged meanwhile, and the checkpoint does not
+ * pass its event until the line is written (and fsyncs the journal before it moves on), so that
+ * the replay at the next start appends it otherwise. Until its line is there, the key is found in
+ * memory (pinned). Memory holds only those, a cache bounded in bytes and a filter of fixed size
+ * (NameFilter) that tells a key surely never kept, so that a new key (most requests') is not
+ * looked for on disk; the filter is built from the journals at open, and again when a sweep has
+ * deleted expired ones.
  */
 export class KeyFiles implements KeptKeys {
   readonly dir: string
@@ -68,15 +65,17 @@ export class KeyFiles implements KeptKeys {
   readonly #sweepMs: number
   readonly #cache: ByteLru<KeptKey>
   readonly #pinned = new Map<string, Pinned>()
-  /** Names being written durably by keepAlone. */
+  /** Names being appended durably by keepAlone. */
   readonly #alone = new Set<string>()
-  readonly #writes = new Set<Promise<void>>()
-  /** Every key with a file or on its way to one; undefined until a sweep has listed them. */
+  /** Keys logged, waiting for the next append. */
+  #queued: Pinned[] = []
+  #appending: Promise<void> | undefined
+  /** Every key in a journal or on its way to one; undefined until a sweep has read them. */
   #filter: NameFilter | undefined
   /** The filter a sweep is building, told of every key kept meanwhile too. */
   #building: NameFilter | undefined
   readonly #filterBits: number | undefined
-  #files: DurableDirectory | undefined
+  #journal: KeyJournal | undefined
   #checkpoint: () => KeyCheckpoint | undefined = () => undefined
   #timer: NodeJS.Timeout | undefined
   #sweeping: Promise<void> | undefined
@@ -90,7 +89,7 @@ export class KeyFiles implements KeptKeys {
     this.#filterBits = options.filterBits
   }
 
-  /** Whether a sweep has listed the key files, so that a key absent from the filter is not looked for. */
+  /** Whether a sweep has read the journals, so that a key absent from the filter is not looked for. */
   get filtering(): boolean {
     return this.#filter !== undefined
   }
@@ -102,8 +101,9 @@ export class KeyFiles implements KeptKeys {
 
   /** Starts keeping keys in `files` (after the replay), and the sweep. */
   async open(files: DurableDirectory, checkpoint: () => KeyCheckpoint | undefined): Promise<void> {
-    await removeKeyTemps(files)
-    this.#files = files
+    const journal = new KeyJournal(files)
+    await journal.open()
+    this.#journal = journal
     this.#checkpoint = checkpoint
     this.#timer ??= setInterval(() => {
       this.#sweepingNow()
@@ -113,21 +113,23 @@ export class KeyFiles implements KeptKeys {
     this.#sweepingNow()
   }
 
-  /** Stops the sweep and waits for the key files being written. */
+  /** Stops the sweep and waits for the journal lines being written. */
   async close(): Promise<void> {
     clearInterval(this.#timer)
     this.#timer = undefined
     await this.#sweeping
-    while (this.#writes.size > 0) await Promise.all(this.#writes)
-    this.#files = undefined
+    while (this.#appending !== undefined) await this.#appending
+    this.#journal = undefined
   }
 
   async find(subject: string, key: string): Promise<KeptKey | undefined> {
-    const name = keyFileName(subject, key)
-    const kept =
-      this.#pinned.get(name)?.kept ??
-      this.#cache.get(name) ??
-      (this.#filter?.mightHold(name) === false ? undefined : await this.#read(name))
+    const name = keyDigest(subject, key)
+    let kept = this.#pinned.get(name)?.kept ?? this.#cache.get(name)
+    if (kept === undefined) {
+      // Right after open, the first sweep is reading the journals: wait for it, not read them all.
+      if (this.#filter === undefined) await this.#sweeping
+      if (this.#filter?.mightHold(name) !== false) kept = await this.#onDisk(name)
+    }
     if (kept === undefined || isExpired(kept, this.#now())) return undefined
     return kept
   }
@@ -141,13 +143,13 @@ export class KeyFiles implements KeptKeys {
     return DONE
   }
 
-  /** Writes the key's file durably (file and directory fsynced); a failure is a WriteError. */
+  /** Appends the key's line durably (journal fsynced, and keys/ when it is new); a failure is a WriteError. */
   async keepAlone(kept: KeptKey): Promise<void> {
-    const name = keyFileName(kept.subject, kept.key)
+    const name = keyDigest(kept.subject, kept.key)
     this.#alone.add(name)
     this.#filtered(name)
     try {
-      await writeKeyFile(this.#directory(), kept, true)
+      await this.#journalOpen().append([{ name, kept, json: keptKeyJson(kept) }], true)
     } finally {
       this.#alone.delete(name)
     }
@@ -156,17 +158,17 @@ export class KeyFiles implements KeptKeys {
 
   /**
    * The key's line and its event's are durable (the change is committed): the key is found from
-   * now on, and its file is written in the background, the checkpoint held behind the event until
-   * it is.
+   * now on, and its journal line is appended in the background, the checkpoint held behind the
+   * event until it is.
    */
   logged(kept: KeptKey, eventId: number, json: string): void {
-    const name = keyFileName(kept.subject, kept.key)
-    const pin: Pinned = { kept, json, eventId, writing: false }
+    const name = keyDigest(kept.subject, kept.key)
+    const pin: Pinned = { name, kept, json, eventId, writing: false }
     this.#pinned.set(name, pin)
     this.#filtered(name)
     this.#checkpoint()?.holdEvent(eventId)
     this.#cache.set(name, kept, weigh(kept))
-    this.#write(name, pin)
+    this.#queue(pin)
   }
 
   #sweepingNow(): void {
@@ -176,21 +178,19 @@ export class KeyFiles implements KeptKeys {
   }
 
   async #sweepOnce(): Promise<void> {
-    // Keys whose file could not be written get another try.
-    for (const [name, pin] of this.#pinned) if (!pin.writing) this.#write(name, pin)
-    // Keys on their way to a file may not be listed: they are in the new filter from the start.
+    // Keys whose line could not be written get another try.
+    for (const pin of this.#pinned.values()) if (!pin.writing) this.#queue(pin)
+    // Keys on their way to a journal may not be read: they are in the new filter from the start.
     const building = new NameFilter(this.#filterBits)
     for (const name of this.#pinned.keys()) building.add(name)
     for (const name of this.#alone) building.add(name)
     this.#building = building
     try {
-      const removed = await sweepKeyFiles({
-        dir: this.dir,
-        now: this.#now,
-        busy: (name) => this.#pinned.has(name) || this.#alone.has(name),
-        kept: (name) => building.add(name),
-      })
-      if (removed !== undefined) this.#filter = building
+      const now = this.#now()
+      const removed = await this.#journalOpen().sweep(now)
+      if (this.#filter !== undefined && removed === 0) return
+      await this.#journalOpen().eachName(now, (name) => building.add(name))
+      this.#filter = building
     } catch (error) {
       this.#logger.warn('could not sweep expired idempotency keys', { error: String(error) })
     } finally {
@@ -198,61 +198,59 @@ export class KeyFiles implements KeptKeys {
     }
   }
 
-  /** A key now has a file, or will: the filters must never say it has none. */
+  /** A key is now in a journal, or will be: the filters must never say it is not. */
   #filtered(name: string): void {
     this.#filter?.add(name)
     this.#building?.add(name)
   }
 
-  #write(name: string, pin: Pinned): void {
-    const files = this.#files
-    if (files === undefined) return
+  #queue(pin: Pinned): void {
     pin.writing = true
-    const write = writeKeyFile(files, pin.kept, false, pin.json).then(
-      () => {
+    this.#queued.push(pin)
+    this.#appending ??= this.#appendQueued().finally(() => {
+      this.#appending = undefined
+    })
+  }
+
+  /** Appends what was logged, a batch at a time, until nothing waits. */
+  async #appendQueued(): Promise<void> {
+    while (this.#queued.length > 0 && this.#journal !== undefined) {
+      const batch = this.#queued
+      this.#queued = []
+      try {
+        const journals = await this.#journal.append(batch)
         const checkpoint = this.#checkpoint()
-        checkpoint?.touched('keys', name)
-        if (this.#pinned.get(name) === pin) this.#pinned.delete(name)
-        checkpoint?.releaseEvent(pin.eventId)
-      },
-      (error: unknown) => {
-        // The log keeps it: found from memory until the next start's replay writes it.
-        pin.writing = false
+        for (const journal of journals) checkpoint?.touched('keys', journal)
+        for (const pin of batch) {
+          if (this.#pinned.get(pin.name) === pin) this.#pinned.delete(pin.name)
+          checkpoint?.releaseEvent(pin.eventId)
+        }
+      } catch (error) {
+        // The log keeps them: found from memory until a sweep or the next start appends them.
+        for (const pin of batch) pin.writing = false
         this.#logger.error(
-          'a kept idempotency key could not be written to its file; the log keeps it',
+          'kept idempotency keys could not be appended to their journal; the log keeps them',
           {
-            event: pin.eventId,
+            events: batch.map((pin) => pin.eventId),
             step: error instanceof WriteError ? error.step : 'write',
             code: error instanceof WriteError ? error.code : undefined,
             error: String(error),
           },
         )
-      },
-    )
-    this.#writes.add(write)
-    void write.finally(() => this.#writes.delete(write))
+      }
+    }
   }
 
-  async #read(name: string): Promise<KeptKey | undefined> {
-    let text: string
-    try {
-      text = await readFile(path.join(this.dir, name), 'utf8')
-    } catch (error) {
-      if (hasCode(error, 'ENOENT')) return undefined
-      throw error
-    }
-    const kept = parseKeyFile(text)
-    if (kept === undefined || keyFileName(kept.subject, kept.key) !== name) {
-      this.#logger.warn('a key file holds no kept key', { file: path.join(this.dir, name) })
-      return undefined
-    }
-    this.#cache.set(name, kept, weigh(kept))
+  /** A key not in memory, from the journals. */
+  async #onDisk(name: string): Promise<KeptKey | undefined> {
+    const kept = await this.#journal?.find(name, this.#now())
+    if (kept !== undefined) this.#cache.set(name, kept, weigh(kept))
     return kept
   }
 
-  #directory(): DurableDirectory {
-    if (this.#files === undefined) throw internalFault('the file store is not open')
-    return this.#files
+  #journalOpen(): KeyJournal {
+    if (this.#journal === undefined) throw internalFault('the file store is not open')
+    return this.#journal
   }
 }
 

@@ -4,25 +4,23 @@ import type { KeptAnswer, KeptKey } from '../../domain/kept-key.js'
 import { keyName } from '../memory-keys.js'
 import { safeId } from './event-segments.js'
 
-/** A key file's name: the SHA-256 of the subject and key (any printable ASCII), then `.json`. */
-export const KEY_FILE = /^[0-9a-f]{64}\.json$/
 /** How a key's line in the event log starts (KEY_LINE_START's bytes, read as latin1). */
 const KEY_LINE_START = '{"key":'
 /** The event id a key line ends with: its event's, whose line follows it in the same append. */
 const KEY_LINE_FOR = /,"for":"([0-9a-f]{16})"\}$/
 
-/** The name of the file `DATA_DIR/keys/<name>` that keeps this subject's key. */
-export function keyFileName(subject: string, key: string): string {
-  return `${createHash('sha256').update(keyName(subject, key)).digest('hex')}.json`
+/** The name a subject's key is kept under: the SHA-256 of the subject and key, in hex. */
+export function keyDigest(subject: string, key: string): string {
+  return createHash('sha256').update(keyName(subject, key)).digest('hex')
 }
 
-/** The text of a key file: the kept key as JSON, in a fixed key order. */
-export function keyFileJson(kept: KeptKey): string {
+/** A kept key as JSON, in a fixed key order: its journal line and its event log line carry it. */
+export function keptKeyJson(kept: KeptKey): string {
   return JSON.stringify(plainKey(kept))
 }
 
 /**
- * The key's line in the event log, newline included, from its key file's text (keyFileJson):
+ * The key's line in the event log, newline included, from its JSON (keptKeyJson):
  * written in the same append as its event's line, just before it, and counted only when that
  * line follows it whole and is not voided.
  */
@@ -50,8 +48,8 @@ export function parseKeyLine(text: string): { kept: KeptKey; eventId: string } |
   return kept === undefined ? undefined : { kept, eventId: value['for'] }
 }
 
-/** A key file's text read back; undefined when it is not a whole kept key. */
-export function parseKeyFile(text: string): KeptKey | undefined {
+/** A kept key's JSON read back; undefined when it is not a whole kept key. */
+export function parseKeptKey(text: string): KeptKey | undefined {
   return toKeptKey(parseJson(text))
 }
 

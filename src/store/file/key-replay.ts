@@ -4,12 +4,12 @@ import { parseEventHead } from '../../domain/event.js'
 import { isExpired, type KeptKey } from '../../domain/kept-key.js'
 import type { DurableDirectory } from './atomic-write.js'
 import { safeId } from './event-segments.js'
-import { isKeyLine, parseKeyLine } from './key-format.js'
-import { writeKeyFile } from './key-write.js'
+import { isKeyLine, keptKeyJson, keyDigest, parseKeyLine } from './key-format.js'
+import { type JournalEntry, KeyJournal } from './key-journal.js'
 import { readLines } from './segment-lines.js'
 
-/** Key files written again at once while replaying (as many as the user files). */
-const REPLAY_AT_ONCE = 64
+/** Keys appended at once while replaying. */
+const REPLAY_AT_ONCE = 256
 
 export interface KeyReplay {
   /** The segments of the log's tail, in order. */
@@ -22,19 +22,25 @@ export interface KeyReplay {
 }
 
 /**
- * Writes again (unsynced: the replay fsyncs them before the checkpoint moves) the key file of
- * every key line past the checkpoint whose event counts: its line follows the key's at once,
- * whole (a torn append left neither), and is not voided (its change failed). A key that has
- * expired meanwhile is left out. Streamed: memory holds one batch of keys, and their names.
+ * Appends again to its journal (KeyJournal; unsynced: the replay fsyncs them before the checkpoint
+ * moves) every key line past the checkpoint whose event counts: its line follows the key's at
+ * once, whole (a torn append left neither), and is not voided (its change failed). A key that has
+ * expired meanwhile is left out. Streamed: memory holds one batch of keys. Returns the journals
+ * written and how many keys.
  */
-export async function replayKeys(replay: KeyReplay): Promise<string[]> {
+export async function replayKeys(replay: KeyReplay): Promise<{ journals: string[]; keys: number }> {
   const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
-  const names: string[] = []
-  let batch: KeptKey[] = []
+  const journal = new KeyJournal(replay.keys)
+  await journal.open()
+  const names = new Set<string>()
+  let keys = 0
+  let batch: JournalEntry[] = []
   const flush = async (): Promise<void> => {
     const running = batch
     batch = []
-    names.push(...(await Promise.all(running.map((kept) => writeKeyFile(replay.keys, kept)))))
+    if (running.length === 0) return
+    keys += running.length
+    for (const name of await journal.append(running)) names.add(name)
   }
   for (const file of replay.files) {
     let waiting: { kept: KeptKey; eventId: string } | undefined
@@ -54,12 +60,13 @@ export async function replayKeys(replay: KeyReplay): Promise<string[]> {
       if (head?.id !== previous.eventId || id === undefined) return
       if (id <= replay.after || replay.voided.has(id) || isExpired(previous.kept, replay.now))
         return
-      batch.push(previous.kept)
+      const { kept } = previous
+      batch.push({ name: keyDigest(kept.subject, kept.key), kept, json: keptKeyJson(kept) })
       return batch.length >= REPLAY_AT_ONCE ? flush() : undefined
     })
   }
   await flush()
-  return names
+  return { journals: [...names], keys }
 }
 
 function decode(decoder: TextDecoder, bytes: Uint8Array): string | undefined {

@@ -47,7 +47,7 @@ export interface Replayed {
   readonly events: number
   readonly written: number
   readonly buried: number
-  /** Key files written again from their lines. */
+  /** Kept keys appended again to their journals from their lines. */
   readonly keys: number
   /** The checkpoint file was missing (a new or older data directory) or damaged. */
   readonly checkpoint: 'found' | 'missing' | 'damaged'
@@ -63,7 +63,7 @@ export interface Replayed {
  * with a higher version than the event was written by a change without an event (durable by
  * itself) and is kept. Without a checkpoint file, every change already made itself durable: only
  * the newest id is read. The tail is streamed (readLines), four times: the voids, then each
- * user's last event, then those events written, then the files of the kept keys (replayKeys);
+ * user's last event, then those events written, then the kept keys' journal lines (replayKeys);
  * memory holds a few numbers per user named, never the tail, and the event loop is served
  * throughout.
  */
@@ -118,11 +118,11 @@ export async function replayTail(dirs: ReplayDirs): Promise<Replayed> {
       return batch.length >= REPLAY_AT_ONCE ? flush() : undefined
     })
     await flush()
-    const keyFiles = await replayKeys({ files, after, voided, keys: dirs.keys, now: dirs.now })
-    keys = keyFiles.length
+    const replayed = await replayKeys({ files, after, voided, keys: dirs.keys, now: dirs.now })
+    keys = replayed.keys
     await syncFiles(dirs.users, userFiles)
     await syncFiles(dirs.graves, graveFiles)
-    await syncFiles(dirs.keys, keyFiles)
+    await syncFiles(dirs.keys, replayed.journals)
     await Promise.all([dirs.users.sync(), dirs.graves.sync(), dirs.keys.sync()])
   }
   const through = Math.max(after, tail.highest)

@@ -9,7 +9,7 @@ export interface StoreDirs {
   readonly users: DurableDirectory
   /** DATA_DIR/tombstones: one file per deleted user. */
   readonly graves: DurableDirectory
-  /** DATA_DIR/keys: one file per kept `Idempotency-Key`. */
+  /** DATA_DIR/keys: the journals of kept `Idempotency-Key`s, one per hour of expiry. */
   readonly keys: DurableDirectory
   /** DATA_DIR itself, where the checkpoint file is. */
   readonly root: DurableDirectory

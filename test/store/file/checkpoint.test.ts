@@ -206,26 +206,7 @@ describe('Checkpoint', () => {
     assert.equal(readCheckpoint(root), 1000)
   })
 
-  it('makes a writer wait for a checkpoint once `limit` files wait for one, and no writer otherwise', async (t) => {
-    const dirs = await openDirs(t)
-    const { root, keys } = dirs
-    const checkpoint = manualCheckpoint(dirs, {
-      logged: () => 3,
-      through: 0,
-    })
-    for (const name of ['a.json', 'b.json', 'c.json']) {
-      await writeFile(path.join(keys.path, name), name)
-      checkpoint.touched('keys', name)
-    }
-    await checkpoint.room(4)
-    assert.equal(checkpoint.dirty, 3, 'room for one more: no checkpoint')
-    assert.equal(readCheckpoint(root), undefined)
-    await checkpoint.room(3)
-    assert.equal(checkpoint.dirty, 0, 'the writer waited for a checkpoint')
-    assert.equal(readCheckpoint(root), 3)
-  })
-
-  it('stays behind an event whose key file is unwritten, and fsyncs key files and keys/ before it moves', async (t) => {
+  it('stays behind an event whose key line is unwritten, and fsyncs its journal and keys/ before it moves', async (t) => {
     const dirs = await openDirs(t)
     const { root, keys, timingsUnder } = dirs
     let logged = 4
@@ -237,8 +218,8 @@ describe('Checkpoint', () => {
     logged = 6
     await checkpoint.settle()
     assert.equal(checkpoint.through, 3, 'below the held event')
-    await writeFile(path.join(keys.path, 'k.json'), '{}')
-    checkpoint.touched('keys', 'k.json')
+    await writeFile(path.join(keys.path, '2026-11-30T18.keys'), '{}\n')
+    checkpoint.touched('keys', '2026-11-30T18.keys')
     checkpoint.releaseEvent(4)
     const timings = timingsUnder(keys.path)
     await checkpoint.settle()
@@ -248,7 +229,7 @@ describe('Checkpoint', () => {
         .map((timing) => timing.kind)
         .sort(),
       ['dir-sync', 'file-sync'],
-      'the key file and keys/ synced',
+      'the journal and keys/ synced',
     )
   })
 })

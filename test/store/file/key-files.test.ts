@@ -1,7 +1,7 @@
 /**
  * The file store's kept Idempotency-Keys: in the log's append with their change (both or
- * neither), their files in DATA_DIR/keys written after and replayed from the log, found after a
- * restart or a SIGKILL, swept once expired. Real files, real child processes, real faults (the
+ * neither), their lines in the journals of DATA_DIR/keys appended after and replayed from the
+ * log, found after a restart or a SIGKILL, swept once expired. Real files, real child processes, real faults (the
  * syscall shim).
  */
 import assert from 'node:assert/strict'
@@ -13,7 +13,6 @@ import {
   readFileSync,
   rmSync,
   statSync,
-  utimesSync,
   writeFileSync,
 } from 'node:fs'
 import { constants } from 'node:os'
@@ -39,13 +38,27 @@ const shim = compileShim()
 const dataDirOf = async (t: TestContext, prefix: string): Promise<string> =>
   path.join(await makeTempDir(t, prefix), 'data')
 
-/** The key file's path: DATA_DIR/keys/<SHA-256 of subject, NUL, key>.json. */
-function keyPath(dataDir: string, subject: string, key: string): string {
-  const name = createHash('sha256').update(`${subject}\u0000${key}`).digest('hex')
-  return path.join(dataDir, 'keys', `${name}.json`)
-}
+/** A key's SHA-256 (of subject, NUL, key), as its journal line and its earlier key file name it. */
+const digestOf = (subject: string, key: string): string =>
+  createHash('sha256').update(`${subject}\u0000${key}`).digest('hex')
 
 const keyFiles = (dataDir: string): string[] => readdirSync(path.join(dataDir, 'keys')).sort()
+
+/** The journal a key of this expiry goes to: DATA_DIR/keys/<start of its 30 s, UTC>.keys. */
+function journalOf(dataDir: string, expiresAt: number): string {
+  const start = new Date(Math.floor(expiresAt / 30_000) * 30_000).toISOString()
+  return path.join(dataDir, 'keys', `${start.slice(0, 19).replace(/[-:]/g, '')}.keys`)
+}
+
+/** The key's lines in the journals of DATA_DIR/keys, parsed. */
+function journalLines(dataDir: string, subject: string, key: string): unknown[] {
+  const prefix = `${digestOf(subject, key)} `
+  return keyFiles(dataDir)
+    .filter((name) => name.endsWith('.keys'))
+    .flatMap((name) => readFileSync(path.join(dataDir, 'keys', name), 'utf8').split('\n'))
+    .filter((line) => line.startsWith(prefix))
+    .map((line) => JSON.parse(line.slice(prefix.length)) as unknown)
+}
 
 /** Opens a FileStore with a logger that keeps its lines; closed when the test ends (once). */
 async function openStore(
@@ -136,17 +149,20 @@ async function killAfter(child: Child, lines: number): Promise<string[]> {
 }
 
 describe('FileStore: kept keys on disk', () => {
-  it("keeps a keyed change's key in keys/<sha-256>.json (mode 0600, its expiry as mtime), found by a new store on the same directory; the feed shows only the event", async (t) => {
+  it("keeps a keyed change's key as a line `<sha-256> <JSON>` of the journal of its expiry's 30 s (mode 0600), found by a new store on the same directory; the feed shows only the event", async (t) => {
     const dataDir = await dataDirOf(t, 'keys-restart-')
     const first = await openStore(t, dataDir)
     const idempotency = keyToKeep('admin-1', 'restart-key')
     const record = await first.store.create(makeUser(), undefined, { idempotency })
     await first.close()
     const kept = keptOnce(idempotency)
-    const file = keyPath(dataDir, 'admin-1', 'restart-key')
-    assert.deepEqual(JSON.parse(readFileSync(file, 'utf8')), kept)
-    assert.equal(statSync(file).mode & 0o777, 0o600)
-    assert.equal(Math.round(statSync(file).mtimeMs), kept.expiresAt)
+    const journal = journalOf(dataDir, kept.expiresAt)
+    assert.deepEqual(keyFiles(dataDir), [path.basename(journal)], 'one journal, no file per key')
+    assert.deepEqual(
+      readFileSync(journal, 'utf8'),
+      `${digestOf('admin-1', 'restart-key')} ${JSON.stringify(kept)}\n`,
+    )
+    assert.equal(statSync(journal).mode & 0o777, 0o600)
     assert.equal(readLog(dataDir).events.length, 1, 'one event in the log')
 
     const second = await openStore(t, dataDir)
@@ -160,7 +176,7 @@ describe('FileStore: kept keys on disk', () => {
     )
   })
 
-  it("fsyncs a change's key file and keys/ in the checkpoint, before the checkpoint moves past its event", async (t) => {
+  it("fsyncs a change's key journal and keys/ in the checkpoint, before the checkpoint moves past its event", async (t) => {
     const dataDir = await dataDirOf(t, 'keys-checkpoint-')
     const timings: DurableWriteTiming[] = []
     const { store, close } = await openStore(t, dataDir, {
@@ -175,10 +191,7 @@ describe('FileStore: kept keys on disk', () => {
     const checkpointWrite = seen.indexOf(`write ${path.basename(dataDir)}`)
     assert.ok(checkpointWrite > 0, seen.join(', '))
     const before = seen.slice(0, checkpointWrite)
-    assert.ok(
-      before.includes('file-sync keys'),
-      `the key file is fsynced first: ${seen.join(', ')}`,
-    )
+    assert.ok(before.includes('file-sync keys'), `the journal is fsynced first: ${seen.join(', ')}`)
     assert.ok(before.includes('dir-sync keys'), `keys/ is fsynced first: ${seen.join(', ')}`)
     assert.equal(readCheckpointFile(dataDir), readLog(dataDir).highest)
   })
@@ -288,7 +301,7 @@ describe('FileStore: kept keys on disk', () => {
     const third = await openStore(t, dataDir)
     assert.equal(await third.store.keys.find('admin', 'torn'), undefined, 'still no key')
     assert.ok(await third.store.keys.find('admin', 'whole'))
-    assert.equal(existsSync(keyPath(dataDir, 'admin', 'torn')), false)
+    assert.deepEqual(journalLines(dataDir, 'admin', 'torn'), [])
   })
 
   it('keeps no key of a voided event, and keeps the key of the same lines without the void', async (t) => {
@@ -309,12 +322,12 @@ describe('FileStore: kept keys on disk', () => {
     const { store } = await openStore(t, dataDir)
     assert.equal(await store.get(voided.userId), undefined)
     assert.equal(await store.keys.find('admin', 'voided'), undefined, 'a voided event keeps no key')
-    assert.equal(existsSync(keyPath(dataDir, 'admin', 'voided')), false)
+    assert.deepEqual(journalLines(dataDir, 'admin', 'voided'), [])
     assert.ok((await store.get(counted.userId)) !== undefined, 'the counted change was replayed')
     assert.deepEqual(await store.keys.find('admin', 'counted'), countedKey)
   })
 
-  it('writes a deleted key file again from the log when it replays past the checkpoint', async (t) => {
+  it('appends the lines of deleted journals again from the log when it replays past the checkpoint, and cuts a torn last line', async (t) => {
     const dataDir = await dataDirOf(t, 'keys-replay-')
     const first = await openStore(t, dataDir, { checkpointMs: NO_CHECKPOINT })
     const idempotency = keyToKeep('admin', 'replayed')
@@ -326,22 +339,34 @@ describe('FileStore: kept keys on disk', () => {
       { idempotency: updating },
     )
     await first.close()
-    const file = keyPath(dataDir, 'admin', 'replayed')
-    rmSync(file)
-    rmSync(keyPath(dataDir, 'admin', 'replayed-update'))
-    // A power loss may lose files renamed after the checkpoint: this one is back to before both.
+    const kept = keptOnce(idempotency)
+    const journal = journalOf(dataDir, kept.expiresAt)
+    rmSync(journal)
+    // A power loss may lose lines appended after the checkpoint: this one is back to before both.
     writeFileSync(path.join(dataDir, 'checkpoint.json'), '{"through":"0000000000000000"}\n')
+    // ...and may leave a journal's last append torn.
+    const other = journalOf(dataDir, kept.expiresAt + 3_600_000)
+    const whole = aloneKey('admin', 'whole-line', kept.expiresAt + 3_600_000)
+    const wholeLine = `${digestOf('admin', 'whole-line')} ${JSON.stringify(whole)}\n`
+    writeFileSync(other, `${wholeLine}${digestOf('admin', 'torn-line')} {"subj`)
 
     const second = await openStore(t, dataDir)
     const replayed = second.logs.find(
       (line) => line['msg'] === 'replayed the event log past its checkpoint',
     )
     assert.equal(replayed?.['keys'], 2)
-    const kept = keptOnce(idempotency)
-    assert.deepEqual(JSON.parse(readFileSync(file, 'utf8')), kept)
-    assert.equal(Math.round(statSync(file).mtimeMs), kept.expiresAt, 'its expiry as its time')
+    assert.deepEqual(journalLines(dataDir, 'admin', 'replayed'), [kept])
     assert.deepEqual(await second.store.keys.find('admin', 'replayed'), kept)
     assert.deepEqual(await second.store.keys.find('admin', 'replayed-update'), keptOnce(updating))
+    assert.equal(readFileSync(other, 'utf8'), wholeLine, 'the torn line cut off')
+    assert.deepEqual(await second.store.keys.find('admin', 'whole-line'), whole)
+    // The next line appended there starts on a line of its own.
+    const next = aloneKey('admin', 'after-torn', kept.expiresAt + 3_600_000)
+    await second.store.keys.keepAlone(next)
+    await second.close()
+    const third = await openStore(t, dataDir)
+    assert.deepEqual(await third.store.keys.find('admin', 'after-torn'), next)
+    assert.deepEqual(await third.store.keys.find('admin', 'whole-line'), whole)
   })
 
   it('answers storage_unavailable and keeps no key when the fsync of a key kept alone fails', {
@@ -368,20 +393,24 @@ describe('FileStore: kept keys on disk', () => {
     assert.equal(lines[2], 'found false')
     assert.ok(existsSync(marker), 'the fsync failed')
     rmSync(marker)
-    assert.deepEqual(keyFiles(dataDir), [], 'no key file, no temp file')
+    assert.deepEqual(journalLines(dataDir, 'alone-subject', 'alone-1'), [], 'no line')
+    assert.ok(
+      keyFiles(dataDir).every((name) => name.endsWith('.keys')),
+      `no key file, no temp file: ${keyFiles(dataDir).join(', ')}`,
+    )
     const { store } = await openStore(t, dataDir)
     assert.equal(await store.keys.find('alone-subject', 'alone-1'), undefined)
   })
 
-  it('finds a key whose file could not be written (its event durable) from memory, and the restart writes it from the log', {
+  it('finds a key whose journal line could not be written (its event durable) from memory, and the restart appends it from the log', {
     timeout: 60_000,
   }, async (t) => {
     if (shim.skip !== undefined) return t.skip(shim.skip)
     const dataDir = await dataDirOf(t, 'keys-pinned-')
-    const marker = path.join(path.dirname(dataDir), 'fail-rename')
+    const marker = path.join(path.dirname(dataDir), 'fail-open')
     const env = {
       ...shimEnv(shim.library, {
-        failRenameMarker: marker,
+        failOpenMarker: marker,
         failUnder: path.join(dataDir, 'keys'),
         failErrno: constants.errno.ENOSPC,
       }),
@@ -395,51 +424,61 @@ describe('FileStore: kept keys on disk', () => {
     const lines = child.stdout().split('\n')
     const userId = /^created (\S+)$/.exec(lines[1] ?? '')?.[1]
     assert.ok(userId !== undefined, child.stdout())
-    assert.equal(lines[2], 'found true', 'found from memory, its file unwritten')
+    assert.equal(lines[2], 'found true', 'found from memory, its line unwritten')
     child.proc.kill('SIGKILL')
     await child.exited
-    assert.deepEqual(keyFiles(dataDir), [], 'no key file was renamed into place')
+    assert.deepEqual(keyFiles(dataDir), [], 'no journal could be written')
     const event = readLog(dataDir).events.find((logged) => logged.userId === userId)
     assert.ok(event !== undefined)
     assert.ok(
       (readCheckpointFile(dataDir) ?? '') < event.id,
-      'the checkpoint stayed behind the event whose key file is missing',
+      'the checkpoint stayed behind the event whose key line is missing',
     )
     rmSync(marker)
     const { store } = await openStore(t, dataDir)
     const found = await store.keys.find('pinned-subject', 'pinned-1')
     assert.equal(found?.answer.status, 201)
     assert.equal(JSON.parse(found?.answer.body ?? '{}').id, userId)
-    assert.ok(existsSync(keyPath(dataDir, 'pinned-subject', 'pinned-1')), 'written by the replay')
+    assert.deepEqual(
+      journalLines(dataDir, 'pinned-subject', 'pinned-1'),
+      [found],
+      'appended by the replay',
+    )
   })
 
-  it('deletes the files of expired keys within the sweep interval, never an unexpired one', async (t) => {
+  it('deletes a journal once its 30 s of expiries have passed, within the sweep interval, never one with a key still kept', async (t) => {
     const dataDir = await dataDirOf(t, 'keys-sweep-')
-    let clock = Date.now()
+    const span = 30_000
+    // Early in a span: keys a few seconds apart share a journal.
+    let clock = Math.floor(Date.now() / span) * span + 1_000
     const { store } = await openStore(t, dataDir, { now: () => clock, keySweepMs: 50 })
-    await store.keys.keepAlone(aloneKey('admin', 'alone-short', clock + 1_000))
+    const short = clock + span + 2_000
+    await store.keys.keepAlone(aloneKey('admin', 'alone-short', short))
     await store.create(makeUser(), undefined, {
-      idempotency: keyToKeep('admin', 'change-short', { expiresAt: clock + 1_000 }),
+      idempotency: keyToKeep('admin', 'change-short', { expiresAt: short + 1_000 }),
     })
-    const long = aloneKey('admin', 'long', clock + 60_000)
+    const long = aloneKey('admin', 'long', clock + 5 * span)
     await store.keys.keepAlone(long)
-    const longFile = keyPath(dataDir, 'admin', 'long')
-    // A copy that did not keep times: its time says nothing of its expiry any more.
-    utimesSync(longFile, 1, 1)
-    await sleep(200)
-    assert.equal(keyFiles(dataDir).length, 3, 'nothing has expired yet')
-    assert.equal(Math.round(statSync(longFile).mtimeMs), long.expiresAt, 'its expiry put back')
+    const shortJournal = path.basename(journalOf(dataDir, short))
+    const longJournal = path.basename(journalOf(dataDir, long.expiresAt))
+    assert.deepEqual(keyFiles(dataDir), [shortJournal, longJournal])
 
-    clock += 2_000
+    // Expired, but their journal's span has not passed: found no more, and the journal stays.
+    clock = short + 1_500
+    assert.equal(await store.keys.find('admin', 'alone-short'), undefined)
+    await sleep(200)
+    assert.deepEqual(keyFiles(dataDir), [shortJournal, longJournal], 'within its span, it stays')
+
+    clock += span
     const deadline = Date.now() + 2_000
     while (keyFiles(dataDir).length > 1 && Date.now() < deadline) await sleep(10)
-    assert.deepEqual(keyFiles(dataDir), [path.basename(longFile)])
+    assert.deepEqual(keyFiles(dataDir), [longJournal])
     assert.equal(await store.keys.find('admin', 'alone-short'), undefined)
     assert.equal(await store.keys.find('admin', 'change-short'), undefined)
     assert.deepEqual(await store.keys.find('admin', 'long'), long)
   })
 
-  it('holds a cache of kept keys bounded in bytes, and finds the rest from their files', async (t) => {
+  it('holds a cache of kept keys bounded in bytes, and finds the rest in their journals', async (t) => {
     const dataDir = await dataDirOf(t, 'keys-cache-')
     const budget = 64 * 1024
     const { store } = await openStore(t, dataDir, { keyCacheBytes: budget })
@@ -482,19 +521,23 @@ describe('FileStore: the filter of kept keys', () => {
     assert.ok(store.keyFiles.filtering, 'the sweep at open built the filter')
   }
 
-  it('does not look on disk for a key it never kept, and sees the files a sweep listed', async (t) => {
+  it('does not look on disk for a key it never kept, and sees the journals the next open read', async (t) => {
     const dataDir = await dataDirOf(t, 'keys-filter-')
     const first = await openStore(t, dataDir, { keySweepMs: NO_CHECKPOINT })
     await filtering(first.store)
-    await first.store.keys.keepAlone(aloneKey('admin', 'kept'))
-    // A key file put in behind the store's back: no key of this store's, so never looked for.
-    const stranger = aloneKey('admin', 'stranger')
-    writeFileSync(keyPath(dataDir, 'admin', 'stranger'), JSON.stringify(stranger))
+    const kept = aloneKey('admin', 'kept')
+    await first.store.keys.keepAlone(kept)
+    // A line put in behind the store's back: no key of this store's, so never looked for.
+    const stranger = aloneKey('admin', 'stranger', kept.expiresAt)
+    appendFileSync(
+      journalOf(dataDir, stranger.expiresAt),
+      `${digestOf('admin', 'stranger')} ${JSON.stringify(stranger)}\n`,
+    )
     assert.equal(await first.store.keys.find('admin', 'stranger'), undefined)
     assert.equal((await first.store.keys.find('admin', 'kept'))?.key, 'kept')
     await first.close()
 
-    // The next open's sweep lists every file, the stranger's too.
+    // The next open reads every journal, the stranger's line too.
     const second = await openStore(t, dataDir, { keySweepMs: NO_CHECKPOINT })
     await filtering(second.store)
     assert.deepEqual(await second.store.keys.find('admin', 'stranger'), stranger)

@@ -11,7 +11,7 @@ const KEYS = 100_000
 const GROWTH_MB = 12
 
 describe('FileStore: kept keys in bounded memory', () => {
-  it('keeps RSS flat while 100,000 distinct keys are kept: they live in files, memory holds a bounded cache', {
+  it('keeps RSS flat while 100,000 distinct keys are kept: they live in journals on disk, memory holds a bounded cache', {
     timeout: 300_000,
   }, async (t) => {
     const dataDir = path.join(await makeTempDir(t, 'keys-memory-'), 'data')

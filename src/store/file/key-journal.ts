@@ -1,0 +1,235 @@
+import { open as openFile, readdir, stat, unlink } from 'node:fs/promises'
+import path from 'node:path'
+
+import { isExpired, type KeptKey } from '../../domain/kept-key.js'
+import { WriteError } from '../write-error.js'
+import type { DurableDirectory } from './atomic-write.js'
+import { hasCode } from './errno.js'
+import { parseKeptKey } from './key-format.js'
+import { readLines } from './segment-lines.js'
+
+/**
+ * The stretch of expiries a journal holds: with the sweep every 30 s, an expired key leaves
+ * storage within a minute.
+ */
+export const JOURNAL_SPAN_MS = 30_000
+/** A journal's name: when the span of expiries it holds starts, UTC (`YYYYMMDDTHHMMSS`). */
+const JOURNAL = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})\.keys$/
+/** How far back a torn tail is looked for at once. */
+const TAIL_CHUNK = 64 * 1024
+const NEWLINE = 0x0a
+const SPACE = 0x20
+/** A line's name: the key's SHA-256 in hex (keyDigest). */
+const DIGEST_LENGTH = 64
+
+/** A key to append: its name (keyDigest), the key and its JSON (keptKeyJson). */
+export interface JournalEntry {
+  readonly name: string
+  readonly kept: KeptKey
+  readonly json: string
+}
+
+/** The journal a key of this expiry goes to: `DATA_DIR/keys/<YYYYMMDDTHHMMSS>.keys` (UTC). */
+export function journalName(expiresAt: number): string {
+  const start = new Date(Math.floor(expiresAt / JOURNAL_SPAN_MS) * JOURNAL_SPAN_MS).toISOString()
+  return `${start.slice(0, 19).replace(/[-:]/g, '')}.keys`
+}
+
+/** When every key of a journal has expired; undefined for a name that is not a journal's. */
+export function journalEnd(name: string): number | undefined {
+  const parts = JOURNAL.exec(name)
+  if (parts === null) return undefined
+  const [, year, month, day, hours, minutes, seconds] = parts
+  const start = Date.parse(`${year}-${month}-${day}T${hours}:${minutes}:${seconds}Z`)
+  return Number.isFinite(start) ? start + JOURNAL_SPAN_MS : undefined
+}
+
+/**
+ * The file store's kept keys on disk (docs/operations.md): appended to one journal per 30 s of
+ * expiry, a line per key (`<sha-256> <JSON>`), so that keeping a key creates no file and
+ * a checkpoint fsyncs one or two journals however many keys it covers. Appends are unsynced: the
+ * event log holds every key kept with a change until the checkpoint has fsynced its journal, and a
+ * start's replay appends again the keys past the checkpoint (a key may so have two lines; both
+ * say the same). A journal whose span has passed holds only expired keys and is deleted whole.
+ * A crash can leave a journal's last line torn: `open` cuts it off, and a failed append is cut
+ * off before the next one, so that every line but the last starts with a name.
+ */
+export class KeyJournal {
+  readonly #dir: DurableDirectory
+  /** The bytes of whole lines in each journal this process knows of. */
+  readonly #sizes = new Map<string, number>()
+  /** Journals whose last append failed: cut back to their size before the next one. */
+  readonly #torn = new Set<string>()
+  #appending: Promise<unknown> = Promise.resolve()
+
+  constructor(dir: DurableDirectory) {
+    this.#dir = dir
+  }
+
+  get path(): string {
+    return this.#dir.path
+  }
+
+  /** Lists the journals and cuts off each one's torn last line (before any append). */
+  async open(): Promise<void> {
+    this.#sizes.clear()
+    for (const name of await this.#journals()) {
+      const file = path.join(this.#dir.path, name)
+      this.#sizes.set(name, await cutTornTail(file))
+    }
+  }
+
+  /**
+   * Appends the keys (one append per journal, queued behind any running one) and returns the
+   * journals written, for the checkpoint to fsync; `durable`: fsynced now, and the directory with
+   * them when one is new. A failure is a WriteError: nothing of it counts.
+   */
+  append(entries: readonly JournalEntry[], durable = false): Promise<string[]> {
+    const run = this.#appending.then(() => this.#appendNow(entries, durable))
+    this.#appending = run.catch(() => undefined)
+    return run
+  }
+
+  async #appendNow(entries: readonly JournalEntry[], durable: boolean): Promise<string[]> {
+    const byJournal = new Map<string, string[]>()
+    for (const { name, kept, json } of entries) {
+      const journal = journalName(kept.expiresAt)
+      const lines = byJournal.get(journal) ?? []
+      lines.push(`${name} ${json}\n`)
+      byJournal.set(journal, lines)
+    }
+    let created = false
+    for (const [journal, lines] of byJournal) {
+      created = !this.#sizes.has(journal) || created
+      await this.#appendTo(journal, lines.join(''), durable)
+    }
+    if (durable && created) await this.#dir.sync()
+    return [...byJournal.keys()]
+  }
+
+  async #appendTo(journal: string, text: string, durable: boolean): Promise<void> {
+    const size = this.#sizes.get(journal) ?? 0
+    const bytes = Buffer.from(text, 'utf8')
+    let step: 'write' | 'file-sync' = 'write'
+    try {
+      const handle = await openFile(path.join(this.#dir.path, journal), 'a', 0o600)
+      try {
+        if (this.#torn.has(journal)) await handle.truncate(size)
+        this.#torn.add(journal)
+        await handle.writeFile(bytes)
+        if (durable) {
+          step = 'file-sync'
+          await handle.sync()
+        }
+      } catch (error) {
+        // At once, so that a restart does not find what was refused (else before the next append).
+        if (
+          await handle.truncate(size).then(
+            () => true,
+            () => false,
+          )
+        )
+          this.#torn.delete(journal)
+        throw error
+      } finally {
+        await handle.close()
+      }
+    } catch (error) {
+      throw new WriteError(step, error)
+    }
+    this.#torn.delete(journal)
+    this.#sizes.set(journal, size + bytes.length)
+  }
+
+  /** The key named (keyDigest) while it is kept at `now`, from the journals not yet expired. */
+  async find(name: string, now: number): Promise<KeptKey | undefined> {
+    const digest = Buffer.from(`${name} `, 'latin1')
+    let found: KeptKey | undefined
+    for (const journal of await this.#journals()) {
+      if ((journalEnd(journal) ?? 0) <= now) continue
+      await this.#eachLine(journal, (line) => {
+        if (found !== undefined || line.length <= digest.length) return
+        if (line.compare(digest, 0, digest.length, 0, digest.length) !== 0) return
+        const kept = parseKeptKey(line.toString('utf8', digest.length))
+        if (kept !== undefined && !isExpired(kept, now)) found = kept
+      })
+      if (found !== undefined) return found
+    }
+    return undefined
+  }
+
+  /** Calls `name` with the name (keyDigest) of every key in the journals not yet expired. */
+  async eachName(now: number, name: (name: string) => void): Promise<void> {
+    for (const journal of await this.#journals()) {
+      if ((journalEnd(journal) ?? 0) <= now) continue
+      await this.#eachLine(journal, (line) => {
+        if (line.length > DIGEST_LENGTH && line[DIGEST_LENGTH] === SPACE)
+          name(line.toString('latin1', 0, DIGEST_LENGTH))
+      })
+    }
+  }
+
+  /** Deletes the journals whose keys have all expired (unsynced: one back after a power loss has still expired); how many. */
+  async sweep(now: number): Promise<number> {
+    let removed = 0
+    for (const journal of await this.#journals()) {
+      if ((journalEnd(journal) ?? 0) > now) continue
+      await unlink(path.join(this.#dir.path, journal)).then(
+        () => {
+          removed += 1
+        },
+        (error: unknown) => {
+          if (!hasCode(error, 'ENOENT')) throw error
+        },
+      )
+      this.#sizes.delete(journal)
+      this.#torn.delete(journal)
+    }
+    return removed
+  }
+
+  async #journals(): Promise<string[]> {
+    // Newest first: a key kept again after it expired is in a later journal.
+    return (await readdir(this.#dir.path))
+      .filter((name) => JOURNAL.test(name))
+      .sort()
+      .reverse()
+  }
+
+  /** Every whole line of a journal up to what this process appended (a journal gone: none). */
+  async #eachLine(journal: string, line: (bytes: Buffer) => void): Promise<void> {
+    try {
+      await readLines(path.join(this.#dir.path, journal), (bytes) => line(bytes))
+    } catch (error) {
+      if (!hasCode(error, 'ENOENT')) throw error
+    }
+  }
+}
+
+/** Cuts a journal back to its last newline (a crash's torn append); its size after. */
+async function cutTornTail(file: string): Promise<number> {
+  const { size } = await stat(file)
+  const handle = await openFile(file, 'r+')
+  try {
+    const chunk = Buffer.allocUnsafe(TAIL_CHUNK)
+    let end = size
+    while (end > 0) {
+      const start = Math.max(0, end - TAIL_CHUNK)
+      const { bytesRead } = await handle.read(chunk, 0, end - start, start)
+      const last = chunk.subarray(0, bytesRead).lastIndexOf(NEWLINE)
+      if (last !== -1) {
+        end = start + last + 1
+        break
+      }
+      end = start
+    }
+    if (end < size) {
+      await handle.truncate(end)
+      // Durably cut before anything is appended: a torn line come back would swallow the next.
+      await handle.sync()
+    }
+    return end
+  } finally {
+    await handle.close()
+  }
+}
