@@ -2,6 +2,7 @@ import { open as openFile, readdir, stat, unlink } from 'node:fs/promises'
 import path from 'node:path'
 
 import { isExpired, type KeptKey } from '../../domain/kept-key.js'
+import { NameFilter } from '../name-filter.js'
 import { WriteError } from '../write-error.js'
 import type { DurableDirectory } from './atomic-write.js'
 import { hasCode } from './errno.js'
@@ -21,6 +22,12 @@ const NEWLINE = 0x0a
 const SPACE = 0x20
 /** A line's name: the key's SHA-256 in hex (keyDigest). */
 const DIGEST_LENGTH = 64
+/**
+ * Each journal's own filter of names: 1 KiB, so that the most journals kept (2,880 for keys kept a
+ * day) take under 3 MiB whatever the number of keys; with a few thousand keys in one, most
+ * lookups still pass it by.
+ */
+const JOURNAL_FILTER_BITS = 13
 
 /** A key to append: its name (keyDigest), the key and its JSON (keptKeyJson). */
 export interface JournalEntry {
@@ -60,6 +67,13 @@ export class KeyJournal {
   readonly #sizes = new Map<string, number>()
   /** Journals whose last append failed: cut back to their size before the next one. */
   readonly #torn = new Set<string>()
+  /**
+   * Per journal, a filter of every name in it: a lookup reads only the journals whose filter may
+   * hold its key. A journal without one (not read since open) is read.
+   */
+  readonly #filters = new Map<string, NameFilter>()
+  /** Filters being built by eachName, told of the names appended meanwhile too. */
+  readonly #building = new Map<string, NameFilter>()
   #appending: Promise<unknown> = Promise.resolve()
 
   constructor(dir: DurableDirectory) {
@@ -73,6 +87,7 @@ export class KeyJournal {
   /** Lists the journals and cuts off each one's torn last line (before any append). */
   async open(): Promise<void> {
     this.#sizes.clear()
+    this.#filters.clear()
     for (const name of await this.#journals()) {
       const file = path.join(this.#dir.path, name)
       this.#sizes.set(name, await cutTornTail(file))
@@ -91,17 +106,28 @@ export class KeyJournal {
   }
 
   async #appendNow(entries: readonly JournalEntry[], durable: boolean): Promise<string[]> {
-    const byJournal = new Map<string, string[]>()
-    for (const { name, kept, json } of entries) {
-      const journal = journalName(kept.expiresAt)
-      const lines = byJournal.get(journal) ?? []
-      lines.push(`${name} ${json}\n`)
-      byJournal.set(journal, lines)
+    const byJournal = new Map<string, JournalEntry[]>()
+    for (const entry of entries) {
+      const journal = journalName(entry.kept.expiresAt)
+      const batch = byJournal.get(journal) ?? []
+      batch.push(entry)
+      byJournal.set(journal, batch)
     }
     let created = false
-    for (const [journal, lines] of byJournal) {
-      created = !this.#sizes.has(journal) || created
-      await this.#appendTo(journal, lines.join(''), durable)
+    for (const [journal, batch] of byJournal) {
+      const fresh = await this.#isNew(journal)
+      created ||= fresh
+      // A new journal's filter is whole from its first line.
+      if (fresh) this.#filters.set(journal, new NameFilter(JOURNAL_FILTER_BITS))
+      for (const { name } of batch) {
+        this.#filters.get(journal)?.add(name)
+        this.#building.get(journal)?.add(name)
+      }
+      await this.#appendTo(
+        journal,
+        batch.map(({ name, json }) => `${name} ${json}\n`).join(''),
+        durable,
+      )
     }
     if (durable && created) await this.#dir.sync()
     return [...byJournal.keys()]
@@ -141,12 +167,25 @@ export class KeyJournal {
     this.#sizes.set(journal, size + bytes.length)
   }
 
+  /** Whether the journal is not there yet; one put there since open is taken as it is. */
+  async #isNew(journal: string): Promise<boolean> {
+    if (this.#sizes.has(journal)) return false
+    try {
+      this.#sizes.set(journal, (await stat(path.join(this.#dir.path, journal))).size)
+      return false
+    } catch (error) {
+      if (hasCode(error, 'ENOENT')) return true
+      throw new WriteError('write', error)
+    }
+  }
+
   /** The key named (keyDigest) while it is kept at `now`, from the journals not yet expired. */
   async find(name: string, now: number): Promise<KeptKey | undefined> {
     const digest = Buffer.from(`${name} `, 'latin1')
     let found: KeptKey | undefined
     for (const journal of await this.#journals()) {
       if ((journalEnd(journal) ?? 0) <= now) continue
+      if (this.#filters.get(journal)?.mightHold(name) === false) continue
       await this.#eachLine(journal, (line) => {
         if (found !== undefined || line.length <= digest.length) return
         if (line.compare(digest, 0, digest.length, 0, digest.length) !== 0) return
@@ -158,14 +197,26 @@ export class KeyJournal {
     return undefined
   }
 
-  /** Calls `name` with the name (keyDigest) of every key in the journals not yet expired. */
+  /**
+   * Calls `name` with the name (keyDigest) of every key in the journals not yet expired, and
+   * builds each one's filter on the way.
+   */
   async eachName(now: number, name: (name: string) => void): Promise<void> {
     for (const journal of await this.#journals()) {
       if ((journalEnd(journal) ?? 0) <= now) continue
-      await this.#eachLine(journal, (line) => {
-        if (line.length > DIGEST_LENGTH && line[DIGEST_LENGTH] === SPACE)
-          name(line.toString('latin1', 0, DIGEST_LENGTH))
-      })
+      const filter = new NameFilter(JOURNAL_FILTER_BITS)
+      this.#building.set(journal, filter)
+      try {
+        await this.#eachLine(journal, (line) => {
+          if (line.length <= DIGEST_LENGTH || line[DIGEST_LENGTH] !== SPACE) return
+          const read = line.toString('latin1', 0, DIGEST_LENGTH)
+          filter.add(read)
+          name(read)
+        })
+      } finally {
+        this.#building.delete(journal)
+      }
+      if (this.#sizes.has(journal)) this.#filters.set(journal, filter)
     }
   }
 
@@ -184,6 +235,7 @@ export class KeyJournal {
       )
       this.#sizes.delete(journal)
       this.#torn.delete(journal)
+      this.#filters.delete(journal)
     }
     return removed
   }

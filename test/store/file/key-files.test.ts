@@ -545,6 +545,25 @@ describe('FileStore: the filter of kept keys', () => {
     assert.equal(await second.store.keys.find('admin', 'never'), undefined)
   })
 
+  it('reads only the journals whose own filter may hold the key: a line put into another journal by hand is passed by', async (t) => {
+    const dataDir = await dataDirOf(t, 'keys-journal-filter-')
+    // No cache: every lookup goes to the journals.
+    const { store } = await openStore(t, dataDir, { keySweepMs: NO_CHECKPOINT, keyCacheBytes: 1 })
+    await filtering(store)
+    const kept = aloneKey('admin', 'older-journal')
+    await store.keys.keepAlone(kept)
+    const later = aloneKey('admin', 'newer-journal', kept.expiresAt + 120_000)
+    await store.keys.keepAlone(later)
+    // The newer journal, read first, gets a line for the first key that the store never wrote.
+    const forged = { ...kept, answer: { ...kept.answer, body: '{"forged":true}' } }
+    appendFileSync(
+      journalOf(dataDir, later.expiresAt),
+      `${digestOf('admin', 'older-journal')} ${JSON.stringify(forged)}\n`,
+    )
+    assert.deepEqual(await store.keys.find('admin', 'older-journal'), kept)
+    assert.deepEqual(await store.keys.find('admin', 'newer-journal'), later)
+  })
+
   it('finds every kept key after the cache forgot it, through sweeps and false positives', async (t) => {
     const dataDir = await dataDirOf(t, 'keys-filter-small-')
     // 256 bits for 120 keys: most names it has not seen still say "maybe", and are looked for.
