@@ -101,9 +101,7 @@ export class KeyFiles implements KeptKeys {
 
   /** Starts keeping keys in `files` (after the replay), and the sweep. */
   async open(files: DurableDirectory, checkpoint: () => KeyCheckpoint | undefined): Promise<void> {
-    const journal = new KeyJournal(files)
-    await journal.open()
-    this.#journal = journal
+    this.#journal = new KeyJournal(files)
     this.#checkpoint = checkpoint
     this.#timer ??= setInterval(() => {
       this.#sweepingNow()

@@ -28,6 +28,8 @@ const DIGEST_LENGTH = 64
  * lookups still pass it by.
  */
 const JOURNAL_FILTER_BITS = 13
+/** Journals read at once when their names are read. */
+const READERS = 8
 
 /** A key to append: its name (keyDigest), the key and its JSON (keptKeyJson). */
 export interface JournalEntry {
@@ -58,8 +60,9 @@ export function journalEnd(name: string): number | undefined {
  * event log holds every key kept with a change until the checkpoint has fsynced its journal, and a
  * start's replay appends again the keys past the checkpoint (a key may so have two lines; both
  * say the same). A journal whose span has passed holds only expired keys and is deleted whole.
- * A crash can leave a journal's last line torn: `open` cuts it off, and a failed append is cut
- * off before the next one, so that every line but the last starts with a name.
+ * A crash can leave a journal's last line torn: it is cut off before this process first appends
+ * to that journal (reads pass over it), and a failed append is cut off before the next one, so
+ * that every line but the last starts with a name.
  */
 export class KeyJournal {
   readonly #dir: DurableDirectory
@@ -82,16 +85,6 @@ export class KeyJournal {
 
   get path(): string {
     return this.#dir.path
-  }
-
-  /** Lists the journals and cuts off each one's torn last line (before any append). */
-  async open(): Promise<void> {
-    this.#sizes.clear()
-    this.#filters.clear()
-    for (const name of await this.#journals()) {
-      const file = path.join(this.#dir.path, name)
-      this.#sizes.set(name, await cutTornTail(file))
-    }
   }
 
   /**
@@ -119,15 +112,16 @@ export class KeyJournal {
       created ||= fresh
       // A new journal's filter is whole from its first line.
       if (fresh) this.#filters.set(journal, new NameFilter(JOURNAL_FILTER_BITS))
-      for (const { name } of batch) {
-        this.#filters.get(journal)?.add(name)
-        this.#building.get(journal)?.add(name)
-      }
       await this.#appendTo(
         journal,
         batch.map(({ name, json }) => `${name} ${json}\n`).join(''),
         durable,
       )
+      // After the write: a reading of the journal's names that began before it may have missed it.
+      for (const { name } of batch) {
+        this.#filters.get(journal)?.add(name)
+        this.#building.get(journal)?.add(name)
+      }
     }
     if (durable && created) await this.#dir.sync()
     return [...byJournal.keys()]
@@ -167,11 +161,14 @@ export class KeyJournal {
     this.#sizes.set(journal, size + bytes.length)
   }
 
-  /** Whether the journal is not there yet; one put there since open is taken as it is. */
+  /**
+   * Whether the journal is not there yet. One this process has not appended to yet gets its torn
+   * last line cut off first (a crash's), so that the next line starts a line of its own.
+   */
   async #isNew(journal: string): Promise<boolean> {
     if (this.#sizes.has(journal)) return false
     try {
-      this.#sizes.set(journal, (await stat(path.join(this.#dir.path, journal))).size)
+      this.#sizes.set(journal, await cutTornTail(path.join(this.#dir.path, journal)))
       return false
     } catch (error) {
       if (hasCode(error, 'ENOENT')) return true
@@ -202,22 +199,30 @@ export class KeyJournal {
    * builds each one's filter on the way.
    */
   async eachName(now: number, name: (name: string) => void): Promise<void> {
-    for (const journal of await this.#journals()) {
-      if ((journalEnd(journal) ?? 0) <= now) continue
-      const filter = new NameFilter(JOURNAL_FILTER_BITS)
-      this.#building.set(journal, filter)
-      try {
-        await this.#eachLine(journal, (line) => {
-          if (line.length <= DIGEST_LENGTH || line[DIGEST_LENGTH] !== SPACE) return
-          const read = line.toString('latin1', 0, DIGEST_LENGTH)
-          filter.add(read)
-          name(read)
-        })
-      } finally {
-        this.#building.delete(journal)
-      }
-      if (this.#sizes.has(journal)) this.#filters.set(journal, filter)
+    const journals = (await this.#journals()).filter((journal) => (journalEnd(journal) ?? 0) > now)
+    // A few at once: a day of journals is 2,880 files, whose opens dominate.
+    const reader = async (): Promise<void> => {
+      for (let journal = journals.pop(); journal !== undefined; journal = journals.pop())
+        await this.#readNames(journal, name)
     }
+    await Promise.all(Array.from({ length: READERS }, reader))
+  }
+
+  /** Reads a journal's names, building its filter (told of the lines appended meanwhile too). */
+  async #readNames(journal: string, name: (name: string) => void): Promise<void> {
+    const filter = new NameFilter(JOURNAL_FILTER_BITS)
+    this.#building.set(journal, filter)
+    try {
+      await this.#eachLine(journal, (line) => {
+        if (line.length <= DIGEST_LENGTH || line[DIGEST_LENGTH] !== SPACE) return
+        const read = line.toString('latin1', 0, DIGEST_LENGTH)
+        filter.add(read)
+        name(read)
+      })
+    } finally {
+      this.#building.delete(journal)
+    }
+    this.#filters.set(journal, filter)
   }
 
   /** Deletes the journals whose keys have all expired (unsynced: one back after a power loss has still expired); how many. */

@@ -31,7 +31,6 @@ export interface KeyReplay {
 export async function replayKeys(replay: KeyReplay): Promise<{ journals: string[]; keys: number }> {
   const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
   const journal = new KeyJournal(replay.keys)
-  await journal.open()
   const names = new Set<string>()
   let keys = 0
   let batch: JournalEntry[] = []

@@ -327,7 +327,7 @@ describe('FileStore: kept keys on disk', () => {
     assert.deepEqual(await store.keys.find('admin', 'counted'), countedKey)
   })
 
-  it('appends the lines of deleted journals again from the log when it replays past the checkpoint, and cuts a torn last line', async (t) => {
+  it('appends the lines of deleted journals again from the log when it replays past the checkpoint, and cuts a torn last line before appending after it', async (t) => {
     const dataDir = await dataDirOf(t, 'keys-replay-')
     const first = await openStore(t, dataDir, { checkpointMs: NO_CHECKPOINT })
     const idempotency = keyToKeep('admin', 'replayed')
@@ -358,11 +358,15 @@ describe('FileStore: kept keys on disk', () => {
     assert.deepEqual(journalLines(dataDir, 'admin', 'replayed'), [kept])
     assert.deepEqual(await second.store.keys.find('admin', 'replayed'), kept)
     assert.deepEqual(await second.store.keys.find('admin', 'replayed-update'), keptOnce(updating))
-    assert.equal(readFileSync(other, 'utf8'), wholeLine, 'the torn line cut off')
+    // A torn last line is passed over by reads, and cut off before the next append there.
     assert.deepEqual(await second.store.keys.find('admin', 'whole-line'), whole)
-    // The next line appended there starts on a line of its own.
     const next = aloneKey('admin', 'after-torn', kept.expiresAt + 3_600_000)
     await second.store.keys.keepAlone(next)
+    assert.equal(
+      readFileSync(other, 'utf8'),
+      `${wholeLine}${digestOf('admin', 'after-torn')} ${JSON.stringify(next)}\n`,
+      'the torn line cut off, the next line whole on a line of its own',
+    )
     await second.close()
     const third = await openStore(t, dataDir)
     assert.deepEqual(await third.store.keys.find('admin', 'after-torn'), next)
