@@ -91,7 +91,6 @@ export class FileDurability implements Durability {
     this.#watchIntervalMs = options.watchIntervalMs ?? 1000
     this.#checkpointMs = options.checkpointMs ?? SETTINGS.checkpointMs.default
     this.keys = new KeyFiles({
-      dir: path.join(this.dataDir, 'keys'),
       now: this.#clock,
       logger: this.#logger,
       sweepMs: options.keySweepMs,
@@ -155,7 +154,7 @@ export class FileDurability implements Durability {
       },
     })
     this.#checkpoint.start()
-    await this.keys.open(dirs.keys, () => this.#checkpoint)
+    this.keys.open(dirs.keys, () => this.#checkpoint)
     this.#watch = setInterval(() => {
       void checkPlace({
         dir: this.usersDir,

@@ -23,8 +23,6 @@ export interface KeyCheckpoint {
 }
 
 export interface KeyFilesOptions {
-  /** DATA_DIR/keys */
-  readonly dir: string
   readonly now: () => number
   readonly logger: Logger
   /** How often expired keys are deleted (default 30 s). */
@@ -59,7 +57,6 @@ interface Pinned {
  * deleted expired ones.
  */
 export class KeyFiles implements KeptKeys {
-  readonly dir: string
   readonly #now: () => number
   readonly #logger: Logger
   readonly #sweepMs: number
@@ -81,7 +78,6 @@ export class KeyFiles implements KeptKeys {
   #sweeping: Promise<void> | undefined
 
   constructor(options: KeyFilesOptions) {
-    this.dir = options.dir
     this.#now = options.now
     this.#logger = options.logger
     this.#sweepMs = options.sweepMs ?? 30_000
@@ -100,7 +96,7 @@ export class KeyFiles implements KeptKeys {
   }
 
   /** Starts keeping keys in `files` (after the replay), and the sweep. */
-  async open(files: DurableDirectory, checkpoint: () => KeyCheckpoint | undefined): Promise<void> {
+  open(files: DurableDirectory, checkpoint: () => KeyCheckpoint | undefined): void {
     this.#journal = new KeyJournal(files)
     this.#checkpoint = checkpoint
     this.#timer ??= setInterval(() => {

@@ -83,10 +83,6 @@ export class KeyJournal {
     this.#dir = dir
   }
 
-  get path(): string {
-    return this.#dir.path
-  }
-
   /**
    * Appends the keys (one append per journal, queued behind any running one) and returns the
    * journals written, for the checkpoint to fsync; `durable`: fsynced now, and the directory with
