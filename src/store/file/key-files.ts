@@ -225,7 +225,8 @@ export class KeyFiles implements KeptKeys {
         this.#logger.error(
           'kept idempotency keys could not be appended to their journal; the log keeps them',
           {
-            events: batch.map((pin) => pin.eventId),
+            keys: batch.length,
+            event: batch[0]?.eventId,
             step: error instanceof WriteError ? error.step : 'write',
             code: error instanceof WriteError ? error.code : undefined,
             error: String(error),
