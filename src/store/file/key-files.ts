@@ -181,12 +181,17 @@ export class KeyFiles implements KeptKeys {
     this.#building = building
     try {
       const now = this.#now()
-      const removed = await this.#journalOpen().sweep(now)
+      const journal = this.#journalOpen()
+      // A journal that cannot be deleted must not leave the filter unbuilt (every key then read).
+      const removed = await journal.sweep(now).catch((error: unknown) => {
+        this.#logger.warn('could not delete expired idempotency keys', { error: String(error) })
+        return 0
+      })
       if (this.#filter !== undefined && removed === 0) return
-      await this.#journalOpen().eachName(now, (name) => building.add(name))
+      await journal.eachName(now, (name) => building.add(name))
       this.#filter = building
     } catch (error) {
-      this.#logger.warn('could not sweep expired idempotency keys', { error: String(error) })
+      this.#logger.warn('could not read the kept idempotency keys', { error: String(error) })
     } finally {
       this.#building = undefined
     }

@@ -9,6 +9,7 @@ import { createHash } from 'node:crypto'
 import {
   appendFileSync,
   existsSync,
+  mkdirSync,
   readdirSync,
   readFileSync,
   rmSync,
@@ -566,6 +567,24 @@ describe('FileStore: the filter of kept keys', () => {
     )
     assert.deepEqual(await store.keys.find('admin', 'older-journal'), kept)
     assert.deepEqual(await store.keys.find('admin', 'newer-journal'), later)
+  })
+
+  it('builds the filter even when an expired journal cannot be deleted, and says so', async (t) => {
+    const dataDir = await dataDirOf(t, 'keys-undeletable-')
+    const first = await openStore(t, dataDir, { keySweepMs: NO_CHECKPOINT })
+    const kept = aloneKey('admin', 'kept')
+    await first.store.keys.keepAlone(kept)
+    await first.close()
+    // A journal's name, long expired, that unlink refuses (a directory).
+    mkdirSync(path.join(dataDir, 'keys', '20200101T000000.keys'))
+    const { store, logs } = await openStore(t, dataDir, { keySweepMs: NO_CHECKPOINT })
+    await filtering(store)
+    assert.ok(
+      logs.some((line) => line['msg'] === 'could not delete expired idempotency keys'),
+      JSON.stringify(logs),
+    )
+    assert.deepEqual(await store.keys.find('admin', 'kept'), kept)
+    assert.equal(await store.keys.find('admin', 'never'), undefined)
   })
 
   it('finds every kept key after the cache forgot it, through sweeps and false positives', async (t) => {
