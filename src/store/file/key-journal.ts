@@ -176,8 +176,7 @@ export class KeyJournal {
   async find(name: string, now: number): Promise<KeptKey | undefined> {
     const digest = Buffer.from(`${name} `, 'latin1')
     let found: KeptKey | undefined
-    for (const journal of await this.#journals()) {
-      if ((journalEnd(journal) ?? 0) <= now) continue
+    for (const journal of await this.#journals(now, 'live')) {
       if (this.#filters.get(journal)?.mightHold(name) === false) continue
       await this.#eachLine(journal, (line) => {
         if (found !== undefined || line.length <= digest.length) return
@@ -195,7 +194,7 @@ export class KeyJournal {
    * builds each one's filter on the way.
    */
   async eachName(now: number, name: (name: string) => void): Promise<void> {
-    const journals = (await this.#journals()).filter((journal) => (journalEnd(journal) ?? 0) > now)
+    const journals = await this.#journals(now, 'live')
     // A few at once: a day of journals is 2,880 files, whose opens dominate.
     const reader = async (): Promise<void> => {
       for (let journal = journals.pop(); journal !== undefined; journal = journals.pop())
@@ -224,8 +223,7 @@ export class KeyJournal {
   /** Deletes the journals whose keys have all expired (unsynced: one back after a power loss has still expired); how many. */
   async sweep(now: number): Promise<number> {
     let removed = 0
-    for (const journal of await this.#journals()) {
-      if ((journalEnd(journal) ?? 0) > now) continue
+    for (const journal of await this.#journals(now, 'passed')) {
       await unlink(path.join(this.#dir.path, journal)).then(
         () => {
           removed += 1
@@ -241,10 +239,16 @@ export class KeyJournal {
     return removed
   }
 
-  async #journals(): Promise<string[]> {
+  /** The journals whose span ends after `now` (live) or by it (passed), newest first. */
+  async #journals(now: number, which: 'live' | 'passed'): Promise<string[]> {
+    const live = which === 'live'
     // Newest first: a key kept again after it expired is in a later journal.
     return (await readdir(this.#dir.path))
-      .filter((name) => JOURNAL.test(name))
+      .filter((name) => {
+        const end = journalEnd(name)
+        if (end === undefined) return false
+        return live ? end > now : end <= now
+      })
       .sort()
       .reverse()
   }
