@@ -11,10 +11,16 @@
  * - `pinned`: creates the shim's open marker (SHIM_FAIL_OPEN_MARKER), so that no key's journal
  *   can be written, makes one keyed create (key `pinned-1`), prints `created <id>` and
  *   `found <true|false>`, waits for three checkpoints, prints `done` and idles until killed.
+ * - `blank`: on a clock of its own, makes one keyed create whose key (`blank-1`) expires in 2 s,
+ *   creates the shim's marker (SHIM_FAIL_MARKER: syncs under SHIM_FAIL_UNDER, the log's
+ *   segments, fail), moves the clock past the key's journal and prints `journals <n>` (the files
+ *   in keys/) once two sweeps ran, removes the marker and prints it again after two more sweeps,
+ *   then `done`, and idles until killed.
  * - `memory`: keeps COUNT distinct keys with updates of 100 users (16 at once), printing
  *   `rss <MB>` after a fifth of them and again after all, then `done`, and idles until killed.
  */
-import { writeFileSync } from 'node:fs'
+import { readdirSync, rmSync, writeFileSync } from 'node:fs'
+import path from 'node:path'
 
 import { ServiceError } from '../../src/domain/errors.js'
 import { FileStore } from '../../src/store/file/file-store.js'
@@ -24,11 +30,17 @@ import { changeUser, makeUser } from './store-users.js'
 
 const [mode, dataDir, countArg = '0', prefix = 'key'] = process.argv.slice(2)
 if (mode === undefined || dataDir === undefined)
-  throw new Error('usage: key-child.ts write|alone|pinned|memory DATA_DIR [COUNT] [PREFIX]')
+  throw new Error('usage: key-child.ts write|alone|pinned|blank|memory DATA_DIR [COUNT] [PREFIX]')
 const count = Number(countArg)
 const checkpointMs = Number(process.env['CHECKPOINT_MS'] ?? '1000')
 
-const store = new FileStore({ dataDir, checkpointMs })
+// `blank` runs on a clock of its own, swept every 50 ms; the others on the real one.
+let clock = Date.now()
+const store = new FileStore({
+  dataDir,
+  checkpointMs,
+  ...(mode === 'blank' ? { now: () => clock, keySweepMs: 50 } : {}),
+})
 await store.open()
 // stdout is a pipe: on Linux its writes are synchronous, so a printed line is one the store acknowledged.
 process.stdout.write('ready\n')
@@ -79,6 +91,20 @@ if (mode === 'write') {
   const found = await store.keys.find('pinned-subject', 'pinned-1')
   process.stdout.write(`found ${found !== undefined}\n`)
   await new Promise((resolve) => setTimeout(resolve, 3 * checkpointMs))
+  idle()
+} else if (mode === 'blank') {
+  const marker = process.env['SHIM_FAIL_MARKER']
+  if (marker === undefined) throw new Error('blank: no SHIM_FAIL_MARKER')
+  const idempotency = keyToKeep('blank-subject', 'blank-1', { expiresAt: clock + 2_000 })
+  await store.create(makeUser(), undefined, { idempotency })
+  const journals = (): string => `journals ${readdirSync(path.join(dataDir, 'keys')).length}\n`
+  writeFileSync(marker, '')
+  clock += 90_000
+  await new Promise((resolve) => setTimeout(resolve, 500))
+  process.stdout.write(journals())
+  rmSync(marker)
+  await new Promise((resolve) => setTimeout(resolve, 500))
+  process.stdout.write(journals())
   idle()
 } else if (mode === 'memory') {
   const ids: string[] = []

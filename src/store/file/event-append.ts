@@ -10,12 +10,18 @@ import { type DurableWriteObserver, reportDurableWrite } from '../write-timing.j
 import { syncDirectorySync } from './atomic-write.js'
 import type { Segment, Segments } from './event-segments.js'
 
+/** Where an append's first line starts: the segment's file name and the byte offset in it. */
+export interface LineStart {
+  readonly segment: string
+  readonly offset: number
+}
+
 interface Waiting {
   readonly line: Buffer
   readonly event: ChangeEvent | undefined
   /** Bytes before the event's own line (its key's line, written in the same append). */
   readonly skip: number
-  readonly resolve: () => void
+  readonly resolve: (start: LineStart) => void
   readonly reject: (error: unknown) => void
 }
 
@@ -48,9 +54,10 @@ export class SegmentAppender {
 
   /**
    * Appends the lines (of `event`, after `skip` bytes of its key's line, or a void); resolves once
-   * they are durable. They go in one write: a crash leaves a prefix of them, never a mix.
+   * they are durable, with where they start. They go in one write: a crash leaves a prefix of
+   * them, never a mix.
    */
-  enqueue(line: Buffer, event: ChangeEvent | undefined, skip = 0): Promise<void> {
+  enqueue(line: Buffer, event: ChangeEvent | undefined, skip = 0): Promise<LineStart> {
     return new Promise((resolve, reject) => {
       this.#waiting.push({ line, event, skip, resolve, reject })
       if (!this.#flushing) void this.#flush()
@@ -74,8 +81,12 @@ export class SegmentAppender {
       const batch = this.#waiting
       this.#waiting = []
       try {
-        await this.#writeBatch(batch)
-        for (const entry of batch) entry.resolve()
+        const { segment, offset } = await this.#writeBatch(batch)
+        let at = offset
+        for (const entry of batch) {
+          entry.resolve({ segment, offset: at })
+          at += entry.line.length
+        }
       } catch (error) {
         for (const entry of batch) entry.reject(error)
       }
@@ -88,7 +99,8 @@ export class SegmentAppender {
     if (this.#waiting.length > 0) void this.#flush()
   }
 
-  async #writeBatch(batch: readonly Waiting[]): Promise<void> {
+  /** Writes and syncs the batch; where it starts. */
+  async #writeBatch(batch: readonly Waiting[]): Promise<LineStart> {
     const segment = await this.#activeSegment()
     const handle = this.#handle
     if (handle === undefined) throw new Error('the event log is closed')
@@ -115,6 +127,7 @@ export class SegmentAppender {
     } finally {
       reportDurableWrite(this.#options.timings, 'log-sync', this.#dir, syncStarted)
     }
+    const start = { segment: segment.name, offset: segment.bytes }
     let offset = segment.bytes
     for (const { event, line, skip } of batch) {
       if (event !== undefined) {
@@ -131,6 +144,7 @@ export class SegmentAppender {
       offset += line.length
     }
     segment.bytes += data.length
+    return start
   }
 
   /**

@@ -13,7 +13,7 @@ import { type LoadedLog, loadSegments } from './event-log-load.js'
 import { quarantineRecord } from './event-quarantine.js'
 import { readRecords } from './event-records.js'
 import { type Segment, Segments } from './event-segments.js'
-import { keyLine } from './key-format.js'
+import { keyLine, type LogCopy } from './key-format.js'
 
 export type { LoadedLog } from './event-log-load.js'
 
@@ -89,18 +89,22 @@ export class EventLog implements EventBodies {
 
   /**
    * Appends the event, with the line of its request's key just before it when it has one (the
-   * same write and fdatasync: both or neither); resolves once durable. A failure is a WriteError.
+   * same write and fdatasync: both or neither); resolves once durable, with where the key's line
+   * is. A failure is a WriteError.
    */
-  append(event: ChangeEvent, keyJson?: string): Promise<void> {
+  async append(event: ChangeEvent, keyJson?: string): Promise<LogCopy | undefined> {
     const line = `${eventJson(event)}\n`
-    if (keyJson === undefined) return this.#appender.enqueue(Buffer.from(line), event)
+    if (keyJson === undefined) {
+      await this.#appender.enqueue(Buffer.from(line), event)
+      return undefined
+    }
     const key = keyLine(keyJson, event.id)
     return this.#appender.enqueue(Buffer.from(key + line), event, Buffer.byteLength(key))
   }
 
   /** Durably marks the event as never having happened. */
-  void(id: string): Promise<void> {
-    return this.#appender.enqueue(Buffer.from(`{"void":"${id}"}\n`), undefined)
+  async void(id: string): Promise<void> {
+    await this.#appender.enqueue(Buffer.from(`{"void":"${id}"}\n`), undefined)
   }
 
   keep(slot: number, event: ChangeEvent): EventPlace {

@@ -154,7 +154,7 @@ export class FileDurability implements Durability {
       },
     })
     this.#checkpoint.start()
-    this.keys.open(dirs.keys, () => this.#checkpoint)
+    this.keys.open(dirs.keys, this.eventsDir, () => this.#checkpoint)
     this.#watch = setInterval(() => {
       void checkPlace({
         dir: this.usersDir,
@@ -223,11 +223,14 @@ export class FileDurability implements Durability {
   async logEvent(event: ChangeEvent, kept?: KeptKey): Promise<void> {
     const id = eventIdNumber(event.id)
     this.#checkpoint?.begin(event.userId, id)
-    if (kept === undefined) return this.#eventLog.append(event)
+    if (kept === undefined) {
+      await this.#eventLog.append(event)
+      return
+    }
     // The key's text is made once: its log line and its journal line carry the same.
     const keyJson = keptKeyJson(kept)
-    await this.#eventLog.append(event, keyJson)
-    this.keys.logged(kept, id, keyJson)
+    const copy = await this.#eventLog.append(event, keyJson)
+    this.keys.logged(kept, id, keyJson, copy)
   }
 
   voidEvent(event: ChangeEvent): Promise<void> {

@@ -7,7 +7,7 @@ import { NameFilter } from '../name-filter.js'
 import { WriteError } from '../write-error.js'
 import type { DurableDirectory } from './atomic-write.js'
 import type { CheckpointDir } from './checkpoint.js'
-import { keptKeyJson, keyDigest } from './key-format.js'
+import { keptKeyJson, keyDigest, type LogCopy } from './key-format.js'
 import { KeyJournal } from './key-journal.js'
 
 const HELD: Promise<KeyHold> = Promise.resolve('held')
@@ -41,6 +41,8 @@ interface Pinned {
   /** The key's JSON (keptKeyJson), as the log line carries it. */
   readonly json: string
   readonly eventId: number
+  /** Where its log line is (blanked once it has expired). */
+  readonly copy: LogCopy | undefined
   writing: boolean
 }
 
@@ -76,6 +78,8 @@ export class KeyFiles implements KeptKeys {
   #checkpoint: () => KeyCheckpoint | undefined = () => undefined
   #timer: NodeJS.Timeout | undefined
   #sweeping: Promise<void> | undefined
+  /** The reading of the journals' names into a new filter, while one runs. */
+  #reading: Promise<void> | undefined
 
   constructor(options: KeyFilesOptions) {
     this.#now = options.now
@@ -95,9 +99,16 @@ export class KeyFiles implements KeptKeys {
     return this.#cache.bytes
   }
 
-  /** Starts keeping keys in `files` (after the replay), and the sweep. */
-  open(files: DurableDirectory, checkpoint: () => KeyCheckpoint | undefined): void {
-    this.#journal = new KeyJournal(files)
+  /**
+   * Starts keeping keys in `files` (after the replay), and the sweep, which also blanks expired
+   * keys' lines in the log's segments in `eventsDir`.
+   */
+  open(
+    files: DurableDirectory,
+    eventsDir: string,
+    checkpoint: () => KeyCheckpoint | undefined,
+  ): void {
+    this.#journal = new KeyJournal(files, eventsDir)
     this.#checkpoint = checkpoint
     this.#timer ??= setInterval(() => {
       this.#sweepingNow()
@@ -121,7 +132,7 @@ export class KeyFiles implements KeptKeys {
     let kept = this.#pinned.get(name)?.kept ?? this.#cache.get(name)
     if (kept === undefined) {
       // Right after open, the first sweep is reading the journals: wait for it, not read them all.
-      if (this.#filter === undefined) await this.#sweeping
+      if (this.#filter === undefined) await (this.#reading ?? this.#sweeping)
       if (this.#filter?.mightHold(name) !== false) kept = await this.#onDisk(name)
     }
     if (kept === undefined || isExpired(kept, this.#now())) return undefined
@@ -155,9 +166,9 @@ export class KeyFiles implements KeptKeys {
    * now on, and its journal line is appended in the background, the checkpoint held behind the
    * event until it is.
    */
-  logged(kept: KeptKey, eventId: number, json: string): void {
+  logged(kept: KeptKey, eventId: number, json: string, copy?: LogCopy): void {
     const name = keyDigest(kept.subject, kept.key)
-    const pin: Pinned = { name, kept, json, eventId, writing: false }
+    const pin: Pinned = { name, kept, json, eventId, copy, writing: false }
     this.#pinned.set(name, pin)
     this.#filtered(name)
     this.#checkpoint()?.holdEvent(eventId)
@@ -174,26 +185,45 @@ export class KeyFiles implements KeptKeys {
   async #sweepOnce(): Promise<void> {
     // Keys whose line could not be written get another try.
     for (const pin of this.#pinned.values()) if (!pin.writing) this.#queue(pin)
-    // Keys on their way to a journal may not be read: they are in the new filter from the start.
+    const now = this.#now()
+    const journal = this.#journalOpen()
+    if (this.#filter === undefined) {
+      // First, for the keyed requests that wait for it; the deletions (blanking the log's copies
+      // of many keys, after a long stop) may take a while. The journals they delete had passed
+      // already: the filter holds none of their names.
+      await this.#readFilter(journal, now)
+      await this.#deleteExpired(journal, now)
+      return
+    }
+    // The filter holds the names of the journals deleted: read again, without them.
+    if ((await this.#deleteExpired(journal, now)) > 0) await this.#readFilter(journal, now)
+  }
+
+  /** Deletes the journals whose keys have all expired; how many. */
+  #deleteExpired(journal: KeyJournal, now: number): Promise<number> {
+    return journal.sweep(now).catch((error: unknown) => {
+      this.#logger.warn('could not delete expired idempotency keys', { error: String(error) })
+      return 0
+    })
+  }
+
+  /** A new filter from the live journals' names and the keys on their way to one. */
+  async #readFilter(journal: KeyJournal, now: number): Promise<void> {
     const building = new NameFilter(this.#filterBits)
-    for (const name of this.#pinned.keys()) building.add(name)
-    for (const name of this.#alone) building.add(name)
+    // Keys on their way to a journal may not be read: in the new filter from the start.
+    for (const name of [...this.#pinned.keys(), ...this.#alone]) building.add(name)
     this.#building = building
+    const read = journal.eachName(now, (name) => building.add(name))
+    // find() waits for it, and must not fail with it.
+    this.#reading = read.catch(() => undefined)
     try {
-      const now = this.#now()
-      const journal = this.#journalOpen()
-      // A journal that cannot be deleted must not leave the filter unbuilt (every key then read).
-      const removed = await journal.sweep(now).catch((error: unknown) => {
-        this.#logger.warn('could not delete expired idempotency keys', { error: String(error) })
-        return 0
-      })
-      if (this.#filter !== undefined && removed === 0) return
-      await journal.eachName(now, (name) => building.add(name))
+      await read
       this.#filter = building
     } catch (error) {
       this.#logger.warn('could not read the kept idempotency keys', { error: String(error) })
     } finally {
       this.#building = undefined
+      this.#reading = undefined
     }
   }
 

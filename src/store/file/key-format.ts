@@ -2,12 +2,21 @@ import { createHash } from 'node:crypto'
 
 import type { KeptAnswer, KeptKey } from '../../domain/kept-key.js'
 import { keyName } from '../memory-keys.js'
+import type { LineStart } from './event-append.js'
 import { safeId } from './event-segments.js'
 
 /** How a key's line in the event log starts (KEY_LINE_START's bytes, read as latin1). */
-const KEY_LINE_START = '{"key":'
+export const KEY_LINE_START = '{"key":'
+/** What follows the key's JSON in its log line, before its event's id. */
+export const KEY_LINE_FOR_START = ',"for":"'
 /** The event id a key line ends with: its event's, whose line follows it in the same append. */
 const KEY_LINE_FOR = /,"for":"([0-9a-f]{16})"\}$/
+/** A journal line's end: where the log's copy of the key is (`<tab><segment file>:<offset>`). */
+const JOURNAL_COPY = /\t([0-9a-f]{16}\.ndjson):(\d{1,15})$/
+const TAB = 0x09
+
+/** Where the event log holds a copy of a kept key: its key line's segment file and byte offset. */
+export type LogCopy = LineStart
 
 /** The name a subject's key is kept under: the SHA-256 of the subject and key, in hex. */
 export function keyDigest(subject: string, key: string): string {
@@ -26,6 +35,39 @@ export function keptKeyJson(kept: KeptKey): string {
  */
 export function keyLine(keyJson: string, eventId: string): string {
   return `{"key":${keyJson},"for":"${eventId}"}\n`
+}
+
+/**
+ * A journal line, newline included: the key's name (keyDigest), a space, its JSON, then, for a key
+ * kept with a change, a tab (which JSON text never holds raw) and where its key line is in the
+ * event log, so that the line can be blanked there once the key has expired (key-log-copies.ts).
+ */
+export function journalLine(name: string, json: string, copy?: LogCopy): string {
+  return copy === undefined
+    ? `${name} ${json}\n`
+    : `${name} ${json}\t${copy.segment}:${copy.offset}\n`
+}
+
+/** The bytes of a journal line's JSON, from `from` (past its name and space) to its tab, if any. */
+export function journalJson(line: Buffer, from: number): Buffer {
+  const tab = line.indexOf(TAB, from)
+  return line.subarray(from, tab === -1 ? line.length : tab)
+}
+
+/** Where a journal line says the log's copy of its key is; undefined when it names none. */
+export function journalCopy(line: Buffer): LogCopy | undefined {
+  const tab = line.lastIndexOf(TAB)
+  if (tab === -1) return undefined
+  const found = JOURNAL_COPY.exec(line.toString('latin1', tab))
+  if (found === null) return undefined
+  const [, segment = '', offset = ''] = found
+  return { segment, offset: Number(offset) }
+}
+
+/** The bytes of a key line's JSON (a line of the log that isKeyLine, its newline left out). */
+export function keyLineJson(line: Buffer): Buffer {
+  // After the JSON: `,"for":"`, the event's 16 hex digits, `"}`.
+  return line.subarray(KEY_LINE_START.length, line.length - KEY_LINE_FOR_START.length - 18)
 }
 
 /** Whether a line of the log is a key's line (which the feed never shows nor quarantines). */

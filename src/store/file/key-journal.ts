@@ -6,7 +6,8 @@ import { NameFilter } from '../name-filter.js'
 import { WriteError } from '../write-error.js'
 import type { DurableDirectory } from './atomic-write.js'
 import { hasCode } from './errno.js'
-import { parseKeptKey } from './key-format.js'
+import { journalCopy, journalJson, journalLine, type LogCopy, parseKeptKey } from './key-format.js'
+import { LogCopyBlanker } from './key-log-copies.js'
 import { readLines } from './segment-lines.js'
 
 /**
@@ -31,11 +32,15 @@ const JOURNAL_FILTER_BITS = 13
 /** Journals read at once when their names are read. */
 const READERS = 8
 
-/** A key to append: its name (keyDigest), the key and its JSON (keptKeyJson). */
+/**
+ * A key to append: its name (keyDigest), the key, its JSON (keptKeyJson) and, for a key kept with
+ * a change, where its key line is in the event log.
+ */
 export interface JournalEntry {
   readonly name: string
   readonly kept: KeptKey
   readonly json: string
+  readonly copy?: LogCopy | undefined
 }
 
 /** The journal a key of this expiry goes to: `DATA_DIR/keys/<YYYYMMDDTHHMMSS>.keys` (UTC). */
@@ -55,17 +60,20 @@ export function journalEnd(name: string): number | undefined {
 
 /**
  * The file store's kept keys on disk (docs/operations.md): appended to one journal per 30 s of
- * expiry, a line per key (`<sha-256> <JSON>`), so that keeping a key creates no file and
- * a checkpoint fsyncs one or two journals however many keys it covers. Appends are unsynced: the
+ * expiry, a line per key (journalLine: `<sha-256> <JSON>`, then where the event log's copy of it
+ * is), so that keeping a key creates no file and a checkpoint fsyncs one or two journals however
+ * many keys it covers. Appends are unsynced: the
  * event log holds every key kept with a change until the checkpoint has fsynced its journal, and a
  * start's replay appends again the keys past the checkpoint (a key may so have two lines; both
- * say the same). A journal whose span has passed holds only expired keys and is deleted whole.
+ * say the same). A journal whose span has passed holds only expired keys: the log's copies of them
+ * are blanked, then it is deleted whole.
  * A crash can leave a journal's last line torn: it is cut off before this process first appends
  * to that journal (reads pass over it), and a failed append is cut off before the next one, so
  * that every line but the last starts with a name.
  */
 export class KeyJournal {
   readonly #dir: DurableDirectory
+  readonly #eventsDir: string
   /** The bytes of whole lines in each journal this process knows of. */
   readonly #sizes = new Map<string, number>()
   /** Journals whose last append failed: cut back to their size before the next one. */
@@ -79,8 +87,9 @@ export class KeyJournal {
   readonly #building = new Map<string, NameFilter>()
   #appending: Promise<unknown> = Promise.resolve()
 
-  constructor(dir: DurableDirectory) {
+  constructor(dir: DurableDirectory, eventsDir: string) {
     this.#dir = dir
+    this.#eventsDir = eventsDir
   }
 
   /**
@@ -110,7 +119,7 @@ export class KeyJournal {
       if (fresh) this.#filters.set(journal, new NameFilter(JOURNAL_FILTER_BITS))
       await this.#appendTo(
         journal,
-        batch.map(({ name, json }) => `${name} ${json}\n`).join(''),
+        batch.map(({ name, json, copy }) => journalLine(name, json, copy)).join(''),
         durable,
       )
       // After the write: a reading of the journal's names that began before it may have missed it.
@@ -181,7 +190,7 @@ export class KeyJournal {
       await this.#eachLine(journal, (line) => {
         if (found !== undefined || line.length <= digest.length) return
         if (line.compare(digest, 0, digest.length, 0, digest.length) !== 0) return
-        const kept = parseKeptKey(line.toString('utf8', digest.length))
+        const kept = parseKeptKey(journalJson(line, digest.length).toString('utf8'))
         if (kept !== undefined && !isExpired(kept, now)) found = kept
       })
       if (found !== undefined) return found
@@ -220,10 +229,15 @@ export class KeyJournal {
     this.#filters.set(journal, filter)
   }
 
-  /** Deletes the journals whose keys have all expired (unsynced: one back after a power loss has still expired); how many. */
+  /**
+   * Deletes the journals whose keys have all expired, each after the log's copies of its keys are
+   * blanked durably (the unlink is unsynced: a journal back after a power loss has still expired,
+   * and its copies are blanked already); how many.
+   */
   async sweep(now: number): Promise<number> {
     let removed = 0
     for (const journal of await this.#journals(now, 'passed')) {
+      await this.#blankCopies(journal)
       await unlink(path.join(this.#dir.path, journal)).then(
         () => {
           removed += 1
@@ -237,6 +251,21 @@ export class KeyJournal {
       this.#filters.delete(journal)
     }
     return removed
+  }
+
+  /** Blanks the event log's copies of the journal's keys (LogCopyBlanker), durably. */
+  async #blankCopies(journal: string): Promise<void> {
+    const blanker = new LogCopyBlanker(this.#eventsDir)
+    try {
+      await this.#eachLine(journal, (line) => {
+        const copy = journalCopy(line)
+        if (copy === undefined || line.length <= DIGEST_LENGTH) return undefined
+        return blanker.blank(copy, journalJson(line, DIGEST_LENGTH + 1))
+      })
+      await blanker.sync()
+    } finally {
+      await blanker.close()
+    }
   }
 
   /** The journals whose span ends after `now` (live) or by it (passed), newest first. */
@@ -254,7 +283,7 @@ export class KeyJournal {
   }
 
   /** Every whole line of a journal up to what this process appended (a journal gone: none). */
-  async #eachLine(journal: string, line: (bytes: Buffer) => void): Promise<void> {
+  async #eachLine(journal: string, line: (bytes: Buffer) => void | Promise<void>): Promise<void> {
     try {
       await readLines(path.join(this.#dir.path, journal), (bytes) => line(bytes))
     } catch (error) {

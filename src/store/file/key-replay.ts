@@ -1,11 +1,20 @@
+import path from 'node:path'
 import { TextDecoder } from 'node:util'
 
 import { parseEventHead } from '../../domain/event.js'
 import { isExpired, type KeptKey } from '../../domain/kept-key.js'
 import type { DurableDirectory } from './atomic-write.js'
 import { safeId } from './event-segments.js'
-import { isKeyLine, keptKeyJson, keyDigest, parseKeyLine } from './key-format.js'
+import {
+  isKeyLine,
+  keptKeyJson,
+  keyDigest,
+  keyLineJson,
+  type LogCopy,
+  parseKeyLine,
+} from './key-format.js'
 import { type JournalEntry, KeyJournal } from './key-journal.js'
+import { LogCopyBlanker } from './key-log-copies.js'
 import { readLines } from './segment-lines.js'
 
 /** Keys appended at once while replaying. */
@@ -18,6 +27,8 @@ export interface KeyReplay {
   readonly after: number
   readonly voided: ReadonlySet<number>
   readonly keys: DurableDirectory
+  /** Where the segments are: the lines of keys that expired or whose event was voided are blanked. */
+  readonly eventsDir: string
   readonly now: number
 }
 
@@ -25,12 +36,14 @@ export interface KeyReplay {
  * Appends again to its journal (KeyJournal; unsynced: the replay fsyncs them before the checkpoint
  * moves) every key line past the checkpoint whose event counts: its line follows the key's at
  * once, whole (a torn append left neither), and is not voided (its change failed). A key that has
- * expired meanwhile is left out. Streamed: memory holds one batch of keys. Returns the journals
- * written and how many keys.
+ * expired meanwhile is left out, and its line blanked (LogCopyBlanker, durably before this
+ * resolves), as is a key whose event was voided: no journal will name them. Streamed: memory
+ * holds one batch of keys. Returns the journals written and how many keys.
  */
 export async function replayKeys(replay: KeyReplay): Promise<{ journals: string[]; keys: number }> {
   const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
-  const journal = new KeyJournal(replay.keys)
+  const journal = new KeyJournal(replay.keys, replay.eventsDir)
+  const blanker = new LogCopyBlanker(replay.eventsDir)
   const names = new Set<string>()
   let keys = 0
   let batch: JournalEntry[] = []
@@ -41,30 +54,41 @@ export async function replayKeys(replay: KeyReplay): Promise<{ journals: string[
     keys += running.length
     for (const name of await journal.append(running)) names.add(name)
   }
-  for (const file of replay.files) {
-    let waiting: { kept: KeptKey; eventId: string } | undefined
-    await readLines(file, (bytes) => {
-      const previous = waiting
-      waiting = undefined
-      if (isKeyLine(bytes)) {
-        const text = decode(decoder, bytes)
-        waiting = text === undefined ? undefined : parseKeyLine(text)
-        return
-      }
-      // Most lines follow no key: they are not even read as text.
-      const text = previous === undefined ? undefined : decode(decoder, bytes)
-      if (previous === undefined || text === undefined) return
-      const head = parseEventHead(text)
-      const id = head === undefined ? undefined : safeId(head.id)
-      if (head?.id !== previous.eventId || id === undefined) return
-      if (id <= replay.after || replay.voided.has(id) || isExpired(previous.kept, replay.now))
-        return
-      const { kept } = previous
-      batch.push({ name: keyDigest(kept.subject, kept.key), kept, json: keptKeyJson(kept) })
-      return batch.length >= REPLAY_AT_ONCE ? flush() : undefined
-    })
+  try {
+    for (const file of replay.files) {
+      const segment = path.basename(file)
+      let waiting: { kept: KeptKey; eventId: string; copy: LogCopy; json: Buffer } | undefined
+      await readLines(file, (bytes, offset) => {
+        const previous = waiting
+        waiting = undefined
+        if (isKeyLine(bytes)) {
+          const text = decode(decoder, bytes)
+          const parsed = text === undefined ? undefined : parseKeyLine(text)
+          if (parsed !== undefined) {
+            // readLines reuses its buffer: copied.
+            const json = Buffer.from(keyLineJson(bytes))
+            waiting = { ...parsed, copy: { segment, offset }, json }
+          }
+          return
+        }
+        // Most lines follow no key: they are not even read as text.
+        const text = previous === undefined ? undefined : decode(decoder, bytes)
+        if (previous === undefined || text === undefined) return
+        const head = parseEventHead(text)
+        const id = head === undefined ? undefined : safeId(head.id)
+        if (head?.id !== previous.eventId || id === undefined || id <= replay.after) return
+        const { kept, copy } = previous
+        if (replay.voided.has(id) || isExpired(kept, replay.now))
+          return blanker.blank(copy, previous.json)
+        batch.push({ name: keyDigest(kept.subject, kept.key), kept, json: keptKeyJson(kept), copy })
+        return batch.length >= REPLAY_AT_ONCE ? flush() : undefined
+      })
+    }
+    await flush()
+    await blanker.sync()
+  } finally {
+    await blanker.close()
   }
-  await flush()
   return { journals: [...names], keys }
 }
 

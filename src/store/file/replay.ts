@@ -118,7 +118,14 @@ export async function replayTail(dirs: ReplayDirs): Promise<Replayed> {
       return batch.length >= REPLAY_AT_ONCE ? flush() : undefined
     })
     await flush()
-    const replayed = await replayKeys({ files, after, voided, keys: dirs.keys, now: dirs.now })
+    const replayed = await replayKeys({
+      files,
+      after,
+      voided,
+      keys: dirs.keys,
+      eventsDir: dirs.eventsDir,
+      now: dirs.now,
+    })
     keys = replayed.keys
     await syncFiles(dirs.users, userFiles)
     await syncFiles(dirs.graves, graveFiles)

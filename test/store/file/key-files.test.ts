@@ -51,15 +51,21 @@ function journalOf(dataDir: string, expiresAt: number): string {
   return path.join(dataDir, 'keys', `${start.slice(0, 19).replace(/[-:]/g, '')}.keys`)
 }
 
-/** The key's lines in the journals of DATA_DIR/keys, parsed. */
+/** The key's lines in the journals of DATA_DIR/keys, their JSON (before a tab and the log's copy) parsed. */
 function journalLines(dataDir: string, subject: string, key: string): unknown[] {
   const prefix = `${digestOf(subject, key)} `
   return keyFiles(dataDir)
     .filter((name) => name.endsWith('.keys'))
     .flatMap((name) => readFileSync(path.join(dataDir, 'keys', name), 'utf8').split('\n'))
     .filter((line) => line.startsWith(prefix))
-    .map((line) => JSON.parse(line.slice(prefix.length)) as unknown)
+    .map((line) => JSON.parse(line.slice(prefix.length).split('\t')[0] ?? '') as unknown)
 }
+
+/** Every segment of DATA_DIR/events as one text. */
+const logText = (dataDir: string): string =>
+  readLog(dataDir)
+    .segments.map((name) => readFileSync(path.join(dataDir, 'events', name), 'utf8'))
+    .join('')
 
 /** Opens a FileStore with a logger that keeps its lines; closed when the test ends (once). */
 async function openStore(
@@ -150,7 +156,7 @@ async function killAfter(child: Child, lines: number): Promise<string[]> {
 }
 
 describe('FileStore: kept keys on disk', () => {
-  it("keeps a keyed change's key as a line `<sha-256> <JSON>` of the journal of its expiry's 30 s (mode 0600), found by a new store on the same directory; the feed shows only the event", async (t) => {
+  it("keeps a keyed change's key as a line `<sha-256> <JSON>\\t<segment>:<offset>` of the journal of its expiry's 30 s (mode 0600), the offset its line's in the log, found by a new store on the same directory; the feed shows only the event", async (t) => {
     const dataDir = await dataDirOf(t, 'keys-restart-')
     const first = await openStore(t, dataDir)
     const idempotency = keyToKeep('admin-1', 'restart-key')
@@ -161,7 +167,13 @@ describe('FileStore: kept keys on disk', () => {
     assert.deepEqual(keyFiles(dataDir), [path.basename(journal)], 'one journal, no file per key')
     assert.deepEqual(
       readFileSync(journal, 'utf8'),
-      `${digestOf('admin-1', 'restart-key')} ${JSON.stringify(kept)}\n`,
+      `${digestOf('admin-1', 'restart-key')} ${JSON.stringify(kept)}\t0000000000000001.ndjson:0\n`,
+    )
+    assert.ok(
+      readFileSync(path.join(dataDir, 'events', '0000000000000001.ndjson'), 'utf8').startsWith(
+        `{"key":${JSON.stringify(kept)},"for":"`,
+      ),
+      "the journal names where the key's line is in the log",
     )
     assert.equal(statSync(journal).mode & 0o777, 0o600)
     assert.equal(readLog(dataDir).events.length, 1, 'one event in the log')
@@ -612,5 +624,155 @@ describe('FileStore: the filter of kept keys', () => {
       assert.equal((await store.keys.find('admin', `many-${n}`))?.key, `many-${n}`, `many-${n}`)
     for (let n = 0; n < 50; n += 1)
       assert.equal(await store.keys.find('admin', `none-${n}`), undefined)
+  })
+})
+
+describe("FileStore: the log's copies of expired keys", () => {
+  const SPAN = 30_000
+  /** The key lines of the log whose key was blanked: `{"key":null<spaces>,"for":"<id>"}`. */
+  const blankedLines = (dataDir: string): string[] =>
+    logText(dataDir)
+      .split('\n')
+      .filter((line) => /^\{"key":null +,"for":"[0-9a-f]{16}"\}$/.test(line))
+  const segmentSizes = (dataDir: string): number[] =>
+    readLog(dataDir).segments.map((name) => statSync(path.join(dataDir, 'events', name)).size)
+
+  it("blanks the log's copy of a key kept with a change once its journal's span has passed (the same bytes: null and spaces), then deletes the journal; the events stay, and a restart reads the log whole", async (t) => {
+    const dataDir = await dataDirOf(t, 'keys-blank-')
+    let clock = Math.floor(Date.now() / SPAN) * SPAN + 1_000
+    const first = await openStore(t, dataDir, { now: () => clock, keySweepMs: 50 })
+    const short = clock + SPAN + 2_000
+    const made = await first.store.create(makeUser(), undefined, {
+      idempotency: keyToKeep('admin', 'copy-short', { expiresAt: short }),
+    })
+    const longKey = keyToKeep('admin', 'copy-long', { expiresAt: clock + 5 * SPAN })
+    await first.store.update(made.user.id, (current) => changeUser(current.user, { name: 'B' }), {
+      idempotency: longKey,
+    })
+    const sizes = segmentSizes(dataDir)
+    assert.match(logText(dataDir), /"key":"copy-short"/)
+    assert.deepEqual(blankedLines(dataDir), [])
+
+    clock = short + SPAN
+    const deadline = Date.now() + 2_000
+    while (keyFiles(dataDir).length > 1 && Date.now() < deadline) await sleep(10)
+    assert.deepEqual(keyFiles(dataDir), [path.basename(journalOf(dataDir, clock + 3 * SPAN))])
+    const text = logText(dataDir)
+    assert.doesNotMatch(text, /copy-short/, "the expired key's text is gone from the log")
+    assert.match(text, /"key":"copy-long"/, 'a key still kept keeps its copy')
+    assert.equal(blankedLines(dataDir).length, 1)
+    assert.deepEqual(segmentSizes(dataDir), sizes, 'no byte moved')
+    const events = [`user.created ${made.user.id}`, `user.updated ${made.user.id}`]
+    assert.deepEqual(await feed(first.store), events)
+    assert.equal(await first.store.keys.find('admin', 'copy-short'), undefined)
+    await first.close()
+
+    const second = await openStore(t, dataDir, { now: () => clock })
+    assert.deepEqual(await feed(second.store), events)
+    assert.equal(second.logs.find((line) => line['msg'] === 'events loaded')?.['damaged'], 0)
+    assert.equal(existsSync(path.join(dataDir, 'quarantine')), false, 'nothing quarantined')
+    assert.deepEqual(await second.store.keys.find('admin', 'copy-long'), keptOnce(longKey))
+  })
+
+  it('overwrites nothing where a journal names a place that does not hold its key line, or a segment that is gone', async (t) => {
+    const dataDir = await dataDirOf(t, 'keys-blank-elsewhere-')
+    let clock = Math.floor(Date.now() / SPAN) * SPAN + 1_000
+    const { store } = await openStore(t, dataDir, { now: () => clock, keySweepMs: 50 })
+    await store.create(makeUser())
+    const stranger = aloneKey('admin', 'stranger', clock + 2_000)
+    const json = JSON.stringify(stranger)
+    const before = logText(dataDir)
+    // The first line of the log is an event's; another segment does not exist.
+    const lines = [
+      `${digestOf('admin', 'stranger')} ${json}\t0000000000000001.ndjson:0\n`,
+      `${digestOf('admin', 'stranger')} ${json}\t00000000000000ff.ndjson:0\n`,
+    ]
+    writeFileSync(journalOf(dataDir, stranger.expiresAt), lines.join(''))
+
+    clock += 2 * SPAN
+    const deadline = Date.now() + 2_000
+    while (keyFiles(dataDir).length > 0 && Date.now() < deadline) await sleep(10)
+    assert.deepEqual(keyFiles(dataDir), [], 'the journal is deleted')
+    assert.equal(logText(dataDir), before, 'the log is as it was')
+  })
+
+  it('reads a key line whose blanking a crash tore as a key line: no damage, no key replayed from it', async (t) => {
+    const dataDir = await dataDirOf(t, 'keys-blank-torn-')
+    let clock = Math.floor(Date.now() / SPAN) * SPAN + 1_000
+    const first = await openStore(t, dataDir, { now: () => clock, checkpointMs: NO_CHECKPOINT })
+    const idempotency = keyToKeep('admin', 'torn-blank', { expiresAt: clock + 2_000 })
+    const made = await first.store.create(makeUser(), undefined, { idempotency })
+    await first.close()
+    // The overwrite reached the disk in part: `null`, some spaces, then the rest of the key.
+    const segment = path.join(dataDir, 'events', '0000000000000001.ndjson')
+    const bytes = readFileSync(segment)
+    Buffer.from('null          ', 'latin1').copy(bytes, '{"key":'.length)
+    writeFileSync(segment, bytes)
+    writeFileSync(path.join(dataDir, 'checkpoint.json'), '{"through":"0000000000000000"}\n')
+
+    clock += 2 * SPAN
+    const second = await openStore(t, dataDir, { now: () => clock })
+    assert.deepEqual(await feed(second.store), [`user.created ${made.user.id}`])
+    assert.equal(second.logs.find((line) => line['msg'] === 'events loaded')?.['damaged'], 0)
+    assert.equal(existsSync(path.join(dataDir, 'quarantine')), false, 'nothing quarantined')
+    const replayed = second.logs.find(
+      (line) => line['msg'] === 'replayed the event log past its checkpoint',
+    )
+    assert.equal(replayed?.['keys'], 0)
+    assert.equal(await second.store.keys.find('admin', 'torn-blank'), undefined)
+  })
+
+  it("keeps the journal while the blanked segment's fdatasync fails, and deletes it once a later sweep has synced the segment", {
+    timeout: 60_000,
+  }, async (t) => {
+    if (shim.skip !== undefined) return t.skip(shim.skip)
+    const dataDir = await dataDirOf(t, 'keys-blank-sync-')
+    const marker = path.join(path.dirname(dataDir), 'fail-sync')
+    const env = shimEnv(shim.library, {
+      failMarker: marker,
+      failUnder: path.join(dataDir, 'events'),
+      failKind: 'file',
+    })
+    const child = runChild(t, ['blank', dataDir], env)
+    while (!child.stdout().includes('done\n')) {
+      if (exited(child)) assert.fail(`the child stopped:\n${child.stderr()}`)
+      await sleep(10)
+    }
+    assert.deepEqual(child.stdout().split('\n').slice(1, 3), ['journals 1', 'journals 0'])
+    assert.doesNotMatch(logText(dataDir), /blank-1/)
+    assert.equal(blankedLines(dataDir).length, 1)
+  })
+
+  it("blanks, as it replays the log, the line of a key that expired while stopped, and gives a key it appends again its log line's place", async (t) => {
+    const dataDir = await dataDirOf(t, 'keys-blank-replay-')
+    let clock = Math.floor(Date.now() / SPAN) * SPAN + 1_000
+    const first = await openStore(t, dataDir, { now: () => clock, checkpointMs: NO_CHECKPOINT })
+    const expiring = keyToKeep('admin', 'expires-stopped', { expiresAt: clock + 2_000 })
+    const made = await first.store.create(makeUser(), undefined, { idempotency: expiring })
+    const lasting = keyToKeep('admin', 'lasts', { expiresAt: clock + 10 * SPAN })
+    await first.store.update(made.user.id, (current) => changeUser(current.user, { name: 'L' }), {
+      idempotency: lasting,
+    })
+    await first.close()
+    // A power loss took the journals' lines and the checkpoint back: the replay has only the log.
+    for (const name of keyFiles(dataDir)) rmSync(path.join(dataDir, 'keys', name))
+    writeFileSync(path.join(dataDir, 'checkpoint.json'), '{"through":"0000000000000000"}\n')
+
+    clock += 2 * SPAN
+    const second = await openStore(t, dataDir, { now: () => clock })
+    const text = logText(dataDir)
+    assert.doesNotMatch(text, /expires-stopped/, 'the expired key is blanked by the replay')
+    assert.equal(blankedLines(dataDir).length, 1)
+    const kept = keptOnce(lasting)
+    const line = readFileSync(journalOf(dataDir, kept.expiresAt), 'utf8')
+    const place = /\t([0-9a-f]{16}\.ndjson):(\d+)\n$/.exec(line)
+    assert.ok(place !== null, line)
+    const at = Number(place[2])
+    assert.equal(
+      text.slice(at, at + `{"key":${JSON.stringify(kept)}`.length),
+      `{"key":${JSON.stringify(kept)}`,
+      "the replayed journal line names its key line's place",
+    )
+    assert.deepEqual(await second.store.keys.find('admin', 'lasts'), kept)
   })
 })
