@@ -98,6 +98,8 @@ if (mode === 'write') {
   const idempotency = keyToKeep('blank-subject', 'blank-1', { expiresAt: clock + 2_000 })
   await store.create(makeUser(), undefined, { idempotency })
   const journals = (): string => `journals ${readdirSync(path.join(dataDir, 'keys')).length}\n`
+  // Its journal line is appended after the answer.
+  while (journals() !== 'journals 1\n') await new Promise((resolve) => setTimeout(resolve, 10))
   writeFileSync(marker, '')
   clock += 90_000
   await new Promise((resolve) => setTimeout(resolve, 500))

@@ -62,14 +62,13 @@ export function journalEnd(name: string): number | undefined {
  * The file store's kept keys on disk (docs/operations.md): appended to one journal per 30 s of
  * expiry, a line per key (journalLine: `<sha-256> <JSON>`, then where the event log's copy of it
  * is), so that keeping a key creates no file and a checkpoint fsyncs one or two journals however
- * many keys it covers. Appends are unsynced: the
- * event log holds every key kept with a change until the checkpoint has fsynced its journal, and a
- * start's replay appends again the keys past the checkpoint (a key may so have two lines; both
- * say the same). A journal whose span has passed holds only expired keys: the log's copies of them
- * are blanked, then it is deleted whole.
- * A crash can leave a journal's last line torn: it is cut off before this process first appends
- * to that journal (reads pass over it), and a failed append is cut off before the next one, so
- * that every line but the last starts with a name.
+ * many keys it covers. Appends are unsynced: the event log holds every key kept with a change
+ * until the checkpoint has fsynced its journal, and a start's replay appends again the keys past
+ * the checkpoint (a key may so have two lines; both say the same). A journal whose span has passed
+ * holds only expired keys: the log's copies of them are blanked, then it is deleted whole. A crash
+ * can leave a journal's last line torn: it is cut off before this process first appends to that
+ * journal (reads pass over it), and a failed append is cut off before the next one, so that every
+ * line but the last starts with a name.
  */
 export class KeyJournal {
   readonly #dir: DurableDirectory

@@ -649,6 +649,10 @@ describe("FileStore: the log's copies of expired keys", () => {
     await first.store.update(made.user.id, (current) => changeUser(current.user, { name: 'B' }), {
       idempotency: longKey,
     })
+    // The journal lines are appended after the answers: wait for both journals.
+    const appended = Date.now() + 5_000
+    while (keyFiles(dataDir).length < 2 && Date.now() < appended) await sleep(10)
+    assert.equal(keyFiles(dataDir).length, 2)
     const sizes = segmentSizes(dataDir)
     assert.match(logText(dataDir), /"key":"copy-short"/)
     assert.deepEqual(blankedLines(dataDir), [])
