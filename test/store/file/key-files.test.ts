@@ -726,6 +726,52 @@ describe("FileStore: the log's copies of expired keys", () => {
     assert.equal(await second.store.keys.find('admin', 'torn-blank'), undefined)
   })
 
+  it('blanks the copies of many keys, large and small, in two segments, a batch at a time', {
+    timeout: 120_000,
+  }, async (t) => {
+    const dataDir = await dataDirOf(t, 'keys-blank-many-')
+    const HOUR = 3_600_000
+    let clock = Math.floor(Date.now() / SPAN) * SPAN + 1_000
+    const expiresAt = clock + 3 * HOUR
+    const first = await openStore(t, dataDir, { now: () => clock, keySweepMs: 50 })
+    const keep = async (prefix: string, count: number, big: boolean): Promise<void> => {
+      let next = 0
+      const writer = async (): Promise<void> => {
+        for (let n = next++; n < count; n = next++) {
+          const user = big ? makeUser({ metadata: bigMetadata(`${prefix}${n}`) }) : makeUser()
+          const idempotency = keyToKeep('many', `${prefix}-${n}`, { expiresAt })
+          await first.store.create(user, undefined, { idempotency })
+        }
+      }
+      await Promise.all(Array.from({ length: 16 }, writer))
+    }
+    // Large keys (about 50 KB each, past one read's MiB) and more keys than one batch.
+    await keep('big-a', 30, true)
+    await keep('small', 600, false)
+    // Segments last an hour: the next append starts a new one.
+    clock += 2 * HOUR
+    await keep('big-b', 30, true)
+    assert.equal(readLog(dataDir).segments.length, 2)
+    const journal = journalOf(dataDir, expiresAt)
+    const lines = (): number =>
+      existsSync(journal) ? readFileSync(journal, 'utf8').split('\n').length - 1 : 0
+    const appended = Date.now() + 10_000
+    while (lines() < 660 && Date.now() < appended) await sleep(10)
+    assert.equal(lines(), 660)
+
+    clock = expiresAt + 2 * SPAN
+    const deadline = Date.now() + 30_000
+    while (keyFiles(dataDir).length > 0 && Date.now() < deadline) await sleep(20)
+    assert.deepEqual(keyFiles(dataDir), [])
+    assert.doesNotMatch(logText(dataDir), /"key":"(big-a|small|big-b)-/)
+    assert.equal(blankedLines(dataDir).length, 660)
+    await first.close()
+    const second = await openStore(t, dataDir, { now: () => clock })
+    const loaded = second.logs.find((line) => line['msg'] === 'events loaded')
+    assert.equal(loaded?.['events'], 660)
+    assert.equal(loaded?.['damaged'], 0)
+  })
+
   it("keeps the journal while the blanked segment's fdatasync fails, and deletes it once a later sweep has synced the segment", {
     timeout: 60_000,
   }, async (t) => {
