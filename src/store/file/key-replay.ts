@@ -17,6 +17,15 @@ import { type JournalEntry, KeyJournal } from './key-journal.js'
 import { LogCopyBlanker } from './key-log-copies.js'
 import { readLines } from './segment-lines.js'
 
+/** A key line read, waiting for its event's line. */
+interface KeyLine {
+  readonly kept: KeptKey
+  readonly eventId: string
+  readonly copy: LogCopy
+  /** The key's JSON as the line holds it. */
+  readonly json: Buffer
+}
+
 /** Keys appended at once while replaying. */
 const REPLAY_AT_ONCE = 256
 
@@ -37,7 +46,7 @@ export interface KeyReplay {
  * moves) every key line past the checkpoint whose event counts: its line follows the key's at
  * once, whole (a torn append left neither), and is not voided (its change failed). A key that has
  * expired meanwhile is left out, and its line blanked (LogCopyBlanker, durably before this
- * resolves), as is a key whose event was voided: no journal will name them. Streamed: memory
+ * resolves), as is a key whose event was voided or does not follow it: no journal will name them. Streamed: memory
  * holds one batch of keys. Returns the journals written and how many keys.
  */
 export async function replayKeys(replay: KeyReplay): Promise<{ journals: string[]; keys: number }> {
@@ -54,35 +63,40 @@ export async function replayKeys(replay: KeyReplay): Promise<{ journals: string[
     keys += running.length
     for (const name of await journal.append(running)) names.add(name)
   }
+  // A key line whose event's line does not follow it (a torn append) never counts: blanked.
+  const orphan = (line: KeyLine | undefined): Promise<void> | undefined =>
+    line === undefined ? undefined : blanker.blank(line.copy, line.json)
   try {
     for (const file of replay.files) {
       const segment = path.basename(file)
-      let waiting: { kept: KeptKey; eventId: string; copy: LogCopy; json: Buffer } | undefined
+      const read: { waiting: KeyLine | undefined } = { waiting: undefined }
       await readLines(file, (bytes, offset) => {
-        const previous = waiting
-        waiting = undefined
+        const previous = read.waiting
+        read.waiting = undefined
         if (isKeyLine(bytes)) {
           const text = decode(decoder, bytes)
           const parsed = text === undefined ? undefined : parseKeyLine(text)
           if (parsed !== undefined) {
             // readLines reuses its buffer: copied.
             const json = Buffer.from(keyLineJson(bytes))
-            waiting = { ...parsed, copy: { segment, offset }, json }
+            read.waiting = { ...parsed, copy: { segment, offset }, json }
           }
-          return
+          return orphan(previous)
         }
         // Most lines follow no key: they are not even read as text.
-        const text = previous === undefined ? undefined : decode(decoder, bytes)
-        if (previous === undefined || text === undefined) return
-        const head = parseEventHead(text)
+        if (previous === undefined) return
+        const text = decode(decoder, bytes)
+        const head = text === undefined ? undefined : parseEventHead(text)
         const id = head === undefined ? undefined : safeId(head.id)
-        if (head?.id !== previous.eventId || id === undefined || id <= replay.after) return
+        if (head?.id !== previous.eventId || id === undefined) return orphan(previous)
+        if (id <= replay.after) return
         const { kept, copy } = previous
         if (replay.voided.has(id) || isExpired(kept, replay.now))
           return blanker.blank(copy, previous.json)
         batch.push({ name: keyDigest(kept.subject, kept.key), kept, json: keptKeyJson(kept), copy })
         return batch.length >= REPLAY_AT_ONCE ? flush() : undefined
       })
+      await orphan(read.waiting)
     }
     await flush()
     await blanker.sync()

@@ -61,6 +61,12 @@ function journalLines(dataDir: string, subject: string, key: string): unknown[] 
     .map((line) => JSON.parse(line.slice(prefix.length).split('\t')[0] ?? '') as unknown)
 }
 
+/** The key lines of the log whose key was blanked: `{"key":null<spaces>,"for":"<id>"}`. */
+const blankedLines = (dataDir: string): string[] =>
+  logText(dataDir)
+    .split('\n')
+    .filter((line) => /^\{"key":null +,"for":"[0-9a-f]{16}"\}$/.test(line))
+
 /** Every segment of DATA_DIR/events as one text. */
 const logText = (dataDir: string): string =>
   readLog(dataDir)
@@ -304,6 +310,8 @@ describe('FileStore: kept keys on disk', () => {
     assert.equal(await second.store.keys.find('admin', 'torn'), undefined, 'no key')
     assert.equal(await second.store.get(torn.userId), undefined, 'no change')
     assert.ok(statSync(segment).size > size, 'the whole key line stays in the log')
+    assert.doesNotMatch(logText(dataDir), /"key":"torn"/, 'blanked: its event never followed')
+    assert.equal(blankedLines(dataDir).length, 1)
     // The next change takes an id past the key line's, so that it never follows as its event.
     const later = await second.store.create(makeUser())
     const laterEvent = readLog(dataDir).events.find((event) => event.userId === later.user.id)
@@ -631,11 +639,6 @@ describe('FileStore: the filter of kept keys', () => {
 
 describe("FileStore: the log's copies of expired keys", () => {
   const SPAN = 30_000
-  /** The key lines of the log whose key was blanked: `{"key":null<spaces>,"for":"<id>"}`. */
-  const blankedLines = (dataDir: string): string[] =>
-    logText(dataDir)
-      .split('\n')
-      .filter((line) => /^\{"key":null +,"for":"[0-9a-f]{16}"\}$/.test(line))
   const segmentSizes = (dataDir: string): number[] =>
     readLog(dataDir).segments.map((name) => statSync(path.join(dataDir, 'events', name)).size)
 
