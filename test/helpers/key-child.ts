@@ -16,6 +16,9 @@
  *   segments, fail), moves the clock past the key's journal and prints `journals <n>` (the files
  *   in keys/) once two sweeps ran, removes the marker and prints it again after two more sweeps,
  *   then `done`, and idles until killed.
+ * - `first-find`: looks for the key `lasting` of `find-subject` at once, while the sweep at open
+ *   blanks the copies of a passed journal's keys, and prints `found <true|false> journals <n>`
+ *   (the files in keys/ when it was found), then `swept` once only one journal is left.
  * - `memory`: keeps COUNT distinct keys with updates of 100 users (16 at once), printing
  *   `rss <MB>` after a fifth of them and again after all, then `done`, and idles until killed.
  */
@@ -30,16 +33,20 @@ import { changeUser, makeUser } from './store-users.js'
 
 const [mode, dataDir, countArg = '0', prefix = 'key'] = process.argv.slice(2)
 if (mode === undefined || dataDir === undefined)
-  throw new Error('usage: key-child.ts write|alone|pinned|blank|memory DATA_DIR [COUNT] [PREFIX]')
+  throw new Error(
+    'usage: key-child.ts write|alone|pinned|blank|first-find|memory DATA_DIR [COUNT] [PREFIX]',
+  )
 const count = Number(countArg)
 const checkpointMs = Number(process.env['CHECKPOINT_MS'] ?? '1000')
 
-// `blank` runs on a clock of its own, swept every 50 ms; the others on the real one.
-let clock = Date.now()
+// `blank` and `first-find` run on a clock of their own (KEY_CHILD_NOW, else now), swept every
+// 50 ms; the others on the real one.
+let clock = Number(process.env['KEY_CHILD_NOW'] ?? String(Date.now()))
+const ownClock = mode === 'blank' || mode === 'first-find'
 const store = new FileStore({
   dataDir,
   checkpointMs,
-  ...(mode === 'blank' ? { now: () => clock, keySweepMs: 50 } : {}),
+  ...(ownClock ? { now: () => clock, keySweepMs: 50 } : {}),
 })
 await store.open()
 // stdout is a pipe: on Linux its writes are synchronous, so a printed line is one the store acknowledged.
@@ -107,6 +114,13 @@ if (mode === 'write') {
   rmSync(marker)
   await new Promise((resolve) => setTimeout(resolve, 500))
   process.stdout.write(journals())
+  idle()
+} else if (mode === 'first-find') {
+  const keysDir = path.join(dataDir, 'keys')
+  const found = await store.keys.find('find-subject', 'lasting')
+  process.stdout.write(`found ${found !== undefined} journals ${readdirSync(keysDir).length}\n`)
+  while (readdirSync(keysDir).length > 1) await new Promise((resolve) => setTimeout(resolve, 10))
+  process.stdout.write('swept\n')
   idle()
 } else if (mode === 'memory') {
   const ids: string[] = []

@@ -798,6 +798,31 @@ describe("FileStore: the log's copies of expired keys", () => {
     assert.equal(blankedLines(dataDir).length, 1)
   })
 
+  it('finds a kept key at open without waiting for the sweep that blanks a passed journal (its fdatasync slow)', {
+    timeout: 60_000,
+  }, async (t) => {
+    if (shim.skip !== undefined) return t.skip(shim.skip)
+    const dataDir = await dataDirOf(t, 'keys-blank-first-find-')
+    const clock = Math.floor(Date.now() / SPAN) * SPAN + 1_000
+    const first = await openStore(t, dataDir, { now: () => clock })
+    const passing = keyToKeep('find-subject', 'passing', { expiresAt: clock + 2_000 })
+    await first.store.create(makeUser(), undefined, { idempotency: passing })
+    await first.store.keys.keepAlone(aloneKey('find-subject', 'lasting', clock + 10 * SPAN))
+    await first.close()
+    assert.equal(keyFiles(dataDir).length, 2)
+    const env = {
+      ...shimEnv(shim.library, { dataSyncDelayMs: 3_000 }),
+      KEY_CHILD_NOW: String(clock + 3 * SPAN),
+    }
+    const child = runChild(t, ['first-find', dataDir], env)
+    while (!child.stdout().includes('done\n')) {
+      if (exited(child)) assert.fail(`the child stopped:\n${child.stderr()}`)
+      await sleep(10)
+    }
+    assert.deepEqual(child.stdout().split('\n').slice(1, 3), ['found true journals 2', 'swept'])
+    assert.doesNotMatch(logText(dataDir), /"key":"passing"/)
+  })
+
   it("blanks, as it replays the log, the line of a key that expired while stopped, and gives a key it appends again its log line's place", async (t) => {
     const dataDir = await dataDirOf(t, 'keys-blank-replay-')
     let clock = Math.floor(Date.now() / SPAN) * SPAN + 1_000
