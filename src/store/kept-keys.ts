@@ -25,3 +25,20 @@ export interface KeptKeys {
    */
   keepAlone(kept: KeptKey): Promise<void>
 }
+
+/** What an entry of a cache of kept keys costs besides its strings (the object, the map's entry). */
+const ENTRY_BYTES = 256
+
+/** About what a kept key takes in memory: its strings (two bytes a character) and the objects. */
+export function weighKeptKey(kept: KeptKey): number {
+  const { answer } = kept
+  const chars =
+    kept.subject.length +
+    kept.key.length +
+    kept.fingerprint.length +
+    (answer.body?.length ?? 0) +
+    (answer.contentType?.length ?? 0) +
+    (answer.etag?.length ?? 0) +
+    (answer.headers?.['location']?.length ?? 0)
+  return 2 * chars + ENTRY_BYTES
+}

@@ -13,9 +13,9 @@
  *   `found <true|false>`, waits for three checkpoints, prints `done` and idles until killed.
  * - `blank`: on a clock of its own, makes one keyed create whose key (`blank-1`) expires in 2 s,
  *   creates the shim's marker (SHIM_FAIL_MARKER: syncs under SHIM_FAIL_UNDER, the log's
- *   segments, fail), moves the clock past the key's journal and prints `journals <n>` (the files
- *   in keys/) once two sweeps ran, removes the marker and prints it again after two more sweeps,
- *   then `done`, and idles until killed.
+ *   segments, fail), moves the clock past the key's journal and prints `journals <n> <health>`
+ *   (the files in keys/, the store's health) once a few sweeps ran, removes the marker and prints
+ *   it again after a few more, then `done`, and idles until killed.
  * - `first-find`: looks for the key `lasting` of `find-subject` at once, while the sweep at open
  *   blanks the copies of a passed journal's keys, and prints `found <true|false> journals <n>`
  *   (the files in keys/ when it was found), then `swept` once only one journal is left.
@@ -104,9 +104,10 @@ if (mode === 'write') {
   if (marker === undefined) throw new Error('blank: no SHIM_FAIL_MARKER')
   const idempotency = keyToKeep('blank-subject', 'blank-1', { expiresAt: clock + 2_000 })
   await store.create(makeUser(), undefined, { idempotency })
-  const journals = (): string => `journals ${readdirSync(path.join(dataDir, 'keys')).length}\n`
+  const count = (): number => readdirSync(path.join(dataDir, 'keys')).length
+  const journals = (): string => `journals ${count()} ${store.health().state}\n`
   // Its journal line is appended after the answer.
-  while (journals() !== 'journals 1\n') await new Promise((resolve) => setTimeout(resolve, 10))
+  while (count() !== 1) await new Promise((resolve) => setTimeout(resolve, 10))
   writeFileSync(marker, '')
   clock += 90_000
   await new Promise((resolve) => setTimeout(resolve, 500))

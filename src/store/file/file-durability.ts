@@ -18,7 +18,7 @@ import { checkPlace, type Place, readPlace } from './data-dir-place.js'
 import { loadData } from './data-load.js'
 import { EventLog } from './event-log.js'
 import type { FileDurabilityOptions } from './file-durability-options.js'
-import { checkpointFailed, logUnwritten } from './file-faults.js'
+import { checkpointFailed, keySweepFailed, logUnwritten } from './file-faults.js'
 import { buryUser, type FileSteps, persistUser } from './file-steps.js'
 import { KeyFiles } from './key-files.js'
 import { keptKeyJson } from './key-format.js'
@@ -96,6 +96,9 @@ export class FileDurability implements Durability {
       sweepMs: options.keySweepMs,
       cacheBytes: options.keyCacheBytes,
       filterBits: options.keyFilterBits,
+      sweepFailed: (error) =>
+        keySweepFailed(this.#logger, this.dataDir, error, (why) => this.#held().turnReadOnly(why)),
+      paused: () => this.#state?.health().state === 'read_only',
     })
     const webhooksDir = path.join(this.dataDir, 'webhooks')
     this.#webhookFiles = new WebhookFiles(webhooksDir, this.#logger, this.#timings, () =>

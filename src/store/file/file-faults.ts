@@ -33,6 +33,26 @@ export function logUnwritten(
 }
 
 /**
+ * A sweep of expired idempotency keys that failed: a failed fdatasync of a segment whose keys it
+ * blanked turns the store read-only, as a checkpoint's does (the kernel may have dropped what it
+ * held for the event log); any other failure is tried again by the next sweep.
+ */
+export function keySweepFailed(
+  logger: Logger,
+  dataDir: string,
+  error: unknown,
+  turnReadOnly: (reason: string) => void,
+): void {
+  const fields = faultFields(error, dataDir)
+  if (!(error instanceof WriteError && error.fsyncFailed)) {
+    logger.warn('could not delete expired idempotency keys', fields)
+    return
+  }
+  turnReadOnly(`blanking expired idempotency keys in the event log failed at ${fields.step}`)
+  logger.error('blanking expired idempotency keys failed: the store turned read-only', fields)
+}
+
+/**
  * A failed fsync of a checkpoint turns the store read-only, since the kernel may have dropped the
  * changes it held for these files; any other failure (a full disk) waits for the next one.
  */

@@ -2,7 +2,7 @@ import { internalFault } from '../../domain/errors.js'
 import { isExpired, type KeptKey } from '../../domain/kept-key.js'
 import type { Logger } from '../../log/logger.js'
 import { ByteLru } from '../byte-lru.js'
-import type { KeptKeys, KeyHold } from '../kept-keys.js'
+import { type KeptKeys, type KeyHold, weighKeptKey } from '../kept-keys.js'
 import { NameFilter } from '../name-filter.js'
 import { WriteError } from '../write-error.js'
 import type { DurableDirectory } from './atomic-write.js'
@@ -12,8 +12,6 @@ import { KeyJournal } from './key-journal.js'
 
 const HELD: Promise<KeyHold> = Promise.resolve('held')
 const DONE: Promise<void> = Promise.resolve()
-/** What an entry of the cache costs besides its strings (the object, the map's entry). */
-const ENTRY_BYTES = 256
 
 /** What the kept keys need of the checkpoint (Checkpoint). */
 export interface KeyCheckpoint {
@@ -31,6 +29,10 @@ export interface KeyFilesOptions {
   readonly filterBits?: number | undefined
   /** What the cache of kept keys may weigh (default 4 MiB). */
   readonly cacheBytes?: number | undefined
+  /** Told when a sweep could not delete expired keys (file-faults.ts, keySweepFailed). */
+  readonly sweepFailed: (error: unknown) => void
+  /** While true, sweeps delete and blank nothing (a store turned read-only writes nothing more). */
+  readonly paused: () => boolean
 }
 
 /** A key whose event is durable and whose journal line is not written yet (or could not be). */
@@ -62,6 +64,8 @@ export class KeyFiles implements KeptKeys {
   readonly #now: () => number
   readonly #logger: Logger
   readonly #sweepMs: number
+  readonly #sweepFailed: (error: unknown) => void
+  readonly #paused: () => boolean
   readonly #cache: ByteLru<KeptKey>
   readonly #pinned = new Map<string, Pinned>()
   /** Names being appended durably by keepAlone. */
@@ -85,6 +89,8 @@ export class KeyFiles implements KeptKeys {
     this.#now = options.now
     this.#logger = options.logger
     this.#sweepMs = options.sweepMs ?? 30_000
+    this.#sweepFailed = options.sweepFailed
+    this.#paused = options.paused
     this.#cache = new ByteLru(options.cacheBytes ?? 4 * 1024 * 1024)
     this.#filterBits = options.filterBits
   }
@@ -158,7 +164,7 @@ export class KeyFiles implements KeptKeys {
     } finally {
       this.#alone.delete(name)
     }
-    this.#cache.set(name, kept, weigh(kept))
+    this.#cache.set(name, kept, weighKeptKey(kept))
   }
 
   /**
@@ -172,7 +178,7 @@ export class KeyFiles implements KeptKeys {
     this.#pinned.set(name, pin)
     this.#filtered(name)
     this.#checkpoint()?.holdEvent(eventId)
-    this.#cache.set(name, kept, weigh(kept))
+    this.#cache.set(name, kept, weighKeptKey(kept))
     this.#queue(pin)
   }
 
@@ -199,10 +205,11 @@ export class KeyFiles implements KeptKeys {
     if ((await this.#deleteExpired(journal, now)) > 0) await this.#readFilter(journal, now)
   }
 
-  /** Deletes the journals whose keys have all expired; how many. */
-  #deleteExpired(journal: KeyJournal, now: number): Promise<number> {
+  /** Deletes the journals whose keys have all expired (none while paused); how many. */
+  async #deleteExpired(journal: KeyJournal, now: number): Promise<number> {
+    if (this.#paused()) return 0
     return journal.sweep(now).catch((error: unknown) => {
-      this.#logger.warn('could not delete expired idempotency keys', { error: String(error) })
+      this.#sweepFailed(error)
       return 0
     })
   }
@@ -274,7 +281,7 @@ export class KeyFiles implements KeptKeys {
   /** A key not in memory, from the journals. */
   async #onDisk(name: string): Promise<KeptKey | undefined> {
     const kept = await this.#journal?.find(name, this.#now())
-    if (kept !== undefined) this.#cache.set(name, kept, weigh(kept))
+    if (kept !== undefined) this.#cache.set(name, kept, weighKeptKey(kept))
     return kept
   }
 
@@ -282,18 +289,4 @@ export class KeyFiles implements KeptKeys {
     if (this.#journal === undefined) throw internalFault('the file store is not open')
     return this.#journal
   }
-}
-
-/** About what a kept key takes in memory: its strings (two bytes a character) and the objects. */
-function weigh(kept: KeptKey): number {
-  const { answer } = kept
-  const chars =
-    kept.subject.length +
-    kept.key.length +
-    kept.fingerprint.length +
-    (answer.body?.length ?? 0) +
-    (answer.contentType?.length ?? 0) +
-    (answer.etag?.length ?? 0) +
-    (answer.headers?.['location']?.length ?? 0)
-  return 2 * chars + ENTRY_BYTES
 }

@@ -2,6 +2,7 @@ import { writeSync } from 'node:fs'
 import { type FileHandle, open } from 'node:fs/promises'
 import path from 'node:path'
 
+import { WriteError } from '../write-error.js'
 import { hasCode } from './errno.js'
 import { KEY_LINE_FOR_START, KEY_LINE_START, type LogCopy } from './key-format.js'
 
@@ -60,10 +61,16 @@ export class LogCopyBlanker {
     return full ? this.#blankPending() : undefined
   }
 
-  /** Overwrites what is pending and makes every overwrite durable. */
+  /** Overwrites what is pending and makes every overwrite durable; a failed fdatasync is a WriteError. */
   async sync(): Promise<void> {
     await this.#blankPending()
-    for (const segment of this.#written) await this.#handles.get(segment)?.datasync()
+    for (const segment of this.#written) {
+      try {
+        await this.#handles.get(segment)?.datasync()
+      } catch (error) {
+        throw new WriteError('file-sync', error)
+      }
+    }
     this.#written.clear()
   }
 
