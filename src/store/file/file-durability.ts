@@ -18,7 +18,12 @@ import { checkPlace, type Place, readPlace } from './data-dir-place.js'
 import { loadData } from './data-load.js'
 import { EventLog } from './event-log.js'
 import type { FileDurabilityOptions } from './file-durability-options.js'
-import { checkpointFailed, keySweepFailed, logUnwritten } from './file-faults.js'
+import {
+  type BackgroundFault,
+  checkpointFailed,
+  keySweepFailed,
+  logUnwritten,
+} from './file-faults.js'
 import { buryUser, type FileSteps, persistUser } from './file-steps.js'
 import { KeyFiles } from './key-files.js'
 import { keptKeyJson } from './key-format.js'
@@ -62,6 +67,8 @@ export class FileDurability implements Durability {
   #watch: NodeJS.Timeout | undefined
   readonly #timings: DurableWriteObserver
   #state: IndexedState | undefined
+  /** Where a failed write in the background is logged, and what turns the store read-only. */
+  readonly #fault: BackgroundFault
 
   constructor(options: FileDurabilityOptions) {
     this.dataDir = path.resolve(options.dataDir)
@@ -78,6 +85,8 @@ export class FileDurability implements Durability {
     this.#clock = options.now ?? Date.now
     this.#logger = options.logger ?? silentLogger
     this.#timings = options.timings ?? UNOBSERVED
+    const turnReadOnly = (why: string): void => this.#held().turnReadOnly(why)
+    this.#fault = { logger: this.#logger, dataDir: this.dataDir, turnReadOnly }
     this.#eventLog = new EventLog(this.eventsDir, {
       now: this.#clock,
       logger: this.#logger,
@@ -96,8 +105,7 @@ export class FileDurability implements Durability {
       sweepMs: options.keySweepMs,
       cacheBytes: options.keyCacheBytes,
       filterBits: options.keyFilterBits,
-      sweepFailed: (error) =>
-        keySweepFailed(this.#logger, this.dataDir, error, (why) => this.#held().turnReadOnly(why)),
+      sweepFailed: (error) => keySweepFailed(this.#fault, error),
       paused: () => this.#state?.health().state === 'read_only',
     })
     const webhooksDir = path.join(this.dataDir, 'webhooks')
@@ -153,7 +161,7 @@ export class FileDurability implements Durability {
       intervalMs: this.#checkpointMs,
       paused: () => state.health().state === 'read_only',
       failed: (error) => {
-        checkpointFailed(this.#logger, this.dataDir, error, state.turnReadOnly)
+        checkpointFailed(this.#fault, error)
       },
     })
     this.#checkpoint.start()
@@ -226,14 +234,10 @@ export class FileDurability implements Durability {
   async logEvent(event: ChangeEvent, kept?: KeptKey): Promise<void> {
     const id = eventIdNumber(event.id)
     this.#checkpoint?.begin(event.userId, id)
-    if (kept === undefined) {
-      await this.#eventLog.append(event)
-      return
-    }
     // The key's text is made once: its log line and its journal line carry the same.
-    const keyJson = keptKeyJson(kept)
+    const keyJson = kept === undefined ? undefined : keptKeyJson(kept)
     const copy = await this.#eventLog.append(event, keyJson)
-    this.keys.logged(kept, id, keyJson, copy)
+    if (kept !== undefined && keyJson !== undefined) this.keys.logged(kept, id, keyJson, copy)
   }
 
   voidEvent(event: ChangeEvent): Promise<void> {
@@ -252,9 +256,7 @@ export class FileDurability implements Durability {
     await this.#eventLog.prune(
       new Date(this.#clock() - this.#retentionMs).toISOString(),
       this.#checkpoint?.through ?? 0,
-      (through) => {
-        this.#state?.events.dropThrough(through)
-      },
+      (through) => this.#state?.events.dropThrough(through),
     )
   }
 
@@ -274,11 +276,8 @@ export class FileDurability implements Durability {
   }
 
   #fileSteps(): FileSteps {
-    return {
-      users: this.#opened().users,
-      graves: this.#opened().graves,
-      checkpoint: this.#checkpoint,
-    }
+    const { users, graves } = this.#opened()
+    return { users, graves, checkpoint: this.#checkpoint }
   }
 
   /** A committed change whose file step failed after its event was durable: the log keeps it. */

@@ -32,42 +32,51 @@ export function logUnwritten(
   })
 }
 
+/** What the service may do after a write of its own in the background failed. */
+export interface BackgroundFault {
+  readonly logger: Logger
+  readonly dataDir: string
+  readonly turnReadOnly: (reason: string) => void
+}
+
 /**
- * A sweep of expired idempotency keys that failed: a failed fdatasync of a segment whose keys it
- * blanked turns the store read-only, as a checkpoint's does (the kernel may have dropped what it
- * held for the event log); any other failure is tried again by the next sweep.
+ * A write in the background failed: when `retried` names a warning, the next attempt tries again;
+ * otherwise the store turns read-only (the kernel may have dropped what it held for its files),
+ * logged at `error` as `<what>: the store turned read-only`.
  */
-export function keySweepFailed(
-  logger: Logger,
-  dataDir: string,
+function backgroundWriteFailed(
+  fault: BackgroundFault,
   error: unknown,
-  turnReadOnly: (reason: string) => void,
+  what: string,
+  retried: string | undefined,
 ): void {
-  const fields = faultFields(error, dataDir)
-  if (!(error instanceof WriteError && error.fsyncFailed)) {
-    logger.warn('could not delete expired idempotency keys', fields)
+  const fields = faultFields(error, fault.dataDir)
+  if (retried !== undefined) {
+    fault.logger.warn(retried, fields)
     return
   }
-  turnReadOnly(`blanking expired idempotency keys in the event log failed at ${fields.step}`)
-  logger.error('blanking expired idempotency keys failed: the store turned read-only', fields)
+  fault.turnReadOnly(`${what} at ${fields.step} (${fields.code ?? 'no errno'})`)
+  fault.logger.error(`${what}: the store turned read-only`, fields)
+}
+
+/**
+ * A sweep of expired idempotency keys that failed: a failed fdatasync of a segment whose keys it
+ * blanked turns the store read-only, as a checkpoint's does; any other failure is tried again by
+ * the next sweep.
+ */
+export function keySweepFailed(fault: BackgroundFault, error: unknown): void {
+  const synced = !(error instanceof WriteError && error.fsyncFailed)
+  const retried = synced ? 'could not delete expired idempotency keys' : undefined
+  backgroundWriteFailed(fault, error, 'blanking expired idempotency keys failed', retried)
 }
 
 /**
  * A failed fsync of a checkpoint turns the store read-only, since the kernel may have dropped the
  * changes it held for these files; any other failure (a full disk) waits for the next one.
  */
-export function checkpointFailed(
-  logger: Logger,
-  dataDir: string,
-  error: unknown,
-  turnReadOnly: (reason: string) => void,
-): void {
-  const fields = faultFields(error, dataDir)
-  if (error instanceof WriteError && !error.fsyncFailed && fields.code !== 'EIO') {
-    // A full or read-only disk: the log still holds every change; the next one tries again.
-    logger.warn('a checkpoint failed; the next one tries again', fields)
-    return
-  }
-  turnReadOnly(`a checkpoint failed at ${fields.step} (${fields.code ?? 'no errno'})`)
-  logger.error('a checkpoint failed: the store turned read-only', fields)
+export function checkpointFailed(fault: BackgroundFault, error: unknown): void {
+  // A full or read-only disk: the log still holds every change; the next one tries again.
+  const retryable = error instanceof WriteError && !error.fsyncFailed && error.code !== 'EIO'
+  const retried = retryable ? 'a checkpoint failed; the next one tries again' : undefined
+  backgroundWriteFailed(fault, error, 'a checkpoint failed', retried)
 }

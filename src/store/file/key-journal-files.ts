@@ -1,0 +1,59 @@
+/**
+ * The kept keys' journal files (KeyJournal): the name a key of a given expiry goes to, when a
+ * journal's keys have all expired, and the cut of the torn last line a crash can leave.
+ */
+import { open, stat } from 'node:fs/promises'
+
+/**
+ * The stretch of expiries a journal holds: with the sweep every 30 s, an expired key leaves
+ * storage within a minute.
+ */
+const JOURNAL_SPAN_MS = 30_000
+/** A journal's name: when the span of expiries it holds starts, UTC (`YYYYMMDDTHHMMSS`). */
+const JOURNAL = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})\.keys$/
+/** How far back a torn tail is looked for at once. */
+const TAIL_CHUNK = 64 * 1024
+const NEWLINE = 0x0a
+
+/** The journal a key of this expiry goes to: `DATA_DIR/keys/<YYYYMMDDTHHMMSS>.keys` (UTC). */
+export function journalName(expiresAt: number): string {
+  const start = new Date(Math.floor(expiresAt / JOURNAL_SPAN_MS) * JOURNAL_SPAN_MS).toISOString()
+  return `${start.slice(0, 19).replace(/[-:]/g, '')}.keys`
+}
+
+/** When every key of a journal has expired; undefined for a name that is not a journal's. */
+export function journalEnd(name: string): number | undefined {
+  const parts = JOURNAL.exec(name)
+  if (parts === null) return undefined
+  const [, year, month, day, hours, minutes, seconds] = parts
+  const start = Date.parse(`${year}-${month}-${day}T${hours}:${minutes}:${seconds}Z`)
+  return Number.isFinite(start) ? start + JOURNAL_SPAN_MS : undefined
+}
+
+/** Cuts a journal back to its last newline (a crash's torn append); its size after. */
+export async function cutTornTail(file: string): Promise<number> {
+  const { size } = await stat(file)
+  const handle = await open(file, 'r+')
+  try {
+    const chunk = Buffer.allocUnsafe(TAIL_CHUNK)
+    let end = size
+    while (end > 0) {
+      const start = Math.max(0, end - TAIL_CHUNK)
+      const { bytesRead } = await handle.read(chunk, 0, end - start, start)
+      const last = chunk.subarray(0, bytesRead).lastIndexOf(NEWLINE)
+      if (last !== -1) {
+        end = start + last + 1
+        break
+      }
+      end = start
+    }
+    if (end < size) {
+      await handle.truncate(end)
+      // Durably cut before anything is appended: a torn line come back would swallow the next.
+      await handle.sync()
+    }
+    return end
+  } finally {
+    await handle.close()
+  }
+}
