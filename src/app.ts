@@ -156,7 +156,7 @@ export function createRequestListener(parts: AppParts): RequestListener {
     const held =
       requestKeys === undefined ? undefined : holdRequestKey(requestKeys, req, state, route, claims)
     const run = (body: unknown): Answer | Promise<Answer> =>
-      route.handle(contextOf(req, res, state, route, params, body, claims, held, readUser))
+      route.handle(contextOf(req, res, state, params, body, claims, held, readUser))
     // A streamed body is the handler's to read, as it arrives.
     if (route.body === 'stream') return run(undefined)
     if (held === undefined) {
@@ -171,7 +171,6 @@ export function createRequestListener(parts: AppParts): RequestListener {
     req: IncomingMessage,
     res: ServerResponse,
     state: RequestState,
-    route: Route,
     params: Record<string, string>,
     body: unknown,
     claims: TokenClaims | undefined,
@@ -179,7 +178,7 @@ export function createRequestListener(parts: AppParts): RequestListener {
     readUser: (() => UserRecord) | undefined,
   ): RouteContext => {
     // After the body's checks: an empty header is a 400 that comes after a 413 or a 415.
-    state.preconditions = readPreconditions(route, req.headers)
+    state.preconditions = readPreconditions(req.headers)
     return {
       req,
       res,
@@ -213,9 +212,7 @@ export function createRequestListener(parts: AppParts): RequestListener {
     try {
       const route = state.route
       const reply =
-        route?.conditional === true
-          ? answerConditionalRead(route, state.preconditions, answered)
-          : answered
+        route === undefined ? answered : answerConditionalRead(route, state.preconditions, answered)
       answer(req, res, state, reply, cachePolicy(route, reply))
     } catch (caught) {
       fail(req, res, state, caught)

@@ -188,7 +188,7 @@ describe('the OpenAPI document and the route table', () => {
       const expected = [400, 401, 403, 408, 417, 429, 431, 500, 503]
       if (route.body !== 'none') expected.push(413, 415, 422)
       if (route.path.includes('{')) expected.push(404)
-      if (route.conditional) expected.push(412)
+      expected.push(412)
       if (
         [
           'createUser',
@@ -277,7 +277,7 @@ describe('the OpenAPI document and the route table', () => {
     }
   })
 
-  it('documents If-Match and If-None-Match on every conditional route (RFC 9110 §13: both are honoured)', () => {
+  it('documents If-Match and If-None-Match on every route (RFC 9110 §13.2.1: every route evaluates both)', () => {
     for (const route of ROUTES) {
       const parameters = operationOf(doc, route)['parameters']
       const headers = (Array.isArray(parameters) ? parameters : [])
@@ -285,11 +285,11 @@ describe('the OpenAPI document and the route table', () => {
         .map((parameter) => member(parameter, 'name'))
       // The feed's stream resumes with Last-Event-ID (§10); no other header is a parameter.
       const own = route.operationId === 'listEvents' ? ['Last-Event-ID'] : []
-      assert.deepEqual(
-        headers,
-        route.conditional ? ['If-Match', 'If-None-Match'] : own,
-        route.operationId,
-      )
+      assert.deepEqual(headers, [...own, 'If-Match', 'If-None-Match'], route.operationId)
+      const responses = objectAt(operationOf(doc, route), 'responses')
+      // A read answers If-None-Match: * with 304, with an ETag or without one; any route can 412.
+      assert.equal('304' in responses, route.method === 'GET', route.operationId)
+      assert.ok('412' in responses, route.operationId)
     }
   })
 

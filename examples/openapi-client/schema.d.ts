@@ -1485,6 +1485,10 @@ export interface operations {
                 ids?: string;
             };
             header?: {
+                /** @description This resource has no ETag: * holds, and any list of tags is 412 precondition_failed. */
+                "If-Match"?: string;
+                /** @description A list of tags never matches; * does (the resource exists): 304 without a body. */
+                "If-None-Match"?: string;
                 /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
@@ -1512,10 +1516,27 @@ export interface operations {
                     "application/json": components["schemas"]["UserPage"];
                 };
             };
+            /** @description Not modified (If-None-Match is *); no body. */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control-Private"];
+                    Vary: components["headers"]["Vary"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Used": components["headers"]["X-RateLimit-Used"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             417: components["responses"]["ExpectationFailed"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
@@ -1527,6 +1548,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description This resource has no ETag: * holds, and any list of tags is 412 precondition_failed. */
+                "If-Match"?: string;
+                /** @description A list of tags never matches; * does (the resource exists): 412 precondition_failed. */
+                "If-None-Match"?: string;
                 /** @description A key that makes the write safe to retry: a quoted string (an RFC 9651 String), 1-255 printable ASCII characters, a UUID recommended, such as "8e03978e-40d5-43e8-bc93-6894a57f9324"; parameters after it (;v=1) are ignored. A retry with the same key, path, method and body gets the first answer again (Idempotent-Replayed: true) instead of a second change; the same key with another request is 422 idempotency_key_reused; while the first is in flight, 409 idempotency_key_in_use. Keys belong to the token subject and are kept IDEMPOTENCY_TTL_S seconds (24 hours by default) after a successful answer; a failed request keeps none. Malformed: 400 invalid_idempotency_key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
                 /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
@@ -1566,6 +1591,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             417: components["responses"]["ExpectationFailed"];
@@ -1580,6 +1606,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description This resource has no ETag: * holds, and any list of tags is 412 precondition_failed. */
+                "If-Match"?: string;
+                /** @description A list of tags never matches; * does (the resource exists): 304 without a body. */
+                "If-None-Match"?: string;
                 /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
@@ -1605,10 +1635,26 @@ export interface operations {
                     "application/x-ndjson": string;
                 };
             };
+            /** @description Not modified (If-None-Match is *); no body. */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control-No-Store"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Used": components["headers"]["X-RateLimit-Used"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             417: components["responses"]["ExpectationFailed"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
@@ -1620,6 +1666,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description This resource has no ETag: * holds, and any list of tags is 412 precondition_failed. */
+                "If-Match"?: string;
+                /** @description A list of tags never matches; * does (the resource exists): 412 precondition_failed. */
+                "If-None-Match"?: string;
                 /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
@@ -1655,6 +1705,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             417: components["responses"]["ExpectationFailed"];
@@ -2106,6 +2157,10 @@ export interface operations {
             header?: {
                 /** @description Only events after this one, as after does (an SSE client sends it when it reconnects); after wins when both are sent. */
                 "Last-Event-ID"?: string;
+                /** @description This resource has no ETag: * holds, and any list of tags is 412 precondition_failed. */
+                "If-Match"?: string;
+                /** @description A list of tags never matches; * does (the resource exists): 304 without a body. */
+                "If-None-Match"?: string;
                 /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
@@ -2132,11 +2187,27 @@ export interface operations {
                     "text/event-stream": string;
                 };
             };
+            /** @description Not modified (If-None-Match is *); no body. */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control-No-Store"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Used": components["headers"]["X-RateLimit-Used"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             410: components["responses"]["Gone"];
+            412: components["responses"]["PreconditionFailed"];
             417: components["responses"]["ExpectationFailed"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
@@ -2148,6 +2219,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description This resource has no ETag: * holds, and any list of tags is 412 precondition_failed. */
+                "If-Match"?: string;
+                /** @description A list of tags never matches; * does (the resource exists): 304 without a body. */
+                "If-None-Match"?: string;
                 /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
@@ -2174,10 +2249,27 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookPage"];
                 };
             };
+            /** @description Not modified (If-None-Match is *); no body. */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control-Private"];
+                    Vary: components["headers"]["Vary"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Used": components["headers"]["X-RateLimit-Used"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             417: components["responses"]["ExpectationFailed"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
@@ -2189,6 +2281,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description This resource has no ETag: * holds, and any list of tags is 412 precondition_failed. */
+                "If-Match"?: string;
+                /** @description A list of tags never matches; * does (the resource exists): 412 precondition_failed. */
+                "If-None-Match"?: string;
                 /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
@@ -2225,6 +2321,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             417: components["responses"]["ExpectationFailed"];
@@ -2475,6 +2572,10 @@ export interface operations {
                 cursor?: string;
             };
             header?: {
+                /** @description This resource has no ETag: * holds, and any list of tags is 412 precondition_failed. */
+                "If-Match"?: string;
+                /** @description A list of tags never matches; * does (the resource exists): 304 without a body. */
+                "If-None-Match"?: string;
                 /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
@@ -2505,11 +2606,28 @@ export interface operations {
                     "application/json": components["schemas"]["DeliveryPage"];
                 };
             };
+            /** @description Not modified (If-None-Match is *); no body. */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control-Private"];
+                    Vary: components["headers"]["Vary"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Used": components["headers"]["X-RateLimit-Used"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             417: components["responses"]["ExpectationFailed"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
@@ -2521,6 +2639,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description This resource has no ETag: * holds, and any list of tags is 412 precondition_failed. */
+                "If-Match"?: string;
+                /** @description A list of tags never matches; * does (the resource exists): 304 without a body. */
+                "If-None-Match"?: string;
                 /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
@@ -2550,11 +2672,28 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookCursor"];
                 };
             };
+            /** @description Not modified (If-None-Match is *); no body. */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control-Private"];
+                    Vary: components["headers"]["Vary"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Used": components["headers"]["X-RateLimit-Used"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             417: components["responses"]["ExpectationFailed"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
@@ -2566,6 +2705,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description This resource has no ETag: * holds, and any list of tags is 412 precondition_failed. */
+                "If-Match"?: string;
+                /** @description A list of tags never matches; * does (the resource exists): 412 precondition_failed. */
+                "If-None-Match"?: string;
                 /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
@@ -2604,6 +2747,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             410: components["responses"]["Gone"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             417: components["responses"]["ExpectationFailed"];
@@ -2618,6 +2762,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description This resource has no ETag: * holds, and any list of tags is 412 precondition_failed. */
+                "If-Match"?: string;
+                /** @description A list of tags never matches; * does (the resource exists): 304 without a body. */
+                "If-None-Match"?: string;
                 /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
@@ -2643,8 +2791,24 @@ export interface operations {
                     "application/json": Record<string, never>;
                 };
             };
+            /** @description Not modified (If-None-Match is *); no body. */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control-No-Store"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Used": components["headers"]["X-RateLimit-Used"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             400: components["responses"]["BadRequest"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             417: components["responses"]["ExpectationFailed"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
@@ -2656,6 +2820,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description This resource has no ETag: * holds, and any list of tags is 412 precondition_failed. */
+                "If-Match"?: string;
+                /** @description A list of tags never matches; * does (the resource exists): 304 without a body. */
+                "If-None-Match"?: string;
                 /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
@@ -2675,8 +2843,18 @@ export interface operations {
                     "application/json": components["schemas"]["Status"];
                 };
             };
+            /** @description Not modified (If-None-Match is *); no body. */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control-No-Store"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             400: components["responses"]["BadRequest"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             417: components["responses"]["ExpectationFailed"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
@@ -2686,6 +2864,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description This resource has no ETag: * holds, and any list of tags is 412 precondition_failed. */
+                "If-Match"?: string;
+                /** @description A list of tags never matches; * does (the resource exists): 304 without a body. */
+                "If-None-Match"?: string;
                 /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
@@ -2705,8 +2887,18 @@ export interface operations {
                     "application/json": components["schemas"]["Status"];
                 };
             };
+            /** @description Not modified (If-None-Match is *); no body. */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control-No-Store"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             400: components["responses"]["BadRequest"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             417: components["responses"]["ExpectationFailed"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
@@ -2717,6 +2909,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description This resource has no ETag: * holds, and any list of tags is 412 precondition_failed. */
+                "If-Match"?: string;
+                /** @description A list of tags never matches; * does (the resource exists): 304 without a body. */
+                "If-None-Match"?: string;
                 /** @description Echoed when it is 1-128 characters of [A-Za-z0-9._-]; otherwise the service makes one. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
@@ -2736,8 +2932,18 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+            /** @description Not modified (If-None-Match is *); no body. */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control-No-Store"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             400: components["responses"]["BadRequest"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             417: components["responses"]["ExpectationFailed"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];

@@ -13,12 +13,13 @@ export const NO_PRECONDITIONS: Preconditions = Object.freeze({
 })
 
 /**
- * RFC 9110 §13.2.2 for a resource that exists with the strong tag `etag`: If-Match first (false →
- * 412 whatever the method), then If-None-Match (true → 304 for GET and HEAD, 412 for the rest).
+ * RFC 9110 §13.2.2 for a resource that exists, with the strong tag `etag` or with none (a list, a
+ * feed, a collection one creates in): If-Match first (false → 412 whatever the method), then
+ * If-None-Match (true → 304 for GET and HEAD, 412 for the rest). Without a tag only `*` matches.
  */
 export function evaluatePreconditions(
   conditions: Preconditions,
-  etag: string,
+  etag: string | undefined,
   safe: boolean,
 ): 'pass' | 'not_modified' | 'failed' {
   if (conditions.ifMatch !== undefined && !matchesIfMatch(conditions.ifMatch, etag)) return 'failed'
@@ -28,22 +29,24 @@ export function evaluatePreconditions(
   return 'pass'
 }
 
-/** The error of a request whose preconditions do not hold for the current tag `etag`. */
-export function preconditionFailed(etag: string): ServiceError {
+/** The error of a request whose preconditions do not hold for the current tag `etag`, or for none. */
+export function preconditionFailed(etag: string | undefined): ServiceError {
   return new ServiceError(
     'precondition_failed',
-    `A precondition does not hold for the current ETag ${etag}.`,
+    etag === undefined
+      ? 'A precondition does not hold: this resource exists and has no ETag, so only If-Match: * holds and If-None-Match: * never does.'
+      : `A precondition does not hold for the current ETag ${etag}.`,
   )
 }
 
-/** If-Match compares strongly; `*` matches any current representation. */
-export function matchesIfMatch(header: string, etag: string): boolean {
+/** If-Match compares strongly; `*` matches any current representation, tagged or not. */
+export function matchesIfMatch(header: string, etag: string | undefined): boolean {
   if (header.trim() === '*') return true
   return splitTags(header).some((tag) => tag === etag)
 }
 
-/** If-None-Match compares weakly; `*` matches any current representation. */
-export function matchesIfNoneMatch(header: string, etag: string): boolean {
+/** If-None-Match compares weakly; `*` matches any current representation, tagged or not. */
+export function matchesIfNoneMatch(header: string, etag: string | undefined): boolean {
   if (header.trim() === '*') return true
   return splitTags(header).some((tag) => stripWeak(tag) === etag)
 }

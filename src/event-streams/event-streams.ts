@@ -1,5 +1,7 @@
 import type { ServerResponse } from 'node:http'
 
+import { NO_PRECONDITIONS, type Preconditions } from '../domain/preconditions.js'
+import { checkUntagged } from '../http/conditional-request.js'
 import { HttpError } from '../http/problem.js'
 import { createLocalSlots, type SharedSlots } from '../ops/shared-slots.js'
 import {
@@ -36,6 +38,11 @@ export interface StreamRequest {
   /** The stream's filters and where it starts (`after`, or Last-Event-ID), parsed by the route. */
   readonly query: EventQuery
   readonly requestId: string
+  /**
+   * If-Match and If-None-Match, checked once the first page is read and before the head is sent
+   * (a stream has no ETag: only `*` matches); none when left out.
+   */
+  readonly preconditions?: Preconditions | undefined
   /** A flat name, value list sent too (CORS). */
   readonly headers?: readonly string[] | undefined
   /** The verified token: the stream ends at its `exp` (plus the leeway) or when its subject loses access. */
@@ -54,8 +61,11 @@ export interface StreamRequest {
 export interface EventStreams {
   /** The store's feed, or a 404 for a store without one. */
   requireFeed(): EventFeed
-  /** Serves a stream until the client goes, it is cut off or ended, or close() is called. */
-  stream(res: ServerResponse, request: StreamRequest): Promise<void>
+  /**
+   * Serves a stream until the client goes, it is cut off or ended, or close() is called; or sends
+   * nothing and resolves `not_modified` when If-None-Match is `*`, for the caller to answer 304.
+   */
+  stream(res: ServerResponse, request: StreamRequest): Promise<'streamed' | 'not_modified'>
   readonly openStreams: number
   /** Ends every stream cleanly (shutdown). */
   close(): void
@@ -113,6 +123,9 @@ export function createEventStreams(options: EventStreamsOptions): EventStreams {
         maxBytes: maxBufferBytes,
       })
       if (closed) throw new HttpError('shutting_down', 'The service is shutting down.')
+      if (checkUntagged(request.preconditions ?? NO_PRECONDITIONS, true) === 'not_modified') {
+        return 'not_modified'
+      }
       res.writeHead(200, [
         'content-type',
         'text/event-stream; charset=utf-8',
@@ -128,7 +141,7 @@ export function createEventStreams(options: EventStreamsOptions): EventStreams {
       // A HEAD gets the head its GET would get (RFC 9110 §9.3.2), and no stream.
       if (res.req.method === 'HEAD') {
         res.end()
-        return
+        return 'streamed'
       }
       res.flushHeaders()
       const token = request.token
@@ -156,6 +169,7 @@ export function createEventStreams(options: EventStreamsOptions): EventStreams {
       await stream.done
       open.delete(stream)
       counted()
+      return 'streamed'
     },
 
     close() {

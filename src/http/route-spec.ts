@@ -17,9 +17,4 @@ export interface RouteSpec {
   readonly path: string
   /** True for routes at the server root, outside `BASE_PATH` (probes look for them there). */
   readonly root: boolean
-  /**
-   * The route takes `If-Match` and `If-None-Match` (RFC 9110 §13): conditional-request.ts reads
-   * them for it, and for no other route.
-   */
-  readonly conditional: boolean
 }

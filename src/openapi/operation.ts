@@ -1,11 +1,11 @@
 import { NOT_BLANK, USER_ID } from '../routes/parameter-schemas.js'
-import type { Json, Route } from '../routes/route.js'
+import type { Json, ResponseDoc, Route } from '../routes/route.js'
 import { errorResponseName, headerRef, rateLimitHeaderRefs } from './components.js'
 
 /** The Operation Object of one route: everything read from the route itself. */
 export function toOperation(route: Route): Json {
   const parameters: Json[] = [...pathParameters(route), ...(route.parameters ?? [])]
-  if (route.conditional) parameters.push(...conditionalHeaders(route))
+  parameters.push(...conditionalHeaders(route))
   if (route.idempotencyKey === true) {
     parameters.push({ $ref: '#/components/parameters/IdempotencyKey' })
   }
@@ -55,27 +55,50 @@ function pathParameters(route: Route): Json[] {
   }))
 }
 
+/** Every route evaluates both (RFC 9110 §13.2.1); a resource without an ETag matches only `*`. */
 function conditionalHeaders(route: Route): Json[] {
-  const read = route.method === 'GET'
+  const otherwise = route.method === 'GET' ? '304 without a body' : '412 precondition_failed'
+  const header = (name: string, description: string): Json => ({
+    name,
+    in: 'header',
+    required: false,
+    schema: { type: 'string', ...NOT_BLANK },
+    description,
+  })
+  if (!route.tagged) {
+    return [
+      header(
+        'If-Match',
+        'This resource has no ETag: * holds, and any list of tags is 412 precondition_failed.',
+      ),
+      header(
+        'If-None-Match',
+        `A list of tags never matches; * does (the resource exists): ${otherwise}.`,
+      ),
+    ]
+  }
   return [
-    {
-      name: 'If-Match',
-      in: 'header',
-      required: false,
-      schema: { type: 'string', ...NOT_BLANK },
-      description:
-        'The ETag you last saw, a comma list of them, or *; when none matches: 412 precondition_failed.',
-    },
-    {
-      name: 'If-None-Match',
-      in: 'header',
-      required: false,
-      schema: { type: 'string', ...NOT_BLANK },
-      description: read
-        ? 'When it matches (weakly) the current ETag, or is *: 304 without a body.'
-        : 'When it matches the current ETag, or is *: 412 precondition_failed.',
-    },
+    header(
+      'If-Match',
+      'The ETag you last saw, a comma list of them, or *; when none matches: 412 precondition_failed.',
+    ),
+    header(
+      'If-None-Match',
+      route.method === 'GET'
+        ? `When it matches (weakly) the current ETag, or is *: ${otherwise}.`
+        : `When it matches the current ETag, or is *: ${otherwise}.`,
+    ),
   ]
+}
+
+/** A read of a resource without an ETag answers `If-None-Match: *` 304 too. */
+const UNTAGGED_NOT_MODIFIED: ResponseDoc = {
+  description: 'Not modified (If-None-Match is *); no body.',
+}
+
+function documentedAnswers(route: Route): Readonly<Record<number, ResponseDoc>> {
+  if (route.method !== 'GET' || 304 in route.responses) return route.responses
+  return { ...route.responses, 304: UNTAGGED_NOT_MODIFIED }
 }
 
 function successResponses(route: Route): Record<string, Json> {
@@ -83,7 +106,7 @@ function successResponses(route: Route): Record<string, Json> {
     ? { 'Cache-Control': headerRef('Cache-Control-Private'), Vary: headerRef('Vary') }
     : { 'Cache-Control': headerRef('Cache-Control-No-Store') }
   const responses: Record<string, Json> = {}
-  for (const [status, answer] of Object.entries(route.responses)) {
+  for (const [status, answer] of Object.entries(documentedAnswers(route))) {
     const extra = Object.fromEntries((answer.headers ?? []).map((name) => [name, headerRef(name)]))
     const content =
       answer.content === undefined
@@ -117,8 +140,8 @@ export function errorStatuses(route: Route): number[] {
   if (route.scope !== undefined) for (const status of [401, 403]) statuses.add(status)
   if (route.path.includes('{')) statuses.add(404)
   if (route.body !== 'none') for (const status of [413, 415, 422]) statuses.add(status)
-  // RFC 9110 §13.1.1: a failed If-Match is a 412 on GET and HEAD too.
-  if (route.conditional) statuses.add(412)
+  // RFC 9110 §13.1.1: a failed If-Match is a 412 on every route, GET and HEAD included.
+  statuses.add(412)
   for (const status of route.errors ?? []) statuses.add(status)
   // A key in flight (409) or sent with another request (422).
   if (route.idempotencyKey === true) for (const status of [409, 422]) statuses.add(status)

@@ -4,7 +4,7 @@ export const API_ROUTE = {
   body: 'none',
   mediaTypes: [],
   cacheable: false,
-  conditional: false,
+  tagged: false,
   tag: 'users',
 } as const
 

@@ -29,8 +29,8 @@ export interface RouteContext {
   readonly body: unknown
   readonly headers: IncomingHttpHeaders
   /**
-   * If-Match and If-None-Match, read for a route that declares `conditional` (none for any other
-   * route): a write hands them to its operation; a read's are applied to its answer for it.
+   * If-Match and If-None-Match as sent: a tagged write hands them to its operation, an untagged
+   * write or stream checks them itself (checkUntagged); a read's are applied to its answer for it.
    */
   readonly preconditions: Preconditions
   readonly requestId: string
@@ -94,6 +94,13 @@ export interface Route extends RouteSpec {
   readonly readsUser?: string
   /** Successful GETs may be stored privately and revalidated; everything else is `no-store`. */
   readonly cacheable: boolean
+  /**
+   * Its resource has an `ETag` (a user, an endpoint): a read's answer carries it and a write's
+   * operation compares If-Match and If-None-Match with it under the store's lock. Any other route's
+   * resource has none: only `*` matches, on a read's answer (app.ts) or by its handler before it
+   * acts or streams (checkUntagged). Every route evaluates both headers (RFC 9110 §13.2.1).
+   */
+  readonly tagged: boolean
   /** What it asks of availability; default `read` for GET and `write` for the other methods. */
   readonly intent?: Intent
   readonly summary: string
@@ -106,7 +113,7 @@ export interface Route extends RouteSpec {
   readonly responses: Readonly<Record<number, ResponseDoc>>
   /**
    * Error statuses beyond those its other fields imply (a scope: 401 and 403; a body: 413, 415,
-   * 422; a path parameter: 404; `conditional`, declared in RouteSpec: 412; not root: 503).
+   * 422; a path parameter: 404; every route: 412; not root: 503).
    */
   readonly errors?: readonly number[]
   readonly handle: RouteHandler

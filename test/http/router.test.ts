@@ -12,7 +12,6 @@ function spec(method: Method, path: string, fields: Partial<RouteSpec> = {}): Ro
     method,
     path,
     root: false,
-    conditional: false,
     ...fields,
   }
 }

@@ -4,7 +4,11 @@ import path from 'node:path'
 import { describe, it } from 'node:test'
 
 import { NO_PRECONDITIONS } from '../../src/domain/preconditions.js'
-import { answerConditionalRead, readPreconditions } from '../../src/http/conditional-request.js'
+import {
+  answerConditionalRead,
+  checkUntagged,
+  readPreconditions,
+} from '../../src/http/conditional-request.js'
 import { HttpError, toHttpError } from '../../src/http/problem.js'
 import type { RouteSpec } from '../../src/http/route-spec.js'
 import type { Route } from '../../src/routes/route.js'
@@ -16,8 +20,8 @@ import { makeToken } from '../helpers/tokens.js'
 const SRC = path.join(import.meta.dirname, '..', '..', 'src')
 const STALE = '"never-this-tag"'
 
-function spec(conditional: boolean, method: 'GET' | 'PATCH' = 'GET'): RouteSpec {
-  return { operationId: 'x', method, path: '/x/{id}', root: false, conditional }
+function spec(method: 'GET' | 'PATCH' = 'GET'): RouteSpec {
+  return { operationId: 'x', method, path: '/x/{id}', root: false }
 }
 
 /** Runs `run` and returns the error it throws. */
@@ -32,22 +36,16 @@ function thrown(run: () => unknown): Error {
 }
 
 describe('readPreconditions', () => {
-  it('gives a route that does not declare conditional no preconditions, whatever was sent', () => {
-    const sent = { 'if-match': STALE, 'if-none-match': '*' }
-    assert.equal(readPreconditions(spec(false), sent), NO_PRECONDITIONS)
-    assert.equal(readPreconditions(spec(false), { 'if-match': '' }), NO_PRECONDITIONS)
-  })
-
-  it('gives a route that declares conditional If-Match and If-None-Match as sent', () => {
-    assert.deepEqual(readPreconditions(spec(true), { 'if-match': STALE, 'if-none-match': '*' }), {
+  it('gives If-Match and If-None-Match as sent, and no preconditions when neither was', () => {
+    assert.deepEqual(readPreconditions({ 'if-match': STALE, 'if-none-match': '*' }), {
       ifMatch: STALE,
       ifNoneMatch: '*',
     })
-    assert.deepEqual(readPreconditions(spec(true, 'PATCH'), { 'if-none-match': '"a", "b"' }), {
+    assert.deepEqual(readPreconditions({ 'if-none-match': '"a", "b"' }), {
       ifMatch: undefined,
       ifNoneMatch: '"a", "b"',
     })
-    assert.equal(readPreconditions(spec(true), {}), NO_PRECONDITIONS)
+    assert.equal(readPreconditions({}), NO_PRECONDITIONS)
   })
 
   it('refuses an empty or blank header with 400 bad_request naming it', () => {
@@ -56,7 +54,7 @@ describe('readPreconditions', () => {
       ['if-none-match', 'If-None-Match'],
     ] as const) {
       for (const value of ['', ' \t ']) {
-        const error = thrown(() => readPreconditions(spec(true), { [name]: value }))
+        const error = thrown(() => readPreconditions({ [name]: value }))
         assert.ok(error instanceof HttpError)
         assert.equal(error.status, 400)
         assert.equal(error.code, 'bad_request')
@@ -71,7 +69,7 @@ describe('answerConditionalRead', () => {
 
   it('answers a failing If-Match 412 precondition_failed, before a matching If-None-Match', () => {
     const error = thrown(() =>
-      answerConditionalRead(spec(true), { ifMatch: '"v2"', ifNoneMatch: '"v3"' }, found),
+      answerConditionalRead(spec(), { ifMatch: '"v2"', ifNoneMatch: '"v3"' }, found),
     )
     const answer = toHttpError(error)
     assert.equal(answer.status, 412)
@@ -81,21 +79,65 @@ describe('answerConditionalRead', () => {
 
   it('answers a matching If-None-Match (weak, a list, or *) 304 with the ETag and no body', () => {
     for (const ifNoneMatch of ['"v3"', 'W/"v3"', '"a", "v3"', '*']) {
-      assert.deepEqual(
-        answerConditionalRead(spec(true), { ifMatch: undefined, ifNoneMatch }, found),
-        { status: 304, etag: '"v3"' },
-      )
+      assert.deepEqual(answerConditionalRead(spec(), { ifMatch: undefined, ifNoneMatch }, found), {
+        status: 304,
+        etag: '"v3"',
+      })
     }
   })
 
   it('leaves the answer alone when the preconditions hold, on an error, and on writes', () => {
     const holds = { ifMatch: '"v3"', ifNoneMatch: '"v2"' }
-    assert.equal(answerConditionalRead(spec(true), holds, found), found)
-    assert.equal(answerConditionalRead(spec(true), NO_PRECONDITIONS, found), found)
+    assert.equal(answerConditionalRead(spec(), holds, found), found)
+    assert.equal(answerConditionalRead(spec(), NO_PRECONDITIONS, found), found)
     const star = { ifMatch: undefined, ifNoneMatch: '*' }
     const created = { status: 201, body: '{}', etag: '"v1"' }
-    assert.equal(answerConditionalRead(spec(true), star, created), created)
-    assert.equal(answerConditionalRead(spec(true, 'PATCH'), star, found), found)
+    assert.equal(answerConditionalRead(spec(), star, created), created)
+    assert.equal(answerConditionalRead(spec('PATCH'), star, found), found)
+  })
+
+  it('holds only * for an answer without an ETag: a tag in If-Match is 412, If-None-Match: * is 304', () => {
+    const list = { status: 200, body: '{"items":[]}' }
+    const error = toHttpError(
+      thrown(() => answerConditionalRead(spec(), { ifMatch: STALE, ifNoneMatch: undefined }, list)),
+    )
+    assert.equal(error.status, 412)
+    assert.equal(error.code, 'precondition_failed')
+    assert.match(error.detail, /has no ETag/)
+    assert.deepEqual(
+      answerConditionalRead(spec(), { ifMatch: undefined, ifNoneMatch: '*' }, list),
+      {
+        status: 304,
+      },
+    )
+    for (const holds of [
+      { ifMatch: '*', ifNoneMatch: undefined },
+      { ifMatch: undefined, ifNoneMatch: `${STALE}, W/"v1"` },
+      { ifMatch: '*', ifNoneMatch: STALE },
+    ]) {
+      assert.equal(answerConditionalRead(spec(), holds, list), list, JSON.stringify(holds))
+    }
+  })
+})
+
+describe('checkUntagged', () => {
+  it('passes without preconditions, with If-Match: *, and with If-None-Match naming tags', () => {
+    assert.equal(checkUntagged(NO_PRECONDITIONS, false), 'pass')
+    assert.equal(checkUntagged({ ifMatch: '*', ifNoneMatch: undefined }, false), 'pass')
+    assert.equal(checkUntagged({ ifMatch: undefined, ifNoneMatch: STALE }, true), 'pass')
+  })
+
+  it('throws 412 for a tag in If-Match, and for If-None-Match: * on a write; a read gets not_modified', () => {
+    for (const [conditions, safe] of [
+      [{ ifMatch: STALE, ifNoneMatch: undefined }, false],
+      [{ ifMatch: STALE, ifNoneMatch: '*' }, true],
+      [{ ifMatch: undefined, ifNoneMatch: '*' }, false],
+    ] as const) {
+      const error = toHttpError(thrown(() => checkUntagged(conditions, safe)))
+      assert.equal(error.status, 412, JSON.stringify(conditions))
+      assert.equal(error.code, 'precondition_failed')
+    }
+    assert.equal(checkUntagged({ ifMatch: '*', ifNoneMatch: '*' }, true), 'not_modified')
   })
 })
 
@@ -174,27 +216,44 @@ const CALLS: Readonly<Record<string, { call: Call; status: number }>> = {
   getMetrics: { call: () => ['GET', '/metrics', {}], status: 200 },
 }
 
-/** What a request with these headers gets from a route that declares conditional. */
+/** What a request with these headers gets from every route, whether its resource has an ETag or not. */
 const CASES: readonly {
   headers: Record<string, string>
-  conditional: (route: Route) => [status: number, code: string | undefined]
+  expected: (route: Route) => [status: number, code: string | undefined]
 }[] = [
-  { headers: { 'if-match': STALE }, conditional: () => [412, 'precondition_failed'] },
+  { headers: { 'if-match': STALE }, expected: () => [412, 'precondition_failed'] },
   {
     headers: { 'if-none-match': '*' },
-    conditional: (route) =>
-      route.method === 'GET' ? [304, undefined] : [412, 'precondition_failed'],
+    expected: (route) => (route.method === 'GET' ? [304, undefined] : [412, 'precondition_failed']),
   },
-  { headers: { 'if-match': '' }, conditional: () => [400, 'bad_request'] },
-  { headers: { 'if-none-match': '' }, conditional: () => [400, 'bad_request'] },
+  { headers: { 'if-match': '' }, expected: () => [400, 'bad_request'] },
+  { headers: { 'if-none-match': '' }, expected: () => [400, 'bad_request'] },
 ]
 
-describe('the route table: a route declaring conditional is what makes the headers count', () => {
+/** Preconditions that hold on a resource without an ETag. */
+const UNTAGGED_HOLDS: readonly Record<string, string>[] = [
+  { 'if-match': '*' },
+  { 'if-none-match': `${STALE}, W/"v1"` },
+]
+
+/** Everything the failed requests might have changed, read back. */
+async function everything(s: Awaited<ReturnType<typeof startService>>): Promise<string[]> {
+  const reads = [
+    s.call('GET', '/users?limit=100'),
+    s.call('GET', '/webhooks', { token: hooks }),
+    s.call('GET', `/webhooks/${hookId}`, { token: hooks }),
+    s.call('GET', `/webhooks/${hookId}/cursor`, { token: hooks }),
+    s.call('GET', '/events?limit=1000', { token: reader }),
+  ]
+  return (await Promise.all(reads)).map((res) => res.text)
+}
+
+describe('the route table: every route evaluates If-Match and If-None-Match (RFC 9110 §13.2.1)', () => {
   it('has a request for every route', () => {
     assert.deepEqual(ROUTES.map((route) => route.operationId).sort(), Object.keys(CALLS).sort())
   })
 
-  it('answers the precondition headers on the routes that declare conditional, and ignores them on the others', async (t) => {
+  it('answers a failed precondition 412 (or 304 on a read) on every route, changing nothing; a resource without an ETag holds only *', async (t) => {
     const s = await startService(t)
     const user = await s.createUser()
     // :suspend needs an active user to answer 200; the preconditions come before that rule.
@@ -207,41 +266,54 @@ describe('the route table: a route declaring conditional is what makes the heade
     })
     assert.equal(hook.status, 201, hook.text)
     hookId = hook.json<{ id: string }>().id
-    const hookBefore = (await s.call('GET', `/webhooks/${hookId}`, { token: hooks })).text
-    const conditional: string[] = []
+    const before = await everything(s)
+    const tagged: string[] = []
     for (const route of ROUTES) {
       const entry = CALLS[route.operationId]
       assert.ok(entry !== undefined, route.operationId)
-      if (route.conditional) conditional.push(route.operationId)
-      for (const { headers, conditional: expected } of CASES) {
+      if (route.tagged) tagged.push(route.operationId)
+      for (const { headers, expected } of CASES) {
         const [method, target, options] = entry.call(user.id)
         const label = `${route.operationId} with ${JSON.stringify(headers)}`
-        if (!route.conditional) {
-          // Raw fetch: an NDJSON answer (export, import) is not one JSON text for the helper.
-          const res = await fetch(`${s.baseUrl}${target}`, {
-            method,
-            headers: {
-              authorization: `Bearer ${options.token ?? s.token}`,
-              ...(options.json === undefined ? {} : { 'content-type': 'application/json' }),
-              ...(options.contentType === undefined ? {} : { 'content-type': options.contentType }),
-              ...headers,
-            },
-            ...(options.json === undefined ? {} : { body: JSON.stringify(options.json) }),
-            ...(options.body === undefined ? {} : { body: options.body }),
-          })
-          const text = await res.text()
-          assert.equal(res.status, entry.status, `${label}: ${text}`)
-          continue
-        }
         const res = await s.call(method, target, { ...options, headers })
         const [status, code] = expected(route)
-        if (code === undefined) assert.equal(res.status, status, `${label}: ${res.text}`)
-        else assertProblem(res, status, code)
+        if (code !== undefined) {
+          assertProblem(res, status, code)
+          continue
+        }
+        assert.equal(res.status, status, `${label}: ${res.text}`)
+        assert.equal(res.text, '', label)
+        assert.equal(res.headers.get('etag') !== null, route.tagged, label)
       }
     }
-    // The declaration is not vacuous: every route that takes a user or endpoint id, and only
-    // those, has it.
-    assert.deepEqual(conditional, [
+    assert.deepEqual(await s.getUser(user.id), active)
+    assert.deepEqual(await everything(s), before)
+    // Preconditions that hold on a resource without an ETag: each untagged route answers as it
+    // would without them. Raw fetch: an NDJSON answer (export, import) is not one JSON text.
+    for (const route of ROUTES.filter((candidate) => !candidate.tagged)) {
+      const entry = CALLS[route.operationId]
+      assert.ok(entry !== undefined, route.operationId)
+      for (const headers of UNTAGGED_HOLDS) {
+        const [method, target, options] = entry.call(user.id)
+        const res = await fetch(`${s.baseUrl}${target}`, {
+          method,
+          headers: {
+            authorization: `Bearer ${options.token ?? s.token}`,
+            ...(options.json === undefined ? {} : { 'content-type': 'application/json' }),
+            ...(options.contentType === undefined ? {} : { 'content-type': options.contentType }),
+            ...headers,
+          },
+          ...(options.json === undefined ? {} : { body: JSON.stringify(options.json) }),
+          ...(options.body === undefined ? {} : { body: options.body }),
+        })
+        const text = await res.text()
+        const label = `${route.operationId} with ${JSON.stringify(headers)}`
+        assert.equal(res.status, entry.status, `${label}: ${text}`)
+      }
+    }
+    // The declaration is not vacuous: every route that takes a user or endpoint id and answers
+    // with it, and only those, has an ETag.
+    assert.deepEqual(tagged, [
       'getUser',
       'replaceUser',
       'updateUser',
@@ -254,8 +326,6 @@ describe('the route table: a route declaring conditional is what makes the heade
       'deleteWebhook',
       'rotateWebhookSecret',
     ])
-    assert.deepEqual(await s.getUser(user.id), active)
-    assert.equal((await s.call('GET', `/webhooks/${hookId}`, { token: hooks })).text, hookBefore)
   })
 })
 
@@ -278,7 +348,7 @@ describe('the precondition headers are read in one place', () => {
     assert.deepEqual(readers, ['http/conditional-request.ts'])
   })
 
-  it('reads them only for the listener, which passes the route it matched', () => {
+  it('reads them only in the listener', () => {
     const callers = files.filter((file) =>
       /\breadPreconditions\(/.test(readFileSync(path.join(SRC, file), 'utf8')),
     )

@@ -1,4 +1,5 @@
 import { drained, dropIfUnread, readyToStream, streamHeaders } from '../../bulk/slow-client.js'
+import { checkUntagged } from '../../http/conditional-request.js'
 import { type Route, STREAMED } from '../route.js'
 import { API_ROUTE, NDJSON, TEXT } from '../route-defaults.js'
 import { refuseQueryParameters } from './no-query.js'
@@ -26,6 +27,8 @@ export const exportUsers: Route = {
   async handle(context) {
     const { req, res } = context
     refuseQueryParameters(context.rawQuery, 'the export')
+    // Checked before the stream starts: after its first byte no 412 or 304 can be sent.
+    if (checkUntagged(context.preconditions, true) === 'not_modified') return { status: 304 }
     if (!(await readyToStream(req))) return STREAMED
     const { store, exportPageSize: pageSize, stallMs } = context.services.bulk
     res.writeHead(200, [...streamHeaders(context), 'content-type', NDJSON])

@@ -1,5 +1,6 @@
 import { ImportRun } from '../../bulk/import-run.js'
 import { dropIfUnread, readyToStream, streamHeaders } from '../../bulk/slow-client.js'
+import { checkUntagged } from '../../http/conditional-request.js'
 import { sendContinue } from '../../http/http-server.js'
 import { lingerAfterResponse } from '../../http/lingering-close.js'
 import { HttpError } from '../../http/problem.js'
@@ -49,6 +50,7 @@ export const importUsers: Route = {
     // After the 413 (a query's 400 comes after it) and before anything is read or stored: a
     // parameter this route does not know changes nothing.
     refuseQueryParameters(context.rawQuery, 'the import')
+    checkUntagged(context.preconditions, false)
     const slot = await bulk.startImport()
     if (slot === undefined)
       throw new HttpError(

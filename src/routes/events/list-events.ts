@@ -41,13 +41,14 @@ export const listEvents: Route = {
     if (wantsStream(context)) {
       // A store without a feed is a 404 before a malformed query is a 400, as on pages.
       services.events.requireFeed()
-      await services.events.stream(res, {
+      const streamed = await services.events.stream(res, {
         query: parseEventQuery(context.rawQuery, lastEventIdOf(context)),
         requestId: context.requestId,
+        preconditions: context.preconditions,
         headers: context.cors,
         token: streamToken(context),
       })
-      return STREAMED
+      return streamed === 'not_modified' ? { status: 304 } : STREAMED
     }
     const feed = services.events.requireFeed()
     const page = await feed.read({

@@ -1,4 +1,5 @@
 import type { UserRecord } from '../../domain/user.js'
+import { checkUntagged } from '../../http/conditional-request.js'
 import type { Reply } from '../../http/respond.js'
 import { type Route, ref } from '../route.js'
 import { API_ROUTE, JSON_ONLY } from '../route-defaults.js'
@@ -25,6 +26,8 @@ export const createUser: Route = {
   // Another user's email.
   errors: [409],
   async handle(context) {
+    // The collection exists and has no ETag: If-Match: * holds, any tag or If-None-Match: * is 412.
+    checkUntagged(context.preconditions, false)
     const created = userAnswer(201)
     const answerOf = (record: UserRecord | undefined): Reply => ({
       ...created(record),

@@ -11,7 +11,7 @@ export const deleteUser: Route = {
   method: 'DELETE',
   path: '/users/{id}',
   scope: 'users:write',
-  conditional: true,
+  tagged: true,
   idempotencyKey: true,
   summary: 'Delete a user',
   responses: { 204: { description: 'Deleted.' } },

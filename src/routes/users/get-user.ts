@@ -10,13 +10,13 @@ export const getUser: Route = {
   scope: 'users:read',
   readsUser: 'id',
   cacheable: true,
-  conditional: true,
+  tagged: true,
   summary: 'Read a user',
   responses: {
     200: USER_ANSWER,
     304: { description: 'Not modified (If-None-Match matched).', headers: ['ETag'] },
   },
-  // Its If-Match (412) and If-None-Match (304) are applied to this answer, as `conditional` says.
+  // Its If-Match (412) and If-None-Match (304) are applied to this answer by app.ts.
   handle(context) {
     // Read with the token's subject check when it has a subject to check (readsUser).
     const { readUser } = context

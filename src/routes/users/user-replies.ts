@@ -54,7 +54,7 @@ export const ITEM_METHOD = {
   scope: 'users:admin',
   body: 'optional',
   mediaTypes: JSON_ONLY,
-  conditional: true,
+  tagged: true,
   idempotencyKey: true,
   request: { schema: ref('EmptyBody') },
   responses: { 200: USER_ANSWER },

@@ -25,7 +25,7 @@ export function writeRoute(options: WriteRouteOptions): Route {
     scope: 'users:write',
     body: 'required',
     mediaTypes,
-    conditional: true,
+    tagged: true,
     idempotencyKey: true,
     summary,
     request: { schema: ref(schema) },

@@ -1,3 +1,4 @@
+import { checkUntagged } from '../../http/conditional-request.js'
 import { type Route, ref } from '../route.js'
 import { JSON_ONLY } from '../route-defaults.js'
 import { secretReply, WEBHOOK_ROUTE } from './webhook-replies.js'
@@ -23,6 +24,7 @@ export const createWebhook: Route = {
   // WEBHOOKS_MAX endpoints exist already.
   errors: [409],
   async handle(context) {
+    checkUntagged(context.preconditions, false)
     const { webhooks, basePath } = context.services
     const hook = await webhooks.create(context.body)
     return {

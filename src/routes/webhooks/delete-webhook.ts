@@ -10,7 +10,7 @@ export const deleteWebhook: Route = {
   operationId: 'deleteWebhook',
   method: 'DELETE',
   path: '/webhooks/{id}',
-  conditional: true,
+  tagged: true,
   summary: 'Delete a webhook endpoint',
   responses: { 204: { description: 'Deleted; no delivery to it starts after this answer.' } },
   async handle(context) {

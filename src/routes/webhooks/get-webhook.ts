@@ -7,13 +7,13 @@ export const getWebhook: Route = {
   method: 'GET',
   path: '/webhooks/{id}',
   cacheable: true,
-  conditional: true,
+  tagged: true,
   summary: 'Read a webhook endpoint',
   responses: {
     200: WEBHOOK_ANSWER,
     304: { description: 'Not modified (If-None-Match matched).', headers: ['ETag'] },
   },
-  // Its If-Match (412) and If-None-Match (304) are applied to this answer, as `conditional` says.
+  // Its If-Match (412) and If-None-Match (304) are applied to this answer by app.ts.
   async handle(context) {
     return webhookReply(200, await context.services.webhooks.get(webhookId(context)))
   },

@@ -13,7 +13,7 @@ export const rotateSecret: Route = {
   path: '/webhooks/{id}:rotateSecret',
   body: 'optional',
   mediaTypes: JSON_ONLY,
-  conditional: true,
+  tagged: true,
   summary: "Rotate a webhook endpoint's secret",
   request: { schema: ref('RotateSecret') },
   responses: {

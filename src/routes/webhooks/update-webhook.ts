@@ -10,7 +10,7 @@ export const updateWebhook: Route = {
   path: '/webhooks/{id}',
   body: 'required',
   mediaTypes: MERGE_PATCH,
-  conditional: true,
+  tagged: true,
   summary: 'Change some fields of a webhook endpoint (JSON Merge Patch)',
   request: { schema: ref('WebhookPatch') },
   responses: { 200: WEBHOOK_ANSWER },
