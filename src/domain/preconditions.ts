@@ -29,6 +29,29 @@ export function evaluatePreconditions(
   return 'pass'
 }
 
+/**
+ * evaluatePreconditions for a request about to be answered: a false condition is thrown as
+ * precondition_failed; a read (`safe`) learns whether to answer 304 instead.
+ */
+export function requirePreconditions(
+  conditions: Preconditions,
+  etag: string | undefined,
+  safe: boolean,
+): 'pass' | 'not_modified' {
+  const outcome = evaluatePreconditions(conditions, etag, safe)
+  if (outcome === 'failed') throw preconditionFailed(etag)
+  return outcome
+}
+
+/**
+ * The preconditions of a request on a resource that exists and has no ETag (a collection one
+ * creates in, an import, a cursor, a stream), checked once the request's own checks passed and
+ * before its content is read or anything is done (RFC 9110 §13.2.1).
+ */
+export function checkUntagged(conditions: Preconditions, safe: boolean): 'pass' | 'not_modified' {
+  return requirePreconditions(conditions, undefined, safe)
+}
+
 /** The error of a request whose preconditions do not hold for the current tag `etag`, or for none. */
 export function preconditionFailed(etag: string | undefined): ServiceError {
   return new ServiceError(

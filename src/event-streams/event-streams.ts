@@ -1,7 +1,6 @@
 import type { ServerResponse } from 'node:http'
 
-import { NO_PRECONDITIONS, type Preconditions } from '../domain/preconditions.js'
-import { checkUntagged } from '../http/conditional-request.js'
+import { checkUntagged, NO_PRECONDITIONS, type Preconditions } from '../domain/preconditions.js'
 import { HttpError } from '../http/problem.js'
 import { createLocalSlots, type SharedSlots } from '../ops/shared-slots.js'
 import {

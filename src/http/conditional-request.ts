@@ -1,10 +1,9 @@
 import type { IncomingHttpHeaders } from 'node:http'
 
 import {
-  evaluatePreconditions,
   NO_PRECONDITIONS,
   type Preconditions,
-  preconditionFailed,
+  requirePreconditions,
 } from '../domain/preconditions.js'
 import { HttpError } from './problem.js'
 import type { Reply } from './respond.js'
@@ -36,23 +35,8 @@ export function answerConditionalRead(
   if (route.method !== 'GET' || conditions === NO_PRECONDITIONS || reply.status !== 200) {
     return reply
   }
-  const outcome = evaluatePreconditions(conditions, reply.etag, true)
-  if (outcome === 'failed') throw preconditionFailed(reply.etag)
-  if (outcome === 'pass') return reply
+  if (requirePreconditions(conditions, reply.etag, true) === 'pass') return reply
   return reply.etag === undefined ? { status: 304 } : { status: 304, etag: reply.etag }
-}
-
-/**
- * The preconditions of a request on a resource that exists and has no ETag, checked by its handler
- * once its own checks passed and before it reads the content or acts (RFC 9110 §13.2.1): a create
- * in a collection, an import, a cursor, the start of a stream. `not_modified` is for a read to
- * answer 304 instead of streaming; a write's false condition is a 412 thrown here.
- */
-export function checkUntagged(conditions: Preconditions, safe: boolean): 'pass' | 'not_modified' {
-  if (conditions === NO_PRECONDITIONS) return 'pass'
-  const outcome = evaluatePreconditions(conditions, undefined, safe)
-  if (outcome === 'failed') throw preconditionFailed(undefined)
-  return outcome
 }
 
 function readHeader(value: string | undefined, name: string): string | undefined {

@@ -1,11 +1,7 @@
 import type { ChangeContext } from '../domain/change-context.js'
 import { ServiceError } from '../domain/errors.js'
 import { type LifecycleAction, nextStatus } from '../domain/lifecycle.js'
-import {
-  evaluatePreconditions,
-  type Preconditions,
-  preconditionFailed,
-} from '../domain/preconditions.js'
+import { type Preconditions, requirePreconditions } from '../domain/preconditions.js'
 import type { User, UserRecord } from '../domain/user.js'
 import { createIdGenerator, type IdGenerator, isCanonicalUuid } from '../domain/uuid7.js'
 import type { ListPage, ListQuery, Store, SubjectState } from '../store/store.js'
@@ -263,8 +259,7 @@ function notFound(): ServiceError {
  * here, under the store's lock for the user, so that two writers with one tag cannot both pass.
  */
 function checkWritePreconditions(current: UserRecord, conditions: Preconditions): void {
-  if (evaluatePreconditions(conditions, current.etag, false) !== 'pass')
-    throw preconditionFailed(current.etag)
+  requirePreconditions(conditions, current.etag, false)
 }
 
 function sameInput(current: User, input: UserInput): boolean {

@@ -1,9 +1,5 @@
 import { ServiceError } from '../domain/errors.js'
-import {
-  evaluatePreconditions,
-  type Preconditions,
-  preconditionFailed,
-} from '../domain/preconditions.js'
+import { checkUntagged, type Preconditions, requirePreconditions } from '../domain/preconditions.js'
 import { createIdGenerator, type IdGenerator, isCanonicalUuid } from '../domain/uuid7.js'
 import type { DeliveryAttempt, StoredWebhook, WebhookEndpoint } from '../domain/webhook.js'
 import type { EventFeed } from '../store/event-feed.js'
@@ -60,7 +56,8 @@ export interface WebhookOperations {
   rotateSecret(id: string, body: unknown, conditions: Preconditions): Promise<StoredWebhook>
   cursor(id: string): Promise<string>
   /** Moves the cursor to the body's `after`; returns it. */
-  setCursor(id: string, body: unknown): Promise<string>
+  /** The cursor has no ETag: only `*` matches (404 first, then 412, then the body's 422). */
+  setCursor(id: string, body: unknown, conditions: Preconditions): Promise<string>
   /** The endpoint's attempts, newest first, those before the attempt `before` when given. */
   attempts(id: string, limit: number, before: string | undefined): Promise<AttemptPage>
 }
@@ -200,8 +197,9 @@ export function createWebhookOperations(options: WebhookOperationsOptions): Webh
       return cursor
     },
 
-    async setCursor(id, body) {
+    async setCursor(id, body, conditions) {
       await find(id)
+      checkUntagged(conditions, false)
       const after = validateCursorBody(body)
       // A cursor the feed no longer holds is 410 cursor_expired.
       await feed.read({ after, limit: 1 })
@@ -230,8 +228,7 @@ function notFound(): ServiceError {
 
 /** A write goes ahead only when If-Match matches and If-None-Match does not. */
 function checkPreconditions(current: WebhookEndpoint, conditions: Preconditions): void {
-  const etag = webhookEtag(current)
-  if (evaluatePreconditions(conditions, etag, false) !== 'pass') throw preconditionFailed(etag)
+  requirePreconditions(conditions, webhookEtag(current), false)
 }
 
 function sameInput(current: WebhookEndpoint, input: WebhookInput): boolean {

@@ -3,12 +3,8 @@ import { readdirSync, readFileSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 
-import { NO_PRECONDITIONS } from '../../src/domain/preconditions.js'
-import {
-  answerConditionalRead,
-  checkUntagged,
-  readPreconditions,
-} from '../../src/http/conditional-request.js'
+import { checkUntagged, NO_PRECONDITIONS } from '../../src/domain/preconditions.js'
+import { answerConditionalRead, readPreconditions } from '../../src/http/conditional-request.js'
 import { HttpError, toHttpError } from '../../src/http/problem.js'
 import type { RouteSpec } from '../../src/http/route-spec.js'
 import type { Route } from '../../src/routes/route.js'

@@ -1,5 +1,5 @@
 import { drained, dropIfUnread, readyToStream, streamHeaders } from '../../bulk/slow-client.js'
-import { checkUntagged } from '../../http/conditional-request.js'
+import { checkUntagged } from '../../domain/preconditions.js'
 import { type Route, STREAMED } from '../route.js'
 import { API_ROUTE, NDJSON, TEXT } from '../route-defaults.js'
 import { refuseQueryParameters } from './no-query.js'

@@ -1,6 +1,6 @@
 import { ImportRun } from '../../bulk/import-run.js'
 import { dropIfUnread, readyToStream, streamHeaders } from '../../bulk/slow-client.js'
-import { checkUntagged } from '../../http/conditional-request.js'
+import { checkUntagged } from '../../domain/preconditions.js'
 import { sendContinue } from '../../http/http-server.js'
 import { lingerAfterResponse } from '../../http/lingering-close.js'
 import { HttpError } from '../../http/problem.js'

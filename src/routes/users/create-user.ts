@@ -1,5 +1,5 @@
+import { checkUntagged } from '../../domain/preconditions.js'
 import type { UserRecord } from '../../domain/user.js'
-import { checkUntagged } from '../../http/conditional-request.js'
 import type { Reply } from '../../http/respond.js'
 import { type Route, ref } from '../route.js'
 import { API_ROUTE, JSON_ONLY } from '../route-defaults.js'

@@ -1,4 +1,4 @@
-import { checkUntagged } from '../../http/conditional-request.js'
+import { checkUntagged } from '../../domain/preconditions.js'
 import { type Route, ref } from '../route.js'
 import { JSON_ONLY } from '../route-defaults.js'
 import { secretReply, WEBHOOK_ROUTE } from './webhook-replies.js'

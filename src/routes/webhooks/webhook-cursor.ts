@@ -1,5 +1,3 @@
-import { NO_PRECONDITIONS } from '../../domain/preconditions.js'
-import { checkUntagged } from '../../http/conditional-request.js'
 import type { Reply } from '../../http/respond.js'
 import { type ResponseDoc, type Route, ref } from '../route.js'
 import { JSON_ONLY } from '../route-defaults.js'
@@ -49,13 +47,8 @@ export const putWebhookCursor: Route = {
   errors: [410],
   async handle(context) {
     const { webhooks } = context.services
-    const id = webhookId(context)
-    // The cursor has no ETag and exists while its endpoint does: an unknown endpoint is a 404
-    // first, then If-Match: * holds and any tag fails, before the body's rules (422) are read.
-    if (context.preconditions !== NO_PRECONDITIONS) {
-      await webhooks.get(id)
-      checkUntagged(context.preconditions, false)
-    }
-    return cursorReply(await webhooks.setCursor(id, context.body))
+    return cursorReply(
+      await webhooks.setCursor(webhookId(context), context.body, context.preconditions),
+    )
   },
 }
