@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { createHash } from 'node:crypto'
 import { describe, it } from 'node:test'
 
 import { parseConfig } from '../../src/process/config.js'
@@ -8,7 +9,7 @@ import {
   loadEverything,
   pageFileSizes,
 } from '../helpers/admin-page.js'
-import type { Problem } from '../helpers/http.js'
+import { assertProblem, type Problem } from '../helpers/http.js'
 import { startService, type TestService } from '../helpers/service.js'
 
 // Built before any service starts (tsc blocks the event loop for seconds).
@@ -74,6 +75,72 @@ describe('GET /admin: the admin page', () => {
     await assertNotFound(s, '/admin/index.html')
     await assertNotFound(s, '/admin/')
     await assertNotFound(s, '/admin/..%2Fpackage.json')
+  })
+
+  it('tags every file with a strong ETag of its bytes: If-None-Match revalidates to 304, a stale If-Match is 412', async (t) => {
+    const s = await startService(t, { rateLimitAddress: { quota: 1000, windowSeconds: 3600 } })
+    for (const path of ['/admin', '/admin/main.js', '/admin/admin.css']) {
+      const first = await fetch(`${s.url}${path}`)
+      const body = Buffer.from(await first.arrayBuffer())
+      const etag = first.headers.get('etag') ?? ''
+      assert.equal(etag, `"${createHash('sha256').update(body).digest('base64url')}"`, path)
+      const head = await fetch(`${s.url}${path}`, { method: 'HEAD' })
+      assert.equal(head.headers.get('etag'), etag, `HEAD ${path}`)
+
+      // A browser's revalidation of what it holds (no-cache): 304, no body, the same headers.
+      for (const [method, ifNoneMatch] of [
+        ['GET', etag],
+        ['GET', `"other", W/${etag}`],
+        ['GET', '*'],
+        ['HEAD', etag],
+      ] as const) {
+        const label = `${method} ${path} If-None-Match: ${ifNoneMatch}`
+        const res = await fetch(`${s.url}${path}`, {
+          method,
+          headers: { 'if-none-match': ifNoneMatch },
+        })
+        assert.equal(res.status, 304, label)
+        assert.equal(await res.text(), '', label)
+        assert.equal(res.headers.get('etag'), etag, label)
+        assert.equal(res.headers.get('cache-control'), 'no-cache', label)
+        assert.equal(res.headers.get('content-security-policy'), CSP, label)
+        assert.equal(res.headers.get('x-content-type-options'), 'nosniff', label)
+        assert.match(res.headers.get('x-request-id') ?? '', /./, label)
+        assert.match(res.headers.get('ratelimit') ?? '', /^"address";r=\d+;t=\d+$/, label)
+      }
+
+      // Another tag, or the tag of another file: the file is sent again.
+      const changed = await fetch(`${s.url}${path}`, { headers: { 'if-none-match': '"stale"' } })
+      assertPageHeaders(changed, /./, path)
+      assert.deepEqual(Buffer.from(await changed.arrayBuffer()), body)
+
+      // If-Match: the current tag or * holds; any other is 412, before If-None-Match.
+      for (const ifMatch of [etag, '*', `"stale", ${etag}`]) {
+        const res = await fetch(`${s.url}${path}`, { headers: { 'if-match': ifMatch } })
+        assert.equal(res.status, 200, `If-Match: ${ifMatch}`)
+      }
+      const refused = await s.call('GET', `${s.url}${path}`, {
+        token: undefined,
+        headers: { 'if-match': '"stale"', 'if-none-match': etag },
+      })
+      assert.match(assertProblem(refused, 412, 'precondition_failed').detail, /current ETag/)
+      assert.equal(refused.headers.get('content-security-policy'), null)
+      const empty = await s.call('GET', `${s.url}${path}`, {
+        token: undefined,
+        headers: { 'if-none-match': '' },
+      })
+      assertProblem(empty, 400, 'bad_request')
+    }
+    // Every file has its own tag, and an unknown file is 404 whatever the preconditions.
+    const tags = [...(await loadEverything(`${s.url}/admin`)).values()].map((res) =>
+      res.headers.get('etag'),
+    )
+    assert.equal(new Set(tags).size, tags.length)
+    const unknown = await s.call('GET', `${s.url}/admin/nothing.js`, {
+      token: undefined,
+      headers: { 'if-match': '"stale"' },
+    })
+    assertProblem(unknown, 404, 'not_found')
   })
 
   it('weighs at most 128 KiB, everything it loads together', async (t) => {

@@ -1,3 +1,6 @@
+import { createHash } from 'node:crypto'
+
+import { requirePreconditions } from '../../domain/preconditions.js'
 import { HttpError } from '../../http/problem.js'
 import { type Route, type RouteContext, STREAMED } from '../route.js'
 import { API_ROUTE, TEXT } from '../route-defaults.js'
@@ -11,11 +14,20 @@ export const ADMIN_CSP =
   "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
   "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-let files: ReadonlyMap<string, PageFile> | undefined
+/** A file of the page with its strong ETag: a digest of its bytes, the same on every replica. */
+interface TaggedFile extends PageFile {
+  readonly etag: string
+}
+
+let files: ReadonlyMap<string, TaggedFile> | undefined
+
+function tagged(file: PageFile): TaggedFile {
+  return { ...file, etag: `"${createHash('sha256').update(file.body).digest('base64url')}"` }
+}
 
 /** Read once, at the first request for the page; the files do not change while it runs. */
-function pageFile(name: string): PageFile {
-  files ??= readPageFiles()
+function pageFile(name: string): TaggedFile {
+  files ??= new Map([...readPageFiles()].map(([key, file]) => [key, tagged(file)]))
   const file = files.get(name)
   if (file === undefined) throw new HttpError('not_found', 'There is nothing at this path.')
   return file
@@ -23,16 +35,17 @@ function pageFile(name: string): PageFile {
 
 /**
  * Sends a file with the page's own headers: `no-cache` (revalidate every time, so an upgrade is
- * seen at once) instead of the API's `no-store`, hence written here rather than as a Reply.
+ * seen at once) instead of the API's `no-store`, hence written here rather than as a Reply. The
+ * ETag makes that revalidation a 304 without the file while it has not changed (RFC 9110 §13).
  */
-function send({ req, res, requestId, cors }: RouteContext, file: PageFile): typeof STREAMED {
-  res.writeHead(200, [
+function send(context: RouteContext, file: TaggedFile): typeof STREAMED {
+  const { req, res, requestId, cors } = context
+  const fresh = requirePreconditions(context.preconditions, file.etag, true) === 'pass'
+  const headers = [
     'x-request-id',
     requestId,
-    'content-type',
-    file.type,
-    'content-length',
-    String(file.body.length),
+    'etag',
+    file.etag,
     'cache-control',
     'no-cache',
     'content-security-policy',
@@ -43,6 +56,18 @@ function send({ req, res, requestId, cors }: RouteContext, file: PageFile): type
     'no-referrer',
     // CORS for an allowed origin, and the rate limits' fields: every counted answer has them.
     ...(cors ?? []),
+  ]
+  if (!fresh) {
+    res.writeHead(304, headers)
+    res.end()
+    return STREAMED
+  }
+  res.writeHead(200, [
+    ...headers,
+    'content-type',
+    file.type,
+    'content-length',
+    String(file.body.length),
   ])
   if (req.method === 'HEAD') res.end()
   else res.end(file.body)
@@ -54,8 +79,11 @@ const PAGE_ROUTE = {
   method: 'GET',
   scope: undefined,
   tag: 'service',
+  tagged: true,
   errors: [404],
 } as const
+
+const NOT_MODIFIED = { description: 'Not modified (If-None-Match matched the ETag); no body.' }
 
 /** `GET /admin`: the page itself; it holds no data, so it needs no token. */
 export const getAdminPage: Route = {
@@ -63,7 +91,10 @@ export const getAdminPage: Route = {
   operationId: 'getAdminPage',
   path: '/admin',
   summary: 'The admin page (docs/admin-page.md)',
-  responses: { 200: { description: 'The page.', content: { 'text/html': TEXT } } },
+  responses: {
+    200: { description: 'The page.', content: { 'text/html': TEXT } },
+    304: NOT_MODIFIED,
+  },
   handle: (context) => send(context, pageFile('index.html')),
 }
 
@@ -73,7 +104,7 @@ export const getAdminFile: Route = {
   operationId: 'getAdminFile',
   path: '/admin/{file}',
   summary: 'A script, style sheet or image of the admin page',
-  responses: { 200: { description: 'The file.' } },
+  responses: { 200: { description: 'The file.' }, 304: NOT_MODIFIED },
   handle: (context) => {
     const name = context.params['file'] ?? ''
     // The page itself has one address, the one its relative URLs are written for.
