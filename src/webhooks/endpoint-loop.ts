@@ -170,6 +170,9 @@ export class EndpointLoop {
     cursor: string,
     retry: RetryState,
   ): Promise<number> {
+    // Stopped, or the lease lost, while this step waited on the store: nothing was in flight to
+    // abort, so no attempt may start now (a DELETE's 204 may be out, another process deliver).
+    if (this.#stopped || !this.#lease.held) return 0
     const { store, now, logger } = this.#context
     const attempt = retry.attempts + 1
     const generation = this.#generation

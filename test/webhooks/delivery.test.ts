@@ -3,7 +3,8 @@ import { describe, it } from 'node:test'
 
 import { eventJson } from '../../src/domain/event.js'
 import type { StoredWebhook } from '../../src/domain/webhook.js'
-import type { EventQuery } from '../../src/store/event-feed.js'
+import type { EventFeed, EventQuery } from '../../src/store/event-feed.js'
+import { MemoryStore } from '../../src/store/memory-store.js'
 import type { Store } from '../../src/store/store.js'
 import { READ_AHEAD_EVENTS } from '../../src/webhooks/read-ahead.js'
 import { newSecret } from '../../src/webhooks/signature.js'
@@ -515,6 +516,50 @@ describe('webhook delivery: reading ahead', () => {
   })
 })
 
+/**
+ * A feed for delivery whose reads, once closed, wait until it opens again: a loop caught between
+ * its reads of the store and its attempt. `waiting` settles at the first read held.
+ */
+function feedGate(): {
+  feed: (events: EventFeed) => EventFeed
+  waiting: Promise<void>
+  close: () => void
+  open: () => void
+} {
+  let gate: Promise<void> | undefined
+  let opened = (): void => undefined
+  let held = (): void => undefined
+  const waiting = new Promise<void>((resolve) => {
+    held = resolve
+  })
+  return {
+    feed: (events) => ({
+      read: async (query) => {
+        if (gate !== undefined) {
+          held()
+          await gate
+        }
+        return events.read(query)
+      },
+      head: () => events.head(),
+      subscribe: (wake) => events.subscribe(wake),
+      get appended() {
+        return events.appended
+      },
+    }),
+    waiting,
+    close() {
+      gate = new Promise((resolve) => {
+        opened = resolve
+      })
+    },
+    open() {
+      gate = undefined
+      opened()
+    },
+  }
+}
+
 describe('webhook delivery: stopping and pausing', () => {
   it('starts no attempt to an endpoint after it is removed', async (t) => {
     const receiver = await startReceiver((_, res) => res.writeHead(500).end())
@@ -529,6 +574,51 @@ describe('webhook delivery: stopping and pausing', () => {
     await world.write()
     await new Promise((resolve) => setTimeout(resolve, 500))
     assert.equal(receiver.received.length, seen)
+  })
+
+  it('starts no attempt after a removal told while its loop waits on the store', async (t) => {
+    const receiver = await startReceiver()
+    t.after(() => receiver.close())
+    const gate = feedGate()
+    const world = await startDeliveryWorld(t, { feed: gate.feed })
+    const hook = await world.register(receiver.url)
+    gate.close()
+    await world.write()
+    await gate.waiting
+    await world.store.webhooks.delete(hook.endpoint.id)
+    world.delivery.removed(hook.endpoint.id)
+    gate.open()
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    assert.equal(receiver.received.length, 0)
+  })
+
+  it('starts no attempt once its lease is lost while its loop waits on the store', async (t) => {
+    const receiver = await startReceiver()
+    t.after(() => receiver.close())
+    const gate = feedGate()
+    const store = new MemoryStore()
+    // Another process takes the lease over (this one failed to renew it in time).
+    let taken = false
+    const lease = store.webhooks.lease.bind(store.webhooks)
+    store.webhooks.lease = (id, holder, ms) =>
+      taken ? Promise.resolve(false) : lease(id, holder, ms)
+    const world = await startDeliveryWorld(t, {
+      store,
+      feed: gate.feed,
+      timings: { leaseMs: 2000, renewMs: 20, pollMs: 50, refreshMs: 200 },
+    })
+    await world.register(receiver.url)
+    gate.close()
+    await world.write()
+    await gate.waiting
+    taken = true
+    // A renewal or two: the loop learns the lease is gone.
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    gate.open()
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    assert.equal(receiver.received.length, 0)
+    taken = false
+    await receiver.waitFor(1)
   })
 
   it('abandons the attempt in flight on close, without logging it', async (t) => {
