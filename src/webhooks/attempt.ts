@@ -180,7 +180,9 @@ function readBody(res: IncomingMessage): Promise<string> {
       clearTimeout(timer)
       if (!ended) res.destroy()
       const kept = Buffer.concat(chunks).subarray(0, BODY_KEPT_BYTES)
-      resolve(new TextDecoder('utf-8').decode(kept))
+      // A body cut here may end inside a character: streaming leaves that part out, rather than
+      // replacing it and making the text longer than 1 KiB. A body that ended is decoded whole.
+      resolve(new TextDecoder('utf-8').decode(kept, { stream: !ended }))
     }
     const timer = setTimeout(() => stop(false), BODY_READ_MS)
     res.on('data', (chunk: Buffer) => {

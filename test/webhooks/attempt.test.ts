@@ -109,7 +109,7 @@ describe('sendAttempt: answers that fail it', () => {
     assert.equal((await attempt(receiver.url)).retryAfterSeconds, undefined)
   })
 
-  it('keeps the first 1 KiB of the body as text, invalid UTF-8 replaced', async (t) => {
+  it('keeps the first 1 KiB of the body as text, invalid UTF-8 replaced, a character cut at 1 KiB left out', async (t) => {
     let body: Buffer = Buffer.alloc(0)
     const receiver = await startReceiver((_, res) => res.writeHead(500).end(body))
     t.after(() => receiver.close())
@@ -117,6 +117,14 @@ describe('sendAttempt: answers that fail it', () => {
     assert.equal((await attempt(receiver.url)).response, 'a\uFFFD\uFFFDb')
     body = Buffer.from('x'.repeat(5000))
     assert.equal((await attempt(receiver.url)).response, 'x'.repeat(BODY_KEPT_BYTES))
+    // Cut inside a character: the part before the cut is left out, never replaced, so the text
+    // stays within 1 KiB; an answer that ends inside one has it replaced.
+    body = Buffer.from(`${'€'.repeat(400)}TAIL`)
+    const cut = (await attempt(receiver.url)).response
+    assert.equal(cut, '€'.repeat(Math.floor(BODY_KEPT_BYTES / 3)))
+    assert.ok(Buffer.byteLength(cut) <= BODY_KEPT_BYTES)
+    body = Buffer.from('€').subarray(0, 2)
+    assert.equal((await attempt(receiver.url)).response, '\uFFFD')
     body = Buffer.alloc(0)
     assert.equal((await attempt(receiver.url)).response, '')
   })
