@@ -113,7 +113,7 @@ const LOOPBACK = ['127.0.0.1', '::1']
  * loopback address is allowed. Other names are checked when an attempt resolves them.
  */
 export function refusedUrlHost(url: URL, allow: AllowList): boolean {
-  const host = url.hostname.toLowerCase().replace(/\.$/, '')
+  const host = url.hostname.toLowerCase().replace(/\.+$/, '')
   if (host.startsWith('[') && host.endsWith(']')) return isRefusedAddress(host.slice(1, -1), allow)
   if (parseIp(host) !== undefined) return isRefusedAddress(host, allow)
   if (host === 'localhost' || host.endsWith('.localhost')) {

@@ -184,6 +184,9 @@ describe('refusedUrlHost', () => {
       'http://localhost./',
       'http://api.localhost/',
       'http://a.b.localhost./',
+      // Every trailing dot, not just one: the name is still localhost to a reader.
+      'http://localhost../',
+      'http://api.localhost.../',
     ]) {
       assert.equal(refused(url), true, url)
       assert.equal(refused(url, createAllowList(['127.0.0.0/8'])), false, url)
