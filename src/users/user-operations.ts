@@ -94,6 +94,21 @@ export interface UserOperations {
   checkSubject(sub: string, iat: number | undefined): Promise<void> | undefined
 }
 
+/**
+ * A revocation's value is the second after the one its change is made in, and must be the second
+ * after the one its 200 is sent in: a token issued in that second, before or after the answer, is
+ * refused. The change is durable some milliseconds after its value is set, so a revocation asked
+ * for in the last REVOKE_WRITE_BUDGET_MS of a second waits for the next one first: its write then
+ * has at least that long to be answered within the second its value follows (docs/api.md).
+ */
+export const REVOKE_WRITE_BUDGET_MS = 250
+
+function clearOfSecondEnd(now: () => number): Promise<void> | undefined {
+  const left = 1000 - (now() % 1000)
+  if (left >= REVOKE_WRITE_BUDGET_MS) return undefined
+  return new Promise((resolve) => setTimeout(resolve, left))
+}
+
 export function createUserOperations(options: UserOperationsOptions): UserOperations {
   const { store, now } = options
   const newId = options.newId ?? createIdGenerator()
@@ -168,8 +183,9 @@ export function createUserOperations(options: UserOperationsOptions): UserOperat
         return status === current.status ? undefined : touch(current, { status })
       }),
 
-    revokeTokens: (id, body, conditions, context) =>
-      change(id, conditions, context, (current) => {
+    revokeTokens: async (id, body, conditions, context) => {
+      await clearOfSecondEnd(now)
+      return change(id, conditions, context, (current) => {
         validateEmptyBody(body)
         const next = (Math.floor(now() / 1000) + 1) * 1000
         const previous =
@@ -177,7 +193,8 @@ export function createUserOperations(options: UserOperationsOptions): UserOperat
         return next > previous
           ? touch(current, { tokensValidAfter: new Date(next).toISOString() })
           : undefined
-      }),
+      })
+    },
 
     remove(id, conditions, context) {
       requireUserId(id)

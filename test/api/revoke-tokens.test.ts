@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict'
 import { describe, it, type TestContext } from 'node:test'
 
+import type { ChangeContext } from '../../src/domain/change-context.js'
 import type { User } from '../../src/domain/user.js'
+import { MemoryStore } from '../../src/store/memory-store.js'
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js'
+import type { ChangeUser } from '../../src/store/store.js'
 import { openSse } from '../events/sse-client.js'
 import { assertProblem, type TestResponse } from '../helpers/http.js'
 import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES } from '../helpers/postgres.js'
@@ -340,6 +343,36 @@ for (const store of STORES) {
     })
   })
 }
+
+/** A store whose writes are durable 100 ms after their change is made: a slow disk's commit. */
+class SlowCommitStore extends MemoryStore {
+  override async update(id: string, change: ChangeUser, context?: ChangeContext) {
+    const record = await super.update(id, change, context)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    return record
+  }
+}
+
+describe('a revocation asked for late in a second', () => {
+  it('names the second after the one its 200 is sent in, though its write ends in the next', async (t) => {
+    const s = await startService(t, { store: new SlowCommitStore() })
+    const users = [await s.createUser(), await s.createUser(), await s.createUser()]
+    for (const [round, user] of users.entries()) {
+      // 80, 130 and 180 ms before a second ends: the write's 100 ms cross into the next second.
+      const left = 80 + 50 * round
+      await new Promise((resolve) => setTimeout(resolve, 2000 - left - (Date.now() % 1000)))
+      const res = await revoke(s, user.id)
+      const receivedS = nowSeconds()
+      const revoked = assertUser(res)
+      const validS = Date.parse(revoked.tokensValidAfter ?? '') / 1000
+      assert.ok(validS > receivedS, `${revoked.tokensValidAfter}, answered at ${receivedS} s`)
+      assert.ok(validS <= receivedS + 1, revoked.tokensValidAfter)
+      // A token issued in the second the answer came in, before or after it, is refused.
+      const sameSecond = makeToken({ sub: user.id, nowS: receivedS })
+      assertRevoked(await s.call('GET', '/users', { token: sameSecond }))
+    }
+  })
+})
 
 describe('a revocation lasts', () => {
   it('across a restart of the file store', async (t) => {
