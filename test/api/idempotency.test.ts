@@ -240,7 +240,7 @@ for (const store of STORES) {
       assert.equal(replay.json<User>().name, user.name)
     })
 
-    it('DELETE, :activate, :suspend and :revokeTokens replay their answers', async (t) => {
+    it('DELETE, :activate, :suspend and :revokeTokens replay their answers; a DELETE body counts', async (t) => {
       const s = await start(t)
       const user = await s.createUser()
       const calls: [string, string, number][] = [
@@ -255,9 +255,25 @@ for (const store of STORES) {
         assert.equal(first.status, status, first.text)
         assertReplayOf(await s.call(method, target, { headers }), first)
       }
+      // A DELETE ignores a body, but sent with a key it is part of the request: another body (or
+      // one where there was none) is another request, and the same body replays.
+      const other = await s.createUser()
+      const headers = keyed('"delete-with-a-body"')
+      const sent = { body: 'aaa', contentType: 'text/plain', headers }
+      const first = await s.call('DELETE', `/users/${other.id}`, sent)
+      assert.equal(first.status, 204, first.text)
+      assertReplayOf(await s.call('DELETE', `/users/${other.id}`, sent), first)
+      for (const options of [{ ...sent, body: 'bbb' }, { headers }]) {
+        const refused = await s.call('DELETE', `/users/${other.id}`, options)
+        assertProblem(refused, 422, 'idempotency_key_reused')
+      }
       assert.deepEqual(
         (await eventsOf(s, user.id)).map((event) => event.type),
         ['user.created', 'user.activated', 'user.suspended', 'user.tokens_revoked', 'user.deleted'],
+      )
+      assert.deepEqual(
+        (await eventsOf(s, other.id)).map((event) => event.type),
+        ['user.created', 'user.deleted'],
       )
     })
 
