@@ -4,7 +4,7 @@ import type { Socket } from 'node:net'
 import type { Logger } from '../log/logger.js'
 import { closeInStages } from './lingering-close.js'
 import { type ErrorCode, HttpError } from './problem.js'
-import { isResponding } from './request-accounting.js'
+import { whenSettled } from './request-accounting.js'
 import { readRequestId } from './request-id.js'
 import { timeOutRequest } from './request-timeout.js'
 import { toProblemReply } from './respond.js'
@@ -38,7 +38,7 @@ export function createClientErrorHandler(logger: Logger): (error: Error, socket:
     if (handled.has(socket)) return
     handled.add(socket)
     const nodeCode = readCode(error)
-    if (nodeCode === 'ECONNRESET' || !socket.writable || isResponding(socket)) {
+    if (nodeCode === 'ECONNRESET' || !socket.writable) {
       socket.destroy()
       return
     }
@@ -51,13 +51,20 @@ export function createClientErrorHandler(logger: Logger): (error: Error, socket:
     )
     // A request whose head was read answers its own time-out: its id, its log line, its close.
     if (nodeCode === 'ERR_HTTP_REQUEST_TIMEOUT' && timeOutRequest(socket, problem)) return
-    const requestId = readRequestId(undefined)
-    refuseOnSocket(socket, problem, requestId)
-    logger.info('refused a request the HTTP parser could not take', {
-      requestId,
-      status: problem.status,
-      code: problem.code,
-      parserError: nodeCode,
+    // Requests read before the bad one are answered first, in order; the refusal follows them.
+    whenSettled(socket, () => {
+      if (!socket.writable) {
+        socket.destroy()
+        return
+      }
+      const requestId = readRequestId(undefined)
+      refuseOnSocket(socket, problem, requestId)
+      logger.info('refused a request the HTTP parser could not take', {
+        requestId,
+        status: problem.status,
+        code: problem.code,
+        parserError: nodeCode,
+      })
     })
   }
 }

@@ -2,12 +2,15 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 
 interface Pending {
+  readonly req: IncomingMessage
   readonly res: ServerResponse
   readonly settle: () => void
 }
 
 /** The requests of each connection that have not settled yet. */
 const pendingBySocket = new WeakMap<Socket, Set<Pending>>()
+/** What waits for some of a connection's requests to settle (whenSettled). */
+const waitingBySocket = new WeakMap<Socket, { entries: Set<Pending>; run: () => void }>()
 
 /**
  * Calls `done` exactly once for a request: when its response has finished, or when its connection
@@ -33,12 +36,19 @@ export function onSettled(
   }
   const requests = pending
   const entry: Pending = {
+    req,
     res,
     settle() {
       // Settled already. The 'finish' listener is left on the response: after a finish it is
       // spent, and after its connection closed the response can no longer finish.
       if (!requests.delete(entry)) return
       done(res.writableFinished)
+      const waiting = waitingBySocket.get(socket)
+      if (waiting === undefined || !waiting.entries.delete(entry) || waiting.entries.size > 0) {
+        return
+      }
+      waitingBySocket.delete(socket)
+      waiting.run()
     },
   }
   requests.add(entry)
@@ -47,10 +57,15 @@ export function onSettled(
   if (socket.destroyed) queueMicrotask(entry.settle)
 }
 
-/** True when a response on this connection has begun to be written. */
-export function isResponding(socket: Socket): boolean {
-  for (const entry of pendingBySocket.get(socket) ?? []) {
-    if (entry.res.headersSent) return true
-  }
-  return false
+/**
+ * Runs `run` once every request this connection has carried whole has settled (at once when none
+ * is pending): what is written to the connection then comes after their answers, in the order
+ * the requests came (RFC 9112 §9.3.2). A request whose message is not whole yet is not waited
+ * for: it is the one the parser refused, in its body. One waiter per connection: that refusal.
+ */
+export function whenSettled(socket: Socket, run: () => void): void {
+  const pending = pendingBySocket.get(socket) ?? []
+  const before = new Set([...pending].filter((entry) => entry.req.complete))
+  if (before.size === 0) run()
+  else waitingBySocket.set(socket, { entries: before, run })
 }

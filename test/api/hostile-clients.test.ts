@@ -308,6 +308,41 @@ describe("requests that Node's HTTP parser refuses", () => {
     })
   }
 
+  // RFC 9112 §9.3.2: answers go out in the order the requests came. A request the parser refuses
+  // behind good ones is answered after their answers, never in place of one.
+  it('answers the requests before a malformed one first, in order, then refuses it and closes', async (t) => {
+    const s = await startService(t)
+    const email = uniqueEmail()
+    const json = JSON.stringify({ email, name: 'Piped' })
+    const auth = `Authorization: Bearer ${s.token}\r\n`
+    const post = `POST /users HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\nContent-Length: ${json.length}\r\n\r\n${json}`
+    const list = `GET /users?limit=1 HTTP/1.1\r\nHost: x\r\n${auth}\r\n`
+    const cases: Array<[string, string, number[]]> = [
+      ['a create, then an unknown method', `${post}GARBAGE\r\n\r\n`, [201, 400]],
+      [
+        'two reads, then 16 KB of headers',
+        `${list}${list}GET /users HTTP/1.1\r\nHost: x\r\nX-Filler: ${'f'.repeat(16 * 1024)}\r\n\r\n`,
+        [200, 200, 431],
+      ],
+    ]
+    for (const [name, bytes, statuses] of cases) {
+      const result = await exchange(s.url, bytes)
+      assert.equal(result.closed, true, name)
+      // A body ends without a line break: the next status line follows it on the same line.
+      const lines = result.raw.match(/HTTP\/1\.1 \d{3} /g) ?? []
+      assert.deepEqual(
+        lines.map((line) => Number(line.slice(9, 12))),
+        statuses,
+        `${name}: ${result.raw.slice(0, 400)}`,
+      )
+      assert.match(result.raw, /"code":"(bad_request|headers_too_large)"/, name)
+    }
+    const created = await s.call('GET', `/users?email=${encodeURIComponent(email)}`)
+    assert.equal(created.json<{ items: unknown[] }>().items.length, 1)
+    // The create was answered, so its log line says 201, not 499.
+    assert.ok(s.logs.some((entry) => entry['method'] === 'POST' && entry['status'] === 201))
+  })
+
   // Node's server, not its parser, refuses this one with a bare 400 before the listener sees it.
   it('answers an HTTP/1.1 request without Host with 400 bad_request problem+json and closes', async (t) => {
     const s = await startService(t)

@@ -4,7 +4,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { type AddressInfo, connect, type Socket } from 'node:net'
 import { describe, it, type TestContext } from 'node:test'
 
-import { isResponding, onSettled } from '../../src/http/request-accounting.js'
+import { onSettled, whenSettled } from '../../src/http/request-accounting.js'
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void
 
@@ -138,39 +138,88 @@ describe('onSettled', () => {
   })
 })
 
-describe('isResponding', () => {
-  it('is false before any response began and true once one sent its headers, pipelined requests included', async (t) => {
-    const seen = collector<boolean>()
+describe('whenSettled', () => {
+  it('runs once every whole request the connection carried has settled, pipelined ones included', async (t) => {
+    const order = collector<string>()
     const arrived = collector<ServerResponse>()
     const server = await serve(t, (req, res) => {
-      onSettled(req, res, () => undefined)
-      seen.push(isResponding(req.socket))
+      onSettled(req, res, () => order.push(`settled ${arrived.values.indexOf(res)}`))
       arrived.push(res)
-      if (arrived.values.length === 1) {
-        res.writeHead(200, { 'content-length': '2' })
-        res.write('o')
-        seen.push(isResponding(req.socket))
-      }
     })
     const socket = await rawClient(server)
     socket.write(GET + GET)
     await arrived.next(2)
-    // First request: not yet, then yes; the second one arrives while the first is half-written.
-    assert.deepEqual(seen.values, [false, true, true])
-    for (const res of arrived.values) res.end(res.headersSent ? 'k' : 'ok')
+    // Both messages are whole once the parser has moved past them.
+    await new Promise((resolve) => setImmediate(resolve))
+    const [first, second] = arrived.values
+    assert.ok(first !== undefined && second !== undefined)
+    assert.ok(first.req.complete && second.req.complete)
+    whenSettled(first.req.socket, () => order.push('run'))
+    // The first answer is half-written: nothing has settled, nothing runs.
+    first.writeHead(200, { 'content-length': '2' })
+    first.write('o')
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    assert.deepEqual(order.values, [])
+    first.end('k')
+    second.end('ok')
+    await order.next(3)
+    assert.deepEqual(order.values, ['settled 0', 'settled 1', 'run'])
   })
 
-  it('is false for a socket that never carried a request', async (t) => {
-    const server = await serve(t, () => undefined)
+  it('does not wait for a request whose body is still coming: the parser refused that one', async (t) => {
+    const arrived = collector<ServerResponse>()
+    const server = await serve(t, (req, res) => {
+      onSettled(req, res, () => undefined)
+      arrived.push(res)
+    })
+    const socket = await rawClient(server)
+    socket.write('POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc')
+    await arrived.next(1)
+    const [res] = arrived.values
+    assert.ok(res !== undefined)
+    assert.equal(res.req.complete, false)
+    let ran = 0
+    whenSettled(res.req.socket, () => {
+      ran += 1
+    })
+    assert.equal(ran, 1)
+    res.end()
+  })
+
+  it('runs at once on a connection with nothing pending, and when it closes with requests pending', async (t) => {
     const accepted = collector<Socket>()
+    const arrived = collector<ServerResponse>()
+    const server = await serve(t, (req, res) => {
+      onSettled(req, res, () => undefined)
+      arrived.push(res)
+    })
     server.on('connection', (socket: Socket) => {
       accepted.push(socket)
     })
-    const socket = await rawClient(server)
+    const idle = await rawClient(server)
     await accepted.next(1)
-    const [serverSide] = accepted.values
-    assert.ok(serverSide !== undefined)
-    assert.equal(isResponding(serverSide), false)
-    socket.destroy()
+    const [idleSide] = accepted.values
+    assert.ok(idleSide !== undefined)
+    let ran = 0
+    whenSettled(idleSide, () => {
+      ran += 1
+    })
+    assert.equal(ran, 1)
+    idle.destroy()
+
+    const busy = await rawClient(server)
+    busy.write(GET)
+    await arrived.next(1)
+    const [res] = arrived.values
+    assert.ok(res !== undefined)
+    await new Promise((resolve) => setImmediate(resolve))
+    assert.equal(res.req.complete, true)
+    const closed = collector<boolean>()
+    whenSettled(res.req.socket, () => closed.push(true))
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    assert.deepEqual(closed.values, [], 'waits while the request is pending')
+    busy.destroy()
+    await closed.next(1)
+    assert.deepEqual(closed.values, [true])
   })
 })
