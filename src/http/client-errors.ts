@@ -4,7 +4,7 @@ import type { Socket } from 'node:net'
 import type { Logger } from '../log/logger.js'
 import { closeInStages } from './lingering-close.js'
 import { type ErrorCode, HttpError } from './problem.js'
-import { whenSettled } from './request-accounting.js'
+import { isAnsweringUnfinished, whenSettled } from './request-accounting.js'
 import { readRequestId } from './request-id.js'
 import { timeOutRequest } from './request-timeout.js'
 import { toProblemReply } from './respond.js'
@@ -53,7 +53,7 @@ export function createClientErrorHandler(logger: Logger): (error: Error, socket:
     if (nodeCode === 'ERR_HTTP_REQUEST_TIMEOUT' && timeOutRequest(socket, problem)) return
     // Requests read before the bad one are answered first, in order; the refusal follows them.
     whenSettled(socket, () => {
-      if (!socket.writable) {
+      if (!socket.writable || isAnsweringUnfinished(socket)) {
         socket.destroy()
         return
       }

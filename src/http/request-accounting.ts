@@ -69,3 +69,14 @@ export function whenSettled(socket: Socket, run: () => void): void {
   if (before.size === 0) run()
   else waitingBySocket.set(socket, { entries: before, run })
 }
+
+/**
+ * True when a request whose message is not whole has begun its answer (an import streams its
+ * results while its body comes): a refusal of that body can no longer be sent in its place.
+ */
+export function isAnsweringUnfinished(socket: Socket): boolean {
+  for (const entry of pendingBySocket.get(socket) ?? []) {
+    if (!entry.req.complete && entry.res.headersSent) return true
+  }
+  return false
+}

@@ -343,6 +343,28 @@ describe("requests that Node's HTTP parser refuses", () => {
     assert.ok(s.logs.some((entry) => entry['method'] === 'POST' && entry['status'] === 201))
   })
 
+  it('cuts an import whose body the parser refuses once its results have begun, writing nothing into them', async (t) => {
+    const s = await startService(t)
+    const socket = await openSocket(s.url)
+    t.after(() => socket.destroy())
+    let received = ''
+    socket.on('data', (chunk: Buffer) => {
+      received += chunk.toString('latin1')
+    })
+    const closed = new Promise((resolve) => socket.on('close', resolve))
+    const lines = `${JSON.stringify({ email: uniqueEmail(), name: 'One' })}\n`
+    socket.write(
+      `POST /users:import HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${s.token}\r\n` +
+        'Content-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n' +
+        `${Buffer.byteLength(lines).toString(16)}\r\n${lines}\r\n`,
+    )
+    await waitFor('the first result line', () => /\r\n\r\n[\s\S]*\n/.test(received) || undefined)
+    // A chunk size that is not hexadecimal: the parser refuses the rest of this body.
+    socket.write('zz\r\n')
+    await closed
+    assert.deepEqual(received.match(/HTTP\/1\.1 \d{3} /g), ['HTTP/1.1 200 '], received)
+  })
+
   // Node's server, not its parser, refuses this one with a bare 400 before the listener sees it.
   it('answers an HTTP/1.1 request without Host with 400 bad_request problem+json and closes', async (t) => {
     const s = await startService(t)
