@@ -70,7 +70,7 @@ export function verifyToken(token: string, options: VerifyOptions): TokenClaims 
   const signingInput = Buffer.from(`${headerPart}.${payloadPart}`, 'ascii')
   checkSignature(signingInput, signature, header, options.keys)
   const { value: payload, repeated } = decodeJsonObject(payloadPart, 'bad_payload')
-  return checkClaims(payload, repeated, options)
+  return checkClaims(payload, header.fault ?? (repeated ? 'repeated_name' : undefined), options)
 }
 
 function splitToken(token: string): [string, string, Buffer] {
@@ -121,19 +121,31 @@ function decodeJsonObject(
 interface Header {
   alg: HmacAlgorithm
   kid: string | undefined
+  /**
+   * What is wrong with a header whose signature can still be checked (a name given twice, a
+   * `kid` that is not a string, `crit`): told once the signature and the expiry are, so that a
+   * correctly signed token past its time is `expired` whatever else is wrong with it.
+   */
+  fault: TokenRefusal | undefined
 }
 
 function parseHeader(part: string): Header {
   const { value: header, repeated } = decodeJsonObject(part, 'bad_header')
-  if (repeated) throw new TokenError('repeated_name')
   const alg = header['alg']
   if (typeof alg !== 'string' || !Object.hasOwn(HMAC_ALGORITHMS, alg)) {
     throw new TokenError('unsupported_alg')
   }
   const kid = header['kid']
-  if (kid !== undefined && typeof kid !== 'string') throw new TokenError('bad_header')
-  if (header['crit'] !== undefined) throw new TokenError('bad_header')
-  return { alg: alg as HmacAlgorithm, kid }
+  const badKid = kid !== undefined && typeof kid !== 'string'
+  return {
+    alg: alg as HmacAlgorithm,
+    kid: typeof kid === 'string' ? kid : undefined,
+    fault: repeated
+      ? 'repeated_name'
+      : badKid || header['crit'] !== undefined
+        ? 'bad_header'
+        : undefined,
+  }
 }
 
 function checkSignature(input: Buffer, signature: Buffer, header: Header, keys: KeySet): void {
@@ -155,7 +167,7 @@ function candidateKeys(header: Header, keys: KeySet): readonly HmacKey[] {
 
 function checkClaims(
   payload: Record<string, unknown>,
-  repeated: boolean,
+  fault: TokenRefusal | undefined,
   options: VerifyOptions,
 ): TokenClaims {
   const now = options.nowMs / 1000
@@ -163,7 +175,7 @@ function checkClaims(
   const { exp, nbf, iat, sub } = payload
   // Expiry answers first: a stale token is reported as stale whatever else is wrong with it.
   if (isNumericDate(exp) && now > exp + leeway) throw new TokenError('expired')
-  if (repeated) throw new TokenError('repeated_name')
+  if (fault !== undefined) throw new TokenError(fault)
   if (!isNumericDate(exp)) throw new TokenError('missing_exp')
   if (nbf !== undefined && (!isNumericDate(nbf) || now + leeway < nbf)) {
     throw new TokenError('not_yet_valid')

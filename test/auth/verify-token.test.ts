@@ -199,6 +199,16 @@ describe('verifyToken', () => {
       assertRefused(token({}, { crit: ['exp'] }), 'bad_header')
       assertRefused(token({}, { crit: [] }), 'bad_header')
     })
+
+    it('gives way to expired: a correctly signed token past its time is expired whatever its header', () => {
+      const exp = NOW_S - 3600
+      for (const header of [{ crit: ['x'] }, { kid: 1 }, { kid: null }]) {
+        assertRefused(token({ exp }, header), 'expired')
+        assertRefused(token({ exp }, header), 'expired', {
+          keys: parseKeyList(`k1=${TEST_SECRET}`),
+        })
+      }
+    })
   })
 
   describe('unsupported_alg', () => {
@@ -357,6 +367,15 @@ describe('verifyToken', () => {
     it('gives way to expired', () => {
       const text = `{"sub":"tester","sub":"admin","iat":${NOW_S - 3600},"exp":${NOW_S - 3000}}`
       assertRefused(signText('{"alg":"HS256"}', text), 'expired')
+    })
+
+    it('in the header gives way to expired and to a bad signature, but is refused when current', () => {
+      const header = '{"alg":"HS256","kid":"a","kid":"b"}'
+      const expired = `{"sub":"tester","iat":${NOW_S - 3600},"exp":${NOW_S - 3000}}`
+      assertRefused(signText(header, expired), 'expired')
+      const current = `{"sub":"tester",${claims}}`
+      const forged = `${signText(header, current).split('.').slice(0, 2).join('.')}.${b64url('x'.repeat(32))}`
+      assertRefused(forged, 'bad_signature')
     })
   })
 
