@@ -56,7 +56,24 @@ function targetProblem(target: string, method: string | undefined): string | und
   if (target.includes('#')) return 'A request target may not carry a fragment (#).'
   if (target === '*' && method !== 'OPTIONS')
     return 'The request target * is for OPTIONS only; other methods name a path.'
-  return undefined
+  return target.startsWith('/') ? undefined : absoluteTargetProblem(target)
+}
+
+const ABSOLUTE_TARGET = /^([A-Za-z][A-Za-z0-9+.-]*):\/\/([^/?#]*)/
+
+/**
+ * RFC 9112 §3.2.2: an absolute-form target's authority stands in for Host, so it is held to what
+ * a Host value must be, and more: RFC 9110 §4.2.1 refuses an `http` URI with an empty host, and
+ * §4.2.4 a user name before it. Only http and https name this service's resources.
+ */
+function absoluteTargetProblem(target: string): string | undefined {
+  const absolute = ABSOLUTE_TARGET.exec(target)
+  if (absolute === null) return undefined
+  const [, scheme = '', authority = ''] = absolute
+  if (!/^https?$/i.test(scheme)) return 'An absolute request target names an http or https URI.'
+  return authority === '' || authority.startsWith(':') || !HOST_VALUE.test(authority)
+    ? 'The host of the request target is not a host name and port (nor a user name before it).'
+    : undefined
 }
 
 /**

@@ -46,6 +46,35 @@ describe('request targets', () => {
     })
   }
 
+  // RFC 9112 §3.2.2: an absolute-form target's authority takes the place of Host; RFC 9110
+  // §4.2.1 and §4.2.4: an http URI without a host, or with a user name, is not valid.
+  for (const [name, target, detail] of [
+    ['an empty host', 'http:///users', /not a host name/],
+    ['only a port', 'http://:80/users', /not a host name/],
+    ['a user name', 'https://u@x/users', /not a host name/],
+    ['an unclosed IPv6 literal', 'http://[::1/users', /not a host name/],
+    ['another scheme', 'ftp://x/users', /http or https/],
+  ] as const) {
+    it(`answers an absolute-form target with ${name} with 400 bad_request, closes, and changes nothing`, async (t) => {
+      const s = await startService(t)
+      const problem = await refuseLine(s, `POST ${target} HTTP/1.1`)
+      assert.match(problem.detail, detail)
+    })
+  }
+
+  it('takes an absolute-form target with a host of every form', async (t) => {
+    const s = await startService(t)
+    for (const authority of ['x', 'X.example:8080', '127.0.0.1', '[::1]:80', 'a.b-c_d~e%41']) {
+      for (const scheme of ['http', 'HTTPS']) {
+        const result = await exchange(
+          s.url,
+          `GET ${scheme}://${authority}/users?limit=1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${s.token}\r\nConnection: close\r\n\r\n`,
+        )
+        assert.equal(result.response?.status, 200, `${scheme}://${authority}: ${result.raw}`)
+      }
+    }
+  })
+
   it('reads a percent-encoded # as data, not as a fragment', async (t) => {
     const s = await startService(t)
     const result = await exchange(
