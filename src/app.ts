@@ -149,7 +149,8 @@ export function createRequestListener(parts: AppParts): RequestListener {
     claims: TokenClaims | undefined,
     readUser: (() => UserRecord) | undefined,
   ): Answer | Promise<Answer> => {
-    if (route.body !== 'none') validateContentType(req, route.mediaTypes)
+    // A streamed body is read by its handler, not readBody: it cannot defer the untyped 415.
+    if (route.body !== 'none') validateContentType(req, route.mediaTypes, route.body !== 'stream')
     // 415 → 413 → 400 for the path's encoding → a key's 409 in use, its replay or its 422.
     if (route.body !== 'none' && route.body !== 'stream') refuseAnnouncedTooLarge(req)
     const params = decodePathParams(rawParams)

@@ -27,11 +27,21 @@ export class ClientClosedError extends Error {
   override name = 'ClientClosedError'
 }
 
+/** The refusal of a chunked body without a Content-Type, told at its first byte (readBody). */
+const untypedRefusals = new WeakMap<IncomingMessage, HttpError>()
+
 /**
  * Refuses a request whose Content-Type the route does not take, before any byte is read: another
- * media type, a charset other than UTF-8, or a body sent without a Content-Type.
+ * media type, a charset other than UTF-8, or a body sent without a Content-Type. A chunked body
+ * announces no length and may turn out empty, which is no body, as with `Content-Length: 0` (an
+ * action takes an empty body): when `readBody` reads it (`deferUntyped`), one without a
+ * Content-Type is refused at its first byte instead.
  */
-export function validateContentType(req: IncomingMessage, mediaTypes: readonly string[]): void {
+export function validateContentType(
+  req: IncomingMessage,
+  mediaTypes: readonly string[],
+  deferUntyped = false,
+): void {
   // RFC 9110 §15.5.16: a body in a content coding the server does not take is a 415 that says,
   // with Accept-Encoding, which codings it takes. A compressed body read as JSON would be a
   // confusing 400, and one that merely claims a coding would be taken as something it says it is not.
@@ -45,7 +55,10 @@ export function validateContentType(req: IncomingMessage, mediaTypes: readonly s
   }
   const header = req.headers['content-type']
   if (header === undefined) {
-    if (hasBody(req)) throw unsupported('A request body needs a Content-Type.', req, mediaTypes)
+    if (!hasBody(req)) return
+    const refusal = unsupported('A request body needs a Content-Type.', req, mediaTypes)
+    if (!deferUntyped || req.headers['content-length'] !== undefined) throw refusal
+    untypedRefusals.set(req, refusal)
     return
   }
   const [type = '', ...params] = header.split(';')
@@ -96,11 +109,19 @@ export function readBody(req: IncomingMessage, limit = MAX_BODY_BYTES): Promise<
   } catch (error) {
     return Promise.reject(error)
   }
+  const untyped = untypedRefusals.get(req)
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = []
     let size = 0
     const onData = (chunk: Buffer): void => {
       size += chunk.length
+      // A body without a Content-Type: refused at its first byte, the rest read and discarded.
+      if (untyped !== undefined && size > 0) {
+        cleanup()
+        chunks.length = 0
+        reject(untyped)
+        return
+      }
       if (size <= limit) {
         chunks.push(chunk)
         return

@@ -3,6 +3,7 @@ import { describe, it, type TestContext } from 'node:test'
 
 import type { User, UserStatus } from '../../src/domain/user.js'
 import { assertProblem, type RequestOptions, type TestResponse } from '../helpers/http.js'
+import { exchange } from '../helpers/raw-exchange.js'
 import { startService, type TestService } from '../helpers/service.js'
 import {
   assertFieldErrors,
@@ -202,6 +203,36 @@ describe('POST /users/{id}:activate and :suspend', () => {
           assertProblem(res, 415, 'unsupported_media_type')
         })
       }
+    }
+  })
+
+  // A chunked body announces no length: one with no byte is an empty body, as Content-Length: 0
+  // is, and needs no Content-Type; one byte without a Content-Type is 415, as ever.
+  it('takes an empty chunked body without a Content-Type; a chunked byte without one is 415', async (t) => {
+    const { s } = await setup(t)
+    const user = await s.createUser()
+    const chunked = (path: string, chunks: string): string =>
+      `POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${s.token}\r\n` +
+      `Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n${chunks}0\r\n\r\n`
+    const refused = await assertUnchangedBy(s, () =>
+      exchange(s.url, chunked(`/users/${user.id}:activate`, '2\r\n{}\r\n')),
+    )
+    assert.equal(refused.response?.status, 415, refused.raw)
+    assert.match(refused.raw, /"code":"unsupported_media_type"/)
+    const empty = await exchange(s.url, chunked(`/users/${user.id}:activate`, ''))
+    assert.equal(empty.response?.status, 200, empty.raw)
+    assert.equal((await s.getUser(user.id)).status, 'active')
+    // POST /users needs a body: an empty one is 400 whether chunked or not; bytes without a
+    // Content-Type are 415, and a streamed import refuses an untyped body at its head.
+    const body = JSON.stringify({ email: 'chunked@example.com', name: 'Chunked' })
+    const cases: Array<[string, string, number]> = [
+      ['/users', '', 400],
+      ['/users', `${body.length.toString(16)}\r\n${body}\r\n`, 415],
+      ['/users:import', `${(body.length + 1).toString(16)}\r\n${body}\n\r\n`, 415],
+    ]
+    for (const [path, chunks, status] of cases) {
+      const res = await assertUnchangedBy(s, () => exchange(s.url, chunked(path, chunks)))
+      assert.equal(res.response?.status, status, `${path} ${JSON.stringify(chunks)}: ${res.raw}`)
     }
   })
 
