@@ -64,7 +64,7 @@ const ABSOLUTE_TARGET = /^([A-Za-z][A-Za-z0-9+.-]*):\/\/([^/?#]*)/
 /**
  * RFC 9112 §3.2.2: an absolute-form target's authority stands in for Host, so it is held to what
  * a Host value must be, and more: RFC 9110 §4.2.1 refuses an `http` URI with an empty host, and
- * §4.2.4 a user name before it. Only http and https name this service's resources.
+ * RFC 9110 §4.2.4 a user name before it. Only http and https name this service's resources.
  */
 function absoluteTargetProblem(target: string): string | undefined {
   const absolute = ABSOLUTE_TARGET.exec(target)

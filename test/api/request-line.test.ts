@@ -46,8 +46,8 @@ describe('request targets', () => {
     })
   }
 
-  // RFC 9112 §3.2.2: an absolute-form target's authority takes the place of Host; RFC 9110
-  // §4.2.1 and §4.2.4: an http URI without a host, or with a user name, is not valid.
+  // RFC 9112 §3.2.2: an absolute-form target's authority takes the place of Host; RFC 9110 §4.2.1
+  // and RFC 9110 §4.2.4: an http URI without a host, or with a user name, is not valid.
   for (const [name, target, detail] of [
     ['an empty host', 'http:///users', /not a host name/],
     ['only a port', 'http://:80/users', /not a host name/],
