@@ -22,7 +22,10 @@ export function readQueryParameters<P extends string>(
     const parameter = known.find((candidate) => candidate === name)
     if (parameter === undefined) {
       const use = known.length === 0 ? ', which takes none' : ` (use ${known.join(', ')})`
-      throw badParameter(name, `is not a parameter of ${of}${use}`)
+      throw badParameter(
+        name === '' ? 'with an empty name' : name,
+        `is not a parameter of ${of}${use}`,
+      )
     }
     if (params.has(parameter)) throw badParameter(parameter, 'is given more than once')
     const value = percentDecode(eq === -1 ? '' : pair.slice(eq + 1), true)

@@ -84,6 +84,7 @@ for (const on of STORES) {
         ['dry%52un=true', 'dryRun'],
         ['validate', 'validate'],
         ['limit=10&dryRun=1', 'limit'],
+        ['=1', 'with an empty name'],
       ] as const) {
         const res = await app.call('POST', `/users:import?${query}`, {
           body,
