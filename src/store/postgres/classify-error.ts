@@ -67,6 +67,26 @@ export function databaseUnavailable(cause: unknown): ServiceError {
   )
 }
 
+/**
+ * Whether a COMMIT that failed so may still have been made. The server refuses a commit with an
+ * error of class 23 (a deferred constraint) or 40 (serialization, deadlock) and rolls back; any
+ * other failure (the connection lost, the server shutting down, no answer at all) may come after
+ * the commit record was written.
+ */
+export function commitMayHaveLanded(error: unknown): boolean {
+  const code = sqlState(error)
+  return code === undefined || !(code.startsWith('23') || code.startsWith('40'))
+}
+
+/** The database did not answer a COMMIT: the change may have been made, or not. */
+export function commitOutcomeUnknown(cause: unknown): ServiceError {
+  return new ServiceError(
+    'storage_unavailable',
+    'The database did not answer the commit of this change, so whether it was made is unknown. Read the resource back, or send the request again with the same Idempotency-Key, before anything else.',
+    { retryAfterSeconds: 5, cause, outcome: 'unknown' },
+  )
+}
+
 /** A change lost to other replicas too many times in a row. */
 export function contention(id: string): ServiceError {
   return new ServiceError(

@@ -9,6 +9,8 @@ import { duplicateEmail, duplicateId } from '../store-errors.js'
 import { appendEvents } from './append-events.js'
 import {
   classifyPgError,
+  commitMayHaveLanded,
+  commitOutcomeUnknown,
   databaseUnavailable,
   isUniqueViolation,
   pgFault,
@@ -179,15 +181,20 @@ export class PgConnection {
       throw this.#unavailable(error)
     }
     let broken = false
+    let committing = false
+    const commit = (): Promise<unknown> => {
+      committing = true
+      return client.query('COMMIT')
+    }
     try {
       await client.query('BEGIN')
       const result = await work(client)
       const drafts = events(result)
-      if (drafts.length === 0) await client.query('COMMIT')
+      if (drafts.length === 0) await commit()
       else
         await this.stalls.watch(backendPid(client), async () => {
           await appendEvents(client, drafts)
-          await client.query('COMMIT')
+          await commit()
         })
       this.#noteSuccess()
       if (drafts.length > 0) committed()
@@ -198,6 +205,10 @@ export class PgConnection {
       })
       if (isUniqueViolation(error, 'users_email_key')) throw duplicateEmail()
       if (isUniqueViolation(error, 'users_pkey')) throw duplicateId(pkeyId(error))
+      if (committing && commitMayHaveLanded(error)) {
+        this.#noteFailure(error)
+        throw commitOutcomeUnknown(error)
+      }
       throw this.#failure(error)
     } finally {
       // A connection whose state is unknown is dropped rather than given to the next write.
