@@ -92,17 +92,23 @@ export async function migrate(
   await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK])
   try {
     if (schema !== undefined) {
-      await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdentifier(schema)}`)
+      // Created only when missing: PostgreSQL checks the right to create before IF NOT EXISTS,
+      // and a role that may only read and write the tables must still start once they exist.
+      const made = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema])
+      if (made.rows.length === 0)
+        await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdentifier(schema)}`)
       // A session that resolved its search_path before another one made the schema may keep that
       // resolution (seen once in many runs: several stores opening one fresh schema together).
       // Assigning the search_path again makes PostgreSQL resolve it anew, now that it exists.
       await client.query("SELECT set_config('search_path', current_setting('search_path'), false)")
       await requireCurrentSchema(client, schema)
     }
-    await client.query(`CREATE TABLE IF NOT EXISTS user_service_schema (
-      version integer PRIMARY KEY,
-      applied_at timestamptz NOT NULL DEFAULT now()
-    )`)
+    if (!(await relationExists(client, 'user_service_schema'))) {
+      await client.query(`CREATE TABLE IF NOT EXISTS user_service_schema (
+        version integer PRIMARY KEY,
+        applied_at timestamptz NOT NULL DEFAULT now()
+      )`)
+    }
     const found = await client.query<{ version: number | null }>(
       'SELECT max(version) AS version FROM user_service_schema',
     )
@@ -150,7 +156,18 @@ async function requireCurrentSchema(client: PoolClient, schema: string): Promise
   }
 }
 
+/** Whether the search path names a table or index of this name (to_regclass: no error). */
+async function relationExists(client: PoolClient, name: string): Promise<boolean> {
+  const sql = 'SELECT to_regclass($1) IS NOT NULL AS found'
+  const found = await client.query<{ found: boolean }>(sql, [name])
+  return found.rows[0]?.found === true
+}
+
 async function createTrigramIndexes(client: PoolClient, logger: Logger): Promise<void> {
+  const made = await Promise.all(
+    ['users_email_trgm', 'users_name_trgm'].map((name) => relationExists(client, name)),
+  )
+  if (made.every(Boolean)) return
   try {
     await client.query('CREATE EXTENSION IF NOT EXISTS pg_trgm')
     await client.query(
