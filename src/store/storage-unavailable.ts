@@ -14,8 +14,7 @@ export function storageUnavailable(
   if (cause === undefined && health.state === 'read_only')
     detail = `Storage failed earlier: ${readOnly}`
   else if (cause === undefined)
-    detail =
-      'Storage refused the last write (it is full or read-only); new writes are tried as they come.'
+    detail = `Storage cannot take writes now (${health.reason ?? 'it is full or read-only'}); new writes are tried as they come.`
   else if (cause.applied)
     detail = `The change was written but could not be made durable, and ${readOnly} Read it back to see what is kept.`
   else if (outcome === 'unknown')

@@ -17,6 +17,7 @@ import {
   toInputError,
 } from './classify-error.js'
 import { BLOCKERS_SQL, CommitStallWatch } from './commit-stall.js'
+import { DatabaseHealth } from './database-health.js'
 import { loadPg, type PgModule } from './driver.js'
 import { quoteIdentifier } from './schema.js'
 import type { SqlShape } from './sql.js'
@@ -38,8 +39,6 @@ export interface PgConnectionOptions {
 /** A statement: a named prepared statement and its values. */
 export type Statement = SqlShape | { name: string; text: string; values: unknown[] }
 
-const HEALTHY: StoreHealth = Object.freeze({ state: 'ok' })
-
 /**
  * The pool of one PostgreSQL store and what its answers say about the database: every statement
  * goes through `query` or `transaction`, which classify a failure (the client's input, or the
@@ -53,13 +52,14 @@ export class PgConnection {
    * taken by writers waiting for that very lock.
    */
   #side: Pool | undefined
-  #health: StoreHealth = HEALTHY
+  readonly #health: DatabaseHealth
   #probe: NodeJS.Timeout | undefined
   /** Transactions' tails that wait for the event counter (a feed that cannot advance). */
   readonly stalls: CommitStallWatch
 
   constructor(options: PgConnectionOptions) {
     this.#options = options
+    this.#health = new DatabaseHealth(options.logger)
     this.stalls = new CommitStallWatch(options.stallWarnMs, options.logger, async (pid) => {
       if (this.#side === undefined) throw new Error('the PostgreSQL store is not open')
       const found = await this.#side.query<{
@@ -78,7 +78,7 @@ export class PgConnection {
   }
 
   get health(): StoreHealth {
-    return this.#health
+    return this.#health.state
   }
 
   /** Loads the driver (refusing the start when it is missing) and makes the pool; idempotent. */
@@ -157,7 +157,7 @@ export class PgConnection {
   }
 
   readonly #succeeded = <T>(result: T): T => {
-    this.#noteSuccess()
+    this.#health.answered()
     return result
   }
 
@@ -196,7 +196,8 @@ export class PgConnection {
           await appendEvents(client, drafts)
           await commit()
         })
-      this.#noteSuccess()
+      this.#health.answered()
+      this.#health.writable(true)
       if (drafts.length > 0) committed()
       return result
     } catch (error) {
@@ -206,7 +207,7 @@ export class PgConnection {
       if (isUniqueViolation(error, 'users_email_key')) throw duplicateEmail()
       if (isUniqueViolation(error, 'users_pkey')) throw duplicateId(pkeyId(error))
       if (committing && commitMayHaveLanded(error)) {
-        this.#noteFailure(error)
+        this.#health.failed(error)
         throw commitOutcomeUnknown(error)
       }
       throw this.#failure(error)
@@ -220,44 +221,35 @@ export class PgConnection {
     const pool = this.#pool
     if (pool === undefined) return
     try {
-      await pool.query('SELECT 1')
-      this.#noteSuccess()
+      const found = await pool.query<{ writable: boolean }>(
+        "SELECT current_setting('transaction_read_only') = 'off' AS writable",
+      )
+      this.#health.answered()
+      this.#health.writable(found.rows[0]?.writable !== false)
     } catch (error) {
-      this.#noteFailure(error)
+      this.#health.failed(error)
     }
-  }
-
-  #noteSuccess(): void {
-    if (this.#health.state !== 'ok') {
-      this.#options.logger.info('the database answers again')
-      this.#health = HEALTHY
-    }
-  }
-
-  #noteFailure(error: unknown): void {
-    // Readiness turns 503: a warning, since the request that met the fault logs it at error
-    // (StorageFaultLog), once, with its requestId; the probe alone logs nothing more.
-    if (this.#health.state === 'ok')
-      this.#options.logger.warn('the database does not answer', pgFault(error))
-    this.#health = { state: 'degraded', reason: 'the database does not answer' }
   }
 
   /**
    * A failed statement: input the database refused is the client's (bad_request, and the
-   * database did answer); anything else is storage_unavailable, which counts against readiness.
+   * database did answer); a write refused by a read-only database is storage_unavailable from a
+   * database that answers; anything else is storage_unavailable, and the database unanswering.
+   * Each of the last two counts against readiness.
    */
   #failure(error: unknown): ServiceError {
     if (error instanceof ServiceError) return error
     if (classifyPgError(error) === 'input') {
-      this.#noteSuccess()
+      this.#health.answered()
       return toInputError(error)
     }
+    if (this.#health.refusedWrite(error)) return databaseUnavailable(error)
     return this.#unavailable(error)
   }
 
   #unavailable(error: unknown): ServiceError {
     if (error instanceof ServiceError) return error
-    this.#noteFailure(error)
+    this.#health.failed(error)
     return databaseUnavailable(error)
   }
 

@@ -647,6 +647,47 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       assert.deepEqual(await s.snapshot(), [user])
     })
 
+    it('keeps /readyz 503 while the database answers reads but takes no writes, then recovers', async (t) => {
+      const url = await freshDatabase(t)
+      const name = new URL(url).pathname.slice(1)
+      const store = new PostgresStore({ url, probeIntervalMs: 50 })
+      const s = await startService(t, { store })
+      const user = await s.createUser()
+      const reconnect = () =>
+        sql(
+          'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()',
+          [name],
+        )
+      // A standby after a failover, seen from the service: every new session is read-only.
+      await sql(`ALTER DATABASE ${name} SET default_transaction_read_only = on`)
+      await reconnect()
+      await waitFor(
+        'a write refused',
+        async () =>
+          (await s.call('POST', '/users', { json: { email: uniqueEmail(), name: 'Ro' } }))
+            .status === 503,
+      )
+      const readyz = await request('GET', `${s.url}/readyz`)
+      assert.equal(readyz.status, 503)
+      assert.match(readyz.json<{ detail: string }>().detail, /takes no writes/)
+      // Reads succeed, and the probe (every 50 ms) answers: readiness stays 503 all the same.
+      for (let round = 0; round < 10; round += 1) {
+        assert.equal((await s.call('GET', `/users/${user.id}`)).status, 200)
+        assert.equal((await request('GET', `${s.url}/readyz`)).status, 503, `round ${round}`)
+        await new Promise((resolve) => setTimeout(resolve, 50))
+      }
+      assert.deepEqual(await s.snapshot(), [user])
+
+      await sql(`ALTER DATABASE ${name} RESET default_transaction_read_only`)
+      await reconnect()
+      await waitFor(
+        '/readyz 200',
+        async () => (await request('GET', `${s.url}/readyz`)).status === 200,
+      )
+      const created = await s.call('POST', '/users', { json: { email: uniqueEmail(), name: 'Rw' } })
+      assert.equal(created.status, 201, created.text)
+    })
+
     it('fails open() when the database cannot be reached', async (t) => {
       const url = new URL(requireDatabaseUrl())
       url.port = '1'
