@@ -8,6 +8,14 @@ import { type Query, readEventPage } from './event-page.js'
 import { EVENT_CHANNEL } from './event-schema.js'
 import { FeedTail } from './feed-tail.js'
 
+/** One try at a LISTEN connection: what gives it back once made (undefined: none was). */
+interface ListenAttempt {
+  release: Promise<(() => void) | undefined>
+}
+
+/** How long after a lost LISTEN connection another is tried. */
+const LISTEN_RETRY_MS = 1000
+
 /** Events the follower reads at a time, and their most bytes. */
 const TAIL_PAGE = 1000
 const TAIL_PAGE_BYTES = 16 * 1024 * 1024
@@ -28,7 +36,9 @@ const HEAD_STATEMENT = {
 export class PostgresEventFeed implements EventFeed {
   readonly #query: Query
   readonly #listen: (() => Promise<PoolClient>) | undefined
-  #listener: Promise<PoolClient | undefined> | undefined
+  /** The LISTEN connection being made or held, and the function that gives it back. */
+  #listener: ListenAttempt | undefined
+  #relisten: NodeJS.Timeout | undefined
   readonly #pollMs: number
   readonly #stalls: CommitStallWatch | undefined
   readonly #wakers = new Set<() => void>()
@@ -111,34 +121,67 @@ export class PostgresEventFeed implements EventFeed {
   stop(): void {
     clearInterval(this.#poll)
     this.#poll = undefined
+    clearTimeout(this.#relisten)
     this.#tail = undefined
     const listener = this.#listener
     this.#listener = undefined
-    void listener?.then((client) => {
-      if (client === undefined) return
-      client.removeAllListeners('notification')
-      // Dropped, not reused: the connection still listens.
-      client.release(true)
-    })
+    void listener?.release.then((release) => release?.())
   }
 
   #startListening(): void {
     if (this.#listen === undefined || this.#listener !== undefined) return
     const listen = this.#listen
-    this.#listener = (async () => {
+    const attempt: ListenAttempt = { release: Promise.resolve(undefined) }
+    this.#listener = attempt
+    attempt.release = (async () => {
+      let client: PoolClient
       try {
-        const client = await listen()
-        client.on('notification', () => {
-          if (this.#poll !== undefined) void this.#check()
-        })
-        client.on('error', () => undefined)
-        await client.query(`LISTEN ${EVENT_CHANNEL}`)
-        return client
+        client = await listen()
       } catch {
-        // No wake-ups: the poll alone finds new events.
+        this.#listenLost(attempt)
         return undefined
       }
+      let released = false
+      const release = (): void => {
+        if (released) return
+        released = true
+        client.removeAllListeners('notification')
+        // Dropped, not reused: the connection listens, or is broken.
+        client.release(true)
+      }
+      client.on('notification', () => {
+        if (this.#poll !== undefined) void this.#check()
+      })
+      // The server ended the connection (a restart, a failover): listen on a new one.
+      const lost = (): void => {
+        release()
+        this.#listenLost(attempt)
+      }
+      client.on('error', lost)
+      client.on('end', lost)
+      try {
+        await client.query(`LISTEN ${EVENT_CHANNEL}`)
+      } catch {
+        lost()
+        return undefined
+      }
+      return release
     })()
+  }
+
+  /**
+   * The LISTEN connection could not be made, or was lost: meanwhile the poll alone finds new
+   * events, and another is tried in a second while anyone follows the feed.
+   */
+  #listenLost(attempt: ListenAttempt): void {
+    if (this.#listener !== attempt) return
+    this.#listener = undefined
+    if (this.#poll === undefined) return
+    clearTimeout(this.#relisten)
+    this.#relisten = setTimeout(() => {
+      if (this.#poll !== undefined) this.#startListening()
+    }, LISTEN_RETRY_MS)
+    this.#relisten.unref()
   }
 
   /**

@@ -7,7 +7,13 @@ import {
 } from '../../../src/store/postgres/postgres-store.js'
 import { openSse } from '../../events/sse-client.js'
 import { assertProblem } from '../../helpers/http.js'
-import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES, sql } from '../../helpers/postgres.js'
+import {
+  freshDatabase,
+  freshSchema,
+  requireDatabaseUrl,
+  SKIP_POSTGRES,
+  sql,
+} from '../../helpers/postgres.js'
 import { startService, uniqueEmail } from '../../helpers/service.js'
 import { makeToken } from '../../helpers/tokens.js'
 
@@ -141,6 +147,47 @@ describe('the change feed on PostgreSQL', { skip: SKIP_POSTGRES }, () => {
     const user = await b.createUser()
     await stream.waitFor(written.size + 1, 10_000)
     assert.equal((JSON.parse(stream.events.at(-1)?.data ?? '{}') as FeedEvent).userId, user.id)
+  })
+
+  it('listens again when its LISTEN connection is ended (a database restart), within seconds', {
+    timeout: 60_000,
+  }, async (t) => {
+    // A database of its own: the test ends every LISTEN session in it.
+    const url = await freshDatabase(t)
+    const store = (): PostgresStore => {
+      const made = new PostgresStore({ url, eventPollMs: 600_000 })
+      t.after(() => made.close())
+      return made
+    }
+    const a = await startService(t, { store: store() })
+    const b = await startService(t, { store: store() })
+    const stream = await openSse(`${a.baseUrl}/events`, reader)
+    t.after(() => {
+      stream.close()
+    })
+    /** Writes on b until the stream on a has `count` events, which only NOTIFY can bring. */
+    const writeUntil = async (count: number): Promise<void> => {
+      const deadline = Date.now() + 20_000
+      while (stream.events.length < count && Date.now() < deadline) {
+        await b.createUser()
+        await stream.waitFor(count, 300).catch(() => undefined)
+      }
+      assert.ok(stream.events.length >= count, `${stream.events.length} events, not ${count}`)
+    }
+    await writeUntil(1)
+    const name = new URL(url).pathname.slice(1)
+    const ended = await sql(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND query LIKE 'LISTEN%'",
+      [name],
+    )
+    // a's, and b's (its webhook delivery follows the feed too).
+    assert.ok(ended.rows.length >= 1)
+    await writeUntil(stream.events.length + 1)
+    const listening = await sql(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1 AND query LIKE 'LISTEN%'",
+      [name],
+    )
+    assert.equal(listening.rows[0]?.n, ended.rows.length)
   })
 
   it('streams live while another replica writes, and resumes with Last-Event-ID with no gap or duplicate', async (t) => {
