@@ -15,6 +15,7 @@ import { EVENT_CHANNEL } from './event-schema.js'
 export async function appendEvents(
   client: PoolClient,
   drafts: readonly EventDraft[],
+  seenHead: bigint,
 ): Promise<void> {
   if (drafts.length === 0) return
   const column = <K extends keyof EventDraft>(key: K): unknown[] =>
@@ -24,7 +25,12 @@ export async function appendEvents(
     // The NOTIFY is delivered at COMMIT to every replica that listens: a wake-up only, the poll
     // stays the truth (docs/postgresql.md says why it stays). One statement, so that the feed
     // costs a write one round trip.
-    text: `WITH counter AS (UPDATE event_counter SET last_id = last_id + $9 RETURNING last_id - $9 AS base),
+    // A counter below an id this process saw committed was restored from an older dump under
+    // the running replicas: it jumps above every id handed out before, to the database clock's
+    // idFloor (milliseconds times 256), as a start after a restore does (raiseIdFloor).
+    text: `WITH counter AS (UPDATE event_counter
+        SET last_id = CASE WHEN last_id < $10 THEN greatest($10, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint * 256) ELSE last_id END + $9
+        RETURNING last_id - $9 AS base),
       added AS (INSERT INTO events (id, type, time, user_id, version, actor, request_id, changed, user_json)
         SELECT counter.base + e.n, e.type, e.time, e.user_id, e.version, e.actor, e.request_id, e.changed, e.user_json
         FROM counter, unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[])
@@ -41,6 +47,7 @@ export async function appendEvents(
       drafts.map((draft) => (draft.changed === undefined ? null : JSON.stringify(draft.changed))),
       column('userJson'),
       drafts.length,
+      seenHead.toString(),
     ],
   })
 }

@@ -34,6 +34,8 @@ export interface PgConnectionOptions {
   idleInTransactionTimeoutMs: number
   /** How long a transaction's tail may wait for the event counter before it is reported. */
   stallWarnMs: number
+  /** The newest event id this process saw committed (PostgresEventFeed.seenHead). */
+  seenHead: () => bigint
 }
 
 /** A statement: a named prepared statement and its values. */
@@ -193,7 +195,7 @@ export class PgConnection {
       if (drafts.length === 0) await commit()
       else
         await this.stalls.watch(backendPid(client), async () => {
-          await appendEvents(client, drafts)
+          await appendEvents(client, drafts, this.#options.seenHead())
           await commit()
         })
       this.#health.answered()

@@ -46,6 +46,8 @@ export class PostgresEventFeed implements EventFeed {
   #tail: FeedTail | undefined
   #checking = false
   #recheck = false
+  /** The newest event id this process has seen committed; never lowered (seenHead). */
+  #seen = 0n
   appended = 0
 
   /**
@@ -62,6 +64,14 @@ export class PostgresEventFeed implements EventFeed {
     this.#pollMs = pollMs
     this.#listen = listen
     this.#stalls = stalls
+  }
+
+  /**
+   * The newest event id this process's follower has seen committed. A counter below it means the
+   * database was restored under this process: its next append numbers above it (appendEvents).
+   */
+  get seenHead(): bigint {
+    return this.#seen
   }
 
   get stalledSeconds(): number {
@@ -236,6 +246,7 @@ export class PostgresEventFeed implements EventFeed {
       const head = result.rows[0]?.head
       if (head === undefined || this.#poll === undefined) return
       this.#tail = new FeedTail(BigInt(head))
+      this.#see(BigInt(head))
       this.#wake()
       return
     }
@@ -248,8 +259,13 @@ export class PostgresEventFeed implements EventFeed {
       })
       if (this.#tail !== tail) return
       tail.extend(page.items, cursorValue(page.nextCursor))
+      this.#see(tail.head)
       if (tail.head !== before) this.#wake()
       if (page.items.length < TAIL_PAGE) return
     }
+  }
+
+  #see(head: bigint): void {
+    if (head > this.#seen) this.#seen = head
   }
 }

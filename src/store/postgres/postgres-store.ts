@@ -80,6 +80,7 @@ export class PostgresStore implements Store {
       idleInTransactionTimeoutMs:
         options.databaseIdleInTransactionTimeoutMs ?? SESSION_DEFAULTS.idleInTransactionTimeoutMs,
       stallWarnMs: options.feedStallWarnMs ?? SESSION_DEFAULTS.stallWarnMs,
+      seenHead: () => this.events.seenHead,
     })
     this.events = new PostgresEventFeed(
       (shape) => this.#db.query(shape),
