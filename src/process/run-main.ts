@@ -39,7 +39,9 @@ async function main(): Promise<void> {
   // The claim comes first: only the process that owns the directory may write to it, the
   // first-start secret included. Then a missing driver refuses the start (saying npm install
   // pg) before listening.
-  await opened.prepare()
+  await opened.prepare().catch((error: unknown) => {
+    throw unusableDataDir(config.dataDir, error)
+  })
   const { keys, generatedFile } = await resolveKeys(config).catch(async (error: unknown) => {
     await opened.close()
     throw error
@@ -54,13 +56,17 @@ async function main(): Promise<void> {
     // MAX_EVENT_STREAMS and the one import at a time are the service's: the primary counts them.
     slots: isClusterWorker() ? createClusterSlots() : undefined,
   })
+  // The database is migrated before listening: a schema newer than the code refuses the start.
+  if (opened.store.capabilities.shared) await service.open()
+  const { url } = await service.listen(config.port, config.host).catch(async (error: unknown) => {
+    // The data directory's lock is given back: the next start need not take it over.
+    await service.close().catch(() => undefined)
+    throw unusableAddress(config.host, config.port, error)
+  })
   service.server.on('error', (error) => {
     logger.error('the server failed', { error: String(error) })
     void exit(logger, 1)
   })
-  // The database is migrated before listening: a schema newer than the code refuses the start.
-  if (opened.store.capabilities.shared) await service.open()
-  const { url } = await service.listen(config.port, config.host)
   // Always printed, whatever LOG_LEVEL says: tools read the URL from it.
   logger.always('listening', {
     url,
@@ -106,6 +112,32 @@ async function main(): Promise<void> {
   }
   process.on('SIGTERM', stop)
   process.on('SIGINT', stop)
+}
+
+/** A data directory the process cannot make, write or lock, as one line naming DATA_DIR. */
+function unusableDataDir(dataDir: string, error: unknown): unknown {
+  const code = errnoOf(error)
+  if (error instanceof StartError || code === undefined) return error
+  return new StartError(
+    `DATA_DIR ${dataDir} cannot be used (${code}): it must be a directory this user may create, read and write`,
+  )
+}
+
+/** An address the server cannot listen on, as one line naming HOST or PORT. */
+function unusableAddress(host: string, port: number, error: unknown): unknown {
+  const code = errnoOf(error)
+  if (code === 'EADDRINUSE') return new StartError(`PORT ${port} is in use on ${host} (EADDRINUSE)`)
+  if (code === 'EACCES')
+    return new StartError(`PORT ${port} needs privileges this user lacks (EACCES)`)
+  if (code === undefined) return error
+  return new StartError(
+    `HOST ${host} cannot be listened on (${code}): give an address of this machine`,
+  )
+}
+
+function errnoOf(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code
+  return typeof code === 'string' && /^E[A-Z]+$/.test(code) ? code : undefined
 }
 
 /** Exits once the log lines are out, or after LOG_FLUSH_MS if the reader does not take them. */

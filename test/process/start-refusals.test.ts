@@ -1,0 +1,62 @@
+import assert from 'node:assert/strict'
+import { readdir, writeFile } from 'node:fs/promises'
+import { createServer } from 'node:net'
+import path from 'node:path'
+import { describe, it, type TestContext } from 'node:test'
+
+import { spawnService } from '../helpers/child.js'
+import { makeTempDir } from '../helpers/service.js'
+
+/** Starts the service with these variables and waits for it to give up: its one stderr line. */
+async function refusedStart(
+  t: TestContext,
+  dataDir: string,
+  env: Record<string, string>,
+): Promise<string> {
+  const child = spawnService({ dataDir, env })
+  t.after(() => {
+    child.proc.kill('SIGKILL')
+  })
+  const exit = await child.exited
+  assert.equal(exit.code, 1, child.stderr())
+  assert.doesNotMatch(child.stdout(), /"msg":"listening"/)
+  const lines = child.stderr().trimEnd().split('\n')
+  assert.equal(lines.length, 1, `one line, no stack: ${child.stderr()}`)
+  return lines[0] ?? ''
+}
+
+describe('a start the machine refuses says which setting, in one line', () => {
+  it('names DATA_DIR when it is a file, not a directory', async (t) => {
+    const file = path.join(await makeTempDir(t, 'start-refusal-'), 'a-file')
+    await writeFile(file, 'not a directory')
+    const line = await refusedStart(t, file, {})
+    assert.match(line, /^user-service: cannot start: DATA_DIR .*a-file cannot be used \(E[A-Z]+\)/)
+  })
+
+  it('names PORT when another process listens on it, and leaves no lock behind', async (t) => {
+    const taken = createServer()
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve))
+    t.after(() => new Promise<void>((resolve) => taken.close(() => resolve())))
+    const address = taken.address()
+    assert.ok(address !== null && typeof address === 'object')
+    const dataDir = path.join(await makeTempDir(t, 'start-refusal-'), 'data')
+    const line = await refusedStart(t, dataDir, { PORT: String(address.port) })
+    assert.equal(
+      line,
+      `user-service: cannot start: PORT ${address.port} is in use on 127.0.0.1 (EADDRINUSE)`,
+    )
+    assert.deepEqual(
+      (await readdir(dataDir)).filter((name) => name.startsWith('.lock')),
+      [],
+    )
+  })
+
+  it('names HOST when it is no address of this machine', async (t) => {
+    const dataDir = path.join(await makeTempDir(t, 'start-refusal-'), 'data')
+    const line = await refusedStart(t, dataDir, { HOST: '192.0.2.1' })
+    assert.match(
+      line,
+      /^user-service: cannot start: HOST 192\.0\.2\.1 cannot be listened on \(EADDRNOTAVAIL\)/,
+    )
+  })
+})
