@@ -131,7 +131,7 @@ function unusableAddress(host: string, port: number, error: unknown): unknown {
     return new StartError(`PORT ${port} needs privileges this user lacks (EACCES)`)
   if (code === undefined) return error
   return new StartError(
-    `HOST ${host} cannot be listened on (${code}): give an address of this machine`,
+    `HOST ${host} cannot be listened on (${code}): give one of the host's own addresses`,
   )
 }
 

@@ -51,7 +51,7 @@ describe('a start the machine refuses says which setting, in one line', () => {
     )
   })
 
-  it('names HOST when it is no address of this machine', async (t) => {
+  it('names HOST when the host has no such address', async (t) => {
     const dataDir = path.join(await makeTempDir(t, 'start-refusal-'), 'data')
     const line = await refusedStart(t, dataDir, { HOST: '192.0.2.1' })
     assert.match(
