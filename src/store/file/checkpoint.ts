@@ -25,6 +25,8 @@ export interface CheckpointOptions {
   readonly paused: () => boolean
   /** What a failed checkpoint means for the store (it decides between a warning and read-only). */
   readonly failed: (error: unknown) => void
+  /** A checkpoint ran to its end (after failed ones, the store says so). */
+  readonly succeeded?: () => void
 }
 
 /** Files renamed since the last checkpoint that start the next one at once. */
@@ -98,7 +100,9 @@ export class Checkpoint {
       await this.run()
     } catch (error) {
       this.#options.failed(error)
+      return
     }
+    this.#options.succeeded?.()
   }
 
   /** The id the checkpoint file holds. */

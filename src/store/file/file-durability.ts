@@ -20,7 +20,9 @@ import { EventLog } from './event-log.js'
 import type { FileDurabilityOptions } from './file-durability-options.js'
 import {
   type BackgroundFault,
+  backgroundFault,
   checkpointFailed,
+  checkpointSucceeded,
   keySweepFailed,
   logUnwritten,
 } from './file-faults.js'
@@ -86,7 +88,7 @@ export class FileDurability implements Durability {
     this.#logger = options.logger ?? silentLogger
     this.#timings = options.timings ?? UNOBSERVED
     const turnReadOnly = (why: string): void => this.#held().turnReadOnly(why)
-    this.#fault = { logger: this.#logger, dataDir: this.dataDir, turnReadOnly }
+    this.#fault = backgroundFault(this.#logger, this.dataDir, turnReadOnly)
     this.#eventLog = new EventLog(this.eventsDir, {
       now: this.#clock,
       logger: this.#logger,
@@ -160,9 +162,8 @@ export class FileDurability implements Durability {
       skipped: { last: this.#eventLog.highest, first: state.events.nextId },
       intervalMs: this.#checkpointMs,
       paused: () => state.health().state === 'read_only',
-      failed: (error) => {
-        checkpointFailed(this.#fault, error)
-      },
+      failed: (error) => checkpointFailed(this.#fault, error),
+      succeeded: () => checkpointSucceeded(this.#fault),
     })
     this.#checkpoint.start()
     this.keys.open(dirs.keys, this.eventsDir, () => this.#checkpoint)

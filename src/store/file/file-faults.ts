@@ -37,6 +37,16 @@ export interface BackgroundFault {
   readonly logger: Logger
   readonly dataDir: string
   readonly turnReadOnly: (reason: string) => void
+  /** Checkpoints failed and tried again since the last that succeeded (warned of once). */
+  checkpointRetries: number
+}
+
+export function backgroundFault(
+  logger: Logger,
+  dataDir: string,
+  turnReadOnly: (reason: string) => void,
+): BackgroundFault {
+  return { logger, dataDir, turnReadOnly, checkpointRetries: 0 }
 }
 
 /**
@@ -77,6 +87,27 @@ export function keySweepFailed(fault: BackgroundFault, error: unknown): void {
 export function checkpointFailed(fault: BackgroundFault, error: unknown): void {
   // A full or read-only disk: the log still holds every change; the next one tries again.
   const retryable = error instanceof WriteError && !error.fsyncFailed && error.code !== 'EIO'
-  const retried = retryable ? 'a checkpoint failed; the next one tries again' : undefined
-  backgroundWriteFailed(fault, error, 'a checkpoint failed', retried)
+  if (!retryable) {
+    backgroundWriteFailed(fault, error, 'a checkpoint failed', undefined)
+    return
+  }
+  // Told once for the whole outage, not at every interval: the next line is the recovery's.
+  fault.checkpointRetries += 1
+  if (fault.checkpointRetries > 1) return
+  backgroundWriteFailed(
+    fault,
+    error,
+    'a checkpoint failed',
+    'a checkpoint failed; the next ones try again',
+  )
+}
+
+/** A checkpoint succeeded: after failed ones, the log says so once. */
+export function checkpointSucceeded(fault: BackgroundFault): void {
+  if (fault.checkpointRetries === 0) return
+  fault.logger.info('a checkpoint succeeded again', {
+    failedBefore: fault.checkpointRetries,
+    dataDir: fault.dataDir,
+  })
+  fault.checkpointRetries = 0
 }
