@@ -575,6 +575,13 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
   })
 
   describe('when the database does not answer', () => {
+    /** Ends every session of the database but this one: the store's pool connects anew. */
+    const endSessions = (name: string) =>
+      sql(
+        'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()',
+        [name],
+      )
+
     it('answers reads and writes with 503 storage_unavailable, turns health degraded, and recovers', async (t) => {
       const url = await freshDatabase(t)
       const name = new URL(url).pathname.slice(1)
@@ -583,10 +590,7 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       await store.open()
       const user = (await store.create(makeUser())).user
       await sql(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`)
-      await sql(
-        'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()',
-        [name],
-      )
+      await endSessions(name)
       await waitFor('health degraded', () => store.health().state === 'degraded')
       const unavailable = { name: 'ServiceError', code: 'storage_unavailable' }
       await assert.rejects(store.get(user.id), unavailable)
@@ -623,10 +627,7 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       const user = await s.createUser()
       assert.equal((await request('GET', `${s.url}/readyz`)).status, 200)
       await sql(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`)
-      await sql(
-        'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()',
-        [name],
-      )
+      await endSessions(name)
       await waitFor(
         '/readyz 503',
         async () => (await request('GET', `${s.url}/readyz`)).status === 503,
@@ -653,14 +654,9 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       const store = new PostgresStore({ url, probeIntervalMs: 50 })
       const s = await startService(t, { store })
       const user = await s.createUser()
-      const reconnect = () =>
-        sql(
-          'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()',
-          [name],
-        )
       // A standby after a failover, seen from the service: every new session is read-only.
       await sql(`ALTER DATABASE ${name} SET default_transaction_read_only = on`)
-      await reconnect()
+      await endSessions(name)
       await waitFor(
         'a write refused',
         async () =>
@@ -679,7 +675,7 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       assert.deepEqual(await s.snapshot(), [user])
 
       await sql(`ALTER DATABASE ${name} RESET default_transaction_read_only`)
-      await reconnect()
+      await endSessions(name)
       await waitFor(
         '/readyz 200',
         async () => (await request('GET', `${s.url}/readyz`)).status === 200,
