@@ -7,10 +7,13 @@ interface Pending {
   readonly settle: () => void
 }
 
-/** The requests of each connection that have not settled yet. */
-const pendingBySocket = new WeakMap<Socket, Set<Pending>>()
-/** What waits for some of a connection's requests to settle (whenSettled). */
-const waitingBySocket = new WeakMap<Socket, { entries: Set<Pending>; run: () => void }>()
+/** A connection's requests that have not settled yet, and what waits for some of them. */
+interface Connection {
+  readonly requests: Set<Pending>
+  waiting: { readonly entries: Set<Pending>; readonly run: () => void } | undefined
+}
+
+const connections = new WeakMap<Socket, Connection>()
 
 /**
  * Calls `done` exactly once for a request: when its response has finished, or when its connection
@@ -24,17 +27,8 @@ export function onSettled(
   res: ServerResponse,
   done: (finished: boolean) => void,
 ): void {
-  const socket = req.socket
-  let pending = pendingBySocket.get(socket)
-  if (pending === undefined) {
-    const set = new Set<Pending>()
-    pending = set
-    pendingBySocket.set(socket, set)
-    socket.once('close', () => {
-      for (const entry of set) entry.settle()
-    })
-  }
-  const requests = pending
+  const connection = connectionOf(req.socket)
+  const { requests } = connection
   const entry: Pending = {
     req,
     res,
@@ -43,18 +37,30 @@ export function onSettled(
       // spent, and after its connection closed the response can no longer finish.
       if (!requests.delete(entry)) return
       done(res.writableFinished)
-      const waiting = waitingBySocket.get(socket)
+      const { waiting } = connection
       if (waiting === undefined || !waiting.entries.delete(entry) || waiting.entries.size > 0) {
         return
       }
-      waitingBySocket.delete(socket)
+      connection.waiting = undefined
       waiting.run()
     },
   }
   requests.add(entry)
   res.on('finish', entry.settle)
   // A connection that closed before this request was seen will not say so again.
-  if (socket.destroyed) queueMicrotask(entry.settle)
+  if (req.socket.destroyed) queueMicrotask(entry.settle)
+}
+
+/** The connection's record, made with its first request; its close settles what is pending. */
+function connectionOf(socket: Socket): Connection {
+  const known = connections.get(socket)
+  if (known !== undefined) return known
+  const made: Connection = { requests: new Set(), waiting: undefined }
+  connections.set(socket, made)
+  socket.once('close', () => {
+    for (const entry of made.requests) entry.settle()
+  })
+  return made
 }
 
 /**
@@ -64,10 +70,10 @@ export function onSettled(
  * for: it is the one the parser refused, in its body. One waiter per connection: that refusal.
  */
 export function whenSettled(socket: Socket, run: () => void): void {
-  const pending = pendingBySocket.get(socket) ?? []
-  const before = new Set([...pending].filter((entry) => entry.req.complete))
-  if (before.size === 0) run()
-  else waitingBySocket.set(socket, { entries: before, run })
+  const connection = connections.get(socket)
+  const before = new Set([...(connection?.requests ?? [])].filter((entry) => entry.req.complete))
+  if (connection === undefined || before.size === 0) run()
+  else connection.waiting = { entries: before, run }
 }
 
 /**
@@ -75,7 +81,7 @@ export function whenSettled(socket: Socket, run: () => void): void {
  * results while its body comes): a refusal of that body can no longer be sent in its place.
  */
 export function isAnsweringUnfinished(socket: Socket): boolean {
-  for (const entry of pendingBySocket.get(socket) ?? []) {
+  for (const entry of connections.get(socket)?.requests ?? []) {
     if (!entry.req.complete && entry.res.headersSent) return true
   }
   return false

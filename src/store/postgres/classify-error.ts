@@ -78,6 +78,14 @@ export function commitMayHaveLanded(error: unknown): boolean {
   return code === undefined || !(code.startsWith('23') || code.startsWith('40'))
 }
 
+/**
+ * A write the server refused because the database takes none (read_only_sql_transaction: a
+ * standby, default_transaction_read_only): it answered, and will refuse every write.
+ */
+export function isReadOnlyRefusal(error: unknown): boolean {
+  return sqlState(error) === '25006'
+}
+
 /** The database did not answer a COMMIT: the change may have been made, or not. */
 export function commitOutcomeUnknown(cause: unknown): ServiceError {
   return new ServiceError(

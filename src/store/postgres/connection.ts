@@ -12,6 +12,7 @@ import {
   commitMayHaveLanded,
   commitOutcomeUnknown,
   databaseUnavailable,
+  isReadOnlyRefusal,
   isUniqueViolation,
   pgFault,
   toInputError,
@@ -245,7 +246,10 @@ export class PgConnection {
       this.#health.answered()
       return toInputError(error)
     }
-    if (this.#health.refusedWrite(error)) return databaseUnavailable(error)
+    if (isReadOnlyRefusal(error)) {
+      this.#health.refusedWrite()
+      return databaseUnavailable(error)
+    }
     return this.#unavailable(error)
   }
 

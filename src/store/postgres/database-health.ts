@@ -12,9 +12,6 @@ const READ_ONLY: StoreHealth = Object.freeze({
   reason: 'the database takes no writes (read-only, or a standby)',
 })
 
-/** SQLSTATE read_only_sql_transaction: a write sent to a database that takes none. */
-const READ_ONLY_SQL = '25006'
-
 /**
  * What the PostgreSQL store's answers say of its database, for /readyz: whether it answers, and
  * whether it takes writes. A database that answers but takes none (a standby after a failover,
@@ -50,15 +47,10 @@ export class DatabaseHealth {
     this.#answers = false
   }
 
-  /**
-   * Whether a failed statement was a write refused by a read-only database: then it answers, and
-   * takes no writes.
-   */
-  refusedWrite(error: unknown): boolean {
-    if ((error as { code?: unknown } | null)?.code !== READ_ONLY_SQL) return false
+  /** A write was refused because the database takes none: it answers, and takes no writes. */
+  refusedWrite(): void {
     this.answered()
     this.writable(false)
-    return true
   }
 
   /** A write committed (true), or the probe read whether the database takes writes. */
@@ -66,6 +58,6 @@ export class DatabaseHealth {
     if (this.#readOnly === !writable) return
     this.#readOnly = !writable
     if (writable) this.#logger.info('the database takes writes again')
-    else this.#logger.warn('the database takes no writes', { code: READ_ONLY_SQL })
+    else this.#logger.warn('the database takes no writes (read-only, or a standby)')
   }
 }
