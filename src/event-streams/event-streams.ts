@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http'
 
 import { checkUntagged, NO_PRECONDITIONS, type Preconditions } from '../domain/preconditions.js'
 import { HttpError } from '../http/problem.js'
+import { onAnswerClosed } from '../http/request-accounting.js'
 import { createLocalSlots, type SharedSlots } from '../ops/shared-slots.js'
 import {
   EVENT_PAGE_MAX_BYTES,
@@ -113,8 +114,7 @@ export function createEventStreams(options: EventStreamsOptions): EventStreams {
           },
         )
       }
-      if (res.destroyed) slot.release()
-      else res.once('close', () => slot.release())
+      onAnswerClosed(res, () => slot.release())
       // The first page is read before the answer starts, so that an expired cursor is a plain 410.
       const first: EventPage = await feed.read({
         ...query,

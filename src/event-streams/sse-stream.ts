@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http'
 
 import { ServiceError } from '../domain/errors.js'
 import { type ChangeEvent, eventJson } from '../domain/event.js'
+import { onAnswerClosed } from '../http/request-accounting.js'
 import type { EventFeed, EventPage, EventQuery } from '../store/event-feed.js'
 
 /** Events a stream reads from the feed at a time (a page is also bounded in bytes). */
@@ -226,7 +227,7 @@ export function startSseStream(options: SseStreamOptions): SseStream {
   const unsubscribe = feed.subscribe(() => {
     void pump()
   })
-  res.on('close', () => {
+  onAnswerClosed(res, () => {
     finish(undefined)
   })
   armExpiry()

@@ -86,3 +86,24 @@ export function isAnsweringUnfinished(socket: Socket): boolean {
   }
   return false
 }
+
+/**
+ * Runs `run` once, when the answer can no longer be written: its response closed, or its
+ * connection did. The second is needed for the reason onSettled gives: on Node 20 a response
+ * queued behind another on a pipelined connection never emits `close` when the connection dies,
+ * so what it holds (an event stream's slot) would never be given back.
+ */
+export function onAnswerClosed(res: ServerResponse, run: () => void): void {
+  const socket = res.req.socket
+  if (res.destroyed || socket.destroyed) {
+    queueMicrotask(run)
+    return
+  }
+  const closed = (): void => {
+    res.off('close', closed)
+    socket.off('close', closed)
+    run()
+  }
+  res.once('close', closed)
+  socket.once('close', closed)
+}

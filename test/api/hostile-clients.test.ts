@@ -87,6 +87,38 @@ describe('request accounting under pipelined connections that die', () => {
     assert.ok(elapsed < 10_000, `close() took ${elapsed} ms with nothing in flight`)
   })
 
+  it('gives back the slot of an event stream queued behind pipelined requests when the connection closes', async (t) => {
+    const s = await startService(t, { maxEventStreams: 2 })
+    for (let n = 0; n < 20; n += 1) await s.createUser()
+    const reader = makeToken({ scope: 'users:read events:read' })
+    const list = `GET /users?limit=100 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${reader}\r\n\r\n`
+    const stream = `GET /events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\nAuthorization: Bearer ${reader}\r\n\r\n`
+    // Each stream waits behind 20 reads on its connection, which closes before they are answered.
+    await Promise.all(
+      Array.from({ length: 10 }, async () => {
+        const socket = await openSocket(s.url)
+        socket.on('error', () => undefined)
+        const closed = new Promise((resolve) => socket.once('close', resolve))
+        socket.write(list.repeat(20) + stream)
+        setTimeout(() => socket.destroy(), 2)
+        await closed
+      }),
+    )
+    await waitFor(
+      'every stream slot to be given back',
+      async () => {
+        const metrics = await s.call('GET', '/metrics')
+        return /^user_service_event_streams 0$/m.test(metrics.text) ? true : undefined
+      },
+      5000,
+    )
+    const live = await s.call('HEAD', '/events', {
+      token: reader,
+      headers: { accept: 'text/event-stream' },
+    })
+    assert.equal(live.status, 200, live.text)
+  })
+
   it('lets SIGTERM exit 0 well before SHUTDOWN_TIMEOUT_MS after such a storm', async (t) => {
     const dataDir = path.join(await makeTempDir(t), 'data')
     const child = await startChild({
