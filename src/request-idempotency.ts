@@ -159,9 +159,11 @@ export function holdRequestKey(
   route: Route,
   claims: TokenClaims | undefined,
 ): HeldKey | undefined {
-  if (route.idempotencyKey !== true || claims === undefined) return undefined
+  const header = req.headersDistinct['idempotency-key']
+  if (route.idempotencyKey !== true || claims === undefined || header === undefined) return undefined
+  // A keyed request's body is read for its fingerprint, DELETE's too; a keyless DELETE's is not.
   refuseAnnouncedTooLarge(req)
-  const held = keys.hold(req.headersDistinct['idempotency-key'], claims.sub)
+  const held = keys.hold(header, claims.sub)
   if (held !== undefined) state.held = held
   return held
 }

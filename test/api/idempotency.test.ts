@@ -277,6 +277,21 @@ for (const store of STORES) {
       )
     })
 
+    it('a DELETE body over 64 KiB is 413 with a key and ignored without one', async (t) => {
+      const s = await start(t)
+      const user = await s.createUser()
+      const big = { body: 'x'.repeat(64 * 1024 + 1), contentType: 'text/plain' }
+      const keyedDelete = await s.call('DELETE', `/users/${user.id}`, {
+        ...big,
+        headers: keyed('"big-delete"'),
+      })
+      assertProblem(keyedDelete, 413, 'payload_too_large')
+      assert.equal((await s.call('GET', `/users/${user.id}`)).status, 200)
+      const plain = await s.call('DELETE', `/users/${user.id}`, big)
+      assert.equal(plain.status, 204, plain.text)
+      assert.equal((await s.call('GET', `/users/${user.id}`)).status, 404)
+    })
+
     it('every other route ignores the header, whatever it holds', async (t) => {
       const s = await start(t)
       const user = await s.createUser()
