@@ -13,6 +13,7 @@ import { isClosing, LINGER_MS } from './http/lingering-close.js'
 import { createRateLimiter } from './http/rate-limiter.js'
 import type { Logger } from './log/logger.js'
 import { createServiceMetrics } from './metrics/service-metrics.js'
+import { once } from './once.js'
 import { Availability } from './ops/availability.js'
 import { createLocalSlots, type SharedSlots } from './ops/shared-slots.js'
 import { RequestKeys } from './request-idempotency.js'
@@ -75,11 +76,11 @@ export interface UserService {
   /** A node:http server around the handler, with the time-outs set; it does not listen yet. */
   readonly server: Server
   readonly store: Store
-  /** Loads the store; the handler is ready when it resolves. Idempotent. */
+  /** Loads the store; the handler is ready when it resolves. Idempotent; a failure is final. */
   open(): Promise<void>
-  /** Takes the data directory's lock, listens, then loads the store. */
+  /** Takes the data directory's lock, listens, then loads the store (open() tells how that went). */
   listen(port?: number, host?: string): Promise<ListenResult>
-  /** Refuses new requests, lets those in flight finish (bounded), closes the store. */
+  /** Waits for a listen() under way; refuses new requests, lets those in flight finish, closes. */
   close(): Promise<void>
 }
 
@@ -223,7 +224,10 @@ export function createService(options: ServiceOptions): UserService {
   })
 
   let opening: Promise<void> | undefined
+  let listening: Promise<ListenResult> | undefined
+  let closed = false
   const open = (): Promise<void> => {
+    if (closed) return Promise.reject(new Error('this service was closed: create another one'))
     opening ??= (async () => {
       availability.start()
       metrics?.start()
@@ -234,36 +238,45 @@ export function createService(options: ServiceOptions): UserService {
     return opening
   }
 
+  const startListening = async (port: number, host: string): Promise<ListenResult> => {
+    opened.claim()
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject)
+      server.listen(port, host, () => {
+        server.off('error', reject)
+        resolve()
+      })
+    })
+    const address = server.address() as AddressInfo
+    // Loading runs after listening, so that readiness can say 503 while it lasts.
+    // Not an 'error' of the server, which ends a process where nobody listens: open() rejects.
+    open().catch((error: unknown) => {
+      logger.error('could not load the store', { error: String(error) })
+    })
+    const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address
+    return { url: `http://${shown}:${address.port}`, port: address.port }
+  }
+
   return {
     handler,
     server,
     store,
     open,
-    async listen(port = 0, host = '127.0.0.1') {
-      opened.claim()
-      await new Promise<void>((resolve, reject) => {
-        server.once('error', reject)
-        server.listen(port, host, () => {
-          server.off('error', reject)
-          resolve()
-        })
-      })
-      const address = server.address() as AddressInfo
-      // Loading runs after listening, so that readiness can say 503 while it lasts.
-      open().catch((error: unknown) => {
-        logger.error('could not load the store', { error: String(error) })
-        server.emit('error', error)
-      })
-      const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address
-      return { url: `http://${shown}:${address.port}`, port: address.port }
+    listen(port = 0, host = '127.0.0.1') {
+      if (closed) return Promise.reject(new Error('this service was closed: create another one'))
+      listening = startListening(port, host)
+      return listening
     },
     async close() {
+      closed = true
+      // A listen() under way finishes first, so that what it opens is closed here, not after.
+      await listening?.catch(() => undefined)
       availability.beginShutdown()
       // Streams would hold close() until its time-out: they end now, and consumers resume later.
       events.close()
       // Attempts in flight are abandoned, unlogged: their events come again after a restart.
       await delivery.close()
-      const closed = new Promise<void>((resolve) => {
+      const serverClosed = new Promise<void>((resolve) => {
         if (!server.listening) resolve()
         else
           server.close(() => {
@@ -276,21 +289,11 @@ export function createService(options: ServiceOptions): UserService {
       const lingerDeadline = Date.now() + LINGER_MS
       while ([...sockets].some(isClosing) && Date.now() < lingerDeadline) await sleep(25)
       server.closeAllConnections()
-      await closed
+      await serverClosed
       availability.stop()
       metrics?.stop()
       await opening?.catch(() => undefined)
       await opened.close()
     },
   }
-}
-
-/** `make` run at the first call only, its result given to every call (a failure is tried again). */
-function once<T>(make: () => Promise<T>): () => Promise<T> {
-  let made: Promise<T> | undefined
-  return () =>
-    (made ??= make().catch((error: unknown) => {
-      made = undefined
-      throw error
-    }))
 }

@@ -63,10 +63,22 @@ async function main(): Promise<void> {
     await service.close().catch(() => undefined)
     throw unusableAddress(config.host, config.port, error)
   })
+  let failed = false
+  const fail = (): void => {
+    if (failed) return
+    failed = true
+    // The data directory's lock is given back first: the next start need not take it over.
+    void service
+      .close()
+      .catch(() => undefined)
+      .finally(() => exit(logger, 1))
+  }
   service.server.on('error', (error) => {
     logger.error('the server failed', { error: String(error) })
-    void exit(logger, 1)
+    fail()
   })
+  // A store that cannot load has said why (service.ts logs it); the process ends.
+  service.open().catch(fail)
   // Always printed, whatever LOG_LEVEL says: tools read the URL from it.
   logger.always('listening', {
     url,

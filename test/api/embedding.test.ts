@@ -109,6 +109,42 @@ describe('embedding the service (the example of docs/embedding.md)', () => {
   })
 })
 
+describe('the life of an embedded service', () => {
+  it('survives a store that fails to load after listen(): open() rejects with the reason and /readyz stays 503', async (t) => {
+    class FailingStore extends MemoryStore {
+      override async open(): Promise<void> {
+        throw new Error('the disk is gone')
+      }
+    }
+    const users = createUserService({ store: new FailingStore(), secret: TEST_SECRET })
+    t.after(() => users.close())
+    const { url } = await users.listen(0)
+    await assert.rejects(users.open(), /the disk is gone/)
+    // An 'error' on the server with nobody listening would have ended this process by now.
+    await sleep(50)
+    const ready = await request('GET', `${url}/readyz`)
+    assert.equal(ready.status, 503, ready.text)
+  })
+
+  it('close() during listen() leaves nothing listening and gives the data directory back; listen() after close() is refused', async (t) => {
+    const dataDir = await makeTempDir(t)
+    const first = createUserService({ dataDir, secret: TEST_SECRET })
+    const listening = first.listen(0)
+    await first.close()
+    await listening
+    assert.equal(first.server.listening, false)
+    await assert.rejects(first.listen(0), /closed/)
+    await assert.rejects(first.open(), /closed/)
+    // The lock is free: another service takes the directory and loads it.
+    const second = createUserService({ dataDir, secret: TEST_SECRET })
+    t.after(() => second.close())
+    const { url } = await second.listen(0)
+    await second.open()
+    const ready = await request('GET', `${url}/readyz`)
+    assert.equal(ready.status, 200, ready.text)
+  })
+})
+
 describe('the store options of createUserService', () => {
   it('prunes events past eventsRetentionDays: an older cursor is 410 cursor_expired', async (t) => {
     let clock = Date.now()

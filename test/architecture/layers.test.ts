@@ -14,7 +14,7 @@ const SRC = path.join(import.meta.dirname, '..', '..', 'src')
 const LAYERS: readonly (readonly string[])[] = [
   ['index.ts', 'testing.ts', 'bin.ts', 'main.ts'],
   ['process/'],
-  ['service.ts'],
+  ['service.ts', 'once.ts'],
   [
     'app.ts',
     'request-answer.ts',

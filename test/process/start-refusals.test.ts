@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { readdir, writeFile } from 'node:fs/promises'
+import { mkdir, readdir, writeFile } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
@@ -57,6 +57,26 @@ describe('a start the machine refuses says which setting, in one line', () => {
     assert.match(
       line,
       /^user-service: cannot start: HOST 192\.0\.2\.1 cannot be listened on \(EADDRNOTAVAIL\)/,
+    )
+  })
+
+  it('exits 1 when the store cannot load after listening, and leaves no lock behind', {
+    timeout: 30_000,
+  }, async (t) => {
+    const dataDir = path.join(await makeTempDir(t, 'start-refusal-'), 'data')
+    await mkdir(dataDir)
+    // A file where the event log's directory must be: the load fails after the server listens.
+    await writeFile(path.join(dataDir, 'events'), 'not a directory')
+    const child = spawnService({ dataDir, env: {} })
+    t.after(() => {
+      child.proc.kill('SIGKILL')
+    })
+    const exit = await child.exited
+    assert.equal(exit.code, 1, child.stderr())
+    assert.match(child.stdout(), /"msg":"could not load the store".*events/)
+    assert.deepEqual(
+      (await readdir(dataDir)).filter((name) => name.startsWith('.lock')),
+      [],
     )
   })
 })
