@@ -1,7 +1,6 @@
-import type { PoolClient } from 'pg'
-
 import type { EventDraft } from '../../domain/event.js'
 import { EVENT_CHANNEL } from './event-schema.js'
+import type { PoolClient } from './pg-types.js'
 
 /**
  * Appends the events of a transaction's changes inside it, once per transaction, as its last

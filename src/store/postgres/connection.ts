@@ -1,5 +1,3 @@
-import type { Pool, PoolClient, PoolConfig, QueryConfig, QueryResult, QueryResultRow } from 'pg'
-
 import { ServiceError } from '../../domain/errors.js'
 import type { EventDraft } from '../../domain/event.js'
 import { isCanonicalUuid } from '../../domain/uuid7.js'
@@ -19,7 +17,15 @@ import {
 } from './classify-error.js'
 import { BLOCKERS_SQL, CommitStallWatch } from './commit-stall.js'
 import { DatabaseHealth } from './database-health.js'
-import { loadPg, type PgModule } from './driver.js'
+import { loadPg } from './driver.js'
+import type {
+  PgModule,
+  Pool,
+  PoolClient,
+  PoolConfig,
+  QueryResult,
+  QueryResultRow,
+} from './pg-types.js'
 import { quoteIdentifier } from './schema.js'
 import type { SqlShape } from './sql.js'
 
@@ -152,7 +158,7 @@ export class PgConnection {
     let pending: Promise<QueryResult<R>>
     try {
       // The driver copies the statement and only reads its values: no copy of ours per request.
-      pending = this.#connection().query<R>(shape as QueryConfig)
+      pending = this.#connection().query<R>(shape)
     } catch (error) {
       return Promise.reject(this.#failure(error))
     }

@@ -1,5 +1,3 @@
-import type { PoolClient } from 'pg'
-
 import type { ChangeContext } from '../../domain/change-context.js'
 import { ServiceError } from '../../domain/errors.js'
 import { draftEvent } from '../../domain/event.js'
@@ -8,6 +6,7 @@ import type { UserRecord } from '../../domain/user.js'
 import { keyName } from '../memory-keys.js'
 import type { PgConnection } from './connection.js'
 import { writeKeptKeys } from './kept-key-writes.js'
+import type { PoolClient } from './pg-types.js'
 import { one, rowColumns, STORED_COLUMNS } from './rows.js'
 
 /** The most creates one transaction takes (a group commit). */

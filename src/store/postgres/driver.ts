@@ -1,9 +1,5 @@
-import type pg from 'pg'
-
 import { StartError } from '../../domain/errors.js'
-
-/** The part of the `pg` module the store uses. */
-export type PgModule = Pick<typeof pg, 'Pool'>
+import type { PgModule } from './pg-types.js'
 
 /** Imports a module by name; tests pass one that fails. */
 export type Importer = (name: string) => Promise<unknown>
@@ -27,11 +23,15 @@ export async function loadPg(importer: Importer = importModule): Promise<PgModul
     throw error
   }
   // pg is CommonJS: its exports arrive as the default export of the ES module namespace.
-  const namespace = loaded as { default?: PgModule } & Partial<PgModule>
-  const module = namespace.default ?? namespace
-  if (typeof module.Pool !== 'function')
+  const module = (loaded as { default?: unknown }).default ?? loaded
+  if (!isPgModule(module))
     throw new StartError('the pg module has no Pool: install pg 8.x (npm install pg)')
-  return module as PgModule
+  return module
+}
+
+/** A Pool constructor is what tells pg 8.x apart; the rest of its shape is taken on trust. */
+function isPgModule(value: unknown): value is PgModule {
+  return typeof (value as { Pool?: unknown }).Pool === 'function'
 }
 
 function isModuleMissing(error: unknown): boolean {

@@ -1,9 +1,8 @@
-import type { QueryResultRow } from 'pg'
-
 import type { ChangeEvent, EventType } from '../../domain/event.js'
 import { cursorValue, eventJson, formatEventId } from '../../domain/event.js'
 import { EVENT_PAGE_MAX_BYTES, type EventPage, type EventQuery } from '../event-feed.js'
 import { cursorExpired } from '../feed/journal.js'
+import type { QueryResultRow } from './pg-types.js'
 
 export type Query = <R extends QueryResultRow>(shape: {
   name: string

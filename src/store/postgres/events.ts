@@ -1,5 +1,3 @@
-import type { PoolClient } from 'pg'
-
 import { ServiceError } from '../../domain/errors.js'
 import { cursorValue, formatEventId } from '../../domain/event.js'
 import type { EventFeed, EventPage, EventQuery } from '../event-feed.js'
@@ -7,6 +5,7 @@ import type { CommitStallWatch } from './commit-stall.js'
 import { type Query, readEventPage } from './event-page.js'
 import { EVENT_CHANNEL } from './event-schema.js'
 import { FeedTail } from './feed-tail.js'
+import type { PoolClient } from './pg-types.js'
 
 /** One try at a LISTEN connection: what gives it back once made (undefined: none was). */
 interface ListenAttempt {

@@ -1,6 +1,5 @@
-import type { QueryResultRow } from 'pg'
-
 import type { KeptAnswer, KeptKey } from '../../domain/kept-key.js'
+import type { QueryResultRow } from './pg-types.js'
 
 /**
  * The kept Idempotency-Keys (migration 7), one row per subject and key. A row with an answer

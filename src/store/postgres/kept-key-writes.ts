@@ -1,11 +1,10 @@
-import type { PoolClient } from 'pg'
-
 import type { ChangeContext } from '../../domain/change-context.js'
 import { ServiceError } from '../../domain/errors.js'
 import type { KeptKey } from '../../domain/kept-key.js'
 import type { UserRecord } from '../../domain/user.js'
 import { keyName } from '../memory-keys.js'
 import { KEPT_COLUMNS, keptValues, SET_ANSWER } from './kept-key-schema.js'
+import type { PoolClient } from './pg-types.js'
 
 /**
  * The statements that keep a key inside the transaction of its change: the row is written, or

@@ -1,8 +1,7 @@
-import type { QueryResultRow } from 'pg'
-
 import type { EventDraft } from '../../domain/event.js'
 import { toRecord, type UserRecord, type UserStatus } from '../../domain/user.js'
 import type { ListPage } from '../store.js'
+import type { QueryResultRow } from './pg-types.js'
 
 /** A user as the database gives it back (USER_COLUMNS). */
 export interface UserRow extends QueryResultRow {

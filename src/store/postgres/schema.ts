@@ -1,9 +1,8 @@
-import type { PoolClient } from 'pg'
-
 import { MAX_VERSION } from '../../domain/user.js'
 import type { Logger } from '../../log/logger.js'
 import { EVENT_COUNTER_MIGRATION, EVENT_ID_MIGRATION, EVENT_MIGRATION } from './event-schema.js'
 import { KEPT_KEYS_MIGRATION } from './kept-key-schema.js'
+import type { PoolClient } from './pg-types.js'
 import { WEBHOOKS_MIGRATION } from './webhook-schema.js'
 
 /**

@@ -1,7 +1,7 @@
 import type { Logger } from '../../log/logger.js'
 import { SETTINGS } from '../../settings.js'
-import type { PgModule } from './driver.js'
 import type { KeyTimings } from './kept-keys.js'
+import type { PgModule } from './pg-types.js'
 
 /** The defaults of the sessions' time-outs and of the stall report: the settings' (src/settings.ts). */
 export const SESSION_DEFAULTS = Object.freeze({

@@ -1,7 +1,6 @@
-import type { QueryResult, QueryResultRow } from 'pg'
-
 import type { ListPage, ListQuery } from '../store.js'
 import type { Statement } from './connection.js'
+import type { QueryResult, QueryResultRow } from './pg-types.js'
 import { type SearchRow, toUserRecord, type UserRow, withMore } from './rows.js'
 import { pageShape, searchShape, USER_COLUMNS } from './sql.js'
 

@@ -2,6 +2,7 @@ import type { UserRecord, UserStatus } from '../../domain/user.js'
 import { isCanonicalUuid } from '../../domain/uuid7.js'
 import type { SubjectRead, SubjectState } from '../store.js'
 import type { PgConnection } from './connection.js'
+import type { QueryResultRow } from './pg-types.js'
 import { toUserRecord, type UserRow } from './rows.js'
 import { USER_COLUMNS, userColumnsOf } from './sql.js'
 
@@ -54,7 +55,7 @@ export async function isDeleted(db: PgConnection, id: string): Promise<boolean> 
 }
 
 /** What subjectOf's statement gives: the subject's row, if any, and whether its id is buried. */
-interface SubjectRow {
+interface SubjectRow extends QueryResultRow {
   status: UserStatus | null
   deleted: boolean
   tokens_valid_after: string | null

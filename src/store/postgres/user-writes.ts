@@ -1,7 +1,6 @@
-import type { PoolClient, QueryResult } from 'pg'
-
 import type { UserRecord } from '../../domain/user.js'
 import { contention } from './classify-error.js'
+import type { PoolClient, QueryResult } from './pg-types.js'
 import { rowValues, STORED_COLUMNS } from './rows.js'
 
 /**

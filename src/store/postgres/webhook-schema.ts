@@ -1,5 +1,3 @@
-import type { QueryResultRow } from 'pg'
-
 import type { EventType } from '../../domain/event.js'
 import type {
   DeliveryAttempt,
@@ -7,6 +5,7 @@ import type {
   DisabledReason,
   StoredWebhook,
 } from '../../domain/webhook.js'
+import type { QueryResultRow } from './pg-types.js'
 
 /**
  * The webhooks' tables (migration 8, docs/postgresql.md), never edited. `webhooks` holds each

@@ -1,5 +1,3 @@
-import type { PoolClient } from 'pg'
-
 import { ServiceError } from '../../domain/errors.js'
 import { isCanonicalUuid } from '../../domain/uuid7.js'
 import type { DeliveryAttempt, StoredWebhook } from '../../domain/webhook.js'
@@ -13,6 +11,7 @@ import {
 } from '../webhook-input.js'
 import { KEPT_ATTEMPTS, type WebhookStore } from '../webhook-store.js'
 import type { PgConnection } from './connection.js'
+import type { PoolClient } from './pg-types.js'
 import {
   ATTEMPT_COLUMNS,
   type AttemptRow,

@@ -1,0 +1,65 @@
+/**
+ * The few shapes of the `pg` driver the PostgreSQL store uses, as the project's own types: `pg` is
+ * an optional peer dependency that ships no types, so the published declarations may not name
+ * it (a user without `@types/pg` would get "Cannot find module 'pg'" from them). `pg` 8.x has
+ * every member below; the tests that pass the real module as a `PgModule` check that it fits.
+ */
+
+/** A row as the driver gives it: columns by name. */
+export interface QueryResultRow {
+  readonly [column: string]: unknown
+}
+
+/** What a statement answers: its rows, and how many rows it touched (null when not counted). */
+export interface QueryResult<R extends QueryResultRow = QueryResultRow> {
+  rows: R[]
+  rowCount: number | null
+}
+
+/** A statement with its values; named, it is prepared once per connection. */
+export interface QueryConfig {
+  readonly text: string
+  readonly name?: string
+  readonly values?: readonly unknown[]
+}
+
+/** What both a pool and a checked-out client run statements with. */
+export interface Queryable {
+  query<R extends QueryResultRow = QueryResultRow>(
+    text: string,
+    values?: readonly unknown[],
+  ): Promise<QueryResult<R>>
+  query<R extends QueryResultRow = QueryResultRow>(config: QueryConfig): Promise<QueryResult<R>>
+}
+
+/** A connection checked out of the pool; `release(true)` drops it instead of giving it back. */
+export interface PoolClient extends Queryable {
+  release(destroy?: boolean): void
+  on(event: 'error', listener: (error: Error) => void): unknown
+  on(event: 'end' | 'notification', listener: () => void): unknown
+  removeAllListeners(event: 'notification'): unknown
+}
+
+/** The settings a pool is made with. */
+export interface PoolConfig {
+  connectionString: string
+  max: number
+  connectionTimeoutMillis: number
+  idleTimeoutMillis?: number
+  application_name: string
+  /** Startup options of every session (`-c name=value …`). */
+  options?: string
+}
+
+/** A pool of connections. */
+export interface Pool extends Queryable {
+  connect(): Promise<PoolClient>
+  end(): Promise<void>
+  on(event: 'error', listener: (error: Error) => void): unknown
+  on(event: 'connect', listener: (client: PoolClient) => void): unknown
+}
+
+/** The part of the `pg` module the store uses. */
+export interface PgModule {
+  Pool: new (config: PoolConfig) => Pool
+}
