@@ -18,6 +18,7 @@ import {
 import { FIELD_NAMES, USER_FIELDS } from '../src/users/user-fields.js'
 import { validateCreate } from '../src/users/validate-user.js'
 import { request } from './helpers/http.js'
+import { allows } from './helpers/schema-values.js'
 import { startService } from './helpers/service.js'
 
 type Json = Record<string, unknown>
@@ -619,6 +620,34 @@ describe('the OpenAPI headers and the answers', () => {
       (await s.snapshot()).map((user) => user.email),
       ['ada@example.com', 'bob@example.com'],
     )
+  })
+})
+
+describe('the OpenAPI Vary header and the answers', () => {
+  const vary = objectAt(doc, 'components', 'headers', 'Vary', 'schema')
+
+  it('allows the Vary of a cacheable read with CORS off, and with CORS on (Authorization, Origin)', async (t) => {
+    const plain = await startService(t, { store: new MemoryStore() })
+    const cors = await startService(t, {
+      store: new MemoryStore(),
+      corsOrigins: ['https://app.example.test'],
+    })
+    for (const [s, origin] of [
+      [plain, undefined],
+      [cors, 'https://app.example.test'],
+      [cors, 'https://other.example.test'],
+      [cors, undefined],
+    ] as const) {
+      const user = await s.createUser()
+      const headers: Record<string, string> = origin === undefined ? {} : { origin }
+      for (const path of ['/users', `/users/${user.id}`]) {
+        const res = await s.call('GET', path, { headers })
+        assert.equal(res.status, 200)
+        const sent = res.headers.get('vary')
+        assert.ok(allows(doc, vary, sent), `${path} from ${origin ?? 'no origin'}: Vary: ${sent}`)
+      }
+    }
+    assert.equal((await cors.call('GET', '/users')).headers.get('vary'), 'Authorization, Origin')
   })
 })
 

@@ -13,7 +13,7 @@ export interface paths {
         };
         /**
          * List users, a page at a time
-         * @description List users, a page at a time. Needs a bearer token with the scope users:read. A success may be kept privately and must be revalidated (Cache-Control: private, no-cache; Vary: Authorization).
+         * @description List users, a page at a time. Needs a bearer token with the scope users:read. A success may be kept privately and must be revalidated (Cache-Control: private, no-cache; Vary: Authorization, plus Origin with CORS on).
          */
         get: operations["listUsers"];
         put?: never;
@@ -77,7 +77,7 @@ export interface paths {
         };
         /**
          * Read a user
-         * @description Read a user. Needs a bearer token with the scope users:read. A success may be kept privately and must be revalidated (Cache-Control: private, no-cache; Vary: Authorization).
+         * @description Read a user. Needs a bearer token with the scope users:read. A success may be kept privately and must be revalidated (Cache-Control: private, no-cache; Vary: Authorization, plus Origin with CORS on).
          */
         get: operations["getUser"];
         /**
@@ -189,7 +189,7 @@ export interface paths {
         };
         /**
          * List every webhook endpoint
-         * @description List every webhook endpoint. Needs a bearer token with the scope webhooks:admin. A success may be kept privately and must be revalidated (Cache-Control: private, no-cache; Vary: Authorization).
+         * @description List every webhook endpoint. Needs a bearer token with the scope webhooks:admin. A success may be kept privately and must be revalidated (Cache-Control: private, no-cache; Vary: Authorization, plus Origin with CORS on).
          */
         get: operations["listWebhooks"];
         put?: never;
@@ -213,7 +213,7 @@ export interface paths {
         };
         /**
          * Read a webhook endpoint
-         * @description Read a webhook endpoint. Needs a bearer token with the scope webhooks:admin. A success may be kept privately and must be revalidated (Cache-Control: private, no-cache; Vary: Authorization).
+         * @description Read a webhook endpoint. Needs a bearer token with the scope webhooks:admin. A success may be kept privately and must be revalidated (Cache-Control: private, no-cache; Vary: Authorization, plus Origin with CORS on).
          */
         get: operations["getWebhook"];
         put?: never;
@@ -261,7 +261,7 @@ export interface paths {
         };
         /**
          * List a webhook endpoint's delivery attempts, newest first
-         * @description List a webhook endpoint's delivery attempts, newest first. Needs a bearer token with the scope webhooks:admin. A success may be kept privately and must be revalidated (Cache-Control: private, no-cache; Vary: Authorization).
+         * @description List a webhook endpoint's delivery attempts, newest first. Needs a bearer token with the scope webhooks:admin. A success may be kept privately and must be revalidated (Cache-Control: private, no-cache; Vary: Authorization, plus Origin with CORS on).
          */
         get: operations["listWebhookDeliveries"];
         put?: never;
@@ -281,7 +281,7 @@ export interface paths {
         };
         /**
          * Read a webhook endpoint's cursor
-         * @description Read a webhook endpoint's cursor. Needs a bearer token with the scope webhooks:admin. A success may be kept privately and must be revalidated (Cache-Control: private, no-cache; Vary: Authorization).
+         * @description Read a webhook endpoint's cursor. Needs a bearer token with the scope webhooks:admin. A success may be kept privately and must be revalidated (Cache-Control: private, no-cache; Vary: Authorization, plus Origin with CORS on).
          */
         get: operations["getWebhookCursor"];
         /**
@@ -1427,8 +1427,8 @@ export interface components {
         "Cache-Control-Private": "private, no-cache";
         /** @description Cache-Control of every other answer. */
         "Cache-Control-No-Store": "no-store";
-        /** @description Reads depend on the token. */
-        Vary: "Authorization";
+        /** @description Reads depend on the token; with CORS on (CORS_ORIGINS), on the Origin too: Authorization, Origin. */
+        Vary: "Authorization" | "Authorization, Origin";
         /** @description Strong entity tag of the version of the user or webhook endpoint. */
         ETag: string;
         /** @description The path of what was made: <base path>/users/<id> or <base path>/webhooks/<id>. */

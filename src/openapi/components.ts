@@ -26,8 +26,10 @@ export function createHeaders(): Record<string, Json> {
     },
     Vary: {
       required: true,
-      schema: { const: 'Authorization' },
-      description: 'Reads depend on the token.',
+      // Two field lines with CORS on (Vary: Authorization, then Vary: Origin), read as one list.
+      schema: { type: 'string', enum: ['Authorization', 'Authorization, Origin'] },
+      description:
+        'Reads depend on the token; with CORS on (CORS_ORIGINS), on the Origin too: Authorization, Origin.',
     },
     ETag: {
       required: true,

@@ -39,7 +39,7 @@ function describeOperation(route: Route): string {
       ? 'No token needed.'
       : `Needs a bearer token with the scope ${route.scope}.`
   const cache = route.cacheable
-    ? 'A success may be kept privately and must be revalidated (Cache-Control: private, no-cache; Vary: Authorization).'
+    ? 'A success may be kept privately and must be revalidated (Cache-Control: private, no-cache; Vary: Authorization, plus Origin with CORS on).'
     : 'Answers are never stored (Cache-Control: no-store).'
   return `${route.summary}. ${scope} ${cache}`
 }

@@ -44,6 +44,7 @@ export function allows(doc: Json, rawSchema: unknown, value: unknown): boolean {
   if (!hasType(schema, value)) return false
   const choices = schema['enum']
   if (Array.isArray(choices) && !choices.includes(value)) return false
+  if ('const' in schema && schema['const'] !== value) return false
   if (typeof value === 'string') return allowsString(schema, value)
   if (typeof value === 'number') {
     const { minimum, maximum } = schema
