@@ -724,4 +724,43 @@ describe('the Idempotency-Key parameter', () => {
       assert.throws(() => readIdempotencyKey(field), field)
     }
   })
+
+  it('refuses what the service refuses after a String: a longer key, a list, non-ASCII, text after it', () => {
+    for (const field of [
+      `"${'k'.repeat(256)}"`,
+      `"${'\\"'.repeat(256)}"`,
+      '"a", "b"',
+      '"a","b"',
+      '"a" "b"',
+      '"zoë"',
+      '"k";note="é"',
+      '"k"x',
+      '"k";',
+      '"k" ;v=1',
+      '"k";V=1',
+      '"k";v=1234567890123456',
+      '"k";v=1.2345',
+      '"k";v=:a:',
+      '"k";v=:aGk==:',
+      '"k";v=%"%ff"',
+      '"k";v=%"%C3%A9"',
+      '"k";v=(1 2)',
+    ]) {
+      assert.doesNotMatch(field, pattern)
+      assert.doesNotMatch(field, new RegExp(schema.pattern, 'u'))
+      assert.throws(() => readIdempotencyKey(field), field.slice(0, 40))
+    }
+  })
+
+  it('takes every parameter value the service takes', () => {
+    for (const field of [
+      `"${'\\"'.repeat(255)}"`,
+      ' "k" ',
+      '"k";a=-12.345;b=123456789012345;c=tok/en:x;d=:aGk=:;e=:aGk:;f=?1;g=@-1;h=%"%c3%a9 a";i',
+      '"k";*x="";y=%"%f0%9f%98%80"',
+    ]) {
+      assert.equal(typeof readIdempotencyKey(field), 'string', field.slice(0, 40))
+      assert.match(field, pattern)
+    }
+  })
 })

@@ -1,7 +1,7 @@
 import { HttpError } from './problem.js'
 
-// The longest key, in characters after unescaping.
-const MAX_KEY_LENGTH = 255
+/** The longest key, in characters after unescaping. */
+export const MAX_KEY_LENGTH = 255
 
 type BareItemType =
   | 'Integer'

@@ -4,6 +4,7 @@ import type { Json, Route } from '../routes/route.js'
 import { ROUTES } from '../routes/route-list.js'
 import { createErrorResponses, createHeaders } from './components.js'
 import { createEventSchemas } from './event-schemas.js'
+import { IDEMPOTENCY_KEY_PATTERN } from './idempotency-key-pattern.js'
 import { toOperation } from './operation.js'
 import { createSchemas } from './user-schemas.js'
 import { createWebhookPayloads } from './webhook-payloads.js'
@@ -92,10 +93,9 @@ export function createOpenApiDocument(options: OpenApiOptions): Json {
           name: 'Idempotency-Key',
           in: 'header',
           required: false,
-          // A String first; parameters may follow it (`"k";v=1`), and are ignored.
-          schema: { type: 'string', minLength: 3, pattern: '^ *"([^"\\\\]|\\\\["\\\\])+"' },
+          schema: { type: 'string', minLength: 3, pattern: IDEMPOTENCY_KEY_PATTERN },
           description:
-            'A key that makes the write safe to retry: a quoted string (an RFC 9651 String), 1-255 printable ASCII characters, a UUID recommended, such as "8e03978e-40d5-43e8-bc93-6894a57f9324"; parameters after it (;v=1) are ignored. A retry with the same key, path, method and body gets the first answer again (Idempotent-Replayed: true) instead of a second change; the same key with another request is 422 idempotency_key_reused; while the first is in flight, 409 idempotency_key_in_use. Keys belong to the token subject and are kept IDEMPOTENCY_TTL_S seconds (24 hours by default) after a successful answer; a failed request keeps none. Malformed: 400 invalid_idempotency_key.',
+            'A key that makes the write safe to retry: one quoted string (an RFC 9651 String), 1-255 printable ASCII characters, a UUID recommended, such as "8e03978e-40d5-43e8-bc93-6894a57f9324"; parameters after it (;v=1) are ignored, and a list of keys ("a", "b") is refused. A retry with the same key, path, method and body gets the first answer again (Idempotent-Replayed: true) instead of a second change; the same key with another request is 422 idempotency_key_reused; while the first is in flight, 409 idempotency_key_in_use. Keys belong to the token subject and are kept IDEMPOTENCY_TTL_S seconds (24 hours by default) after a successful answer; a failed request keeps none. Malformed: 400 invalid_idempotency_key.',
         },
       },
       headers: createHeaders(),

@@ -6,6 +6,7 @@ import { request } from '../helpers/http.js'
 import {
   allows,
   emailCandidates,
+  idempotencyKeyCandidates,
   isObject,
   type Json,
   metadataCandidates,
@@ -23,7 +24,8 @@ import { makeToken } from '../helpers/tokens.js'
  * valid). The service may refuse such a request for what no schema can say (an unknown id: 404, a
  * taken email: 409, a failed precondition: 412) but never with 400 or 422: that would be a rule
  * the document could state and does not. Only `cursor` is not generated: it is the service's own
- * signed text, taken from a page as a stateful generator would. An `Idempotency-Key` belongs to
+ * signed text, taken from a page as a stateful generator would; an `Idempotency-Key` also takes
+ * keys at the edges of its grammar (idempotencyKeyCandidates). An `Idempotency-Key` belongs to
  * the token's subject: each request gets a subject of its own, so that a key one request kept is
  * not another request's reused key (a 422 that no schema can state). The corpus leaves out the
  * invisible characters above U+FFFF, the one difference docs/api.md owns to (no pattern that
@@ -142,15 +144,17 @@ async function generate(svc: TestService, doc: Json, cursor: string): Promise<Se
       const candidates: unknown[] =
         name === 'cursor'
           ? [cursor]
-          : schema['type'] === 'integer'
-            ? integerCandidates(schema)
-            : stringCandidates(schema)
+          : name === 'Idempotency-Key'
+            ? [...stringCandidates(schema), ...idempotencyKeyCandidates()]
+            : schema['type'] === 'integer'
+              ? integerCandidates(schema)
+              : stringCandidates(schema)
       for (const value of candidates) {
         if (!allows(doc, schema, value)) continue
         const text = String(value)
         if (parameter['in'] === 'header') {
           if (!sendableHeader(text)) continue
-          await send(operation, `${name}: ${JSON.stringify(text)}`, {
+          await send(operation, `${name}: ${JSON.stringify(text).slice(0, 60)}`, {
             ...plain(),
             headers: { [name]: text },
           })

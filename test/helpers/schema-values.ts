@@ -187,6 +187,27 @@ export function nameCandidates(): string[] {
   ]
 }
 
+/** Idempotency-Key candidates: a String at its length edges, lists, parameters, other items. */
+export function idempotencyKeyCandidates(): string[] {
+  return [
+    `"${UUID}"`,
+    `"${'k'.repeat(255)}"`,
+    `"${'k'.repeat(256)}"`,
+    `"${'\\"'.repeat(255)}"`,
+    `"${'\\"'.repeat(256)}"`,
+    '"a", "b"',
+    '"a","b"',
+    '"k";v=1',
+    '"k";v=1.5;w=?0;x=:aGk=:;y=@1;z=%"%c3%a9"',
+    '"k";v=%"%ff"',
+    '"k";v=1.2345',
+    '"k"x',
+    '"zoë"',
+    'k',
+    '?1',
+  ]
+}
+
 /** Metadata candidates: key and value edges, counts, prototype keys, nulls (for a merge patch). */
 export function metadataCandidates(): unknown[] {
   const keys = (count: number): Json =>
