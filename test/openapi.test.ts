@@ -521,6 +521,40 @@ describe('the OpenAPI field patterns and the validator', () => {
   })
 })
 
+describe('the OpenAPI UserPatch schema and PATCH /users/{id}', () => {
+  const patch = objectAt(doc, 'components', 'schemas', 'UserPatch')
+  const keys = (count: number, value: string | null): Json =>
+    Object.fromEntries(Array.from({ length: count }, (_, n) => [`k${n}`, value]))
+
+  it('allows a patch that removes 32 keys and adds one, which the service answers 200', async (t) => {
+    const s = await startService(t, { store: new MemoryStore() })
+    const user = await s.createUser({ metadata: keys(32, 'v') })
+    const body = { metadata: { ...keys(32, null), n1: 'x' } }
+    assert.ok(allows(doc, patch, body), 'UserPatch refuses 32 removals and one addition')
+    const res = await s.call('PATCH', `/users/${user.id}`, { json: body })
+    assert.equal(res.status, 200, res.text)
+    assert.deepEqual(member(res.body, 'metadata'), { n1: 'x' })
+    assert.deepEqual(member(await s.getUser(user.id), 'metadata'), { n1: 'x' })
+  })
+
+  it('leaves the bound to the merged metadata: 33 keys after the patch is 422 too_many_keys, and nothing changes', async (t) => {
+    const s = await startService(t, { store: new MemoryStore() })
+    const user = await s.createUser({ metadata: keys(32, 'v') })
+    const body = { metadata: { n1: 'x' } }
+    assert.ok(allows(doc, patch, body))
+    const res = await s.call('PATCH', `/users/${user.id}`, { json: body })
+    assert.equal(res.status, 422, res.text)
+    assert.equal(member(res.body, 'code'), 'validation_failed')
+    const errors = member(res.body, 'errors')
+    assert.ok(Array.isArray(errors))
+    assert.deepEqual(
+      errors.map((error) => [member(error, 'pointer'), member(error, 'code')]),
+      [['/metadata', 'too_many_keys']],
+    )
+    assert.deepEqual(await s.snapshot(), [user])
+  })
+})
+
 describe('the OpenAPI list parameters and the list query parser', () => {
   const listRoute = ROUTES.find((route) => route.operationId === 'listUsers')
   assert.ok(listRoute !== undefined)

@@ -86,10 +86,10 @@ export function createSchemas(): Record<string, Json> {
       properties: {
         ...properties,
         metadata: {
-          ...toSchema(metadata),
+          ...withoutKeyBound(toSchema(metadata)),
           type: ['object', 'null'],
           additionalProperties: { ...metadataValue(), type: ['string', 'null'] },
-          description: `${metadata.description} null removes all metadata; a key set to null is removed.`,
+          description: `${metadata.description} null removes all metadata; a key set to null is removed. The patch itself may name more than ${metadata.maxKeys} keys (its removals free room for its additions): the limit is on the merged result, else 422 too_many_keys.`,
         },
       },
       description: `JSON Merge Patch (RFC 7396): null removes a metadata key, or all of metadata; {} changes nothing. ${echo}`,
@@ -156,6 +156,13 @@ export function createSchemas(): Record<string, Json> {
       },
     },
   }
+}
+
+// A merge patch's removals (null) make room for its additions, so the bound holds only on the
+// result, which no schema of the patch can state.
+function withoutKeyBound(schema: Json): Json {
+  const { maxProperties: _, ...rest } = schema
+  return rest
 }
 
 function metadataValue(): Json {

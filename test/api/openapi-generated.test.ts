@@ -22,8 +22,9 @@ import { makeToken } from '../helpers/tokens.js'
  * operation, each parameter in turn takes every candidate value its schema allows (the others
  * left out), and each writable body field in turn every candidate its schema allows (the others
  * valid). The service may refuse such a request for what no schema can say (an unknown id: 404, a
- * taken email: 409, a failed precondition: 412) but never with 400 or 422: that would be a rule
- * the document could state and does not. Only `cursor` is not generated: it is the service's own
+ * taken email: 409, a failed precondition: 412, a PATCH whose merged metadata passes 32 keys:
+ * 422 too_many_keys) but never otherwise with 400 or 422: that would be a rule the document could
+ * state and does not. Only `cursor` is not generated: it is the service's own
  * signed text, taken from a page as a stateful generator would; an `Idempotency-Key` also takes
  * keys at the edges of its grammar (idempotencyKeyCandidates). An `Idempotency-Key` belongs to
  * the token's subject: each request gets a subject of its own, so that a key one request kept is
@@ -211,6 +212,19 @@ const REQUIRED_BODIES: Readonly<Record<string, Json>> = {
   putWebhookCursor: { after: '0000000000000000' },
 }
 
+/**
+ * A PATCH whose merged metadata would pass 32 keys: the bound is on the user after the merge (its
+ * stored keys, less the patch's nulls, plus the patch's values), which no schema of the patch can
+ * state; UserPatch says so in words. Only that one field error, on a PATCH, is let through.
+ */
+function isMergedMetadataTooLarge({ what, res }: Sent): boolean {
+  if (!what.startsWith('PATCH /users/') || res.status !== 422) return false
+  const errors = (JSON.parse(res.text) as { errors?: { pointer: string; code: string }[] }).errors
+  return (
+    errors?.length === 1 && errors[0]?.pointer === '/metadata' && errors[0].code === 'too_many_keys'
+  )
+}
+
 function integerCandidates(schema: Json): number[] {
   const edges = [schema['minimum'], schema['maximum'], schema['default']].filter(
     (value): value is number => typeof value === 'number',
@@ -240,6 +254,7 @@ describe('requests generated from the served OpenAPI document', () => {
     )
     const refused = sent
       .filter(({ res }) => res.status === 400 || res.status === 422)
+      .filter((one) => !isMergedMetadataTooLarge(one))
       .map(({ what, res }) => `${what} → ${res.status} ${res.text.slice(0, 200)}`)
     assert.deepEqual(refused, [])
     // The generator reached every operation, and sent enough to mean something.
