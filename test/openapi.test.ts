@@ -187,7 +187,9 @@ describe('the OpenAPI document and the route table', () => {
     for (const route of userRoutes) {
       const responses = objectAt(operationOf(doc, route), 'responses')
       const expected = [400, 401, 403, 408, 417, 429, 431, 500, 503]
-      if (route.body !== 'none') expected.push(413, 415, 422)
+      if (route.body !== 'none') expected.push(413, 415)
+      // An import's bad lines are result lines of its 200: the import itself never answers 422.
+      if (route.body !== 'none' && route.body !== 'stream') expected.push(422)
       if (route.path.includes('{')) expected.push(404)
       expected.push(412)
       if (

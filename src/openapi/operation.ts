@@ -139,7 +139,9 @@ export function errorStatuses(route: Route): number[] {
   if (!route.root) for (const status of [429, 503]) statuses.add(status)
   if (route.scope !== undefined) for (const status of [401, 403]) statuses.add(status)
   if (route.path.includes('{')) statuses.add(404)
-  if (route.body !== 'none') for (const status of [413, 415, 422]) statuses.add(status)
+  if (route.body !== 'none') for (const status of [413, 415]) statuses.add(status)
+  // A streamed body is its handler's to read: a bad line is a result line of the 200, never a 422.
+  if (route.body === 'optional' || route.body === 'required') statuses.add(422)
   // RFC 9110 §13.1.1: a failed If-Match is a 412 on every route, GET and HEAD included.
   statuses.add(412)
   for (const status of route.errors ?? []) statuses.add(status)

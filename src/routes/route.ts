@@ -112,8 +112,8 @@ export interface Route extends RouteSpec {
   /** The success answers by status. */
   readonly responses: Readonly<Record<number, ResponseDoc>>
   /**
-   * Error statuses beyond those its other fields imply (a scope: 401 and 403; a body: 413, 415,
-   * 422; a path parameter: 404; every route: 412; not root: 503).
+   * Error statuses beyond those its other fields imply (a scope: 401 and 403; a body: 413 and 415,
+   * and 422 unless it is streamed; a path parameter: 404; every route: 412; not root: 503).
    */
   readonly errors?: readonly number[]
   readonly handle: RouteHandler
