@@ -336,6 +336,15 @@ describe('the OpenAPI schemas and the user fields', () => {
     )
   })
 
+  it('names in info.description every code a 400 can carry', () => {
+    const description = String(member(doc, 'info', 'description'))
+    const codes = Object.entries(ERROR_CODES)
+      .filter(([, entry]) => entry.status === 400)
+      .map(([code]) => code)
+    assert.ok(codes.length > 1, codes.join())
+    for (const code of codes) assert.ok(description.includes(code), code)
+  })
+
   it('lists every error code of ERROR_CODES in x-error-codes and in the Problem schema', () => {
     assert.deepEqual(doc['x-error-codes'], ERROR_CODES)
     assert.deepEqual(

@@ -113,10 +113,12 @@ function describeService(): string {
     'be refused before routing (400 for a malformed request, 408, 417 for an Expect other than ' +
     '100-continue, 431). A method not listed for a path is 405 method_not_allowed with an Allow ' +
     'header; HEAD is answered wherever GET is; an ' +
-    'unknown path is 404. Choices worth knowing: every 400 has code bad_request and ' +
-    'a detail naming what was wrong; 503s say maintenance, overloaded, starting, shutting_down or ' +
-    'storage_unavailable, with Retry-After; an empty or repeated query parameter is a 400; the ETag ' +
-    'is "v<version>"; an answer sent before the whole body arrived (a 413, say) closes the ' +
+    'unknown path is 404. Choices worth knowing: a 400 has code bad_request (a malformed ' +
+    'Idempotency-Key: invalid_idempotency_key) and a detail naming what was wrong; 503s say ' +
+    'maintenance, overloaded, starting, shutting_down or storage_unavailable, with Retry-After; ' +
+    'the list routes (users, events, webhook endpoints and deliveries), the export and the import ' +
+    'refuse an unknown, empty or repeated query parameter with a 400, and every other route ' +
+    'ignores the query; the ETag is "v<version>"; an answer sent before the whole body arrived (a 413, say) closes the ' +
     'connection in stages; bodies of GET and DELETE are ignored; a lone surrogate in any string is ' +
     '422 invalid_characters; list cursors are signed with a key derived from the first JWT key; ' +
     'a q page examines at most LIST_SCAN_BUDGET users and may come back short, even empty, with a ' +
