@@ -183,6 +183,17 @@ describe('the OpenAPI document and the route table', () => {
     assert.ok(userRoutes.length === 11 && userRoutes.every((route) => route.scope !== undefined))
   })
 
+  it("names in each scope's x-scopes text every custom method that needs it", () => {
+    const texts = objectAt(doc, 'components', 'securitySchemes', 'bearer', 'x-scopes')
+    const verbs = ROUTES.flatMap((route) => {
+      const verb = /:[A-Za-z]+$/.exec(route.path)?.[0]
+      return verb === undefined || route.scope === undefined ? [] : [[route.scope, verb] as const]
+    })
+    assert.ok(verbs.length >= 6, String(verbs.length))
+    for (const [scope, verb] of verbs)
+      assert.ok(String(texts[scope]).includes(verb), `${scope} does not name ${verb}`)
+  })
+
   it('documents the error answers of every /users operation as Problem', () => {
     for (const route of userRoutes) {
       const responses = objectAt(operationOf(doc, route), 'responses')

@@ -20,10 +20,11 @@ export interface OpenApiOptions {
 const SCOPES = {
   'users:read': 'List and read users.',
   'users:write': 'Create, replace, change and delete users.',
-  'users:admin': 'Activate and suspend users; export and import them all.',
+  'users:admin':
+    'Activate and suspend users and revoke their tokens (:activate, :suspend, :revokeTokens); export and import them all (:export, :import).',
   'events:read': 'Read the change feed; it stands alone: no users scope implies it.',
   'webhooks:admin':
-    'Register, change and delete webhook endpoints, rotate their secrets, move their cursors, read their delivery logs; it stands alone: no other scope implies it, and it implies none.',
+    'Register, change and delete webhook endpoints, rotate their secrets (:rotateSecret), move their cursors, read their delivery logs; it stands alone: no other scope implies it, and it implies none.',
 } as const
 
 /**
