@@ -679,6 +679,52 @@ describe('the OpenAPI headers and the answers', () => {
   })
 })
 
+describe('the OpenAPI rate-limit fields and the routes the limits count', () => {
+  const FIELDS = [
+    'RateLimit',
+    'RateLimit-Policy',
+    'X-RateLimit-Limit',
+    'X-RateLimit-Remaining',
+    'X-RateLimit-Used',
+    'X-RateLimit-Reset',
+  ]
+  const declares = (answer: unknown): string[] => {
+    const headers = member(resolve(doc, answer), 'headers')
+    return isObject(headers) ? FIELDS.filter((name) => name in headers) : []
+  }
+
+  it('declares them on every answer of a counted route and on no answer of /healthz, /readyz or /metrics', () => {
+    const roots = ROUTES.filter((route) => route.root)
+    assert.deepEqual(roots.map((route) => route.path).sort(), ['/healthz', '/metrics', '/readyz'])
+    for (const route of ROUTES) {
+      for (const [status, answer] of Object.entries(objectAt(operationOf(doc, route), 'responses')))
+        assert.deepEqual(
+          declares(answer),
+          route.root ? [] : FIELDS,
+          `${route.operationId} ${status}`,
+        )
+    }
+  })
+
+  it('matches the answers: an error of a probe carries none of them with the limits on', async (t) => {
+    const s = await startService(t, {
+      store: new MemoryStore(),
+      rateLimitAddress: { quota: 100, windowSeconds: 60 },
+    })
+    for (const route of ROUTES.filter((candidate) => candidate.root)) {
+      const res = await request('GET', `${s.url}${route.path}`, { headers: { 'if-match': '"v1"' } })
+      assert.equal(res.status, 412, route.path)
+      for (const name of FIELDS) assert.equal(res.headers.get(name), null, `${route.path} ${name}`)
+      assert.deepEqual(declares(objectAt(operationOf(doc, route), 'responses')['412']), [])
+    }
+    const counted = await request('GET', `${s.baseUrl}/openapi.json`, {
+      headers: { 'if-match': '"v1"' },
+    })
+    assert.equal(counted.status, 412)
+    assert.notEqual(counted.headers.get('ratelimit'), null)
+  })
+})
+
 describe('the OpenAPI Vary header and the answers', () => {
   const vary = objectAt(doc, 'components', 'headers', 'Vary', 'schema')
 

@@ -1132,6 +1132,17 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /** @description bad_request, invalid_idempotency_key */
+        BadRequestUncounted: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "Cache-Control": components["headers"]["Cache-Control-No-Store"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
         /** @description token_missing, token_invalid, token_expired, token_revoked */
         Unauthorized: {
             headers: {
@@ -1202,6 +1213,17 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /** @description request_timeout */
+        RequestTimeoutUncounted: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "Cache-Control": components["headers"]["Cache-Control-No-Store"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
         /** @description duplicate_email, duplicate_id, invalid_transition, import_in_progress, version_exhausted, idempotency_key_in_use, webhook_limit_reached */
         Conflict: {
             headers: {
@@ -1248,6 +1270,17 @@ export interface components {
                 "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                 "X-RateLimit-Used": components["headers"]["X-RateLimit-Used"];
                 "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description precondition_failed */
+        PreconditionFailedUncounted: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "Cache-Control": components["headers"]["Cache-Control-No-Store"];
                 [name: string]: unknown;
             };
             content: {
@@ -1306,6 +1339,17 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /** @description expectation_failed */
+        ExpectationFailedUncounted: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "Cache-Control": components["headers"]["Cache-Control-No-Store"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
         /** @description validation_failed, idempotency_key_reused */
         UnprocessableContent: {
             headers: {
@@ -1358,6 +1402,17 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /** @description headers_too_large */
+        HeadersTooLargeUncounted: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "Cache-Control": components["headers"]["Cache-Control-No-Store"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
         /** @description internal */
         InternalError: {
             headers: {
@@ -1369,6 +1424,17 @@ export interface components {
                 "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                 "X-RateLimit-Used": components["headers"]["X-RateLimit-Used"];
                 "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description internal */
+        InternalErrorUncounted: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "Cache-Control": components["headers"]["Cache-Control-No-Store"];
                 [name: string]: unknown;
             };
             content: {
@@ -1387,6 +1453,18 @@ export interface components {
                 "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                 "X-RateLimit-Used": components["headers"]["X-RateLimit-Used"];
                 "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description maintenance, overloaded, starting, shutting_down, storage_unavailable */
+        UnavailableUncounted: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "Cache-Control": components["headers"]["Cache-Control-No-Store"];
+                "Retry-After": components["headers"]["Retry-After"];
                 [name: string]: unknown;
             };
             content: {
@@ -2851,12 +2929,12 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
-            408: components["responses"]["RequestTimeout"];
-            412: components["responses"]["PreconditionFailed"];
-            417: components["responses"]["ExpectationFailed"];
-            431: components["responses"]["HeadersTooLarge"];
-            500: components["responses"]["InternalError"];
+            400: components["responses"]["BadRequestUncounted"];
+            408: components["responses"]["RequestTimeoutUncounted"];
+            412: components["responses"]["PreconditionFailedUncounted"];
+            417: components["responses"]["ExpectationFailedUncounted"];
+            431: components["responses"]["HeadersTooLargeUncounted"];
+            500: components["responses"]["InternalErrorUncounted"];
         };
     };
     getReadiness: {
@@ -2895,13 +2973,13 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
-            408: components["responses"]["RequestTimeout"];
-            412: components["responses"]["PreconditionFailed"];
-            417: components["responses"]["ExpectationFailed"];
-            431: components["responses"]["HeadersTooLarge"];
-            500: components["responses"]["InternalError"];
-            503: components["responses"]["Unavailable"];
+            400: components["responses"]["BadRequestUncounted"];
+            408: components["responses"]["RequestTimeoutUncounted"];
+            412: components["responses"]["PreconditionFailedUncounted"];
+            417: components["responses"]["ExpectationFailedUncounted"];
+            431: components["responses"]["HeadersTooLargeUncounted"];
+            500: components["responses"]["InternalErrorUncounted"];
+            503: components["responses"]["UnavailableUncounted"];
         };
     };
     getMetrics: {
@@ -2940,12 +3018,12 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
-            408: components["responses"]["RequestTimeout"];
-            412: components["responses"]["PreconditionFailed"];
-            417: components["responses"]["ExpectationFailed"];
-            431: components["responses"]["HeadersTooLarge"];
-            500: components["responses"]["InternalError"];
+            400: components["responses"]["BadRequestUncounted"];
+            408: components["responses"]["RequestTimeoutUncounted"];
+            412: components["responses"]["PreconditionFailedUncounted"];
+            417: components["responses"]["ExpectationFailedUncounted"];
+            431: components["responses"]["HeadersTooLargeUncounted"];
+            500: components["responses"]["InternalErrorUncounted"];
         };
     };
     deliverUserCreated: {

@@ -144,8 +144,12 @@ const ERROR_RESPONSES = {
   503: 'Unavailable',
 } as const
 
-/** components.responses: one problem+json answer per error status, and PATCH's own 415. */
-export function createErrorResponses(): Record<string, Json> {
+/**
+ * components.responses: one problem+json answer per error status, and PATCH's own 415; and, for
+ * each of `uncounted` (the statuses of routes the rate limits never count), one without the
+ * rate-limit fields.
+ */
+export function createErrorResponses(uncounted: ReadonlySet<number>): Record<string, Json> {
   const extra: Partial<Record<number, Record<string, Json>>> = {
     401: { 'WWW-Authenticate': headerRef('WWW-Authenticate') },
     403: { 'WWW-Authenticate': headerRef('WWW-Authenticate-Scope') },
@@ -156,20 +160,25 @@ export function createErrorResponses(): Record<string, Json> {
   }
   const responses: Record<string, Json> = {}
   for (const [status, name] of Object.entries(ERROR_RESPONSES)) {
-    responses[name] = problemResponse(Number(status), extra[Number(status)] ?? {})
+    const own = extra[Number(status)] ?? {}
+    responses[name] = problemResponse(Number(status), { ...own, ...rateLimitHeaderRefs() })
+    if (uncounted.has(Number(status))) {
+      responses[errorResponseName(Number(status), false)] = problemResponse(Number(status), own)
+    }
   }
   responses['UnsupportedPatchMediaType'] = problemResponse(415, {
     'Accept-Patch': headerRef('Accept-Patch'),
     'Accept-Encoding': headerRef('Accept-Encoding'),
+    ...rateLimitHeaderRefs(),
   })
   return responses
 }
 
-/** The name in components.responses of an error status. */
-export function errorResponseName(status: number): string {
+/** The name in components.responses of an error status, of a counted route or of another. */
+export function errorResponseName(status: number, counted: boolean): string {
   const name = Object.entries(ERROR_RESPONSES).find(([code]) => Number(code) === status)?.[1]
   if (name === undefined) throw new Error(`createOpenApiDocument: no error response for ${status}`)
-  return name
+  return counted ? name : `${name}Uncounted`
 }
 
 function problemResponse(status: number, extra: Record<string, Json>): Json {
@@ -182,7 +191,6 @@ function problemResponse(status: number, extra: Record<string, Json>): Json {
       'X-Request-Id': headerRef('X-Request-Id'),
       'Cache-Control': headerRef('Cache-Control-No-Store'),
       ...extra,
-      ...rateLimitHeaderRefs(),
     },
     content: { 'application/problem+json': { schema: ref('Problem') } },
   }

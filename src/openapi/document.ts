@@ -5,7 +5,7 @@ import { ROUTES } from '../routes/route-list.js'
 import { createErrorResponses, createHeaders } from './components.js'
 import { createEventSchemas } from './event-schemas.js'
 import { IDEMPOTENCY_KEY_PATTERN } from './idempotency-key-pattern.js'
-import { toOperation } from './operation.js'
+import { errorStatuses, toOperation } from './operation.js'
 import { createSchemas } from './user-schemas.js'
 import { createWebhookPayloads } from './webhook-payloads.js'
 import { createWebhookSchemas } from './webhook-schemas.js'
@@ -100,10 +100,15 @@ export function createOpenApiDocument(options: OpenApiOptions): Json {
         },
       },
       headers: createHeaders(),
-      responses: createErrorResponses(),
+      responses: createErrorResponses(uncountedStatuses(routes)),
     },
     'x-error-codes': ERROR_CODES,
   }
+}
+
+/** The error statuses of the root routes, which the rate limits never count. */
+function uncountedStatuses(routes: readonly Route[]): Set<number> {
+  return new Set(routes.filter((route) => route.root).flatMap((route) => errorStatuses(route)))
 }
 
 function describeService(): string {

@@ -156,7 +156,7 @@ function errorResponses(route: Route): Record<string, Json> {
       const name =
         status === 415 && route.method === 'PATCH'
           ? 'UnsupportedPatchMediaType'
-          : errorResponseName(status)
+          : errorResponseName(status, !route.root)
       return [status, { $ref: `#/components/responses/${name}` }]
     }),
   )
