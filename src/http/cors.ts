@@ -7,9 +7,12 @@ import type { Router } from './router.js'
 /** Origins allowed to call the service from a browser: a list, or `*` for any. */
 export type CorsOrigins = '*' | readonly string[]
 
-/** Request headers a browser may send cross-origin (Authorization is never covered by `*`). */
+/**
+ * Request headers a browser may send cross-origin (Authorization is never covered by `*`): every
+ * header the routes read, Last-Event-ID included, which a script's fetch of the feed may send.
+ */
 export const CORS_ALLOW_HEADERS =
-  'Authorization, Content-Type, Idempotency-Key, If-Match, If-None-Match, X-Request-Id'
+  'Authorization, Content-Type, Idempotency-Key, If-Match, If-None-Match, Last-Event-ID, X-Request-Id'
 /** Response headers a page's script may read, beyond the CORS-safelisted ones. */
 export const CORS_EXPOSE_HEADERS =
   'ETag, Location, Link, X-Request-Id, Retry-After, Idempotent-Replayed, RateLimit, RateLimit-Policy, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Used, X-RateLimit-Reset'
