@@ -191,6 +191,22 @@ describe('GET /admin: the admin page', () => {
     assert.equal((await s.call('GET', '/users', { token: undefined })).status, 429)
   })
 
+  it("counts a file fetched with a valid bearer token against the token's subject, as any request", async (t) => {
+    const s = await startService(t, {
+      rateLimitAddress: { quota: 20, windowSeconds: 3600 },
+      rateLimitSubject: { quota: 100, windowSeconds: 3600 },
+    })
+    const withToken = await fetch(`${s.url}/admin`, {
+      headers: { authorization: `Bearer ${s.token}` },
+    })
+    assert.equal(withToken.status, 200)
+    assert.equal(withToken.headers.get('ratelimit-policy'), '"subject";q=100;w=3600')
+    assert.match(withToken.headers.get('ratelimit') ?? '', /^"subject";r=99;t=\d+$/)
+    const anonymous = await fetch(`${s.url}/admin`)
+    assert.equal(anonymous.status, 200)
+    assert.match(anonymous.headers.get('ratelimit') ?? '', /^"address";r=19;t=\d+$/)
+  })
+
   it('lives under BASE_PATH, and its relative URLs reach the API there', async (t) => {
     const s = await startService(t, { basePath: '/v1' })
     assertPageHeaders(await fetch(`${s.url}/v1/admin`), /^text\/html/, 'GET /v1/admin')
