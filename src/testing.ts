@@ -11,6 +11,7 @@ import path from 'node:path'
 import { SCOPES, type Scope } from './auth/authenticate.js'
 import { createSingleKeySet } from './auth/keys.js'
 import { signToken } from './auth/sign-token.js'
+import { keepKeyOrder } from './domain/metadata.js'
 import type { Metadata, User, UserStatus } from './domain/user.js'
 import type { CorsOrigins } from './http/cors.js'
 import type { Logger } from './log/logger.js'
@@ -95,7 +96,9 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
     })
     const text = await res.text()
     if (!res.ok) throw new Error(`seed: ${method} ${target} answered ${res.status}: ${text}`)
-    return JSON.parse(text) as User
+    const user: unknown = JSON.parse(text)
+    keepKeyOrder(text, user, ['metadata'])
+    return user as User
   }
 
   let closing: Promise<void> | undefined

@@ -1,5 +1,6 @@
 import { ServiceError } from '../domain/errors.js'
 import type { ChangeContext } from '../domain/event.js'
+import { keepKeyOrder } from '../domain/metadata.js'
 import { toEmailKey, toRecord, type User } from '../domain/user.js'
 import type { IdGenerator } from '../domain/uuid7.js'
 import { repeatedName, repeatedNameDetail } from '../http/json-names.js'
@@ -86,6 +87,7 @@ export function createLineImporter(options: LineImporterOptions): LineImporter {
     const repeated = repeatedName(text)
     if (repeated !== undefined)
       return { line, status: 400, code: 'bad_request', detail: repeatedNameDetail(repeated) }
+    keepKeyOrder(text, value, ['metadata'])
     let imported: ImportedUser
     try {
       imported = toImportedUser(value, newId, now)

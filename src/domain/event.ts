@@ -1,4 +1,6 @@
 import type { ChangeContext } from './change-context.js'
+import { valueText } from './json-text.js'
+import { hasIndexKey, sameMetadata } from './metadata.js'
 import { MAX_VERSION, type User, type UserRecord } from './user.js'
 
 export type { ChangeContext } from './change-context.js'
@@ -152,15 +154,6 @@ function changeOf(before: User, user: User): Change | undefined {
   return changed.length === 0 ? undefined : { type: 'user.updated', changed }
 }
 
-function sameMetadata(
-  a: Readonly<Record<string, string>>,
-  b: Readonly<Record<string, string>>,
-): boolean {
-  const keys = Object.keys(a)
-  if (keys.length !== Object.keys(b).length) return false
-  return keys.every((key) => Object.hasOwn(b, key) && a[key] === b[key])
-}
-
 /** The event as the feed shows it (docs/events.md), as JSON text. */
 export function eventJson(event: ChangeEvent): string {
   // Built field by field: the optional fields are often absent, and a rest copy of the event
@@ -221,6 +214,16 @@ export function parseEvent(text: string): ChangeEvent | undefined {
     ...(Array.isArray(v.changed)
       ? { changed: v.changed.filter((x): x is string => typeof x === 'string') }
       : {}),
-    ...(v.user === undefined ? {} : { userJson: JSON.stringify(v.user) }),
+    ...(v.user === undefined ? {} : { userJson: userText(text, v.user) }),
   }
+}
+
+/** The user of an event's text as JSON. */
+function userText(text: string, user: unknown): string {
+  const metadata =
+    typeof user === 'object' && user !== null ? Reflect.get(user, 'metadata') : undefined
+  // JSON.stringify would move index-like metadata keys ahead: the text as written keeps their order.
+  if (typeof metadata === 'object' && metadata !== null && hasIndexKey(metadata))
+    return valueText(text, ['user']) ?? JSON.stringify(user)
+  return JSON.stringify(user)
 }

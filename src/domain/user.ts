@@ -1,3 +1,7 @@
+import { hasKeyOrder, type Metadata, metadataJson } from './metadata.js'
+
+export { EMPTY_METADATA, type Metadata } from './metadata.js'
+
 export const USER_STATUSES = ['pending', 'active', 'suspended'] as const
 export type UserStatus = (typeof USER_STATUSES)[number]
 
@@ -14,9 +18,6 @@ export const MAX_VERSION = Number.MAX_SAFE_INTEGER
  * last version is kept for it, so that every user can be deleted and no event passes MAX_VERSION.
  */
 export const MAX_USER_VERSION = MAX_VERSION - 1
-
-/** Metadata: string keys to string values, held in a null-prototype object. */
-export type Metadata = Readonly<Record<string, string>>
 
 /** A user as stored and as shown (docs/api.md, the user). */
 export interface User {
@@ -43,9 +44,6 @@ export interface UserRecord {
   readonly emailKey: string
 }
 
-/** Metadata of a user that has none: one shared, frozen object instead of one per user. */
-export const EMPTY_METADATA: Metadata = Object.freeze(Object.create(null) as Record<string, string>)
-
 /** Emails are unique compared case-insensitively, and stored as given. */
 export function toEmailKey(email: string): string {
   const key = email.toLowerCase()
@@ -60,6 +58,7 @@ export function toEtag(version: number): string {
 }
 
 export function toRecord(user: User): UserRecord {
+  if (hasKeyOrder(user.metadata)) return recordWithJson(user, orderedJson(user))
   // Fields in the documented order (docs/api.md), whatever order the object was built in.
   const json = JSON.stringify({
     id: user.id,
@@ -73,6 +72,23 @@ export function toRecord(user: User): UserRecord {
     tokensValidAfter: user.tokensValidAfter,
   })
   return recordWithJson(user, json)
+}
+
+/** toRecord's JSON for metadata whose key order JSON.stringify would not keep (index-like keys). */
+function orderedJson(user: User): string {
+  const head = JSON.stringify({
+    id: user.id,
+    email: user.email,
+    name: user.name,
+    status: user.status,
+  })
+  const tail = JSON.stringify({
+    createdAt: user.createdAt,
+    updatedAt: user.updatedAt,
+    version: user.version,
+    tokensValidAfter: user.tokensValidAfter,
+  })
+  return `${head.slice(0, -1)},"metadata":${metadataJson(user.metadata)},${tail.slice(1)}`
 }
 
 /**

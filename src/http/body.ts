@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http'
 
+import { keepKeyOrder } from '../domain/metadata.js'
 import { repeatedName, repeatedNameDetail } from './json-names.js'
 import { HttpError } from './problem.js'
 import { hasTimedOut } from './request-timeout.js'
@@ -195,5 +196,7 @@ export function parseJsonBody(bytes: Buffer, rule: BodyRule): unknown {
   }
   const repeated = repeatedName(text)
   if (repeated !== undefined) throw new HttpError('bad_request', repeatedNameDetail(repeated))
+  // A user's metadata keeps the order it was sent in, which JSON.parse loses for index-like keys.
+  keepKeyOrder(text, value, ['metadata'])
   return value
 }

@@ -1,16 +1,19 @@
-import type { Metadata } from '../domain/user.js'
+import { EMPTY_METADATA, type Metadata, metadataKeys, toMetadata } from '../domain/metadata.js'
 import { compiled } from './check-string.js'
 import type { FieldErrors } from './field-errors.js'
 import { addIfIllFormed, countCodePoints, escapePointer, hasLoneSurrogate } from './text-rules.js'
 import { USER_FIELDS } from './user-fields.js'
 
-/** Metadata as sent (`base` undefined) or merged into `base`, where a null value removes a key. */
+/**
+ * Metadata as sent (`base` undefined) or merged into `base`, where a null value removes a key:
+ * kept keys keep their place, new ones follow in the order sent.
+ */
 export function checkMetadata(
   value: unknown,
   base: Metadata | undefined,
   errors: FieldErrors,
 ): Metadata | undefined {
-  if (base !== undefined && value === null) return emptyMetadata()
+  if (base !== undefined && value === null) return EMPTY_METADATA
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     const message =
       base === undefined
@@ -20,18 +23,21 @@ export function checkMetadata(
     errors.add('/metadata', 'invalid_type', message)
     return undefined
   }
-  const metadata = emptyMetadata()
-  if (base !== undefined) Object.assign(metadata, base)
+  // A Map keeps every key where it was put; an object would move index-like keys ahead.
+  const metadata = new Map<string, string>()
+  if (base !== undefined) for (const key of metadataKeys(base)) metadata.set(key, base[key] ?? '')
+  const sent = value as Readonly<Record<string, unknown>>
   let valid = true
-  for (const [key, item] of Object.entries(value)) {
+  for (const key of metadataKeys(sent)) {
+    const item = sent[key]
     if (base !== undefined && item === null && !hasLoneSurrogate(key)) {
-      delete metadata[key]
+      metadata.delete(key)
       continue
     }
     valid = checkMetadataEntry(key, item, errors) && valid
-    metadata[key] = item as string
+    metadata.set(key, item as string)
   }
-  return valid && checkKeyCount(metadata, errors) ? metadata : undefined
+  return valid && checkKeyCount(metadata.size, errors) ? toMetadata(metadata) : undefined
 }
 
 function checkMetadataEntry(key: string, value: unknown, errors: FieldErrors): boolean {
@@ -55,15 +61,10 @@ function checkMetadataEntry(key: string, value: unknown, errors: FieldErrors): b
   return true
 }
 
-function checkKeyCount(metadata: Metadata, errors: FieldErrors): boolean {
+function checkKeyCount(count: number, errors: FieldErrors): boolean {
   const max = USER_FIELDS.metadata.maxKeys
-  if (Object.keys(metadata).length <= max) return true
+  if (count <= max) return true
   errors.add('/metadata', 'too_many_keys', `metadata may have at most ${max} keys.`)
   // Stryker disable next-line BooleanLiteral: the error is already added, so the 422 is thrown whatever is returned
   return false
-}
-
-/** Metadata keys come from clients: a null prototype makes `__proto__` an ordinary key. */
-function emptyMetadata(): Record<string, string> {
-  return Object.create(null) as Record<string, string>
 }

@@ -1,6 +1,7 @@
 import type { ChangeContext } from '../domain/change-context.js'
 import { ServiceError } from '../domain/errors.js'
 import { type LifecycleAction, nextStatus } from '../domain/lifecycle.js'
+import { sameMetadata } from '../domain/metadata.js'
 import { type Preconditions, requirePreconditions } from '../domain/preconditions.js'
 import type { User, UserRecord } from '../domain/user.js'
 import { createIdGenerator, type IdGenerator, isCanonicalUuid } from '../domain/uuid7.js'
@@ -281,9 +282,5 @@ function checkWritePreconditions(current: UserRecord, conditions: Preconditions)
 
 function sameInput(current: User, input: UserInput): boolean {
   if (current.email !== input.email || current.name !== input.name) return false
-  const keys = Object.keys(current.metadata)
-  if (keys.length !== Object.keys(input.metadata).length) return false
-  return keys.every(
-    (key) => Object.hasOwn(input.metadata, key) && input.metadata[key] === current.metadata[key],
-  )
+  return sameMetadata(current.metadata, input.metadata)
 }

@@ -1,3 +1,4 @@
+import { keepKeyOrder } from '../../domain/metadata.js'
 import {
   EMPTY_METADATA,
   type Metadata,
@@ -98,7 +99,9 @@ function jsonString(text: string): string | undefined {
 
 function jsonMetadata(text: string): Metadata | undefined {
   try {
-    return toMetadata(JSON.parse(text))
+    const value: unknown = JSON.parse(text)
+    keepKeyOrder(text, value, [])
+    return toMetadata(value)
   } catch {
     return undefined
   }

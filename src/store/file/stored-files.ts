@@ -1,5 +1,6 @@
+import { copyMetadata, keepKeyOrder, type Metadata } from '../../domain/metadata.js'
 import type { Tombstone } from '../../domain/tombstone.js'
-import { EMPTY_METADATA, isUserStatus, type Metadata, type User } from '../../domain/user.js'
+import { isUserStatus, type User } from '../../domain/user.js'
 import { isCanonicalUuid } from '../../domain/uuid7.js'
 
 const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
@@ -15,7 +16,9 @@ export function toTombstoneJson(tombstone: Tombstone): string {
  */
 export function parseStoredUser(text: string, expectedId: string): User | undefined {
   const value = parseOwnObject(text, expectedId)
-  return value === undefined ? undefined : toUser(value, expectedId)
+  if (value === undefined) return undefined
+  keepKeyOrder(text, value, ['metadata'])
+  return toUser(value, expectedId)
 }
 
 /** Reads a tombstone file: exactly `{"id","deletedAt"}`; undefined for anything else. */
@@ -69,17 +72,12 @@ function toUser(value: Record<string, unknown>, id: string): User | undefined {
   }
 }
 
-/** Metadata as a user file holds it: an object of strings, copied to a null-prototype object. */
+/**
+ * Metadata as a user file holds it: an object of strings, copied to a null-prototype object in
+ * the key order kept for it (keepKeyOrder).
+ */
 export function toMetadata(value: unknown): Metadata | undefined {
-  if (!isRecord(value)) return undefined
-  const entries = Object.entries(value)
-  if (entries.length === 0) return EMPTY_METADATA
-  const metadata = Object.create(null) as Record<string, string>
-  for (const [key, item] of entries) {
-    if (typeof item !== 'string') return undefined
-    metadata[key] = item
-  }
-  return metadata
+  return isRecord(value) ? copyMetadata(value) : undefined
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

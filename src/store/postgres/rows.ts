@@ -1,4 +1,5 @@
 import type { EventDraft } from '../../domain/event.js'
+import { EMPTY_METADATA, metadataJson, parseMetadata } from '../../domain/metadata.js'
 import { toRecord, type UserRecord, type UserStatus } from '../../domain/user.js'
 import type { ListPage } from '../store.js'
 import type { QueryResultRow } from './pg-types.js'
@@ -36,7 +37,7 @@ export function rowValues(record: UserRecord): unknown[] {
     user.name,
     user.name.toLowerCase(),
     user.status,
-    JSON.stringify(user.metadata),
+    metadataJson(user.metadata),
     user.createdAt,
     user.updatedAt,
     user.version,
@@ -51,8 +52,8 @@ export function rowColumns(records: readonly UserRecord[]): unknown[][] {
 }
 
 /**
- * The record of a row. JSON.parse makes every metadata key an own data property (`__proto__`
- * included), in the order stored: json keeps the text as written.
+ * The record of a row. Metadata keys come back as own data properties (`__proto__` included),
+ * in the order stored: json keeps the text as written, and parseMetadata keeps that order.
  */
 export function toUserRecord(row: UserRow): UserRecord {
   return toRecord({
@@ -60,7 +61,7 @@ export function toUserRecord(row: UserRow): UserRecord {
     email: row.email,
     name: row.name,
     status: row.status,
-    metadata: JSON.parse(row.metadata) as Record<string, string>,
+    metadata: parseMetadata(row.metadata) ?? EMPTY_METADATA,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
     version: Number(row.version),

@@ -43,7 +43,7 @@ import {
   snapshotStore,
 } from '../../helpers/store-suite.js'
 import { changeUser, makeUser } from '../../helpers/store-users.js'
-import { TEST_SECRET } from '../../helpers/tokens.js'
+import { makeToken, TEST_SECRET } from '../../helpers/tokens.js'
 
 /** A store on a schema of its own, closed when the test ends (not opened). */
 function newStore(t: TestContext, options: Partial<PostgresStoreOptions> = {}): PostgresStore {
@@ -309,6 +309,60 @@ describe('PostgreSQL store', { skip: SKIP_POSTGRES }, () => {
       await assert.rejects(store.create(makeUser({ email: user.email.toLowerCase() })), {
         code: 'duplicate_email',
       })
+    })
+
+    it('keeps index-like metadata keys in the order sent: in the row, the answers and the feed, through a merge and a reorder', async (t) => {
+      const schema = freshSchema(t)
+      const store = new PostgresStore({ url: requireDatabaseUrl(), schema })
+      const app = await startService(t, { store })
+      const sent = '{"b":"1","a":"2","9":"x","1":"y"}'
+      const send = (method: string, target: string, body: string): Promise<TestResponse> =>
+        app.call(method, target, {
+          body,
+          contentType: method === 'PATCH' ? 'application/merge-patch+json' : 'application/json',
+        })
+      const email = uniqueEmail('order')
+      const created = await send(
+        'POST',
+        '/users',
+        `{"email":"${email}","name":"O","metadata":${sent}}`,
+      )
+      assert.equal(created.status, 201, created.text)
+      assert.ok(created.text.includes(`"metadata":${sent},`), created.text)
+      const { id } = created.json<{ id: string }>()
+      const stored = async (): Promise<unknown> =>
+        (await sql(`SELECT metadata::text AS metadata FROM ${schema}.users`)).rows[0]?.metadata
+      assert.equal(await stored(), sent)
+      const merged = '{"b":"1","9":"x","1":"y","0":"z"}'
+      const patched = await send('PATCH', `/users/${id}`, '{"metadata":{"0":"z","a":null}}')
+      assert.equal(patched.status, 200, patched.text)
+      assert.ok(patched.text.includes(`"metadata":${merged},`), patched.text)
+      assert.equal(await stored(), merged)
+      const reordered = '{"0":"z","1":"y","9":"x","b":"1"}'
+      const put = await send(
+        'PUT',
+        `/users/${id}`,
+        `{"email":"${email}","name":"O","metadata":${reordered}}`,
+      )
+      assert.equal(put.status, 200, put.text)
+      assert.equal(put.headers.get('etag'), '"v3"')
+      const got = await app.call('GET', `/users/${id}`)
+      assert.ok(got.text.includes(`"metadata":${reordered},`), got.text)
+      const feed = await app.call('GET', `/events?userId=${id}`, {
+        token: makeToken({ scope: 'events:read' }),
+      })
+      assert.equal(feed.status, 200, feed.text)
+      const events = feed.json<{ items: { type: string; changed?: string[] }[] }>().items
+      assert.deepEqual(
+        events.map((event) => [event.type, event.changed]),
+        [
+          ['user.created', undefined],
+          ['user.updated', ['metadata']],
+          ['user.updated', ['metadata']],
+        ],
+      )
+      const shown = [...feed.text.matchAll(/"metadata":(\{[^}]*\})/g)].map((match) => match[1])
+      assert.deepEqual(shown, [sent, merged, reordered])
     })
   })
 
