@@ -96,7 +96,7 @@ export const USER_FIELDS = {
     keyPattern: '^[A-Za-z0-9_.-]{1,64}$',
     maxValueLength: 512,
     description:
-      'Up to 32 keys of 1-64 characters of [A-Za-z0-9_.-], each with a string of at most 512 characters. Defaults to {}.',
+      'Up to 32 keys of 1-64 characters of [A-Za-z0-9_.-], each with a string of at most 512 characters, kept in the order sent (a reorder is a change). Defaults to {}.',
     example: { team: 'analytics' },
   },
   createdAt: {
