@@ -160,7 +160,8 @@ export function holdRequestKey(
   claims: TokenClaims | undefined,
 ): HeldKey | undefined {
   const header = req.headersDistinct['idempotency-key']
-  if (route.idempotencyKey !== true || claims === undefined || header === undefined) return undefined
+  if (route.idempotencyKey !== true || claims === undefined || header === undefined)
+    return undefined
   // A keyed request's body is read for its fingerprint, DELETE's too; a keyless DELETE's is not.
   refuseAnnouncedTooLarge(req)
   const held = keys.hold(header, claims.sub)
