@@ -11,6 +11,7 @@ import {
   type ServiceSettings,
   type StoreSettings,
 } from '../settings-by-owner.js'
+import { SETTINGS } from '../settings.js'
 import { openStore } from '../store/open-store.js'
 import { PostgresStore } from '../store/postgres/postgres-store.js'
 import type { Store } from '../store/store.js'
@@ -43,7 +44,8 @@ export interface UserServiceOptions extends OptionalSettings<ServiceSettings & S
  * The service for a program that embeds it: the options it leaves out take the defaults of
  * src/settings.ts, as the environment's unset variables do.
  */
-export function createUserService(options: UserServiceOptions): UserService {
+export function createUserService(given: UserServiceOptions): UserService {
+  const options = checkedOptions(given)
   const { dataDir, databaseUrl } = options
   if (options.store === undefined && dataDir === undefined && databaseUrl === undefined)
     throw new Error('createUserService: give dataDir, databaseUrl or store')
@@ -66,6 +68,23 @@ export function createUserService(options: UserServiceOptions): UserService {
       options.maintenanceFile ??
       (dataDir === undefined ? undefined : path.join(dataDir, 'maintenance')),
   })
+}
+
+/**
+ * The options given as a number or a text, read by their variables' parsers as the environment's
+ * values are: the same refusals (a ConfigError naming the option: `maxInflight: 0`, a NaN time-out,
+ * a `databaseUrl` that is not PostgreSQL's) and the same forms (`basePath: '/api/'` is `/api`).
+ * An empty text is left as it is, as an empty variable is unset.
+ */
+function checkedOptions(options: UserServiceOptions): UserServiceOptions {
+  const checked: Record<string, unknown> = {}
+  for (const [name, spec] of Object.entries(SETTINGS)) {
+    const value: unknown = Reflect.get(options, name)
+    if (typeof value === 'number' || (typeof value === 'string' && value !== ''))
+      checked[name] = spec.parse(String(value), name)
+  }
+  // Each parser gives the type of its setting, the type the option has.
+  return { ...options, ...checked }
 }
 
 /** The options actually given: a key set to undefined takes the default, as a missing one does. */

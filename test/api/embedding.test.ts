@@ -145,6 +145,44 @@ describe('the life of an embedded service', () => {
   })
 })
 
+describe('the options of createUserService are checked as their variables are', () => {
+  it('refuses a value its variable would refuse, naming the option', () => {
+    const refused: [Record<string, unknown>, RegExp][] = [
+      [{ maxInflight: 0 }, /^maxInflight must be between 1 and/],
+      [{ idempotencyTtlS: 0 }, /^idempotencyTtlS must be between 1 and/],
+      [{ leewaySeconds: -100 }, /^leewaySeconds must be a whole number/],
+      [{ headersTimeoutMs: Number.NaN }, /^headersTimeoutMs must be a whole number/],
+      [{ basePath: 'api' }, /^basePath must look like \/v1/],
+      [
+        { databaseUrl: 'mysql://x/db' },
+        /^databaseUrl must be a postgres:\/\/ or postgresql:\/\/ URL/,
+      ],
+    ]
+    for (const [option, message] of refused) {
+      assert.throws(
+        () => createUserService({ store: new MemoryStore(), secret: TEST_SECRET, ...option }),
+        (error: unknown) =>
+          error instanceof Error && error.name === 'ConfigError' && message.test(error.message),
+        JSON.stringify(option),
+      )
+    }
+  })
+
+  it("takes basePath '/' as none and '/api/' as /api, as BASE_PATH does", async (t) => {
+    for (const [basePath, target] of [
+      ['/', '/users'],
+      ['/api/', '/api/users'],
+    ] as const) {
+      const users = createUserService({ store: new MemoryStore(), secret: TEST_SECRET, basePath })
+      t.after(() => users.close())
+      const { url } = await users.listen(0)
+      await users.open()
+      const res = await request('GET', `${url}${target}`, { token: makeToken() })
+      assert.equal(res.status, 200, `${basePath}: ${res.text}`)
+    }
+  })
+})
+
 describe('the store options of createUserService', () => {
   it('prunes events past eventsRetentionDays: an older cursor is 410 cursor_expired', async (t) => {
     let clock = Date.now()
