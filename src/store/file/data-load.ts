@@ -35,6 +35,7 @@ export async function loadData(load: DataLoad): Promise<Replayed> {
     journal: state.events,
     users: state.index,
     tombstones: state.tombstones,
+    quarantineDir: load.quarantineDir,
     logger,
     now: load.now,
   })

@@ -1,4 +1,6 @@
-import { type EventHead, idFloor } from '../../domain/event.js'
+import { readdir } from 'node:fs/promises'
+
+import { type EventHead, eventIdNumber, idFloor } from '../../domain/event.js'
 import type { Logger } from '../../log/logger.js'
 import { EventIndex } from '../feed/event-index.js'
 import type { EventJournal } from '../feed/journal.js'
@@ -11,6 +13,8 @@ export interface FeedLoadContext {
   /** The users and tombstones loaded (after the replay). */
   readonly users: UserIndex
   readonly tombstones: ReadonlyMap<string, string>
+  /** DATA_DIR/quarantine/: a user whose file is there has events that are held back, not voided. */
+  readonly quarantineDir: string
   readonly logger: Logger
   /** Milliseconds since the epoch: the first new id is above idFloor of it. */
   readonly now: number
@@ -26,15 +30,31 @@ export interface FeedLoadContext {
 export async function loadFeed(context: FeedLoadContext): Promise<void> {
   const { eventLog, logger } = context
   const index = new EventIndex()
-  const loaded = await eventLog.load(index, (event) => isMade(event, context))
-  for (const id of loaded.ghosts) await eventLog.void(id)
+  const quarantined = await quarantinedUsers(context.quarantineDir)
+  // Changes that were made: their user's file was damaged later and moved aside. They are left out
+  // of the feed while it is there, and come back at the start after it is put back.
+  const heldBack = new Set<number>()
+  const loaded = await eventLog.load(index, (event) => {
+    if (isMade(event, context)) return true
+    if (quarantined.has(event.userId)) heldBack.add(eventIdNumber(event.id))
+    return false
+  })
+  const ghosts = loaded.ghosts.filter((id) => !heldBack.has(eventIdNumber(id)))
+  for (const id of ghosts) await eventLog.void(id)
+  if (heldBack.size > 0) {
+    logger.warn("events held back from the feed: their users' files are in quarantine", {
+      events: heldBack.size,
+      quarantine: context.quarantineDir,
+    })
+  }
   // Past the clock's floor too: a data directory put back from an older backup numbers its new
   // events above those handed out before it was restored (docs/operations.md, backups).
   const nextId = Math.max(loaded.nextId, idFloor(context.now))
   context.journal.load(index, eventLog, nextId, loaded.prunedThrough)
   logger.info('events loaded', {
     events: loaded.events,
-    voided: loaded.ghosts.length,
+    voided: ghosts.length,
+    heldBack: heldBack.size,
     damaged: loaded.damaged,
   })
 }
@@ -47,3 +67,24 @@ function isMade(event: EventHead, { users, tombstones }: FeedLoadContext): boole
     ? gone
     : gone || (user !== undefined && user.user.version >= event.version)
 }
+
+/** The ids of the users whose files (or tombstones) a start moved to the quarantine. */
+async function quarantinedUsers(dir: string): Promise<ReadonlySet<string>> {
+  let names: string[]
+  try {
+    names = await readdir(dir)
+  } catch {
+    // No quarantine yet (or none to read): nothing is held back.
+    return new Set()
+  }
+  const ids = new Set<string>()
+  for (const name of names) {
+    const id = QUARANTINED_USER.exec(name)?.[1]
+    if (id !== undefined) ids.add(id)
+  }
+  return ids
+}
+
+/** A file moved aside as `<id>.json`, or `<id>.json.<ms>` when that name was taken. */
+const QUARANTINED_USER =
+  /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.json(?:\.\d+)?$/

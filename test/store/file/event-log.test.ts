@@ -176,7 +176,7 @@ describe("the file store's feed on disk", () => {
     assert.equal((await readdir(path.join(dataDir, 'quarantine'))).length, 3)
     assert.deepEqual(
       logs.find((line) => line['msg'] === 'events loaded'),
-      { level: 'info', msg: 'events loaded', events: 2, voided: 0, damaged: 3 },
+      { level: 'info', msg: 'events loaded', events: 2, voided: 0, heldBack: 0, damaged: 3 },
     )
     // The user is at version 4, whose event is damaged: the next change is event 5, never 4 again.
     await again.update(user.id, (current) => changeUser(current.user, { name: 'Five' }))
