@@ -32,10 +32,18 @@ export async function runBulkCli(
   const url = new URL(path, target.url.href.endsWith('/') ? target.url : `${target.url.href}/`)
   const send = url.protocol === 'https:' ? httpsRequest : httpRequest
   return new Promise((resolve) => {
+    let failed = false
     const fail = (message: string): void => {
+      if (failed) return
+      failed = true
       io.stderr.write(`\nuser-service ${command}: ${message}\n`)
       resolve(1)
     }
+    // A reader that went away (`| head -1`) ends the command with one line, not an EPIPE's stack.
+    io.stdout.on('error', (error: NodeJS.ErrnoException) => {
+      fail(`stdout was closed (${error.code ?? error.message})`)
+      req.destroy()
+    })
     const req = send(
       url,
       {

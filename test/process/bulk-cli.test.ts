@@ -56,6 +56,42 @@ describe('user-service export and import', () => {
     assert.deepEqual(await target.snapshot(), await source.snapshot())
   })
 
+  it('exits 1 with one line when its reader goes away (export | head -1), not a stack trace', async (t) => {
+    const source = await startService(t)
+    const lines = Array.from({ length: 2000 }, (_, i) =>
+      JSON.stringify({ email: uniqueEmail(`many${i}`), name: 'Many' }),
+    )
+    const seeded = await fetch(`${source.baseUrl}/users:import`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${source.token}`,
+        'content-type': 'application/x-ndjson',
+      },
+      body: `${lines.join('\n')}\n`,
+    })
+    assert.equal(seeded.status, 200)
+    assert.equal(
+      (await seeded.text()).split('\n').filter((line) => line.includes('201')).length,
+      2000,
+    )
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', 'src/bin.ts', 'export', '--url', source.baseUrl, '--token', source.token],
+      { cwd: new URL('../..', import.meta.url), stdio: ['ignore', 'pipe', 'pipe'] },
+    )
+    const err: Buffer[] = []
+    child.stderr.on('data', (chunk: Buffer) => err.push(chunk))
+    // The reader takes the first chunk and leaves, as `head -1` does.
+    child.stdout.once('data', () => {
+      child.stdout.destroy()
+    })
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
+    const stderr = Buffer.concat(err).toString('utf8')
+    assert.equal(code, 1, stderr)
+    assert.match(stderr, /user-service export: stdout was closed \(EPIPE\)/)
+    assert.doesNotMatch(stderr, /^\s+at /m)
+  })
+
   it('exits 3 when some lines were refused, and says how many by status', async (t) => {
     const target = await startService(t)
     const input = `${JSON.stringify({ email: uniqueEmail(), name: 'Good' })}\nnot json\n`
