@@ -26,6 +26,8 @@ function encodeJson(value: unknown): string {
 
 const DURATION = /^(\d+)(s|m|h|d)?$/
 const UNIT_SECONDS = { s: 1, m: 60, h: 3600, d: 86_400 } as const
+/** Ten years: a token that outlives its keys' rotation by decades is a mistake, not a choice. */
+const MAX_DURATION_S = 3650 * 86_400
 
 /** Parses `90`, `90s`, `15m`, `1h` or `7d` into seconds; throws on anything else. */
 export function parseDuration(text: string): number {
@@ -35,5 +37,6 @@ export function parseDuration(text: string): number {
   const unit = (match[2] ?? 's') as keyof typeof UNIT_SECONDS
   const seconds = Number(match[1]) * UNIT_SECONDS[unit]
   if (seconds <= 0) throw new Error(`a duration must be positive: "${text}"`)
+  if (seconds > MAX_DURATION_S) throw new Error(`a duration is at most 3650d: "${text}"`)
   return seconds
 }

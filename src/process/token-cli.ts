@@ -20,9 +20,11 @@ function main(): void {
     },
     strict: true,
   })
-  if (values.sub === undefined || values.sub === '')
+  if (values.sub === undefined || values.sub.trim() === '')
     throw new ConfigError('--sub is required (the user or client the token is for)')
   const scopes = values.scope.split(/\s+/).filter((scope) => scope !== '')
+  if (scopes.length === 0)
+    throw new ConfigError(`--scope needs at least one scope (of ${SCOPES.join(', ')})`)
   const unknown = scopes.filter((scope) => !(SCOPES as readonly string[]).includes(scope))
   if (unknown.length > 0)
     throw new ConfigError(`--scope: unknown scope ${unknown.join(', ')} (use ${SCOPES.join(', ')})`)

@@ -67,6 +67,7 @@ describe('parseDuration', () => {
     assert.equal(parseDuration('15m'), 900)
     assert.equal(parseDuration('1h'), 3600)
     assert.equal(parseDuration('7d'), 604_800)
+    assert.equal(parseDuration('3650d'), 315_360_000)
     assert.equal(parseDuration(' 2h '), 7200)
   })
 
@@ -201,28 +202,37 @@ describe('npm run token (user-service token)', () => {
 
   it('refuses a missing --sub, an unknown scope or a bad --ttl with a message', async (t) => {
     const dataDir = await tempData(t)
-    const [noSub, emptySub, badScope, unknownOption, ...badTtls] = await Promise.all([
-      runCli(dataDir, ['--scope', 'users:read']),
-      runCli(dataDir, ['--sub', '', '--scope', 'users:read']),
-      runCli(dataDir, ['--sub', 'X', '--scope', 'users:read users:delete']),
-      runCli(dataDir, ['--sub', 'X', '--bogus']),
-      runCli(dataDir, ['--sub', 'X', '--ttl', '1y']),
-      runCli(dataDir, ['--sub', 'X', '--ttl', '0']),
-      runCli(dataDir, ['--sub', 'X', '--ttl=-5m']),
-    ])
+    const [noSub, emptySub, blankSub, noScope, badScope, unknownOption, ...badTtls] =
+      await Promise.all([
+        runCli(dataDir, ['--scope', 'users:read']),
+        runCli(dataDir, ['--sub', '', '--scope', 'users:read']),
+        runCli(dataDir, ['--sub', '  ', '--scope', 'users:read']),
+        runCli(dataDir, ['--sub', 'X', '--scope', '']),
+        runCli(dataDir, ['--sub', 'X', '--scope', 'users:read users:delete']),
+        runCli(dataDir, ['--sub', 'X', '--bogus']),
+        runCli(dataDir, ['--sub', 'X', '--ttl', '1y']),
+        runCli(dataDir, ['--sub', 'X', '--ttl', '0']),
+        runCli(dataDir, ['--sub', 'X', '--ttl=-5m']),
+        runCli(dataDir, ['--sub', 'X', '--ttl', '1000000000000000000000d']),
+        runCli(dataDir, ['--sub', 'X', '--ttl', '3651d']),
+      ])
     assert.ok(
       noSub !== undefined &&
         emptySub !== undefined &&
+        blankSub !== undefined &&
+        noScope !== undefined &&
         badScope !== undefined &&
         unknownOption !== undefined,
     )
     assertRefused(noSub, /--sub/)
     assertRefused(emptySub, /--sub/)
+    assertRefused(blankSub, /--sub/)
+    assertRefused(noScope, /--scope needs at least one scope/)
     assertRefused(badScope, /users:delete/)
     assertRefused(unknownOption, /--bogus/)
     for (const run of badTtls) assertRefused(run, /duration/)
     assert.ok(
-      ![noSub, emptySub, badScope, unknownOption, ...badTtls].some((run) =>
+      ![noSub, emptySub, blankSub, noScope, badScope, unknownOption, ...badTtls].some((run) =>
         run.stderr.includes(TEST_SECRET),
       ),
     )
