@@ -46,14 +46,17 @@ export function unmappedIp(bytes: Uint8Array): Uint8Array {
 /** `address/prefix`, or a lone address (the block of that one address); undefined if neither. */
 export function parseNetwork(text: string): IpNetwork | undefined {
   const slash = text.indexOf('/')
-  const bytes = parseIp(slash === -1 ? text : text.slice(0, slash))
-  if (bytes === undefined) return undefined
-  const bits = bytes.length * 8
-  if (slash === -1) return { bytes, prefix: bits }
+  const written = parseIp(slash === -1 ? text : text.slice(0, slash))
+  if (written === undefined) return undefined
+  // `::ffff:127.0.0.0/104` is the IPv4 block 127.0.0.0/8 written as IPv6, as addresses are read.
+  const bytes = unmappedIp(written)
+  const from = bytes === written ? 0 : 96
+  const bits = bytes.length * 8 + from
+  if (slash === -1) return { bytes, prefix: bits - from }
   const prefixText = text.slice(slash + 1)
   const prefix = Number(prefixText)
-  if (!/^\d{1,3}$/.test(prefixText) || prefix > bits) return undefined
-  return { bytes, prefix }
+  if (!/^\d{1,3}$/.test(prefixText) || prefix < from || prefix > bits) return undefined
+  return { bytes, prefix: prefix - from }
 }
 
 /** Whether an address (bytes of parseIp) lies in a block of the same family. */

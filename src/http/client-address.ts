@@ -30,18 +30,21 @@ interface Block {
 
 function toBlock(entry: string): Block {
   const slash = entry.indexOf('/')
-  const address = unmapped(slash === -1 ? entry : entry.slice(0, slash))
+  const written = slash === -1 ? entry : entry.slice(0, slash)
+  const address = unmapped(written)
   const version = isIP(address)
   if (version === 0) {
     throw new TrustedProxyError(`"${entry}" is not an IP address or a CIDR block`)
   }
-  const bits = version === 4 ? 32 : 128
+  // `::ffff:10.0.0.0/104` is the IPv4 block 10.0.0.0/8 written as IPv6: its prefix counts 96 more.
+  const from = address === written ? 0 : 96
+  const bits = (version === 4 ? 32 : 128) + from
   const prefixText = slash === -1 ? String(bits) : entry.slice(slash + 1)
   const prefix = Number(prefixText)
-  if (!/^\d{1,3}$/.test(prefixText) || prefix > bits) {
-    throw new TrustedProxyError(`"${entry}": the prefix length must be 0 to ${bits}`)
+  if (!/^\d{1,3}$/.test(prefixText) || prefix < from || prefix > bits) {
+    throw new TrustedProxyError(`"${entry}": the prefix length must be ${from} to ${bits}`)
   }
-  return { address, prefix, family: version === 4 ? 'ipv4' : 'ipv6' }
+  return { address, prefix: prefix - from, family: version === 4 ? 'ipv4' : 'ipv6' }
 }
 
 /** Reads a request's client address as a partition key; the list is parseTrustedProxies's. */

@@ -352,6 +352,26 @@ describe('per client address', () => {
     assert.equal(await remaining(undefined), '1')
   })
 
+  it('reads a trusted block written in IPv4-mapped form as its IPv4 block', async (t) => {
+    // ::ffff:10.0.0.0/104 is 10.0.0.0/8; the peer itself (127.0.0.1) is trusted as ::ffff:7f00:1.
+    const service = await startLimited(t, {
+      address: '3/60',
+      trustedProxies: ['::ffff:7f00:1', '::ffff:10.0.0.0/104'],
+    })
+    const remaining = async (xff: string): Promise<string | null> =>
+      (
+        await request('GET', `${service.baseUrl}/users`, { headers: { 'x-forwarded-for': xff } })
+      ).headers.get('x-ratelimit-remaining')
+    assert.equal(await remaining('198.51.100.7, 10.1.2.3'), '2')
+    assert.equal(await remaining('198.51.100.7, 10.200.0.1'), '1')
+    // 11.0.0.1 is outside the block: it is the client.
+    assert.equal(await remaining('198.51.100.7, 11.0.0.1'), '2')
+    assert.throws(
+      () => parseConfig({ JWT_SECRET: 'x'.repeat(32), TRUSTED_PROXIES: '::ffff:10.0.0.0/95' }),
+      /TRUSTED_PROXIES.*96 to 128/,
+    )
+  })
+
   it('ignores X-Forwarded-For from a peer that is not a trusted proxy', async (t) => {
     const service = await startLimited(t, { address: '2/60', trustedProxies: ['10.0.0.0/8'] })
     const from = (xff: string): Promise<TestResponse> =>

@@ -97,6 +97,16 @@ describe('isRefusedAddress with WEBHOOK_ALLOW_NETWORKS', () => {
     assert.equal(isRefusedAddress('::ffff:7f00:2', allow), false)
   })
 
+  it('reads an allowed block written in IPv4-mapped form as its IPv4 block', () => {
+    const allow = createAllowList(['::ffff:127.0.0.0/104', '::ffff:10.1.2.3'])
+    assert.equal(isRefusedAddress('127.0.0.1', allow), false)
+    assert.equal(isRefusedAddress('::ffff:127.0.0.1', allow), false)
+    assert.equal(isRefusedAddress('10.1.2.3', allow), false)
+    assert.equal(isRefusedAddress('10.1.2.4', allow), true)
+    assert.equal(isRefusedAddress('::1', allow), true)
+    assert.throws(() => createAllowList(['::ffff:127.0.0.0/95']))
+  })
+
   it('allows IPv6 blocks and lone addresses', () => {
     const allow = createAllowList(['fd00:1::/32', '::1', '192.168.1.7'])
     assert.equal(isRefusedAddress('fd00:1:2::3', allow), false)
