@@ -165,9 +165,12 @@ export class ImportRun {
   #take(chunk: Buffer): void {
     if (this.#inputEnded || this.#left) return
     const { req, maxBytes, readAheadBytes } = this.#options
+    const before = this.#received
     this.#received += chunk.length
     if (this.#received > maxBytes) {
-      // The line cut at the limit is dropped with the rest; the lines before it are imported.
+      // The lines that end within the limit are imported, however the body was cut in chunks;
+      // the line the limit cuts stays unfinished in the reader and is dropped with the rest.
+      if (before < maxBytes) this.#reader.push(chunk.subarray(0, maxBytes - before))
       this.#tooLarge = true
       this.#inputEnded = true
       req.pause()

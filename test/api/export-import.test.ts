@@ -589,6 +589,37 @@ function describeImport(on: StoreUnderTest): void {
       )
     })
 
+    it('imports the lines before IMPORT_MAX_BYTES also when one chunk carries the limit and more', async (t) => {
+      const app = await on.start(t, { importMaxBytes: 2000 })
+      const sent = Array.from(
+        { length: 40 },
+        (_, i) => `${JSON.stringify({ email: `onechunk.${i}.${uniqueEmail()}`, name: 'One' })}\n`,
+      )
+      const { host } = new URL(app.url)
+      const whole = sent.join('')
+      const head =
+        `POST /users:import HTTP/1.1\r\nhost: ${host}\r\nauthorization: Bearer ${app.token}\r\n` +
+        'content-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n'
+      const body = `${Buffer.byteLength(whole).toString(16)}\r\n${whole}\r\n0\r\n\r\n`
+      const answer = await exchange(app.baseUrl, `${head}${body}`, { waitMs: 5000 })
+      const [statusLine = '', ...rest] = answer.raw.split('\r\n')
+      assert.equal(statusLine, 'HTTP/1.1 200 OK', answer.raw)
+      const results = lines(decodeChunked(rest.slice(rest.indexOf('') + 1).join('\r\n')))
+      // Every line that ends within the 2,000 bytes is imported; the one the limit cuts is not.
+      let fit = 0
+      while (Buffer.byteLength(sent.slice(0, fit + 1).join('')) <= 2000) fit += 1
+      assert.ok(fit > 0 && fit < sent.length)
+      assert.deepEqual(
+        results.map((result) => [result['line'], result['status']]),
+        [...Array.from({ length: fit }, (_, i) => [i + 1, 201]), [fit + 1, 413]],
+      )
+      const stored = (await app.snapshot()).map((user) => user.email).sort()
+      const expected = sent
+        .slice(0, fit)
+        .map((piece) => (JSON.parse(piece) as { email: string }).email)
+      assert.deepEqual(stored, expected.sort())
+    })
+
     it('reads no more of a chunked body past IMPORT_MAX_BYTES on a keep-alive connection, and answers nothing more on it', async (t) => {
       const app = await on.start(t, { importMaxBytes: 2000 })
       const { host } = new URL(app.url)
