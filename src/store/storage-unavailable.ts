@@ -23,3 +23,15 @@ export function storageUnavailable(
     detail = `Storage failed and nothing was changed; ${readOnly}`
   return new ServiceError('storage_unavailable', detail, { retryAfterSeconds: 30, cause, outcome })
 }
+
+/**
+ * A read of the store's own files that failed (a journal of kept keys it may no longer read): a
+ * fault of the service's storage, not of the request, and nothing was done.
+ */
+export function storageUnreadable(cause: unknown): ServiceError {
+  return new ServiceError(
+    'storage_unavailable',
+    'Storage could not be read, so nothing was done. Try again later.',
+    { retryAfterSeconds: 30, cause },
+  )
+}

@@ -52,6 +52,8 @@ export interface ChildOptions {
   /** The script to run with node (default: src/bin.ts, which serves, through tsx). */
   args?: readonly string[]
   cwd?: string
+  /** Runs the child as this user and group (the caller must be root), with no other groups. */
+  user?: { readonly uid: number; readonly gid: number } | undefined
 }
 
 export interface Child {
@@ -88,6 +90,8 @@ export function spawnService(options: ChildOptions): Child {
     cwd: options.cwd ?? PROJECT_ROOT,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
+    // libuv drops the supplementary groups when it sets the ids.
+    ...(options.user === undefined ? {} : { uid: options.user.uid, gid: options.user.gid }),
   })
   let out = ''
   let err = ''

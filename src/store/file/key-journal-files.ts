@@ -1,8 +1,11 @@
 /**
  * The kept keys' journal files (KeyJournal): the name a key of a given expiry goes to, when a
- * journal's keys have all expired, and the cut of the torn last line a crash can leave.
+ * journal's keys have all expired, the check at start that each may be read, and the cut of the
+ * torn last line a crash can leave.
  */
+import { accessSync, constants, readdirSync } from 'node:fs'
 import { open, stat } from 'node:fs/promises'
+import path from 'node:path'
 
 /**
  * The stretch of expiries a journal holds: with the sweep every 30 s, an expired key leaves
@@ -55,5 +58,18 @@ export async function cutTornTail(file: string): Promise<number> {
     return end
   } finally {
     await handle.close()
+  }
+}
+
+/**
+ * Throws, naming the file, for the first journal in `dir` this process may not read (nor append
+ * to, for one still live at `now`): a start refuses it as it refuses an unreadable user file,
+ * rather than answer keyed requests with errors later. One access(2) a journal, nothing read.
+ */
+export function checkJournalAccess(dir: string, now: number): void {
+  for (const name of readdirSync(dir)) {
+    const end = journalEnd(name)
+    if (end === undefined) continue
+    accessSync(path.join(dir, name), end > now ? constants.R_OK | constants.W_OK : constants.R_OK)
   }
 }
