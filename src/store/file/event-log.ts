@@ -14,6 +14,7 @@ import { quarantineRecord } from './event-quarantine.js'
 import { readRecords } from './event-records.js'
 import { type Segment, Segments } from './event-segments.js'
 import { keyLine, type LogCopy } from './key-format.js'
+import { LogExtent } from './log-extent.js'
 
 export type { LoadedLog } from './event-log-load.js'
 
@@ -85,6 +86,11 @@ export class EventLog implements EventBodies {
   /** The highest event id durable in the log. */
   get highest(): number {
     return this.#segments.highest
+  }
+
+  /** Where the log ends now: taken at open, before anything is appended, it is the log as loaded. */
+  extent(): LogExtent {
+    return new LogExtent(this.#segments.list)
   }
 
   /**

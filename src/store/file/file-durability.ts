@@ -166,7 +166,7 @@ export class FileDurability implements Durability {
       succeeded: () => checkpointSucceeded(this.#fault),
     })
     this.#checkpoint.start()
-    this.keys.open(dirs.keys, this.eventsDir, () => this.#checkpoint)
+    this.keys.open(dirs.keys, this.eventsDir, () => this.#checkpoint, this.#eventLog.extent())
     this.#watch = setInterval(() => {
       void checkPlace({
         dir: this.usersDir,

@@ -10,9 +10,11 @@ import type { DurableDirectory } from './atomic-write.js'
 import type { CheckpointDir } from './checkpoint.js'
 import { keptKeyJson, keyDigest, type LogCopy } from './key-format.js'
 import { KeyJournal } from './key-journal.js'
+import type { LogExtent } from './log-extent.js'
 
 const HELD: Promise<KeyHold> = Promise.resolve('held')
 const DONE: Promise<void> = Promise.resolve()
+const KEYS_DROPPED = 'dropped kept idempotency keys whose change is not in the event log'
 
 /** What the kept keys need of the checkpoint (Checkpoint). */
 export interface KeyCheckpoint {
@@ -84,7 +86,7 @@ export class KeyFiles implements KeptKeys {
   #timer: NodeJS.Timeout | undefined
   #sweeping: Promise<void> | undefined
   /** The reading of the journals' names into a new filter, while one runs. */
-  #reading: Promise<void> | undefined
+  #reading: Promise<unknown> | undefined
 
   constructor(options: KeyFilesOptions) {
     this.#now = options.now
@@ -108,14 +110,15 @@ export class KeyFiles implements KeptKeys {
 
   /**
    * Starts keeping keys in `files` (after the replay), and the sweep, which also blanks expired
-   * keys' lines in the log's segments in `eventsDir`.
+   * keys' lines in the log's segments in `eventsDir`; `extent` is the log as loaded (LogExtent).
    */
   open(
     files: DurableDirectory,
     eventsDir: string,
     checkpoint: () => KeyCheckpoint | undefined,
+    extent?: LogExtent,
   ): void {
-    this.#journal = new KeyJournal(files, eventsDir)
+    this.#journal = new KeyJournal(files, eventsDir, extent)
     this.#checkpoint = checkpoint
     this.#timer ??= setInterval(() => {
       this.#sweepingNow()
@@ -225,7 +228,9 @@ export class KeyFiles implements KeptKeys {
     // find() waits for it, and must not fail with it.
     this.#reading = read.catch(() => undefined)
     try {
-      await read
+      const dropped = await read
+      // Once: they are dropped in place, and the next readings do not find them.
+      if (dropped > 0) this.#logger.warn(KEYS_DROPPED, { keys: dropped })
       this.#filter = building
     } catch (error) {
       this.#logger.warn('could not read the kept idempotency keys', { error: String(error) })

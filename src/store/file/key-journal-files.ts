@@ -1,11 +1,13 @@
 /**
  * The kept keys' journal files (KeyJournal): the name a key of a given expiry goes to, when a
- * journal's keys have all expired, the check at start that each may be read, and the cut of the
- * torn last line a crash can leave.
+ * journal's keys have all expired, the check at start that each may be read, the cut of the torn
+ * last line a crash can leave, and the lines dropped in place.
  */
 import { accessSync, constants, readdirSync } from 'node:fs'
 import { open, stat } from 'node:fs/promises'
 import path from 'node:path'
+
+import { WriteError } from '../write-error.js'
 
 /**
  * The stretch of expiries a journal holds: with the sweep every 30 s, an expired key leaves
@@ -17,6 +19,14 @@ const JOURNAL = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})\.keys$/
 /** How far back a torn tail is looked for at once. */
 const TAIL_CHUNK = 64 * 1024
 const NEWLINE = 0x0a
+/** What a dropped line holds instead of the space after its name and the tab before its copy. */
+const DROPPED = Buffer.from('#', 'latin1')
+
+/** A journal line to drop: where it starts, and where its tab is within it (-1: it has none). */
+export interface DroppedLine {
+  readonly offset: number
+  readonly tab: number
+}
 
 /** The journal a key of this expiry goes to: `DATA_DIR/keys/<YYYYMMDDTHHMMSS>.keys` (UTC). */
 export function journalName(expiresAt: number): string {
@@ -71,5 +81,34 @@ export function checkJournalAccess(dir: string, now: number): void {
     const end = journalEnd(name)
     if (end === undefined) continue
     accessSync(path.join(dir, name), end > now ? constants.R_OK | constants.W_OK : constants.R_OK)
+  }
+}
+
+/**
+ * Drops lines of a journal in place, durably: the space after each one's name and the tab before
+ * its copy are overwritten (the same number of bytes, so no line moves), so that no lookup or
+ * reading of names matches it and no sweep blanks its copy. Either byte alone is enough: a torn
+ * overwrite drops the line all the same. A failure is a WriteError.
+ */
+export async function dropJournalLines(
+  file: string,
+  lines: readonly DroppedLine[],
+  nameLength: number,
+): Promise<void> {
+  let step: 'write' | 'file-sync' = 'write'
+  try {
+    const handle = await open(file, 'r+')
+    try {
+      for (const { offset, tab } of lines) {
+        await handle.write(DROPPED, 0, 1, offset + nameLength)
+        if (tab !== -1) await handle.write(DROPPED, 0, 1, offset + tab)
+      }
+      step = 'file-sync'
+      await handle.datasync()
+    } finally {
+      await handle.close()
+    }
+  } catch (error) {
+    throw new WriteError(step, error)
   }
 }

@@ -7,11 +7,19 @@ import { WriteError } from '../write-error.js'
 import type { DurableDirectory } from './atomic-write.js'
 import { hasCode } from './errno.js'
 import { journalCopy, journalJson, journalLine, type LogCopy, parseKeptKey } from './key-format.js'
-import { cutTornTail, journalEnd, journalName } from './key-journal-files.js'
+import {
+  cutTornTail,
+  type DroppedLine,
+  dropJournalLines,
+  journalEnd,
+  journalName,
+} from './key-journal-files.js'
 import { LogCopyBlanker } from './key-log-copies.js'
+import type { LogExtent } from './log-extent.js'
 import { readLines } from './segment-lines.js'
 
 const SPACE = 0x20
+const TAB = 0x09
 /** A line's name: the key's SHA-256 in hex (keyDigest). */
 const DIGEST_LENGTH = 64
 /**
@@ -60,11 +68,16 @@ export class KeyJournal {
   readonly #filters = new Map<string, NameFilter>()
   /** Filters being built by eachName, told of the names appended meanwhile too. */
   readonly #building = new Map<string, NameFilter>()
+  /** The log as loaded: a line written before open whose copy lies past it is dropped. */
+  readonly #extent: LogExtent | undefined
+  /** Where this process's appends to each journal begin: lines past it followed their change. */
+  readonly #opened = new Map<string, number>()
   #appending: Promise<unknown> = Promise.resolve()
 
-  constructor(dir: DurableDirectory, eventsDir: string) {
+  constructor(dir: DurableDirectory, eventsDir: string, extent?: LogExtent) {
     this.#dir = dir
     this.#eventsDir = eventsDir
+    this.#extent = extent
   }
 
   /**
@@ -109,6 +122,7 @@ export class KeyJournal {
 
   async #appendTo(journal: string, text: string, durable: boolean): Promise<void> {
     const size = this.#sizes.get(journal) ?? 0
+    if (!this.#opened.has(journal)) this.#opened.set(journal, size)
     const bytes = Buffer.from(text, 'utf8')
     let step: 'write' | 'file-sync' = 'write'
     try {
@@ -162,9 +176,11 @@ export class KeyJournal {
     let found: KeptKey | undefined
     for (const journal of await this.#journals(now, 'live')) {
       if (this.#filters.get(journal)?.mightHold(name) === false) continue
-      await this.#eachLine(journal, (line) => {
+      const opened = this.#opened.get(journal) ?? Number.POSITIVE_INFINITY
+      await this.#eachLine(journal, (line, offset) => {
         if (found !== undefined || line.length <= digest.length) return
         if (line.compare(digest, 0, digest.length, 0, digest.length) !== 0) return
+        if (offset < opened && this.#extent?.drops(line) === true) return
         const kept = parseKeptKey(journalJson(line, digest.length).toString('utf8'))
         if (kept !== undefined && !isExpired(kept, now)) found = kept
       })
@@ -174,34 +190,45 @@ export class KeyJournal {
   }
 
   /**
-   * Calls `name` with the name (keyDigest) of every key in the journals not yet expired, and
-   * builds each one's filter on the way.
+   * Calls `name` with the name (keyDigest) of every key in the journals not yet expired, building
+   * each one's filter on the way, and drops the lines of keys stored without their change; how many.
    */
-  async eachName(now: number, name: (name: string) => void): Promise<void> {
+  async eachName(now: number, name: (name: string) => void): Promise<number> {
     const journals = await this.#journals(now, 'live')
+    let dropped = 0
     // A few at once: a day of journals is 2,880 files, whose opens dominate.
     const reader = async (): Promise<void> => {
       for (let journal = journals.pop(); journal !== undefined; journal = journals.pop())
-        await this.#readNames(journal, name)
+        dropped += await this.#readNames(journal, name)
     }
     await Promise.all(Array.from({ length: READERS }, reader))
+    return dropped
   }
 
-  /** Reads a journal's names, building its filter (told of the lines appended meanwhile too). */
-  async #readNames(journal: string, name: (name: string) => void): Promise<void> {
+  /** Reads a journal's names into its filter (told of later appends too), and drops as above. */
+  async #readNames(journal: string, name: (name: string) => void): Promise<number> {
     const filter = new NameFilter(JOURNAL_FILTER_BITS)
+    const dropped: DroppedLine[] = []
+    const opened = this.#opened.get(journal) ?? Number.POSITIVE_INFINITY
     this.#building.set(journal, filter)
     try {
-      await this.#eachLine(journal, (line) => {
+      await this.#eachLine(journal, (line, offset) => {
         if (line.length <= DIGEST_LENGTH || line[DIGEST_LENGTH] !== SPACE) return
+        if (offset < opened && this.#extent?.drops(line) === true) {
+          dropped.push({ offset, tab: line.lastIndexOf(TAB) })
+          return
+        }
         const read = line.toString('latin1', 0, DIGEST_LENGTH)
         filter.add(read)
         name(read)
       })
+      if (dropped.length > 0)
+        await dropJournalLines(path.join(this.#dir.path, journal), dropped, DIGEST_LENGTH)
     } finally {
       this.#building.delete(journal)
     }
     this.#filters.set(journal, filter)
+    return dropped.length
   }
 
   /**
@@ -257,10 +284,13 @@ export class KeyJournal {
       .reverse()
   }
 
-  /** Every whole line of a journal up to what this process appended (a journal gone: none). */
-  async #eachLine(journal: string, line: (bytes: Buffer) => void | Promise<void>): Promise<void> {
+  /** Every whole line of a journal, and its offset, up to what this process appended (gone: none). */
+  async #eachLine(
+    journal: string,
+    line: (bytes: Buffer, offset: number) => void | Promise<void>,
+  ): Promise<void> {
     try {
-      await readLines(path.join(this.#dir.path, journal), (bytes) => line(bytes))
+      await readLines(path.join(this.#dir.path, journal), line)
     } catch (error) {
       if (!hasCode(error, 'ENOENT')) throw error
     }
