@@ -1,14 +1,15 @@
 import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
-import { mkdir, readdir, readFile } from 'node:fs/promises'
+import { watch } from 'node:fs'
+import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import { promisify } from 'node:util'
 
 import type { User } from '../../src/domain/user.js'
 import { sleep } from '../helpers/child.js'
-import type { TestResponse } from '../helpers/http.js'
-import { makeTempDir, startService, uniqueEmail } from '../helpers/service.js'
+import { request, type TestResponse } from '../helpers/http.js'
+import { makeTempDir, startService, type TestService, uniqueEmail } from '../helpers/service.js'
 
 const run = promisify(execFile)
 
@@ -36,6 +37,46 @@ function assertReplayOf(replay: TestResponse, first: TestResponse): void {
   assert.equal(replay.status, first.status, replay.text)
   assert.equal(replay.headers.get('idempotent-replayed'), 'true')
   assert.equal(replay.text, first.text)
+}
+
+/**
+ * Until `checkpoint.json` and the listing of `users/` have stayed the same for two seconds (twice
+ * CHECKPOINT_MS): the last checkpoint has written the imported users' files and moved past them.
+ */
+async function settled(dataDir: string): Promise<void> {
+  const look = async (): Promise<string> =>
+    JSON.stringify([
+      await readFile(path.join(dataDir, 'checkpoint.json'), 'utf8'),
+      (await readdir(path.join(dataDir, 'users'))).sort(),
+    ])
+  let seen = await look()
+  let since = Date.now()
+  const deadline = since + 30_000
+  while (Date.now() - since < 2000) {
+    assert.ok(Date.now() < deadline, 'the data directory never stopped changing in maintenance')
+    await sleep(100)
+    const now = await look()
+    if (now !== seen) {
+      seen = now
+      since = Date.now()
+    }
+  }
+}
+
+/** The names changed in a directory during `ms`. */
+async function changesIn(dir: string, ms: number): Promise<string[]> {
+  const changed: string[] = []
+  const watcher = watch(dir, (_, name) => {
+    changed.push(String(name))
+  })
+  await sleep(ms)
+  watcher.close()
+  return changed
+}
+
+async function readyzCode(service: TestService): Promise<string | undefined> {
+  const res = await request('GET', `${service.url}/readyz`)
+  return res.status === 503 ? (res.json<{ code?: string }>().code ?? 'unknown') : undefined
 }
 
 describe('backups of the file store', () => {
@@ -81,5 +122,81 @@ describe('backups of the file store', () => {
       again.logs.filter((line) => line['level'] === 'warn' && line['keys'] !== undefined).length,
       0,
     )
+  })
+
+  it('a copy taken in maintenance holds every key answered and every user imported before it', {
+    timeout: 120_000,
+  }, async (t) => {
+    const source = await startService(t)
+    let writing = true
+    // An import that runs until the copy is taken: its lines after maintenance are refused.
+    let sent = 0
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        if (!writing) {
+          controller.close()
+          return
+        }
+        const lines = Array.from({ length: 50 }, () => {
+          sent += 1
+          return `${JSON.stringify({ email: uniqueEmail('imported'), name: `Imported ${sent}` })}\n`
+        })
+        controller.enqueue(Buffer.from(lines.join('')))
+        await sleep(10)
+      },
+    })
+    const importing = fetch(`${source.baseUrl}/users:import`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${source.token}`, 'content-type': 'application/x-ndjson' },
+      body,
+      duplex: 'half',
+    } as RequestInit).then((res) => res.text())
+    const answered: { key: string; json: object; first: TestResponse }[] = []
+    const writer = async (w: number): Promise<void> => {
+      for (let n = 0; writing; n += 1) {
+        const key = `writer-${w}-${n}`
+        const json = { email: uniqueEmail(key), name: `Keyed ${key}` }
+        const first = await source.call('POST', '/users', { json, headers: keyed(key) })
+        if (first.status === 201) answered.push({ key, json, first })
+        else assert.equal(first.status, 503, first.text)
+      }
+    }
+    const writers = [0, 1, 2, 3].map(writer)
+    await sleep(300)
+
+    // The procedure of docs/operations.md: enter maintenance, wait until /readyz says so and the
+    // last checkpoint is over, copy, leave maintenance.
+    const maintenance = path.join(source.dataDir, 'maintenance')
+    await writeFile(maintenance, '')
+    while ((await readyzCode(source)) !== 'maintenance') await sleep(50)
+    await settled(source.dataDir)
+    // The import still sends lines: refused before any file is written, they change nothing.
+    assert.deepEqual(await changesIn(path.join(source.dataDir, 'users'), 1000), [])
+    const copy = path.join(await makeTempDir(t, 'maintenance-copy-'), 'data')
+    await run('cp', ['-a', source.dataDir, copy])
+    writing = false
+    await Promise.all(writers)
+    const imported = (await importing)
+      .trimEnd()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { status: number; id?: string; code?: string })
+    await rm(maintenance)
+    for (const name of await readdir(copy))
+      if (name === 'maintenance' || name.startsWith('.lock')) await rm(path.join(copy, name))
+
+    assert.ok(answered.length > 0, 'keyed writes were answered before maintenance')
+    const ids = imported.filter((line) => line.status === 201).map((line) => line.id)
+    assert.ok(ids.length > 0, 'users were imported before maintenance')
+    assert.ok(
+      imported.some((line) => line.code === 'maintenance'),
+      'the import still ran when maintenance began',
+    )
+    const restored = await startService(t, { dataDir: copy })
+    const users = new Set((await restored.snapshot()).map((user) => user.id))
+    for (const id of ids) assert.ok(id !== undefined && users.has(id), `imported user ${id}`)
+    for (const { key, json, first } of answered) {
+      assertReplayOf(await restored.call('POST', '/users', { json, headers: keyed(key) }), first)
+      assert.ok(users.has(first.json<User>().id), `the user of ${key}`)
+    }
   })
 })
