@@ -526,7 +526,7 @@ export interface components {
              */
             readonly status: "pending" | "active" | "suspended";
             /**
-             * @description Up to 32 keys of 1-64 characters of [A-Za-z0-9_.-], each with a string of at most 512 characters. Defaults to {}.
+             * @description Up to 32 keys of 1-64 characters of [A-Za-z0-9_.-], each with a string of at most 512 characters, kept in the order sent (a reorder is a change). Defaults to {}.
              * @example {
              *       "team": "analytics"
              *     }
@@ -571,7 +571,7 @@ export interface components {
              */
             name: string;
             /**
-             * @description Up to 32 keys of 1-64 characters of [A-Za-z0-9_.-], each with a string of at most 512 characters. Defaults to {}.
+             * @description Up to 32 keys of 1-64 characters of [A-Za-z0-9_.-], each with a string of at most 512 characters, kept in the order sent (a reorder is a change). Defaults to {}.
              * @example {
              *       "team": "analytics"
              *     }
@@ -605,7 +605,7 @@ export interface components {
              */
             readonly status?: "pending" | "active" | "suspended";
             /**
-             * @description Up to 32 keys of 1-64 characters of [A-Za-z0-9_.-], each with a string of at most 512 characters. Defaults to {}.
+             * @description Up to 32 keys of 1-64 characters of [A-Za-z0-9_.-], each with a string of at most 512 characters, kept in the order sent (a reorder is a change). Defaults to {}.
              * @example {
              *       "team": "analytics"
              *     }
@@ -662,7 +662,7 @@ export interface components {
              */
             readonly status?: "pending" | "active" | "suspended";
             /**
-             * @description Up to 32 keys of 1-64 characters of [A-Za-z0-9_.-], each with a string of at most 512 characters. Defaults to {}. null removes all metadata; a key set to null is removed. The patch itself may name more than 32 keys (its removals free room for its additions): the limit is on the merged result, else 422 too_many_keys.
+             * @description Up to 32 keys of 1-64 characters of [A-Za-z0-9_.-], each with a string of at most 512 characters, kept in the order sent (a reorder is a change). Defaults to {}. null removes all metadata; a key set to null is removed. The patch itself may name more than 32 keys (its removals free room for its additions): the limit is on the merged result, else 422 too_many_keys.
              * @example {
              *       "team": "analytics"
              *     }
