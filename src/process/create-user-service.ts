@@ -4,6 +4,7 @@ import { createSingleKeySet, type KeySet, parseKeyList } from '../auth/keys.js'
 import type { EventStreamsOptions } from '../event-streams/event-streams.js'
 import { type Logger, silentLogger } from '../log/logger.js'
 import { createService, type UserService } from '../service.js'
+import { SETTINGS } from '../settings.js'
 import {
   defaultsOf,
   type OptionalSettings,
@@ -11,7 +12,6 @@ import {
   type ServiceSettings,
   type StoreSettings,
 } from '../settings-by-owner.js'
-import { SETTINGS } from '../settings.js'
 import { openStore } from '../store/open-store.js'
 import { PostgresStore } from '../store/postgres/postgres-store.js'
 import type { Store } from '../store/store.js'
