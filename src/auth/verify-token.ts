@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
 
-import { repeatedName } from '../http/json-names.js'
+import { repeatedName } from '../domain/json-text.js'
 import type { HmacKey, KeySet } from './keys.js'
 
 /** The HMAC algorithms a token may name, and the hash behind each. */

@@ -22,6 +22,49 @@ export function namesInTextOrder(text: string, path: readonly string[]): string[
   return [...names]
 }
 
+/**
+ * The first member name that one object of this JSON text holds twice, or undefined. JSON.parse
+ * keeps the last of them silently, where a proxy or a firewall in front may have read the first:
+ * such a body is refused instead, as I-JSON (RFC 7493 §2.3) asks. Names are compared as the
+ * strings they stand for, so `"a"` and `"\u0061"` are one name. `text` must be JSON that
+ * JSON.parse took: the walk relies on it.
+ */
+export function repeatedName(text: string): string | undefined {
+  // Per open object or array, the names seen so far; undefined for an array.
+  const open: (Set<string> | undefined)[] = []
+  let nameNext = false
+  for (let at = 0; at < text.length; at += 1) {
+    const char = text.charCodeAt(at)
+    if (char === QUOTE) {
+      const end = stringEnd(text, at)
+      const names = open.at(-1)
+      if (nameNext && names !== undefined) {
+        const name = readString(text, at, end)
+        if (names.has(name)) return name
+        names.add(name)
+        nameNext = false
+      }
+      at = end - 1
+    } else if (char === OPEN_OBJECT) {
+      open.push(new Set())
+      nameNext = true
+    } else if (char === OPEN_ARRAY) {
+      open.push(undefined)
+    } else if (char === CLOSE_OBJECT || char === CLOSE_ARRAY) {
+      open.pop()
+    } else if (char === COMMA) {
+      nameNext = open.at(-1) !== undefined
+    }
+  }
+  return undefined
+}
+
+/** What a 400 says of a name one object holds twice (cut short: a name can be kilobytes long). */
+export function repeatedNameDetail(name: string): string {
+  const shown = name.length > 64 ? `${name.slice(0, 64)}…` : name
+  return `The JSON has the name ${JSON.stringify(shown)} twice in one object: each name may appear once.`
+}
+
 /** The text of the value at `path`, as written; undefined when there is none. */
 export function valueText(text: string, path: readonly string[]): string | undefined {
   const start = valueStart(text, path)

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http'
 
+import { repeatedName, repeatedNameDetail } from '../domain/json-text.js'
 import { keepKeyOrder } from '../domain/metadata.js'
-import { repeatedName, repeatedNameDetail } from './json-names.js'
 import { HttpError } from './problem.js'
 import { hasTimedOut } from './request-timeout.js'
 import type { BodyRule } from './route-spec.js'

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { repeatedName, repeatedNameDetail } from '../../src/http/json-names.js'
+import { repeatedName, repeatedNameDetail } from '../../src/domain/json-text.js'
 
 describe('repeatedName', () => {
   it('finds a name an object holds twice, at any depth, compared as the string it stands for', () => {
