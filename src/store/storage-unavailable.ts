@@ -2,7 +2,7 @@ import { type ChangeOutcome, ServiceError } from '../domain/errors.js'
 import type { StoreHealth } from './store.js'
 import type { WriteError } from './write-error.js'
 
-/** The one answer to a storage fault: storage_unavailable, and a detail that says what was kept. */
+/** The one answer to a write's storage fault: storage_unavailable, and a detail that says what was kept. */
 export function storageUnavailable(
   cause: WriteError | undefined,
   health: StoreHealth,
@@ -25,11 +25,11 @@ export function storageUnavailable(
 }
 
 /**
- * A read of the store's own files that failed (a journal of kept keys it may no longer read): a
- * fault of the service's storage, not of the request, and nothing was done.
+ * Throws for a read of the store's own files that failed (a journal of kept keys it may no longer
+ * read): a fault of the service's storage, not of the request, and nothing was done.
  */
-export function storageUnreadable(cause: unknown): ServiceError {
-  return new ServiceError(
+export function throwUnreadable(cause: unknown): never {
+  throw new ServiceError(
     'storage_unavailable',
     'Storage could not be read, so nothing was done. Try again later.',
     { retryAfterSeconds: 30, cause },

@@ -3,10 +3,9 @@ import { describe, it, type TestContext } from 'node:test'
 
 import type { User } from '../../src/domain/user.js'
 import { MemoryStore } from '../../src/store/memory-store.js'
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js'
 import type { TestResponse } from '../helpers/http.js'
-import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES } from '../helpers/postgres.js'
 import { startService, type TestService, uniqueEmail } from '../helpers/service.js'
+import { STORES } from '../helpers/store-cases.js'
 import { makeToken } from '../helpers/tokens.js'
 
 /**
@@ -14,27 +13,6 @@ import { makeToken } from '../helpers/tokens.js'
  * ("9", "1") included, which every JS object puts first: in answers, events, the export, after a
  * restart, and through a merge patch. The order is part of the value: a reorder is a change.
  */
-
-interface StoreUnderTest {
-  readonly name: string
-  readonly skip: string | false
-  start(t: TestContext): Promise<TestService>
-}
-
-const ON_MEMORY: StoreUnderTest = {
-  name: 'memory store',
-  skip: false,
-  start: (t) => startService(t, { store: new MemoryStore() }),
-}
-const ON_FILES: StoreUnderTest = { name: 'file store', skip: false, start: (t) => startService(t) }
-const ON_POSTGRES: StoreUnderTest = {
-  name: 'PostgreSQL',
-  skip: SKIP_POSTGRES,
-  start: (t) =>
-    startService(t, {
-      store: new PostgresStore({ url: requireDatabaseUrl(), schema: freshSchema(t) }),
-    }),
-}
 
 const reader = makeToken({ sub: 'feed-reader', scope: 'events:read' })
 
@@ -103,10 +81,11 @@ async function userEvents(
   return page.items.map((event, i) => ({ event, text: texts[i] ?? '' }))
 }
 
-function describeMetadataOrder(on: StoreUnderTest): void {
-  describe(`metadata key order (${on.name})`, { skip: on.skip }, () => {
+for (const on of STORES) {
+  const start = (t: TestContext): Promise<TestService> => startService(t, on.make(t))
+  describe(`metadata key order (${on.name} store)`, { skip: on.skip }, () => {
     it('answers POST and GET with the keys in the order sent, index-like keys included', async (t) => {
-      const app = await on.start(t)
+      const app = await start(t)
       const { user, text } = await createOrdered(app)
       assert.equal(metadataText(text), SENT)
       const got = await app.call('GET', `/users/${user.id}`)
@@ -118,7 +97,7 @@ function describeMetadataOrder(on: StoreUnderTest): void {
     })
 
     it('takes a PUT that only reorders the keys as a change (a new version, a user.updated event naming metadata), and one in the same order as none', async (t) => {
-      const app = await on.start(t)
+      const app = await start(t)
       const { user } = await createOrdered(app)
       const same = `{"email":${JSON.stringify(user.email)},"name":"O","metadata":${SENT}}`
       const unchanged = await send(app, 'PUT', `/users/${user.id}`, same)
@@ -145,7 +124,7 @@ function describeMetadataOrder(on: StoreUnderTest): void {
     })
 
     it('merges a PATCH in place: kept keys stay, removed keys leave, new keys follow in the order sent', async (t) => {
-      const app = await on.start(t)
+      const app = await start(t)
       const { user } = await createOrdered(app)
       const patch = '{"metadata":{"c":"new","a":null,"0":"zero","9":"changed"}}'
       const res = await send(app, 'PATCH', `/users/${user.id}`, patch)
@@ -160,7 +139,7 @@ function describeMetadataOrder(on: StoreUnderTest): void {
     })
 
     it('exports the keys in order, and an import elsewhere keeps them; the same line again is 200, reordered it is 409 duplicate_id', async (t) => {
-      const app = await on.start(t)
+      const app = await start(t)
       const { user } = await createOrdered(app)
       const exported = await ndjson(app, 'GET', '/users:export')
       assert.equal(exported.status, 200, exported.text)
@@ -182,10 +161,6 @@ function describeMetadataOrder(on: StoreUnderTest): void {
     })
   })
 }
-
-describeMetadataOrder(ON_MEMORY)
-describeMetadataOrder(ON_FILES)
-describeMetadataOrder(ON_POSTGRES)
 
 describe('metadata key order across a restart (file store)', () => {
   it('answers GET in the order sent after a restart, and a PATCH then adds at the end', async (t) => {

@@ -4,7 +4,7 @@ import type { Logger } from '../../log/logger.js'
 import { ByteLru } from '../byte-lru.js'
 import { type KeptKeys, type KeyHold, weighKeptKey } from '../kept-keys.js'
 import { NameFilter } from '../name-filter.js'
-import { storageUnreadable } from '../storage-unavailable.js'
+import { throwUnreadable } from '../storage-unavailable.js'
 import { WriteError } from '../write-error.js'
 import type { DurableDirectory } from './atomic-write.js'
 import type { CheckpointDir } from './checkpoint.js'
@@ -286,9 +286,7 @@ export class KeyFiles implements KeptKeys {
 
   /** A key not in memory, from the journals; a journal that cannot be read is storage_unavailable. */
   async #onDisk(name: string): Promise<KeptKey | undefined> {
-    const kept = await this.#journal?.find(name, this.#now()).catch((error: unknown) => {
-      throw storageUnreadable(error)
-    })
+    const kept = await this.#journal?.find(name, this.#now()).catch(throwUnreadable)
     if (kept !== undefined) this.#cache.set(name, kept, weighKeptKey(kept))
     return kept
   }

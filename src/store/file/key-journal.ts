@@ -68,10 +68,8 @@ export class KeyJournal {
   readonly #filters = new Map<string, NameFilter>()
   /** Filters being built by eachName, told of the names appended meanwhile too. */
   readonly #building = new Map<string, NameFilter>()
-  /** The log as loaded: a line written before open whose copy lies past it is dropped. */
+  /** The log as loaded: a line written before this process's appends whose copy it lacks is dropped. */
   readonly #extent: LogExtent | undefined
-  /** Where this process's appends to each journal begin: lines past it followed their change. */
-  readonly #opened = new Map<string, number>()
   #appending: Promise<unknown> = Promise.resolve()
 
   constructor(dir: DurableDirectory, eventsDir: string, extent?: LogExtent) {
@@ -122,7 +120,7 @@ export class KeyJournal {
 
   async #appendTo(journal: string, text: string, durable: boolean): Promise<void> {
     const size = this.#sizes.get(journal) ?? 0
-    if (!this.#opened.has(journal)) this.#opened.set(journal, size)
+    this.#extent?.appending(journal, size)
     const bytes = Buffer.from(text, 'utf8')
     let step: 'write' | 'file-sync' = 'write'
     try {
@@ -176,11 +174,10 @@ export class KeyJournal {
     let found: KeptKey | undefined
     for (const journal of await this.#journals(now, 'live')) {
       if (this.#filters.get(journal)?.mightHold(name) === false) continue
-      const opened = this.#opened.get(journal) ?? Number.POSITIVE_INFINITY
       await this.#eachLine(journal, (line, offset) => {
         if (found !== undefined || line.length <= digest.length) return
         if (line.compare(digest, 0, digest.length, 0, digest.length) !== 0) return
-        if (offset < opened && this.#extent?.drops(line) === true) return
+        if (this.#extent?.drops(journal, line, offset) === true) return
         const kept = parseKeptKey(journalJson(line, digest.length).toString('utf8'))
         if (kept !== undefined && !isExpired(kept, now)) found = kept
       })
@@ -209,12 +206,11 @@ export class KeyJournal {
   async #readNames(journal: string, name: (name: string) => void): Promise<number> {
     const filter = new NameFilter(JOURNAL_FILTER_BITS)
     const dropped: DroppedLine[] = []
-    const opened = this.#opened.get(journal) ?? Number.POSITIVE_INFINITY
     this.#building.set(journal, filter)
     try {
       await this.#eachLine(journal, (line, offset) => {
         if (line.length <= DIGEST_LENGTH || line[DIGEST_LENGTH] !== SPACE) return
-        if (offset < opened && this.#extent?.drops(line) === true) {
+        if (this.#extent?.drops(journal, line, offset) === true) {
           dropped.push({ offset, tab: line.lastIndexOf(TAB) })
           return
         }
