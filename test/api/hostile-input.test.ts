@@ -133,7 +133,8 @@ function describeHostileInput(on: StoreUnderTest): void {
         })
       })
       assert.ok(
-        answers.length >= 8 && statuses.length >= 20,
+        // Probes every 50 ms plus their own time: 40 on an idle machine, fewer on a loaded one.
+        answers.length >= 8 && statuses.length >= 10,
         `${answers.length} bad requests, ${statuses.length} probes`,
       )
       // Readiness first: it is what the load balancer sees.

@@ -66,8 +66,9 @@ async function heldRequest(
   socket.on('data', (chunk: Buffer) => {
     received += chunk.toString('latin1')
   })
-  // Long enough for the server to have read the head and held the key.
-  await new Promise((resolve) => setTimeout(resolve, 100))
+  // Long enough for the server to have read the head and held the key (on PostgreSQL, an
+  // INSERT), with margin for a loaded machine.
+  await new Promise((resolve) => setTimeout(resolve, 300))
   return {
     finish: async () => {
       socket.write(bytes.subarray(1))

@@ -110,7 +110,10 @@ if (mode === 'write') {
   while (count() !== 1) await new Promise((resolve) => setTimeout(resolve, 10))
   writeFileSync(marker, '')
   clock += 90_000
-  await new Promise((resolve) => setTimeout(resolve, 500))
+  // The sweep's blanking may wait behind a checkpoint's fsyncs: up to 10 s for its failure.
+  const deadline = Date.now() + 10_000
+  while (store.health().state !== 'read_only' && Date.now() < deadline)
+    await new Promise((resolve) => setTimeout(resolve, 20))
   process.stdout.write(journals())
   rmSync(marker)
   await new Promise((resolve) => setTimeout(resolve, 500))

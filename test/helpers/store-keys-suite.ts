@@ -199,10 +199,12 @@ export function describeKeyContract(label: string, factory: StoreFactory, openSt
       const subject = `admin-${randomUUID()}`
       await store.keys.keepAlone(aloneKey(subject, 'gone', Date.now() - 1))
       assert.equal(await store.keys.find(subject, 'gone'), undefined)
-      const idempotency = keyToKeep(subject, 'short', { expiresAt: Date.now() + 300 })
+      // Two seconds: a durable create on a loaded disk must not outlast the key it keeps.
+      const expiresAt = Date.now() + 2000
+      const idempotency = keyToKeep(subject, 'short', { expiresAt })
       await store.create(makeUser(), undefined, { idempotency })
       assert.deepEqual(await store.keys.find(subject, 'short'), keptOnce(idempotency))
-      await new Promise((resolve) => setTimeout(resolve, 400))
+      await new Promise((resolve) => setTimeout(resolve, expiresAt + 20 - Date.now()))
       assert.equal(await store.keys.find(subject, 'short'), undefined)
     })
 

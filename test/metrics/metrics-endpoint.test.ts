@@ -226,12 +226,17 @@ describe('GET /metrics', () => {
       if (!covered) await sleep(50)
     }
     assert.ok(covered, 'a checkpoint covered the second create')
-    const checkpointed = await scraper.scrape()
     // One or two checkpoints (the two creates may straddle one): each synced its user files, then
-    // users/, then wrote checkpoint.json (its own fsync) and synced the data directory.
-    const checkpoints = fsyncs(checkpointed, 'file') - 2
-    assert.ok(checkpoints === 1 || checkpoints === 2, `checkpoints: ${checkpoints}`)
-    assert.equal(fsyncs(checkpointed, 'directory'), 2 * checkpoints)
+    // users/, then wrote checkpoint.json (its own fsync) and synced the data directory. That last
+    // sync ends after checkpoint.json is in place, so the scrape waits for it.
+    let checkpointed = await scraper.scrape()
+    const checkpoints = (): number => fsyncs(checkpointed, 'file') - 2
+    for (let i = 0; i < 200 && fsyncs(checkpointed, 'directory') !== 2 * checkpoints(); i += 1) {
+      await sleep(50)
+      checkpointed = await scraper.scrape()
+    }
+    assert.ok(checkpoints() === 1 || checkpoints() === 2, `checkpoints: ${checkpoints()}`)
+    assert.equal(fsyncs(checkpointed, 'directory'), 2 * checkpoints())
     assert.ok(value(after, 'user_service_store_write_seconds_sum') > 0)
     // Two new tokens were verified once each, and are held; the second use of `token` was a hit.
     assert.equal(

@@ -41,6 +41,30 @@ function logLines(child: RunningChild, msg: string): Record<string, unknown>[] {
     .map((line) => JSON.parse(line) as Record<string, unknown>)
 }
 
+/**
+ * Waits until the checkpoints are over: the count of directory fsyncs in /metrics has not moved
+ * across ten checkpoint intervals of 20 ms.
+ */
+async function checkpointsOver(url: string): Promise<void> {
+  const directorySyncs = async (): Promise<string | undefined> => {
+    const metrics = await request('GET', `${url}/metrics`)
+    assert.equal(metrics.status, 200)
+    return /^user_service_store_fsync_seconds_count\{target="directory"\} (\d+)$/m.exec(
+      metrics.text,
+    )?.[1]
+  }
+  const deadline = Date.now() + 30_000
+  let last = await directorySyncs()
+  for (let still = 0; still < 10; still += 1) {
+    assert.ok(Date.now() < deadline, 'the checkpoints never ended')
+    await sleep(20)
+    const now = await directorySyncs()
+    if (now !== last) still = -1
+    last = now
+  }
+  assert.ok(last !== undefined, 'no count of directory fsyncs in /metrics')
+}
+
 /** What the service acknowledged: live users at their last answer, and deleted ids. */
 interface Acked {
   readonly users: Map<string, User>
@@ -187,7 +211,7 @@ describe('the users snapshot under faults', () => {
       )
       await writeSome(child.url, acked)
       // Every change checkpointed, so that only the snapshot's own fsyncs remain at stop.
-      await sleep(500)
+      await checkpointsOver(child.url)
       writeFileSync(marker, '')
       assert.deepEqual(await child.stop('SIGTERM'), { code: 0, signal: null }, child.stderr())
       assert.equal(

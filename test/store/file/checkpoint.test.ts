@@ -251,7 +251,8 @@ describe('FileStore checkpoints', () => {
     await store.create(makeUser())
     const newest = eventIdNumber(await store.events.head())
     let through = readCheckpoint(dataDir)
-    for (let i = 0; i < 200 && through === 0; i += 1) {
+    // Up to 45 s: the checkpoint syncs 4,096 files, which a loaded disk may take seconds to do.
+    for (let i = 0; i < 1800 && through === 0; i += 1) {
       await sleep(25)
       through = readCheckpoint(dataDir)
     }

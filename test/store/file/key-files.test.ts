@@ -495,7 +495,8 @@ describe('FileStore: kept keys on disk', () => {
     assert.deepEqual(keyFiles(dataDir), [shortJournal, longJournal], 'within its span, it stays')
 
     clock += span
-    const deadline = Date.now() + 2_000
+    // The sweep runs every 50 ms; its fsyncs may take seconds on a loaded disk.
+    const deadline = Date.now() + 10_000
     while (keyFiles(dataDir).length > 1 && Date.now() < deadline) await sleep(10)
     assert.deepEqual(keyFiles(dataDir), [longJournal])
     assert.equal(await store.keys.find('admin', 'alone-short'), undefined)
@@ -663,7 +664,8 @@ describe("FileStore: the log's copies of expired keys", () => {
     assert.deepEqual(blankedLines(dataDir), [])
 
     clock = short + SPAN
-    const deadline = Date.now() + 2_000
+    // The sweep runs every 50 ms; its fsyncs may take seconds on a loaded disk.
+    const deadline = Date.now() + 10_000
     while (keyFiles(dataDir).length > 1 && Date.now() < deadline) await sleep(10)
     assert.deepEqual(keyFiles(dataDir), [path.basename(journalOf(dataDir, clock + 3 * SPAN))])
     const text = logText(dataDir)
@@ -699,7 +701,8 @@ describe("FileStore: the log's copies of expired keys", () => {
     writeFileSync(journalOf(dataDir, stranger.expiresAt), lines.join(''))
 
     clock += 2 * SPAN
-    const deadline = Date.now() + 2_000
+    // The sweep runs every 50 ms; its fsyncs may take seconds on a loaded disk.
+    const deadline = Date.now() + 10_000
     while (keyFiles(dataDir).length > 0 && Date.now() < deadline) await sleep(10)
     assert.deepEqual(keyFiles(dataDir), [], 'the journal is deleted')
     assert.equal(logText(dataDir), before, 'the log is as it was')

@@ -44,7 +44,8 @@ describe('PostgreSQL kept Idempotency-Keys on two replicas', { skip: SKIP_POSTGR
       async () => (await b.keys.hold('admin', 'k')) === 'held',
     )
     const waited = Date.now() - stopped
-    assert.ok(waited < 2000, `taken over after ${waited} ms`)
+    // The lease is 1 s; the rest is margin for a loaded machine, far below a default lease (10 s).
+    assert.ok(waited < 5000, `taken over after ${waited} ms`)
     assert.deepEqual(await keyRows(schema), [
       { subject: 'admin', key: 'k', status: null, holder: b.keys.holder, held: true },
     ])

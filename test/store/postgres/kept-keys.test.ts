@@ -206,7 +206,8 @@ describe('PostgreSQL kept Idempotency-Keys', { skip: SKIP_POSTGRES }, () => {
       const schema = freshSchema(t)
       const short = { keyTimings: { holdLeaseMs: 200, holdRenewMs: 50 } }
       const dead = await openOn(t, schema, short)
-      const store = await openOn(t, schema, short)
+      // The live hold's lease is the default one: a stall of the test must not let it lapse.
+      const store = await openOn(t, schema)
       await store.keys.keepAlone(
         keyed('admin', 'expired', 'a'.repeat(64), Date.now() - 1).keep(undefined),
       )
@@ -227,13 +228,13 @@ describe('PostgreSQL kept Idempotency-Keys', { skip: SKIP_POSTGRES }, () => {
       const schema = freshSchema(t)
       const store = await openOn(t, schema, { keyTimings: { sweepMs: 100 } })
       await store.keys.keepAlone(
-        keyed('admin', 'expired', 'a'.repeat(64), Date.now() + 300).keep(undefined),
+        keyed('admin', 'expired', 'a'.repeat(64), Date.now() + 2000).keep(undefined),
       )
       assert.equal((await rows(schema)).length, 1)
       await waitFor(
         'the expired key to be swept',
         async () => (await rows(schema)).length === 0,
-        5000,
+        10_000,
       )
     })
   })

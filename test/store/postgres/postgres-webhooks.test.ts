@@ -75,14 +75,15 @@ describe('PostgresStore: webhooks', { skip: SKIP_POSTGRES }, () => {
       const hook = makeWebhook()
       const id = hook.endpoint.id
       await a.webhooks.create(hook, ZERO, 20)
-      assert.equal(await a.webhooks.lease(id, 'holder-a', 600), true)
-      assert.equal(await b.webhooks.lease(id, 'holder-b', 600), false)
+      // Leases of 2 s: long beside a query even on a loaded machine, short for the test to wait.
+      assert.equal(await a.webhooks.lease(id, 'holder-a', 2000), true)
+      assert.equal(await b.webhooks.lease(id, 'holder-b', 2000), false)
       // The holder renews it; the other still cannot take it.
-      assert.equal(await a.webhooks.lease(id, 'holder-a', 600), true)
-      assert.equal(await b.webhooks.lease(id, 'holder-b', 600), false)
-      await sleep(800)
-      assert.equal(await b.webhooks.lease(id, 'holder-b', 600), true)
-      assert.equal(await a.webhooks.lease(id, 'holder-a', 600), false)
+      assert.equal(await a.webhooks.lease(id, 'holder-a', 2000), true)
+      assert.equal(await b.webhooks.lease(id, 'holder-b', 2000), false)
+      await sleep(2200)
+      assert.equal(await b.webhooks.lease(id, 'holder-b', 2000), true)
+      assert.equal(await a.webhooks.lease(id, 'holder-a', 2000), false)
       // Given back, it is free at once.
       await b.webhooks.releaseLease(id, 'holder-b')
       assert.equal(await a.webhooks.lease(id, 'holder-a', 10_000), true)
