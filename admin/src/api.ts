@@ -20,17 +20,48 @@ export const session = {
   forget: (): void => sessionStorage.removeItem(KEY),
 }
 
+/** A token that a header cannot carry (a character past Latin-1, such as a copy's "…"). */
+export function isSendable(token: string): boolean {
+  try {
+    new Headers({ authorization: `Bearer ${token}` })
+    return true
+  } catch {
+    return false
+  }
+}
+
+// The answer of a call that never reached the service, shown as a problem of the page's own.
+function failed(
+  code: string,
+  title: string,
+  detail: string,
+): { ok: false; status: number; etag: string; body: unknown } {
+  return { ok: false, status: 0, etag: '', body: { code, title, detail } }
+}
+
+const UNSENDABLE =
+  'The token holds a character a request header cannot carry (a shortened copy ends in "…"): ' +
+  'paste the whole token again.'
+// A read changed nothing; a write may have reached the service before the connection failed.
+const UNREACHED_READ = 'The service could not be reached. Nothing is known to have changed.'
+const UNREACHED_WRITE =
+  'The service could not be reached, so whether the change was made is unknown: reload the ' +
+  'page to see the current state.'
+
 /**
  * Calls the API with the token, through URLs relative to the page (`users` beside `admin`, so that
- * a base path needs nothing here), and reads the answer.
+ * a base path needs nothing here), and reads the answer. A call that cannot be sent or gets no
+ * answer is answered as a problem with status 0, so that every caller shows it as any other.
  */
 async function call(
   method: string,
   path: string,
-  options: { body?: unknown; ifMatch?: string; contentType?: string } = {},
+  options: { body?: unknown; ifMatch?: string; contentType?: string; token?: string } = {},
 ): Promise<{ ok: boolean; status: number; etag: string; body: unknown }> {
+  const token = options.token ?? session.token() ?? ''
+  if (!isSendable(token)) return failed('token_unsendable', 'Token cannot be sent', UNSENDABLE)
   const headers: Record<string, string> = {
-    authorization: `Bearer ${session.token() ?? ''}`,
+    authorization: `Bearer ${token}`,
     accept: 'application/json',
   }
   if (options.ifMatch !== undefined) headers['if-match'] = options.ifMatch
@@ -39,8 +70,15 @@ async function call(
     headers['content-type'] = options.contentType ?? 'application/json'
     body = JSON.stringify(options.body)
   }
-  const res = await fetch(path, { method, headers, body, cache: 'no-store' })
-  const text = await res.text()
+  let res: Response
+  let text: string
+  try {
+    res = await fetch(path, { method, headers, body, cache: 'no-store' })
+    text = await res.text()
+  } catch {
+    const detail = method === 'GET' ? UNREACHED_READ : UNREACHED_WRITE
+    return failed('unreachable', 'No answer from the service', detail)
+  }
   let parsed: unknown
   try {
     parsed = text === '' ? undefined : JSON.parse(text)
@@ -63,7 +101,11 @@ async function userAnswer(
 const item = (id: string): string => `users/${encodeURIComponent(id)}`
 
 export const api = {
-  async list(query: { q: string; cursor: string | undefined }): Promise<Answer<UserPage>> {
+  /** The first page of the list; `token`: one being tried at sign-in, not yet kept. */
+  async list(
+    query: { q: string; cursor: string | undefined },
+    token?: string,
+  ): Promise<Answer<UserPage>> {
     const params = new URLSearchParams()
     if (query.cursor === undefined) {
       params.set('sort', '-createdAt')
@@ -74,7 +116,11 @@ export const api = {
       params.set('cursor', query.cursor)
       params.set('limit', '20')
     }
-    const res = await call('GET', `users?${params.toString()}`)
+    const res = await call(
+      'GET',
+      `users?${params.toString()}`,
+      token === undefined ? {} : { token },
+    )
     if (res.ok && typeof res.body === 'object' && res.body !== null) {
       const page = res.body as UserPage
       return {

@@ -1,4 +1,4 @@
-import { showProblem } from './alerts.js'
+import { clearAlert, showProblem } from './alerts.js'
 import { api } from './api.js'
 import { byId, make } from './dom.js'
 import type { User } from './user-view.js'
@@ -81,6 +81,8 @@ export function createListView(openUser: (id: string, opener: HTMLElement) => vo
       showProblem(alert, answer.problem)
       return
     }
+    // A problem shown before (a search refused) is over once a list comes.
+    clearAlert(alert)
     items = [...answer.value.items]
     nextCursor = answer.value.nextCursor
     render()

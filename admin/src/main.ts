@@ -29,30 +29,52 @@ setUpNewUser((user) => {
 })
 
 let stopFollowing: (() => void) | undefined
+// A sign-in under way: a second submit (a double click, Enter twice) is let go while it runs, so
+// that one page never holds two streams.
+let entering = false
+// A sign-in that was under way at a sign-out shows nothing after it.
+let signOuts = 0
 
-/** Signed in: the list, then the feed. */
-async function enter(focus: boolean): Promise<boolean> {
-  const token = session.token()
-  if (token === null) return false
-  const first = await api.list({ q: '', cursor: undefined })
+/** Signed in with `token` once the service accepts it: the list, then the feed. */
+async function enter(token: string, focus: boolean): Promise<boolean> {
+  const started = signOuts
+  const first = await api.list({ q: '', cursor: undefined }, token)
+  if (started !== signOuts) return false
   if (!first.ok) {
     session.forget()
     showProblem(signInAlert, first.problem)
     return false
   }
+  // Kept only now that the service took it: a token it refuses never outlives the attempt.
+  session.keep(token)
   clearAlert(signInAlert)
   tokenInput.value = ''
   signInView.hidden = true
   app.hidden = false
   signOut.hidden = false
   await list.load()
+  if (started !== signOuts) return false
   if (focus) byId('search', HTMLInputElement).focus()
+  stopFollowing?.()
   stopFollowing = followChanges(token, (change) => {
     if (change.type === 'user.created') list.created()
     else list.changed(change.userId, change.user)
     detail.changed(change.userId, change.type === 'user.deleted')
   })
   return true
+}
+
+/** Runs one sign-in at a time; the focus goes back to the token when it fails. */
+function trySignIn(token: string, focus: boolean): void {
+  if (entering) return
+  entering = true
+  void enter(token, focus)
+    .then((entered) => {
+      if (!entered && focus && !signInView.hidden) tokenInput.focus()
+    })
+    .finally(() => {
+      entering = false
+    })
 }
 
 byId('sign-in', HTMLFormElement).addEventListener('submit', (event) => {
@@ -62,13 +84,11 @@ byId('sign-in', HTMLFormElement).addEventListener('submit', (event) => {
     tokenInput.focus()
     return
   }
-  session.keep(token)
-  void enter(true).then((entered) => {
-    if (!entered) tokenInput.focus()
-  })
+  trySignIn(token, true)
 })
 
 signOut.addEventListener('click', () => {
+  signOuts += 1
   stopFollowing?.()
   stopFollowing = undefined
   session.forget()
@@ -83,4 +103,5 @@ signOut.addEventListener('click', () => {
 })
 
 // A reload of the tab keeps the session (sessionStorage lives as long as the tab).
-void enter(false)
+const kept = session.token()
+if (kept !== null) trySignIn(kept, false)
