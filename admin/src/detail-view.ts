@@ -13,6 +13,20 @@ import { confirmAction } from './dialogs.js'
 import { byId, make } from './dom.js'
 import { formBody, formValues, type User, userFields } from './user-view.js'
 
+/**
+ * Metadata as JSON, each key and value in its own isolate, so that a bidi control in one (a
+ * right-to-left override) cannot reorder the others.
+ */
+function metadataNodes(metadata: User['metadata']): (Node | string)[] {
+  const nodes: (Node | string)[] = ['{']
+  for (const [index, [key, value]] of Object.entries(metadata).entries()) {
+    if (index > 0) nodes.push(',')
+    nodes.push(make('bdi', JSON.stringify(key)), ':', make('bdi', JSON.stringify(value)))
+  }
+  nodes.push('}')
+  return nodes
+}
+
 /** The region "User details": one user, its actions, and its edit form. */
 export interface DetailView {
   open(id: string, opener: HTMLElement | null): Promise<void>
@@ -48,8 +62,15 @@ export function createDetailView(hooks: DetailHooks): DetailView {
 
   const render = (): void => {
     if (user === undefined) return
+    const metadata = user.metadata
     fields.replaceChildren(
-      ...userFields(user).flatMap(([label, text]) => [make('dt', label), make('dd', text)]),
+      ...userFields(user).flatMap(([label, text]) => {
+        // Each value isolated: text a user typed may carry bidi controls.
+        const value = make('dd')
+        if (label === 'metadata') value.append(...metadataNodes(metadata))
+        else value.append(make('bdi', text))
+        return [make('dt', label), value]
+      }),
     )
     // From pending, :suspend is a 409: the button says so by being off.
     suspend.disabled = user.status === 'pending'

@@ -1,4 +1,4 @@
-import { byId } from './dom.js'
+import { byId, make } from './dom.js'
 
 const FOCUSABLE = 'button:not([disabled]), input:not([disabled]), textarea:not([disabled]), a[href]'
 
@@ -92,7 +92,8 @@ export function confirmAction(confirmation: Confirmation): void {
   const title = byId('confirm-title', HTMLHeadingElement)
   const go = byId('confirm-go', HTMLButtonElement)
   const cancel = byId('confirm-cancel', HTMLButtonElement)
-  title.textContent = `${confirmation.action} ${confirmation.email}?`
+  // The email isolated: a bidi control in it cannot reorder the words around it.
+  title.replaceChildren(`${confirmation.action} `, make('bdi', confirmation.email), '?')
   go.textContent = confirmation.action
   go.classList.toggle('danger', confirmation.action === 'Delete')
   let chosen = false

@@ -19,6 +19,13 @@ const SEARCH_DELAY_MS = 250
 /** New users arriving together (an import) reload the first page once per this time. */
 const CREATED_RELOAD_MS = 150
 
+/** A table cell holding user-typed text in an isolate. */
+function isolated(text: string): HTMLTableCellElement {
+  const cell = make('td')
+  cell.append(make('bdi', text))
+  return cell
+}
+
 function shownTime(iso: string): string {
   return `${iso.slice(0, 10)} ${iso.slice(11, 19)} UTC`
 }
@@ -46,7 +53,9 @@ export function createListView(openUser: (id: string, opener: HTMLElement) => vo
     body.replaceChildren(
       ...items.map((user) => {
         const row = make('tr')
-        const open = make('button', user.email)
+        // Text a user typed is isolated: a bidi control in it stays inside its own element.
+        const open = make('button')
+        open.append(make('bdi', user.email))
         open.type = 'button'
         open.className = 'link'
         open.dataset['userId'] = user.id
@@ -57,7 +66,7 @@ export function createListView(openUser: (id: string, opener: HTMLElement) => vo
         email.append(open)
         row.append(
           email,
-          make('td', user.name),
+          isolated(user.name),
           make('td', user.status),
           make('td', shownTime(user.updatedAt)),
         )

@@ -8,6 +8,8 @@ export interface User {
   readonly version: number
   readonly createdAt: string
   readonly updatedAt: string
+  /** Set by the user's first revocation of tokens; absent before. */
+  readonly tokensValidAfter?: string
 }
 
 /** The fields a form edits, in the order the forms show them. */
@@ -27,11 +29,15 @@ export function isUser(value: unknown): value is User {
     typeof user['status'] === 'string' &&
     typeof user['version'] === 'number' &&
     typeof user['metadata'] === 'object' &&
-    user['metadata'] !== null
+    user['metadata'] !== null &&
+    (user['tokensValidAfter'] === undefined || typeof user['tokensValidAfter'] === 'string')
   )
 }
 
-/** Every field of a user, labelled, as the detail shows them (metadata as JSON). */
+/**
+ * Every field of a user, labelled, as the detail shows them (metadata as JSON; tokensValidAfter
+ * once the user has one).
+ */
 export function userFields(user: User): [label: string, text: string][] {
   return [
     ['id', user.id],
@@ -42,6 +48,9 @@ export function userFields(user: User): [label: string, text: string][] {
     ['version', String(user.version)],
     ['createdAt', user.createdAt],
     ['updatedAt', user.updatedAt],
+    ...(user.tokensValidAfter === undefined
+      ? []
+      : [['tokensValidAfter', user.tokensValidAfter] as [string, string]]),
   ]
 }
 

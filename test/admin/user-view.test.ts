@@ -29,6 +29,14 @@ describe('the admin page: rendering a user', () => {
     ])
   })
 
+  it('shows tokensValidAfter last, once the user has one', () => {
+    const revoked: User = { ...ada, tokensValidAfter: '2026-11-21T13:49:01.000Z' }
+    assert.deepEqual(userFields(revoked).at(-1), ['tokensValidAfter', '2026-11-21T13:49:01.000Z'])
+    assert.equal(userFields(revoked).length, userFields(ada).length + 1)
+    assert.equal(isUser(revoked), true)
+    assert.equal(isUser({ ...ada, tokensValidAfter: 1 }), false)
+  })
+
   it('tells a user from other JSON', () => {
     assert.equal(isUser(ada), true)
     assert.equal(isUser({ ...ada, version: '2' }), false)
