@@ -126,7 +126,9 @@ export function createDetailView(hooks: DetailHooks): DetailView {
     clearFieldErrors('edit')
     fillForm('edit', formValues(user))
     render()
-    byId('edit-email', HTMLInputElement).focus()
+    // The Reload button went with the alert: the focus goes to what now shows the user.
+    if (editing) byId('edit-email', HTMLInputElement).focus()
+    else title.focus()
   }
 
   const conflict = (): void => {
@@ -137,7 +139,9 @@ export function createDetailView(hooks: DetailHooks): DetailView {
     })
     say(
       alert,
-      'This user was changed meanwhile: Reload loads the current version into the form.',
+      editing
+        ? 'This user was changed meanwhile: Reload loads the current version into the form.'
+        : 'This user was changed meanwhile: Reload shows the current version.',
       again,
     )
     again.focus()
@@ -235,7 +239,10 @@ export function createDetailView(hooks: DetailHooks): DetailView {
       if (user?.id !== userId || region.hidden) return
       if (deleted) {
         say(alert, 'This user was deleted meanwhile.')
+        // A focused action hidden under the focus would drop it to the page.
+        const held = actions.contains(document.activeElement)
         actions.hidden = true
+        if (held) title.focus()
         return
       }
       // A form being edited keeps what is typed; its Save meets the 412, its Cancel catches up.

@@ -294,4 +294,59 @@ describe('the admin page with the keyboard alone', { skip: SKIP, timeout: 300_00
     )
     assertClean(faults, [412, 422])
   })
+
+  it('keeps the focus in the detail after a 412 on Delete is reloaded, and when its user is deleted elsewhere', async (t) => {
+    const s = await startService(t)
+    const user = await s.createUser({ name: 'Keyboard Stale' })
+    const { page, faults } = await openAdmin(t, `${s.url}/admin`)
+    // Without events:read: the detail does not follow the change made elsewhere, and meets it.
+    await tabTo(page, 'Token')
+    await page.keyboard.type(makeToken({ scope: ALL_SCOPES }))
+    await page.keyboard.press('Enter')
+    await page.getByRole('table', { name: 'Users' }).waitFor()
+    await tabTo(page, user.email)
+    await page.keyboard.press('Enter')
+    const detail = page.getByRole('region', { name: 'User details' })
+    await detail.getByText(user.id, { exact: true }).waitFor()
+    assert.equal(
+      (await s.call('PATCH', `/users/${user.id}`, { json: { name: 'Changed Elsewhere' } })).status,
+      200,
+    )
+    const changed = await s.getUser(user.id)
+
+    // Delete, confirmed by Enter: a 412; no form is open, and the alert speaks of none.
+    await tabTo(page, 'Delete')
+    await page.keyboard.press('Enter')
+    await page.getByRole('dialog', { name: `Delete ${user.email}?` }).waitFor()
+    await page.keyboard.press('Enter')
+    const alert = detail.getByRole('alert')
+    await alert.getByText(/changed meanwhile/).waitFor()
+    assert.equal((await focused(page)).name, 'Reload')
+    assert.doesNotMatch((await alert.textContent()) ?? '', /form/)
+    await page.keyboard.press('Enter')
+    await detail.getByText('Changed Elsewhere', { exact: true }).waitFor()
+    assert.equal(await page.locator('#detail-alert').textContent(), '')
+    assert.equal(await page.evaluate('document.activeElement.closest("#detail") !== null'), true)
+    assert.equal((await focused(page)).name, 'User details')
+    assert.deepEqual(await s.getUser(user.id), changed)
+
+    // Live, with the focus on Edit: the user deleted elsewhere takes the actions away, not the focus.
+    await tabTo(page, 'Sign out', 'Shift+Tab')
+    await page.keyboard.press('Enter')
+    await tabTo(page, 'Token')
+    await page.keyboard.type(makeToken({ scope: `${ALL_SCOPES} events:read` }))
+    await page.keyboard.press('Enter')
+    await page.getByRole('status').getByText('Live updates: on', { exact: true }).waitFor()
+    await tabTo(page, user.email)
+    await page.keyboard.press('Enter')
+    await detail.getByText(user.id, { exact: true }).waitFor()
+    await tabTo(page, 'Edit')
+    assert.equal((await s.call('DELETE', `/users/${user.id}`)).status, 204)
+    await alert.getByText('This user was deleted meanwhile.', { exact: true }).waitFor()
+    assert.equal(await page.locator('#detail-actions').isHidden(), true)
+    assert.equal(await page.evaluate('document.activeElement.closest("#detail") !== null'), true)
+    assert.equal((await focused(page)).name, 'User details')
+    // The 412 asked for, and the first token's feed (no events:read).
+    assertClean(faults, [403, 412])
+  })
 })
