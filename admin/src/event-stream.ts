@@ -54,6 +54,29 @@ export class SseParser {
 /** Whether updates arrive: shown to the user in the page's status line. */
 export type LiveState = 'connecting' | 'live' | 'reconnecting' | 'unavailable' | 'stopped'
 
+const SAID: Readonly<Record<LiveState, string>> = {
+  connecting: 'Live updates: connecting…',
+  live: 'Live updates: on',
+  reconnecting: 'Live updates: interrupted, reconnecting…',
+  unavailable: 'Live updates: off (this token cannot read events)',
+  stopped: '',
+}
+
+/** Why the feed refused the token, by the problem's code, where it is not a missing scope. */
+const REFUSED = new Map([
+  ['token_expired', 'Live updates: off (the token has expired)'],
+  ['token_revoked', 'Live updates: off (the token was revoked)'],
+  ['token_invalid', 'Live updates: off (the token is not valid)'],
+  ['subject_suspended', "Live updates: off (the token's user is suspended)"],
+  ['subject_deleted', "Live updates: off (the token's user is deleted)"],
+])
+
+/** What the status line says of the feed's state (and, when refused, of its problem's code). */
+export function liveStatus(state: LiveState, code?: string): string {
+  const refused = state === 'unavailable' && code !== undefined ? REFUSED.get(code) : undefined
+  return refused ?? SAID[state]
+}
+
 export type FetchLike = (url: string, init: RequestInit) => Promise<Response>
 
 export interface FollowOptions {
@@ -63,7 +86,8 @@ export interface FollowOptions {
   readonly fetch: FetchLike
   readonly signal: AbortSignal
   readonly onEvent: (event: StreamEvent) => void
-  readonly onState: (state: LiveState) => void
+  /** `code`: with `unavailable`, the refusal's problem code (`token_expired`…), if it had one. */
+  readonly onState: (state: LiveState, code?: string) => void
   /** Where to start; none: at the end of the feed as it is now. */
   readonly lastEventId?: string | undefined
   /** The wait before reconnecting. */
@@ -75,7 +99,27 @@ const PAGE = 1000
 const MAX_PAGES = 50
 
 /** Thrown when the token may not read the feed (401, 403): there is no point in retrying. */
-class Refused extends Error {}
+class Refused extends Error {
+  readonly code: string | undefined
+  constructor(code: string | undefined) {
+    super('refused')
+    this.code = code
+  }
+}
+
+/** The refusal of a 401 or 403, with the code its problem body gives. */
+async function refusal(res: Response): Promise<Refused> {
+  try {
+    const body: unknown = await res.json()
+    if (typeof body === 'object' && body !== null) {
+      const code = (body as Record<string, unknown>)['code']
+      if (typeof code === 'string') return new Refused(code)
+    }
+  } catch {
+    // A body that is not a problem says no more than its status.
+  }
+  return new Refused(undefined)
+}
 
 function wait(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
@@ -96,7 +140,7 @@ async function feedEnd(options: FollowOptions): Promise<string | undefined> {
       headers: { authorization: `Bearer ${options.token}`, accept: 'application/json' },
       signal: options.signal,
     })
-    if (res.status === 401 || res.status === 403) throw new Refused()
+    if (res.status === 401 || res.status === 403) throw await refusal(res)
     if (!res.ok) throw new Error(`the feed answered ${res.status}`)
     const body = (await res.json()) as { items: unknown[]; nextCursor: string }
     after = body.nextCursor
@@ -121,7 +165,7 @@ async function readStream(options: FollowOptions, at: Position): Promise<void> {
   }
   if (at.last !== undefined) headers['last-event-id'] = at.last
   const res = await options.fetch(options.url, { headers, signal: options.signal })
-  if (res.status === 401 || res.status === 403) throw new Refused()
+  if (res.status === 401 || res.status === 403) throw await refusal(res)
   if (!res.ok || res.body === null) throw new Error(`the feed answered ${res.status}`)
   options.onState('live')
   const parser = new SseParser()
@@ -159,7 +203,7 @@ export async function followEvents(options: FollowOptions): Promise<void> {
     } catch (error) {
       if (signal.aborted) break
       if (error instanceof Refused) {
-        options.onState('unavailable')
+        options.onState('unavailable', error.code)
         return
       }
     }

@@ -1,14 +1,6 @@
 import { byId } from './dom.js'
-import { followEvents, type LiveState, type StreamEvent } from './event-stream.js'
+import { followEvents, liveStatus, type StreamEvent } from './event-stream.js'
 import { isUser, type User } from './user-view.js'
-
-const SAID: Readonly<Record<LiveState, string>> = {
-  connecting: 'Live updates: connecting…',
-  live: 'Live updates: on',
-  reconnecting: 'Live updates: interrupted, reconnecting…',
-  unavailable: 'Live updates: off (this token cannot read events)',
-  stopped: '',
-}
 
 /** What a change of the feed means to the page. */
 export interface Change {
@@ -43,8 +35,8 @@ export function followChanges(token: string, apply: (change: Change) => void): (
     token,
     fetch: (url, init) => fetch(url, init),
     signal: stop.signal,
-    onState: (state) => {
-      status.textContent = SAID[state]
+    onState: (state, code) => {
+      status.textContent = liveStatus(state, code)
     },
     onEvent: (event) => {
       const change = readChange(event)

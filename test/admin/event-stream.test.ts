@@ -5,6 +5,7 @@ import {
   type FetchLike,
   followEvents,
   type LiveState,
+  liveStatus,
   SseParser,
   type StreamEvent,
 } from '../../admin/src/event-stream.js'
@@ -145,5 +146,32 @@ describe('the admin page: following the change feed through fetch', { timeout: 6
     })
     assert.deepEqual(states, ['connecting', 'unavailable'])
     assert.equal(sent.length, 1)
+  })
+
+  it('says why the feed refused the token, by its problem code: expired, revoked, or no events:read', async (t) => {
+    const s = await startService(t)
+    const user = await s.createUser()
+    const revokedToken = makeToken({ sub: user.id, scope: 'users:read events:read' })
+    assert.equal((await s.call('POST', `/users/${user.id}:revokeTokens`)).status, 200)
+    const cases = [
+      [makeToken({ scope: 'users:read events:read', ttl: -600 }), 'token_expired', /expired/],
+      [revokedToken, 'token_revoked', /revoked/],
+      [makeToken({ scope: 'users:read' }), 'insufficient_scope', /cannot read events/],
+    ] as const
+    for (const [token, code, said] of cases) {
+      const states: [LiveState, string | undefined][] = []
+      await followEvents({
+        url: `${s.baseUrl}/events`,
+        token,
+        fetch: (url, init) => fetch(new URL(url), init),
+        signal: new AbortController().signal,
+        retryMs: 10,
+        onEvent: () => assert.fail('no event'),
+        onState: (state, refused) => states.push([state, refused]),
+      })
+      assert.deepEqual(states.at(-1), ['unavailable', code], code)
+      assert.match(liveStatus('unavailable', code), said)
+    }
+    assert.equal(liveStatus('unavailable', 'constructor'), liveStatus('unavailable'))
   })
 })
