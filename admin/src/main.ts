@@ -29,11 +29,12 @@ setUpNewUser((user) => {
 })
 
 let stopFollowing: (() => void) | undefined
-// A sign-in under way: a second submit (a double click, Enter twice) is let go while it runs, so
-// that one page never holds two streams.
-let entering = false
 // A sign-in that was under way at a sign-out shows nothing after it.
 let signOuts = 0
+// The sign-outs counted when the sign-in under way began: a second submit (a double click, Enter
+// twice) is let go while it runs, so that one page never holds two streams; one after a sign-out
+// is not.
+let entering: number | undefined
 
 /** Signed in with `token` once the service accepts it: the list, then the feed. */
 async function enter(token: string, focus: boolean): Promise<boolean> {
@@ -66,14 +67,15 @@ async function enter(token: string, focus: boolean): Promise<boolean> {
 
 /** Runs one sign-in at a time; the focus goes back to the token when it fails. */
 function trySignIn(token: string, focus: boolean): void {
-  if (entering) return
-  entering = true
+  if (entering === signOuts) return
+  const started = signOuts
+  entering = started
   void enter(token, focus)
     .then((entered) => {
       if (!entered && focus && !signInView.hidden) tokenInput.focus()
     })
     .finally(() => {
-      entering = false
+      if (entering === started) entering = undefined
     })
 }
 
