@@ -162,7 +162,8 @@ export class MemoryWebhooks implements WebhookStore {
     } catch (error) {
       return Promise.reject(error)
     }
-    if (!this.#hooks.has(id) || this.#cursors.get(id) !== from) return Promise.resolve(false)
+    const enabled = this.#hooks.get(id)?.endpoint.enabled === true
+    if (!enabled || this.#cursors.get(id) !== from) return Promise.resolve(false)
     this.#cursors.set(id, to)
     this.#keeping.noteCursor(id, to)
     return Promise.resolve(true)

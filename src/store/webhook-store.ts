@@ -38,7 +38,8 @@ export interface WebhookStore {
   setCursor(id: string, after: string): Promise<void>
   /**
    * Delivery moves the cursor from `from` to `to` after a 2xx, unless it was moved meanwhile (a
-   * client's setCursor): false then. It may be saved lazily, never ahead of an acknowledgment.
+   * client's setCursor) or the endpoint is disabled (by anyone, on any replica): false then, in
+   * one step with that check. It may be saved lazily, never ahead of an acknowledgment.
    */
   advanceCursor(id: string, from: string, to: string): Promise<boolean>
   /** Adds an attempt to the endpoint's log, which keeps its newest KEPT_ATTEMPTS. */

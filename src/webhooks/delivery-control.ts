@@ -3,7 +3,8 @@
  * disabled, its URL, types or secrets, its cursor moved), or deleted (no attempt starts after).
  */
 export interface DeliveryControl {
-  changed(id: string): void
+  /** `cursorMoved`: a client moved its cursor, which starts a fresh retry schedule. */
+  changed(id: string, cursorMoved?: boolean): void
   removed(id: string): void
 }
 

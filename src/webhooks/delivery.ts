@@ -2,7 +2,8 @@
  * Webhook delivery (docs/webhooks.md): one loop per endpoint (endpoint-loop.ts), so that a slow or
  * failing endpoint never delays another, woken by the change feed, told of endpoint changes by the
  * endpoint operations (DeliveryControl), and of those made by other processes by a listing now and
- * then. A write's answer never waits for any of it.
+ * then (each attempt reads its endpoint first, so the listing only wakes a loop sooner). A write's
+ * answer never waits for any of it.
  */
 import { randomUUID } from 'node:crypto'
 
@@ -22,7 +23,7 @@ export const LEASE_MS = 10_000
 const RENEW_MS = 3_000
 /** Without the lease, while paused, or after a store fault, a loop looks again after this. */
 const POLL_MS = 1_000
-/** How often the endpoints are listed, for the changes other processes make. */
+/** How often the endpoints are listed, for endpoints other processes make, enable or delete. */
 const REFRESH_MS = 5_000
 
 export interface WebhookDeliveryOptions
@@ -129,11 +130,11 @@ export function createWebhookDelivery(options: WebhookDeliveryOptions): WebhookD
       refresher = setInterval(() => void refresh(), refreshMs)
       refresher.unref()
     },
-    changed(id) {
+    changed(id, cursorMoved) {
       if (!started || closed || removed.has(id)) return
       const loop = loops.get(id)
       if (loop === undefined) add(id)
-      else loop.changed()
+      else loop.changed(cursorMoved)
     },
     removed(id) {
       remove(id)

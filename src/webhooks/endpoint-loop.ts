@@ -12,7 +12,14 @@ import type { DisabledReason, StoredWebhook } from '../domain/webhook.js'
 import { describeError } from '../log/logger.js'
 import { type AttemptOutcome, createEndpointAgent, sendAttempt } from './attempt.js'
 import { EndpointLease } from './endpoint-lease.js'
-import { attemptEntry, disableEndpoint, type RetryState, resumedRetry } from './endpoint-state.js'
+import {
+  attemptEntry,
+  disableEndpoint,
+  enabledBetween,
+  freshRetry,
+  type LoggedAttempt,
+  type RetryState,
+} from './endpoint-state.js'
 import type { LoopContext } from './loop-context.js'
 import { LoopPause } from './loop-pause.js'
 import { type AheadPage, ReadAhead } from './read-ahead.js'
@@ -31,11 +38,11 @@ export class EndpointLoop {
   #running: Promise<void> | undefined
   #retry: RetryState | undefined
   /** The last entry this loop logged while it held the lease: no need to read the log again. */
-  #lastLogged: { readonly eventId: string; readonly attempt: number } | undefined
+  #lastLogged: LoggedAttempt | undefined
   readonly #lease: EndpointLease
   #inFlight: AbortController | undefined
   #agent: { readonly url: string; readonly agent: Agent } | undefined
-  /** Counts the changes, so that an attempt begun before one does not set the schedule after it. */
+  /** Counts fresh schedules, so that an attempt begun before one does not set the one after it. */
   #generation = 0
   readonly #pause: LoopPause
   readonly #ahead = new ReadAhead()
@@ -66,12 +73,10 @@ export class EndpointLoop {
     this.#running ??= this.#run()
   }
 
-  /** The endpoint changed (or may have): read it again, with a fresh retry schedule. */
-  changed(): void {
-    this.#generation += 1
+  /** The endpoint changed (or may have): read it again. A client's cursor move starts afresh. */
+  changed(cursorMoved = false): void {
+    if (cursorMoved) this.#freshSchedule()
     this.#stale = true
-    this.#retry = undefined
-    this.#ahead.forget()
     this.#pause.wake()
   }
 
@@ -120,7 +125,7 @@ export class EndpointLoop {
     this.#pause.reading()
     if (this.#stale) {
       this.#stale = false
-      this.#hook = await store.webhooks.get(this.id)
+      this.#observe(await store.webhooks.get(this.id))
     }
     const hook = this.#hook
     if (hook === undefined) {
@@ -136,7 +141,16 @@ export class EndpointLoop {
     if (cursor === undefined) return UNTIL_WOKEN
     const event = await this.#nextEvent(hook, cursor)
     if (event === undefined) return UNTIL_WOKEN
-    if (this.#retry?.eventId !== event.id) this.#retry = await this.#freshRetry(hook, event.id)
+    if (this.#retry?.eventId !== event.id) {
+      const { retrySchedule } = this.#context
+      this.#retry = await freshRetry(
+        store.webhooks,
+        hook,
+        event.id,
+        retrySchedule,
+        this.#lastLogged,
+      )
+    }
     const due = this.#retry.dueAt - this.#context.now()
     if (due > 0) return due
     return this.#deliver(hook, event, cursor, this.#retry)
@@ -170,10 +184,16 @@ export class EndpointLoop {
     cursor: string,
     retry: RetryState,
   ): Promise<number> {
+    const { store, now, logger } = this.#context
+    // Changed on another replica since this step read it: no attempt goes with the old state.
+    const current = await store.webhooks.get(this.id)
+    if (current?.endpoint.version !== hook.endpoint.version) {
+      this.#observe(current)
+      return 0
+    }
     // Stopped, or the lease lost, while this step waited on the store: nothing was in flight to
     // abort, so no attempt may start now (a DELETE's 204 may be out, another process deliver).
     if (this.#stopped || !this.#lease.held) return 0
-    const { store, now, logger } = this.#context
     const attempt = retry.attempts + 1
     const generation = this.#generation
     const time = new Date(now()).toISOString()
@@ -204,7 +224,7 @@ export class EndpointLoop {
       return 0
     }
     const { retrySchedule, random } = this.#context
-    // A change meanwhile starts a fresh schedule: the state is read again.
+    // An enabling or a cursor move meanwhile started a fresh schedule: this failure is not in it.
     if (generation !== this.#generation) return 0
     const failed = retry.failed + 1
     const delay = retryDelayMs(retrySchedule, failed, random, outcome.retryAfterSeconds)
@@ -216,17 +236,20 @@ export class EndpointLoop {
     return delay
   }
 
-  /**
-   * A new event, or a fresh schedule after a change: its attempts so far are those this loop
-   * logged, or, when it did not log the last one (a start, a lease taken over), as the log says.
-   */
-  #freshRetry(hook: StoredWebhook, eventId: string): Promise<RetryState> | RetryState {
-    const last = this.#lastLogged
-    if (last === undefined) {
-      return resumedRetry(this.#context.store.webhooks, hook, eventId, this.#context.retrySchedule)
-    }
-    const attempts = last.eventId === eventId ? last.attempt : 0
-    return { eventId, attempts, failed: 0, dueAt: 0 }
+  /** The endpoint as just read from the store: an enabling since the last read starts afresh. */
+  #observe(next: StoredWebhook | undefined): void {
+    const before = this.#hook
+    this.#hook = next
+    if (before === undefined || next === undefined) return
+    if (before.endpoint.version === next.endpoint.version) return
+    // Its types may have changed: what was read ahead under the old ones is read again.
+    this.#ahead.forget()
+    if (enabledBetween(before.endpoint, next.endpoint)) this.#freshSchedule()
+  }
+
+  #freshSchedule(): void {
+    this.#generation += 1
+    this.#retry = undefined
   }
 
   async #attempt(hook: StoredWebhook, event: ChangeEvent): Promise<AttemptOutcome> {

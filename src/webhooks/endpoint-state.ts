@@ -3,15 +3,21 @@
  * back from its delivery log after a restart), and its disabling by delivery.
  */
 import type { ChangeEvent } from '../domain/event.js'
-import type { DeliveryAttempt, DisabledReason, StoredWebhook } from '../domain/webhook.js'
+import type {
+  DeliveryAttempt,
+  DisabledReason,
+  StoredWebhook,
+  WebhookEndpoint,
+} from '../domain/webhook.js'
 import type { WebhookStore } from '../store/webhook-store.js'
 import type { AttemptOutcome } from './attempt.js'
 import { webhookId } from './webhook-message.js'
 
 /**
  * Where the event now tried stands: its attempts to the endpoint so far (the log's numbering),
- * those that failed since the endpoint last changed (the schedule's position: an enabling, like
- * any other change, starts a fresh schedule), and when the next may start (ms since the epoch).
+ * those that failed since its schedule last started fresh (the schedule's position: an enabling or
+ * a client's move of the cursor starts a fresh one), and when the next may start (ms since the
+ * epoch).
  */
 export interface RetryState {
   readonly eventId: string
@@ -20,9 +26,32 @@ export interface RetryState {
   readonly dueAt: number
 }
 
+/** The last attempt a loop logged while it held the lease. */
+export interface LoggedAttempt {
+  readonly eventId: string
+  readonly attempt: number
+}
+
 /**
- * The state of `eventId` as the endpoint's log tells it, after a restart or a change: the next
- * attempt is due the schedule's delay after the last failed one (without its jitter, not kept).
+ * A new event, or a fresh schedule: its attempts so far are those the loop logged (`last`), or,
+ * when it did not log the last one (a start, a lease taken over), as the log says.
+ */
+export function freshRetry(
+  webhooks: WebhookStore,
+  hook: StoredWebhook,
+  eventId: string,
+  schedule: readonly number[],
+  last: LoggedAttempt | undefined,
+): Promise<RetryState> | RetryState {
+  if (last === undefined) return resumedRetry(webhooks, hook, eventId, schedule)
+  return { eventId, attempts: last.eventId === eventId ? last.attempt : 0, failed: 0, dueAt: 0 }
+}
+
+/**
+ * The state of `eventId` as the endpoint's log tells it, after a restart or a lease taken over:
+ * the next attempt is due the schedule's delay after the last failed one (without its jitter, not
+ * kept). The store keeps no time of the last enabling, so failures count from the endpoint's last
+ * change of any kind: a schedule read back this way is never further on than the one it resumes.
  */
 export async function resumedRetry(
   webhooks: WebhookStore,
@@ -46,6 +75,16 @@ export async function resumedRetry(
   const delay = failed === 0 ? 0 : (schedule[failed - 1] ?? 0)
   const dueAt = Date.parse(newest.time) + newest.durationMs + delay
   return { eventId, attempts: newest.attempt, failed, dueAt: failed === 0 ? 0 : dueAt }
+}
+
+/**
+ * Whether the endpoint was enabled between two reads of it, which starts a fresh retry schedule:
+ * seen disabled then enabled, or enabled with a version moved by more than one (a disabling and
+ * an enabling may both have fallen between the reads). Any other change (URL, types,
+ * description, secrets) keeps the schedule where it stands.
+ */
+export function enabledBetween(before: WebhookEndpoint, next: WebhookEndpoint): boolean {
+  return next.enabled && (!before.enabled || next.version - before.version > 1)
 }
 
 /**

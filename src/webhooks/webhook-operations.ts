@@ -205,7 +205,7 @@ export function createWebhookOperations(options: WebhookOperationsOptions): Webh
       await feed.read({ after, limit: 1 })
       writeGate()
       await webhooks.setCursor(id, after)
-      delivery.changed(id)
+      delivery.changed(id, true)
       return after
     },
 

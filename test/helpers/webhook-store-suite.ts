@@ -242,6 +242,23 @@ export function describeWebhookStoreContract(label: string, factory: StoreFactor
       assert.equal(await webhooks.cursor(id), formatEventId(12))
     })
 
+    it('refuses an advance while the endpoint is disabled, keeping the cursor', async (t) => {
+      const { webhooks } = await openStore(t, factory)
+      const hook = makeWebhook()
+      const id = hook.endpoint.id
+      await webhooks.create(hook, formatEventId(10), MAX)
+      await webhooks.update(id, (current) =>
+        changeWebhook(current, { enabled: false, disabledReason: 'manual' }),
+      )
+      assert.equal(await webhooks.advanceCursor(id, formatEventId(10), formatEventId(11)), false)
+      assert.equal(await webhooks.cursor(id), formatEventId(10))
+      await webhooks.update(id, (current) =>
+        changeWebhook(current, { enabled: true, disabledReason: null }),
+      )
+      assert.equal(await webhooks.advanceCursor(id, formatEventId(10), formatEventId(11)), true)
+      assert.equal(await webhooks.cursor(id), formatEventId(11))
+    })
+
     it("lets a client's move win over an advance from the cursor it replaced", async (t) => {
       const { webhooks } = await openStore(t, factory)
       const hook = makeWebhook()

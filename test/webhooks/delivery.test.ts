@@ -301,39 +301,41 @@ describe('webhook delivery: failures and retries', () => {
     )
   })
 
-  it('starts a fresh schedule when the endpoint changes during a retry wait', async (t) => {
+  it('keeps the schedule when the URL changes during a retry wait: the retry, when due, goes to the new URL', async (t) => {
     const failing = await startReceiver((_, res) => res.writeHead(500).end())
     const fixed = await startReceiver()
     t.after(() => Promise.all([failing.close(), fixed.close()]))
-    const world = await startDeliveryWorld(t, { webhookRetrySchedule: [5000] })
+    const world = await startDeliveryWorld(t, { webhookRetrySchedule: [800] })
     const hook = await world.register(failing.url)
     const id = await world.write()
-    await failing.waitFor(1)
+    const [first] = await failing.waitFor(1)
     await eventually(
       async () => (await world.store.webhooks.attempts(hook.endpoint.id, 1)).length === 1,
     )
-    const changed = Date.now()
-    await world.patch(hook.endpoint.id, { url: fixed.url })
-    const [request] = await fixed.waitFor(1, 2000)
+    await world.patch(hook.endpoint.id, { url: fixed.url, description: 'moved' })
+    const [request] = await fixed.waitFor(1, 3000)
     assert.equal(idOf(request), `msg_${id}`)
-    assert.ok((request?.at ?? 0) - changed < 1000)
+    const waited = (request?.at ?? 0) - (first?.at ?? 0)
+    assert.ok(waited >= 780, `retried after ${waited} ms`)
   })
 
-  it('starts a fresh schedule when the endpoint changes during an attempt', async (t) => {
+  it('keeps the schedule when the endpoint changes during an attempt: the failure counts', async (t) => {
     const slow = await startReceiver((_, res) => setTimeout(() => res.writeHead(500).end(), 300))
     const fixed = await startReceiver()
     t.after(() => Promise.all([slow.close(), fixed.close()]))
     // No listing meanwhile: the change is known from what the endpoint operations tell.
     const timings = { leaseMs: 2000, renewMs: 500, pollMs: 50, refreshMs: 60_000 }
-    const world = await startDeliveryWorld(t, { webhookRetrySchedule: [5000], timings })
+    const world = await startDeliveryWorld(t, { webhookRetrySchedule: [800], timings })
     const hook = await world.register(slow.url)
     const id = await world.write()
     await slow.waitFor(1)
-    const changed = Date.now()
     await world.patch(hook.endpoint.id, { url: fixed.url })
-    const [request] = await fixed.waitFor(1, 2000)
+    const changed = Date.now()
+    const [request] = await fixed.waitFor(1, 3000)
     assert.equal(idOf(request), `msg_${id}`)
-    assert.ok((request?.at ?? 0) - changed < 1200)
+    // The failed attempt ends about 300 ms after it began, then the schedule's 800 ms.
+    const waited = (request?.at ?? 0) - changed
+    assert.ok(waited >= 700, `retried ${waited} ms after the change`)
     await eventually(
       async () => (await world.store.webhooks.attempts(hook.endpoint.id, 5)).length === 2,
     )
@@ -345,6 +347,32 @@ describe('webhook delivery: failures and retries', () => {
         [1, 'failed'],
       ],
     )
+  })
+
+  it('disables a failing endpoint on schedule although its description keeps changing', async (t) => {
+    const receiver = await startReceiver((_, res) => res.writeHead(500).end())
+    t.after(() => receiver.close())
+    const world = await startDeliveryWorld(t, { webhookRetrySchedule: [300, 300] })
+    const hook = await world.register(receiver.url)
+    await world.write()
+    let changes = 0
+    const changing = setInterval(() => {
+      changes += 1
+      void world
+        .patch(hook.endpoint.id, { description: `change ${changes}` })
+        .catch(() => undefined)
+    }, 100)
+    t.after(() => clearInterval(changing))
+    await eventually(
+      async () => (await world.store.webhooks.get(hook.endpoint.id))?.endpoint.enabled === false,
+      3000,
+    )
+    clearInterval(changing)
+    assert.equal(
+      (await world.store.webhooks.get(hook.endpoint.id))?.endpoint.disabledReason,
+      'failing',
+    )
+    assert.equal(receiver.received.length, 3)
   })
 
   it('keeps the retry schedule across a restart of delivery, from the log', async (t) => {

@@ -152,7 +152,9 @@ export class PostgresWebhooks implements WebhookStore {
     if (!isCanonicalUuid(id)) return false
     const moved = await this.#db.query({
       name: 'webhook_cursors_advance',
-      text: 'UPDATE webhook_cursors SET after = $3 WHERE webhook_id = $1 AND after = $2',
+      // FOR SHARE waits for a disabling being committed, then sees it: no move after its answer.
+      text: `UPDATE webhook_cursors SET after = $3 WHERE webhook_id = $1 AND after = $2
+        AND EXISTS (SELECT 1 FROM webhooks WHERE id = $1 AND enabled FOR SHARE)`,
       values: [id, from, to],
     })
     return moved.rowCount === 1
