@@ -32,6 +32,7 @@ export function retryDelayMs(
  */
 export function parseRetryAfter(status: number, header: string | undefined): number | undefined {
   if (status !== 429 && status !== 503) return undefined
-  if (header === undefined || !/^\s*\d{1,10}\s*$/.test(header)) return undefined
-  return Number(header)
+  if (header === undefined || !/^\s*\d+\s*$/.test(header)) return undefined
+  // Any run of digits is a delay: one too long for a number is still longer than the cap.
+  return Math.min(Number(header), RETRY_AFTER_CAP_SECONDS)
 }

@@ -215,6 +215,19 @@ describe('webhook delivery: failures and retries', () => {
     assert.ok(second.at - first.at >= 990, `retried after ${second.at - first.at} ms`)
   })
 
+  it("waits a 503's Retry-After of 11 digits too (an hour), not the schedule's delay", async (t) => {
+    const receiver = await startReceiver((_, res) =>
+      res.writeHead(503, { 'retry-after': '99999999999' }).end(),
+    )
+    t.after(() => receiver.close())
+    const world = await startDeliveryWorld(t, { webhookRetrySchedule: [50, 50] })
+    await world.register(receiver.url)
+    await world.write()
+    await receiver.waitFor(1)
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    assert.equal(receiver.received.length, 1, 'no retry after the 50 ms of the schedule')
+  })
+
   it('disables the endpoint (failing) when the last attempt fails, its cursor before the event', async (t) => {
     const receiver = await startReceiver((_, res) => res.writeHead(500).end())
     t.after(() => receiver.close())

@@ -181,7 +181,14 @@ describe('parseRetryAfter', () => {
     assert.equal(parseRetryAfter(500, '120'), undefined)
     assert.equal(parseRetryAfter(200, '120'), undefined)
     assert.equal(parseRetryAfter(429, undefined), undefined)
-    for (const header of ['Wed, 21 Oct 2015 07:28:00 GMT', '-1', '1.5', '', 'soon', '12345678901'])
+    for (const header of ['Wed, 21 Oct 2015 07:28:00 GMT', '-1', '1.5', '', 'soon', '1 2'])
       assert.equal(parseRetryAfter(503, header), undefined, header)
+  })
+
+  it('reads any run of digits, however long, as at most an hour', () => {
+    assert.equal(parseRetryAfter(503, '99999999999'), RETRY_AFTER_CAP_SECONDS)
+    assert.equal(parseRetryAfter(429, '9'.repeat(400)), RETRY_AFTER_CAP_SECONDS)
+    assert.equal(parseRetryAfter(429, '3601'), RETRY_AFTER_CAP_SECONDS)
+    assert.equal(parseRetryAfter(503, '000000000000120'), 120)
   })
 })
