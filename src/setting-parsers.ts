@@ -148,6 +148,10 @@ const MAX_DELAYS = 20
 
 /** `WEBHOOK_RETRY_SCHEDULE`: 1–20 delays such as `5s,5m,2h`, each 1 ms to 24 h, in ms. */
 export function parseRetrySchedule(text: string, name: string): readonly number[] {
+  // An empty entry is most likely a delay lost in editing: refused rather than passed over.
+  if (text.trim() !== '' && text.split(',').some((part) => part.trim() === '')) {
+    throw new ConfigError(`${name}: "${text}" has an empty entry; list delays such as 5s,5m,30m`)
+  }
   const delays = commaList(text).map((entry) => {
     const match = /^(\d{1,9})(ms|s|m|h)$/.exec(entry)
     const delay = Number(match?.[1]) * (UNIT_MS[match?.[2] ?? ''] ?? Number.NaN)

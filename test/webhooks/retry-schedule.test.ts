@@ -50,6 +50,19 @@ describe('WEBHOOK_RETRY_SCHEDULE', () => {
     refused({ WEBHOOK_RETRY_SCHEDULE: ',' }, 'WEBHOOK_RETRY_SCHEDULE')
   })
 
+  it('refuses to start on an empty entry, naming it, rather than passing over it', () => {
+    for (const text of ['1s,', ',1s', '1s,,2s', '1s, ,2s']) {
+      assert.throws(
+        () => parseConfig({ WEBHOOK_RETRY_SCHEDULE: text }, '/srv'),
+        (error: unknown) =>
+          error instanceof ConfigError &&
+          error.message.startsWith('WEBHOOK_RETRY_SCHEDULE') &&
+          error.message.includes('empty entry'),
+        text,
+      )
+    }
+  })
+
   it('refuses to start on a delay outside 1 ms to 24 h, or not an integer with a unit', () => {
     for (const text of [
       '0ms',
