@@ -43,7 +43,15 @@ export interface AttemptOutcome {
   readonly durationMs: number
   /** A 429's or 503's `Retry-After`, in seconds. */
   readonly retryAfterSeconds?: number
+  /**
+   * Why TLS failed, as OpenSSL or Node names it (`DEPTH_ZERO_SELF_SIGNED_CERT`,
+   * `ERR_TLS_CERT_ALTNAME_INVALID`), for the warn line: the log's error stays connection_failed.
+   */
+  readonly tlsReason?: string
 }
+
+/** The error codes of a failed TLS handshake or certificate check: constant names, no secrets. */
+const TLS_REASON = /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_)[A-Z0-9_]*$/
 
 type HttpsModule = typeof import('node:https')
 let https: Promise<HttpsModule> | undefined
@@ -90,8 +98,9 @@ function attemptWith(
       options.signal?.removeEventListener('abort', abandon)
       resolve({ ...outcome, durationMs: Math.round(performance.now() - started) })
     }
-    const failed = (error: DeliveryError): void => {
-      finish({ result: 'failed', responseStatus: null, error, response: '' })
+    const failed = (error: DeliveryError, tlsReason?: string): void => {
+      const outcome = { result: 'failed', responseStatus: null, error, response: '' } as const
+      finish(tlsReason === undefined ? outcome : { ...outcome, tlsReason })
     }
     const url = new URL(request.url)
     const literal = literalAddress(url)
@@ -125,13 +134,13 @@ function attemptWith(
       failed('connection_failed')
     }
     options.signal?.addEventListener('abort', abandon, { once: true })
-    req.on('error', () => {
+    req.on('error', (error: NodeJS.ErrnoException) => {
       // After the headers, the body's own reading decides (a cut body is still an answer).
       if (answered) return
       if (timedOut) failed('timeout')
       else if (state.outcome === 'dns_failed' || state.outcome === 'private_address')
         failed(state.outcome)
-      else failed('connection_failed')
+      else failed('connection_failed', tlsReasonOf(error))
     })
     req.on('response', (res) => {
       answered = true
@@ -158,6 +167,11 @@ function literalAddress(url: URL): string | undefined {
   const host = url.hostname
   if (host.startsWith('[')) return host.slice(1, -1)
   return /^\d{1,3}(\.\d{1,3}){3}$/.test(host) ? host : undefined
+}
+
+function tlsReasonOf(error: NodeJS.ErrnoException): string | undefined {
+  const { code } = error
+  return typeof code === 'string' && TLS_REASON.test(code) ? code : undefined
 }
 
 function headerOf(res: IncomingMessage, name: string): string | undefined {

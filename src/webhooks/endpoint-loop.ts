@@ -218,6 +218,7 @@ export class EndpointLoop {
       attempt,
       error: outcome.error,
       responseStatus: outcome.responseStatus,
+      ...(outcome.tlsReason === undefined ? {} : { tlsReason: outcome.tlsReason }),
     })
     if (outcome.responseStatus === 410) {
       await this.#disable('gone')

@@ -4,6 +4,7 @@
  * slow, endless, resetting).
  */
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http'
+import { createServer as createHttpsServer } from 'node:https'
 import { type AddressInfo, createServer as createNetServer, type Socket } from 'node:net'
 
 import { Webhook } from 'standardwebhooks'
@@ -90,6 +91,40 @@ export async function startReceiver(answer?: Answer, host = '127.0.0.1'): Promis
       for (const socket of sockets) socket.destroy()
       return new Promise((resolve) => server.close(() => resolve()))
     },
+  }
+}
+
+/**
+ * A self-signed certificate and its key for 127.0.0.1, made for these tests alone (valid until
+ * 2126): a receiver no CA vouches for.
+ */
+const SELF_SIGNED_KEY = `-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgu1gxXy0HeRe3oT5w
+q90nhlHxugPxinb1xmC/sFzA6GWhRANCAAT5MrkN4MWxCrsS2JCUMAIjVsisIPd2
+1wliMKljmBthwwNHLuyMp0fHIjbK3piraGOpZyrFqtt/QlO6NsUBtlTm
+-----END PRIVATE KEY-----`
+const SELF_SIGNED_CERT = `-----BEGIN CERTIFICATE-----
+MIIBkDCCATagAwIBAgIUFrrYrX8uu1BpIANZEDQyj/emztswCgYIKoZIzj0EAwIw
+FDESMBAGA1UEAwwJMTI3LjAuMC4xMCAXDTI2MTEzMDA4NTEzNFoYDzIxMjYxMTA2
+MDg1MTM0WjAUMRIwEAYDVQQDDAkxMjcuMC4wLjEwWTATBgcqhkjOPQIBBggqhkjO
+PQMBBwNCAAT5MrkN4MWxCrsS2JCUMAIjVsisIPd21wliMKljmBthwwNHLuyMp0fH
+IjbK3piraGOpZyrFqtt/QlO6NsUBtlTmo2QwYjAdBgNVHQ4EFgQU0lACGIbT5AFL
+wRe+/g5wIQgAsUgwHwYDVR0jBBgwFoAU0lACGIbT5AFLwRe+/g5wIQgAsUgwDwYD
+VR0TAQH/BAUwAwEB/zAPBgNVHREECDAGhwR/AAABMAoGCCqGSM49BAMCA0gAMEUC
+IHUfz12iW8gdiARLKqwqmHLE9izT/GJ9wNjl2jqCYz4dAiEA31kjsMLPyMa2LC2Q
+S3d6dRGCKD2WZqVFaKnnktLbll4=
+-----END CERTIFICATE-----`
+
+/** An HTTPS receiver on 127.0.0.1 with a self-signed certificate; it answers 204. */
+export async function startSelfSignedReceiver(): Promise<{ url: string; close(): Promise<void> }> {
+  const server = createHttpsServer({ key: SELF_SIGNED_KEY, cert: SELF_SIGNED_CERT }, (_, res) =>
+    res.writeHead(204).end(),
+  )
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as AddressInfo
+  return {
+    url: `https://127.0.0.1:${port}`,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
   }
 }
 

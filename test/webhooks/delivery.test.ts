@@ -14,6 +14,7 @@ import {
   type Received,
   startRawServer,
   startReceiver,
+  startSelfSignedReceiver,
   verifyDelivery,
 } from '../helpers/webhook-receivers.js'
 
@@ -470,6 +471,27 @@ describe('webhook delivery: endpoints apart, addresses, secrets', () => {
     assert.equal(entry?.error, 'private_address')
     assert.equal(entry?.responseStatus, null)
     assert.equal(receiver.connections(), 0)
+  })
+
+  it('names the TLS reason on the warn line of an attempt to a self-signed receiver', async (t) => {
+    const receiver = await startSelfSignedReceiver()
+    t.after(() => receiver.close())
+    const world = await startDeliveryWorld(t)
+    const hook = await world.register(receiver.url)
+    const id = await world.write()
+    await eventually(() => world.lines.some((line) => line.msg === 'webhook attempt failed'))
+    const line = world.lines.find((entry) => entry.msg === 'webhook attempt failed')
+    assert.equal(line?.level, 'warn')
+    assert.deepEqual(line?.fields, {
+      endpointId: hook.endpoint.id,
+      eventId: id,
+      attempt: 1,
+      error: 'connection_failed',
+      responseStatus: null,
+      tlsReason: 'DEPTH_ZERO_SELF_SIGNED_CERT',
+    })
+    const [entry] = await world.store.webhooks.attempts(hook.endpoint.id, 1)
+    assert.equal(entry?.error, 'connection_failed')
   })
 
   it('sends the next attempt to a changed URL', async (t) => {
