@@ -57,8 +57,16 @@ async function replicasDelivering(t: TestContext): Promise<Replicas> {
   return { a, b, receiver, hook: created.json<EndpointWithSecret>() }
 }
 
-const after = (receiver: Receiver, time: number): Received[] =>
-  receiver.received.filter((request) => request.at > time)
+/**
+ * The requests that arrived after `time`, less one attempt that `a` may have sent just before the
+ * change committed and that reached the receiver just after its 200 (docs/webhooks.md: an attempt
+ * in flight at a change finishes with the endpoint as it was).
+ */
+const after = (receiver: Receiver, time: number): Received[] => {
+  const later = receiver.received.filter((request) => request.at > time)
+  const first = later[0]
+  return first !== undefined && first.at - time < 200 ? later.slice(1) : later
+}
 
 const cursorOf = async (s: TestService, id: string): Promise<string> => {
   const res = await s.call('GET', `/webhooks/${id}/cursor`, { token: ADMIN })
@@ -102,7 +110,7 @@ describe('an endpoint changed through the replica that does not deliver to it', 
     const rotated = res.json<EndpointWithSecret>()
     await sleep(2000)
     const later = after(receiver, answered)
-    assert.ok(later.length >= 3, `${later.length} deliveries after the rotation`)
+    assert.ok(later.length >= 2, `${later.length} deliveries after the rotation`)
     for (const request of later) {
       assert.doesNotThrow(() => verifyDelivery(rotated.secret, request))
       assert.throws(() => verifyDelivery(hook.secret, request))
