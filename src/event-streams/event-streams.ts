@@ -10,7 +10,8 @@ import {
   type EventPage,
   type EventQuery,
 } from '../store/event-feed.js'
-import { type SseStream, STREAM_PAGE, type StreamReader, startSseStream } from './sse-stream.js'
+import { type SseStream, STREAM_PAGE, startSseStream } from './sse-stream.js'
+import type { StreamReader } from './stream-reader.js'
 
 export interface EventStreamsOptions {
   /** The store's feed; undefined: a store without one (404). */

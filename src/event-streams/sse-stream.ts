@@ -1,24 +1,24 @@
 import type { ServerResponse } from 'node:http'
 
-import { ServiceError } from '../domain/errors.js'
-import { type ChangeEvent, eventJson } from '../domain/event.js'
+import { eventJson } from '../domain/event.js'
 import { onAnswerClosed } from '../http/request-accounting.js'
 import type { EventFeed, EventPage, EventQuery } from '../store/event-feed.js'
+import {
+  isLossOfAccess,
+  mayHideLossOfAccess,
+  readLostAccess,
+  type StreamReader,
+} from './stream-reader.js'
 
 /** Events a stream reads from the feed at a time (a page is also bounded in bytes). */
 export const STREAM_PAGE = 200
 /** setTimeout's longest delay; a later deadline is re-armed when it fires. */
 const MAX_TIMER_MS = 2 ** 31 - 1
-
-/** Who reads the stream: it ends when their token expires or their subject loses access (docs/events.md). */
-export interface StreamReader {
-  /** The token's `sub`. */
-  readonly sub: string
-  /** When the token stops being honoured: its `exp` plus the leeway, in ms since the epoch. */
-  readonly expiresAtMs: number
-  /** Rejects with token_revoked, subject_suspended or subject_deleted once the token may no longer read; undefined for a sub that names no user. */
-  checkSubject(): Promise<void> | undefined
-}
+/**
+ * How often a stream whose filter may hide its reader's loss of access asks about the subject
+ * while no event comes: a revocation must end it within 5 s of its answer (docs/events.md).
+ */
+const SUBJECT_CHECK_MS = 3000
 
 export interface SseStreamOptions {
   readonly res: ServerResponse
@@ -53,7 +53,9 @@ export interface SseStream {
  */
 export function startSseStream(options: SseStreamOptions): SseStream {
   const { res, feed, query, maxBufferBytes, stallMs, now, reader } = options
+  const watched = reader !== undefined && mayHideLossOfAccess(query, reader)
   let cursor = query.after
+  let checking = false
   let done = false
   let pumping = false
   let again = false
@@ -68,6 +70,7 @@ export function startSseStream(options: SseStreamOptions): SseStream {
     if (done) return
     done = true
     clearInterval(beat)
+    clearInterval(watch)
     clearTimeout(expiry)
     unsubscribe()
     if (why === undefined) res.destroy()
@@ -81,21 +84,14 @@ export function startSseStream(options: SseStreamOptions): SseStream {
     return true
   }
 
-  /** Why the reader's subject may no longer read, or undefined; other faults (a store down) keep the stream. */
-  const lostAccess = async (): Promise<string | undefined> => {
-    try {
-      await reader?.checkSubject()
-      return undefined
-    } catch (error) {
-      if (!(error instanceof ServiceError)) return undefined
-      if (error.code === 'token_revoked')
-        return 'stream ended: the token was revoked; reconnect with a newer token and Last-Event-ID'
-      if (error.code === 'subject_suspended')
-        return 'stream ended: the subject of the token is suspended'
-      if (error.code === 'subject_deleted')
-        return 'stream ended: the subject of the token was deleted'
-      return undefined
-    }
+  /** Ends the stream once its subject may no longer read; one check at a time. */
+  const checkAccess = (): void => {
+    if (checking || done) return
+    checking = true
+    void readLostAccess(reader).then((why) => {
+      checking = false
+      if (why !== undefined) finish(why)
+    })
   }
 
   /** Waits until the socket has taken what is buffered; false when the consumer stalled and was cut off. */
@@ -140,9 +136,20 @@ export function startSseStream(options: SseStreamOptions): SseStream {
     const frames: Buffer[] = []
     let bytes = 0
     let ended: string | undefined
+    // A filtered stream may never see its reader's loss of access: the subject is read after the
+    // page was, so a revocation committed before any event of the page ends the stream first (it
+    // may end before events older than the revocation too: the client resumes with Last-Event-ID).
+    if (watched && page.items.length > 0) {
+      ended = await readLostAccess(reader)
+      if (done) return false
+      if (ended !== undefined) {
+        finish(ended)
+        return false
+      }
+    }
     for (const event of page.items) {
       // Events up to the subject's suspension, deletion or revocation are sent, none after it.
-      if (isLossOfAccess(event, reader)) ended = await lostAccess()
+      if (isLossOfAccess(event, reader)) ended = await readLostAccess(reader)
       if (done) return false
       if (ended !== undefined) break
       const head = `id: ${event.id}\nevent: ${event.type}\ndata: `
@@ -220,10 +227,11 @@ export function startSseStream(options: SseStreamOptions): SseStream {
     if (done || expired()) return
     // A consumer with data still buffered needs no keep-alive, and a stalled one gets no more bytes.
     if (!waitingForDrain && res.writableLength === 0) res.write(': keep-alive\n\n')
-    void lostAccess().then((why) => {
-      if (why !== undefined) finish(why)
-    })
+    checkAccess()
   }, options.heartbeatMs)
+  // An unfiltered stream reads its subject's loss-of-access event as soon as the feed has it;
+  // a filtered one is told by nothing, so it asks, also while its consumer drains.
+  const watch = watched ? setInterval(checkAccess, SUBJECT_CHECK_MS) : undefined
   const unsubscribe = feed.subscribe(() => {
     void pump()
   })
@@ -239,17 +247,6 @@ export function startSseStream(options: SseStreamOptions): SseStream {
       finish(why)
     },
   }
-}
-
-/** A suspension, deletion or revocation of the reader's own subject: access may have ended with it. */
-function isLossOfAccess(event: ChangeEvent, reader: StreamReader | undefined): boolean {
-  return (
-    reader !== undefined &&
-    event.userId === reader.sub &&
-    (event.type === 'user.suspended' ||
-      event.type === 'user.deleted' ||
-      event.type === 'user.tokens_revoked')
-  )
 }
 
 function roomLeft(res: ServerResponse, maxBufferBytes: number): number {
