@@ -80,7 +80,7 @@ export class CreateBatcher {
               ON CONFLICT DO NOTHING RETURNING id`,
               values: rowColumns(ready.map((entry) => entry.record)),
             })
-            return keepKeys(client, ready, new Set(result.rows.map((row) => row.id)), now)
+            return keepKeys(client, ready, new Set(result.rows.map((row) => row.id)))
           },
           (ids) =>
             ready
@@ -115,7 +115,6 @@ async function keepKeys(
   client: PoolClient,
   ready: readonly PendingCreate[],
   ids: Set<string>,
-  now: number,
 ): Promise<Set<string>> {
   const keyed: [id: string, kept: KeptKey][] = []
   for (const entry of ready) {
@@ -127,7 +126,6 @@ async function keepKeys(
   const written = await writeKeptKeys(
     client,
     keyed.map(([, kept]) => kept),
-    now,
   )
   const lost = new Set<string>()
   for (const [id, kept] of keyed) {

@@ -35,7 +35,8 @@ export const KEPT_COLUMNS =
 
 /**
  * What an upsert of a kept key sets on the row it finds: the answer, and no hold. Its WHERE (the
- * row is a hold, or an expired key, at `$now`) is the caller's: a kept key is never overwritten.
+ * row is a hold, or a key expired by the database's clock) is the caller's: a kept key is never
+ * overwritten.
  */
 export const SET_ANSWER = `fingerprint = EXCLUDED.fingerprint, status = EXCLUDED.status,
   content_type = EXCLUDED.content_type, location = EXCLUDED.location, etag = EXCLUDED.etag,

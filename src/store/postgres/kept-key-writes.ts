@@ -24,13 +24,13 @@ export function keyTaken(): ServiceError {
 }
 
 /** Keeps one key in the caller's transaction; throws idempotency_key_in_use when it was kept. */
-export async function writeKeptKey(client: PoolClient, kept: KeptKey, now: number): Promise<void> {
+export async function writeKeptKey(client: PoolClient, kept: KeptKey): Promise<void> {
   const written = await client.query({
     name: 'idempotency_keys_keep',
     text: `INSERT INTO idempotency_keys AS k (${KEPT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
       ON CONFLICT (subject, key) DO UPDATE SET ${SET_ANSWER}
-      WHERE k.status IS NULL OR k.expires_at <= $10`,
-    values: [...keptValues(kept), new Date(now)],
+      WHERE k.status IS NULL OR k.expires_at <= now()`,
+    values: keptValues(kept),
   })
   if (written.rowCount !== 1) throw keyTaken()
 }
@@ -43,7 +43,6 @@ export async function writeKeptKey(client: PoolClient, kept: KeptKey, now: numbe
 export async function writeKeptKeys(
   client: PoolClient,
   keys: readonly KeptKey[],
-  now: number,
 ): Promise<Set<string>> {
   const first = new Map<string, KeptKey>()
   for (const kept of keys) {
@@ -59,9 +58,9 @@ export async function writeKeptKeys(
     text: `INSERT INTO idempotency_keys AS k (${KEPT_COLUMNS})
       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::smallint[], $5::text[], $6::text[], $7::text[], $8::text[], $9::timestamptz[])
       ON CONFLICT (subject, key) DO UPDATE SET ${SET_ANSWER}
-      WHERE k.status IS NULL OR k.expires_at <= $10
+      WHERE k.status IS NULL OR k.expires_at <= now()
       RETURNING k.subject, k.key`,
-    values: [...columns, new Date(now)],
+    values: columns,
   })
   return new Set(written.rows.map((row) => keyName(row.subject, row.key)))
 }
@@ -74,8 +73,7 @@ export async function keepWithChange(
   client: PoolClient,
   context: ChangeContext | undefined,
   record: UserRecord | undefined,
-  now: number,
 ): Promise<void> {
   const kept = context?.idempotency?.keep(record)
-  if (kept !== undefined) await writeKeptKey(client, kept, now)
+  if (kept !== undefined) await writeKeptKey(client, kept)
 }

@@ -34,14 +34,14 @@ const MAX_HOLD_ATTEMPTS = 10
  * renewed while its request runs, so that the hold of a replica that dies is free again within
  * the lease. A key that goes with a change is written by the change's transaction
  * (kept-key-writes.ts); this is the rest: find, hold, release, a key kept alone, and the sweep.
- * Expiry is judged by the store's clock (`now`), leases by the database's, which every replica
- * shares.
+ * Expiry and leases are both judged by the database's clock, which every replica shares, never
+ * by this process's: a replica whose clock runs ahead must not take the keys others kept for
+ * expired, replay nothing and run their requests again.
  */
 export class PostgresKeys implements KeptKeys {
   /** Who holds a key: one id per store instance. */
   readonly holder = randomUUID()
   readonly #db: PgConnection
-  readonly #now: () => number
   readonly #leaseMs: number
   readonly #renewMs: number
   readonly #sweepMs: number
@@ -50,9 +50,8 @@ export class PostgresKeys implements KeptKeys {
   #renewing: NodeJS.Timeout | undefined
   #sweeping: NodeJS.Timeout | undefined
 
-  constructor(db: PgConnection, now: () => number, timings: KeyTimings = {}) {
+  constructor(db: PgConnection, timings: KeyTimings = {}) {
     this.#db = db
-    this.#now = now
     this.#leaseMs = timings.holdLeaseMs ?? 10_000
     this.#renewMs = timings.holdRenewMs ?? 3000
     this.#sweepMs = timings.sweepMs ?? 30_000
@@ -80,8 +79,8 @@ export class PostgresKeys implements KeptKeys {
     const found = await this.#db.query<KeptRow>({
       name: 'idempotency_keys_find',
       text: `SELECT ${KEPT_COLUMNS} FROM idempotency_keys
-        WHERE subject = $1 AND key = $2 AND status IS NOT NULL AND expires_at > $3`,
-      values: [subject, key, new Date(this.#now())],
+        WHERE subject = $1 AND key = $2 AND status IS NOT NULL AND expires_at > now()`,
+      values: [subject, key],
     })
     const row = found.rows[0]
     return row === undefined ? undefined : toKeptKey(row)
@@ -102,8 +101,8 @@ export class PostgresKeys implements KeptKeys {
             held_until = EXCLUDED.held_until, fingerprint = NULL, status = NULL,
             content_type = NULL, location = NULL, etag = NULL, body = NULL, answered_at = NULL,
             expires_at = NULL
-          WHERE (k.status IS NULL AND k.held_until < now()) OR k.expires_at <= $5`,
-        values: [subject, key, this.holder, this.#leaseMs, new Date(this.#now())],
+          WHERE (k.status IS NULL AND k.held_until < now()) OR k.expires_at <= now()`,
+        values: [subject, key, this.holder, this.#leaseMs],
       })
       if (taken.rowCount === 1) {
         this.#turns += 1
@@ -113,8 +112,8 @@ export class PostgresKeys implements KeptKeys {
       const found = await this.#db.query<{ kept: boolean }>({
         name: 'idempotency_keys_holder',
         text: `SELECT status IS NOT NULL AS kept FROM idempotency_keys
-          WHERE subject = $1 AND key = $2 AND (status IS NULL OR expires_at > $3)`,
-        values: [subject, key, new Date(this.#now())],
+          WHERE subject = $1 AND key = $2 AND (status IS NULL OR expires_at > now())`,
+        values: [subject, key],
       })
       const row = found.rows[0]
       if (row !== undefined) return row.kept ? 'held' : 'in_use'
@@ -170,8 +169,8 @@ export class PostgresKeys implements KeptKeys {
       name: 'idempotency_keys_keep_alone',
       text: `INSERT INTO idempotency_keys AS k (${KEPT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
         ON CONFLICT (subject, key) DO UPDATE SET ${SET_ANSWER}
-        WHERE k.status IS NULL OR k.expires_at <= $10`,
-      values: [...keptValues(kept), new Date(this.#now())],
+        WHERE k.status IS NULL OR k.expires_at <= now()`,
+      values: keptValues(kept),
     })
     this.#held.delete(keyName(kept.subject, kept.key))
     if (written.rowCount !== 1) throw keyTaken()
@@ -212,8 +211,8 @@ export class PostgresKeys implements KeptKeys {
     const swept = await this.#db.query({
       name: 'idempotency_keys_sweep',
       text: `DELETE FROM idempotency_keys
-        WHERE (status IS NOT NULL AND expires_at <= $1) OR (status IS NULL AND held_until < now())`,
-      values: [new Date(this.#now())],
+        WHERE (status IS NOT NULL AND expires_at <= now()) OR (status IS NULL AND held_until < now())`,
+      values: [],
     })
     return swept.rowCount ?? 0
   }

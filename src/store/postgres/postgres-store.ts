@@ -88,7 +88,7 @@ export class PostgresStore implements Store {
       () => this.#db.client(),
       this.#db.stalls,
     )
-    this.keys = new PostgresKeys(this.#db, this.#now, options.keyTimings)
+    this.keys = new PostgresKeys(this.#db, options.keyTimings)
     this.webhooks = new PostgresWebhooks(this.#db)
     this.#creates = new CreateBatcher(this.#db, this.#now, () => {
       this.events.committed()
@@ -201,7 +201,7 @@ export class PostgresStore implements Store {
     const inserted = await this.#db.transaction(
       async (client) => {
         const result = await insertUnlessBuried(client, record)
-        if (result.rowCount === 1) await keepWithChange(client, context, record, this.#now())
+        if (result.rowCount === 1) await keepWithChange(client, context, record)
         return result
       },
       (result) =>
@@ -231,7 +231,7 @@ export class PostgresStore implements Store {
               const result = await updateAtVersion(client, record, current.user.version)
               // A change that makes no event keeps its key alone, after (KeptKeys.keepAlone).
               if (result.rowCount === 1 && draft !== undefined)
-                await keepWithChange(client, tracked, record, this.#now())
+                await keepWithChange(client, tracked, record)
               return result
             },
             (result) => (result.rowCount === 1 ? one(draft) : []),
@@ -260,7 +260,7 @@ export class PostgresStore implements Store {
           const deleted = await this.#db.transaction(
             async (client) => {
               const buried = await buryAtVersion(client, id, version, deletedAt)
-              if (buried) await keepWithChange(client, tracked, undefined, this.#now())
+              if (buried) await keepWithChange(client, tracked, undefined)
               return buried
             },
             (removed) => (removed ? one(draft) : []),
