@@ -38,6 +38,11 @@ export function parseBasePath(text: string, name: string): string {
   if (!/^(\/[A-Za-z0-9._~-]+)+\/?$/.test(text)) {
     throw new ConfigError(`${name} must look like /v1 (segments of [A-Za-z0-9._~-]), got "${text}"`)
   }
+  // Clients and proxies resolve `.` and `..` before they send a path, so routes under such a base
+  // could be reached only by a client told not to.
+  if (text.split('/').some((segment) => segment === '.' || segment === '..')) {
+    throw new ConfigError(`${name} must not hold a . or .. segment, got "${text}"`)
+  }
   return text.endsWith('/') ? text.slice(0, -1) : text
 }
 

@@ -153,6 +153,8 @@ describe('the options of createUserService are checked as their variables are', 
       [{ leewaySeconds: -100 }, /^leewaySeconds must be a whole number/],
       [{ headersTimeoutMs: Number.NaN }, /^headersTimeoutMs must be a whole number/],
       [{ basePath: 'api' }, /^basePath must look like \/v1/],
+      [{ basePath: '/..' }, /^basePath must not hold a \. or \.\. segment/],
+      [{ basePath: '/api/./' }, /^basePath must not hold a \. or \.\. segment/],
       [
         { databaseUrl: 'mysql://x/db' },
         /^databaseUrl must be a postgres:\/\/ or postgresql:\/\/ URL/,

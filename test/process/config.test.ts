@@ -177,6 +177,10 @@ describe('parseConfig refusals', () => {
     ['BASE_PATH', 'v1'],
     ['BASE_PATH', '/v1//users'],
     ['BASE_PATH', '/v1?x=1'],
+    // Dot segments: clients resolve them away, so the API would be reachable only with --path-as-is.
+    ['BASE_PATH', '/..'],
+    ['BASE_PATH', '/.'],
+    ['BASE_PATH', '/api/../v1/'],
     ['JWT_LEEWAY_S', 'abc'],
     ['JWT_LEEWAY_S', '-1'],
     ['LOG_LEVEL', 'loudest'],
