@@ -254,6 +254,6 @@ export const SETTINGS = {
     env: ['NODE_ENV'],
     default: false,
     parse: (text) => text === 'production',
-    doc: 'NODE_ENV=production refuses to start without a configured secret',
+    doc: 'NODE_ENV=production (exactly) refuses to start without a configured secret',
   }),
 } as const

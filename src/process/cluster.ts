@@ -6,13 +6,19 @@ import { storeClassesFor } from '../store/create-store.js'
 import { openStore } from '../store/open-store.js'
 import { serveClusterSlots } from './cluster-slots.js'
 import type { Config } from './config.js'
-import { resolveKeys } from './first-start.js'
+import { type ResolvedKeys, removeGeneratedSecret, resolveKeys } from './first-start.js'
+import { formatFirstStart, type Launch } from './first-start-message.js'
 
 export interface PrimaryOptions {
   readonly workers: number
   readonly logger: Logger
-  /** Runs once every worker has exited after a signal: releases what the primary holds. */
-  readonly release: () => Promise<void> | void
+  /**
+   * Runs once every worker has exited after a signal: releases what the primary holds. `served`
+   * says whether every worker once listened (and `listening` ran).
+   */
+  readonly release: (served: boolean) => Promise<void> | void
+  /** Runs once, when every worker first listens, with the URL they serve. */
+  readonly listening?: ((url: string) => void) | undefined
   readonly exit: (code: number) => void
 }
 
@@ -28,8 +34,8 @@ export function shouldFork(workers: number): boolean {
 
 /**
  * The primary of WORKERS > 1: it serves nothing itself. It forks the workers (they share the
- * listening port through node:cluster), forks a new one when one dies, and on SIGTERM or SIGINT
- * passes the signal on, waits for every worker to finish its requests, then exits 0. Only the
+ * listening port through node:cluster), forks a new one when one dies, and on SIGTERM, SIGINT or
+ * SIGHUP passes SIGTERM on, waits for every worker to finish its requests, then exits 0. Only the
  * PostgreSQL store may run here (config.ts refuses the file store): workers share no memory.
  */
 export function runPrimary(options: PrimaryOptions): void {
@@ -37,11 +43,16 @@ export function runPrimary(options: PrimaryOptions): void {
   let stopping = false
   let exitCode = 0
   const listened = new Set<number>()
+  let announced = false
   const fork = (): Worker => cluster.fork()
   serveClusterSlots()
   for (let i = 0; i < options.workers; i += 1) fork()
-  cluster.on('listening', (worker) => {
+  cluster.on('listening', (worker, address) => {
     listened.add(worker.id)
+    if (announced || listened.size < options.workers) return
+    announced = true
+    const host = address.addressType === 6 ? `[${address.address}]` : address.address
+    options.listening?.(`http://${host}:${address.port}`)
   })
   cluster.on('exit', (worker, code, signal) => {
     if (!stopping && !listened.has(worker.id)) {
@@ -54,7 +65,7 @@ export function runPrimary(options: PrimaryOptions): void {
     }
     if (stopping) {
       if (Object.keys(cluster.workers ?? {}).length === 0) {
-        void Promise.resolve(options.release()).finally(() => {
+        void Promise.resolve(options.release(announced)).finally(() => {
           options.exit(exitCode)
         })
       }
@@ -69,7 +80,7 @@ export function runPrimary(options: PrimaryOptions): void {
     logger.info('shutting down the workers', { signal })
     const workers = Object.values(cluster.workers ?? {})
     if (workers.length === 0) {
-      void Promise.resolve(options.release()).finally(() => {
+      void Promise.resolve(options.release(announced)).finally(() => {
         options.exit(exitCode)
       })
       return
@@ -78,18 +89,21 @@ export function runPrimary(options: PrimaryOptions): void {
   }
   process.on('SIGTERM', stop)
   process.on('SIGINT', stop)
+  process.on('SIGHUP', stop)
   logger.info('workers started', { workers: options.workers, pid: process.pid })
 }
 
 /**
  * Claims DATA_DIR and makes the first-start secret (when one is needed) before forking, so that
- * it is written once, by the directory's owner, and every worker reads the same one. The primary
- * never opens its store: the workers open their own.
+ * it is written once, by the directory's owner, and every worker reads the same one; the primary
+ * prints its first-start message once every worker listens. The primary never opens its store:
+ * the workers open their own.
  */
 export async function startPrimary(
   config: Config,
   logger: JsonLogger,
   exit: (code: number) => void,
+  launch: Launch,
 ): Promise<void> {
   const opened = openStore({
     ...pickSettings(config, ['store']),
@@ -97,18 +111,34 @@ export async function startPrimary(
     logger,
   })
   opened.claim()
+  let resolved: ResolvedKeys
   try {
-    const { generatedFile } = await resolveKeys(config)
-    if (generatedFile !== undefined)
-      logger.always('a new secret was written for the workers', { file: generatedFile })
+    resolved = await resolveKeys(config)
   } catch (error) {
     await opened.close()
     throw error
   }
+  const { keys, generatedFile } = resolved
   runPrimary({
     workers: config.workers,
     logger,
-    release: () => opened.close(),
+    listening: (url) => {
+      if (generatedFile === undefined) return
+      const message = formatFirstStart({
+        url,
+        config,
+        keys,
+        file: generatedFile,
+        now: Math.floor(Date.now() / 1000),
+        launch,
+      })
+      if (message !== undefined) process.stderr.write(message)
+    },
+    release: (served) => {
+      // No worker listened, so nobody printed the secret's token: the next start makes its own.
+      if (!served) removeGeneratedSecret(generatedFile)
+      return opened.close()
+    },
     exit,
   })
 }

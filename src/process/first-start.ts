@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { readFileSync } from 'node:fs'
+import { existsSync, readFileSync, unlinkSync } from 'node:fs'
 import path from 'node:path'
 
 import { createSingleKeySet, KeyError, type KeySet } from '../auth/keys.js'
@@ -16,21 +16,42 @@ export interface ResolvedKeys {
 }
 
 /**
- * The keys to use: the configured ones; else the secret kept in DATA_DIR/.jwt-secret; else, outside
- * production, a new random secret written there (0600); in production, a refusal to start.
+ * The keys to use: the configured ones; in production, nothing else (a refusal to start); else the
+ * secret kept in DATA_DIR/.jwt-secret; else a new random secret written there (0600).
  */
 export async function resolveKeys(config: Config): Promise<ResolvedKeys> {
   if (config.keys !== undefined) return { keys: config.keys, generatedFile: undefined }
   const file = path.join(config.dataDir, SECRET_FILE)
+  // A kept secret was made by a development start, which printed a day-long admin token signed
+  // with it (into logs that outlive the start): production never trusts it.
+  if (config.production) {
+    const kept = existsSync(file)
+      ? ` (${file}, made by a development start, is never used in production)`
+      : ''
+    throw new ConfigError(
+      `JWT_SECRET (or JWT_SECRETS) must be set when NODE_ENV=production: set one of them${kept}`,
+    )
+  }
   const kept = readSecretFile(file)
   if (kept !== undefined) return { keys: kept, generatedFile: undefined }
-  if (config.production) {
-    throw new ConfigError('JWT_SECRET (or JWT_SECRETS) must be set when NODE_ENV=production')
-  }
   makeDurableDirectory(config.dataDir)
   const text = `base64url:${randomBytes(32).toString('base64url')}`
   await writeFileAtomic(file, `${text}\n`)
   return { keys: createSingleKeySet(text, file), generatedFile: file }
+}
+
+/**
+ * Removes the secret this start wrote when the start fails before it listens: the next start then
+ * writes its own and prints its token, instead of keeping a secret whose token nobody saw. Called
+ * while this process still holds DATA_DIR's lock, so no other start can have read the file.
+ */
+export function removeGeneratedSecret(file: string | undefined): void {
+  if (file === undefined) return
+  try {
+    unlinkSync(file)
+  } catch {
+    // A secret left behind only costs the next start its message.
+  }
 }
 
 /** The secret kept by an earlier first start, or undefined when there is none. */

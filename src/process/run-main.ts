@@ -9,12 +9,13 @@ import { createJsonLogger, flushOnExit, type JsonLogger } from '../log/logger.js
 import { createService } from '../service.js'
 import { pickSettings } from '../settings-by-owner.js'
 import { storeClassesFor } from '../store/create-store.js'
-import { openStore } from '../store/open-store.js'
+import { openStore, releaseHeldLocks } from '../store/open-store.js'
 import { isClusterWorker, shouldFork, startPrimary } from './cluster.js'
 import { createClusterSlots } from './cluster-slots.js'
 import { ConfigError, parseConfig } from './config.js'
-import { resolveKeys } from './first-start.js'
-import { formatFirstStart } from './first-start-message.js'
+import { removeGeneratedSecret, resolveKeys } from './first-start.js'
+import { formatFirstStart, type Launch } from './first-start-message.js'
+import { unusableAddress, unusableDatabase, unusableDataDir } from './start-errors.js'
 
 /** How long an exit waits for buffered log lines to reach a slow reader. */
 const LOG_FLUSH_MS = 1000
@@ -23,10 +24,16 @@ async function main(): Promise<void> {
   const config = parseConfig(process.env)
   const logger = createJsonLogger({ level: config.logLevel })
   flushOnExit(logger)
+  if (!isClusterWorker()) warnNodeEnv(process.env['NODE_ENV'], logger)
   if (shouldFork(config.workers)) {
-    await startPrimary(config, logger, (code) => {
-      void exit(logger, code)
-    })
+    await startPrimary(
+      config,
+      logger,
+      (code) => {
+        void exit(logger, code)
+      },
+      launchOf(),
+    )
     return
   }
   const opened = openStore({
@@ -56,13 +63,26 @@ async function main(): Promise<void> {
     // MAX_EVENT_STREAMS and the one import at a time are the service's: the primary counts them.
     slots: isClusterWorker() ? createClusterSlots() : undefined,
   })
-  // The database is migrated before listening: a schema newer than the code refuses the start.
-  if (opened.store.capabilities.shared) await service.open()
-  const { url } = await service.listen(config.port, config.host).catch(async (error: unknown) => {
-    // The data directory's lock is given back: the next start need not take it over.
+  // A start that fails before it listens takes back the secret it wrote, whose token it never
+  // printed, so that the next start prints one. Then the data directory's lock is given back: the
+  // next start need not take it over.
+  const refuse = async (error: unknown): Promise<never> => {
+    removeGeneratedSecret(generatedFile)
     await service.close().catch(() => undefined)
-    throw unusableAddress(config.host, config.port, error)
-  })
+    throw error
+  }
+  // The database is migrated before listening: a schema newer than the code refuses the start.
+  if (opened.store.capabilities.shared) {
+    const { databaseUrl } = config
+    await service
+      .open()
+      .catch((error: unknown) =>
+        refuse(databaseUrl === undefined ? error : unusableDatabase(databaseUrl, error)),
+      )
+  }
+  const { url } = await service
+    .listen(config.port, config.host)
+    .catch((error: unknown) => refuse(unusableAddress(config.host, config.port, error)))
   let failed = false
   const fail = (): void => {
     if (failed) return
@@ -93,13 +113,7 @@ async function main(): Promise<void> {
       keys,
       file: generatedFile,
       now: Math.floor(Date.now() / 1000),
-      launch: {
-        argv: process.argv,
-        execArgv: process.execArgv,
-        execPath: process.execPath,
-        cwd: process.cwd(),
-        npmScript: process.env['npm_lifecycle_event'],
-      },
+      launch: launchOf(),
     })
     if (message !== undefined) process.stderr.write(message)
   }
@@ -107,6 +121,13 @@ async function main(): Promise<void> {
   let stopping = false
   const stop = (signal: NodeJS.Signals): void => {
     if (stopping) {
+      // A worker's stop is its primary's to decide: a signal sent to the whole process group
+      // (systemd, Ctrl-C) reaches it twice, from the group and passed on by the primary.
+      if (isClusterWorker()) return
+      // A second signal to a single process is someone who will not wait: it exits now, cutting
+      // the requests in flight, but gives the data directory's lock back first.
+      logger.warn('stopping at once: a second signal', { signal })
+      releaseHeldLocks()
       process.exit(1)
     }
     stopping = true
@@ -124,32 +145,34 @@ async function main(): Promise<void> {
   }
   process.on('SIGTERM', stop)
   process.on('SIGINT', stop)
+  // A closed terminal or a service manager's reload sends SIGHUP, which would otherwise kill the
+  // process without a word and leave its lock behind.
+  process.on('SIGHUP', stop)
 }
 
-/** A data directory the process cannot make, write or lock, as one line naming DATA_DIR. */
-function unusableDataDir(dataDir: string, error: unknown): unknown {
-  const code = errnoOf(error)
-  if (error instanceof StartError || code === undefined) return error
-  return new StartError(
-    `DATA_DIR ${dataDir} cannot be used (${code}): it must be a directory this user may create, read and write`,
-  )
+/** How this process was started, for the first-start message's command that makes tokens. */
+function launchOf(): Launch {
+  return {
+    argv: process.argv,
+    execArgv: process.execArgv,
+    execPath: process.execPath,
+    cwd: process.cwd(),
+    npmScript: process.env['npm_lifecycle_event'],
+  }
 }
 
-/** An address the server cannot listen on, as one line naming HOST or PORT. */
-function unusableAddress(host: string, port: number, error: unknown): unknown {
-  const code = errnoOf(error)
-  if (code === 'EADDRINUSE') return new StartError(`PORT ${port} is in use on ${host} (EADDRINUSE)`)
-  if (code === 'EACCES')
-    return new StartError(`PORT ${port} needs privileges this user lacks (EACCES)`)
-  if (code === undefined) return error
-  return new StartError(
-    `HOST ${host} cannot be listened on (${code}): give one of the host's own addresses`,
-  )
-}
-
-function errnoOf(error: unknown): string | undefined {
-  const code = (error as { code?: unknown } | null)?.code
-  return typeof code === 'string' && /^E[A-Z]+$/.test(code) ? code : undefined
+/**
+ * NODE_ENV is compared as written, as the rest of Node's ecosystem does; a value that looks like
+ * production but is not exactly `production` gets a warning, as it turns no production rule on.
+ */
+function warnNodeEnv(nodeEnv: string | undefined, logger: JsonLogger): void {
+  const value = nodeEnv?.trim()
+  if (value === undefined || value === 'production') return
+  if (value.toLowerCase() === 'production') {
+    logger.warn('NODE_ENV is not production: only the exact lowercase value turns production on', {
+      nodeEnv: value,
+    })
+  }
 }
 
 /** Exits once the log lines are out, or after LOG_FLUSH_MS if the reader does not take them. */

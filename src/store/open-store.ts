@@ -3,6 +3,8 @@ import { type DataDirLock, lockDataDir } from './file/data-dir-lock.js'
 import type { Store } from './store.js'
 import type { DurableWriteObserver } from './write-timing.js'
 
+export { releaseHeldLocks } from './file/data-dir-lock.js'
+
 export interface OpenStoreOptions extends StoreConfig {
   /** A store made by the caller (embedding); it wins over databaseUrl and dataDir. */
   store?: Store | undefined

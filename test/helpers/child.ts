@@ -54,6 +54,8 @@ export interface ChildOptions {
   cwd?: string
   /** Runs the child as this user and group (the caller must be root), with no other groups. */
   user?: { readonly uid: number; readonly gid: number } | undefined
+  /** Runs the child as the leader of a process group of its own, which a test may signal whole. */
+  detached?: boolean
 }
 
 export interface Child {
@@ -90,6 +92,7 @@ export function spawnService(options: ChildOptions): Child {
     cwd: options.cwd ?? PROJECT_ROOT,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: options.detached === true,
     // libuv drops the supplementary groups when it sets the ids.
     ...(options.user === undefined ? {} : { uid: options.user.uid, gid: options.user.gid }),
   })

@@ -60,6 +60,30 @@ describe('a start the machine refuses says which setting, in one line', () => {
     )
   })
 
+  it('names DATABASE_URL, where it points and what failed, never its password, when no server answers', async (t) => {
+    const dataDir = path.join(await makeTempDir(t, 'start-refusal-'), 'data')
+    const line = await refusedStart(t, dataDir, {
+      DATABASE_URL: 'postgres://someone:hunter2-secret@127.0.0.1:1/users',
+    })
+    assert.equal(
+      line,
+      'user-service: cannot start: DATABASE_URL (127.0.0.1:1/users) cannot be used: connect ECONNREFUSED 127.0.0.1:1',
+    )
+    assert.deepEqual(
+      (await readdir(dataDir)).filter((name) => name.startsWith('.lock')),
+      [],
+    )
+  })
+
+  it('names BASE_PATH when it holds a dot segment', async (t) => {
+    const dataDir = path.join(await makeTempDir(t, 'start-refusal-'), 'data')
+    const line = await refusedStart(t, dataDir, { BASE_PATH: '/..' })
+    assert.equal(
+      line,
+      'user-service: cannot start: BASE_PATH must not hold a . or .. segment, got "/.."',
+    )
+  })
+
   it('exits 1 when the store cannot load after listening, and leaves no lock behind', {
     timeout: 30_000,
   }, async (t) => {

@@ -27,6 +27,17 @@ export class LockError extends StartError {
 
 const MAX_ATTEMPTS = 50
 
+// Every lock this process holds, for an exit that cannot wait for its stores to close.
+const heldLocks = new Set<DataDirLock>()
+
+/**
+ * Gives up every data directory lock this process holds, at once: for a forced exit, which must
+ * not leave a lock file the next start has to take over.
+ */
+export function releaseHeldLocks(): void {
+  for (const lock of heldLocks) lock.release()
+}
+
 interface Held {
   readonly file: string
   readonly token: string
@@ -75,6 +86,7 @@ export class DataDirLock {
       if (identity === undefined) continue
       this.#settle(file, token)
       heldTokens.add(token)
+      heldLocks.add(this)
       this.#held = { file, token, identity }
       this.#file = file
       return
@@ -93,6 +105,7 @@ export class DataDirLock {
     if (held === undefined) return false
     this.#held = undefined
     heldTokens.delete(held.token)
+    heldLocks.delete(this)
     return removeIfOurs(held.file, held.token)
   }
 
