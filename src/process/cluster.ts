@@ -7,7 +7,7 @@ import { openStore } from '../store/open-store.js'
 import { serveClusterSlots } from './cluster-slots.js'
 import type { Config } from './config.js'
 import { type ResolvedKeys, removeGeneratedSecret, resolveKeys } from './first-start.js'
-import { formatFirstStart, type Launch } from './first-start-message.js'
+import { type Launch, printFirstStart } from './first-start-message.js'
 
 export interface PrimaryOptions {
   readonly workers: number
@@ -123,16 +123,8 @@ export async function startPrimary(
     workers: config.workers,
     logger,
     listening: (url) => {
-      if (generatedFile === undefined) return
-      const message = formatFirstStart({
-        url,
-        config,
-        keys,
-        file: generatedFile,
-        now: Math.floor(Date.now() / 1000),
-        launch,
-      })
-      if (message !== undefined) process.stderr.write(message)
+      if (generatedFile !== undefined)
+        printFirstStart({ url, config, keys, file: generatedFile, launch })
     },
     release: (served) => {
       // No worker listened, so nobody printed the secret's token: the next start makes its own.

@@ -38,6 +38,12 @@ export interface FirstStart {
  */
 const FIRST_SCOPES = SCOPES.filter((scope) => scope.startsWith('users:'))
 
+/** Prints the message on stderr with a token signed now: the first start's, once it listens. */
+export function printFirstStart(start: Omit<FirstStart, 'now'>): void {
+  const message = formatFirstStart({ ...start, now: Math.floor(Date.now() / 1000) })
+  if (message !== undefined) process.stderr.write(message)
+}
+
 /** The message, or undefined when there is no key to sign with. */
 export function formatFirstStart(start: FirstStart): string | undefined {
   const key = start.keys.keys[0]

@@ -14,7 +14,7 @@ import { isClusterWorker, shouldFork, startPrimary } from './cluster.js'
 import { createClusterSlots } from './cluster-slots.js'
 import { ConfigError, parseConfig } from './config.js'
 import { removeGeneratedSecret, resolveKeys } from './first-start.js'
-import { formatFirstStart, type Launch } from './first-start-message.js'
+import { type Launch, printFirstStart } from './first-start-message.js'
 import { unusableAddress, unusableDatabase, unusableDataDir } from './start-errors.js'
 
 /** How long an exit waits for buffered log lines to reach a slow reader. */
@@ -107,15 +107,7 @@ async function main(): Promise<void> {
     pid: process.pid,
   })
   if (generatedFile !== undefined) {
-    const message = formatFirstStart({
-      url,
-      config,
-      keys,
-      file: generatedFile,
-      now: Math.floor(Date.now() / 1000),
-      launch: launchOf(),
-    })
-    if (message !== undefined) process.stderr.write(message)
+    printFirstStart({ url, config, keys, file: generatedFile, launch: launchOf() })
   }
 
   let stopping = false
