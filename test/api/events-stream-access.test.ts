@@ -2,11 +2,10 @@ import assert from 'node:assert/strict'
 import { describe, it, type TestContext } from 'node:test'
 
 import type { UserServiceOptions } from '../../src/process/create-user-service.js'
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js'
 import { openSse, type SseClient } from '../events/sse-client.js'
 import { sleep } from '../helpers/child.js'
 import { assertProblem } from '../helpers/http.js'
-import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES, sql } from '../helpers/postgres.js'
+import { freshSchema, replicaStore, SKIP_POSTGRES, sql } from '../helpers/postgres.js'
 import { startService, type TestService } from '../helpers/service.js'
 import { makeToken, nowSeconds } from '../helpers/tokens.js'
 import { FEED_STORES } from './event-feed-fixtures.js'
@@ -160,8 +159,7 @@ describe('an SSE stream on PostgreSQL notices at its heartbeat a suspension it s
 }, () => {
   it('ends within a heartbeat when another writer suspends the subject', async (t) => {
     const schema = freshSchema(t)
-    const store = new PostgresStore({ url: requireDatabaseUrl(), schema, eventPollMs: 50 })
-    t.after(() => store.close())
+    const store = replicaStore(t, schema)
     const svc = await startService(t, { store, eventStreams: { heartbeatMs: 200 } })
     const subject = await svc.createUser()
     const stream = await openSse(

@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict'
 import { describe, it, type TestContext } from 'node:test'
 
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js'
 import { openSse, type SseClient } from '../events/sse-client.js'
 import { sleep } from '../helpers/child.js'
-import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES } from '../helpers/postgres.js'
+import { freshSchema, replicaStore, SKIP_POSTGRES } from '../helpers/postgres.js'
 import { startService, type TestService } from '../helpers/service.js'
 import { makeToken, nowSeconds } from '../helpers/tokens.js'
 
@@ -35,13 +34,8 @@ const WORLDS: readonly {
     skip: SKIP_POSTGRES,
     start: async (t) => {
       const schema = freshSchema(t)
-      const make = (): PostgresStore => {
-        const store = new PostgresStore({ url: requireDatabaseUrl(), schema, eventPollMs: 50 })
-        t.after(() => store.close())
-        return store
-      }
-      const writer = await startService(t, { store: make() })
-      const reader = await startService(t, { store: make(), ...QUIET })
+      const writer = await startService(t, { store: replicaStore(t, schema) })
+      const reader = await startService(t, { store: replicaStore(t, schema), ...QUIET })
       return { writer, reader }
     },
   },

@@ -8,7 +8,12 @@ import { PostgresStore } from '../../src/store/postgres/postgres-store.js'
 import type { ChangeUser } from '../../src/store/store.js'
 import { openSse } from '../events/sse-client.js'
 import { assertProblem, type TestResponse } from '../helpers/http.js'
-import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES } from '../helpers/postgres.js'
+import {
+  freshSchema,
+  replicaStore,
+  requireDatabaseUrl,
+  SKIP_POSTGRES,
+} from '../helpers/postgres.js'
 import { makeTempDir, startService, type TestService } from '../helpers/service.js'
 import { STORES } from '../helpers/store-cases.js'
 import { makeToken, nowSeconds } from '../helpers/tokens.js'
@@ -409,11 +414,7 @@ describe('a revocation lasts', () => {
     skip: SKIP_POSTGRES,
   }, async (t) => {
     const schema = freshSchema(t)
-    const make = (): PostgresStore => {
-      const store = new PostgresStore({ url: requireDatabaseUrl(), schema, eventPollMs: 50 })
-      t.after(() => store.close())
-      return store
-    }
+    const make = (): PostgresStore => replicaStore(t, schema)
     const a = await startService(t, { store: make() })
     const b = await startService(t, { store: make(), eventStreams: { heartbeatMs: 60_000 } })
     const user = await a.createUser()

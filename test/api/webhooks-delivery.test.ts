@@ -4,10 +4,9 @@ import path from 'node:path'
 import { describe, it } from 'node:test'
 
 import type { User } from '../../src/domain/user.js'
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js'
 import { type ChildOptions, type RunningChild, startChild } from '../helpers/child.js'
 import { request } from '../helpers/http.js'
-import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES } from '../helpers/postgres.js'
+import { freshSchema, replicaStore, SKIP_POSTGRES } from '../helpers/postgres.js'
 import { startService, uniqueEmail } from '../helpers/service.js'
 import { makeWorld } from '../helpers/tmpfs-world.js'
 import { makeToken } from '../helpers/tokens.js'
@@ -213,11 +212,7 @@ describe('webhooks on two PostgreSQL replicas', { skip: SKIP_POSTGRES }, () => {
     const receiver = await startReceiver()
     t.after(() => receiver.close())
     const schema = freshSchema(t)
-    const replica = async () => {
-      const store = new PostgresStore({ url: requireDatabaseUrl(), schema, eventPollMs: 50 })
-      t.after(() => store.close())
-      return startService(t, { store, ...LOCAL })
-    }
+    const replica = () => startService(t, { store: replicaStore(t, schema), ...LOCAL })
     const a = await replica()
     const b = await replica()
     const created = await a.call('POST', '/webhooks', { token: ADMIN, json: { url: receiver.url } })

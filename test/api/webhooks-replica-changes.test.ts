@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict'
 import { describe, it, type TestContext } from 'node:test'
 
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js'
 import { sleep } from '../helpers/child.js'
-import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES } from '../helpers/postgres.js'
+import { freshSchema, replicaStore, SKIP_POSTGRES } from '../helpers/postgres.js'
 import { startService, type TestService } from '../helpers/service.js'
 import { ADMIN, type EndpointWithSecret } from '../helpers/webhook-api.js'
 import {
@@ -32,11 +31,7 @@ async function replicasDelivering(t: TestContext): Promise<Replicas> {
   const receiver = await startReceiver((_, res) => setTimeout(() => res.writeHead(204).end(), 20))
   t.after(() => receiver.close())
   const schema = freshSchema(t)
-  const replica = async () => {
-    const store = new PostgresStore({ url: requireDatabaseUrl(), schema, eventPollMs: 50 })
-    t.after(() => store.close())
-    return startService(t, { store, ...LOCAL })
-  }
+  const replica = () => startService(t, { store: replicaStore(t, schema), ...LOCAL })
   const a = await replica()
   const b = await replica()
   const created = await a.call('POST', '/webhooks', { token: ADMIN, json: { url: receiver.url } })

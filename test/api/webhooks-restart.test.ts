@@ -5,10 +5,9 @@ import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
 import type { UserServiceOptions } from '../../src/process/create-user-service.js'
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js'
 import { assertProblem } from '../helpers/http.js'
 import { waitFor } from '../helpers/ops.js'
-import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES } from '../helpers/postgres.js'
+import { freshSchema, replicaStore, SKIP_POSTGRES } from '../helpers/postgres.js'
 import { captureHooks, startHooks } from '../helpers/webhook-api.js'
 
 /** The durable stores, each reopened on what the first service left. */
@@ -31,11 +30,7 @@ const DURABLE: readonly {
     skip: SKIP_POSTGRES,
     reopen: (t) => {
       const schema = freshSchema(t)
-      return () => {
-        const store = new PostgresStore({ url: requireDatabaseUrl(), schema, eventPollMs: 50 })
-        t.after(() => store.close())
-        return { store }
-      }
+      return () => ({ store: replicaStore(t, schema) })
     },
   },
 ]

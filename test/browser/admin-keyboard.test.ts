@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import type { Page } from 'playwright-core'
+import type { Locator, Page } from 'playwright-core'
 
 import { assertClean, openAdmin, SKIP } from '../helpers/admin-browser.js'
 import type { Problem } from '../helpers/http.js'
@@ -40,6 +40,22 @@ async function tabTo(page: Page, name: string, key = 'Tab'): Promise<void> {
   assert.fail(`${key} never reached ${name}`)
 }
 
+/** Signs in by the keyboard alone: Tab to the Token field, type a token with `scope`, Enter. */
+async function signInByKeyboard(page: Page, scope: string): Promise<void> {
+  await tabTo(page, 'Token')
+  await page.keyboard.type(makeToken({ scope }))
+  await page.keyboard.press('Enter')
+}
+
+/** Opens the user's detail from its row by the keyboard, and returns the detail's region. */
+async function openByKeyboard(page: Page, user: { email: string; id: string }): Promise<Locator> {
+  await tabTo(page, user.email)
+  await page.keyboard.press('Enter')
+  const detail = page.getByRole('region', { name: 'User details' })
+  await detail.getByText(user.id, { exact: true }).waitFor()
+  return detail
+}
+
 describe('the admin page with the keyboard alone', { skip: SKIP, timeout: 300_000 }, () => {
   it('signs in, searches, pages, opens a user, edits, confirms or cancels in trapped dialogs, creates, deletes and signs out', async (t) => {
     const s = await startService(t)
@@ -50,9 +66,7 @@ describe('the admin page with the keyboard alone', { skip: SKIP, timeout: 300_00
     const { page, faults } = await openAdmin(t, `${s.url}/admin`)
 
     // Sign in: Tab to the token, type it, Enter.
-    await tabTo(page, 'Token')
-    await page.keyboard.type(makeToken({ scope: `${ALL_SCOPES} events:read` }))
-    await page.keyboard.press('Enter')
+    await signInByKeyboard(page, `${ALL_SCOPES} events:read`)
     await page.getByRole('table', { name: 'Users' }).waitFor()
     await page.getByRole('button', { name: target.email, exact: true }).waitFor()
     assert.equal((await focused(page)).name, 'Search')
@@ -179,14 +193,9 @@ describe('the admin page with the keyboard alone', { skip: SKIP, timeout: 300_00
     const user = await s.createUser({ name: 'Keyboard Suspend', metadata: { team: 'keys' } })
     assert.equal((await s.call('POST', `/users/${user.id}:activate`)).status, 200)
     const { page, faults } = await openAdmin(t, `${s.url}/admin`)
-    await tabTo(page, 'Token')
-    await page.keyboard.type(makeToken({ scope: `${ALL_SCOPES} events:read` }))
-    await page.keyboard.press('Enter')
+    await signInByKeyboard(page, `${ALL_SCOPES} events:read`)
     await page.getByRole('table', { name: 'Users' }).waitFor()
-    await tabTo(page, user.email)
-    await page.keyboard.press('Enter')
-    const detail = page.getByRole('region', { name: 'User details' })
-    await detail.getByText(user.id, { exact: true }).waitFor()
+    const detail = await openByKeyboard(page, user)
     const status = detail.locator('dd').nth(3)
     assert.equal(await status.textContent(), 'active')
 
@@ -300,14 +309,9 @@ describe('the admin page with the keyboard alone', { skip: SKIP, timeout: 300_00
     const user = await s.createUser({ name: 'Keyboard Stale' })
     const { page, faults } = await openAdmin(t, `${s.url}/admin`)
     // Without events:read: the detail does not follow the change made elsewhere, and meets it.
-    await tabTo(page, 'Token')
-    await page.keyboard.type(makeToken({ scope: ALL_SCOPES }))
-    await page.keyboard.press('Enter')
+    await signInByKeyboard(page, ALL_SCOPES)
     await page.getByRole('table', { name: 'Users' }).waitFor()
-    await tabTo(page, user.email)
-    await page.keyboard.press('Enter')
-    const detail = page.getByRole('region', { name: 'User details' })
-    await detail.getByText(user.id, { exact: true }).waitFor()
+    const detail = await openByKeyboard(page, user)
     assert.equal(
       (await s.call('PATCH', `/users/${user.id}`, { json: { name: 'Changed Elsewhere' } })).status,
       200,
@@ -333,13 +337,9 @@ describe('the admin page with the keyboard alone', { skip: SKIP, timeout: 300_00
     // Live, with the focus on Edit: the user deleted elsewhere takes the actions away, not the focus.
     await tabTo(page, 'Sign out', 'Shift+Tab')
     await page.keyboard.press('Enter')
-    await tabTo(page, 'Token')
-    await page.keyboard.type(makeToken({ scope: `${ALL_SCOPES} events:read` }))
-    await page.keyboard.press('Enter')
+    await signInByKeyboard(page, `${ALL_SCOPES} events:read`)
     await page.getByRole('status').getByText('Live updates: on', { exact: true }).waitFor()
-    await tabTo(page, user.email)
-    await page.keyboard.press('Enter')
-    await detail.getByText(user.id, { exact: true }).waitFor()
+    await openByKeyboard(page, user)
     await tabTo(page, 'Edit')
     assert.equal((await s.call('DELETE', `/users/${user.id}`)).status, 204)
     await alert.getByText('This user was deleted meanwhile.', { exact: true }).waitFor()

@@ -3,6 +3,8 @@ import type { TestContext } from 'node:test'
 
 import pg from 'pg'
 
+import { PostgresStore } from '../../src/store/postgres/postgres-store.js'
+
 /** The database the PostgreSQL tests use, or undefined: then they skip. */
 export const DATABASE_URL = process.env['DATABASE_URL']
 
@@ -30,6 +32,16 @@ export async function sql(
   } finally {
     await client.end()
   }
+}
+
+/**
+ * A store on `schema` as one replica would open it, closed when the test ends: events are polled
+ * every 50 ms, so that what another replica commits shows soon.
+ */
+export function replicaStore(t: TestContext, schema: string): PostgresStore {
+  const store = new PostgresStore({ url: requireDatabaseUrl(), schema, eventPollMs: 50 })
+  t.after(() => store.close())
+  return store
 }
 
 /** A fresh, empty schema name (the store creates it); it is dropped when the test ends. */
