@@ -7,7 +7,7 @@ import { makeDurableDirectory, syncDirectorySync } from './atomic-write.js'
 import {
   blocks,
   createLockFile,
-  heldTokens,
+  heldLocks,
   holdsToken,
   isProcessAlive,
   LEGACY_CONTENT,
@@ -27,15 +27,12 @@ export class LockError extends StartError {
 
 const MAX_ATTEMPTS = 50
 
-// Every lock this process holds, for an exit that cannot wait for its stores to close.
-const heldLocks = new Set<DataDirLock>()
-
 /**
  * Gives up every data directory lock this process holds, at once: for a forced exit, which must
  * not leave a lock file the next start has to take over.
  */
 export function releaseHeldLocks(): void {
-  for (const lock of heldLocks) lock.release()
+  for (const lock of [...heldLocks.values()]) lock.release()
 }
 
 interface Held {
@@ -85,8 +82,7 @@ export class DataDirLock {
       const identity = createLockFile(this.#dir, file, token)
       if (identity === undefined) continue
       this.#settle(file, token)
-      heldTokens.add(token)
-      heldLocks.add(this)
+      heldLocks.set(token, this)
       this.#held = { file, token, identity }
       this.#file = file
       return
@@ -104,8 +100,7 @@ export class DataDirLock {
     const held = this.#held
     if (held === undefined) return false
     this.#held = undefined
-    heldTokens.delete(held.token)
-    heldLocks.delete(this)
+    heldLocks.delete(held.token)
     return removeIfOurs(held.file, held.token)
   }
 

@@ -43,8 +43,11 @@ export const TEMP_PREFIX = '.lock-tmp.'
 // The longest content we write is 44 bytes; reading a few more shows a longer file is not ours.
 const READ_BYTES = 64
 
-/** Tokens of the locks held in this process (the only way to tell two stores of one pid apart). */
-export const heldTokens = new Set<string>()
+/**
+ * The locks held in this process, by their tokens (the only way to tell two stores of one pid
+ * apart), each able to give itself up (a forced exit gives them all up).
+ */
+export const heldLocks = new Map<string, { release(): boolean }>()
 
 export interface Owner {
   readonly pid: number
@@ -139,7 +142,7 @@ export function readHead(file: string): Head | undefined {
 }
 
 function isLive(owner: Owner): boolean {
-  if (owner.pid === process.pid) return heldTokens.has(owner.token)
+  if (owner.pid === process.pid) return heldLocks.has(owner.token)
   return isProcessAlive(owner.pid)
 }
 
