@@ -72,8 +72,9 @@ export function createClientErrorHandler(logger: Logger): (error: Error, socket:
 /**
  * The server's `connect` listener. A CONNECT asks for a tunnel, which only a proxy gives; Node
  * hands its connection over raw and, without a listener, closes it without a word. It gets a
- * 400 as problem+json instead, and the connection closes: every byte after its head belongs to
- * the tunnel it asked for, not to a next request.
+ * 400 as problem+json instead, after the answers of the requests pipelined before it, and the
+ * connection closes: every byte after its head belongs to the tunnel it asked for, not to a next
+ * request.
  */
 export function createConnectRefusal(logger: Logger): (req: IncomingMessage) => void {
   // Node's socket argument is typed as a bare stream; `req.socket` is the same socket.
@@ -84,17 +85,21 @@ export function createConnectRefusal(logger: Logger): (req: IncomingMessage) => 
     socket.on('error', () => {
       socket.destroy()
     })
-    if (!socket.writable) {
-      socket.destroy()
-      return
-    }
     const requestId = readRequestId(req.headers['x-request-id'])
     const problem = new HttpError('bad_request', 'This service is not a proxy: it opens no tunnel.')
-    refuseOnSocket(socket, problem, requestId)
-    logger.info('refused a CONNECT request', {
-      requestId,
-      status: problem.status,
-      code: problem.code,
+    // The hand-over comes as soon as its head is parsed, while a request before it on the
+    // connection may still be at work: written now, the 400 would go out as that one's answer.
+    whenSettled(socket, () => {
+      if (!socket.writable) {
+        socket.destroy()
+        return
+      }
+      refuseOnSocket(socket, problem, requestId)
+      logger.info('refused a CONNECT request', {
+        requestId,
+        status: problem.status,
+        code: problem.code,
+      })
     })
   }
 }

@@ -232,6 +232,30 @@ describe('CONNECT', () => {
     assert.equal(result.raw.match(/HTTP\/1\.1 \d{3}/g)?.length, 1, result.raw)
   })
 
+  // RFC 9112 §9.3.2: answers go out in the order the requests came. A CONNECT pipelined behind a
+  // create whose answer is not out yet must not take its place: the client would read the 400 as
+  // the create's answer, though the user was stored.
+  it('answers the requests before it first, in order, then refuses it and closes', async (t) => {
+    const s = await startService(t)
+    const email = uniqueEmail()
+    const post = rawCreate(
+      ['Host: x', `Authorization: Bearer ${s.token}`, 'Content-Type: application/json'],
+      'Before the tunnel',
+      email,
+    )
+    const result = await exchange(s.url, `${post}CONNECT x:443 HTTP/1.1\r\nHost: x:443\r\n\r\n`)
+    assert.equal(result.closed, true, result.raw)
+    // A body ends without a line break: the next status line follows it on the same line.
+    const statuses = (result.raw.match(/HTTP\/1\.1 \d{3} /g) ?? []).map((line) =>
+      Number(line.slice(9, 12)),
+    )
+    assert.deepEqual(statuses, [201, 400], result.raw)
+    assert.match(result.raw, /"detail":"This service is not a proxy/)
+    const created = await s.call('GET', `/users?email=${encodeURIComponent(email)}`)
+    assert.equal(created.json<{ items: unknown[] }>().items.length, 1)
+    assert.ok(s.logs.some((entry) => entry['method'] === 'POST' && entry['status'] === 201))
+  })
+
   // Node takes its own listeners off a CONNECT's socket when it hands it over: a reset while the
   // refusal is written must not become an uncaught error that ends the process.
   it('survives clients that reset the connection while their refusal is written', async (t) => {
