@@ -1,7 +1,15 @@
-import { createServer, type RequestListener, type Server, type ServerResponse } from 'node:http'
+import {
+  createServer,
+  type IncomingMessage,
+  type RequestListener,
+  type Server,
+  type ServerResponse,
+} from 'node:http'
+
+import { isBehindLastRequest, serveNoneAfter } from './lingering-close.js'
 
 /**
- * The `node:http` server the service answers on, with four of Node's defaults changed:
+ * The `node:http` server the service answers on, with five of Node's defaults changed:
  * - No Host check of its own (`requireHostHeader: false`), and no 417 of its own to an `Expect`
  *   other than 100-continue: Node's answers are bare status lines; the service refuses both as
  *   problem+json (request-head.ts).
@@ -12,8 +20,13 @@ import { createServer, type RequestListener, type Server, type ServerResponse } 
  *   (RFC 9110 §10.1.1). Node sends it at once; a request refused from its head alone (401, 403,
  *   413 by its Content-Length, 415…) then got a 100 first, and the client sent a body only to have
  *   it discarded. Without the 100, the client learns the final answer before it sends anything.
+ * - A request that asks to switch protocols is the last its connection serves (closeAfterUpgrade).
  */
-export function createHttpServer(handler: RequestListener, connectionCheckMs: number): Server {
+export function createHttpServer(listener: RequestListener, connectionCheckMs: number): Server {
+  const handler: RequestListener = (req, res) => {
+    closeAfterUpgrade(req, res)
+    listener(req, res)
+  }
   const server = createServer(
     { connectionsCheckingInterval: connectionCheckMs, requireHostHeader: false },
     handler,
@@ -42,4 +55,20 @@ const awaitingContinue = new WeakSet<ServerResponse>()
 export function sendContinue(res: ServerResponse): void {
   if (!awaitingContinue.delete(res) || res.headersSent) return
   res.writeContinue()
+}
+
+/**
+ * RFC 9110 §7.8 lets a server ignore Upgrade and go on with HTTP/1.1. Node's parser stops at a
+ * request that asks to switch (`Connection: upgrade` and an `Upgrade` field) and, with no
+ * 'upgrade' listener, serves it as a plain request but drops the bytes that came with it: a
+ * request pipelined behind it was never answered, and its client waited for the keep-alive
+ * time-out. Its answer says `Connection: close` instead, so the client sends the rest again.
+ */
+function closeAfterUpgrade(req: IncomingMessage, res: ServerResponse): void {
+  const { connection, upgrade } = req.headers
+  if (upgrade === undefined || connection === undefined || isBehindLastRequest(req)) return
+  if (!connection.split(',').some((option) => option.trim().toLowerCase() === 'upgrade')) return
+  serveNoneAfter(req)
+  // For the answers written by their handlers (a stream, an export) as for the others.
+  res.shouldKeepAlive = false
 }

@@ -375,6 +375,41 @@ describe("requests that Node's HTTP parser refuses", () => {
     assert.ok(s.logs.some((entry) => entry['method'] === 'POST' && entry['status'] === 201))
   })
 
+  // RFC 9110 §7.8: a server may ignore Upgrade and go on with HTTP/1.1. Node's parser stops at a
+  // request that asks to switch (Connection: upgrade) and drops what came with it, so a request
+  // pipelined behind it was never answered and its client waited for the keep-alive time-out.
+  it('closes the connection after a request that asks to switch protocols, and runs nothing behind it', async (t) => {
+    const s = await startService(t)
+    const email = uniqueEmail()
+    const post = rawCreate(
+      ['Host: x', `Authorization: Bearer ${s.token}`, 'Content-Type: application/json'],
+      'Behind an upgrade',
+      email,
+    )
+    for (const fields of [
+      'Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA',
+      'Connection: keep-alive\r\nConnection: upgrade\r\nUpgrade: websocket',
+    ]) {
+      const result = await exchange(
+        s.url,
+        `GET /users?limit=1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${s.token}\r\n${fields}\r\n\r\n${post}`,
+        { waitMs: 3000 },
+      )
+      assert.equal(result.response?.status, 200, result.raw)
+      assert.equal(result.response.headers.get('connection'), 'close', result.raw)
+      assert.equal(result.closed, true, 'the server closed the connection')
+      assert.equal(result.raw.match(/HTTP\/1\.1 \d{3} /g)?.length, 1, result.raw)
+    }
+    const found = await s.call('GET', `/users?email=${encodeURIComponent(email)}`)
+    assert.deepEqual(found.json<{ items: unknown[] }>().items, [])
+    // Upgrade without the Connection option is no request to switch: keep-alive as before.
+    const plain = await exchange(
+      s.url,
+      'GET /healthz HTTP/1.1\r\nHost: x\r\nUpgrade: h2c\r\n\r\nGET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n',
+    )
+    assert.equal(plain.raw.match(/HTTP\/1\.1 \d{3} /g)?.length, 2, plain.raw)
+  })
+
   it('cuts an import whose body the parser refuses once its results have begun, writing nothing into them', async (t) => {
     const s = await startService(t)
     const socket = await openSocket(s.url)
