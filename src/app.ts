@@ -83,14 +83,15 @@ export function createRequestListener(parts: AppParts): RequestListener {
     res: ServerResponse,
     state: RequestState,
   ): Answer | Promise<Answer> | undefined => {
+    // `OPTIONS *` asks about the server as a whole (RFC 9110 §9.3.7): it is up, nothing to add;
+    // no path to preflight either, whatever CORS fields it carries.
+    if (state.path === '*') {
+      answer(req, res, state, { status: 204 }, 'no-store')
+      return undefined
+    }
     if (cors?.isPreflight(req) === true) {
       const headers = cors.preflightHeaders(allowedMethods(router, state.path))
       answer(req, res, state, { status: 204, headers }, 'no-store')
-      return undefined
-    }
-    // `OPTIONS *` asks about the server as a whole (RFC 9110 §9.3.7): it is up, nothing to add.
-    if (state.path === '*') {
-      answer(req, res, state, { status: 204 }, 'no-store')
       return undefined
     }
     const { route, rawParams } = router.match(req.method ?? 'GET', state.path)

@@ -114,6 +114,18 @@ describe('the asterisk form (*)', () => {
     assert.deepEqual(second.body, { items: [], nextCursor: null })
   })
 
+  it('answers OPTIONS * with 204 also when it carries the fields of a CORS preflight', async (t) => {
+    const origin = 'https://app.example.test'
+    const s = await startService(t, { corsOrigins: [origin] })
+    const result = await exchange(
+      s.url,
+      `OPTIONS * HTTP/1.1\r\nHost: x\r\nOrigin: ${origin}\r\nAccess-Control-Request-Method: GET\r\nConnection: close\r\n\r\n`,
+    )
+    assert.equal(result.response?.status, 204, result.raw)
+    assert.equal(result.response.text, '')
+    assert.equal(result.response.headers.get('access-control-allow-origin'), origin)
+  })
+
   it('answers OPTIONS on a path without the preflight fields with 405 and its Allow, as before', async (t) => {
     const s = await startService(t)
     const result = await exchange(
