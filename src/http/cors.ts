@@ -9,10 +9,12 @@ export type CorsOrigins = '*' | readonly string[]
 
 /**
  * Request headers a browser may send cross-origin (Authorization is never covered by `*`): every
- * header the routes read, Last-Event-ID included, which a script's fetch of the feed may send.
+ * header the service reads, Last-Event-ID included, which a script's fetch of the feed may send,
+ * and traceparent, which a page's tracing adds to each fetch (one not allowed fails them all).
  */
 export const CORS_ALLOW_HEADERS =
-  'Authorization, Content-Type, Idempotency-Key, If-Match, If-None-Match, Last-Event-ID, X-Request-Id'
+  'Authorization, Content-Type, Idempotency-Key, If-Match, If-None-Match, Last-Event-ID, ' +
+  'traceparent, X-Request-Id'
 /** Response headers a page's script may read, beyond the CORS-safelisted ones. */
 export const CORS_EXPOSE_HEADERS =
   'ETag, Location, Link, X-Request-Id, Retry-After, Idempotent-Replayed, RateLimit, RateLimit-Policy, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Used, X-RateLimit-Reset'

@@ -161,6 +161,18 @@ describe('CORS with a list of origins', () => {
     assert.ok(checked > 50, String(checked))
   })
 
+  // A page whose fetches carry W3C Trace Context (OpenTelemetry's browser instrumentation sends
+  // traceparent): without it in the list, the browser refused every request of that page.
+  it('allows traceparent, which the service reads for the log line, in every preflight', async (t) => {
+    const s = await startService(t, { corsOrigins: [APP] })
+    const pre = await preflight(`${s.baseUrl}/users`, APP, 'GET', 'authorization, traceparent')
+    assert.equal(pre.status, 204, pre.text)
+    const allowed = (pre.headers.get('access-control-allow-headers') ?? '')
+      .split(',')
+      .map((name) => name.trim().toLowerCase())
+    assert.ok(allowed.includes('traceparent'), allowed.join(', '))
+  })
+
   it('answers a preflight of an unknown path with 404 not_found, readable by the page', async (t) => {
     const s = await startService(t, { corsOrigins: [APP] })
     const res = await preflight(`${s.baseUrl}/nothing/here`, APP)
