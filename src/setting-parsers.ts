@@ -100,6 +100,16 @@ export function parseCors(text: string, name: string): CorsOrigins | undefined {
   }
 }
 
+/** A comma list's text, for a list given as an embedding option (settings' `toText`). */
+export function listText(values: readonly unknown[]): string {
+  return values.join(',')
+}
+
+/** A rate limit's text, `Q/W` or `off`, for a policy given as an embedding option. */
+export function rateLimitText(policy: RateLimitPolicy | undefined): string {
+  return policy === undefined ? 'off' : `${policy.quota}/${policy.windowSeconds}`
+}
+
 /** `Q/W` (Q requests per W seconds) or `off`. */
 export function parseRateLimit(text: string, name: string): RateLimitPolicy | undefined {
   if (text.toLowerCase() === 'off') return undefined
@@ -150,6 +160,11 @@ export function parseNetworks(text: string, name: string): readonly string[] {
 const UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }
 const MAX_DELAY_MS = 24 * 3_600_000
 const MAX_DELAYS = 20
+
+/** The schedule's text, each delay in ms, for a schedule given as an embedding option. */
+export function retryScheduleText(delays: readonly number[]): string {
+  return delays.map((delay) => `${delay}ms`).join(',')
+}
 
 /** `WEBHOOK_RETRY_SCHEDULE`: 1–20 delays such as `5s,5m,2h`, each 1 ms to 24 h, in ms. */
 export function parseRetrySchedule(text: string, name: string): readonly number[] {

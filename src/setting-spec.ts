@@ -18,6 +18,12 @@ export interface Setting<T, O extends SettingOwner = SettingOwner> {
    * variable.
    */
   readonly parse: (text: string, name: string) => T
+  /**
+   * The variable's text for a value given in the setting's own type (an embedding option that is
+   * neither a number nor a text), so that the option is checked by `parse` as the variable is.
+   * Absent where every value of the type is valid.
+   */
+  readonly toText?: (value: T) => string
   /** What it means, in one line. */
   readonly doc: string
 }

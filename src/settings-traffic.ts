@@ -5,10 +5,13 @@
  */
 import {
   integer,
+  listText,
   parseNetworks,
   parseProxies,
   parseRateLimit,
   parseRetrySchedule,
+  rateLimitText,
+  retryScheduleText,
 } from './setting-parsers.js'
 import { setting } from './setting-spec.js'
 
@@ -18,6 +21,7 @@ export const TRAFFIC_SETTINGS = {
     env: ['RATE_LIMIT_SUBJECT'],
     default: undefined,
     parse: parseRateLimit,
+    toText: rateLimitText,
     doc: 'requests per window for each token subject: `Q/W` (Q per W seconds) or `off`',
   }),
   rateLimitAddress: setting({
@@ -25,6 +29,7 @@ export const TRAFFIC_SETTINGS = {
     env: ['RATE_LIMIT_ADDRESS'],
     default: undefined,
     parse: parseRateLimit,
+    toText: rateLimitText,
     doc: 'requests per window for each client address without a valid token: `Q/W` or `off`',
   }),
   idempotencyTtlS: setting({
@@ -46,6 +51,7 @@ export const TRAFFIC_SETTINGS = {
     env: ['TRUSTED_PROXIES'],
     default: [],
     parse: parseProxies,
+    toText: listText,
     doc: 'proxies (addresses, CIDR blocks) whose X-Forwarded-For names the client',
   }),
   webhookTimeoutMs: setting({
@@ -60,6 +66,7 @@ export const TRAFFIC_SETTINGS = {
     env: ['WEBHOOK_RETRY_SCHEDULE'],
     default: [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000],
     parse: parseRetrySchedule,
+    toText: retryScheduleText,
     doc: 'the delays (ms) before the retries of a failed webhook attempt, before jitter',
   }),
   webhookAllowNetworks: setting<readonly string[], 'service'>({
@@ -67,6 +74,7 @@ export const TRAFFIC_SETTINGS = {
     env: ['WEBHOOK_ALLOW_NETWORKS'],
     default: [],
     parse: parseNetworks,
+    toText: listText,
     doc: 'CIDR blocks webhooks may reach although they are not global unicast',
   }),
   webhooksMax: setting({

@@ -8,6 +8,7 @@
 import type { LogLevel } from './log/logger.js'
 import {
   integer,
+  listText,
   parseBasePath,
   parseCors,
   parseDatabaseUrl,
@@ -239,6 +240,7 @@ export const SETTINGS = {
     env: ['CORS_ORIGINS'],
     default: undefined,
     parse: parseCors,
+    toText: (origins) => (origins === '*' ? '*' : listText(origins ?? [])),
     doc: 'origins a browser page may call the service from, or `*`',
   }),
   ...TRAFFIC_SETTINGS,

@@ -74,14 +74,20 @@ export function createUserService(given: UserServiceOptions): UserService {
  * The options given as a number or a text, read by their variables' parsers as the environment's
  * values are: the same refusals (a ConfigError naming the option: `maxInflight: 0`, a NaN time-out,
  * a `databaseUrl` that is not PostgreSQL's) and the same forms (`basePath: '/api/'` is `/api`).
- * An empty text is left as it is, as an empty variable is unset.
+ * An empty text is left as it is, as an empty variable is unset. An option given in its own type
+ * (a list, a rate limit) is turned back into its variable's text and read the same way, so that
+ * `rateLimitAddress: { quota: 0, windowSeconds: 0 }` is refused as `RATE_LIMIT_ADDRESS=0/0` is.
  */
 function checkedOptions(options: UserServiceOptions): UserServiceOptions {
   const checked: Record<string, unknown> = {}
   for (const [name, spec] of Object.entries(SETTINGS)) {
     const value: unknown = Reflect.get(options, name)
+    const toText: ((value: never) => string) | undefined = spec.toText
     if (typeof value === 'number' || (typeof value === 'string' && value !== ''))
       checked[name] = spec.parse(String(value), name)
+    // The option's type is its setting's, the type toText takes.
+    else if (typeof value === 'object' && value !== null && toText !== undefined)
+      checked[name] = spec.parse(toText(value as never), name)
   }
   // Each parser gives the type of its setting, the type the option has.
   return { ...options, ...checked }

@@ -170,6 +170,46 @@ describe('the options of createUserService are checked as their variables are', 
     }
   })
 
+  it("refuses a value given in the option's own type that its variable would refuse", () => {
+    const refused: [Record<string, unknown>, RegExp][] = [
+      [
+        { rateLimitAddress: { quota: 0, windowSeconds: 0 } },
+        /^rateLimitAddress must be off or Q\/W/,
+      ],
+      [{ rateLimitSubject: { quota: 10, windowSeconds: -1 } }, /^rateLimitSubject must be off/],
+      [{ trustedProxies: ['not-an-address'] }, /^trustedProxies: "not-an-address" is not/],
+      [{ webhookAllowNetworks: ['nope'] }, /^webhookAllowNetworks: "nope" is not a CIDR block/],
+      [{ webhookRetrySchedule: [] }, /^webhookRetrySchedule must list 1 to 20 delays/],
+      [{ webhookRetrySchedule: [-5] }, /^webhookRetrySchedule: "-5ms" is not a delay/],
+      [{ corsOrigins: ['not an origin'] }, /^corsOrigins: "not an origin" is not an origin/],
+    ]
+    for (const [option, message] of refused) {
+      assert.throws(
+        () => createUserService({ store: new MemoryStore(), secret: TEST_SECRET, ...option }),
+        (error: unknown) =>
+          error instanceof Error && error.name === 'ConfigError' && message.test(error.message),
+        JSON.stringify(option),
+      )
+    }
+  })
+
+  it('serves with typed option values its variable would take', async (t) => {
+    const users = createUserService({
+      store: new MemoryStore(),
+      secret: TEST_SECRET,
+      rateLimitAddress: { quota: 2, windowSeconds: 60 },
+      trustedProxies: ['10.0.0.0/8'],
+      webhookRetrySchedule: [5_000, 60_000],
+      corsOrigins: ['https://app.example.com'],
+    })
+    t.after(() => users.close())
+    const { url } = await users.listen(0, '127.0.0.1')
+    await users.open()
+    const statuses: number[] = []
+    for (let i = 0; i < 3; i += 1) statuses.push((await request('GET', `${url}/users`)).status)
+    assert.deepEqual(statuses, [401, 401, 429])
+  })
+
   it("takes basePath '/' as none and '/api/' as /api, as BASE_PATH does", async (t) => {
     for (const [basePath, target] of [
       ['/', '/users'],
