@@ -45,8 +45,9 @@ async function main(): Promise<void> {
   })
   // The claim comes first: only the process that owns the directory may write to it, the
   // first-start secret included. Then a missing driver refuses the start (saying npm install
-  // pg) before listening.
-  await opened.prepare().catch((error: unknown) => {
+  // pg) before listening, giving the lock it took back.
+  await opened.prepare().catch(async (error: unknown) => {
+    await opened.close().catch(() => undefined)
     throw unusableDataDir(config.dataDir, error)
   })
   const { keys, generatedFile } = await resolveKeys(config).catch(async (error: unknown) => {

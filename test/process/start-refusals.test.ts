@@ -1,19 +1,24 @@
 import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
 import { mkdir, readdir, writeFile } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
+import { promisify } from 'node:util'
 
-import { spawnService } from '../helpers/child.js'
+import { PROJECT_ROOT, spawnService } from '../helpers/child.js'
 import { makeTempDir } from '../helpers/service.js'
+
+const run = promisify(execFile)
 
 /** Starts the service with these variables and waits for it to give up: its one stderr line. */
 async function refusedStart(
   t: TestContext,
   dataDir: string,
   env: Record<string, string>,
+  where: { args: string[]; cwd: string } | undefined = undefined,
 ): Promise<string> {
-  const child = spawnService({ dataDir, env })
+  const child = spawnService({ dataDir, env, ...where })
   t.after(() => {
     child.proc.kill('SIGKILL')
   })
@@ -68,6 +73,33 @@ describe('a start the machine refuses says which setting, in one line', () => {
     assert.equal(
       line,
       'user-service: cannot start: DATABASE_URL (127.0.0.1:1/users) cannot be used: connect ECONNREFUSED 127.0.0.1:1',
+    )
+    assert.deepEqual(
+      (await readdir(dataDir)).filter((name) => name.startsWith('.lock')),
+      [],
+    )
+  })
+
+  it('says npm install pg when DATABASE_URL is set and the driver is missing, and leaves no lock behind', {
+    timeout: 60_000,
+  }, async (t) => {
+    // The one-file bundle, in a directory with no node_modules: import('pg') finds nothing, as in
+    // the container images.
+    const dir = await makeTempDir(t, 'start-refusal-no-pg-')
+    const bundle = path.join(dir, 'user-service.mjs')
+    await run(process.execPath, [path.join(PROJECT_ROOT, 'scripts', 'build-bundle.mjs'), bundle], {
+      cwd: PROJECT_ROOT,
+    })
+    const dataDir = path.join(dir, 'data')
+    const line = await refusedStart(
+      t,
+      dataDir,
+      { DATABASE_URL: 'postgres://someone@127.0.0.1:1/users' },
+      { args: [bundle], cwd: dir },
+    )
+    assert.equal(
+      line,
+      'user-service: cannot start: DATABASE_URL is set but the PostgreSQL driver is not installed: npm install pg',
     )
     assert.deepEqual(
       (await readdir(dataDir)).filter((name) => name.startsWith('.lock')),
