@@ -16,11 +16,11 @@ export const SERVE_USAGE =
 /** Every command's usage: `user-service --help`. */
 export const USAGE = `${SERVE_USAGE}${TOKEN_USAGE}${BULK_USAGE}${HEALTHCHECK_USAGE}`
 
-/** Each command's usage, by name: `user-service COMMAND --help`. */
-export const COMMAND_USAGE: Readonly<Record<string, string>> = {
-  serve: SERVE_USAGE,
-  token: TOKEN_USAGE,
-  export: BULK_USAGE,
-  import: BULK_USAGE,
-  healthcheck: HEALTHCHECK_USAGE,
-}
+/** Each command's usage by name (`user-service COMMAND --help`): a Map, the name is the user's. */
+export const COMMAND_USAGE: ReadonlyMap<string, string> = new Map([
+  ['serve', SERVE_USAGE],
+  ['token', TOKEN_USAGE],
+  ['export', BULK_USAGE],
+  ['import', BULK_USAGE],
+  ['healthcheck', HEALTHCHECK_USAGE],
+])

@@ -14,7 +14,7 @@ const isHelp = (arg: string | undefined): boolean =>
 export function runCli(): void {
   const command = process.argv[2]
   const args = process.argv.slice(3)
-  const usage = command === undefined ? undefined : COMMAND_USAGE[command]
+  const usage = command === undefined ? undefined : COMMAND_USAGE.get(command)
   if (isHelp(command)) {
     process.stdout.write(USAGE)
   } else if (usage !== undefined && args.some(isHelp)) {

@@ -30,6 +30,16 @@ describe('user-service COMMAND --help', () => {
     })
   }
 
+  for (const name of ['constructor', 'toString', '__proto__']) {
+    it(`${name} --help: an unknown command, not a name every object has (exit 2, the usage)`, async (t) => {
+      const dataDir = await makeTempDir(t, 'cli-help-')
+      const { code, stdout, stderr } = await runCommand(dataDir, [name, '--help'])
+      assert.equal(code, 2, stderr)
+      assert.equal(stdout, '')
+      assert.match(stderr, new RegExp(`^user-service: unknown command "${name}"\nusage: `))
+    })
+  }
+
   it('still refuses an unknown option with exit 1 and the reason', async (t) => {
     const dataDir = await makeTempDir(t, 'cli-help-')
     const { code, stdout, stderr } = await runCommand(dataDir, ['token', '--sub', 'a', '--bogus'])
