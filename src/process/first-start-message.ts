@@ -60,7 +60,7 @@ export function formatFirstStart(start: FirstStart): string | undefined {
     },
     { key },
   )
-  const command = tokenCommand(start.launch)
+  const command = `${tokenCommand(start.launch)}${dataDirFlag(path.dirname(start.file), start.launch)}`
   return [
     '',
     `No JWT_SECRET was set, so a new random secret was written to ${start.file} (mode 0600).`,
@@ -111,6 +111,15 @@ export function tokenCommand(launch: Launch): string {
   const relative = path.relative(launch.cwd, command)
   const shown = relative.startsWith('..') || path.isAbsolute(relative) ? command : relative
   return ['node', ...launch.execArgv, shown, 'token'].map(shellWord).join(' ')
+}
+
+/**
+ * ` --data-dir DIR` when the secret is not where the token command looks without DATA_DIR (`data`
+ * in the working directory): a shell that started the service with `DATA_DIR=… node …` does not
+ * have it, and the command would find no secret there, or another one.
+ */
+export function dataDirFlag(dataDir: string, launch: Pick<Launch, 'cwd'>): string {
+  return path.resolve(launch.cwd, 'data') === dataDir ? '' : ` --data-dir ${shellWord(dataDir)}`
 }
 
 function shellWord(text: string): string {

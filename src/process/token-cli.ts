@@ -1,6 +1,7 @@
 /**
  * `npm run token -- --sub ID --scope "users:read users:write" --ttl 1h`: prints a token signed
- * with the service's configured secret (the same variables and DATA_DIR/.jwt-secret).
+ * with the service's configured secret (the same variables and DATA_DIR/.jwt-secret; `--data-dir`
+ * names the directory instead of DATA_DIR).
  */
 import path from 'node:path'
 import { parseArgs } from 'node:util'
@@ -17,6 +18,7 @@ function main(): void {
       scope: { type: 'string', default: SCOPES.join(' ') },
       ttl: { type: 'string', default: '1h' },
       kid: { type: 'string' },
+      'data-dir': { type: 'string' },
     },
     strict: true,
   })
@@ -29,10 +31,13 @@ function main(): void {
   if (unknown.length > 0)
     throw new ConfigError(`--scope: unknown scope ${unknown.join(', ')} (use ${SCOPES.join(', ')})`)
   const config = parseConfig(process.env)
-  const keys = config.keys ?? readSecretFile(path.join(config.dataDir, SECRET_FILE))
+  // The first-start message names the data directory, as a shell may not have the service's DATA_DIR.
+  const dataDir =
+    values['data-dir'] === undefined ? config.dataDir : path.resolve(values['data-dir'])
+  const keys = config.keys ?? readSecretFile(path.join(dataDir, SECRET_FILE))
   if (keys === undefined) {
     throw new ConfigError(
-      `no secret: set JWT_SECRET or JWT_SECRETS, or start the service once to create ${path.join(config.dataDir, SECRET_FILE)}`,
+      `no secret: set JWT_SECRET or JWT_SECRETS, or start the service once to create ${path.join(dataDir, SECRET_FILE)}`,
     )
   }
   const key =

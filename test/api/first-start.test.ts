@@ -74,11 +74,13 @@ describe('first start without a secret', () => {
       'users:read',
       'users:write',
     ])
-    // The command that makes more tokens is the one that exists here: node with the same script.
-    assert.match(
-      stderr,
-      /^ {2}node --import tsx src\/bin\.ts token --sub feed-reader --scope events:read$/m,
-      "the feed's scope is shown as an example",
+    // The command that makes more tokens is the one that exists here: node with the same script,
+    // and the data directory, which is not `data` in the working directory.
+    assert.ok(
+      stderr.includes(
+        `\n  node --import tsx src/bin.ts token --data-dir ${dataDir} --sub feed-reader --scope events:read\n`,
+      ),
+      `the feed's scope is shown as an example:\n${stderr}`,
     )
     const curl = stderr.split('\n').find((line) => line.includes('curl'))
     assert.ok(curl !== undefined)
@@ -178,12 +180,14 @@ describe('the first-start message', () => {
     assert.ok(token !== undefined)
     assertInsufficientScope(await request('GET', `${child.url}/events`, { token }), 'events:read')
 
-    // The feed command, run as printed, where the service runs, signs a token the feed takes.
+    // The feed command, run as printed, where the service runs, signs a token the feed takes:
+    // also from a shell that does not have the DATA_DIR the service was started with.
     const line = stderr.split('\n').find((text) => text.includes('--sub feed-reader'))
     assert.ok(line !== undefined, stderr)
     const [command, ...args] = line.trim().split(' ')
     assert.equal(command, 'node')
-    const printed = spawnService({ dataDir, env: NO_SECRET, args })
+    const elsewhere = path.join(await makeTempDir(t), 'data')
+    const printed = spawnService({ dataDir: elsewhere, env: NO_SECRET, args })
     const { code } = await printed.exited
     assert.equal(code, 0, printed.stderr())
     const feed = await request('GET', `${child.url}/events`, { token: printed.stdout().trim() })
@@ -196,7 +200,12 @@ describe('the first-start message', () => {
     const child = await startChild({ dataDir, env }, 60_000)
     t.after(() => child.stop('SIGKILL'))
     const stderr = await waitForStderr(child, /events:read\n/)
-    assert.match(stderr, /^ {2}npm run -s token -- --sub feed-reader --scope events:read$/m)
+    assert.ok(
+      stderr.includes(
+        `\n  npm run -s token -- --data-dir ${dataDir} --sub feed-reader --scope events:read\n`,
+      ),
+      stderr,
+    )
   })
 
   it('prints a curl line on loopback when the service binds every interface (HOST=0.0.0.0)', async (t) => {

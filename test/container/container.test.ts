@@ -268,10 +268,12 @@ function describeImage(engine: Engine, target: Target): void {
         logs,
         /^ {2}curl -H "Authorization: Bearer [\w.-]+" http:\/\/127\.0\.0\.1:8080\/users$/m,
       )
+      // DATA_DIR is /data: data in the binary image's working directory (/), not in /app, so
+      // the default image's command names it.
       const command =
         target.name === 'binary'
           ? '/usr/local/bin/user-service token'
-          : 'node user-service.mjs token'
+          : 'node user-service.mjs token --data-dir /data'
       assert.ok(
         logs.includes(`\n  ${command} --sub feed-reader --scope events:read\n`),
         `the token command of the ${target.name} image:\n${logs}`,

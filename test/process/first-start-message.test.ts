@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { type Launch, tokenCommand } from '../../src/process/first-start-message.js'
+import { dataDirFlag, type Launch, tokenCommand } from '../../src/process/first-start-message.js'
 
 function launch(argv: readonly string[], npmScript?: string): Launch {
   return { argv, execArgv: [], execPath: '/usr/bin/node', cwd: '/srv/app', npmScript }
@@ -37,5 +37,12 @@ describe('the first-start token command', () => {
     const executable = '/usr/local/bin/user-service'
     const sea: Launch = { ...launch([executable, executable]), execPath: executable }
     assert.equal(tokenCommand(sea), '/usr/local/bin/user-service token')
+  })
+
+  it('names the data directory when it is not data in the working directory', () => {
+    const at = launch(['/usr/bin/node', '/srv/app/dist/bin.js'])
+    assert.equal(dataDirFlag('/srv/app/data', at), '')
+    assert.equal(dataDirFlag('/var/lib/users', at), ' --data-dir /var/lib/users')
+    assert.equal(dataDirFlag("/tmp/it's here", at), ` --data-dir '/tmp/it'\\''s here'`)
   })
 })
