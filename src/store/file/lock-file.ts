@@ -112,6 +112,11 @@ export function readLock(file: string): Reading {
   } catch {
     return 'garbage'
   }
+  return parseHead(head)
+}
+
+/** What a lock file read (readHead) says. */
+export function parseHead(head: Head | undefined): Reading {
   if (head === undefined) return 'gone'
   const match = CONTENT.exec(head.text)
   if (match === null) return 'garbage'
