@@ -1,7 +1,5 @@
-import fs from 'node:fs'
 import { unlink } from 'node:fs/promises'
 import path from 'node:path'
-import { promisify } from 'node:util'
 
 import { internalFault, ServiceError } from '../../domain/errors.js'
 import type { DeliveryAttempt, StoredWebhook } from '../../domain/webhook.js'
@@ -10,16 +8,12 @@ import type { IndexedState } from '../durability.js'
 import { MemoryWebhooks, type WebhookKeeping } from '../memory-webhooks.js'
 import { PerKeyQueue } from '../per-key-queue.js'
 import { storageUnavailable } from '../storage-unavailable.js'
-import { KEPT_ATTEMPTS } from '../webhook-store.js'
 import { WriteError } from '../write-error.js'
 import type { DurableWriteObserver } from '../write-timing.js'
 import { DurableDirectory, makeDurableDirectory } from './atomic-write.js'
-import { toAttemptLine, toWebhookJson } from './stored-webhooks.js'
+import { toWebhookJson } from './stored-webhooks.js'
 import { loadWebhookFiles, webhookFileNames } from './webhook-files-load.js'
-
-// The callback form, promisified: a FileHandle per append costs the event loop more (an attempt's
-// line goes out with each delivery).
-const appendLines = promisify(fs.appendFile)
+import { DeliveryLogFiles } from './webhook-log-files.js'
 
 /**
  * What the webhook files need of the store: its health (endpoint writes are refused while it is
@@ -29,9 +23,6 @@ export type WebhookFilesState = Pick<IndexedState, 'health' | 'turnReadOnly'>
 
 /** How often the cursors moved by deliveries are saved. */
 const FLUSH_MS = 1000
-
-/** A log file is rewritten with its newest KEPT_ATTEMPTS once it holds this many more lines. */
-const LOG_SLACK = KEPT_ATTEMPTS
 
 /**
  * The file store's webhooks (docs/operations.md), in `DATA_DIR/webhooks/`: per endpoint
@@ -57,10 +48,7 @@ export class WebhookFiles implements WebhookKeeping {
   readonly #pending = new Map<string, string>()
   /** The endpoints whose files exist (a cursor noted for one deleted since is not saved). */
   readonly #known = new Set<string>()
-  readonly #logLines = new Map<string, number>()
-  /** Log lines of each endpoint not written yet, and whether a write of them is under way. */
-  readonly #unwritten = new Map<string, string[]>()
-  readonly #writingLog = new Set<string>()
+  readonly #logs: DeliveryLogFiles
   #flushing: NodeJS.Timeout | undefined
   #flushFailed = false
 
@@ -76,6 +64,11 @@ export class WebhookFiles implements WebhookKeeping {
     this.#timings = timings
     this.#state = state
     this.store = new MemoryWebhooks(this)
+    this.#logs = new DeliveryLogFiles(
+      logger,
+      (id, task) => this.#step(id, false, task),
+      (id) => this.#known.has(id),
+    )
   }
 
   /** Makes the directory when it is missing and loads every endpoint it holds. */
@@ -86,7 +79,7 @@ export class WebhookFiles implements WebhookKeeping {
       const { id } = loaded.hook.endpoint
       this.store.restore(loaded.hook, loaded.cursor, loaded.log)
       this.#known.add(id)
-      this.#logLines.set(id, loaded.logLines)
+      this.#logs.loaded(id, loaded.logLines)
     }
     this.#flushing = setInterval(() => {
       this.#flush()
@@ -121,7 +114,7 @@ export class WebhookFiles implements WebhookKeeping {
       await dir.removeFile(names.endpoint)
       this.#known.delete(id)
       this.#pending.delete(id)
-      this.#logLines.delete(id)
+      this.#logs.forget(id)
       // Left behind by a crash, they are removed at the next open.
       await unlink(path.join(dir.path, names.cursor)).catch(() => undefined)
       await unlink(path.join(dir.path, names.log)).catch(() => undefined)
@@ -142,59 +135,23 @@ export class WebhookFiles implements WebhookKeeping {
 
   /**
    * Queues the attempt's line and resolves at once: the endpoint's next attempt does not wait for
-   * the disk (where the thread pool would queue the write behind the user writes' syncs). The
-   * lines go out in order, those that came meanwhile in one append; a crash may lose the lines of
-   * the last attempts, never show an attempt that was not made. A failed append is logged.
+   * the disk (where the thread pool would queue the write behind the user writes' syncs).
    */
   appendAttempt(
     id: string,
     attempt: DeliveryAttempt,
     kept: () => readonly DeliveryAttempt[],
   ): Promise<void> {
-    if (!this.#known.has(id)) return Promise.resolve()
-    const lines = this.#unwritten.get(id) ?? []
-    lines.push(`${toAttemptLine(attempt)}\n`)
-    this.#unwritten.set(id, lines)
-    if (!this.#writingLog.has(id)) {
-      this.#writingLog.add(id)
-      this.#writeLog(id, kept).catch((error: unknown) => {
-        this.#logger.warn('could not append to a webhook delivery log', {
-          webhookId: id,
-          code: (error as { cause?: { code?: unknown } }).cause?.code,
-        })
-      })
-    }
+    if (this.#known.has(id)) this.#logs.append(id, attempt, kept)
     return Promise.resolve()
   }
 
-  /** Appends the endpoint's unwritten lines until none are left, then trims the log if long. */
-  #writeLog(id: string, kept: () => readonly DeliveryAttempt[]): Promise<void> {
-    const names = webhookFileNames(id)
-    return this.#step(id, false, async (dir) => {
-      try {
-        for (;;) {
-          const lines = this.#unwritten.get(id) ?? []
-          this.#unwritten.delete(id)
-          if (lines.length === 0 || !this.#known.has(id)) return
-          await appendLines(path.join(dir.path, names.log), lines.join(''), { mode: 0o600 })
-          const count = (this.#logLines.get(id) ?? 0) + lines.length
-          this.#logLines.set(id, count)
-          if (count <= KEPT_ATTEMPTS + LOG_SLACK) continue
-          // The log in memory holds every line not written yet too: the rewrite covers them.
-          const newest = kept()
-          this.#unwritten.delete(id)
-          const text = newest.map((entry) => `${toAttemptLine(entry)}\n`).join('')
-          await dir.writeFile(names.log, text, undefined, false)
-          this.#logLines.set(id, newest.length)
-        }
-      } finally {
-        this.#writingLog.delete(id)
-      }
-    })
-  }
-
-  /** Writes every cursor noted since the last flush; a failure is kept for the next one. */
+  /**
+   * Writes every cursor noted since the last flush, and the delivery log lines that could not be
+   * written; a failure is kept for the next one.
+   */
   #flush(): void {
+    this.#logs.retry()
     const noted = [...this.#pending]
     this.#pending.clear()
     for (const [id, after] of noted) {

@@ -1,0 +1,122 @@
+import assert from 'node:assert/strict'
+import { readdirSync, readFileSync, rmSync } from 'node:fs'
+import type { ServerResponse } from 'node:http'
+import path from 'node:path'
+import { describe, it } from 'node:test'
+
+import { parseAttemptLine } from '../../src/store/file/stored-webhooks.js'
+import { LOADED_LINE, type RunningChild, startChild, waitForOutput } from '../helpers/child.js'
+import { request } from '../helpers/http.js'
+import { waitFor } from '../helpers/ops.js'
+import { fillDisk, tmpfsWorld } from '../helpers/tmpfs-world.js'
+import { makeToken } from '../helpers/tokens.js'
+import { ADMIN } from '../helpers/webhook-api.js'
+import { startReceiver } from '../helpers/webhook-receivers.js'
+
+const token = makeToken()
+const USERS = 150
+const APPEND_FAILED = 'could not append to a webhook delivery log; it is tried again'
+
+/** GET /webhooks/{id}/deliveries, every page: the ids of the attempts the API shows. */
+async function deliveries(url: string, id: string): Promise<string[]> {
+  const ids: string[] = []
+  let cursor: string | null = null
+  do {
+    const query: string = cursor === null ? '' : `&cursor=${encodeURIComponent(cursor)}`
+    const res = await request('GET', `${url}/webhooks/${id}/deliveries?limit=100${query}`, {
+      token: ADMIN,
+    })
+    assert.equal(res.status, 200, res.text)
+    const page = res.json<{ items: { id: string }[]; nextCursor: string | null }>()
+    ids.push(...page.items.map((item) => item.id))
+    cursor = page.nextCursor
+  } while (cursor !== null)
+  return ids.sort()
+}
+
+function countLines(child: RunningChild, msg: string): number {
+  return child
+    .stdout()
+    .split('\n')
+    .filter((line) => line.includes(`"msg":"${msg}"`)).length
+}
+
+describe('a webhook delivery log on a full disk (file store)', () => {
+  it('logs the outage once, writes every attempt once there is room, and a restart shows the same log', {
+    timeout: 90_000,
+  }, async (t) => {
+    const world = await tmpfsWorld(t)
+    if (typeof world === 'string') {
+      t.skip(world)
+      return
+    }
+    const { mount, dataDir, later } = world
+    const held: ServerResponse[] = []
+    let holding = true
+    const receiver = await startReceiver((_request, res) => {
+      if (holding) held.push(res)
+      else res.writeHead(204).end()
+    })
+    later(() => receiver.close())
+    const options = { dataDir, env: { WEBHOOK_ALLOW_NETWORKS: '127.0.0.0/8' } }
+    let child = await startChild(options)
+    later(() => child.stop('SIGKILL'))
+    await waitForOutput(child, LOADED_LINE)
+
+    const created = await request('POST', `${child.url}/webhooks`, {
+      token: ADMIN,
+      json: { url: `${receiver.url}/hook` },
+    })
+    assert.equal(created.status, 201, created.text)
+    const hookId = created.json<{ id: string }>().id
+    const lines = Array.from({ length: USERS }, (_, i) =>
+      JSON.stringify({ email: `hook-${i}@example.com`, name: `Hook ${i}` }),
+    )
+    const imported = await fetch(`${child.url}/users:import`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/x-ndjson' },
+      body: `${lines.join('\n')}\n`,
+    })
+    const results = await imported.text()
+    assert.equal(imported.status, 200, results)
+    assert.equal(results.split('\n').filter((line) => line.includes('"status":201')).length, USERS)
+    await waitFor('the first delivery', () => (held.length > 0 ? true : undefined), 10_000)
+
+    // The disk fills up while the receiver holds its first answer; then every delivery goes
+    // through, and each attempt's log line meets a full disk.
+    const filler = path.join(mount, 'filler')
+    fillDisk(filler)
+    holding = false
+    for (const res of held.splice(0)) res.writeHead(204).end()
+    await receiver.waitFor(USERS, 30_000)
+    await waitFor('the last attempt logged in memory', async () =>
+      (await deliveries(child.url, hookId)).length === USERS ? true : undefined,
+    )
+    assert.ok(countLines(child, APPEND_FAILED) <= 1, child.stdout())
+
+    rmSync(filler)
+    const shown = await deliveries(child.url, hookId)
+    const logFile = path.join(dataDir, 'webhooks', `${hookId}.log`)
+    await waitFor(
+      'every attempt in the log file',
+      () => {
+        const onDisk = readFileSync(logFile, 'utf8')
+          .split('\n')
+          .map((line) => parseAttemptLine(line)?.id)
+          .filter((id) => id !== undefined)
+        return new Set(onDisk).size === USERS ? true : undefined
+      },
+      10_000,
+    )
+    assert.deepEqual(
+      readdirSync(path.join(dataDir, 'webhooks')).filter((name) => name.startsWith('.')),
+      [],
+    )
+
+    const stopped = await child.stop('SIGTERM')
+    assert.deepEqual(stopped, { code: 0, signal: null })
+    child = await startChild(options)
+    await waitForOutput(child, LOADED_LINE)
+    assert.deepEqual(await deliveries(child.url, hookId), shown)
+  })
+})
