@@ -37,6 +37,8 @@ export class EndpointLoop {
   #stopped = false
   #running: Promise<void> | undefined
   #retry: RetryState | undefined
+  /** A disabling the store refused (a full disk, read-only): the next steps try it, no attempt. */
+  #disabling: DisabledReason | undefined
   /** The last entry this loop logged while it held the lease: no need to read the log again. */
   #lastLogged: LoggedAttempt | undefined
   readonly #lease: EndpointLease
@@ -137,6 +139,7 @@ export class EndpointLoop {
     if (!(await this.#lease.hold())) return pollMs
     // Taken (again): another process may have logged attempts meanwhile.
     if (!held) this.#lastLogged = undefined
+    if (this.#disabling !== undefined) return this.#disable(this.#disabling)
     const cursor = await store.webhooks.cursor(this.id)
     if (cursor === undefined) return UNTIL_WOKEN
     const event = await this.#nextEvent(hook, cursor)
@@ -220,19 +223,13 @@ export class EndpointLoop {
       responseStatus: outcome.responseStatus,
       ...(outcome.tlsReason === undefined ? {} : { tlsReason: outcome.tlsReason }),
     })
-    if (outcome.responseStatus === 410) {
-      await this.#disable('gone')
-      return 0
-    }
+    if (outcome.responseStatus === 410) return this.#disable('gone')
     const { retrySchedule, random } = this.#context
     // An enabling or a cursor move meanwhile started a fresh schedule: this failure is not in it.
     if (generation !== this.#generation) return 0
     const failed = retry.failed + 1
     const delay = retryDelayMs(retrySchedule, failed, random, outcome.retryAfterSeconds)
-    if (delay === undefined) {
-      await this.#disable('failing')
-      return 0
-    }
+    if (delay === undefined) return this.#disable('failing')
     this.#retry = { eventId: event.id, attempts: attempt, failed, dueAt: now() + delay }
     return delay
   }
@@ -251,6 +248,7 @@ export class EndpointLoop {
   #freshSchedule(): void {
     this.#generation += 1
     this.#retry = undefined
+    this.#disabling = undefined
   }
 
   async #attempt(hook: StoredWebhook, event: ChangeEvent): Promise<AttemptOutcome> {
@@ -276,16 +274,18 @@ export class EndpointLoop {
     }
   }
 
-  async #disable(reason: DisabledReason): Promise<void> {
+  async #disable(reason: DisabledReason): Promise<number> {
     const { store, now, logger } = this.#context
+    this.#disabling = reason
     const hook = await disableEndpoint(store.webhooks, this.id, reason, now())
+    this.#disabling = undefined
     this.#retry = undefined
-    if (hook === undefined) {
-      this.#stale = true
-      return
+    this.#stale ||= hook === undefined
+    if (hook !== undefined) {
+      this.#hook = hook
+      logger.warn('webhook endpoint disabled', { endpointId: this.id, reason })
     }
-    this.#hook = hook
-    logger.warn('webhook endpoint disabled', { endpointId: this.id, reason })
+    return 0
   }
 
   /** The kept-alive connections to the endpoint's URL (new ones when the URL changed). */

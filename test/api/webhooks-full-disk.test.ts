@@ -5,7 +5,13 @@ import path from 'node:path'
 import { describe, it } from 'node:test'
 
 import { parseAttemptLine } from '../../src/store/file/stored-webhooks.js'
-import { LOADED_LINE, type RunningChild, startChild, waitForOutput } from '../helpers/child.js'
+import {
+  LOADED_LINE,
+  type RunningChild,
+  sleep,
+  startChild,
+  waitForOutput,
+} from '../helpers/child.js'
 import { request } from '../helpers/http.js'
 import { waitFor } from '../helpers/ops.js'
 import { fillDisk, tmpfsWorld } from '../helpers/tmpfs-world.js'
@@ -118,5 +124,59 @@ describe('a webhook delivery log on a full disk (file store)', () => {
     child = await startChild(options)
     await waitForOutput(child, LOADED_LINE)
     assert.deepEqual(await deliveries(child.url, hookId), shown)
+  })
+
+  it('makes no attempt past the retry schedule while the disabling it ends with cannot be written', {
+    timeout: 60_000,
+  }, async (t) => {
+    const world = await tmpfsWorld(t)
+    if (typeof world === 'string') {
+      t.skip(world)
+      return
+    }
+    const { mount, dataDir, later } = world
+    const filler = path.join(mount, 'filler')
+    // The last attempt of the schedule (the third) is answered once the disk is full.
+    let last: ServerResponse | undefined
+    const receiver = await startReceiver((_request, res) => {
+      if (receiver.received.length === 3) last = res
+      else res.writeHead(500).end()
+    })
+    later(() => receiver.close())
+    const env = { WEBHOOK_ALLOW_NETWORKS: '127.0.0.0/8', WEBHOOK_RETRY_SCHEDULE: '100ms,100ms' }
+    const child = await startChild({ dataDir, env })
+    later(() => child.stop('SIGKILL'))
+    await waitForOutput(child, LOADED_LINE)
+    const created = await request('POST', `${child.url}/webhooks`, {
+      token: ADMIN,
+      json: { url: `${receiver.url}/hook` },
+    })
+    assert.equal(created.status, 201, created.text)
+    const hookId = created.json<{ id: string }>().id
+    const user = await request('POST', `${child.url}/users`, {
+      token,
+      json: { email: 'failing-hook@example.com', name: 'Failing' },
+    })
+    assert.equal(user.status, 201, user.text)
+    await waitFor('the last attempt of the schedule', () => last, 10_000)
+
+    fillDisk(filler)
+    last?.writeHead(500).end()
+    await sleep(3000)
+    assert.equal(receiver.received.length, 3, 'attempts past the schedule while the disk was full')
+
+    rmSync(filler)
+    await waitFor(
+      'the endpoint disabled',
+      async () => {
+        const res = await request('GET', `${child.url}/webhooks/${hookId}`, { token: ADMIN })
+        const hook = res.json<{ enabled: boolean; disabledReason: string | null }>()
+        return hook.enabled ? undefined : hook
+      },
+      10_000,
+    ).then((hook) => {
+      assert.equal(hook.disabledReason, 'failing')
+    })
+    assert.equal(receiver.received.length, 3)
   })
 })
