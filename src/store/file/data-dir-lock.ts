@@ -4,7 +4,7 @@ import path from 'node:path'
 
 import { StartError } from '../../domain/errors.js'
 import { makeDurableDirectory, syncDirectorySync } from './atomic-write.js'
-import { hasCode } from './errno.js'
+import { isShortOfResources } from './errno.js'
 import {
   blocks,
   createLockFile,
@@ -29,9 +29,6 @@ export class LockError extends StartError {
 }
 
 const MAX_ATTEMPTS = 50
-
-/** Errors of an open that say the process is short of something, not who owns the lock. */
-const SHORT_OF_RESOURCES = ['EMFILE', 'ENFILE', 'ENOMEM']
 
 /**
  * Gives up every data directory lock this process holds, at once: for a forced exit, which must
@@ -125,7 +122,7 @@ export class DataDirLock {
     } catch (error) {
       // Short of descriptors (idle connections may hold them all for a while) or memory: no sign
       // of who owns the directory, and the next check reads the file again. Any other error is.
-      return SHORT_OF_RESOURCES.some((code) => hasCode(error, code))
+      return isShortOfResources(error)
     }
     const reading = parseHead(head)
     return holdsToken(reading, held.token) && reading.identity === held.identity

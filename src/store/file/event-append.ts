@@ -8,6 +8,7 @@ import type { EventPlace } from '../feed/event-index.js'
 import { WriteError } from '../write-error.js'
 import { type DurableWriteObserver, reportDurableWrite } from '../write-timing.js'
 import { syncDirectorySync } from './atomic-write.js'
+import { isShortOfResources } from './errno.js'
 import type { Segment, Segments } from './event-segments.js'
 
 /** Where an append's first line starts: the segment's file name and the byte offset in it. */
@@ -187,7 +188,10 @@ export class SegmentAppender {
         syncDirectorySync(this.#dir)
       } catch (error) {
         await handle.close()
-        throw new WriteError('dir-sync', error, false)
+        // Opening the directory may fail for want of a descriptor (the new segment took the last
+        // one): nothing was synced, so the next append tries again, where a failed fsync turns
+        // the store read-only.
+        throw new WriteError(isShortOfResources(error) ? 'write' : 'dir-sync', error, false)
       }
     }
     this.#handle = handle
