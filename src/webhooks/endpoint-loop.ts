@@ -9,7 +9,6 @@ import type { Agent } from 'node:http'
 import { ServiceError } from '../domain/errors.js'
 import { type ChangeEvent, compareCursors } from '../domain/event.js'
 import type { DisabledReason, StoredWebhook } from '../domain/webhook.js'
-import { describeError } from '../log/logger.js'
 import { type AttemptOutcome, createEndpointAgent, sendAttempt } from './attempt.js'
 import { EndpointLease } from './endpoint-lease.js'
 import {
@@ -22,6 +21,7 @@ import {
 } from './endpoint-state.js'
 import type { LoopContext } from './loop-context.js'
 import { LoopPause } from './loop-pause.js'
+import { LoopTrouble } from './loop-trouble.js'
 import { type AheadPage, ReadAhead } from './read-ahead.js'
 import { retryDelayMs } from './retry-schedule.js'
 import { webhookBody, webhookHeaders } from './webhook-message.js'
@@ -48,6 +48,7 @@ export class EndpointLoop {
   #generation = 0
   readonly #pause: LoopPause
   readonly #ahead = new ReadAhead()
+  readonly #trouble: LoopTrouble
 
   /** `hook`: the endpoint as just listed; none: it is read from the store first. */
   constructor(id: string, context: LoopContext, hook?: StoredWebhook) {
@@ -56,6 +57,7 @@ export class EndpointLoop {
     this.#hook = hook
     this.#stale = hook === undefined
     this.#pause = new LoopPause(context.pollMs * 5)
+    this.#trouble = new LoopTrouble(context.logger, id)
     this.#lease = new EndpointLease({
       webhooks: context.store.webhooks,
       id,
@@ -107,12 +109,10 @@ export class EndpointLoop {
       let wait: number
       try {
         wait = await this.#step()
+        this.#trouble.worked()
       } catch (error) {
         if (this.#stopped) break
-        this.#context.logger.warn('webhook delivery stopped for a while', {
-          endpointId: this.id,
-          ...describeError(error),
-        })
+        this.#trouble.failed(error)
         wait = this.#context.pollMs
       }
       if (wait !== 0 && !this.#stopped)

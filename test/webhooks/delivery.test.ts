@@ -717,6 +717,44 @@ describe('webhook delivery: stopping and pausing', () => {
     assert.equal(idOf((await receiver.waitFor(1))[0]), `msg_${id}`)
   })
 
+  it('logs a store that keeps failing once at warn, then once at info when it works again', async (t) => {
+    const receiver = await startReceiver()
+    t.after(() => receiver.close())
+    let failing = false
+    const world = await startDeliveryWorld(t, {
+      feed: (events) => ({
+        read: (query) =>
+          failing ? Promise.reject(new Error('the disk refuses for now')) : events.read(query),
+        head: () => events.head(),
+        subscribe: (wake) => events.subscribe(wake),
+        get appended() {
+          return events.appended
+        },
+      }),
+    })
+    await world.register(receiver.url)
+    failing = true
+    const id = await world.write()
+    // About 10 polls of 50 ms, each failing.
+    await eventually(
+      () => world.lines.filter((line) => line.msg === 'webhook delivery still stopped').length >= 5,
+    )
+    const warned = world.lines.filter((line) => line.level === 'warn')
+    assert.deepEqual(
+      warned.map((line) => [line.msg, line.fields.error]),
+      [['webhook delivery stopped for a while', 'the disk refuses for now']],
+    )
+    failing = false
+    assert.equal(idOf((await receiver.waitFor(1))[0]), `msg_${id}`)
+    const again = () => world.lines.filter((line) => line.msg === 'webhook delivery works again')
+    await eventually(() => again().length > 0)
+    const back = again()
+    assert.equal(back.length, 1)
+    assert.equal(back[0]?.level, 'info')
+    assert.ok(Number(back[0]?.fields.failures) >= 6, JSON.stringify(back[0]))
+    assert.equal(world.lines.filter((line) => line.level === 'warn').length, 1)
+  })
+
   it('counts attempts by result and endpoints by state', async (t) => {
     let status = 500
     const receiver = await startReceiver((_, res) => res.writeHead(status).end())
