@@ -3,7 +3,7 @@ import type { IncomingMessage } from 'node:http'
 
 import type { TokenClaims } from './auth/verify-token.js'
 import type { KeptAnswer, KeptKey, PendingKey } from './domain/kept-key.js'
-import { parseJsonBody, readBody, refuseAnnouncedTooLarge } from './http/body.js'
+import { ClientClosedError, parseJsonBody, readBody, refuseAnnouncedTooLarge } from './http/body.js'
 import { readIdempotencyKey } from './http/idempotency-key.js'
 import { HttpError } from './http/problem.js'
 import { DEFAULT_CONTENT_TYPE, type Reply } from './http/respond.js'
@@ -85,6 +85,12 @@ export class HeldKey implements PendingKey {
   async holdInStore(): Promise<void> {
     if ((await this.#options.keys.hold(this.subject, this.key)) === 'in_use') throw inUse()
     this.#heldInStore = true
+    // The request ended while its hold was being taken (a 408 while the store was slow): nobody
+    // ends it again, and the store would renew the hold for as long as the process lives.
+    if (this.#ended) {
+      await this.#release()
+      throw new ClientClosedError('the request ended while its key was being held')
+    }
   }
 
   /**
@@ -134,16 +140,23 @@ export class HeldKey implements PendingKey {
    * change that failed after its key was handed to the store gives its hold back too (the store
    * keeps a key only with a change that committed, and never releases a kept one).
    */
-  end(): void {
-    if (this.#ended) return
+  end(): Promise<void> {
+    if (this.#ended) return DONE
     this.#ended = true
     this.#free()
-    if (!this.#heldInStore || this.#kept) return
-    this.#options.keys.release(this.subject, this.key).catch((error: unknown) => {
+    if (!this.#heldInStore || this.#kept) return DONE
+    return this.#release()
+  }
+
+  /** Gives the store's hold back; a failure is logged (the hold then lapses with its lease). */
+  #release(): Promise<void> {
+    return this.#options.keys.release(this.subject, this.key).catch((error: unknown) => {
       this.#options.logger.warn('could not release an Idempotency-Key', { error: String(error) })
     })
   }
 }
+
+const DONE: Promise<void> = Promise.resolve()
 
 const NO_BYTES: Buffer = Buffer.alloc(0)
 
