@@ -5,7 +5,7 @@ import type { TokenClaims } from './auth/verify-token.js'
 import type { KeptAnswer, KeptKey, PendingKey } from './domain/kept-key.js'
 import { ClientClosedError, parseJsonBody, readBody, refuseAnnouncedTooLarge } from './http/body.js'
 import { readIdempotencyKey } from './http/idempotency-key.js'
-import { HttpError } from './http/problem.js'
+import { HttpError, toHttpError } from './http/problem.js'
 import { DEFAULT_CONTENT_TYPE, type Reply } from './http/respond.js'
 import type { Logger } from './log/logger.js'
 import type { RequestState } from './request-state.js'
@@ -195,19 +195,27 @@ export async function serveKeyed(
   run: (body: unknown) => Answer | Promise<Answer>,
 ): Promise<Answer> {
   await held.holdInStore()
-  let bytes: Buffer = NO_BYTES
-  let body: unknown
-  if (route.body !== 'stream') {
-    // A route that takes no body (DELETE) ignores one, but its bytes are the request's: another
-    // body with the same key is another request (422), as on the routes that read theirs.
-    bytes = await readBody(req)
-    if (route.body !== 'none') body = parseJsonBody(bytes, route.body)
+  try {
+    let bytes: Buffer = NO_BYTES
+    let body: unknown
+    if (route.body !== 'stream') {
+      // A route that takes no body (DELETE) ignores one, but its bytes are the request's: another
+      // body with the same key is another request (422), as on the routes that read theirs.
+      bytes = await readBody(req)
+      if (route.body !== 'none') body = parseJsonBody(bytes, route.body)
+    }
+    const replay = await held.claim(req.method ?? 'POST', state.path, bytes)
+    if (replay !== undefined) return replay
+    const answered = await run(body)
+    if (answered !== STREAMED) await held.settle(answered)
+    return answered
+  } catch (error) {
+    // A refused request's key is free before its refusal leaves: the corrected request may follow
+    // at once, to any replica. Not a 5xx, whose cause may be the store itself: its hold is given
+    // back as it is answered (or lapses with its lease), never holding the answer back.
+    if (toHttpError(error).status < 500) await held.end()
+    throw error
   }
-  const replay = await held.claim(req.method ?? 'POST', state.path, bytes)
-  if (replay !== undefined) return replay
-  const answered = await run(body)
-  if (answered !== STREAMED) await held.settle(answered)
-  return answered
 }
 
 /** Method, path as sent and body bytes, hashed: what a kept key must be sent with again. */

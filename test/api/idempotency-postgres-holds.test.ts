@@ -100,6 +100,30 @@ async function waitUntil(what: string, check: () => Promise<boolean>, ms = 5000)
 }
 
 describe('Idempotency-Key holds on PostgreSQL, given back', { skip: SKIP_POSTGRES }, () => {
+  it('a refused request gives its hold back before its refusal is sent: the corrected request runs at once', async (t) => {
+    const { s, schema } = await startOnPostgres(t)
+    const refused = await heldCreate(t, s, JSON.stringify({ email: 'not an email', name: 'Bad' }))
+    await waitUntil('the request to hold its key', async () => (await holdsIn(schema)) === 1)
+    // The hold's row locked by another session: giving it back waits until that session ends.
+    const locker = await lockWith(
+      t,
+      `SELECT 1 FROM ${schema}.idempotency_keys WHERE status IS NULL FOR UPDATE`,
+    )
+    refused.rest()
+    const early = await Promise.race([
+      refused.answer,
+      new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 1000)),
+    ])
+    const holdsWhenAnswered = early === undefined ? undefined : await holdsIn(schema)
+    await locker.end()
+    const answer = await refused.answer
+    assert.equal(answer.status, 422, answer.text)
+    assert.equal(holdsWhenAnswered ?? 0, 0, 'the 422 was sent while its hold was still taken')
+    const corrected = await keyedCreate(s, uniqueEmail())
+    assert.equal(corrected.status, 201, corrected.text)
+    assert.equal(corrected.headers.get('idempotent-replayed'), null)
+  })
+
   it('a hold taken after its request was answered 408 (the database slow) is given back', async (t) => {
     const { s, schema } = await startOnPostgres(t, {
       headersTimeoutMs: 500,
