@@ -1966,6 +1966,7 @@ export interface operations {
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["PayloadTooLarge"];
             417: components["responses"]["ExpectationFailed"];
             422: components["responses"]["UnprocessableContent"];
             429: components["responses"]["TooManyRequests"];

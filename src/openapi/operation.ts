@@ -145,8 +145,9 @@ export function errorStatuses(route: Route): number[] {
   // RFC 9110 §13.1.1: a failed If-Match is a 412 on every route, GET and HEAD included.
   statuses.add(412)
   for (const status of route.errors ?? []) statuses.add(status)
-  // A key in flight (409) or sent with another request (422).
-  if (route.idempotencyKey === true) for (const status of [409, 422]) statuses.add(status)
+  // A key in flight (409), a body over its limit (413: with a key even a DELETE's bytes are read,
+  // for the request's fingerprint) or a key sent with another request (422).
+  if (route.idempotencyKey === true) for (const status of [409, 413, 422]) statuses.add(status)
   return [...statuses].sort((a, b) => a - b)
 }
 
