@@ -83,6 +83,16 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter | un
   // A seed of this process's own, so that nobody outside can pick keys that share a digest.
   const seed = randomInt(2 ** 47)
   const { now } = options
+  // Windows are timed on a clock that never runs back: a wall clock set back (an NTP step, a
+  // restored virtual machine) would lengthen every open window by as much, and its 429s with it.
+  let wall = now()
+  let elapsed = wall
+  const tick = (): number => {
+    const at = now()
+    if (at > wall) elapsed += at - wall
+    wall = at
+    return elapsed
+  }
 
   return {
     get size() {
@@ -92,15 +102,17 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter | un
       const policy = sub === undefined ? address : subject
       if (policy === undefined) return undefined
       const key = sub ?? clientAddress(req)
-      const at = now()
+      const at = tick()
       const left = table.take(policy.index, partitionDigest(key, seed), at)
-      return counted(policy, left, table.endsAtOfLast, at)
+      return counted(policy, left, table.endsAtOfLast - at, wall)
     },
   }
 }
 
-function counted(policy: Policy, left: number, endsAt: number, at: number): Counted {
-  const t = secondsLeft(endsAt, at)
+/** `leftMs`: until the window ends; `wallAt`: now, on the wall clock the fields tell. */
+function counted(policy: Policy, left: number, leftMs: number, wallAt: number): Counted {
+  const endsAt = wallAt + leftMs
+  const t = secondsLeft(endsAt, wallAt)
   const headers = rateLimitFields(policy, left === REFUSED ? 0 : left, t, endsAt)
   if (left !== REFUSED) return { headers, refusal: undefined }
   const refusal = new HttpError(

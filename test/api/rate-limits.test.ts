@@ -382,6 +382,28 @@ describe('per client address', () => {
   })
 })
 
+describe('a wall clock set back', () => {
+  it('lengthens no window: a spent one still ends W seconds after it opened', async (t) => {
+    const service = await startLimited(t, { address: '2/60' })
+    const anonymous = () => request('GET', `${service.baseUrl}/openapi.json`)
+    assert.equal((await anonymous()).status, 200)
+    service.clock.ms += 10_000
+    assert.equal((await anonymous()).status, 200)
+    // An NTP step or a restored virtual machine sets the clock back an hour.
+    service.clock.ms -= 3_600_000
+    const refused = await anonymous()
+    await assertRateLimited(refused, 'address', 50)
+    assert.equal(
+      refused.headers.get('x-ratelimit-reset'),
+      String(Math.ceil((service.clock.ms + 50_000) / 1000)),
+    )
+    service.clock.ms += 50_000
+    const fresh = await anonymous()
+    assert.equal(fresh.status, 200)
+    assert.equal(fresh.headers.get('ratelimit'), '"address";r=1;t=60')
+  })
+})
+
 describe('a client reading the fields', () => {
   it("ratelimit-header-parser reads GitHub's X-RateLimit-* form as the service meant it", async (t) => {
     const service = await startLimited(t, { subject: '5/30' })
