@@ -7,22 +7,12 @@ import { describe, it } from 'node:test'
 import { LOADED_LINE, sleep, startChild, waitForOutput } from '../helpers/child.js'
 import { request } from '../helpers/http.js'
 import { tryRequest, waitFor } from '../helpers/ops.js'
+import { prlimitMissing } from '../helpers/prlimit.js'
 import { openSocket } from '../helpers/raw-exchange.js'
 import { makeTempDir, uniqueEmail } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'
 
 const token = makeToken()
-
-/** Why the test cannot run here: it lowers a child's descriptor limit with util-linux's prlimit. */
-function prlimitMissing(): string | undefined {
-  if (process.platform !== 'linux') return 'descriptor limits are set with prlimit, on Linux'
-  try {
-    execFileSync('prlimit', ['--version'], { stdio: 'ignore' })
-    return undefined
-  } catch {
-    return 'no prlimit (util-linux) on this machine'
-  }
-}
 
 describe('a process out of file descriptors for a moment', { skip: prlimitMissing() }, () => {
   it('keeps taking writes once idle connections that used up its descriptors are gone', {

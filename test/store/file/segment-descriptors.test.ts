@@ -6,19 +6,9 @@ import { describe, it } from 'node:test'
 import { hasCode } from '../../../src/store/file/errno.js'
 import { FileStore } from '../../../src/store/file/file-store.js'
 import { sleep } from '../../helpers/child.js'
+import { prlimitMissing } from '../../helpers/prlimit.js'
 import { makeTempDir } from '../../helpers/service.js'
 import { makeUser } from '../../helpers/store-users.js'
-
-/** Why the test cannot run here: it lowers its own descriptor limit with util-linux's prlimit. */
-function prlimitMissing(): string | undefined {
-  if (process.platform !== 'linux') return 'descriptor limits are set with prlimit, on Linux'
-  try {
-    execFileSync('prlimit', ['--version'], { stdio: 'ignore' })
-    return undefined
-  } catch {
-    return 'no prlimit (util-linux) on this machine'
-  }
-}
 
 /** This process's soft and hard limits on open files. */
 function descriptorLimits(): [string, string] {
