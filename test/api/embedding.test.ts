@@ -34,6 +34,18 @@ function closeServer(server: Server): Promise<void> {
   })
 }
 
+/** Each option, given to createUserService, is a ConfigError whose message matches. */
+function assertRefused(refused: readonly [Record<string, unknown>, RegExp][]): void {
+  for (const [option, message] of refused) {
+    assert.throws(
+      () => createUserService({ store: new MemoryStore(), secret: TEST_SECRET, ...option }),
+      (error: unknown) =>
+        error instanceof Error && error.name === 'ConfigError' && message.test(error.message),
+      JSON.stringify(option),
+    )
+  }
+}
+
 describe('embedding the service (the example of docs/embedding.md)', () => {
   it("serves /api/users from the handler mounted in a host app, next to the host app's own routes", async (t) => {
     // The example of docs/embedding.md, as written there.
@@ -160,14 +172,7 @@ describe('the options of createUserService are checked as their variables are', 
         /^databaseUrl must be a postgres:\/\/ or postgresql:\/\/ URL/,
       ],
     ]
-    for (const [option, message] of refused) {
-      assert.throws(
-        () => createUserService({ store: new MemoryStore(), secret: TEST_SECRET, ...option }),
-        (error: unknown) =>
-          error instanceof Error && error.name === 'ConfigError' && message.test(error.message),
-        JSON.stringify(option),
-      )
-    }
+    assertRefused(refused)
   })
 
   it("refuses a value given in the option's own type that its variable would refuse", () => {
@@ -183,14 +188,7 @@ describe('the options of createUserService are checked as their variables are', 
       [{ webhookRetrySchedule: [-5] }, /^webhookRetrySchedule: "-5ms" is not a delay/],
       [{ corsOrigins: ['not an origin'] }, /^corsOrigins: "not an origin" is not an origin/],
     ]
-    for (const [option, message] of refused) {
-      assert.throws(
-        () => createUserService({ store: new MemoryStore(), secret: TEST_SECRET, ...option }),
-        (error: unknown) =>
-          error instanceof Error && error.name === 'ConfigError' && message.test(error.message),
-        JSON.stringify(option),
-      )
-    }
+    assertRefused(refused)
   })
 
   it('serves with typed option values its variable would take', async (t) => {
