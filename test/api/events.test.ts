@@ -271,4 +271,29 @@ describe('GET /events', () => {
       [[next.id, fresh.id]],
     )
   })
+
+  it('starts a new segment an hour after the open one began, also when the service restarts more often', async (t) => {
+    let clock = Date.now()
+    const dataDir = path.join(await makeTempDir(t), 'data')
+    const ids: string[] = []
+    // A service restarted every 40 minutes, with one change each time.
+    for (let round = 0; round < 4; round += 1) {
+      const svc = await startService(t, {
+        store: new FileStore({ dataDir, now: () => clock, eventsRetentionDays: 30 }),
+      })
+      ids.push((await svc.createUser()).id)
+      await svc.service.close()
+      clock += 40 * 60_000
+    }
+    const segments = await readdir(path.join(dataDir, 'events'))
+    assert.ok(segments.length >= 2, `one segment per hour, not ${segments.join(', ')}`)
+    clock += 30 * 86_400_000
+    const store = new FileStore({ dataDir, now: () => clock, eventsRetentionDays: 30 })
+    const svc = await startService(t, { store })
+    await store.pruneEvents()
+    const retained = (await readFeed(svc.call)).items.map((event) => event.userId)
+    // The first hour's events are past the retention: they go, the newer ones stay.
+    assert.ok(!retained.includes(ids[0] ?? ''), 'the oldest event was pruned')
+    assert.ok(retained.includes(ids[3] ?? ''), 'the newest event was kept')
+  })
 })

@@ -138,6 +138,10 @@ function loadLine(
   if (id <= previous)
     return `the event's id is not after the one before it (${formatEventId(previous)})`
   index.push(id, head.type, head.userId, { segment: segment.serial, offset, bytes: line.length })
+  // Its age counts from its first event, not from this start: a service restarted more often than
+  // the segment age would otherwise append to one segment for ever, which retention never drops.
+  if (segment.last === 0)
+    segment.opened = Math.min(segment.opened, Date.parse(head.time) || Infinity)
   segment.last = id
   if (head.time > segment.lastTime) segment.lastTime = head.time
   if (!isMade(head)) ghosts.add(id)

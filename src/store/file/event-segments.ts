@@ -14,7 +14,11 @@ export interface Segment {
   lastTime: string
   /** Bytes of whole lines: where the next line goes. */
   bytes: number
-  readonly opened: number
+  /**
+   * When it began, in ms since the epoch: when it was made, or, for one loaded at a start, when
+   * its first event was, so that a restart does not make an old segment young again.
+   */
+  opened: number
 }
 
 /** The event log's segments, oldest first, and the highest event id ever appended to them. */
