@@ -26,6 +26,7 @@ import { keepWithChange } from './kept-key-writes.js'
 import { PostgresKeys } from './kept-keys.js'
 import { one } from './rows.js'
 import { migrate } from './schema.js'
+import { requireSchemaColumns } from './schema-check.js'
 import { type PostgresStoreOptions, SESSION_DEFAULTS } from './store-options.js'
 import { listUsers } from './user-list-query.js'
 import { getUser, getUserAs, getUsers, isDeleted, subjectOf } from './user-reads.js'
@@ -121,6 +122,7 @@ export class PostgresStore implements Store {
     const client = await this.#db.client()
     try {
       await migrate(client, this.#logger, this.#options.schema)
+      await requireSchemaColumns(client)
       await raiseIdFloor(client, idFloor(this.#now()))
     } finally {
       client.release()
