@@ -86,6 +86,19 @@ export function isReadOnlyRefusal(error: unknown): boolean {
   return sqlState(error) === '25006'
 }
 
+/**
+ * The driver gave up waiting for a statement's answer (its `query_timeout`): the statement may
+ * still run on the server, and the connection answers nothing else before it. pg says so only in
+ * its message, so that message is matched here, where the driver's errors are classified.
+ */
+export function isQueryTimeout(error: unknown): boolean {
+  return (
+    error instanceof Error &&
+    sqlState(error) === undefined &&
+    error.message === 'Query read timeout'
+  )
+}
+
 /** The database did not answer a COMMIT: the change may have been made, or not. */
 export function commitOutcomeUnknown(cause: unknown): ServiceError {
   return new ServiceError(

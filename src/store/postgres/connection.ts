@@ -10,23 +10,16 @@ import {
   commitMayHaveLanded,
   commitOutcomeUnknown,
   databaseUnavailable,
+  isQueryTimeout,
   isReadOnlyRefusal,
   isUniqueViolation,
-  pgFault,
   toInputError,
 } from './classify-error.js'
 import { BLOCKERS_SQL, CommitStallWatch } from './commit-stall.js'
 import { DatabaseHealth } from './database-health.js'
 import { loadPg } from './driver.js'
-import type {
-  PgModule,
-  Pool,
-  PoolClient,
-  PoolConfig,
-  QueryResult,
-  QueryResultRow,
-} from './pg-types.js'
-import { quoteIdentifier } from './schema.js'
+import type { PgModule, Pool, PoolClient, QueryResult, QueryResultRow } from './pg-types.js'
+import { createPools, PROBE_TIMEOUT_MS } from './pools.js'
 import type { SqlShape } from './sql.js'
 
 export interface PgConnectionOptions {
@@ -61,8 +54,11 @@ export class PgConnection {
    * taken by writers waiting for that very lock.
    */
   #side: Pool | undefined
+  /** The migrations' connection: no client-side time-out (they lift the server's too). */
+  #unlimited: Pool | undefined
   readonly #health: DatabaseHealth
   #probe: NodeJS.Timeout | undefined
+  #probing = false
   /** Transactions' tails that wait for the event counter (a feed that cannot advance). */
   readonly stalls: CommitStallWatch
 
@@ -94,40 +90,10 @@ export class PgConnection {
   async connect(): Promise<void> {
     if (this.#pool !== undefined) return
     const pg = this.#options.pg ?? (await loadPg())
-    const config: PoolConfig = {
-      connectionString: this.#options.url,
-      max: this.#options.poolSize ?? 10,
-      connectionTimeoutMillis: 5000,
-      application_name: 'user-service',
-    }
-    // A session of this service stuck in a statement or idle in a transaction (a frozen process, a
-    // lost client) would hold its locks, the event counter's among them, and stop every writer and
-    // the feed: the server ends it instead. Sent as startup options, not as pg's own fields, which
-    // leave out a 0: "none" must override a default set on the role or the database.
-    const options = [
-      `-c statement_timeout=${this.#options.statementTimeoutMs}`,
-      `-c idle_in_transaction_session_timeout=${this.#options.idleInTransactionTimeoutMs}`,
-    ]
-    if (this.#options.schema !== undefined)
-      options.push(`-c search_path=${quoteIdentifier(this.#options.schema)},public`)
-    config.options = options.join(' ')
-    const pool = new pg.Pool(config)
-    // A connection the server ends must not crash the process: the pool's listener covers idle
-    // ones, and every connection gets its own for the time it is checked out (pg emits 'error' on
-    // the client as well as failing its statement, and an unheard 'error' ends the process). The
-    // statement's own failure is what answers and logs the request.
-    pool.on('error', (error) => {
-      this.#options.logger.warn('a database connection failed', pgFault(error))
-    })
-    pool.on('connect', (client) => {
-      client.on('error', () => undefined)
-    })
-    this.#pool = pool
-    this.#side = new pg.Pool({ ...config, max: 1, idleTimeoutMillis: 1000 })
-    this.#side.on('error', () => undefined)
-    this.#side.on('connect', (client) => {
-      client.on('error', () => undefined)
-    })
+    const pools = createPools(pg, this.#options, this.#options.logger)
+    this.#pool = pools.main
+    this.#side = pools.side
+    this.#unlimited = pools.unlimited
   }
 
   /** Asks the database whether it answers every `intervalMs`, for /readyz between requests. */
@@ -145,13 +111,25 @@ export class PgConnection {
     this.#pool = undefined
     const side = this.#side
     this.#side = undefined
+    const unlimited = this.#unlimited
+    this.#unlimited = undefined
     await side?.end()
+    await unlimited?.end()
     await pool?.end()
   }
 
-  /** A client of its own (a migration, a listener); the caller releases it. */
+  /** A client of its own (a listener); the caller releases it. */
   client(): Promise<PoolClient> {
     return this.#connection().connect()
+  }
+
+  /**
+   * A client that waits for every answer as long as it takes, for the migrations at start (a
+   * rewrite, the wait for another replica's migration); the caller releases it.
+   */
+  migrationClient(): Promise<PoolClient> {
+    if (this.#unlimited === undefined) throw new Error('the PostgreSQL store is not open')
+    return this.#unlimited.connect()
   }
 
   query<R extends QueryResultRow>(shape: Statement): Promise<QueryResult<R>> {
@@ -210,9 +188,14 @@ export class PgConnection {
       if (drafts.length > 0) committed()
       return result
     } catch (error) {
-      await client.query('ROLLBACK').catch(() => {
-        broken = true
-      })
+      // A statement the driver gave up on still runs, or waits, on the server, and the
+      // connection would answer nothing else before it: ROLLBACK would wait as long again.
+      // Dropping the connection ends the session, and the server rolls its transaction back.
+      if (isQueryTimeout(error)) broken = true
+      else
+        await client.query('ROLLBACK').catch(() => {
+          broken = true
+        })
       if (isUniqueViolation(error, 'users_email_key')) throw duplicateEmail()
       if (isUniqueViolation(error, 'users_pkey')) throw duplicateId(pkeyId(error))
       if (committing && commitMayHaveLanded(error)) {
@@ -228,15 +211,21 @@ export class PgConnection {
 
   async #check(): Promise<void> {
     const pool = this.#pool
-    if (pool === undefined) return
+    // One probe at a time: probes of a database that does not answer would take the pool.
+    if (pool === undefined || this.#probing) return
+    this.#probing = true
     try {
-      const found = await pool.query<{ writable: boolean }>(
-        "SELECT current_setting('transaction_read_only') = 'off' AS writable",
-      )
+      // A time-out of its own, short: /readyz turns 503 soon after the database stops answering.
+      const found = await pool.query<{ writable: boolean }>({
+        text: "SELECT current_setting('transaction_read_only') = 'off' AS writable",
+        query_timeout: PROBE_TIMEOUT_MS,
+      })
       this.#health.answered()
       this.#health.writable(found.rows[0]?.writable !== false)
     } catch (error) {
       this.#health.failed(error)
+    } finally {
+      this.#probing = false
     }
   }
 

@@ -21,6 +21,8 @@ export interface QueryConfig {
   readonly text: string
   readonly name?: string
   readonly values?: readonly unknown[]
+  /** Milliseconds the driver waits for the answer before failing the statement (none: the pool's). */
+  readonly query_timeout?: number
 }
 
 /** What both a pool and a checked-out client run statements with. */
@@ -49,6 +51,8 @@ export interface PoolConfig {
   application_name: string
   /** Startup options of every session (`-c name=value …`). */
   options?: string
+  /** Milliseconds the driver waits for any statement's answer (none: forever). */
+  query_timeout?: number
 }
 
 /** A pool of connections. */

@@ -119,7 +119,8 @@ export class PostgresStore implements Store {
 
   async open(): Promise<void> {
     await this.connect()
-    const client = await this.#db.client()
+    // Without the driver's time-out: a migration may rewrite a table, or wait for another's.
+    const client = await this.#db.migrationClient()
     try {
       await migrate(client, this.#logger, this.#options.schema)
       await requireSchemaColumns(client)

@@ -1,0 +1,100 @@
+import type { Logger } from '../../log/logger.js'
+import { pgFault } from './classify-error.js'
+import type { PgModule, Pool, PoolConfig } from './pg-types.js'
+import { quoteIdentifier } from './schema.js'
+
+/**
+ * How much longer than the server's statement_timeout the driver waits for an answer: the server's
+ * own time-out, with its SQLSTATE, normally comes first; this one is for a server that cannot
+ * send it (frozen, or behind a network partition that resets no connection).
+ */
+export const CLIENT_TIMEOUT_MARGIN_MS = 1000
+
+/** How long the readiness probe waits for its answer, whatever the statement time-out. */
+export const PROBE_TIMEOUT_MS = 2000
+
+/** What the sessions of one store are made with. */
+export interface SessionSettings {
+  url: string
+  schema: string | undefined
+  poolSize: number | undefined
+  /** statement_timeout of every session (0: none, and no client-side time-out either). */
+  statementTimeoutMs: number
+  idleInTransactionTimeoutMs: number
+}
+
+/** The pools of one store. */
+export interface StorePools {
+  /** Every statement of the requests and of the background work. */
+  main: Pool
+  /**
+   * One connection of its own for asking who blocks a stalled commit: the main pool's may all be
+   * taken by writers waiting for that very lock.
+   */
+  side: Pool
+  /** The migrations' connection: no client-side time-out (they lift the server's too). */
+  unlimited: Pool
+}
+
+/** Makes the pools of one store; none connects before its first statement. */
+export function createPools(pg: PgModule, settings: SessionSettings, logger: Logger): StorePools {
+  const { limited, unlimited } = createPoolConfigs(settings)
+  const main = new pg.Pool(limited)
+  // A connection the server ends must not crash the process: the pool's listener covers idle
+  // ones, and every connection gets its own for the time it is checked out (pg emits 'error' on
+  // the client as well as failing its statement, and an unheard 'error' ends the process). The
+  // statement's own failure is what answers and logs the request.
+  main.on('error', (error) => {
+    logger.warn('a database connection failed', pgFault(error))
+  })
+  main.on('connect', (client) => {
+    client.on('error', () => undefined)
+  })
+  return {
+    main,
+    side: quiet(new pg.Pool({ ...limited, max: 1, idleTimeoutMillis: 1000 })),
+    unlimited: quiet(new pg.Pool({ ...unlimited, max: 1, idleTimeoutMillis: 1000 })),
+  }
+}
+
+function quiet(pool: Pool): Pool {
+  pool.on('error', () => undefined)
+  pool.on('connect', (client) => {
+    client.on('error', () => undefined)
+  })
+  return pool
+}
+
+/**
+ * The pools' settings: `unlimited` waits for every answer as long as it takes (the migrations,
+ * which lift the server's time-out too); `limited`, for everything else, fails a statement that
+ * gets no answer a little after the server's time-out would have ended it.
+ */
+function createPoolConfigs(settings: SessionSettings): {
+  unlimited: PoolConfig
+  limited: PoolConfig
+} {
+  // A session of this service stuck in a statement or idle in a transaction (a frozen process, a
+  // lost client) would hold its locks, the event counter's among them, and stop every writer and
+  // the feed: the server ends it instead. Sent as startup options, not as pg's own fields, which
+  // leave out a 0: "none" must override a default set on the role or the database.
+  const options = [
+    `-c statement_timeout=${settings.statementTimeoutMs}`,
+    `-c idle_in_transaction_session_timeout=${settings.idleInTransactionTimeoutMs}`,
+  ]
+  if (settings.schema !== undefined)
+    options.push(`-c search_path=${quoteIdentifier(settings.schema)},public`)
+  const unlimited: PoolConfig = {
+    connectionString: settings.url,
+    max: settings.poolSize ?? 10,
+    connectionTimeoutMillis: 5000,
+    application_name: 'user-service',
+    options: options.join(' '),
+  }
+  if (settings.statementTimeoutMs === 0) return { unlimited, limited: unlimited }
+  const limited = {
+    ...unlimited,
+    query_timeout: settings.statementTimeoutMs + CLIENT_TIMEOUT_MARGIN_MS,
+  }
+  return { unlimited, limited }
+}
