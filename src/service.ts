@@ -208,7 +208,8 @@ export function createService(options: ServiceOptions): UserService {
     }),
   })
   const server = createHttpServer(handler, CONNECTION_CHECK_MS)
-  server.headersTimeout = options.headersTimeoutMs
+  // Headers within the request's time: Node swaps the two when theirs is longer (a body had 10 s).
+  server.headersTimeout = Math.min(options.headersTimeoutMs, options.requestTimeoutMs)
   server.requestTimeout = options.requestTimeoutMs
   server.keepAliveTimeout = options.keepAliveTimeoutMs
   server.maxConnections = options.maxConnections

@@ -115,6 +115,31 @@ describe('the request time-out', () => {
     )
   })
 
+  // Node's connection check swaps the two limits when the headers' is the longer, so a body that
+  // stalled was cut only at HEADERS_TIMEOUT_MS (10 s by default), not at REQUEST_TIMEOUT_MS.
+  it('holds requestTimeoutMs when it is shorter than the default headersTimeoutMs', async (t) => {
+    const s = await startService(t, { requestTimeoutMs: 2000 })
+    const head = [
+      'POST /users HTTP/1.1',
+      'Host: x',
+      `Authorization: Bearer ${s.token}`,
+      'Content-Type: application/json',
+      'Content-Length: 100',
+      '',
+      '',
+    ].join('\r\n')
+    const result = await assertUnchangedBy(s, () =>
+      exchange(s.url, undefined, { waitMs: WAIT_MS, drive: trickle(`${head}{"name":"`, 'n') }),
+    )
+    assertTimedOut(result, 2000)
+    // The headers, part of the whole request, are held to the shorter limit too.
+    const slowHead = await exchange(s.url, undefined, {
+      waitMs: WAIT_MS,
+      drive: trickle('GET /users HTTP/1.1\r\nHost: x\r\nX-Slow: '),
+    })
+    assertTimedOut(slowHead, 2000)
+  })
+
   // The connection closes in stages after the 408 and reads on meanwhile: the rest of the body,
   // sent as soon as the 408 arrived, must not be run (the client was told its request was not).
   it('runs nothing of a body whose rest arrives after its 408', async (t) => {
