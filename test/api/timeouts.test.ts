@@ -81,19 +81,24 @@ describe('the headers time-out', () => {
   })
 })
 
+/** The head of a POST /users whose 100-byte body the test then sends slowly, if at all. */
+function slowCreateHead(token: string, ...fields: string[]): string {
+  return [
+    'POST /users HTTP/1.1',
+    'Host: x',
+    `Authorization: Bearer ${token}`,
+    'Content-Type: application/json',
+    'Content-Length: 100',
+    ...fields,
+    '',
+    '',
+  ].join('\r\n')
+}
+
 describe('the request time-out', () => {
   it('answers a body sent one byte every 200 ms with 408 after about requestTimeoutMs and stores nothing', async (t) => {
     const s = await startService(t, { headersTimeoutMs: 1000, requestTimeoutMs: 2000 })
-    const head = [
-      'POST /users HTTP/1.1',
-      'Host: x',
-      `Authorization: Bearer ${s.token}`,
-      'Content-Type: application/json',
-      'Content-Length: 100',
-      'X-Request-Id: slow-body-1',
-      '',
-      '',
-    ].join('\r\n')
+    const head = slowCreateHead(s.token, 'X-Request-Id: slow-body-1')
     const result = await assertUnchangedBy(s, () =>
       exchange(s.url, undefined, { waitMs: WAIT_MS, drive: trickle(`${head}{"name":"`, 'n') }),
     )
@@ -119,15 +124,7 @@ describe('the request time-out', () => {
   // stalled was cut only at HEADERS_TIMEOUT_MS (10 s by default), not at REQUEST_TIMEOUT_MS.
   it('holds requestTimeoutMs when it is shorter than the default headersTimeoutMs', async (t) => {
     const s = await startService(t, { requestTimeoutMs: 2000 })
-    const head = [
-      'POST /users HTTP/1.1',
-      'Host: x',
-      `Authorization: Bearer ${s.token}`,
-      'Content-Type: application/json',
-      'Content-Length: 100',
-      '',
-      '',
-    ].join('\r\n')
+    const head = slowCreateHead(s.token)
     const result = await assertUnchangedBy(s, () =>
       exchange(s.url, undefined, { waitMs: WAIT_MS, drive: trickle(`${head}{"name":"`, 'n') }),
     )
