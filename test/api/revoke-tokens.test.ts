@@ -6,6 +6,7 @@ import type { User } from '../../src/domain/user.js'
 import { MemoryStore } from '../../src/store/memory-store.js'
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js'
 import type { ChangeUser } from '../../src/store/store.js'
+import { REVOKE_WRITE_BUDGET_MS } from '../../src/users/user-operations.js'
 import { openSse } from '../events/sse-client.js'
 import { assertProblem, type TestResponse } from '../helpers/http.js'
 import {
@@ -358,24 +359,38 @@ class SlowCommitStore extends MemoryStore {
   }
 }
 
+/**
+ * Waits until `left` ms before a second ends, and says which second that is. A timer that fires
+ * late on a busy machine, past the last REVOKE_WRITE_BUDGET_MS of its second, waits for the next.
+ */
+async function lateInASecond(left: number): Promise<number> {
+  for (let tries = 0; tries < 20; tries += 1) {
+    await new Promise((resolve) => setTimeout(resolve, 2000 - left - (Date.now() % 1000)))
+    const at = Date.now()
+    if (at % 1000 >= 1000 - REVOKE_WRITE_BUDGET_MS) return Math.floor(at / 1000)
+  }
+  throw new Error('no timer fired within the last 250 ms of a second in 20 tries')
+}
+
 describe('a revocation asked for late in a second', () => {
-  it('names the second after the one its 200 is sent in, though its write ends in the next', async (t) => {
+  it('is made in the next second, so that no token of the second it was asked in survives, though its write ends in the next', async (t) => {
     const s = await startService(t, { store: new SlowCommitStore() })
     const users = [await s.createUser(), await s.createUser(), await s.createUser()]
     for (const [round, user] of users.entries()) {
       // 80, 130 and 180 ms before a second ends: the write's 100 ms cross into the next second.
       const left = 80 + 50 * round
-      await new Promise((resolve) => setTimeout(resolve, 2000 - left - (Date.now() % 1000)))
+      const sentS = await lateInASecond(left)
       const res = await revoke(s, user.id)
       const receivedS = nowSeconds()
       const revoked = assertUser(res)
-      // The second the 200 was sent in, by its Date field: on a busy machine the client may read
-      // the answer in the next second, which is the one the revocation names.
-      const sentS = Date.parse(res.headers.get('date') ?? '') / 1000
       const validS = Date.parse(revoked.tokensValidAfter ?? '') / 1000
-      assert.ok(validS > sentS, `${revoked.tokensValidAfter}, sent at ${sentS} s`)
+      // Sent in the last 250 ms of a second, it is made in a later one: its value is at least two
+      // seconds after the one it was sent in, whatever the machine's load did to the timers (a
+      // write that overruns the budget may still be answered in the second the value names, as
+      // docs/api.md says, so the answer's own second is not the measure).
+      assert.ok(validS >= sentS + 2, `${revoked.tokensValidAfter}, sent at ${sentS} s`)
       assert.ok(validS <= receivedS + 1, revoked.tokensValidAfter)
-      // A token issued in the second the answer was sent in, before or after it, is refused.
+      // A token issued in the second the request was sent in, before or after it, is refused.
       const sameSecond = makeToken({ sub: user.id, nowS: sentS })
       assertRevoked(await s.call('GET', '/users', { token: sameSecond }))
     }
