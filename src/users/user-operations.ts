@@ -111,8 +111,9 @@ function clearOfSecondEnd(now: () => number): Promise<void> | undefined {
 }
 
 /**
- * Waits until the clock has left `second`. A timer counts from the event loop's clock, read when
- * the loop last woke: after a busy turn it fires that much early, still inside the second.
+ * Waits until the clock has left `second`. A timer runs on Node's own clock (whole milliseconds of
+ * a monotonic one), not on Date.now(): set to the distance to the second's end, it may fire while
+ * Date.now() still reads that second.
  */
 async function secondAfter(second: number, now: () => number): Promise<void> {
   // A few rounds at most: a clock that stands still (a test's) must not hold the request for ever.
