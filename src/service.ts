@@ -207,12 +207,7 @@ export function createService(options: ServiceOptions): UserService {
       logger,
     }),
   })
-  const server = createHttpServer(handler, CONNECTION_CHECK_MS)
-  // Headers within the request's time: Node swaps the two when theirs is longer (a body had 10 s).
-  server.headersTimeout = Math.min(options.headersTimeoutMs, options.requestTimeoutMs)
-  server.requestTimeout = options.requestTimeoutMs
-  server.keepAliveTimeout = options.keepAliveTimeoutMs
-  server.maxConnections = options.maxConnections
+  const server = createHttpServer(handler, { ...options, connectionCheckMs: CONNECTION_CHECK_MS })
   server.on('clientError', createClientErrorHandler(logger))
   server.on('connect', createConnectRefusal(logger))
   // Connections still closing in stages hold an answer on its way out: shutdown waits for them.

@@ -9,7 +9,7 @@ import {
 import { isBehindLastRequest, serveNoneAfter } from './lingering-close.js'
 
 /**
- * The `node:http` server the service answers on, with five of Node's defaults changed:
+ * The `node:http` server the service answers on, with six of Node's defaults changed:
  * - No Host check of its own (`requireHostHeader: false`), and no 417 of its own to an `Expect`
  *   other than 100-continue: Node's answers are bare status lines; the service refuses both as
  *   problem+json (request-head.ts).
@@ -21,17 +21,32 @@ import { isBehindLastRequest, serveNoneAfter } from './lingering-close.js'
  *   413 by its Content-Length, 415…) then got a 100 first, and the client sent a body only to have
  *   it discarded. Without the 100, the client learns the final answer before it sends anything.
  * - A request that asks to switch protocols is the last its connection serves (closeAfterUpgrade).
+ * - The headers' time-out is at most the request's: Node's check swaps the two when the headers'
+ *   is the longer, and a slow body then had the headers' time (10 s by default) instead.
  */
-export function createHttpServer(listener: RequestListener, connectionCheckMs: number): Server {
+/** The time-outs and the connection cap of the server, in ms (docs/configuration.md). */
+export interface ServerLimits {
+  readonly connectionCheckMs: number
+  readonly headersTimeoutMs: number
+  readonly requestTimeoutMs: number
+  readonly keepAliveTimeoutMs: number
+  readonly maxConnections: number
+}
+
+export function createHttpServer(listener: RequestListener, limits: ServerLimits): Server {
   const handler: RequestListener = (req, res) => {
     closeAfterUpgrade(req, res)
     listener(req, res)
   }
   const server = createServer(
-    { connectionsCheckingInterval: connectionCheckMs, requireHostHeader: false },
+    { connectionsCheckingInterval: limits.connectionCheckMs, requireHostHeader: false },
     handler,
   )
   server.maxHeadersCount = 0
+  server.headersTimeout = Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs)
+  server.requestTimeout = limits.requestTimeoutMs
+  server.keepAliveTimeout = limits.keepAliveTimeoutMs
+  server.maxConnections = limits.maxConnections
   server.on('checkContinue', (req, res) => {
     awaitingContinue.add(res)
     // Both readers of a body (a JSON body, an import's lines) read with a 'data' listener, which
