@@ -1,5 +1,5 @@
 import type { EventDraft } from '../../domain/event.js'
-import { EVENT_CHANNEL } from './event-schema.js'
+import { EVENT_CHANNEL, NOTIFY_PAYLOAD } from './event-schema.js'
 import type { PoolClient } from './pg-types.js'
 
 /**
@@ -22,8 +22,9 @@ export async function appendEvents(
   await client.query({
     name: 'events_append',
     // The NOTIFY is delivered at COMMIT to every replica that listens: a wake-up only, the poll
-    // stays the truth (docs/postgresql.md says why it stays). One statement, so that the feed
-    // costs a write one round trip.
+    // stays the truth (docs/postgresql.md says why it stays). It names the tables' schema, so
+    // that a service on another schema of the same database, on the same channel, reads nothing
+    // for it. One statement, so that the feed costs a write one round trip.
     // A counter below an id this process saw committed was restored from an older dump under
     // the running replicas: it jumps above every id handed out before, to the database clock's
     // idFloor (milliseconds times 256), as a start after a restore does (raiseIdFloor).
@@ -35,7 +36,7 @@ export async function appendEvents(
         FROM counter, unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[])
           WITH ORDINALITY AS e(type, time, user_id, version, actor, request_id, changed, user_json, n)
         RETURNING id)
-      SELECT pg_notify('${EVENT_CHANNEL}', '') FROM added LIMIT 1`,
+      SELECT pg_notify('${EVENT_CHANNEL}', ${NOTIFY_PAYLOAD}) FROM added LIMIT 1`,
     values: [
       column('type'),
       column('time'),

@@ -2,6 +2,13 @@
 export const EVENT_CHANNEL = 'user_service_events'
 
 /**
+ * What a commit's notification says: the schema its session creates and finds the service's
+ * tables in. The channel is the database's, shared by every service on it; a listener whose
+ * session reads another schema is another service's, and reads nothing for this notification.
+ */
+export const NOTIFY_PAYLOAD = `coalesce(current_schema(), '')`
+
+/**
  * The feed's tables (migration 2). Migration 4 replaced the way ids are handed out (see
  * EVENT_ID_MIGRATION); this one is never edited.
  */

@@ -3,13 +3,22 @@ import { cursorValue, formatEventId } from '../../domain/event.js'
 import type { EventFeed, EventPage, EventQuery } from '../event-feed.js'
 import type { CommitStallWatch } from './commit-stall.js'
 import { type Query, readEventPage } from './event-page.js'
-import { EVENT_CHANNEL } from './event-schema.js'
+import { EVENT_CHANNEL, NOTIFY_PAYLOAD } from './event-schema.js'
 import { FeedTail } from './feed-tail.js'
 import type { PoolClient } from './pg-types.js'
 
 /** One try at a LISTEN connection: what gives it back once made (undefined: none was). */
 interface ListenAttempt {
   release: Promise<(() => void) | undefined>
+}
+
+export interface EventFeedOptions {
+  /** How often the database is asked for new events while anyone follows the feed (ms). */
+  pollMs?: number | undefined
+  /** Gives a connection of its own for LISTEN, held while anyone follows the feed. */
+  listen?: (() => Promise<PoolClient>) | undefined
+  /** Watches the commits that wait for the event counter. */
+  stalls?: CommitStallWatch | undefined
 }
 
 /** How long after a lost LISTEN connection another is tried. */
@@ -49,20 +58,11 @@ export class PostgresEventFeed implements EventFeed {
   #seen = 0n
   appended = 0
 
-  /**
-   * `listen` gives a connection of its own for LISTEN, held while anyone follows the feed;
-   * `stalls` watches the commits that wait for the event counter.
-   */
-  constructor(
-    query: Query,
-    pollMs = 200,
-    listen?: () => Promise<PoolClient>,
-    stalls?: CommitStallWatch,
-  ) {
+  constructor(query: Query, options: EventFeedOptions = {}) {
     this.#query = query
-    this.#pollMs = pollMs
-    this.#listen = listen
-    this.#stalls = stalls
+    this.#pollMs = options.pollMs ?? 200
+    this.#listen = options.listen
+    this.#stalls = options.stalls
   }
 
   /**
@@ -158,8 +158,15 @@ export class PostgresEventFeed implements EventFeed {
         // Dropped, not reused: the connection listens, or is broken.
         client.release(true)
       }
-      client.on('notification', () => {
-        if (this.#poll !== undefined) void this.#check()
+      // The schema this connection reads; until it is known, every notification wakes.
+      let schema: string | undefined
+      client.on('notification', ({ payload }) => {
+        if (this.#poll === undefined) return
+        // Another schema's commit is another service's on the same database; an empty payload
+        // is a replica's older than this version, and wakes.
+        if (schema !== undefined && payload !== undefined && payload !== '' && payload !== schema)
+          return
+        void this.#check()
       })
       // The server ended the connection (a restart, a failover): listen on a new one.
       const lost = (): void => {
@@ -169,6 +176,8 @@ export class PostgresEventFeed implements EventFeed {
       client.on('error', lost)
       client.on('end', lost)
       try {
+        const result = await client.query<{ schema: string }>(`SELECT ${NOTIFY_PAYLOAD} AS schema`)
+        schema = result.rows[0]?.schema
         await client.query(`LISTEN ${EVENT_CHANNEL}`)
       } catch {
         lost()

@@ -38,7 +38,8 @@ export interface Queryable {
 export interface PoolClient extends Queryable {
   release(destroy?: boolean): void
   on(event: 'error', listener: (error: Error) => void): unknown
-  on(event: 'end' | 'notification', listener: () => void): unknown
+  on(event: 'end', listener: () => void): unknown
+  on(event: 'notification', listener: (message: { payload?: string | undefined }) => void): unknown
   removeAllListeners(event: 'notification'): unknown
 }
 

@@ -83,12 +83,11 @@ export class PostgresStore implements Store {
       stallWarnMs: options.feedStallWarnMs ?? SESSION_DEFAULTS.stallWarnMs,
       seenHead: () => this.events.seenHead,
     })
-    this.events = new PostgresEventFeed(
-      (shape) => this.#db.query(shape),
-      options.eventPollMs,
-      () => this.#db.client(),
-      this.#db.stalls,
-    )
+    this.events = new PostgresEventFeed((shape) => this.#db.query(shape), {
+      pollMs: options.eventPollMs,
+      listen: () => this.#db.client(),
+      stalls: this.#db.stalls,
+    })
     this.keys = new PostgresKeys(this.#db, options.keyTimings)
     this.webhooks = new PostgresWebhooks(this.#db)
     this.#creates = new CreateBatcher(this.#db, this.#now, () => {

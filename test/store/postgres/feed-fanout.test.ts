@@ -7,7 +7,14 @@ import { PostgresStore } from '../../../src/store/postgres/postgres-store.js'
 import { feedReader } from '../../events/feed-fixtures.js'
 import { openSse, type SseClient } from '../../events/sse-client.js'
 import { sleep } from '../../helpers/child.js'
-import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES } from '../../helpers/postgres.js'
+import { waitFor } from '../../helpers/ops.js'
+import {
+  freshSchema,
+  replicaStore,
+  requireDatabaseUrl,
+  SKIP_POSTGRES,
+  sql,
+} from '../../helpers/postgres.js'
 import { startService, type TestService } from '../../helpers/service.js'
 
 /**
@@ -18,8 +25,14 @@ import { startService, type TestService } from '../../helpers/service.js'
 const STREAMS = 100
 const PATCHES = 20
 
+/** Statements run, in all and by name (or by text, for a statement without one). */
+interface Counter {
+  statements: number
+  readonly byName: Map<string, number>
+}
+
 /** The pg module with a Pool that counts every statement its connections run. */
-function countingPg(counter: { statements: number }) {
+function countingPg(counter: Counter) {
   class CountingPool extends pg.Pool {
     constructor(config?: pg.PoolConfig) {
       super(config)
@@ -28,6 +41,8 @@ function countingPg(counter: { statements: number }) {
         Object.assign(client, {
           query: (...args: unknown[]) => {
             counter.statements += 1
+            const name = statementName(args[0])
+            counter.byName.set(name, (counter.byName.get(name) ?? 0) + 1)
             return query(...args)
           },
         })
@@ -37,11 +52,18 @@ function countingPg(counter: { statements: number }) {
   return { Pool: CountingPool }
 }
 
-async function countingService(t: TestContext) {
-  const counter = { statements: 0 }
+function statementName(statement: unknown): string {
+  if (typeof statement === 'string') return statement
+  if (typeof statement !== 'object' || statement === null) return String(statement)
+  const { name, text } = statement as { name?: unknown; text?: unknown }
+  return typeof name === 'string' ? name : String(text)
+}
+
+async function countingService(t: TestContext, schema = freshSchema(t)) {
+  const counter: Counter = { statements: 0, byName: new Map() }
   const store = new PostgresStore({
     url: requireDatabaseUrl(),
-    schema: freshSchema(t),
+    schema,
     // The poll and the probe run far apart: what is counted is what commits cost.
     eventPollMs: 600_000,
     probeIntervalMs: 600_000,
@@ -54,11 +76,7 @@ async function countingService(t: TestContext) {
 }
 
 /** Statements run per PATCH, over PATCHES renames of one user, one after another. */
-async function statementsPerPatch(
-  svc: TestService,
-  counter: { statements: number },
-  id: string,
-): Promise<number> {
+async function statementsPerPatch(svc: TestService, counter: Counter, id: string): Promise<number> {
   await sleep(300)
   const before = counter.statements
   for (let i = 0; i < PATCHES; i += 1) {
@@ -103,5 +121,41 @@ describe('the PostgreSQL feed with many streams', { skip: SKIP_POSTGRES }, () =>
         [['user.deleted', user.id]],
       )
     }
+  })
+
+  it("a commit of a service on another schema of the same database wakes none of this one's reads", {
+    timeout: 60_000,
+  }, async (t) => {
+    const schema = freshSchema(t)
+    const { svc, counter } = await countingService(t, schema)
+    const stream = await openSse(`${svc.baseUrl}/events`, feedReader)
+    t.after(() => stream.close())
+    assert.equal(stream.status, 200)
+    const other = await startService(t, { store: replicaStore(t, freshSchema(t)) })
+    const replica = await startService(t, { store: replicaStore(t, schema) })
+    await sleep(300)
+    const pagesBefore = counter.byName.get('events_page') ?? 0
+    for (let i = 0; i < PATCHES; i += 1) {
+      await other.createUser()
+      await sleep(20)
+    }
+    await sleep(300)
+    const pages = (counter.byName.get('events_page') ?? 0) - pagesBefore
+    assert.equal(pages, 0, `${pages} reads of the feed for ${PATCHES} commits on another schema`)
+    assert.equal(stream.events.length, 0)
+    // A notification without a schema (a replica of an older version) still wakes it.
+    await sql(`SELECT pg_notify('user_service_events', '')`)
+    await waitFor(
+      'a read of the feed',
+      () => ((counter.byName.get('events_page') ?? 0) > pagesBefore ? true : undefined),
+      5000,
+    )
+    // A replica on the same schema still wakes it at once: its poll runs every ten minutes.
+    const created = await replica.createUser()
+    await stream.waitFor(1, 10_000)
+    assert.deepEqual(
+      stream.events.map((event) => [event.event, JSON.parse(event.data).userId]),
+      [['user.created', created.id]],
+    )
   })
 })
