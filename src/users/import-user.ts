@@ -1,6 +1,6 @@
-import { type FieldError, ServiceError } from '../domain/errors.js'
-import { isUserStatus, type User } from '../domain/user.js'
+import { isUserStatus, MAX_USER_VERSION, type User } from '../domain/user.js'
 import { type IdGenerator, isCanonicalUuid, uuid7Ms } from '../domain/uuid7.js'
+import { FieldErrors } from './field-errors.js'
 import { validateCreate, validateReplace } from './validate-user.js'
 
 const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
@@ -42,9 +42,9 @@ export function toImportedUser(
 /** A user as exported: every field kept, the writable ones checked by the API's own rules. */
 function toExportedUser(value: Record<string, unknown>): User {
   const { id, status, createdAt, updatedAt, version, tokensValidAfter } = value
-  const errors: FieldError[] = []
+  const errors = new FieldErrors()
   const wrong = (pointer: string, message: string): void => {
-    errors.push({ pointer, code: 'invalid_format', message })
+    errors.add(pointer, 'invalid_format', message)
   }
   const created = instant(createdAt)
   const updated = instant(updatedAt)
@@ -60,16 +60,23 @@ function toExportedUser(value: Record<string, unknown>): User {
   if (updated === undefined) wrong('/updatedAt', stampRule('updatedAt'))
   else if (created !== undefined && updated < created)
     wrong('/updatedAt', 'updatedAt must not be before createdAt.')
-  if (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 1)
+  if (typeof version !== 'number' || !Number.isInteger(version) || version < 1)
     wrong('/version', 'version must be a whole number of at least 1.')
+  // Checked here, not only by the store: a stored id is asked for before the store's own check,
+  // and a line that breaks a rule is a 422 whatever the id holds. The store's code and wording.
+  else if (version > MAX_USER_VERSION)
+    errors.add(
+      '/version',
+      'out_of_range',
+      `version must be a whole number from 1 to ${MAX_USER_VERSION}.`,
+    )
   const revokedAt = Object.hasOwn(value, 'tokensValidAfter') ? instant(tokensValidAfter) : 0
   if (revokedAt === undefined || revokedAt % 1000 !== 0)
     wrong(
       '/tokensValidAfter',
       'tokensValidAfter must be a whole second in UTC, like 2024-01-31T12:00:01.000Z.',
     )
-  if (errors.length > 0)
-    throw new ServiceError('validation_failed', 'The user is not valid.', { errors })
+  errors.throwIfAny()
   const shape = {
     id,
     status,

@@ -156,6 +156,36 @@ for (const on of STORES) {
       )
     })
 
+    it('refuses an imported version past 2^53 - 2 with one 422 naming /version, also for a stored id', async (t) => {
+      const app = await on.start(t)
+      const stored = makeUser({ email: uniqueEmail('stored') })
+      assert.deepEqual(await importLines(app, [toContractJson(stored)]), [
+        { line: 1, status: 201, id: stored.id },
+      ])
+      const outOfRange = {
+        pointer: '/version',
+        code: 'out_of_range',
+        message: `version must be a whole number from 1 to ${MAX_USER_VERSION}.`,
+      }
+      const refused = (line: number): unknown => ({
+        line,
+        status: 422,
+        code: 'validation_failed',
+        detail: 'The request breaks the rules of: /version.',
+        errors: [outOfRange],
+      })
+      const fresh = makeUser({ email: uniqueEmail('fresh') })
+      const results = await importLines(app, [
+        // The stored id with a version past the top: the line breaks a rule (422) before the
+        // store is asked whether the id holds another user (409).
+        toContractJson({ ...stored, version: MAX_VERSION }),
+        // 2^53 is no safe integer: the same rule, not "at least 1".
+        toContractJson({ ...fresh, version: 2 ** 53 }),
+      ])
+      assert.deepEqual(results, [refused(1), refused(2)])
+      assert.deepEqual(await app.snapshot(), [stored])
+    })
+
     it('deletes a user at 2^53 - 2 with a user.deleted event at 2^53 - 1, never past it', async (t) => {
       const app = await on.start(t)
       const top = makeUser({ email: uniqueEmail('top'), version: MAX_USER_VERSION })
