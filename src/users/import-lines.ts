@@ -4,13 +4,15 @@ export const TOO_LONG = Symbol('line too long')
 export const NOT_UTF8 = Symbol('line not UTF-8')
 
 const NEWLINE = 10
+const CR = 13
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 
 /**
  * Cuts a byte stream into lines, one line at a time on demand: the bytes pushed wait as they came
  * (`buffered` counts them), and only the line asked for is decoded. A line keeps at most `max`
  * bytes: a longer one is dropped as it is scanned and comes out as TOO_LONG, so one huge line
- * never sits in memory.
+ * never sits in memory. The CR of a CRLF ends the line rather than filling it: it counts toward
+ * no limit, so a file with CRLF line ends takes the lines its LF twin takes.
  */
 export class LineReader {
   readonly #max: number
@@ -72,7 +74,8 @@ export class LineReader {
     this.#started = true
     if (this.#oversize) return
     this.#size += bytes.length
-    if (this.#size > this.#max) {
+    // One byte past `max` is kept until the line ends: it may be the CR of a CRLF.
+    if (this.#size > this.#max + 1) {
       this.#oversize = true
       this.#parts = []
       return
@@ -88,7 +91,7 @@ export class LineReader {
     this.#size = 0
     this.#oversize = false
     this.#started = false
-    if (oversize) return TOO_LONG
+    if (oversize || (size > this.#max && parts.at(-1)?.at(-1) !== CR)) return TOO_LONG
     try {
       return utf8.decode(
         parts.length === 1 && parts[0] !== undefined ? parts[0] : Buffer.concat(parts, size),

@@ -254,6 +254,8 @@ describe('GET /users:export', () => {
 })
 
 const NDJSON = { 'content-type': 'application/x-ndjson' }
+/** An import line's limit (docs/bulk.md), written out so that the test holds the code to it. */
+const LINE_LIMIT = 64 * 1024
 
 function exportedLine(user: User): string {
   return toContractJson(user)
@@ -398,6 +400,27 @@ function describeImport(on: StoreUnderTest): void {
         users.map((user) => user.email),
         [after],
       )
+    })
+
+    it('takes a line of exactly 64 KiB ended by CRLF as it takes one ended by LF', async (t) => {
+      const app = await on.start(t)
+      const lf = lineOfBytes(LINE_LIMIT)
+      const crlf = lineOfBytes(LINE_LIMIT)
+      const over = lineOfBytes(LINE_LIMIT + 1)
+      const res = await streamRequest(app, 'POST', '/users:import', {
+        // The CR of a CRLF is the line's end, not its content: it counts toward no limit.
+        body: [`${lf}\n`, `${crlf}\r\n`, `${over}\r\n`, `${crlf.replace('edge', 'more')}\r\r\n`],
+      })
+      assert.deepEqual(
+        lines(res.text).map((result) => [result['line'], result['status'], result['code']]),
+        [
+          [1, 201, undefined],
+          [2, 201, undefined],
+          [3, 413, 'payload_too_large'],
+          [4, 413, 'payload_too_large'],
+        ],
+      )
+      assert.equal((await app.snapshot()).length, 2)
     })
 
     it('refuses a line that names a member twice in one object with its own 400, and goes on', async (t) => {
@@ -1002,3 +1025,19 @@ describeImport({
     return onPostgres(t, schema)
   },
 })
+
+/** A valid new-user line of exactly `bytes` bytes of UTF-8: metadata values padded with 4-byte emoji. */
+function lineOfBytes(bytes: number): string {
+  const metadata: Record<string, string> = {}
+  for (let key = 0; key < 32; key += 1) metadata[`k${key}`] = ''
+  const user = { email: uniqueEmail('edge'), name: 'Edge', metadata }
+  let line = JSON.stringify(user)
+  for (let key = 0; key < 32 && Buffer.byteLength(line) < bytes; key += 1) {
+    const room = bytes - Buffer.byteLength(line)
+    const emoji = Math.min(512, Math.floor(room / 4))
+    metadata[`k${key}`] = '\u{1F600}'.repeat(emoji) + 'x'.repeat(emoji < 512 ? room - emoji * 4 : 0)
+    line = JSON.stringify(user)
+  }
+  assert.equal(Buffer.byteLength(line), bytes)
+  return line
+}

@@ -45,6 +45,16 @@ describe('LineReader', () => {
     assert.deepEqual(drain(reader), [TOO_LONG, 'short', '12345678', TOO_LONG])
   })
 
+  it('counts the CR of a CRLF toward no bound, however the chunks cut the line', () => {
+    const reader = new LineReader(8)
+    reader.push(Buffer.from('12345678\r\n1234567'))
+    reader.push(Buffer.from('8'))
+    reader.push(Buffer.from('\r'))
+    reader.push(Buffer.from('\n123456789\r\n12345678\r\r\n12345678\r'))
+    reader.end()
+    assert.deepEqual(drain(reader), ['12345678\r', '12345678\r', TOO_LONG, TOO_LONG, '12345678\r'])
+  })
+
   it('decodes UTF-8 split between chunks, and refuses a line that is not UTF-8', () => {
     const reader = new LineReader(100)
     const euro = Buffer.from('€')
