@@ -1,5 +1,5 @@
 import { readProblem, type ShownProblem } from './problem.js'
-import { isUser, type User } from './user-view.js'
+import { isUser, readJson, type User, writeJson } from './user-view.js'
 
 /** An answer of the API: the user or page on success, the problem otherwise. */
 export type Answer<T> =
@@ -68,7 +68,7 @@ async function call(
   let body: string | null = null
   if (options.body !== undefined) {
     headers['content-type'] = options.contentType ?? 'application/json'
-    body = JSON.stringify(options.body)
+    body = writeJson(options.body)
   }
   let res: Response
   let text: string
@@ -81,7 +81,7 @@ async function call(
   }
   let parsed: unknown
   try {
-    parsed = text === '' ? undefined : JSON.parse(text)
+    parsed = text === '' ? undefined : readJson(text)
   } catch {
     parsed = undefined
   }

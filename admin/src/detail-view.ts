@@ -19,7 +19,7 @@ import { formBody, formValues, type User, userFields } from './user-view.js'
  */
 function metadataNodes(metadata: User['metadata']): (Node | string)[] {
   const nodes: (Node | string)[] = ['{']
-  for (const [index, [key, value]] of Object.entries(metadata).entries()) {
+  for (const [index, [key, value]] of [...metadata].entries()) {
     if (index > 0) nodes.push(',')
     nodes.push(make('bdi', JSON.stringify(key)), ':', make('bdi', JSON.stringify(value)))
   }

@@ -1,6 +1,6 @@
 import { byId } from './dom.js'
 import { followEvents, liveStatus, type StreamEvent } from './event-stream.js'
-import { isUser, type User } from './user-view.js'
+import { isUser, readJson, type User } from './user-view.js'
 
 /** What a change of the feed means to the page. */
 export interface Change {
@@ -13,7 +13,7 @@ export interface Change {
 export function readChange(event: StreamEvent): Change | undefined {
   let data: unknown
   try {
-    data = JSON.parse(event.data)
+    data = readJson(event.data)
   } catch {
     return undefined
   }

@@ -1,10 +1,10 @@
-/** A user as the API shows it (docs/api.md). */
+/** A user as the API shows it (docs/api.md), its metadata in the order the service keeps. */
 export interface User {
   readonly id: string
   readonly email: string
   readonly name: string
   readonly status: string
-  readonly metadata: Readonly<Record<string, string>>
+  readonly metadata: ReadonlyMap<string, string>
   readonly version: number
   readonly createdAt: string
   readonly updatedAt: string
@@ -28,8 +28,7 @@ export function isUser(value: unknown): value is User {
     typeof user['name'] === 'string' &&
     typeof user['status'] === 'string' &&
     typeof user['version'] === 'number' &&
-    typeof user['metadata'] === 'object' &&
-    user['metadata'] !== null &&
+    user['metadata'] instanceof Map &&
     (user['tokensValidAfter'] === undefined || typeof user['tokensValidAfter'] === 'string')
   )
 }
@@ -44,7 +43,7 @@ export function userFields(user: User): [label: string, text: string][] {
     ['email', user.email],
     ['name', user.name],
     ['status', user.status],
-    ['metadata', JSON.stringify(user.metadata)],
+    ['metadata', writeJson(user.metadata)],
     ['version', String(user.version)],
     ['createdAt', user.createdAt],
     ['updatedAt', user.updatedAt],
@@ -56,7 +55,7 @@ export function userFields(user: User): [label: string, text: string][] {
 
 /** The form's text for a user: what the edit form starts from. */
 export function formValues(user: User): FormValues {
-  return { email: user.email, name: user.name, metadata: JSON.stringify(user.metadata) }
+  return { email: user.email, name: user.name, metadata: writeJson(user.metadata) }
 }
 
 export type FormBody =
@@ -71,10 +70,11 @@ export type FormBody =
 export function formBody(values: FormValues): FormBody {
   const body: Record<string, unknown> = { email: values.email, name: values.name }
   const text = values.metadata.trim()
-  if (text === '') return { ok: true, body: { ...body, metadata: {} } }
+  if (text === '') return { ok: true, body: { ...body, metadata: new Map() } }
   let metadata: unknown
   try {
-    metadata = JSON.parse(text)
+    // In the order typed: a Map, which api.ts writes back as an object in that order.
+    metadata = readJson(text, 'metadata')
   } catch {
     return {
       ok: false,
@@ -82,7 +82,7 @@ export function formBody(values: FormValues): FormBody {
       message: 'Metadata must be a JSON object, such as {"team": "ops"}.',
     }
   }
-  if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) {
+  if (!(metadata instanceof Map)) {
     return {
       ok: false,
       field: 'metadata',
@@ -90,4 +90,44 @@ export function formBody(values: FormValues): FormBody {
     }
   }
   return { ok: true, body: { ...body, metadata } }
+}
+
+// JSON read and written with metadata in the order of the text. A user's metadata keeps the order
+// its keys were sent in, and a reorder is a change (docs/api.md); a JS object puts keys that are
+// numbers ("9", "1") first, so the page holds metadata as a Map, which keeps every order.
+
+// Every string of JSON text, with the colon that makes it a member name. Between two strings
+// valid JSON holds no quote, so each match starts at a string's opening quote.
+const STRING = /"(?:[^"\\]|\\.)*"(\s*:)?/g
+
+function unmark(value: unknown, name: string): unknown {
+  if (Array.isArray(value)) return value.map((item) => unmark(item, ''))
+  if (typeof value !== 'object' || value === null) return value
+  const entries = Object.entries(value).map(([marked, item]): [string, unknown] => {
+    const key = marked.slice(1)
+    return [key, unmark(item, key)]
+  })
+  return name === 'metadata' ? new Map(entries) : Object.fromEntries(entries)
+}
+
+/**
+ * JSON.parse, but each object named `metadata` becomes a Map in the order of the text; `name`
+ * is the member name the whole value stands at (`metadata` for a typed metadata object).
+ */
+export function readJson(text: string, name = ''): unknown {
+  // Each member name is read with a `#` in front, which no number has: JSON.parse keeps the order.
+  const marked = text.replace(STRING, (token, colon: string | undefined) =>
+    colon === undefined ? token : `"#${token.slice(1)}`,
+  )
+  return unmark(JSON.parse(marked), name)
+}
+
+/** JSON text of a value, each Map an object in the Map's order. */
+export function writeJson(value: unknown): string {
+  const members = (entries: [string, unknown][]): string =>
+    `{${entries.map(([key, item]) => `${JSON.stringify(key)}:${writeJson(item)}`).join(',')}}`
+  if (value instanceof Map) return members([...(value as Map<string, unknown>)])
+  if (Array.isArray(value)) return `[${value.map(writeJson).join(',')}]`
+  if (typeof value === 'object' && value !== null) return members(Object.entries(value))
+  return JSON.stringify(value)
 }

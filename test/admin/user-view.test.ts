@@ -2,14 +2,22 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
 import { readProblem } from '../../admin/src/problem.js'
-import { formBody, formValues, isUser, type User, userFields } from '../../admin/src/user-view.js'
+import {
+  formBody,
+  formValues,
+  isUser,
+  readJson,
+  type User,
+  userFields,
+  writeJson,
+} from '../../admin/src/user-view.js'
 
 const ada: User = {
   id: '0193a5f2-7c1e-7d3a-9b2f-1c2d3e4f5a6b',
   email: 'ada@example.com',
   name: 'Ada Lovelace',
   status: 'pending',
-  metadata: { team: 'analytics' },
+  metadata: new Map([['team', 'analytics']]),
   createdAt: '2026-11-21T13:47:00.000Z',
   updatedAt: '2026-11-21T13:48:00.000Z',
   version: 2,
@@ -41,6 +49,8 @@ describe('the admin page: rendering a user', () => {
     assert.equal(isUser(ada), true)
     assert.equal(isUser({ ...ada, version: '2' }), false)
     assert.equal(isUser({ ...ada, metadata: null }), false)
+    // Metadata is read into a Map (readJson), which keeps the order of its keys.
+    assert.equal(isUser({ ...ada, metadata: { team: 'analytics' } }), false)
     assert.equal(isUser(null), false)
     assert.equal(isUser({ items: [] }), false)
   })
@@ -54,12 +64,39 @@ describe('the admin page: rendering a user', () => {
     // No trimming, no checks of its own: the server's rules and words are the only ones.
     assert.deepEqual(formBody({ email: ' not an email ', name: '', metadata: '{"a":"b"}' }), {
       ok: true,
-      body: { email: ' not an email ', name: '', metadata: { a: 'b' } },
+      body: { email: ' not an email ', name: '', metadata: new Map([['a', 'b']]) },
     })
     assert.deepEqual(formBody({ email: 'a@b.co', name: 'A', metadata: '  ' }), {
       ok: true,
-      body: { email: 'a@b.co', name: 'A', metadata: {} },
+      body: { email: 'a@b.co', name: 'A', metadata: new Map() },
     })
+  })
+
+  it('keeps metadata keys in the order of the text, numbers included, both ways', () => {
+    const text = '{"b":"1","a":"2","9":"x","1":"y","__proto__":"p","constructor":"c"}'
+    const user = readJson(`{"id":"u","metadata":${text},"name":"N"}`) as { metadata: unknown }
+    assert.ok(user.metadata instanceof Map)
+    assert.deepEqual([...user.metadata.keys()], ['b', 'a', '9', '1', '__proto__', 'constructor'])
+    assert.equal(writeJson(user), `{"id":"u","metadata":${text},"name":"N"}`)
+    // A string that looks like a member name, escaped quotes and all, is left as it is.
+    const tricky = String.raw`{"metadata":{"k":"a\\\":\"b"},"note":"\"x\": 1"}`
+    assert.equal(writeJson(readJson(tricky)), tricky)
+    const typed = formBody({ email: 'a@b.co', name: 'A', metadata: ' {"9": "x", "b": "1"} ' })
+    assert.ok(typed.ok)
+    assert.equal(
+      writeJson(typed.body),
+      '{"email":"a@b.co","name":"A","metadata":{"9":"x","b":"1"}}',
+    )
+    assert.equal(
+      formValues({
+        ...ada,
+        metadata: new Map([
+          ['z', '1'],
+          ['2', '2'],
+        ]),
+      }).metadata,
+      '{"z":"1","2":"2"}',
+    )
   })
 
   it('refuses Metadata that is not a JSON object, at its field', () => {
