@@ -204,11 +204,11 @@ function checkClaims(
 const UNPRINTABLE = /[\u0000-\u001F\u007F-\u009F\p{Surrogate}]/u
 
 /**
- * The subject names the actor of every change it makes: it is stored as text in each event
- * (PostgreSQL's text cannot hold a NUL) and written to logs. No issuer puts control characters or
- * broken Unicode in a subject, so a token that does is not one of ours to trust.
+ * Whether a subject may be trusted: it names the actor of every change it makes, stored as text in
+ * each event (PostgreSQL's text cannot hold a NUL) and written to logs. No issuer puts control
+ * characters or broken Unicode in a subject, so a token that does is not one of ours to trust.
  */
-function isPrintable(sub: string): boolean {
+export function isPrintable(sub: string): boolean {
   return !UNPRINTABLE.test(sub)
 }
 

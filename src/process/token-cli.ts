@@ -6,8 +6,9 @@
 import path from 'node:path'
 import { parseArgs } from 'node:util'
 
-import { SCOPES } from '../auth/authenticate.js'
+import { MAX_TOKEN_BYTES, SCOPES } from '../auth/authenticate.js'
 import { parseDuration, signToken } from '../auth/sign-token.js'
+import { isPrintable } from '../auth/verify-token.js'
 import { ConfigError, parseConfig } from './config.js'
 import { readSecretFile, SECRET_FILE } from './first-start.js'
 
@@ -24,6 +25,9 @@ function main(): void {
   })
   if (values.sub === undefined || values.sub.trim() === '')
     throw new ConfigError('--sub is required (the user or client the token is for)')
+  // A token the service would refuse (docs/api.md, tokens) is not printed as if it worked.
+  if (!isPrintable(values.sub))
+    throw new ConfigError('--sub: the service refuses a subject holding a control character')
   const scopes = values.scope.split(/\s+/).filter((scope) => scope !== '')
   if (scopes.length === 0)
     throw new ConfigError(`--scope needs at least one scope (of ${SCOPES.join(', ')})`)
@@ -58,6 +62,8 @@ function main(): void {
     },
     { key },
   )
+  if (token.length > MAX_TOKEN_BYTES)
+    throw new ConfigError('--sub: the token would be over 8 KiB, which the service refuses')
   process.stdout.write(`${token}\n`)
 }
 

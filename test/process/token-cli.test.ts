@@ -238,6 +238,19 @@ describe('npm run token (user-service token)', () => {
     )
   })
 
+  it('refuses a --sub the service would refuse: a control character, or a token over 8 KiB', async (t) => {
+    const dataDir = await tempData(t)
+    const [control, tab, long] = await Promise.all([
+      runCli(dataDir, ['--sub', 'ops\u0001', '--scope', 'users:read']),
+      runCli(dataDir, ['--sub', 'ops\tteam', '--scope', 'users:read']),
+      runCli(dataDir, ['--sub', 'x'.repeat(7000), '--scope', 'users:read']),
+    ])
+    assert.ok(control !== undefined && tab !== undefined && long !== undefined)
+    assertRefused(control, /--sub: .*control character/)
+    assertRefused(tab, /--sub: .*control character/)
+    assertRefused(long, /8 KiB/)
+  })
+
   it('refuses to sign without a configured secret or DATA_DIR/.jwt-secret, saying how to get one', async (t) => {
     const dataDir = await tempData(t)
     const result = await runCli(dataDir, ['--sub', 'X'], {
