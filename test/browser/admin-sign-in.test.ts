@@ -148,4 +148,27 @@ describe('the admin page signing in', { skip: SKIP, timeout: 300_000 }, () => {
       [],
     )
   })
+
+  it('signs in with a token that lacks users:read: the list shows its 403, and New user still creates', async (t) => {
+    const s = await startService(t)
+    const { page, faults } = await openAdmin(t, `${s.url}/admin`)
+    await page.getByLabel('Token', { exact: true }).fill(makeToken({ scope: 'users:write' }))
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click()
+    const pageAlert = page.locator('#page-alert[role="alert"]')
+    await pageAlert.getByText('This route needs the scope users:read.').waitFor()
+    assert.equal(await page.locator('#sign-in-view').isHidden(), true)
+    assert.equal(await page.evaluate('sessionStorage.length'), 1)
+
+    await page.getByRole('button', { name: 'New user', exact: true }).click()
+    const dialog = page.getByRole('dialog', { name: 'New user' })
+    const email = uniqueEmail('writer')
+    await dialog.getByLabel('Email', { exact: true }).fill(email)
+    await dialog.getByLabel('Name', { exact: true }).fill('Written')
+    await dialog.getByRole('button', { name: 'Create', exact: true }).click()
+    await dialog.waitFor({ state: 'hidden' })
+    const found = await s.call('GET', `/users?q=${encodeURIComponent(email)}`)
+    assert.equal(found.json<{ items: unknown[] }>().items.length, 1)
+    // The list, the new user's detail and the feed: each the service's own 403.
+    assertClean(faults, [403])
+  })
 })
