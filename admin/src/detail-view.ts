@@ -59,6 +59,8 @@ export function createDetailView(hooks: DetailHooks): DetailView {
   let editing = false
   // A change of the user arrived while its form was being edited: the detail shown is stale.
   let missed = false
+  // Counts opens and closes: only the answer of the last open, if no close came after it, is shown.
+  let opening = 0
 
   const render = (): void => {
     if (user === undefined) return
@@ -217,11 +219,14 @@ export function createDetailView(hooks: DetailHooks): DetailView {
 
   const view: DetailView = {
     async open(id, opener) {
+      const ticket = ++opening
       editing = false
       missed = false
       clearAlert(alert)
       clearFieldErrors('edit')
       const answer = await api.get(id)
+      // Another user was opened meanwhile (a slow answer), or the detail closed (a sign-out).
+      if (ticket !== opening) return
       region.hidden = false
       if (!show(answer)) {
         fields.replaceChildren()
@@ -230,9 +235,11 @@ export function createDetailView(hooks: DetailHooks): DetailView {
       if (opener !== null) title.focus()
     },
     close() {
+      opening += 1
       user = undefined
       editing = false
       region.hidden = true
+      fields.replaceChildren()
       hooks.home().focus()
     },
     changed(userId, deleted) {
