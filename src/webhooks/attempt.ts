@@ -6,6 +6,7 @@
  */
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http'
 import { performance } from 'node:perf_hooks'
+import type { Duplex } from 'node:stream'
 
 import type { DeliveryError } from '../domain/webhook.js'
 import { type AllowList, isRefusedAddress } from './address-policy.js'
@@ -141,6 +142,19 @@ function attemptWith(
       else if (state.outcome === 'dns_failed' || state.outcome === 'private_address')
         failed(state.outcome)
       else failed('connection_failed', tlsReasonOf(error))
+    })
+    // A 101 is not a 2xx: it fails the attempt like any other status. Node hands it to 'upgrade',
+    // not 'response', and without a listener closes the socket and emits no error, so that the
+    // attempt would never end and its endpoint would wait for ever.
+    req.on('upgrade', (res: IncomingMessage, socket: Duplex) => {
+      answered = true
+      socket.destroy()
+      const status = res.statusCode ?? 101
+      finish({ result: 'failed', responseStatus: status, error: 'status', response: '' })
+    })
+    // Any other way the request could end without an answer or an error ends the attempt too.
+    req.on('close', () => {
+      if (!answered) failed(timedOut ? 'timeout' : 'connection_failed')
     })
     req.on('response', (res) => {
       answered = true

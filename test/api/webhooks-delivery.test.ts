@@ -107,6 +107,36 @@ for (const store of STORES) {
         ],
       )
     })
+
+    it('a 101 Switching Protocols answer fails the attempt with its status, and the retry comes', async (t) => {
+      let upgrades = 1
+      const receiver = await startReceiver((_request, res) => {
+        if (upgrades > 0) {
+          upgrades -= 1
+          // A WebSocket server, say: 101 is not a 2xx, and the connection is not Node's to keep.
+          res.writeHead(101, { connection: 'upgrade', upgrade: 'websocket' }).end()
+        } else res.writeHead(200).end()
+      })
+      t.after(() => receiver.close())
+      const s = await startHooks(t, store, { ...LOCAL, webhookRetrySchedule: [50] })
+      const hook = await s.createHook({ url: receiver.url })
+      await s.createUser()
+      await receiver.waitFor(2)
+      type Entry = { attempt: number; result: string; responseStatus: number; error: string }
+      let items: Entry[] = []
+      await eventually(async () => {
+        const log = await s.hooks('GET', `/${hook.id}/deliveries`)
+        items = log.json<{ items: Entry[] }>().items
+        return items.length === 2
+      })
+      assert.deepEqual(
+        items.map((entry) => [entry.attempt, entry.result, entry.responseStatus, entry.error]),
+        [
+          [2, 'succeeded', 200, null],
+          [1, 'failed', 101, 'status'],
+        ],
+      )
+    })
   })
 }
 
