@@ -2,6 +2,8 @@
  * The lease of delivering to one endpoint (one process at a time, across replicas): taken before
  * an attempt, renewed in the background while held, and given back when delivery stops.
  */
+import { performance } from 'node:perf_hooks'
+
 import type { WebhookStore } from '../store/webhook-store.js'
 
 export interface EndpointLeaseOptions {
@@ -10,7 +12,10 @@ export interface EndpointLeaseOptions {
   readonly holder: string
   readonly leaseMs: number
   readonly renewMs: number
-  /** The lease ran out and another process holds it: what is in flight must be abandoned. */
+  /**
+   * The lease is lost (another process holds it, or it may have run out unrenewed): what is in
+   * flight must be abandoned.
+   */
   readonly onLost: () => void
 }
 
@@ -18,6 +23,8 @@ export class EndpointLease {
   readonly #options: EndpointLeaseOptions
   #held = false
   #renewal: NodeJS.Timeout | undefined
+  /** When the lease, as last granted, is given up unless renewed meanwhile. */
+  #expiry: NodeJS.Timeout | undefined
 
   constructor(options: EndpointLeaseOptions) {
     this.#options = options
@@ -31,7 +38,9 @@ export class EndpointLease {
   async hold(): Promise<boolean> {
     if (this.#held) return true
     const { webhooks, id, holder, leaseMs, renewMs } = this.#options
+    const asked = performance.now()
     this.#held = await webhooks.lease(id, holder, leaseMs)
+    if (this.#held) this.#confirmed(asked)
     if (this.#held && this.#renewal === undefined) {
       this.#renewal = setInterval(() => void this.#renew(), renewMs)
       this.#renewal.unref()
@@ -50,9 +59,30 @@ export class EndpointLease {
 
   async #renew(): Promise<void> {
     const { webhooks, id, holder, leaseMs } = this.#options
+    const asked = performance.now()
     // A store fault is not a loss: the lease runs on until it is renewed or runs out.
-    const held = await webhooks.lease(id, holder, leaseMs).catch(() => true)
-    if (held || !this.#held) return
+    const held = await webhooks.lease(id, holder, leaseMs).catch(() => undefined)
+    if (!this.#held || held === undefined) return
+    if (held) this.#confirmed(asked)
+    else this.#lose()
+  }
+
+  /**
+   * The store granted the lease to a request sent at `asked` (performance.now()), so it runs at
+   * least until `asked` + leaseMs. Unless renewed again, it is given up a renewal before that:
+   * once it runs out another process may take it and send, and this one's request in flight
+   * must not still be going (a database this process cannot reach, the others can).
+   */
+  #confirmed(asked: number): void {
+    const { leaseMs, renewMs } = this.#options
+    clearTimeout(this.#expiry)
+    const left = asked + leaseMs - Math.min(renewMs, leaseMs / 2) - performance.now()
+    this.#expiry = setTimeout(() => this.#lose(), Math.max(0, left))
+    this.#expiry.unref()
+  }
+
+  #lose(): void {
+    if (!this.#held) return
     this.#held = false
     this.#stopRenewing()
     this.#options.onLost()
@@ -61,5 +91,7 @@ export class EndpointLease {
   #stopRenewing(): void {
     clearInterval(this.#renewal)
     this.#renewal = undefined
+    clearTimeout(this.#expiry)
+    this.#expiry = undefined
   }
 }

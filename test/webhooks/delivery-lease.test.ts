@@ -107,4 +107,42 @@ describe('webhook delivery across processes (a lease per endpoint)', () => {
     assert.ok(after >= 900 && after < 2000, `taken over after ${after} ms`)
     assert.equal(leases.get(hook.endpoint.id)?.holder, 'b')
   })
+
+  it('abandons the attempt in flight once its lease may have run out unrenewed: one request at a time', async (t) => {
+    let inFlight = 0
+    let most = 0
+    const receiver = await startReceiver((_, res) => {
+      inFlight += 1
+      most = Math.max(most, inFlight)
+      res.on('close', () => {
+        inFlight -= 1
+      })
+      setTimeout(() => {
+        if (!res.destroyed) res.writeHead(200).end()
+      }, 1500)
+    })
+    t.after(() => receiver.close())
+    const world = await startDeliveryWorld(t, { paused: () => true })
+    const { store: shared } = withExclusiveLeases(world.store.webhooks)
+    const store = world.store as MemoryStore
+    // Replica a's view of the database, which a partition can cut off: every call then fails.
+    let cut = false
+    const reachable = Object.fromEntries(
+      Object.entries(shared).map(([name, call]: [string, (...args: unknown[]) => unknown]) => [
+        name,
+        (...args: unknown[]) =>
+          cut ? Promise.reject(new Error('the database does not answer')) : call(...args),
+      ]),
+    ) as unknown as WebhookStore
+    const first = replica(t, store, reachable, 'a')
+    const hook = await world.register(receiver.url)
+    first.changed(hook.endpoint.id)
+    await world.write()
+    await receiver.waitFor(1)
+    cut = true
+    replica(t, store, shared, 'b')
+    // b takes the lease once a's runs out, and sends the event again: a has abandoned its attempt.
+    await receiver.waitFor(2, 5000)
+    assert.equal(most, 1, 'two requests to the endpoint were in flight at once')
+  })
 })
