@@ -78,8 +78,11 @@ export function createWebhookDelivery(options: WebhookDeliveryOptions): WebhookD
     },
   }
   const loops = new Map<string, EndpointLoop>()
-  // Deleted here: a listing begun before the deletion must not bring them back.
-  const removed = new Set<string>()
+  // Deleted here, with the number of listings begun by then: a listing begun before the deletion
+  // must not bring them back. One begun after it cannot, so each is forgotten then (a process
+  // that deletes endpoints for months does not keep every id).
+  const removed = new Map<string, number>()
+  let listings = 0
   let started = false
   let closed = false
   let unsubscribe: (() => void) | undefined
@@ -92,13 +95,15 @@ export function createWebhookDelivery(options: WebhookDeliveryOptions): WebhookD
     return loop
   }
   const remove = (id: string): void => {
-    removed.add(id)
+    removed.set(id, listings)
     const loop = loops.get(id)
     loops.delete(id)
     void loop?.stop()
   }
 
   const refresh = async (): Promise<void> => {
+    listings += 1
+    const begun = listings
     let hooks: StoredWebhook[]
     try {
       hooks = await store.webhooks.list()
@@ -107,6 +112,7 @@ export function createWebhookDelivery(options: WebhookDeliveryOptions): WebhookD
       return
     }
     if (closed) return
+    for (const [id, by] of removed) if (by < begun) removed.delete(id)
     const listed = new Set<string>()
     for (const hook of hooks) {
       const { id } = hook.endpoint
