@@ -47,7 +47,7 @@ export class EndpointLoop {
   /** Counts fresh schedules, so that an attempt begun before one does not set the one after it. */
   #generation = 0
   readonly #pause: LoopPause
-  readonly #ahead = new ReadAhead()
+  readonly #ahead = new ReadAhead(() => this.#context.now())
   readonly #trouble: LoopTrouble
 
   /** `hook`: the endpoint as just listed; none: it is read from the store first. */

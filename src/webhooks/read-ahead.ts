@@ -12,6 +12,12 @@ import type { EventFeed } from '../store/event-feed.js'
 /** Events read at once, and their bytes (as the feed counts them) at most: one event at least. */
 export const READ_AHEAD_EVENTS = 64
 export const READ_AHEAD_BYTES = 64 * 1024
+/**
+ * How long what was read serves: an endpoint retrying an event for hours reads the feed again, so
+ * that one whose cursor the feed's pruning passed meanwhile is disabled (cursor_expired) rather
+ * than delivering events the feed no longer holds.
+ */
+export const READ_AHEAD_MS = 60_000
 
 export interface AheadPage {
   /** The first event after the cursor; undefined when there is none yet. */
@@ -26,15 +32,23 @@ export class ReadAhead {
   #at = 0
   #after: string | undefined
   #types: readonly EventType[] | undefined
+  /** When the feed was read, by `#now` (ms since the epoch). */
+  #readAt = 0
+  readonly #now: () => number
 
-  /** The next event after `cursor` that `types` take, from what was read or from the feed. */
+  constructor(now: () => number) {
+    this.#now = now
+  }
+
+  /** The next event after `cursor` that `types` take, from what was read lately or from the feed. */
   async next(
     feed: Pick<EventFeed, 'read'>,
     cursor: string,
     types: readonly EventType[] | undefined,
   ): Promise<AheadPage> {
     const held = this.#events[this.#at]
-    if (held !== undefined && this.#after === cursor && this.#types === types)
+    const fresh = this.#now() - this.#readAt < READ_AHEAD_MS
+    if (held !== undefined && fresh && this.#after === cursor && this.#types === types)
       return { event: held, nextCursor: held.id }
     this.forget()
     const page = await feed.read({
@@ -44,6 +58,7 @@ export class ReadAhead {
       types,
     })
     this.#events = page.items
+    this.#readAt = this.#now()
     this.#after = cursor
     this.#types = types
     const first = page.items[0]

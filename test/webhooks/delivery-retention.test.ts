@@ -35,4 +35,30 @@ describe('webhook delivery behind the retained feed (file store)', () => {
       [{ endpointId: hook.endpoint.id, reason: 'cursor_expired' }],
     )
   })
+
+  it('disables a failing endpoint whose event was pruned while it retried it (cursor_expired)', async (t) => {
+    const receiver = await startReceiver((_, res) => res.writeHead(500).end())
+    t.after(() => receiver.close())
+    let skipped = 0
+    const dir = await makeTempDir(t, 'webhook-retention-')
+    const now = (): number => Date.now() + skipped
+    const store = new FileStore({ dataDir: dir, now, eventsRetentionDays: 30 })
+    const world = await startDeliveryWorld(t, {
+      store,
+      now,
+      webhookRetrySchedule: Array.from({ length: 20 }, () => 200),
+    })
+    const hook = await world.register(receiver.url)
+    await world.write()
+    await receiver.waitFor(1)
+    // The event it retries is pruned meanwhile: it must not go on from its copy of the feed.
+    skipped = 31 * 86_400_000
+    await world.write()
+    await store.pruneEvents()
+    await eventually(
+      async () => (await store.webhooks.get(hook.endpoint.id))?.endpoint.enabled === false,
+    )
+    const stored = await store.webhooks.get(hook.endpoint.id)
+    assert.equal(stored?.endpoint.disabledReason, 'cursor_expired')
+  })
 })
