@@ -79,10 +79,12 @@ export function createWebhookDelivery(options: WebhookDeliveryOptions): WebhookD
   }
   const loops = new Map<string, EndpointLoop>()
   // Deleted here, with the number of listings begun by then: a listing begun before the deletion
-  // must not bring them back. One begun after it cannot, so each is forgotten then (a process
-  // that deletes endpoints for months does not keep every id).
+  // must not bring them back. Once none of those is still under way (listings may overlap when
+  // the store is slow), none can, and the id is forgotten: a process that deletes endpoints for
+  // months does not keep every id.
   const removed = new Map<string, number>()
   let listings = 0
+  const listing = new Set<number>()
   let started = false
   let closed = false
   let unsubscribe: (() => void) | undefined
@@ -104,15 +106,17 @@ export function createWebhookDelivery(options: WebhookDeliveryOptions): WebhookD
   const refresh = async (): Promise<void> => {
     listings += 1
     const begun = listings
+    listing.add(begun)
     let hooks: StoredWebhook[]
     try {
       hooks = await store.webhooks.list()
     } catch (error) {
       logger.warn('could not list the webhook endpoints', { error: String(error) })
       return
+    } finally {
+      listing.delete(begun)
     }
     if (closed) return
-    for (const [id, by] of removed) if (by < begun) removed.delete(id)
     const listed = new Set<string>()
     for (const hook of hooks) {
       const { id } = hook.endpoint
@@ -123,6 +127,8 @@ export function createWebhookDelivery(options: WebhookDeliveryOptions): WebhookD
       else loop.listed(hook)
     }
     for (const id of [...loops.keys()]) if (!listed.has(id)) remove(id)
+    const oldest = Math.min(...listing)
+    for (const [id, by] of removed) if (by < oldest) removed.delete(id)
   }
 
   return {
