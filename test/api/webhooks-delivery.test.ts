@@ -14,6 +14,7 @@ import { revertPastCheckpoint } from '../helpers/wal-disk.js'
 import {
   ADMIN,
   type EndpointWithSecret,
+  type HookService,
   STORES,
   type StoreCase,
   startHooks,
@@ -35,6 +36,27 @@ interface FeedEvent {
 }
 
 const idOf = (received: Received): string => String(received.headers['webhook-id'])
+
+interface LogEntry {
+  attempt: number
+  result: string
+  responseStatus: number
+  error: string | null
+}
+
+/**
+ * The endpoint's delivery log once it holds `count` attempts: the receiver has answered, and the
+ * service logs an attempt once it has read that answer.
+ */
+async function deliveryLog(s: HookService, id: string, count: number): Promise<LogEntry[]> {
+  let items: LogEntry[] = []
+  await eventually(async () => {
+    const log = await s.hooks('GET', `/${id}/deliveries`)
+    items = log.json<{ items: LogEntry[] }>().items
+    return items.length === count
+  })
+  return items
+}
 
 for (const store of STORES) {
   describe(`webhooks delivered by the service on the ${store.name} store`, {
@@ -91,14 +113,7 @@ for (const store of STORES) {
       assert.ok(first !== undefined && second !== undefined)
       assert.equal(idOf(first), idOf(second))
       assert.equal(first.body.toString(), second.body.toString())
-      type Entry = { attempt: number; result: string; responseStatus: number }
-      let items: Entry[] = []
-      // The receiver has answered; the service logs the attempt once it has read that answer.
-      await eventually(async () => {
-        const log = await s.hooks('GET', `/${hook.id}/deliveries`)
-        items = log.json<{ items: Entry[] }>().items
-        return items.length === 2
-      })
+      const items = await deliveryLog(s, hook.id, 2)
       assert.deepEqual(
         items.map((entry) => [entry.attempt, entry.result, entry.responseStatus]),
         [
@@ -122,13 +137,7 @@ for (const store of STORES) {
       const hook = await s.createHook({ url: receiver.url })
       await s.createUser()
       await receiver.waitFor(2)
-      type Entry = { attempt: number; result: string; responseStatus: number; error: string }
-      let items: Entry[] = []
-      await eventually(async () => {
-        const log = await s.hooks('GET', `/${hook.id}/deliveries`)
-        items = log.json<{ items: Entry[] }>().items
-        return items.length === 2
-      })
+      const items = await deliveryLog(s, hook.id, 2)
       assert.deepEqual(
         items.map((entry) => [entry.attempt, entry.result, entry.responseStatus, entry.error]),
         [
