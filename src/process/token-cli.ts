@@ -49,7 +49,9 @@ function main(): void {
       ? keys.keys[0]
       : keys.keys.find((candidate) => candidate.kid === values.kid)
   if (key === undefined)
-    throw new ConfigError(`--kid: no key with kid "${values.kid ?? ''}" in JWT_SECRETS`)
+    throw new ConfigError(
+      `--kid: no key has kid "${values.kid ?? ''}" (kids are given in JWT_SECRETS; JWT_SECRET and the first-start secret have none)`,
+    )
   const now = Math.floor(Date.now() / 1000)
   const token = signToken(
     {

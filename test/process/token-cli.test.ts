@@ -176,7 +176,7 @@ describe('npm run token (user-service token)', () => {
     const pickedToken = tokenOf(picked)
     assert.equal(decodePart(firstToken, 0)['kid'], 'k1')
     assert.equal(decodePart(pickedToken, 0)['kid'], 'k2')
-    assertRefused(unknown, /--kid/)
+    assertRefused(unknown, /--kid: no key has kid "k3" \(kids are given in JWT_SECRETS/)
 
     const both = await startService(t, { secrets: { k1: SECRET_A, k2: SECRET_B } })
     assert.equal((await both.call('GET', '/users', { token: firstToken })).status, 200)
