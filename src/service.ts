@@ -95,6 +95,8 @@ export function createService(options: ServiceOptions): UserService {
     maxEventLoopDelayMs: options.maxEventLoopDelayMs,
     storeHealth: () => store.health(),
   })
+  // A backup taken in maintenance copies the data directory: the store deletes nothing meanwhile.
+  store.pauseUpkeep(() => availability.inMaintenance)
   // One id generator for the API and imports: ids keep increasing within the process.
   const newId = createIdGenerator()
   const operations = createUserOperations({ store, now, newId, writeGate: availability.writeGate })

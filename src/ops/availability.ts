@@ -51,6 +51,11 @@ export class Availability {
     return this.#phase
   }
 
+  /** Whether the maintenance file was there at the last look. */
+  get inMaintenance(): boolean {
+    return this.#maintenance
+  }
+
   /** Starts the periodic checks (timers that do not keep the process alive). */
   start(): void {
     if (this.#timer !== undefined) return

@@ -89,6 +89,9 @@ export class IndexedStore implements Store {
     return this.#index.size
   }
 
+  /** Memory has no upkeep in files: the file store overrides it. */
+  pauseUpkeep(_paused: () => boolean): void {}
+
   health(): StoreHealth {
     return this.#writes.health
   }

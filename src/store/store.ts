@@ -175,4 +175,10 @@ export interface Store {
   health(): StoreHealth
   /** How many users it holds when it knows without a query (for /metrics), else undefined. */
   count(): number | undefined
+  /**
+   * Makes the store's own upkeep (the file store's deletion of expired keys' journals and of old
+   * event segments) wait while `paused` says so: the service's maintenance, during which a backup
+   * copies the data directory and no file may change. A no-op for a store with no such upkeep.
+   */
+  pauseUpkeep(paused: () => boolean): void
 }

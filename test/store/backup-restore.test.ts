@@ -7,6 +7,7 @@ import { describe, it } from 'node:test'
 import { promisify } from 'node:util'
 
 import type { User } from '../../src/domain/user.js'
+import { FileStore } from '../../src/store/file/file-store.js'
 import { sleep } from '../helpers/child.js'
 import { request, type TestResponse } from '../helpers/http.js'
 import { makeTempDir, startService, type TestService, uniqueEmail } from '../helpers/service.js'
@@ -197,6 +198,50 @@ describe('backups of the file store', () => {
     for (const { key, json, first } of answered) {
       assertReplayOf(await restored.call('POST', '/users', { json, headers: keyed(key) }), first)
       assert.ok(users.has(first.json<User>().id), `the user of ${key}`)
+    }
+  })
+
+  it('in maintenance, expired keys stay in their journal and in the event log until it ends', {
+    timeout: 60_000,
+  }, async (t) => {
+    const dataDir = path.join(await makeTempDir(t), 'data')
+    let clock = Date.now()
+    const now = (): number => clock
+    const maintenance = path.join(dataDir, 'maintenance')
+    const store = new FileStore({ dataDir, now, keySweepMs: 50 })
+    const source = await startService(t, {
+      store,
+      now,
+      idempotencyTtlS: 1,
+      maintenanceFile: maintenance,
+    })
+    const json = { email: uniqueEmail('swept'), name: 'Swept' }
+    assert.equal(
+      (await source.call('POST', '/users', { json, headers: keyed('swept') })).status,
+      201,
+    )
+    await journaled(dataDir, 'swept')
+    const look = async (): Promise<string> => {
+      const events = path.join(dataDir, 'events')
+      const segments = (await readdir(events)).sort()
+      const texts = await Promise.all(segments.map((name) => readFile(path.join(events, name))))
+      return JSON.stringify([(await readdir(path.join(dataDir, 'keys'))).sort(), segments, texts])
+    }
+
+    await writeFile(maintenance, '')
+    while ((await readyzCode(source)) !== 'maintenance') await sleep(50)
+    const before = await look()
+    // The key expires, and the event segments pass the retention: a backup is being copied.
+    clock += 40 * 86_400_000
+    await sleep(1500)
+    assert.equal(await look(), before, 'nothing in keys/ or events/ changed in maintenance')
+
+    await rm(maintenance)
+    while ((await readyzCode(source)) !== undefined) await sleep(50)
+    const deadline = Date.now() + 10_000
+    while ((await readdir(path.join(dataDir, 'keys'))).length > 0) {
+      assert.ok(Date.now() < deadline, 'the expired journal is deleted once maintenance ends')
+      await sleep(50)
     }
   })
 })

@@ -56,6 +56,7 @@ export class FileDurability implements Durability {
   readonly #webhookFiles: WebhookFiles
   readonly #eventLog: EventLog
   readonly #retentionMs: number
+  readonly #upkeepPaused: () => boolean
   readonly #clock: () => number
   #pruning: Promise<void> | undefined
   readonly #lock: DataDirLock
@@ -101,6 +102,7 @@ export class FileDurability implements Durability {
     this.#chunk = options.loadChunk ?? 2000
     this.#watchIntervalMs = options.watchIntervalMs ?? 1000
     this.#checkpointMs = options.checkpointMs ?? SETTINGS.checkpointMs.default
+    this.#upkeepPaused = options.upkeepPaused ?? (() => false)
     this.keys = new KeyFiles({
       now: this.#clock,
       logger: this.#logger,
@@ -108,7 +110,7 @@ export class FileDurability implements Durability {
       cacheBytes: options.keyCacheBytes,
       filterBits: options.keyFilterBits,
       sweepFailed: (error) => keySweepFailed(this.#fault, error),
-      paused: () => this.#state?.health().state === 'read_only',
+      paused: () => this.#upkeepPaused() || this.#state?.health().state === 'read_only',
     })
     const webhooksDir = path.join(this.dataDir, 'webhooks')
     this.#webhookFiles = new WebhookFiles(webhooksDir, this.#logger, this.#timings, () =>
@@ -177,14 +179,15 @@ export class FileDurability implements Durability {
         dataDir: this.dataDir,
       })
       // Behind the last checkpoint only: forcing one here would make CHECKPOINT_MS past this
-      // interval mean nothing.
-      this.#pruning ??= this.#prune()
-        .catch((error: unknown) => {
-          this.#logger.warn('could not prune events', { error: String(error) })
-        })
-        .finally(() => {
-          this.#pruning = undefined
-        })
+      // interval mean nothing. None in maintenance, while a backup copies the segments.
+      if (!this.#upkeepPaused())
+        this.#pruning ??= this.#prune()
+          .catch((error: unknown) => {
+            this.#logger.warn('could not prune events', { error: String(error) })
+          })
+          .finally(() => {
+            this.#pruning = undefined
+          })
     }, this.#watchIntervalMs)
     this.#watch.unref()
   }

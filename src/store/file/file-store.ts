@@ -20,17 +20,25 @@ export class FileStore extends IndexedStore {
   /** The kept `Idempotency-Key`s' files (`store.keys` is these, through the store's writes). */
   readonly keyFiles: KeyFiles
   readonly #files: FileDurability
+  readonly #upkeep: { paused: () => boolean }
 
   constructor(options: FileStoreOptions) {
-    const files = new FileDurability(options)
+    // The service that pauses the upkeep is made after the store: the option reads it late.
+    const upkeep = { paused: options.upkeepPaused ?? (() => false) }
+    const files = new FileDurability({ ...options, upkeepPaused: () => upkeep.paused() })
     super(files, { now: options.now })
     this.#files = files
+    this.#upkeep = upkeep
     this.dataDir = files.dataDir
     this.usersDir = files.usersDir
     this.quarantineDir = files.quarantineDir
     this.tombstonesDir = files.tombstonesDir
     this.eventsDir = files.eventsDir
     this.keyFiles = files.keys
+  }
+
+  override pauseUpkeep(paused: () => boolean): void {
+    this.#upkeep.paused = paused
   }
 
   /** Drops whole segments older than the retention; requests go on meanwhile. */

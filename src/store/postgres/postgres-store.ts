@@ -146,6 +146,9 @@ export class PostgresStore implements Store {
     return this.#db.health
   }
 
+  /** The database's pruning changes no file of DATA_DIR: a backup of it is the database's own. */
+  pauseUpkeep(_paused: () => boolean): void {}
+
   /** Unknown without a query: /metrics leaves the gauge out. */
   count(): undefined {
     return undefined
