@@ -18,6 +18,11 @@ export interface RequestKeysOptions {
   readonly ttlSeconds: number
   readonly now: () => number
   readonly logger: Logger
+  /**
+   * Throws to refuse a key kept alone, as a change is refused (maintenance): that key is a write
+   * too, of a file in the data directory.
+   */
+  readonly writeGate?: (() => void) | undefined
 }
 
 /**
@@ -131,7 +136,10 @@ export class HeldKey implements PendingKey {
    */
   async settle(reply: Reply): Promise<void> {
     if (reply.status < 200 || reply.status > 299) return
-    if (!this.#handedOver) await this.#options.keys.keepAlone(this.keep(reply))
+    if (!this.#handedOver) {
+      this.#options.writeGate?.()
+      await this.#options.keys.keepAlone(this.keep(reply))
+    }
     this.#kept = true
   }
 

@@ -207,6 +207,7 @@ export function createService(options: ServiceOptions): UserService {
       ttlSeconds: options.idempotencyTtlS,
       now,
       logger,
+      writeGate: availability.writeGate,
     }),
   })
   const server = createHttpServer(handler, { ...options, connectionCheckMs: CONNECTION_CHECK_MS })

@@ -35,6 +35,8 @@ export interface HoldOptions {
   token?: string
   /** The whole body; only its first half is sent until finish(). */
   body: string
+  /** More request headers, such as an `Idempotency-Key`. */
+  headers?: Record<string, string>
 }
 
 /**
@@ -48,6 +50,7 @@ export function holdRequest(baseUrl: string, options: HoldOptions): HeldRequest 
   const headers: Record<string, string | number> = {
     'content-type': 'application/json',
     'content-length': bytes.length,
+    ...options.headers,
   }
   if (options.token !== undefined) headers['authorization'] = `Bearer ${options.token}`
   const req = httpRequest(url, { method: options.method ?? 'POST', headers, agent: false })

@@ -635,6 +635,44 @@ describe('storage faults, through a running service and a restart', () => {
     )
   })
 
+  it('refuses a keyed request in flight that changes nothing when maintenance begins: no key file', {
+    timeout: 60_000,
+  }, async (t) => {
+    const { dataDir, later } = await makeWorld(t)
+    const child = await start({ dataDir, env: { MAX_INFLIGHT: '1' } }, later)
+    const kept = await created(child.url)
+    const keysDir = path.join(dataDir, 'keys')
+    const keyFiles = (): string[] => readdirSync(keysDir).sort()
+    const filesBefore = keyFiles()
+
+    // A patch that changes nothing: its key alone would be kept, in a journal of keys/.
+    const held = holdRequest(child.url, {
+      method: 'PATCH',
+      path: `/users/${kept.id}`,
+      token,
+      body: JSON.stringify({ name: kept.name }),
+      headers: { 'idempotency-key': '"unchanged-in-maintenance"' },
+    })
+    later(() => {
+      held.abort()
+    })
+    const readyzSays = (code: string) => async (): Promise<true | undefined> => {
+      const res = await readiness(child.url)
+      return res.status === 503 && res.json<{ code: string }>().code === code ? true : undefined
+    }
+    await waitFor('the held PATCH to count as in flight', readyzSays('overloaded'), 10_000)
+    const maintenanceFile = path.join(dataDir, 'maintenance')
+    writeFileSync(maintenanceFile, '')
+    await waitFor('/readyz to say maintenance', readyzSays('maintenance'), 10_000)
+    held.finish()
+    const answer = await held.response
+    assert.equal(answer.status, 503, answer.text)
+    assert.equal((JSON.parse(answer.text) as { code: string }).code, 'maintenance')
+    assert.deepEqual(keyFiles(), filesBefore, 'no key was written in maintenance')
+    rmSync(maintenanceFile)
+    await stopCleanly(child)
+  })
+
   it('counts every quarantined file, torn and duplicate-email alike, in the "users loaded" line', {
     timeout: 60_000,
   }, async (t) => {
