@@ -17,6 +17,9 @@ import { removeGeneratedSecret, resolveKeys } from './first-start.js'
 import { type Launch, printFirstStart } from './first-start-message.js'
 import { unusableAddress, unusableDatabase, unusableDataDir } from './start-errors.js'
 
+/** The signals that stop the service: SIGTERM, Ctrl-C, a closed terminal or a reload. */
+const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP']
+
 /** How long an exit waits for buffered log lines to reach a slow reader. */
 const LOG_FLUSH_MS = 1000
 
@@ -36,6 +39,20 @@ async function main(): Promise<void> {
     )
     return
   }
+  // Until it listens, a start has no request to finish, and a database that does not answer can
+  // hold it for long: a stop signal then ends it at once with exit 0, giving back the lock and the
+  // secret whose token it never printed, instead of dying by the signal with both left behind.
+  let generated: string | undefined
+  let stoppedEarly = false
+  const stopStarting = (signal: NodeJS.Signals): void => {
+    if (stoppedEarly) return
+    stoppedEarly = true
+    logger.info('stopped before listening', { signal })
+    removeGeneratedSecret(generated)
+    releaseHeldLocks()
+    void exit(logger, 0)
+  }
+  for (const signal of STOP_SIGNALS) process.on(signal, stopStarting)
   const opened = openStore({
     ...pickSettings(config, ['store']),
     ...(await storeClassesFor(config)),
@@ -54,6 +71,7 @@ async function main(): Promise<void> {
     await opened.close()
     throw error
   })
+  generated = generatedFile
   const service = createService({
     ...config,
     store: opened,
@@ -136,11 +154,12 @@ async function main(): Promise<void> {
       },
     )
   }
-  process.on('SIGTERM', stop)
-  process.on('SIGINT', stop)
   // A closed terminal or a service manager's reload sends SIGHUP, which would otherwise kill the
   // process without a word and leave its lock behind.
-  process.on('SIGHUP', stop)
+  for (const signal of STOP_SIGNALS) {
+    process.off(signal, stopStarting)
+    process.on(signal, stop)
+  }
 }
 
 /** How this process was started, for the first-start message's command that makes tokens. */

@@ -83,6 +83,45 @@ describe('a first start that fails before it listens', () => {
   })
 })
 
+describe('a stop signal while the start waits for its database', () => {
+  it('ends the start with exit 0, keeping neither the lock nor a secret whose token it never printed', {
+    timeout: 90_000,
+  }, async (t) => {
+    // A server that takes the connection and never answers: the start waits before it listens.
+    const silent = createServer(() => undefined)
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve))
+    t.after(() => {
+      silent.close()
+    })
+    const address = silent.address()
+    assert.ok(address !== null && typeof address === 'object')
+    const dataDir = path.join(await makeTempDir(t, 'start-stop-'), 'data')
+    const child = spawnService({
+      dataDir,
+      env: { ...NO_SECRET, DATABASE_URL: `postgres://u@127.0.0.1:${address.port}/users` },
+    })
+    t.after(() => {
+      child.proc.kill('SIGKILL')
+    })
+    await waitFor(
+      'the lock and the first-start secret',
+      async () => {
+        const names = await readdir(dataDir).catch((): string[] => [])
+        return names.includes('.jwt-secret') && listLockFiles(dataDir).length === 1
+          ? true
+          : undefined
+      },
+      30_000,
+    )
+    child.proc.kill('SIGTERM')
+    assert.deepEqual(await child.exited, { code: 0, signal: null }, child.stderr())
+    assert.deepEqual(listLockFiles(dataDir), [])
+    assert.ok(!(await readdir(dataDir)).includes('.jwt-secret'), 'the next start prints a token')
+    assert.doesNotMatch(child.stderr(), JWT)
+    assert.match(child.stdout(), /"msg":"stopped before listening","signal":"SIGTERM"/)
+  })
+})
+
 describe('a second SIGTERM while a single process stops', () => {
   it('exits 1 at once, cutting the request in flight, and gives the lock back', async (t) => {
     const dataDir = path.join(await makeTempDir(t, 'start-stop-'), 'data')
