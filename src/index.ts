@@ -15,6 +15,8 @@ export { createUserService } from './process/create-user-service.js'
 export { ROUTES } from './routes/route-list.js'
 export type { ListenResult, UserService } from './service.js'
 export { SERVICE_VERSION } from './service.js'
+// What a refused option throws (a value its variable would refuse), so that a caller can tell it.
+export { ConfigError } from './settings.js'
 export type { FileStoreOptions } from './store/file/file-store.js'
 export { FileStore } from './store/file/file-store.js'
 export { MemoryStore } from './store/memory-store.js'

@@ -316,4 +316,14 @@ describe('the package entry (src/index.ts)', () => {
     assert.equal(typeof entry.ERROR_CODES, 'object')
     assert.ok(Array.isArray(entry.ROUTES))
   })
+
+  it('exports ConfigError, the class of what a refused option throws (docs/embedding.md)', async () => {
+    const entry = (await import('../../src/index.js')) as Record<string, unknown>
+    const ConfigError = entry['ConfigError']
+    assert.equal(typeof ConfigError, 'function', 'ConfigError is exported')
+    assert.throws(
+      () => createUserService({ store: new MemoryStore(), secret: TEST_SECRET, maxInflight: 0 }),
+      (error: unknown) => error instanceof (ConfigError as new () => Error),
+    )
+  })
 })
