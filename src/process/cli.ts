@@ -10,6 +10,9 @@ import { COMMAND_USAGE, USAGE } from './cli-usage.js'
 const isHelp = (arg: string | undefined): boolean =>
   arg === '--help' || arg === '-h' || arg === 'help'
 
+/** The commands configured by the environment alone: an argument to them is a mistake. */
+const TAKES_NO_ARGUMENTS: ReadonlySet<string> = new Set(['serve', 'healthcheck'])
+
 /** Runs the command named by process.argv[2]; each is loaded only when chosen. */
 export function runCli(): void {
   const command = process.argv[2]
@@ -19,6 +22,10 @@ export function runCli(): void {
     process.stdout.write(USAGE)
   } else if (usage !== undefined && args.some(isHelp)) {
     process.stdout.write(usage)
+  } else if (usage !== undefined && TAKES_NO_ARGUMENTS.has(command ?? '') && args.length > 0) {
+    // `serve --port 3000` would otherwise serve on PORT as if the flag had been read.
+    process.stderr.write(`user-service ${command}: unexpected argument "${args[0]}"\n${usage}`)
+    process.exitCode = 2
   } else if (command === 'token') {
     // The token command reads its flags from process.argv: the subcommand is not one of them.
     process.argv.splice(2, 1)

@@ -40,6 +40,30 @@ describe('user-service COMMAND --help', () => {
     })
   }
 
+  for (const args of [
+    ['serve', '--port', '3000'],
+    ['healthcheck', '--port', '3000'],
+  ] as const) {
+    it(`${args.join(' ')}: refuses an argument the command does not take (exit 2, the usage)`, async (t) => {
+      const dataDir = await makeTempDir(t, 'cli-help-')
+      const child = spawnService({ dataDir, args: ['--import', 'tsx', 'src/bin.ts', ...args] })
+      // Without the refusal `serve` would serve on: it is stopped after a while.
+      const timer = setTimeout(() => child.proc.kill('SIGKILL'), 20_000)
+      t.after(() => {
+        clearTimeout(timer)
+        child.proc.kill('SIGKILL')
+      })
+      const { code } = await child.exited
+      const stderr = child.stderr()
+      assert.equal(code, 2, stderr)
+      assert.equal(child.stdout(), '')
+      assert.match(
+        stderr,
+        new RegExp(`^user-service ${args[0]}: unexpected argument "--port"\nusage: user-service `),
+      )
+    })
+  }
+
   it('still refuses an unknown option with exit 1 and the reason', async (t) => {
     const dataDir = await makeTempDir(t, 'cli-help-')
     const { code, stdout, stderr } = await runCommand(dataDir, ['token', '--sub', 'a', '--bogus'])
