@@ -9,6 +9,10 @@ import type { Config } from './config.js'
 import { type ResolvedKeys, removeGeneratedSecret, resolveKeys } from './first-start.js'
 import { type Launch, printFirstStart } from './first-start-message.js'
 
+/** The first and the longest wait before a new worker that could not start is forked again. */
+const RETRY_MIN_MS = 1000
+const RETRY_MAX_MS = 30_000
+
 export interface PrimaryOptions {
   readonly workers: number
   readonly logger: Logger
@@ -34,7 +38,8 @@ export function shouldFork(workers: number): boolean {
 
 /**
  * The primary of WORKERS > 1: it serves nothing itself. It forks the workers (they share the
- * listening port through node:cluster), forks a new one when one dies, and on SIGTERM, SIGINT or
+ * listening port through node:cluster), forks a new one when one dies (again and again, with a
+ * growing wait, while that one cannot start), and on SIGTERM, SIGINT or
  * SIGHUP passes SIGTERM on, waits for every worker to finish its requests, then exits 0. Only the
  * PostgreSQL store may run here (config.ts refuses the file store): workers share no memory.
  */
@@ -54,13 +59,35 @@ export function runPrimary(options: PrimaryOptions): void {
     const host = address.addressType === 6 ? `[${address.address}]` : address.address
     options.listening?.(`http://${host}:${address.port}`)
   })
+  // A new worker that cannot start is tried again after this, doubled at each failure in a row.
+  let retryMs = RETRY_MIN_MS
+  let retry: NodeJS.Timeout | undefined
+  cluster.on('listening', () => {
+    retryMs = RETRY_MIN_MS
+  })
   cluster.on('exit', (worker, code, signal) => {
-    if (!stopping && !listened.has(worker.id)) {
-      // A worker that could not even start (a refused configuration, no database) would fail
-      // again: stop instead of forking forever.
+    if (!stopping && !announced && !listened.has(worker.id)) {
+      // A worker of the first start that could not start (a refused configuration, no database)
+      // would fail again: stop instead of forking forever.
       logger.error('a worker could not start; stopping', { pid: worker.process.pid, code, signal })
       exitCode = 1
       stop('SIGTERM')
+      return
+    }
+    if (!stopping && !listened.has(worker.id)) {
+      // A worker started in place of one that died, while the service runs: the others serve on,
+      // and the database that refused it may be back in a moment.
+      logger.error('a worker could not start; trying again', {
+        pid: worker.process.pid,
+        code,
+        signal,
+        inMs: retryMs,
+      })
+      retry = setTimeout(() => {
+        retry = undefined
+        if (!stopping) fork()
+      }, retryMs)
+      retryMs = Math.min(retryMs * 2, RETRY_MAX_MS)
       return
     }
     if (stopping) {
@@ -77,6 +104,7 @@ export function runPrimary(options: PrimaryOptions): void {
   const stop = (signal: NodeJS.Signals): void => {
     if (stopping) return
     stopping = true
+    clearTimeout(retry)
     logger.info('shutting down the workers', { signal })
     const workers = Object.values(cluster.workers ?? {})
     if (workers.length === 0) {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { existsSync } from 'node:fs'
 import { request as httpRequest } from 'node:http'
-import { createServer } from 'node:net'
+import { connect, createServer, type Socket } from 'node:net'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 
@@ -178,5 +178,86 @@ describe('WORKERS=2 on a first start without a secret', { skip: SKIP_POSTGRES },
     assert.equal((await primary.exited).code, 1, primary.stdout())
     assert.equal(existsSync(path.join(dataDir, '.jwt-secret')), false)
     assert.deepEqual(listLockFiles(dataDir), [])
+  })
+})
+
+/** A TCP proxy to host:port that can be cut (every connection closed, new ones refused). */
+async function cuttableProxy(
+  target: URL,
+): Promise<{ port: number; cut(on: boolean): void; close(): void }> {
+  let cut = false
+  const sockets = new Set<Socket>()
+  const server = createServer((client) => {
+    if (cut) {
+      client.destroy()
+      return
+    }
+    const upstream = connect(Number(target.port), target.hostname)
+    for (const socket of [client, upstream]) {
+      sockets.add(socket)
+      socket.on('error', () => undefined)
+      socket.on('close', () => {
+        sockets.delete(socket)
+        client.destroy()
+        upstream.destroy()
+      })
+    }
+    client.pipe(upstream).pipe(client)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const address = server.address()
+  assert.ok(address !== null && typeof address === 'object')
+  return {
+    port: address.port,
+    cut(on) {
+      cut = on
+      if (on) for (const socket of sockets) socket.destroy()
+    },
+    close() {
+      for (const socket of sockets) socket.destroy()
+      server.close()
+    },
+  }
+}
+
+describe('WORKERS=2 when a worker dies while the database is away', { skip: SKIP_POSTGRES }, () => {
+  it('keeps serving with the other worker and starts a new one once the database is back', {
+    timeout: 120_000,
+  }, async (t) => {
+    const direct = new URL(await freshDatabase(t))
+    const proxy = await cuttableProxy(direct)
+    t.after(() => proxy.close())
+    const url = new URL(direct.href)
+    url.host = `127.0.0.1:${proxy.port}`
+    const dataDir = path.join(await makeTempDir(t, 'cluster-restart-'), 'data')
+    const primary = await startChild(
+      { dataDir, env: { DATABASE_URL: url.href, WORKERS: '2' } },
+      30_000,
+    )
+    t.after(() => primary.stop('SIGKILL'))
+    const pids = (): number[] =>
+      [...primary.stdout().matchAll(/"msg":"listening".*"pid":(\d+)/g)].map((m) => Number(m[1]))
+    await waitFor('both workers', () => (pids().length === 2 ? true : undefined), 30_000)
+    proxy.cut(true)
+    process.kill(pids()[0] ?? 0, 'SIGKILL')
+    await waitFor(
+      'a new worker that cannot start',
+      () => (/"msg":"a worker could not start/.test(primary.stdout()) ? true : undefined),
+      30_000,
+    )
+    // Past the first retry too: the service is still up, its other worker still answers.
+    await new Promise((resolve) => setTimeout(resolve, 3000))
+    assert.equal(primary.proc.exitCode, null, primary.stdout())
+    assert.equal(await statusOnNewConnection(`${primary.url}/healthz`), 200)
+    proxy.cut(false)
+    await waitFor(
+      'a third worker listening',
+      () => (pids().length === 3 ? true : undefined),
+      60_000,
+    )
+    for (let i = 0; i < 4; i += 1) {
+      assert.equal(await statusOnNewConnection(`${primary.url}/users`), 200)
+    }
+    assert.deepEqual(await primary.stop(), { code: 0, signal: null })
   })
 })
