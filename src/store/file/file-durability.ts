@@ -56,14 +56,11 @@ export class FileDurability implements Durability {
   readonly #webhookFiles: WebhookFiles
   readonly #eventLog: EventLog
   readonly #retentionMs: number
-  readonly #upkeepPaused: () => boolean
   readonly #clock: () => number
   #pruning: Promise<void> | undefined
   readonly #lock: DataDirLock
   readonly #logger: Logger
-  readonly #chunk: number
-  readonly #watchIntervalMs: number
-  readonly #checkpointMs: number
+  readonly #options: FileDurabilityOptions
   #dirs: StoreDirs | undefined
   #checkpoint: Checkpoint | undefined
   #place: Place | undefined
@@ -74,6 +71,7 @@ export class FileDurability implements Durability {
   readonly #fault: BackgroundFault
 
   constructor(options: FileDurabilityOptions) {
+    this.#options = options
     this.dataDir = path.resolve(options.dataDir)
     this.usersDir = path.join(this.dataDir, 'users')
     this.quarantineDir = path.join(this.dataDir, 'quarantine')
@@ -99,10 +97,6 @@ export class FileDurability implements Durability {
     this.#retentionMs =
       (options.eventsRetentionDays ?? SETTINGS.eventsRetentionDays.default) * 86_400_000
     this.#lock = new DataDirLock(this.dataDir)
-    this.#chunk = options.loadChunk ?? 2000
-    this.#watchIntervalMs = options.watchIntervalMs ?? 1000
-    this.#checkpointMs = options.checkpointMs ?? SETTINGS.checkpointMs.default
-    this.#upkeepPaused = options.upkeepPaused ?? (() => false)
     this.keys = new KeyFiles({
       now: this.#clock,
       logger: this.#logger,
@@ -110,7 +104,8 @@ export class FileDurability implements Durability {
       cacheBytes: options.keyCacheBytes,
       filterBits: options.keyFilterBits,
       sweepFailed: (error) => keySweepFailed(this.#fault, error),
-      paused: () => this.#upkeepPaused() || this.#state?.health().state === 'read_only',
+      paused: () =>
+        this.#options.upkeepPaused?.() === true || this.#state?.health().state === 'read_only',
     })
     const webhooksDir = path.join(this.dataDir, 'webhooks')
     this.#webhookFiles = new WebhookFiles(webhooksDir, this.#logger, this.#timings, () =>
@@ -154,7 +149,7 @@ export class FileDurability implements Durability {
       graves: () => this.#opened().graves,
       logger: this.#logger,
       timings: this.#timings,
-      chunk: this.#chunk,
+      chunk: this.#options.loadChunk ?? 2000,
     })
     await this.#webhookFiles.open()
     this.#checkpoint = new Checkpoint({
@@ -162,7 +157,7 @@ export class FileDurability implements Durability {
       logged: () => this.#eventLog.highest,
       through: replayed.through,
       skipped: { last: this.#eventLog.highest, first: state.events.nextId },
-      intervalMs: this.#checkpointMs,
+      intervalMs: this.#options.checkpointMs ?? SETTINGS.checkpointMs.default,
       paused: () => state.health().state === 'read_only',
       failed: (error) => checkpointFailed(this.#fault, error),
       succeeded: () => checkpointSucceeded(this.#fault),
@@ -180,7 +175,7 @@ export class FileDurability implements Durability {
       })
       // Behind the last checkpoint only: forcing one here would make CHECKPOINT_MS past this
       // interval mean nothing. None in maintenance, while a backup copies the segments.
-      if (!this.#upkeepPaused())
+      if (this.#options.upkeepPaused?.() !== true)
         this.#pruning ??= this.#prune()
           .catch((error: unknown) => {
             this.#logger.warn('could not prune events', { error: String(error) })
@@ -188,7 +183,7 @@ export class FileDurability implements Durability {
           .finally(() => {
             this.#pruning = undefined
           })
-    }, this.#watchIntervalMs)
+    }, this.#options.watchIntervalMs ?? 1000)
     this.#watch.unref()
   }
 
