@@ -85,6 +85,9 @@ export function createWebhookDelivery(options: WebhookDeliveryOptions): WebhookD
   const removed = new Map<string, number>()
   let listings = 0
   const listing = new Set<number>()
+  // Each loop's number of listings begun when it was added: a listing begun before cannot know
+  // the endpoint (created here meanwhile), and does not remove it.
+  const born = new Map<string, number>()
   let started = false
   let closed = false
   let unsubscribe: (() => void) | undefined
@@ -93,6 +96,7 @@ export function createWebhookDelivery(options: WebhookDeliveryOptions): WebhookD
   const add = (id: string, hook?: StoredWebhook): EndpointLoop => {
     const loop = new EndpointLoop(id, context, hook)
     loops.set(id, loop)
+    born.set(id, listings)
     loop.start()
     return loop
   }
@@ -100,6 +104,7 @@ export function createWebhookDelivery(options: WebhookDeliveryOptions): WebhookD
     removed.set(id, listings)
     const loop = loops.get(id)
     loops.delete(id)
+    born.delete(id)
     void loop?.stop()
   }
 
@@ -126,7 +131,8 @@ export function createWebhookDelivery(options: WebhookDeliveryOptions): WebhookD
       if (loop === undefined) add(id, hook)
       else loop.listed(hook)
     }
-    for (const id of [...loops.keys()]) if (!listed.has(id)) remove(id)
+    for (const id of [...loops.keys()])
+      if (!listed.has(id) && (born.get(id) ?? 0) < begun) remove(id)
     const oldest = Math.min(...listing)
     for (const [id, by] of removed) if (by < oldest) removed.delete(id)
   }

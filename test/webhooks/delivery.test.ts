@@ -140,6 +140,38 @@ describe('webhook delivery: the endpoint and its cursor', () => {
     const id = await world.write()
     assert.equal(idOf((await receiver.waitFor(1))[0]), `msg_${id}`)
   })
+
+  it('delivers to an endpoint created while a listing that cannot know it is under way', async (t) => {
+    const receiver = await startReceiver()
+    t.after(() => receiver.close())
+    const store = new MemoryStore()
+    // The first listing reads the endpoints, then waits until the endpoint below was created.
+    let created = (): void => undefined
+    const createdNow = new Promise<void>((resolve) => {
+      created = resolve
+    })
+    const list = store.webhooks.list.bind(store.webhooks)
+    let listings = 0
+    store.webhooks.list = async () => {
+      listings += 1
+      const hooks = await list()
+      if (listings === 1) await createdNow
+      return hooks
+    }
+    // No other listing for a minute: only the endpoint's own notice can start its delivery.
+    const world = await startDeliveryWorld(t, {
+      store,
+      timings: { leaseMs: 2000, renewMs: 500, pollMs: 50, refreshMs: 60_000 },
+    })
+    await eventually(async () => listings === 1)
+    await world.register(receiver.url)
+    created()
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    assert.equal(world.delivery.counts().endpointsEnabled, 1)
+    const id = await world.write()
+    assert.equal(idOf((await receiver.waitFor(1, 5000))[0]), `msg_${id}`)
+    assert.equal(listings, 1)
+  })
 })
 
 describe('webhook delivery: failures and retries', () => {
