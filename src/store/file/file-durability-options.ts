@@ -22,11 +22,6 @@ export interface FileDurabilityOptions {
   timings?: DurableWriteObserver
   /** How often the files of expired `Idempotency-Key`s are deleted (default 30,000 ms). */
   keySweepMs?: number | undefined
-  /**
-   * While this says true, expired keys' journals and old event segments are left in place (the
-   * service's maintenance: a backup is copying the directory). Default: never.
-   */
-  upkeepPaused?: (() => boolean) | undefined
   /** What the cache of kept keys may weigh, in bytes (default 4 MiB). */
   keyCacheBytes?: number | undefined
   /** The size of the filter of kept keys, as log2 of its bits (default 23: 1 MiB). */

@@ -33,8 +33,6 @@ import { saveSnapshot } from './snapshot-save.js'
 import { closeStoreDirs, openStoreDirs, type StoreDirs } from './store-dirs.js'
 import { WebhookFiles } from './webhook-files.js'
 
-export type { FileDurabilityOptions } from './file-durability-options.js'
-
 /**
  * The file store's durability: one JSON file per user in `DATA_DIR/users/`, loaded into the index
  * at open. A delete writes the user's tombstone (id and time) to `DATA_DIR/tombstones/`, then
@@ -61,6 +59,8 @@ export class FileDurability implements Durability {
   readonly #lock: DataDirLock
   readonly #logger: Logger
   readonly #options: FileDurabilityOptions
+  /** The service's maintenance: a backup copies the directory, and the upkeep deletes nothing. */
+  #upkeepPaused = (): boolean => false
   #dirs: StoreDirs | undefined
   #checkpoint: Checkpoint | undefined
   #place: Place | undefined
@@ -104,8 +104,7 @@ export class FileDurability implements Durability {
       cacheBytes: options.keyCacheBytes,
       filterBits: options.keyFilterBits,
       sweepFailed: (error) => keySweepFailed(this.#fault, error),
-      paused: () =>
-        this.#options.upkeepPaused?.() === true || this.#state?.health().state === 'read_only',
+      paused: () => this.#upkeepPaused() || this.#state?.health().state === 'read_only',
     })
     const webhooksDir = path.join(this.dataDir, 'webhooks')
     this.#webhookFiles = new WebhookFiles(webhooksDir, this.#logger, this.#timings, () =>
@@ -116,6 +115,10 @@ export class FileDurability implements Durability {
 
   attach(state: IndexedState): void {
     this.#state = state
+  }
+
+  pauseUpkeep(paused: () => boolean): void {
+    this.#upkeepPaused = paused
   }
 
   /**
@@ -175,7 +178,7 @@ export class FileDurability implements Durability {
       })
       // Behind the last checkpoint only: forcing one here would make CHECKPOINT_MS past this
       // interval mean nothing. None in maintenance, while a backup copies the segments.
-      if (this.#options.upkeepPaused?.() !== true)
+      if (!this.#upkeepPaused())
         this.#pruning ??= this.#prune()
           .catch((error: unknown) => {
             this.#logger.warn('could not prune events', { error: String(error) })
@@ -205,10 +208,8 @@ export class FileDurability implements Durability {
     if (dirs !== undefined && checkpoint !== undefined) await this.#saveSnapshot(dirs, checkpoint)
     await closeStoreDirs(dirs)
     // Never fails: a read-only or vanished directory must not turn a clean stop into an error.
-    const held = this.#lock.held
-    if (held && !this.#lock.release()) {
+    if (this.#lock.held && !this.#lock.release())
       this.#logger.warn('could not remove the lock file', { file: this.#lock.file })
-    }
   }
 
   /** The snapshot the next start reads, when memory is exactly what the files hold, durably. */

@@ -1,5 +1,6 @@
 import { IndexedStore } from '../indexed-store.js'
-import { FileDurability, type FileDurabilityOptions } from './file-durability.js'
+import { FileDurability } from './file-durability.js'
+import type { FileDurabilityOptions } from './file-durability-options.js'
 import type { KeyFiles } from './key-files.js'
 
 export type FileStoreOptions = FileDurabilityOptions
@@ -20,15 +21,11 @@ export class FileStore extends IndexedStore {
   /** The kept `Idempotency-Key`s' files (`store.keys` is these, through the store's writes). */
   readonly keyFiles: KeyFiles
   readonly #files: FileDurability
-  readonly #upkeep: { paused: () => boolean }
 
   constructor(options: FileStoreOptions) {
-    // The service that pauses the upkeep is made after the store: the option reads it late.
-    const upkeep = { paused: options.upkeepPaused ?? (() => false) }
-    const files = new FileDurability({ ...options, upkeepPaused: () => upkeep.paused() })
+    const files = new FileDurability(options)
     super(files, { now: options.now })
     this.#files = files
-    this.#upkeep = upkeep
     this.dataDir = files.dataDir
     this.usersDir = files.usersDir
     this.quarantineDir = files.quarantineDir
@@ -37,8 +34,9 @@ export class FileStore extends IndexedStore {
     this.keyFiles = files.keys
   }
 
+  /** Expired keys' journals and old event segments stay while `paused` says so (maintenance). */
   override pauseUpkeep(paused: () => boolean): void {
-    this.#upkeep.paused = paused
+    this.#files.pauseUpkeep(paused)
   }
 
   /** Drops whole segments older than the retention; requests go on meanwhile. */
