@@ -91,7 +91,7 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
     // The length is public and a long token is no valid token of ours: no HMAC work for it.
     if (token.length > MAX_TOKEN_BYTES) throw new TokenError('malformed')
     verifications += 1
-    const claims = verifyToken(token, { ...options, nowMs })
+    const claims = withKnownScopes(verifyToken(token, { ...options, nowMs }))
     remember(token, claims)
     return claims
   }
@@ -119,6 +119,14 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
       }
     },
   }
+}
+
+/**
+ * The claims with only the scopes a route can ask for. The cache counts an entry by its token's
+ * text; a set of the thousands of other scopes a token may name costs several times that text.
+ */
+function withKnownScopes(claims: TokenClaims): TokenClaims {
+  return { ...claims, scopes: new Set(SCOPES.filter((scope) => claims.scopes.has(scope))) }
 }
 
 /**
