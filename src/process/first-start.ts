@@ -24,20 +24,26 @@ export async function resolveKeys(config: Config): Promise<ResolvedKeys> {
   const file = path.join(config.dataDir, SECRET_FILE)
   // A kept secret was made by a development start, which printed a day-long admin token signed
   // with it (into logs that outlive the start): production never trusts it.
-  if (config.production) {
-    const kept = existsSync(file)
-      ? ` (${file}, made by a development start, is never used in production)`
-      : ''
-    throw new ConfigError(
-      `JWT_SECRET (or JWT_SECRETS) must be set when NODE_ENV=production: set one of them${kept}`,
-    )
-  }
+  if (config.production) throw noProductionSecret(file)
   const kept = readSecretFile(file)
   if (kept !== undefined) return { keys: kept, generatedFile: undefined }
   makeDurableDirectory(config.dataDir)
   const text = `base64url:${randomBytes(32).toString('base64url')}`
   await writeFileAtomic(file, `${text}\n`)
   return { keys: createSingleKeySet(text, file), generatedFile: file }
+}
+
+/**
+ * Why production refuses to run without a configured secret: the service's start, and the token
+ * command, which must not sign with a file the service never reads there.
+ */
+export function noProductionSecret(file: string): ConfigError {
+  const kept = existsSync(file)
+    ? ` (${file}, made by a development start, is never used in production)`
+    : ''
+  return new ConfigError(
+    `JWT_SECRET (or JWT_SECRETS) must be set when NODE_ENV=production: set one of them${kept}`,
+  )
 }
 
 /**

@@ -10,7 +10,7 @@ import { MAX_TOKEN_BYTES, SCOPES } from '../auth/authenticate.js'
 import { parseDuration, signToken } from '../auth/sign-token.js'
 import { isPrintable } from '../auth/verify-token.js'
 import { ConfigError, parseConfig } from './config.js'
-import { readSecretFile, SECRET_FILE } from './first-start.js'
+import { noProductionSecret, readSecretFile, SECRET_FILE } from './first-start.js'
 
 function main(): void {
   const { values } = parseArgs({
@@ -38,10 +38,13 @@ function main(): void {
   // The first-start message names the data directory, as a shell may not have the service's DATA_DIR.
   const dataDir =
     values['data-dir'] === undefined ? config.dataDir : path.resolve(values['data-dir'])
-  const keys = config.keys ?? readSecretFile(path.join(dataDir, SECRET_FILE))
+  const file = path.join(dataDir, SECRET_FILE)
+  // As the service: a token signed with a secret it would never read is not printed as if it worked.
+  if (config.keys === undefined && config.production) throw noProductionSecret(file)
+  const keys = config.keys ?? readSecretFile(file)
   if (keys === undefined) {
     throw new ConfigError(
-      `no secret: set JWT_SECRET or JWT_SECRETS, or start the service once to create ${path.join(dataDir, SECRET_FILE)}`,
+      `no secret: set JWT_SECRET or JWT_SECRETS, or start the service once to create ${file}`,
     )
   }
   const key =

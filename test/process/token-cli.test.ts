@@ -269,6 +269,17 @@ describe('npm run token (user-service token)', () => {
     assert.ok(!result.stderr.includes('tiny-secret'))
   })
 
+  it('refuses, as the service does, to sign with DATA_DIR/.jwt-secret when NODE_ENV=production', async (t) => {
+    const dataDir = await tempData(t)
+    await resolveKeys(parseConfig({ DATA_DIR: dataDir, NODE_ENV: 'development' }))
+    assert.equal(existsSync(path.join(dataDir, SECRET_FILE)), true)
+    const env = { JWT_SECRET: undefined, NODE_ENV: 'production' }
+    const result = await runCli(dataDir, ['--sub', 'X', '--scope', 'users:read'], env)
+    // A production service never reads the file: a token signed with it would be refused.
+    assertRefused(result, /JWT_SECRET \(or JWT_SECRETS\) must be set when NODE_ENV=production/)
+    assert.match(result.stderr, /never used in production/)
+  })
+
   it('signs with DATA_DIR/.jwt-secret when it is the only secret (as a first start leaves it)', async (t) => {
     const dataDir = await tempData(t)
     const { generatedFile } = await resolveKeys(
