@@ -25,10 +25,12 @@ export function parseSecret(text: string, variable: string): Buffer {
   let secret: Buffer
   if (text.startsWith(BASE64URL_PREFIX)) {
     const encoded = text.slice(BASE64URL_PREFIX.length)
-    if (!/^[A-Za-z0-9_-]+$/.test(encoded)) {
+    secret = Buffer.from(encoded, 'base64url')
+    // Node's decoder drops a dangling character and stray low bits: a key that is not the text's
+    // exact encoding is not the key the operator meant.
+    if (!/^[A-Za-z0-9_-]+$/.test(encoded) || secret.toString('base64url') !== encoded) {
       throw new KeyError(`${variable}: the text after "base64url:" is not base64url`)
     }
-    secret = Buffer.from(encoded, 'base64url')
   } else {
     secret = Buffer.from(text, 'utf8')
   }

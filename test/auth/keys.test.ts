@@ -67,7 +67,14 @@ describe('parseSecret', () => {
 
   it('refuses base64url: text that is not base64url, without showing it', () => {
     const valid = b64url(randomBytes(33))
-    for (const encoded of ['', `${valid}=`, `${valid} x`, `+/${valid}`, `${valid}.x`]) {
+    // 34 bytes are 46 characters whose last one has 4 spare low bits, always 0 from an encoder:
+    // one of them set decodes to the same key. `${valid}A` has a character that decodes to nothing.
+    const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
+    const spare = b64url(randomBytes(34))
+    const spareBitSet = `${spare.slice(0, -1)}${alphabet[alphabet.indexOf(spare.at(-1) ?? '') | 1]}`
+    assert.deepEqual(Buffer.from(spareBitSet, 'base64url'), Buffer.from(spare, 'base64url'))
+    const invalid = ['', `${valid}=`, `${valid} x`, `+/${valid}`, `${valid}.x`, `${valid}A`]
+    for (const encoded of [...invalid, spareBitSet]) {
       assertKeyError(() => parseSecret(`base64url:${encoded}`, 'JWT_SECRET'), 'JWT_SECRET', encoded)
     }
   })
