@@ -184,7 +184,7 @@ function checkClaims(
     throw new TokenError('issued_in_future')
   }
   if (typeof sub !== 'string' || sub === '') throw new TokenError('missing_sub')
-  if (!isPrintable(sub)) throw new TokenError('bad_sub')
+  if (!isPrintable(sub) || !isShortEnough(sub)) throw new TokenError('bad_sub')
   if (options.issuer !== undefined && payload['iss'] !== options.issuer) {
     throw new TokenError('wrong_issuer')
   }
@@ -204,12 +204,28 @@ function checkClaims(
 const UNPRINTABLE = /[\u0000-\u001F\u007F-\u009F\p{Surrogate}]/u
 
 /**
+ * The longest subject, in code points: OpenID Connect's limit for `sub`. A subject keys its
+ * Idempotency-Keys, and PostgreSQL refuses an index entry past about 2.7 KB: a longer subject
+ * would write on the file store and fail with a 503 on PostgreSQL, so every store refuses it.
+ */
+export const MAX_SUBJECT_CHARS = 255
+
+/**
  * Whether a subject may be trusted: it names the actor of every change it makes, stored as text in
  * each event (PostgreSQL's text cannot hold a NUL) and written to logs. No issuer puts control
  * characters or broken Unicode in a subject, so a token that does is not one of ours to trust.
  */
 export function isPrintable(sub: string): boolean {
   return !UNPRINTABLE.test(sub)
+}
+
+/** Whether a subject fits MAX_SUBJECT_CHARS (code points; a surrogate pair is one). */
+export function isShortEnough(sub: string): boolean {
+  if (sub.length <= MAX_SUBJECT_CHARS) return true
+  if (sub.length > MAX_SUBJECT_CHARS * 2) return false
+  let count = 0
+  for (const _ of sub) count += 1
+  return count <= MAX_SUBJECT_CHARS
 }
 
 function hasAudience(aud: unknown, audience: string): boolean {

@@ -8,7 +8,7 @@ import { parseArgs } from 'node:util'
 
 import { MAX_TOKEN_BYTES, SCOPES } from '../auth/authenticate.js'
 import { parseDuration, signToken } from '../auth/sign-token.js'
-import { isPrintable } from '../auth/verify-token.js'
+import { isPrintable, isShortEnough, MAX_SUBJECT_CHARS } from '../auth/verify-token.js'
 import { ConfigError, parseConfig } from './config.js'
 import { noProductionSecret, readSecretFile, SECRET_FILE } from './first-start.js'
 
@@ -28,6 +28,10 @@ function main(): void {
   // A token the service would refuse (docs/api.md, tokens) is not printed as if it worked.
   if (!isPrintable(values.sub))
     throw new ConfigError('--sub: the service refuses a subject holding a control character')
+  if (!isShortEnough(values.sub))
+    throw new ConfigError(
+      `--sub: the service refuses a subject over ${MAX_SUBJECT_CHARS} characters`,
+    )
   const scopes = values.scope.split(/\s+/).filter((scope) => scope !== '')
   if (scopes.length === 0)
     throw new ConfigError(`--scope needs at least one scope (of ${SCOPES.join(', ')})`)
@@ -68,7 +72,7 @@ function main(): void {
     { key },
   )
   if (token.length > MAX_TOKEN_BYTES)
-    throw new ConfigError('--sub: the token would be over 8 KiB, which the service refuses')
+    throw new ConfigError('the token would be over 8 KiB, which the service refuses')
   process.stdout.write(`${token}\n`)
 }
 

@@ -238,17 +238,22 @@ describe('npm run token (user-service token)', () => {
     )
   })
 
-  it('refuses a --sub the service would refuse: a control character, or a token over 8 KiB', async (t) => {
+  it('refuses a token the service would refuse: a control character or over 255 characters in --sub, or over 8 KiB', async (t) => {
     const dataDir = await tempData(t)
-    const [control, tab, long] = await Promise.all([
+    const [control, tab, long, longest, huge] = await Promise.all([
       runCli(dataDir, ['--sub', 'ops\u0001', '--scope', 'users:read']),
       runCli(dataDir, ['--sub', 'ops\tteam', '--scope', 'users:read']),
-      runCli(dataDir, ['--sub', 'x'.repeat(7000), '--scope', 'users:read']),
+      runCli(dataDir, ['--sub', 'x'.repeat(256), '--scope', 'users:read']),
+      runCli(dataDir, ['--sub', '\u{1F600}'.repeat(255), '--scope', 'users:read']),
+      runCli(dataDir, ['--sub', 'x', '--scope', 'users:read'], { JWT_AUDIENCE: 'a'.repeat(7000) }),
     ])
     assert.ok(control !== undefined && tab !== undefined && long !== undefined)
+    assert.ok(longest !== undefined && huge !== undefined)
     assertRefused(control, /--sub: .*control character/)
     assertRefused(tab, /--sub: .*control character/)
-    assertRefused(long, /8 KiB/)
+    assertRefused(long, /--sub: .*over 255 characters/)
+    tokenOf(longest)
+    assertRefused(huge, /8 KiB/)
   })
 
   it('refuses to sign without a configured secret or DATA_DIR/.jwt-secret, saying how to get one', async (t) => {
