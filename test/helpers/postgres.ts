@@ -71,10 +71,13 @@ async function dropSchema(schema: string): Promise<void> {
   }
 }
 
-/** A fresh database for service processes; dropped (after they stop) when the test ends. */
-export async function freshDatabase(t: TestContext): Promise<string> {
+/**
+ * A fresh database for service processes, made with CREATE DATABASE `options` (an encoding…);
+ * dropped (after they stop) when the test ends.
+ */
+export async function freshDatabase(t: TestContext, options = ''): Promise<string> {
   const name = `test_${randomBytes(6).toString('hex')}`
-  await sql(`CREATE DATABASE ${name}`)
+  await sql(`CREATE DATABASE ${name} ${options}`)
   t.after(() => sql(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))
   const url = new URL(requireDatabaseUrl())
   url.pathname = `/${name}`

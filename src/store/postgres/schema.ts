@@ -74,6 +74,11 @@ export class SchemaTooNewError extends Error {
   override name = 'SchemaTooNewError'
 }
 
+/** The database cannot store every Unicode character (its encoding is not UTF8). */
+export class DatabaseEncodingError extends Error {
+  override name = 'DatabaseEncodingError'
+}
+
 /**
  * Brings the schema to SCHEMA_VERSION under an advisory lock, so that replicas starting together
  * migrate once; refuses a database whose schema is newer than this code. Then tries, outside the
@@ -87,6 +92,7 @@ export async function migrate(
 ): Promise<number> {
   // A migration may rewrite a table, and waits for the replicas migrating before it: the
   // sessions' statement time-out is lifted for it, and set back when it is done.
+  await requireUnicodeDatabase(client)
   await client.query('SET statement_timeout = 0')
   await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK])
   try {
@@ -138,6 +144,20 @@ export async function migrate(
       await client.query('RESET statement_timeout')
     }
   }
+}
+
+/**
+ * Every store takes any Unicode text (an emoji, `İ`, `ẞ`). A database in an encoding that holds
+ * only some characters (LATIN1, WIN1252, EUC_JP…) refuses the others with a 400 on PostgreSQL
+ * alone, user by user: refuse to start instead. SQL_ASCII keeps the driver's UTF-8 bytes as given.
+ */
+async function requireUnicodeDatabase(client: PoolClient): Promise<void> {
+  const found = await client.query<{ server_encoding: string }>('SHOW server_encoding')
+  const encoding = found.rows[0]?.server_encoding ?? 'unknown'
+  if (encoding === 'UTF8' || encoding === 'SQL_ASCII') return
+  throw new DatabaseEncodingError(
+    `the database's encoding is ${encoding}, which cannot hold every character a user may have: use a UTF8 database (CREATE DATABASE … ENCODING 'UTF8' TEMPLATE template0)`,
+  )
 }
 
 /**
