@@ -19,6 +19,7 @@ export { SERVICE_VERSION } from './service.js'
 export { ConfigError } from './settings.js'
 export type { FileStoreOptions } from './store/file/file-store.js'
 export { FileStore } from './store/file/file-store.js'
+export type { MemoryStoreOptions } from './store/memory-store.js'
 export { MemoryStore } from './store/memory-store.js'
 export type { PostgresStoreOptions } from './store/postgres/postgres-store.js'
 // The class only: the `pg` driver it needs is imported when a PostgresStore connects, never here.

@@ -58,5 +58,9 @@ export function createStore(config: StoreConfig): Store {
   }
   if (dataDir !== undefined)
     return new FileStore({ dataDir, ...common, ...(timings === undefined ? {} : { timings }) })
-  return new MemoryStore([], now === undefined ? {} : { now })
+  const { eventsRetentionDays } = settings
+  return new MemoryStore([], {
+    ...(now === undefined ? {} : { now }),
+    ...(eventsRetentionDays === undefined ? {} : { eventsRetentionDays }),
+  })
 }
