@@ -1,4 +1,5 @@
 import type { IndexedState } from '../durability.js'
+import { checkDataFormat } from './data-format.js'
 import type { EventLog } from './event-log.js'
 import { loadFeed } from './feed-load.js'
 import { checkJournalAccess } from './key-journal-files.js'
@@ -18,8 +19,9 @@ export interface DataLoad extends Omit<UserFilesContext, 'index' | 'tombstones'>
 }
 
 /**
- * What an open of the file store reads, in order: the kept keys' journals are checked readable
- * (one that is not refuses the start, as an unreadable user file does), the snapshot's file is
+ * What an open of the file store reads, in order: the layout's number (a later release's refuses
+ * the start: data-format.ts), the kept keys' journals are checked readable (one that is not
+ * refuses the start, as an unreadable user file does), the snapshot's file is
  * taken aside before the replay writes anything, the log's tail past the checkpoint is replayed
  * into the files, then the users come from the snapshot when it still holds exactly what the
  * files do (users-snapshot.ts), from every file otherwise, and the feed's index from the log.
@@ -27,6 +29,7 @@ export interface DataLoad extends Omit<UserFilesContext, 'index' | 'tombstones'>
  */
 export async function loadData(load: DataLoad): Promise<Replayed> {
   const { dirs, state, logger } = load
+  await checkDataFormat(dirs.root)
   checkJournalAccess(dirs.keys.path, load.now)
   const snapshot = await takeSnapshot(dirs.root, load.usersDir, load.tombstonesDir)
   const replayed = await replayTail({ eventsDir: load.eventsDir, ...dirs, now: load.now })
