@@ -1,4 +1,4 @@
-# Two images from one file (README, "Container"):
+# Two images from one file (docs/operations.md, "Container"):
 #   docker build -t user-service .                             the service on Node (the default)
 #   docker build --target binary -t user-service:binary .      the single executable alone
 # (podman build needs --format docker: its default OCI format drops HEALTHCHECK.)
