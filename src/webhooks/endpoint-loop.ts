@@ -145,16 +145,11 @@ export class EndpointLoop {
     const event = await this.#nextEvent(hook, cursor)
     if (event === undefined) return UNTIL_WOKEN
     if (this.#retry?.eventId !== event.id) {
-      const { retrySchedule } = this.#context
-      this.#retry = await freshRetry(
-        store.webhooks,
-        hook,
-        event.id,
-        retrySchedule,
-        this.#lastLogged,
-      )
+      const { retrySchedule, now } = this.#context
+      const last = this.#lastLogged
+      this.#retry = await freshRetry(store.webhooks, hook, event.id, retrySchedule, last, now())
     }
-    const due = this.#retry.dueAt - this.#context.now()
+    const due = this.#retry.dueAt - performance.now()
     if (due > 0) return due
     return this.#deliver(hook, event, cursor, this.#retry)
   }
@@ -230,7 +225,7 @@ export class EndpointLoop {
     const failed = retry.failed + 1
     const delay = retryDelayMs(retrySchedule, failed, random, outcome.retryAfterSeconds)
     if (delay === undefined) return this.#disable('failing')
-    this.#retry = { eventId: event.id, attempts: attempt, failed, dueAt: now() + delay }
+    this.#retry = { eventId: event.id, attempts: attempt, failed, dueAt: performance.now() + delay }
     return delay
   }
 

@@ -16,8 +16,9 @@ import { webhookId } from './webhook-message.js'
 /**
  * Where the event now tried stands: its attempts to the endpoint so far (the log's numbering),
  * those that failed since its schedule last started fresh (the schedule's position: an enabling or
- * a client's move of the cursor starts a fresh one), and when the next may start (ms since the
- * epoch).
+ * a client's move of the cursor starts a fresh one), and when the next may start, on the
+ * monotonic clock (performance.now()): a wall clock set back an hour after a failure would
+ * otherwise hold the retry, and every later event of the endpoint, for that hour more.
  */
 export interface RetryState {
   readonly eventId: string
@@ -42,8 +43,9 @@ export function freshRetry(
   eventId: string,
   schedule: readonly number[],
   last: LoggedAttempt | undefined,
+  nowMs: number,
 ): Promise<RetryState> | RetryState {
-  if (last === undefined) return resumedRetry(webhooks, hook, eventId, schedule)
+  if (last === undefined) return resumedRetry(webhooks, hook, eventId, schedule, nowMs)
   return { eventId, attempts: last.eventId === eventId ? last.attempt : 0, failed: 0, dueAt: 0 }
 }
 
@@ -52,12 +54,15 @@ export function freshRetry(
  * the next attempt is due the schedule's delay after the last failed one (without its jitter, not
  * kept). The store keeps no time of the last enabling, so failures count from the endpoint's last
  * change of any kind: a schedule read back this way is never further on than the one it resumes.
+ * The wait left is measured on the wall clock (`nowMs`, ms since the epoch) and is never longer
+ * than the delay itself, whatever the clock did since the attempt.
  */
 export async function resumedRetry(
   webhooks: WebhookStore,
   hook: StoredWebhook,
   eventId: string,
   schedule: readonly number[],
+  nowMs: number,
 ): Promise<RetryState> {
   const entries = await webhooks.attempts(hook.endpoint.id, schedule.length + 1)
   const newest = entries[0]
@@ -73,8 +78,14 @@ export async function resumedRetry(
     failed += 1
   }
   const delay = failed === 0 ? 0 : (schedule[failed - 1] ?? 0)
-  const dueAt = Date.parse(newest.time) + newest.durationMs + delay
-  return { eventId, attempts: newest.attempt, failed, dueAt: failed === 0 ? 0 : dueAt }
+  const wallDueAt = Date.parse(newest.time) + newest.durationMs + delay
+  const left = Math.min(Math.max(wallDueAt - nowMs, 0), delay)
+  return {
+    eventId,
+    attempts: newest.attempt,
+    failed,
+    dueAt: failed === 0 ? 0 : performance.now() + left,
+  }
 }
 
 /**
