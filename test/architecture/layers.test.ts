@@ -92,6 +92,7 @@ const FOLDER_LAYERS: Readonly<Record<string, readonly (readonly string[])[]>> = 
       'store/byte-lru.ts',
       'store/name-filter.ts',
       'store/memory-webhooks.ts',
+      'store/upkeep-clock.ts',
     ],
     // The contract: what every store is, takes and throws (a failed durable write, the observer
     // of their timings included).

@@ -9,6 +9,7 @@ import { type Logger, silentLogger } from '../../log/logger.js'
 import { SETTINGS } from '../../settings.js'
 import type { Durability, IndexedState, LogEvent } from '../durability.js'
 import type { StoreCapabilities } from '../store.js'
+import { upkeepClock } from '../upkeep-clock.js'
 import type { WebhookStore } from '../webhook-store.js'
 import { type DurableWriteObserver, UNOBSERVED } from '../write-timing.js'
 import { makeDurableDirectory } from './atomic-write.js'
@@ -55,6 +56,7 @@ export class FileDurability implements Durability {
   readonly #eventLog: EventLog
   readonly #retentionMs: number
   readonly #clock: () => number
+  readonly #upkeepClock: () => number
   #pruning: Promise<void> | undefined
   readonly #lock: DataDirLock
   readonly #logger: Logger
@@ -84,6 +86,7 @@ export class FileDurability implements Durability {
       turnsReadOnly: true,
     })
     this.#clock = options.now ?? Date.now
+    this.#upkeepClock = upkeepClock(options.now)
     this.#logger = options.logger ?? silentLogger
     this.#timings = options.timings ?? UNOBSERVED
     const turnReadOnly = (why: string): void => this.#held().turnReadOnly(why)
@@ -98,7 +101,8 @@ export class FileDurability implements Durability {
       (options.eventsRetentionDays ?? SETTINGS.eventsRetentionDays.default) * 86_400_000
     this.#lock = new DataDirLock(this.dataDir)
     this.keys = new KeyFiles({
-      now: this.#clock,
+      // Expiry is judged by the upkeep clock: a step forward a moment forgets no key.
+      now: this.#upkeepClock,
       logger: this.#logger,
       sweepMs: options.keySweepMs,
       cacheBytes: options.keyCacheBytes,
@@ -254,7 +258,7 @@ export class FileDurability implements Durability {
   /** Drops whole segments older than the retention and behind the checkpoint. */
   async #prune(): Promise<void> {
     await this.#eventLog.prune(
-      new Date(this.#clock() - this.#retentionMs).toISOString(),
+      new Date(this.#upkeepClock() - this.#retentionMs).toISOString(),
       this.#checkpoint?.through ?? 0,
       (through) => this.#state?.events.dropThrough(through),
     )

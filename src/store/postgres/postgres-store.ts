@@ -18,6 +18,7 @@ import type {
 } from '../store.js'
 import { duplicateId, notCanonical, userNotFound } from '../store-errors.js'
 import { checkStorableContext, checkStorableQuery, checkStorableUser } from '../store-input.js'
+import { upkeepClock } from '../upkeep-clock.js'
 import { raiseIdFloor } from './append-events.js'
 import { PgConnection } from './connection.js'
 import { CreateBatcher } from './create-batch.js'
@@ -56,6 +57,8 @@ export class PostgresStore implements Store {
   readonly #options: PostgresStoreOptions
   readonly #logger: Logger
   readonly #now: () => number
+  /** What pruning deletes by: a wall clock stepped forward a moment prunes nothing (upkeepClock). */
+  readonly #upkeepNow: () => number
   readonly #queues = new PerKeyQueue()
   readonly #db: PgConnection
   readonly #creates: CreateBatcher
@@ -71,6 +74,7 @@ export class PostgresStore implements Store {
     this.#options = options
     this.#logger = options.logger ?? silentLogger
     this.#now = options.now ?? Date.now
+    this.#upkeepNow = upkeepClock(options.now)
     this.#db = new PgConnection({
       url: options.url,
       logger: this.#logger,
@@ -99,7 +103,7 @@ export class PostgresStore implements Store {
   async pruneEvents(): Promise<void> {
     const retentionMs =
       (this.#options.eventsRetentionDays ?? SETTINGS.eventsRetentionDays.default) * 86_400_000
-    await this.events.prune(new Date(this.#now() - retentionMs).toISOString())
+    await this.events.prune(new Date(this.#upkeepNow() - retentionMs).toISOString())
   }
 
   /** Nothing to claim: the database is shared, and the data directory is the process's. */
