@@ -34,6 +34,8 @@ import { saveSnapshot } from './snapshot-save.js'
 import { closeStoreDirs, openStoreDirs, type StoreDirs } from './store-dirs.js'
 import { WebhookFiles } from './webhook-files.js'
 
+const CAPABILITIES = { durable: true, shared: false, turnsReadOnly: true } as const
+
 /**
  * The file store's durability: one JSON file per user in `DATA_DIR/users/`, loaded into the index
  * at open. A delete writes the user's tombstone (id and time) to `DATA_DIR/tombstones/`, then
@@ -79,12 +81,7 @@ export class FileDurability implements Durability {
     this.quarantineDir = path.join(this.dataDir, 'quarantine')
     this.tombstonesDir = path.join(this.dataDir, 'tombstones')
     this.eventsDir = path.join(this.dataDir, 'events')
-    this.capabilities = Object.freeze({
-      dataDir: this.dataDir,
-      durable: true,
-      shared: false,
-      turnsReadOnly: true,
-    })
+    this.capabilities = Object.freeze({ dataDir: this.dataDir, ...CAPABILITIES })
     this.#clock = options.now ?? Date.now
     this.#upkeepClock = upkeepClock(options.now)
     this.#logger = options.logger ?? silentLogger
@@ -101,7 +98,6 @@ export class FileDurability implements Durability {
       (options.eventsRetentionDays ?? SETTINGS.eventsRetentionDays.default) * 86_400_000
     this.#lock = new DataDirLock(this.dataDir)
     this.keys = new KeyFiles({
-      // Expiry is judged by the upkeep clock: a step forward a moment forgets no key.
       now: this.#upkeepClock,
       logger: this.#logger,
       sweepMs: options.keySweepMs,
