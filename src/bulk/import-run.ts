@@ -37,7 +37,8 @@ interface Slot {
  * longer read), and is dropped after `stallMs`; one that leaves stops it at once: nothing more is
  * read or started, and the run resolves once the creates already started have ended (their users
  * are stored; their results reach nobody). The run yields to the event loop every `batch` lines,
- * so that a body of lines refused at once never keeps other requests waiting.
+ * so that a body of lines refused at once, or of blank lines, never keeps other requests
+ * waiting.
  */
 export class ImportRun {
   readonly #options: ImportRunOptions
@@ -119,7 +120,6 @@ export class ImportRun {
   /** Starts each line as room allows, until the body is used up or the client is gone. */
   async #startLines(): Promise<void> {
     const { concurrency, batch } = this.#options
-    let started = 0
     while (!this.#left) {
       if (this.#outputFull()) {
         this.#armStall()
@@ -139,10 +139,9 @@ export class ImportRun {
       }
       this.#lineNumber += 1
       // White-space lines (a trailing blank line) carry no user and get no result.
-      if (typeof text === 'string' && text.trim() === '') continue
-      this.#start(this.#lineNumber, text)
-      started += 1
-      if (started % batch === 0) await yieldToLoop()
+      if (typeof text !== 'string' || text.trim() !== '') this.#start(this.#lineNumber, text)
+      // Blank lines count too: 16 MiB of them read ahead would hold the loop for seconds.
+      if (this.#lineNumber % batch === 0) await yieldToLoop()
     }
   }
 
