@@ -1,4 +1,5 @@
 import type { UserRecord, UserStatus } from '../domain/user.js'
+import { type IdCursor, SortedIds } from './sorted-ids.js'
 import type { ListPage, ListQuery } from './store.js'
 
 /** What one `list` call looked at: tests pass it to bound the work of a page. */
@@ -9,7 +10,7 @@ export interface ListWork {
 
 type Order = ListQuery['order']
 
-const NO_IDS: readonly string[] = []
+const NO_IDS = new SortedIds()
 
 /**
  * Users in memory: by id, by email key (uniqueness) and as ids in ascending order, all of them and
@@ -18,8 +19,8 @@ const NO_IDS: readonly string[] = []
 export class UserIndex {
   readonly #byId = new Map<string, UserRecord>()
   readonly #byEmail = new Map<string, string>()
-  readonly #sortedIds: string[] = []
-  readonly #idsByStatus = new Map<UserStatus, string[]>()
+  readonly #sortedIds = new SortedIds()
+  readonly #idsByStatus = new Map<UserStatus, SortedIds>()
 
   get size(): number {
     return this.#byId.size
@@ -36,7 +37,7 @@ export class UserIndex {
 
   /** Every record, in ascending id order. */
   *records(): Generator<UserRecord> {
-    for (const id of this.#sortedIds) {
+    for (const id of this.#sortedIds.ids()) {
       const record = this.#byId.get(id)
       if (record !== undefined) yield record
     }
@@ -53,13 +54,13 @@ export class UserIndex {
     const status = record.user.status
     const previous = this.#byId.get(id)
     if (previous === undefined) {
-      insertId(this.#sortedIds, id)
-      insertId(this.#statusIds(status), id)
+      this.#sortedIds.insert(id)
+      this.#statusIds(status).insert(id)
     } else {
       if (previous.emailKey !== record.emailKey) this.#byEmail.delete(previous.emailKey)
       if (previous.user.status !== status) {
-        removeId(this.#statusIds(previous.user.status), id)
-        insertId(this.#statusIds(status), id)
+        this.#statusIds(previous.user.status).remove(id)
+        this.#statusIds(status).insert(id)
       }
     }
     this.#byId.set(id, record)
@@ -71,8 +72,8 @@ export class UserIndex {
     if (record === undefined) return
     this.#byId.delete(id)
     if (this.#byEmail.get(record.emailKey) === id) this.#byEmail.delete(record.emailKey)
-    removeId(this.#sortedIds, id)
-    removeId(this.#statusIds(record.user.status), id)
+    this.#sortedIds.remove(id)
+    this.#statusIds(record.user.status).remove(id)
   }
 
   /**
@@ -134,10 +135,10 @@ export class UserIndex {
     return { items: found ? [record] : [], hasMore: false }
   }
 
-  #statusIds(status: UserStatus): string[] {
+  #statusIds(status: UserStatus): SortedIds {
     let ids = this.#idsByStatus.get(status)
     if (ids === undefined) {
-      ids = []
+      ids = new SortedIds()
       this.#idsByStatus.set(status, ids)
     }
     return ids
@@ -159,66 +160,25 @@ function isAfter(id: string, order: Order, after: string | undefined): boolean {
 }
 
 /**
- * The ids of several sorted, disjoint arrays as one walk in `order`, starting after `after`: each
- * step takes the best of the heads (k ≤ 3), so ids of other arrays are never looked at.
+ * The ids of several sorted, disjoint sets as one walk in `order`, starting after `after`: each
+ * step takes the best of the heads (k ≤ 3), so ids of other sets are never looked at.
  */
 function walkIds(
-  sources: readonly (readonly string[])[],
+  sources: readonly SortedIds[],
   order: Order,
   after: string | undefined,
 ): () => string | undefined {
-  const step = order === 'asc' ? 1 : -1
-  const heads = sources.map((ids) => {
-    if (after === undefined) return step === 1 ? 0 : ids.length - 1
-    return step === 1 ? upperBound(ids, after) : lowerBound(ids, after) - 1
-  })
+  const cursors = sources.map((ids) => ids.cursor(order, after))
   return () => {
-    let best: string | undefined
-    let from = -1
-    for (let i = 0; i < sources.length; i += 1) {
-      const id = sources[i]?.[heads[i] ?? -1]
-      if (id !== undefined && (best === undefined || (step === 1 ? id < best : id > best))) {
-        best = id
-        from = i
-      }
+    let best: IdCursor | undefined
+    for (const cursor of cursors) {
+      const id = cursor.peek()
+      const lead = best?.peek()
+      if (id !== undefined && (lead === undefined || (order === 'asc' ? id < lead : id > lead)))
+        best = cursor
     }
-    if (from !== -1) heads[from] = (heads[from] ?? 0) + step
-    return best
+    const id = best?.peek()
+    best?.advance()
+    return id
   }
-}
-
-function insertId(ids: string[], id: string): void {
-  const last = ids[ids.length - 1]
-  // New ids are time ordered, so they nearly always belong at the end.
-  if (last === undefined || id > last) ids.push(id)
-  else ids.splice(lowerBound(ids, id), 0, id)
-}
-
-function removeId(ids: string[], id: string): void {
-  const at = lowerBound(ids, id)
-  if (ids[at] === id) ids.splice(at, 1)
-}
-
-/** The first index whose id is not less than `id`. */
-function lowerBound(ids: readonly string[], id: string): number {
-  let low = 0
-  let high = ids.length
-  while (low < high) {
-    const mid = (low + high) >>> 1
-    if ((ids[mid] ?? '') < id) low = mid + 1
-    else high = mid
-  }
-  return low
-}
-
-/** The first index whose id is greater than `id`. */
-function upperBound(ids: readonly string[], id: string): number {
-  let low = 0
-  let high = ids.length
-  while (low < high) {
-    const mid = (low + high) >>> 1
-    if ((ids[mid] ?? '') <= id) low = mid + 1
-    else high = mid
-  }
-  return low
 }

@@ -94,6 +94,8 @@ const FOLDER_LAYERS: Readonly<Record<string, readonly (readonly string[])[]>> = 
       'store/memory-webhooks.ts',
       'store/upkeep-clock.ts',
     ],
+    // The sorted id sets the index walks.
+    ['store/sorted-ids.ts'],
     // The contract: what every store is, takes and throws (a failed durable write, the observer
     // of their timings included).
     [
