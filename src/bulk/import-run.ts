@@ -175,7 +175,7 @@ export class ImportRun {
       req.pause()
     } else {
       this.#reader.push(chunk)
-      if (this.#reader.buffered > readAheadBytes) req.pause()
+      if (this.#reader.held > readAheadBytes) req.pause()
     }
     this.#wake()
   }
@@ -183,12 +183,7 @@ export class ImportRun {
   /** Reads the body on once the lines read ahead have shrunk below the bound. */
   #readOnIfRoom(): void {
     const { req, readAheadBytes } = this.#options
-    if (
-      req.isPaused() &&
-      !this.#inputEnded &&
-      !this.#left &&
-      this.#reader.buffered <= readAheadBytes
-    )
+    if (req.isPaused() && !this.#inputEnded && !this.#left && this.#reader.held <= readAheadBytes)
       req.resume()
   }
 

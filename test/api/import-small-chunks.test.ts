@@ -1,0 +1,62 @@
+/** An import's read-ahead is bounded by what it holds, however small the pieces its body came in. */
+import assert from 'node:assert/strict'
+import { connect } from 'node:net'
+import path from 'node:path'
+import { describe, it } from 'node:test'
+
+import { sleep, startChild } from '../helpers/child.js'
+import { readRssMb, sampleRss } from '../helpers/proc-stats.js'
+import { makeTempDir } from '../helpers/service.js'
+import { makeToken } from '../helpers/tokens.js'
+
+const token = makeToken()
+const MiB = 1024 * 1024
+
+describe('an import whose body arrives a byte at a time while its results are not read', () => {
+  it('stops reading it long before its memory passes the read-ahead many times over', {
+    timeout: 120_000,
+  }, async (t) => {
+    const child = await startChild({ dataDir: path.join(await makeTempDir(t), 'data') })
+    t.after(() => child.stop('SIGKILL'))
+    const pid = child.proc.pid
+    if (pid === undefined) throw new Error('the child has no pid')
+    const bytes = 8 * MiB
+    // Lines refused at once fill the results held for a client that does not read them: the
+    // run waits, and what arrives meanwhile is only read ahead.
+    const filler = Buffer.alloc(800_000, 'x\n')
+    const { hostname, port } = new URL(child.url)
+    const socket = connect(Number(port), hostname)
+    t.after(() => {
+      socket.destroy()
+    })
+    socket.on('error', () => undefined)
+    socket.setNoDelay(true)
+    socket.pause()
+    socket.write(
+      `POST /users:import HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${token}\r\ncontent-type: application/x-ndjson\r\ncontent-length: ${filler.length + bytes}\r\n\r\n`,
+    )
+    socket.write(filler)
+    await sleep(1500)
+    const before = readRssMb(pid)
+    const rss = sampleRss(pid)
+    const one = Buffer.from('a')
+    let sent = 0
+    for (const until = Date.now() + 20_000; sent < bytes && Date.now() < until; ) {
+      sent += 1
+      if (!socket.write(one)) {
+        // The service stopped reading: the kernel's buffers are full.
+        const drained = await Promise.race([
+          new Promise<boolean>((resolve) => socket.once('drain', () => resolve(true))),
+          sleep(1000).then(() => false),
+        ])
+        if (!drained) break
+      }
+      if (sent % 1000 === 0) await new Promise((resolve) => setImmediate(resolve))
+    }
+    await sleep(500)
+    const growth = rss.stop() - before
+    t.diagnostic(`${sent} bytes sent one at a time; RSS grew ${Math.round(growth)} MB`)
+    // 8 MiB held as one Buffer per byte is some 220 MB.
+    assert.ok(growth < 80, `RSS grew ${Math.round(growth)} MB for ${sent} bytes read ahead`)
+  })
+})
