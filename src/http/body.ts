@@ -116,8 +116,9 @@ export function readBody(req: IncomingMessage, limit = MAX_BODY_BYTES): Promise<
   return new Promise((resolve, reject) => {
     // Chunks are copied into one buffer as they come: a body sent a byte at a time would
     // otherwise be held as one Buffer per byte, some 270 bytes each (17 MB for 64 KiB).
-    const announced = Number(req.headers['content-length'] ?? 0)
-    let body = Buffer.allocUnsafe(Math.min(limit, announced > 0 ? announced : INITIAL_BODY_BYTES))
+    const length = req.headers['content-length']
+    const announced = length === undefined ? INITIAL_BODY_BYTES : Number(length)
+    let body = Buffer.allocUnsafe(Math.min(limit, announced))
     let size = 0
     const onData = (chunk: Buffer): void => {
       // A body without a Content-Type: refused at its first byte, the rest read and discarded.
