@@ -26,7 +26,7 @@ export class SortedIds {
     }
     // New ids are time ordered, so they nearly always belong at the end.
     if (id > (chunk.at(-1) ?? '')) chunk.push(id)
-    else chunk.splice(lowerBound(chunk, id), 0, id)
+    else chunk.splice(bound(chunk, id, false), 0, id)
     if (chunk.length > CHUNK_MAX) chunks.splice(at + 1, 0, chunk.splice(CHUNK_MAX / 2))
   }
 
@@ -34,7 +34,7 @@ export class SortedIds {
     const at = this.#firstChunkReaching(id, false)
     const chunk = this.#chunks[at]
     if (chunk === undefined) return
-    const i = lowerBound(chunk, id)
+    const i = bound(chunk, id, false)
     if (chunk[i] !== id) return
     chunk.splice(i, 1)
     if (chunk.length === 0) this.#chunks.splice(at, 1)
@@ -52,10 +52,10 @@ export class SortedIds {
     let i: number
     if (order === 'asc') {
       at = after === undefined ? 0 : this.#firstChunkReaching(after, true)
-      i = after === undefined ? 0 : upperBound(chunks[at] ?? [], after)
+      i = after === undefined ? 0 : bound(chunks[at] ?? [], after, true)
     } else {
       at = after === undefined ? chunks.length : this.#firstChunkReaching(after, false)
-      i = at === chunks.length ? -1 : lowerBound(chunks[at] ?? [], after ?? '') - 1
+      i = at === chunks.length ? -1 : bound(chunks[at] ?? [], after ?? '', false) - 1
       if (i < 0) {
         at -= 1
         i = (chunks[at]?.length ?? 0) - 1
@@ -93,25 +93,14 @@ export class SortedIds {
   }
 }
 
-/** The first index whose id is not less than `id`. */
-function lowerBound(ids: readonly string[], id: string): number {
+/** The first index whose id is not less than `id` (greater than it, when `strict`). */
+function bound(ids: readonly string[], id: string, strict: boolean): number {
   let low = 0
   let high = ids.length
   while (low < high) {
     const mid = (low + high) >>> 1
-    if ((ids[mid] ?? '') < id) low = mid + 1
-    else high = mid
-  }
-  return low
-}
-
-/** The first index whose id is greater than `id`. */
-function upperBound(ids: readonly string[], id: string): number {
-  let low = 0
-  let high = ids.length
-  while (low < high) {
-    const mid = (low + high) >>> 1
-    if ((ids[mid] ?? '') <= id) low = mid + 1
+    const at = ids[mid] ?? ''
+    if (strict ? at <= id : at < id) low = mid + 1
     else high = mid
   }
   return low

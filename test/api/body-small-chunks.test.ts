@@ -1,12 +1,11 @@
 /** A request body holds about its own bytes, however small the pieces it came in. */
 import assert from 'node:assert/strict'
 import { connect, type Socket } from 'node:net'
-import path from 'node:path'
 import { describe, it } from 'node:test'
 
-import { sleep, startChild } from '../helpers/child.js'
+import { sleep } from '../helpers/child.js'
+import { startMeasuredChild } from '../helpers/measured-child.js'
 import { readRssMb, sampleRss } from '../helpers/proc-stats.js'
-import { makeTempDir } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'
 
 const token = makeToken()
@@ -15,10 +14,7 @@ describe('bodies of 64,000 bytes sent a byte at a time on 20 connections', () =>
   it('hold about their bytes while they arrive, not a Buffer per byte', {
     timeout: 120_000,
   }, async (t) => {
-    const child = await startChild({ dataDir: path.join(await makeTempDir(t), 'data') })
-    t.after(() => child.stop('SIGKILL'))
-    const pid = child.proc.pid
-    if (pid === undefined) throw new Error('the child has no pid')
+    const { child, pid } = await startMeasuredChild(t)
     const { hostname, port } = new URL(child.url)
     const length = 64_000
     const sockets: Socket[] = []

@@ -1,12 +1,11 @@
 /** An import's read-ahead is bounded by what it holds, however small the pieces its body came in. */
 import assert from 'node:assert/strict'
 import { connect } from 'node:net'
-import path from 'node:path'
 import { describe, it } from 'node:test'
 
-import { sleep, startChild } from '../helpers/child.js'
+import { sleep } from '../helpers/child.js'
+import { startMeasuredChild } from '../helpers/measured-child.js'
 import { readRssMb, sampleRss } from '../helpers/proc-stats.js'
-import { makeTempDir } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'
 
 const token = makeToken()
@@ -16,10 +15,7 @@ describe('an import whose body arrives a byte at a time while its results are no
   it('stops reading it long before its memory passes the read-ahead many times over', {
     timeout: 120_000,
   }, async (t) => {
-    const child = await startChild({ dataDir: path.join(await makeTempDir(t), 'data') })
-    t.after(() => child.stop('SIGKILL'))
-    const pid = child.proc.pid
-    if (pid === undefined) throw new Error('the child has no pid')
+    const { child, pid } = await startMeasuredChild(t)
     const bytes = 8 * MiB
     // Lines refused at once fill the results held for a client that does not read them: the
     // run waits, and what arrives meanwhile is only read ahead.

@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict'
-import { Agent, request as httpRequest } from 'node:http'
+import { type Agent, request as httpRequest } from 'node:http'
 import { describe, it } from 'node:test'
 
-import { startChild } from '../helpers/child.js'
+import { keepAliveAgent, startMeasuredChild } from '../helpers/measured-child.js'
 import { readRssMb } from '../helpers/proc-stats.js'
-import { makeTempDir } from '../helpers/service.js'
 
 const CLIENTS = 100_000
 const MAX_CLIENTS = 10_000
@@ -45,27 +44,17 @@ async function sendRange(url: string, agent: Agent, from: number, to: number): P
 
 describe('rate limits: bounded memory', () => {
   it('keeps RSS flat under 100,000 distinct clients, the table bounded by RATE_LIMIT_MAX_CLIENTS', async (t) => {
-    const dataDir = await makeTempDir(t)
-    const child = await startChild({
-      dataDir,
+    // A capped heap: without it, a full run of the suite had +15 MB of garbage V8 let pile up.
+    const { child, pid } = await startMeasuredChild(t, {
       env: {
         LOG_LEVEL: 'silent',
         RATE_LIMIT_ADDRESS: '5/3600',
         RATE_LIMIT_MAX_CLIENTS: String(MAX_CLIENTS),
         TRUSTED_PROXIES: '127.0.0.1',
-        // A small young generation and a capped heap: V8 collects as it goes, so RSS measures what
-        // is kept, not how much garbage V8 let pile up (a full run of the suite had +15 MB so).
-        NODE_OPTIONS:
-          `${process.env['NODE_OPTIONS'] ?? ''} --max-semi-space-size=1 --max-old-space-size=48`.trim(),
       },
+      heapMb: 48,
     })
-    t.after(() => child.stop('SIGKILL'))
-    const pid = child.proc.pid
-    assert.ok(pid !== undefined)
-    const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY })
-    t.after(() => {
-      agent.destroy()
-    })
+    const agent = keepAliveAgent(t, CONCURRENCY)
     // Twice the table's size: full, and evicting, before the first sample.
     await sendRange(child.url, agent, 0, 2 * MAX_CLIENTS)
     const before = readRssMb(pid)

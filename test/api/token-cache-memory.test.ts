@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict'
-import { Agent, request as httpRequest } from 'node:http'
+import { type Agent, request as httpRequest } from 'node:http'
 import { describe, it } from 'node:test'
 
-import { startChild } from '../helpers/child.js'
+import { keepAliveAgent, startMeasuredChild } from '../helpers/measured-child.js'
 import { readRssMb } from '../helpers/proc-stats.js'
-import { makeTempDir } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'
 
 const CONCURRENCY = 8
@@ -58,23 +57,11 @@ async function send(url: string, agent: Agent, from: number, to: number): Promis
 
 describe('the verified-token cache: bounded memory', () => {
   it('keeps RSS within its 8 MiB under distinct valid tokens that name thousands of scopes', async (t) => {
-    const dataDir = await makeTempDir(t)
-    const child = await startChild({
-      dataDir,
-      env: {
-        LOG_LEVEL: 'silent',
-        // As in the rate limiter's test: V8 collects as it goes, so RSS measures what is kept.
-        NODE_OPTIONS:
-          `${process.env['NODE_OPTIONS'] ?? ''} --max-semi-space-size=1 --max-old-space-size=128`.trim(),
-      },
+    const { child, pid } = await startMeasuredChild(t, {
+      env: { LOG_LEVEL: 'silent' },
+      heapMb: 128,
     })
-    t.after(() => child.stop('SIGKILL'))
-    const pid = child.proc.pid
-    assert.ok(pid !== undefined)
-    const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY })
-    t.after(() => {
-      agent.destroy()
-    })
+    const agent = keepAliveAgent(t, CONCURRENCY)
     // Warm up the code paths with a few such tokens before the first sample.
     await send(child.url, agent, 0, 50)
     const before = readRssMb(pid)
