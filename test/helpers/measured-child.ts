@@ -14,7 +14,8 @@ export interface MeasuredChild {
 /**
  * A service child whose memory a test samples, on a data directory of its own, killed when the
  * test ends. With `heapMb`, its young generation is small and its heap capped: V8 then collects as
- * it goes, so RSS measures what the service keeps, not the garbage V8 let pile up.
+ * it goes (on Node 20; Node 26 grows its committed heap to the cap first), and a service that keeps
+ * more than the cap runs out of heap.
  */
 export async function startMeasuredChild(
   t: TestContext,
