@@ -17,9 +17,14 @@ export interface ResolvedKeys {
 
 /**
  * The keys to use: the configured ones; in production, nothing else (a refusal to start); else the
- * secret kept in DATA_DIR/.jwt-secret; else a new random secret written there (0600).
+ * secret kept in DATA_DIR/.jwt-secret; else a new random secret written there (0600). `writing` is
+ * told the file before it is written: a stop signal may come while the write is under way, and
+ * the start must then remove what it wrote.
  */
-export async function resolveKeys(config: Config): Promise<ResolvedKeys> {
+export async function resolveKeys(
+  config: Config,
+  writing: (file: string) => void = () => undefined,
+): Promise<ResolvedKeys> {
   if (config.keys !== undefined) return { keys: config.keys, generatedFile: undefined }
   const file = path.join(config.dataDir, SECRET_FILE)
   // A kept secret was made by a development start, which printed a day-long admin token signed
@@ -29,6 +34,7 @@ export async function resolveKeys(config: Config): Promise<ResolvedKeys> {
   if (kept !== undefined) return { keys: kept, generatedFile: undefined }
   makeDurableDirectory(config.dataDir)
   const text = `base64url:${randomBytes(32).toString('base64url')}`
+  writing(file)
   await writeFileAtomic(file, `${text}\n`)
   return { keys: createSingleKeySet(text, file), generatedFile: file }
 }

@@ -67,11 +67,13 @@ async function main(): Promise<void> {
     await opened.close().catch(() => undefined)
     throw unusableDataDir(config.dataDir, error)
   })
-  const { keys, generatedFile } = await resolveKeys(config).catch(async (error: unknown) => {
+  const resolving = resolveKeys(config, (file) => {
+    generated = file
+  })
+  const { keys, generatedFile } = await resolving.catch(async (error: unknown) => {
     await opened.close()
     throw error
   })
-  generated = generatedFile
   const service = createService({
     ...config,
     store: opened,
