@@ -1,13 +1,13 @@
 import { eventIdNumber } from '../domain/event.js'
 import type { KeptKey } from '../domain/kept-key.js'
 import { toRecord, type User } from '../domain/user.js'
-import { SETTINGS } from '../settings.js'
 import type { Durability, IndexedState } from './durability.js'
 import { IndexedStore, type IndexedStoreOptions } from './indexed-store.js'
 import { MemoryKeys } from './memory-keys.js'
 import { MemoryWebhooks } from './memory-webhooks.js'
 import type { StoreCapabilities } from './store.js'
 import { checkStorableUser } from './store-input.js'
+import { retentionCutoff } from './upkeep-clock.js'
 
 const CAPABILITIES: StoreCapabilities = Object.freeze({
   dataDir: undefined,
@@ -21,8 +21,6 @@ export interface MemoryStoreOptions extends IndexedStoreOptions {
   eventsRetentionDays?: number | undefined
 }
 
-const DAY_MS = 86_400_000
-
 /**
  * No durability at all: every change is committed as soon as it is asked for, and the events
  * stay in the journal in memory, and so do the kept keys and the webhooks. It only puts the starting users in the
@@ -31,7 +29,7 @@ const DAY_MS = 86_400_000
 function memoryOnly(
   users: readonly User[],
   now: () => number,
-  retentionMs: number,
+  retentionDays: number | undefined,
 ): Durability & { pruneEvents(): void } {
   const done = (): Promise<void> => Promise.resolve()
   const keys = new MemoryKeys(now)
@@ -40,7 +38,7 @@ function memoryOnly(
   /** Each logged event's id and time, oldest first: what a prune needs of the journal. */
   const logged: { id: number; time: string }[] = []
   const pruneEvents = (): void => {
-    const cutoff = new Date(now() - retentionMs).toISOString()
+    const cutoff = retentionCutoff(now(), retentionDays)
     let count = 0
     while (count < logged.length && (logged[count]?.time ?? cutoff) < cutoff) count += 1
     const last = logged[count - 1]
@@ -103,8 +101,7 @@ export class MemoryStore extends IndexedStore {
 
   /** Optionally starts with some users; ids and emails (case-insensitive) must be unique. */
   constructor(users: readonly User[] = [], options: MemoryStoreOptions = {}) {
-    const days = options.eventsRetentionDays ?? SETTINGS.eventsRetentionDays.default
-    const durability = memoryOnly(users, options.now ?? Date.now, days * DAY_MS)
+    const durability = memoryOnly(users, options.now ?? Date.now, options.eventsRetentionDays)
     super(durability, options)
     this.#prune = durability.pruneEvents
   }

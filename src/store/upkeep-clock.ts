@@ -8,6 +8,8 @@
  * believed then (a clock that was behind and got corrected), one that is undone costs nothing.
  */
 
+import { SETTINGS } from '../settings.js'
+
 /** How long a wall clock must stay ahead of the monotonic reckoning before upkeep believes it. */
 export const FORWARD_GRACE_MS = 10 * 60 * 1000
 /** Less than this ahead is drift, not a step. */
@@ -43,4 +45,12 @@ export function steadyClock(
     }
     return at
   }
+}
+
+/**
+ * The time events before which are pruned, as an event's `time`: `days` of retention (the
+ * setting's default when undefined) behind `nowMs`. Every store prunes by it.
+ */
+export function retentionCutoff(nowMs: number, days: number | undefined): string {
+  return new Date(nowMs - (days ?? SETTINGS.eventsRetentionDays.default) * 86_400_000).toISOString()
 }

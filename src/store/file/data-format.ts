@@ -6,7 +6,7 @@ import type { DurableDirectory } from './atomic-write.js'
 import { hasCode } from './errno.js'
 
 /** In DATA_DIR: the number of the layout its files are written in. */
-export const FORMAT_FILE = 'format'
+const FORMAT_FILE = 'format'
 
 /**
  * The layout this release reads and writes. A release whose files an earlier one would misread
@@ -14,7 +14,7 @@ export const FORMAT_FILE = 'format'
  * directory instead of serving it without what it does not know (docs/operations.md, upgrades).
  * Releases from before this file ignore it.
  */
-export const DATA_FORMAT = 1
+const DATA_FORMAT = 1
 
 /** The temp file of a cut write of FORMAT_FILE (DurableDirectory.writeFile's naming). */
 const FORMAT_TEMP = /^\.format\.[0-9a-z]+\.tmp$/

@@ -9,7 +9,7 @@ import { type Logger, silentLogger } from '../../log/logger.js'
 import { SETTINGS } from '../../settings.js'
 import type { Durability, IndexedState, LogEvent } from '../durability.js'
 import type { StoreCapabilities } from '../store.js'
-import { upkeepClock } from '../upkeep-clock.js'
+import { retentionCutoff, upkeepClock } from '../upkeep-clock.js'
 import type { WebhookStore } from '../webhook-store.js'
 import { type DurableWriteObserver, UNOBSERVED } from '../write-timing.js'
 import { makeDurableDirectory } from './atomic-write.js'
@@ -56,7 +56,6 @@ export class FileDurability implements Durability {
   readonly webhooks: WebhookStore
   readonly #webhookFiles: WebhookFiles
   readonly #eventLog: EventLog
-  readonly #retentionMs: number
   readonly #clock: () => number
   readonly #upkeepClock: () => number
   #pruning: Promise<void> | undefined
@@ -94,8 +93,6 @@ export class FileDurability implements Durability {
       quarantineDir: this.quarantineDir,
       timings: this.#timings,
     })
-    this.#retentionMs =
-      (options.eventsRetentionDays ?? SETTINGS.eventsRetentionDays.default) * 86_400_000
     this.#lock = new DataDirLock(this.dataDir)
     this.keys = new KeyFiles({
       now: this.#upkeepClock,
@@ -254,7 +251,7 @@ export class FileDurability implements Durability {
   /** Drops whole segments older than the retention and behind the checkpoint. */
   async #prune(): Promise<void> {
     await this.#eventLog.prune(
-      new Date(this.#upkeepClock() - this.#retentionMs).toISOString(),
+      retentionCutoff(this.#upkeepClock(), this.#options.eventsRetentionDays),
       this.#checkpoint?.through ?? 0,
       (through) => this.#state?.events.dropThrough(through),
     )

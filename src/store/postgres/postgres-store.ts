@@ -4,7 +4,6 @@ import { draftEvent, idFloor } from '../../domain/event.js'
 import { toRecord, type User, type UserRecord } from '../../domain/user.js'
 import { isCanonicalUuid } from '../../domain/uuid7.js'
 import { type Logger, silentLogger } from '../../log/logger.js'
-import { SETTINGS } from '../../settings.js'
 import { PerKeyQueue } from '../per-key-queue.js'
 import type {
   ChangeUser,
@@ -18,7 +17,7 @@ import type {
 } from '../store.js'
 import { duplicateId, notCanonical, userNotFound } from '../store-errors.js'
 import { checkStorableContext, checkStorableQuery, checkStorableUser } from '../store-input.js'
-import { upkeepClock } from '../upkeep-clock.js'
+import { retentionCutoff, upkeepClock } from '../upkeep-clock.js'
 import { raiseIdFloor } from './append-events.js'
 import { PgConnection } from './connection.js'
 import { CreateBatcher } from './create-batch.js'
@@ -101,9 +100,7 @@ export class PostgresStore implements Store {
 
   /** Deletes the events past the retention; every replica may do it, the result is the same. */
   async pruneEvents(): Promise<void> {
-    const retentionMs =
-      (this.#options.eventsRetentionDays ?? SETTINGS.eventsRetentionDays.default) * 86_400_000
-    await this.events.prune(new Date(this.#upkeepNow() - retentionMs).toISOString())
+    await this.events.prune(retentionCutoff(this.#upkeepNow(), this.#options.eventsRetentionDays))
   }
 
   /** Nothing to claim: the database is shared, and the data directory is the process's. */
