@@ -14,6 +14,8 @@ const RECORD = path.join(ROOT, 'dist', '.tsbuildinfo')
 const INPUTS = ['src', 'admin', 'tsconfig.json', 'tsconfig.build.json', 'package.json']
 // The admin page (docs/admin-page.md), built into dist/admin/ after the service.
 const ADMIN_BUILD = path.join(ROOT, 'scripts', 'build-admin-page.mjs')
+// The command as one file, over tsc's dist/bin.js, as `npm run build` does.
+const BUNDLE_BUILD = path.join(ROOT, 'scripts', 'build-bundle.mjs')
 
 /** The latest change under `file`: directories count too, as a deleted source changes its folder. */
 function newest(file) {
@@ -42,6 +44,13 @@ if (built === 0 || changed >= built) {
     )
     if (existsSync(ADMIN_BUILD)) {
       execFileSync(process.execPath, [ADMIN_BUILD], { cwd: ROOT, stdio: 'inherit' })
+    }
+    if (existsSync(BUNDLE_BUILD)) {
+      execFileSync(
+        process.execPath,
+        [BUNDLE_BUILD, path.join(ROOT, 'dist', 'bin.js'), '--sourcemap'],
+        { cwd: ROOT, stdio: ['inherit', 'ignore', 'inherit'] },
+      )
     }
   } catch {
     rmSync(RECORD, { force: true })

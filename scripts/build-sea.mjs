@@ -16,6 +16,7 @@ import { parseArgs } from 'node:util'
 import { build } from 'esbuild'
 
 import { adminPageFiles } from './admin-page-files.mjs'
+import { eagerImports } from './eager-imports.mjs'
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 const { values: flags, positionals } = parseArgs({
@@ -51,8 +52,8 @@ await build({
   external: ['pg'],
   legalComments: 'none',
   logLevel: 'warning',
-  // The admin page's files, carried inside (docs/admin-page.md).
-  plugins: [adminPageFiles],
+  // The admin page's files, carried inside (docs/admin-page.md); no lazy module (eager-imports.mjs).
+  plugins: [adminPageFiles, eagerImports],
 })
 execFileSync(process.execPath, ['--experimental-sea-config', configFile], { stdio: 'inherit' })
 copyFileSync(process.execPath, EXECUTABLE)

@@ -72,6 +72,7 @@ describe('the packed package (npm pack) in another project', () => {
       'dist/testing.js',
       'dist/testing.d.ts',
       'dist/bin.js',
+      'dist/bin.js.map',
       'dist/main.js',
       'dist/admin/index.html',
       'dist/admin/main.js',
@@ -87,6 +88,12 @@ describe('the packed package (npm pack) in another project', () => {
       shipped.some((file) => file.startsWith('src/') || file.startsWith('test/')),
       false,
     )
+
+    // The command is one module (npm run build bundles it): it imports none of dist/'s others.
+    const bin = await readFile(path.join(stage, 'dist', 'bin.js'), 'utf8')
+    // (The admin page's own modules are carried in it as strings, hence the line's start.)
+    assert.doesNotMatch(bin, /^(?:import|export)\b[^\n]*from\s*["']\.\.?\//m)
+    assert.doesNotMatch(bin, /\bimport\(\s*["']\.\.?\//)
 
     const consumer = path.join(tmp, 'consumer')
     await cp(path.join(PROJECT_ROOT, 'examples', 'consumer'), consumer, {

@@ -1,6 +1,16 @@
 import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
-import { copyFile, mkdir, readFile, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises'
+import {
+  copyFile,
+  cp,
+  mkdir,
+  readFile,
+  rm,
+  stat,
+  symlink,
+  utimes,
+  writeFile,
+} from 'node:fs/promises'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import { promisify } from 'node:util'
@@ -78,6 +88,29 @@ describe('npm start and npm run token build only when the sources changed (build
     await touchLater(path.join(root, 'src', 'process'))
     const deleted = await buildIfStale(root)
     assert.ok(deleted.record > edited.record, 'a deleted source is built')
+  })
+
+  it('writes the command as one file over dist/bin.js, as npm run build does', {
+    timeout: 180_000,
+  }, async (t) => {
+    const root = await makeTempDir(t, 'build-if-stale-')
+    await makeProject(root)
+    for (const folder of ['scripts', 'admin'])
+      await cp(path.join(PROJECT_ROOT, folder), path.join(root, folder), { recursive: true })
+    await writeFile(
+      path.join(root, 'src', 'bin.ts'),
+      "import { extra } from './process/extra.js'\nprocess.stdout.write('extra ' + extra + '\\n')\n",
+    )
+    assert.equal((await buildIfStale(root)).code, 0)
+    const bin = path.join(root, 'dist', 'bin.js')
+    const text = await readFile(bin, 'utf8')
+    // tsc's bin.js imports ./process/extra.js; the bundle carries it.
+    assert.doesNotMatch(text, /^(?:import|export)\b[^\n]*from\s*["']\.\.?\//m)
+    assert.match(text, /sourceMappingURL=bin\.js\.map/)
+    assert.ok((await stat(path.join(root, 'dist', 'bin.js.map'))).isFile())
+    assert.ok((await stat(path.join(root, 'dist', 'admin', 'index.html'))).isFile())
+    const ran = await run(process.execPath, [bin], { timeout: 30_000 })
+    assert.equal(ran.stdout, 'extra 1\n')
   })
 
   it('fails on a type error, and tries again on the next run', { timeout: 180_000 }, async (t) => {
