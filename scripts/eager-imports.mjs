@@ -20,7 +20,8 @@ export function eagerSource(source) {
     heads.push(`import * as ${name} from ${JSON.stringify(specifier)}`)
     return `Promise.resolve(${name})`
   })
-  return heads.length === 0 ? undefined : `${heads.join('\n')}\n${contents}`
+  // On the first line, so that the source map's lines stay those of the file.
+  return heads.length === 0 ? undefined : `${heads.join('; ')}; ${contents}`
 }
 
 /** The esbuild plugin. */
