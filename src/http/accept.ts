@@ -1,3 +1,5 @@
+import { splitOutsideQuotes } from './field-values.js'
+
 /** How an `Accept` field ranks one media type (RFC 9110 §12.5.1). */
 export interface Preference {
   /** The weight (RFC 9110 §12.4.2) of the most specific range that matches: 0 when none does. */
@@ -17,8 +19,8 @@ export function preferenceFor(accept: string, mediaType: string): Preference {
   const wildcard = `${mediaType.slice(0, mediaType.indexOf('/'))}/*`
   let specificity = -1
   let weight = 0
-  for (const element of accept.split(',')) {
-    const [range = '', ...parameters] = element.split(';')
+  for (const element of splitOutsideQuotes(accept, ',')) {
+    const [range = '', ...parameters] = splitOutsideQuotes(element, ';')
     const name = range.trim().toLowerCase()
     const rank = name === mediaType ? 2 : name === wildcard ? 1 : name === '*/*' ? 0 : -1
     if (rank <= specificity) continue

@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http'
 
 import { repeatedName, repeatedNameDetail } from '../domain/json-text.js'
 import { keepKeyOrder } from '../domain/metadata.js'
+import { splitOutsideQuotes, unquote } from './field-values.js'
 import { HttpError } from './problem.js'
 import { hasTimedOut } from './request-timeout.js'
 import type { BodyRule } from './route-spec.js'
@@ -64,16 +65,15 @@ export function validateContentType(
     untypedRefusals.set(req, refusal)
     return
   }
-  const [type = '', ...params] = header.split(';')
+  const [type = '', ...params] = splitOutsideQuotes(header, ';')
   if (!mediaTypes.includes(type.trim().toLowerCase())) {
     throw unsupported(`The Content-Type ${type.trim()} is not taken here.`, req, mediaTypes)
   }
   for (const param of params) {
-    const [name = '', value = ''] = param.split('=')
-    if (
-      name.trim().toLowerCase() === 'charset' &&
-      value.trim().replace(/"/g, '').toLowerCase() !== 'utf-8'
-    ) {
+    const equals = param.indexOf('=')
+    const name = equals === -1 ? param : param.slice(0, equals)
+    const value = equals === -1 ? '' : unquote(param.slice(equals + 1).trim())
+    if (name.trim().toLowerCase() === 'charset' && value.toLowerCase() !== 'utf-8') {
       throw unsupported('Request bodies must be UTF-8.', req, mediaTypes)
     }
   }

@@ -362,6 +362,10 @@ describe('415 unsupported_media_type', () => {
     ['application/merge-patch+json on POST', { contentType: 'application/merge-patch+json' }],
     ['charset=iso-8859-1', { contentType: 'application/json; charset=iso-8859-1' }],
     ['charset=utf-16', { contentType: 'application/json; charset="utf-16"' }],
+    [
+      'charset=latin1 after a quoted parameter',
+      { contentType: 'application/json; p="a;b"; charset=latin1' },
+    ],
     ['no Content-Type at all', {}],
   ]
   for (const [name, options] of cases) {
@@ -437,6 +441,9 @@ describe('415 unsupported_media_type', () => {
     for (const contentType of [
       'application/json; charset=utf-8',
       'Application/JSON;charset="UTF-8"',
+      // RFC 9110 §5.6.4: a quoted-string is one value, its ; and = included, \- a quoted-pair.
+      'application/json; profile="urn:example;charset=latin1"',
+      'application/json; charset="utf\\-8"',
     ]) {
       const res = await s.call('POST', '/users', {
         body: JSON.stringify({ email: uniqueEmail(), name: 'Typed' }),

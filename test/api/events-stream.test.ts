@@ -201,6 +201,8 @@ describe('GET /events as text/event-stream', () => {
     'application/json, text/event-stream;q=0.5',
     'application/json;q=1, text/event-stream;q=0.1',
     'text/event-stream;q=nope',
+    // A quoted parameter value is one value, its commas and semicolons included.
+    'text/event-stream;profile="a,b";q=0',
     '*/*',
     'text/*',
   ]) {
@@ -220,6 +222,7 @@ describe('GET /events as text/event-stream', () => {
     'application/json;q=0.5, text/event-stream',
     'text/event-stream, application/json',
     'text/event-stream;q=0.3, application/*;q=0.2',
+    'text/event-stream;profile="a;q=0"',
   ]) {
     it(`answers Accept: ${accept} with a stream`, async (t) => {
       const svc = await startService(t)

@@ -34,4 +34,15 @@ describe('preferenceFor (RFC 9110 §12.5.1)', () => {
       assert.equal(preferenceFor(accept, STREAM).weight, weight, accept)
     }
   })
+
+  it('reads a quoted parameter value as one value, its commas and semicolons included', () => {
+    for (const [accept, weight, named] of [
+      ['text/event-stream;profile="a;q=0"', 1, true],
+      ['text/event-stream;profile="a,b";q=0.5', 0.5, true],
+      ['text/event-stream;profile="a\\",b";q=0.5', 0.5, true],
+      ['application/json;profile="x, text/event-stream", */*;q=0.2', 0.2, false],
+    ] as const) {
+      assert.deepEqual(preferenceFor(accept, STREAM), { weight, named }, accept)
+    }
+  })
 })

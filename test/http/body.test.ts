@@ -95,6 +95,31 @@ describe('validateContentType', () => {
       undefined,
     ],
     ['another parameter', { 'content-type': 'application/json; profile=x' }, undefined],
+    [
+      'a quoted parameter holding ; and charset=',
+      { 'content-type': 'application/json; profile="urn:x;charset=latin1"' },
+      undefined,
+    ],
+    [
+      'a quoted-pair in a quoted charset',
+      { 'content-type': 'application/json; charset="utf\\-8"' },
+      undefined,
+    ],
+    [
+      'a latin-1 charset after a stray quote',
+      { 'content-type': 'application/json; p=a"b; charset=latin1' },
+      'unsupported_media_type',
+    ],
+    [
+      'a latin-1 charset after an unclosed quote',
+      { 'content-type': 'application/json; p="a; charset=latin1' },
+      'unsupported_media_type',
+    ],
+    [
+      'a latin-1 charset after a quoted parameter',
+      { 'content-type': 'application/json; p="a;b"; charset=latin1' },
+      'unsupported_media_type',
+    ],
     ['text/plain', { 'content-type': 'text/plain' }, 'unsupported_media_type'],
     ['a prefix of the type', { 'content-type': 'application/js' }, 'unsupported_media_type'],
     [
