@@ -10,6 +10,7 @@ import { type DurableWriteObserver, reportDurableWrite } from '../write-timing.j
 import { syncDirectorySync } from './atomic-write.js'
 import { isShortOfResources } from './errno.js'
 import type { Segment, Segments } from './event-segments.js'
+import { READ_APPEND_OWN } from './own-files.js'
 
 /** Where an append's first line starts: the segment's file name and the byte offset in it. */
 export interface LineStart {
@@ -178,7 +179,7 @@ export class SegmentAppender {
     const name = `${formatEventId(first)}.ndjson`
     let handle: FileHandle
     try {
-      handle = await open(path.join(this.#dir, name), 'a+', 0o600)
+      handle = await open(path.join(this.#dir, name), READ_APPEND_OWN, 0o600)
     } catch (error) {
       throw new WriteError('write', error, false)
     }

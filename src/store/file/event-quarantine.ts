@@ -12,6 +12,7 @@ import path from 'node:path'
 import type { Logger } from '../../log/logger.js'
 import { makeDurableDirectory, syncDirectorySync } from './atomic-write.js'
 import { hasCode } from './errno.js'
+import { REPLACE_OWN } from './own-files.js'
 
 /** Where a damaged record was found, and why it is damaged. */
 export interface DamagedRecord {
@@ -52,7 +53,7 @@ export function quarantineRecord(
   }
   if (!exists) {
     const temp = path.join(dir, `.${name}.tmp`)
-    const fd = openSync(temp, 'w', 0o600)
+    const fd = openSync(temp, REPLACE_OWN, 0o600)
     try {
       writeSync(fd, line)
       writeSync(fd, '\n')

@@ -8,6 +8,7 @@ import { open, stat } from 'node:fs/promises'
 import path from 'node:path'
 
 import { WriteError } from '../write-error.js'
+import { UPDATE_OWN } from './own-files.js'
 
 /**
  * The stretch of expiries a journal holds: with the sweep every 30 s, an expired key leaves
@@ -46,7 +47,7 @@ export function journalEnd(name: string): number | undefined {
 /** Cuts a journal back to its last newline (a crash's torn append); its size after. */
 export async function cutTornTail(file: string): Promise<number> {
   const { size } = await stat(file)
-  const handle = await open(file, 'r+')
+  const handle = await open(file, UPDATE_OWN)
   try {
     const chunk = Buffer.allocUnsafe(TAIL_CHUNK)
     let end = size
@@ -97,7 +98,7 @@ export async function dropJournalLines(
 ): Promise<void> {
   let step: 'write' | 'file-sync' = 'write'
   try {
-    const handle = await open(file, 'r+')
+    const handle = await open(file, UPDATE_OWN)
     try {
       for (const { offset, tab } of lines) {
         await handle.write(DROPPED, 0, 1, offset + nameLength)

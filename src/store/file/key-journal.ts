@@ -16,6 +16,7 @@ import {
 } from './key-journal-files.js'
 import { LogCopyBlanker } from './key-log-copies.js'
 import type { LogExtent } from './log-extent.js'
+import { APPEND_OWN } from './own-files.js'
 import { readLines } from './segment-lines.js'
 
 const SPACE = 0x20
@@ -124,7 +125,7 @@ export class KeyJournal {
     const bytes = Buffer.from(text, 'utf8')
     let step: 'write' | 'file-sync' = 'write'
     try {
-      const handle = await openFile(path.join(this.#dir.path, journal), 'a', 0o600)
+      const handle = await openFile(path.join(this.#dir.path, journal), APPEND_OWN, 0o600)
       try {
         if (this.#torn.has(journal)) await handle.truncate(size)
         this.#torn.add(journal)

@@ -5,6 +5,7 @@ import path from 'node:path'
 import { WriteError } from '../write-error.js'
 import { hasCode } from './errno.js'
 import { KEY_LINE_FOR_START, KEY_LINE_START, type LogCopy } from './key-format.js'
+import { UPDATE_OWN } from './own-files.js'
 
 const HEAD = Buffer.from(KEY_LINE_START, 'latin1')
 const TAIL = Buffer.from(KEY_LINE_FOR_START, 'latin1')
@@ -128,7 +129,7 @@ export class LogCopyBlanker {
     if (this.#handles.has(segment)) return this.#handles.get(segment)
     let handle: FileHandle | undefined
     try {
-      handle = await open(path.join(this.#eventsDir, segment), 'r+')
+      handle = await open(path.join(this.#eventsDir, segment), UPDATE_OWN)
     } catch (error) {
       if (!hasCode(error, 'ENOENT')) throw error
     }

@@ -6,12 +6,15 @@ import type { DeliveryAttempt } from '../../domain/webhook.js'
 import type { Logger } from '../../log/logger.js'
 import { KEPT_ATTEMPTS } from '../webhook-store.js'
 import type { DurableDirectory } from './atomic-write.js'
+import { APPEND_OWN } from './own-files.js'
 import { toAttemptLine } from './stored-webhooks.js'
 import { webhookFileNames } from './webhook-files-load.js'
 
 // The callback form, promisified: a FileHandle per append costs the event loop more (an attempt's
 // line goes out with each delivery).
 const appendLines = promisify(fs.appendFile)
+/** APPEND_OWN as appendFile's flag: node:fs passes it to open(2), its types list only strings. */
+const APPEND_FLAG = APPEND_OWN as unknown as string
 
 /** A log file is rewritten with its newest KEPT_ATTEMPTS once it holds this many more lines. */
 const LOG_SLACK = KEPT_ATTEMPTS
@@ -115,7 +118,10 @@ export class DeliveryLogFiles {
           // A failed append may have written part of a line: the next line starts after it.
           const start = this.#failed.has(id) ? '\n' : ''
           await this.#guard(id, kept, lines, () =>
-            appendLines(path.join(dir.path, names.log), start + lines.join(''), { mode: 0o600 }),
+            appendLines(path.join(dir.path, names.log), start + lines.join(''), {
+              mode: 0o600,
+              flag: APPEND_FLAG,
+            }),
           )
           this.#failed.delete(id)
           const count = (this.#lines.get(id) ?? 0) + lines.length

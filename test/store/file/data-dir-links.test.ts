@@ -1,0 +1,113 @@
+import assert from 'node:assert/strict'
+import { readFile, symlink, writeFile } from 'node:fs/promises'
+import path from 'node:path'
+import { describe, it, type TestContext } from 'node:test'
+
+import type { User } from '../../../src/domain/user.js'
+import { spawnService, startChild } from '../../helpers/child.js'
+import { request } from '../../helpers/http.js'
+import { makeTempDir, uniqueEmail } from '../../helpers/service.js'
+import { makeToken } from '../../helpers/tokens.js'
+
+/*
+ * Symbolic links and other entries that are not plain files, left in DATA_DIR where the store
+ * reads and writes its own files: the service (often root) never writes through one to a file
+ * outside the data directory, and never drops a user without a word.
+ */
+
+const token = makeToken({ scope: 'users:read users:write users:admin events:read' })
+const OUTSIDE = 'a file outside the data directory\nwhose last line has no newline'
+
+interface Place {
+  readonly dataDir: string
+  /** A file beside the data directory, which a link in it leads to. */
+  readonly outside: string
+}
+
+async function place(t: TestContext): Promise<Place> {
+  const dir = await makeTempDir(t, 'data-dir-links-')
+  const outside = path.join(dir, 'outside.txt')
+  await writeFile(outside, OUTSIDE)
+  return { dataDir: path.join(dir, 'data'), outside }
+}
+
+/** Writes one user through a start of the service, stopped cleanly. */
+async function withOneUser(t: TestContext, dataDir: string): Promise<User> {
+  const child = await startChild({ dataDir })
+  t.after(() => child.stop('SIGKILL'))
+  const created = await request('POST', `${child.url}/users`, {
+    token,
+    json: { email: uniqueEmail('links'), name: 'Linked' },
+  })
+  assert.equal(created.status, 201, created.text)
+  assert.equal((await child.stop()).code, 0)
+  return created.json<User>()
+}
+
+/** Starts the service on `dataDir` and waits for it to give up: the error its log says. */
+async function refusedStart(t: TestContext, dataDir: string): Promise<string> {
+  const child = spawnService({ dataDir })
+  t.after(() => {
+    child.proc.kill('SIGKILL')
+  })
+  const timer = setTimeout(() => child.proc.kill('SIGKILL'), 20_000)
+  const exit = await child.exited
+  clearTimeout(timer)
+  assert.equal(exit.code, 1, child.stdout())
+  const line = child
+    .stdout()
+    .split('\n')
+    .find((text) => text.includes('"msg":"could not load the store"'))
+  assert.ok(line !== undefined, child.stdout())
+  return String(JSON.parse(line).error)
+}
+
+describe('symbolic links in the data directory (file store)', () => {
+  it("a link among the event log's segments refuses the start, naming it, and its target is left whole", async (t) => {
+    const { dataDir, outside } = await place(t)
+    await withOneUser(t, dataDir)
+    const link = path.join(dataDir, 'events', '00ffffffffffff00.ndjson')
+    await symlink(outside, link)
+    const error = await refusedStart(t, dataDir)
+    assert.ok(error.includes(`${link} is a symbolic link`), error)
+    assert.equal(await readFile(outside, 'utf8'), OUTSIDE, 'not cut, not appended to')
+  })
+
+  it("a link at a kept keys' journal refuses the start, and one put there while running is never written through", async (t) => {
+    const { dataDir, outside } = await place(t)
+    await withOneUser(t, dataDir)
+    const env = { IDEMPOTENCY_TTL_S: '3600' }
+    const child = await startChild({ dataDir, env })
+    t.after(() => child.stop('SIGKILL'))
+    // The journals a key kept in the next minute goes to: one per 30 s of its expiry.
+    const now = Date.now() + 3_600_000
+    const links: string[] = []
+    for (let at = now - 60_000; at <= now + 120_000; at += 30_000) {
+      const start = new Date(Math.floor(at / 30_000) * 30_000).toISOString()
+      const link = path.join(dataDir, 'keys', `${start.slice(0, 19).replace(/[-:]/g, '')}.keys`)
+      await symlink(outside, link)
+      links.push(link)
+    }
+    const created = await request('POST', `${child.url}/users`, {
+      token,
+      json: { email: uniqueEmail('keyed'), name: 'Keyed' },
+      headers: { 'idempotency-key': '"links-1"' },
+    })
+    assert.equal(created.status, 201, created.text)
+    // The journal's line is appended after the answer: wait past a sweep's retry too.
+    await new Promise((resolve) => setTimeout(resolve, 1_500))
+    assert.equal(await readFile(outside, 'utf8'), OUTSIDE, 'no key line written outside')
+    const again = await request('POST', `${child.url}/users`, {
+      token,
+      json: { email: JSON.parse(created.text).email, name: 'Keyed' },
+      headers: { 'idempotency-key': '"links-1"' },
+    })
+    assert.equal(again.status, 201, again.text)
+    assert.equal(again.json<User>().id, created.json<User>().id, 'the key still answers')
+    assert.equal((await child.stop('SIGKILL')).signal, 'SIGKILL')
+
+    const error = await refusedStart(t, dataDir)
+    assert.match(error, /NotOwnFileError: .*\.keys is a symbolic link/)
+    assert.equal(await readFile(outside, 'utf8'), OUTSIDE)
+  })
+})
