@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from 'node:fs'
+import { type Dirent, readdirSync, readFileSync } from 'node:fs'
 import { access, unlink } from 'node:fs/promises'
 import path from 'node:path'
 import { performance } from 'node:perf_hooks'
@@ -46,11 +46,11 @@ export async function loadUserFiles(context: UserFilesContext): Promise<void> {
   const { usersDir, index, tombstones, logger, chunk } = context
   const started = Date.now()
   const badTombstones = await loadTombstones(context)
-  const names = readdirSync(usersDir, { withFileTypes: true })
-    .filter((entry) => entry.isFile())
-    .map((entry) => entry.name)
+  const entries = readdirSync(usersDir, { withFileTypes: true })
+  const names = entries.filter((entry) => entry.isFile()).map((entry) => entry.name)
   const users: User[] = []
   const bad: string[] = []
+  const misplaced = notFiles(entries)
   const temps: string[] = []
   let turn = performance.now()
   for (let i = 0; i < names.length; i += chunk) {
@@ -81,10 +81,10 @@ export async function loadUserFiles(context: UserFilesContext): Promise<void> {
   for (const user of users) {
     if (tombstones.delete(user.id)) await context.graves().removeFile(`${user.id}.json`)
   }
-  const quarantine: Misfit[] = bad.map((name) => ({
-    name,
-    reason: 'the file is not a whole, valid user',
-  }))
+  const quarantine: Misfit[] = [
+    ...bad.map((name) => ({ name, reason: 'the file is not a whole, valid user' })),
+    ...misplaced,
+  ]
   // Oldest first, so that of two files with one email the older user keeps it.
   users.sort((a, b) => (a.id < b.id ? -1 : 1))
   for (let i = 0; i < users.length; i += 1) {
@@ -117,7 +117,9 @@ async function loadTombstones(context: UserFilesContext): Promise<Misfit[]> {
   const { tombstonesDir } = context
   const bad: Misfit[] = []
   let temps = 0
-  for (const entry of readdirSync(tombstonesDir, { withFileTypes: true })) {
+  const entries = readdirSync(tombstonesDir, { withFileTypes: true })
+  bad.push(...notFiles(entries))
+  for (const entry of entries) {
     if (!entry.isFile()) continue
     if (TEMP_FILE.test(entry.name)) {
       await unlink(path.join(tombstonesDir, entry.name))
@@ -135,6 +137,22 @@ async function loadTombstones(context: UserFilesContext): Promise<Misfit[]> {
   }
   if (temps > 0) await context.graves().sync()
   return bad
+}
+
+/**
+ * The entries named as a user's file (or tombstone) that are not plain files: a symbolic link is
+ * never read through (it may lead out of DATA_DIR), and a user skipped without a word would vanish
+ * and have its events voided; moved aside instead, they are logged and their events held back.
+ */
+function notFiles(entries: readonly Dirent[]): Misfit[] {
+  return entries
+    .filter((entry) => !entry.isFile() && USER_FILE.test(entry.name))
+    .map((entry) => ({
+      name: entry.name,
+      reason: entry.isSymbolicLink()
+        ? 'a symbolic link, not a file of the data directory'
+        : 'not a plain file',
+    }))
 }
 
 /** Moves bad files aside, durably, never deleting one, and says so in the log. */

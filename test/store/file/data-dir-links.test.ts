@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict'
-import { readFile, symlink, writeFile } from 'node:fs/promises'
+import { readdir, readFile, rename, symlink, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
 import type { User } from '../../../src/domain/user.js'
-import { spawnService, startChild } from '../../helpers/child.js'
+import { LOADED_LINE, spawnService, startChild, waitForOutput } from '../../helpers/child.js'
 import { request } from '../../helpers/http.js'
 import { makeTempDir, uniqueEmail } from '../../helpers/service.js'
 import { makeToken } from '../../helpers/tokens.js'
@@ -109,5 +109,36 @@ describe('symbolic links in the data directory (file store)', () => {
     const error = await refusedStart(t, dataDir)
     assert.match(error, /NotOwnFileError: .*\.keys is a symbolic link/)
     assert.equal(await readFile(outside, 'utf8'), OUTSIDE)
+  })
+
+  it("a link at a user's file is quarantined with a log line, and the user's events are held back, not voided", async (t) => {
+    const { dataDir, outside } = await place(t)
+    const user = await withOneUser(t, dataDir)
+    const file = path.join(dataDir, 'users', `${user.id}.json`)
+    await rename(file, outside)
+    await symlink(outside, file)
+    const child = await startChild({ dataDir })
+    t.after(() => child.stop('SIGKILL'))
+    await waitForOutput(child, LOADED_LINE)
+    const quarantined = child
+      .stdout()
+      .split('\n')
+      .find((line) => line.includes('"msg":"quarantined a file"') && line.includes(user.id))
+    assert.ok(quarantined !== undefined, child.stdout())
+    assert.match(quarantined, /symbolic link/)
+    assert.equal((await request('GET', `${child.url}/users/${user.id}`, { token })).status, 404)
+    assert.equal((await child.stop()).code, 0)
+    assert.deepEqual(await readdir(path.join(dataDir, 'quarantine')), [`${user.id}.json`])
+
+    // The file itself put back: the user and its event are served again.
+    await rename(outside, file)
+    const back = await startChild({ dataDir })
+    t.after(() => back.stop('SIGKILL'))
+    const got = await request('GET', `${back.url}/users/${user.id}`, { token })
+    assert.equal(got.status, 200, got.text)
+    assert.deepEqual(got.json<User>(), user)
+    const events = await request('GET', `${back.url}/events`, { token })
+    assert.equal(events.status, 200, events.text)
+    assert.match(events.text, new RegExp(`"type":"user.created","[^]*"userId":"${user.id}"`))
   })
 })
