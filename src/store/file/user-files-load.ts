@@ -1,4 +1,4 @@
-import { type Dirent, readdirSync, readFileSync } from 'node:fs'
+import { closeSync, type Dirent, fstatSync, openSync, readdirSync, readSync } from 'node:fs'
 import { access, unlink } from 'node:fs/promises'
 import path from 'node:path'
 import { performance } from 'node:perf_hooks'
@@ -13,6 +13,12 @@ import { parseStoredUser, parseTombstone } from './stored-files.js'
 
 const USER_FILE = /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.json$/
 const TEMP_FILE = /^\..*\.tmp$/
+/**
+ * Past this, a file is no user's or tombstone's (the largest user, 32 metadata values of 512
+ * escaped characters, is about 100 KiB): it is quarantined unread, not read whole into memory.
+ */
+const MAX_FILE_BYTES = 1024 * 1024
+const TOO_LARGE = `the file is larger than any user file (over ${MAX_FILE_BYTES} bytes)`
 
 /** A file that does not belong where it was found, and why. */
 interface Misfit {
@@ -49,7 +55,7 @@ export async function loadUserFiles(context: UserFilesContext): Promise<void> {
   const entries = readdirSync(usersDir, { withFileTypes: true })
   const names = entries.filter((entry) => entry.isFile()).map((entry) => entry.name)
   const users: User[] = []
-  const bad: string[] = []
+  const bad: Misfit[] = []
   const misplaced = notFiles(entries)
   const temps: string[] = []
   let turn = performance.now()
@@ -62,9 +68,10 @@ export async function loadUserFiles(context: UserFilesContext): Promise<void> {
       }
       const id = USER_FILE.exec(name)?.[1]
       if (id !== undefined) {
-        const user = parseStoredUser(readFileSync(path.join(usersDir, name), 'utf8'), id)
-        if (user === undefined) bad.push(name)
-        else users.push(user)
+        const text = readSmallFile(path.join(usersDir, name))
+        const user = text === undefined ? undefined : parseStoredUser(text, id)
+        if (user !== undefined) users.push(user)
+        else bad.push({ name, reason: text === undefined ? TOO_LARGE : NOT_A_USER })
       } else if (TEMP_FILE.test(name)) {
         temps.push(name)
       } else {
@@ -81,10 +88,7 @@ export async function loadUserFiles(context: UserFilesContext): Promise<void> {
   for (const user of users) {
     if (tombstones.delete(user.id)) await context.graves().removeFile(`${user.id}.json`)
   }
-  const quarantine: Misfit[] = [
-    ...bad.map((name) => ({ name, reason: 'the file is not a whole, valid user' })),
-    ...misplaced,
-  ]
+  const quarantine: Misfit[] = [...bad, ...misplaced]
   // Oldest first, so that of two files with one email the older user keeps it.
   users.sort((a, b) => (a.id < b.id ? -1 : 1))
   for (let i = 0; i < users.length; i += 1) {
@@ -127,16 +131,38 @@ async function loadTombstones(context: UserFilesContext): Promise<Misfit[]> {
       continue
     }
     const id = USER_FILE.exec(entry.name)?.[1]
-    const tombstone =
-      id === undefined
-        ? undefined
-        : parseTombstone(readFileSync(path.join(tombstonesDir, entry.name), 'utf8'), id)
+    const text = id === undefined ? '' : readSmallFile(path.join(tombstonesDir, entry.name))
+    const tombstone = id === undefined || text === undefined ? undefined : parseTombstone(text, id)
     if (tombstone === undefined)
-      bad.push({ name: entry.name, reason: 'the file is not a whole, valid tombstone' })
+      bad.push({
+        name: entry.name,
+        reason: text === undefined ? TOO_LARGE : 'the file is not a whole, valid tombstone',
+      })
     else context.tombstones.set(tombstone.id, tombstone.deletedAt)
   }
   if (temps > 0) await context.graves().sync()
   return bad
+}
+
+const NOT_A_USER = 'the file is not a whole, valid user'
+
+/** A file's text, read from one open file; undefined when it is larger than MAX_FILE_BYTES. */
+function readSmallFile(file: string): string | undefined {
+  const fd = openSync(file, 'r')
+  try {
+    const { size } = fstatSync(fd)
+    if (size > MAX_FILE_BYTES) return undefined
+    const buffer = Buffer.allocUnsafe(size)
+    let read = 0
+    while (read < size) {
+      const got = readSync(fd, buffer, read, size - read, read)
+      if (got === 0) break
+      read += got
+    }
+    return buffer.toString('utf8', 0, read)
+  } finally {
+    closeSync(fd)
+  }
 }
 
 /**
