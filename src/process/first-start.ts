@@ -73,7 +73,9 @@ export function readSecretFile(file: string): KeySet | undefined {
     text = readFileSync(file, 'utf8').trim()
   } catch (error) {
     if (hasCode(error, 'ENOENT')) return undefined
-    throw error
+    throw new ConfigError(
+      `${file} cannot be read (${String((error as { code?: unknown }).code ?? error)}): it holds the secret a start without JWT_SECRET uses; make it a file this user may read, or set JWT_SECRET`,
+    )
   }
   try {
     return createSingleKeySet(text, `JWT_SECRET from ${file}`)

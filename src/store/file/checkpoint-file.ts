@@ -3,7 +3,7 @@ import path from 'node:path'
 
 import { formatEventId } from '../../domain/event.js'
 import type { DurableDirectory } from './atomic-write.js'
-import { hasCode } from './errno.js'
+import { hasCode, namingFile } from './errno.js'
 import { safeId } from './event-segments.js'
 
 /** In DATA_DIR: the id of the event log through which every change's files are durable. */
@@ -26,12 +26,13 @@ const SYNCS_AT_ONCE = 2
  * replay (each user ends at its last event), only a slower one.
  */
 export function readCheckpoint(dataDir: string): number | 'damaged' | undefined {
+  const file = path.join(dataDir, CHECKPOINT_FILE)
   let text: string
   try {
-    text = readFileSync(path.join(dataDir, CHECKPOINT_FILE), 'utf8')
+    text = readFileSync(file, 'utf8')
   } catch (error) {
     if (hasCode(error, 'ENOENT')) return undefined
-    throw error
+    throw namingFile(error, file)
   }
   const match = /^\{"through":"([0-9a-f]{16})"\}\n?$/.exec(text)?.[1]
   const through = match === undefined ? undefined : safeId(match)

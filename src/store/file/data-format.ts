@@ -3,7 +3,7 @@ import path from 'node:path'
 
 import { StartError } from '../../domain/errors.js'
 import type { DurableDirectory } from './atomic-write.js'
-import { hasCode } from './errno.js'
+import { hasCode, namingFile } from './errno.js'
 
 /** In DATA_DIR: the number of the layout its files are written in. */
 const FORMAT_FILE = 'format'
@@ -34,7 +34,7 @@ export async function checkDataFormat(root: DurableDirectory): Promise<void> {
   try {
     text = readFileSync(file, 'utf8')
   } catch (error) {
-    if (!hasCode(error, 'ENOENT')) throw error
+    if (!hasCode(error, 'ENOENT')) throw namingFile(error, file)
     // Only a write cut before its rename leaves a temp file, and then the file is not there.
     for (const name of readdirSync(root.path).filter((entry) => FORMAT_TEMP.test(entry)))
       await root.removeFile(name, false)

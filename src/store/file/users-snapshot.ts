@@ -6,7 +6,7 @@ import { formatEventId } from '../../domain/event.js'
 import type { UserRecord } from '../../domain/user.js'
 import type { DurableDirectory } from './atomic-write.js'
 import { readCheckpoint } from './checkpoint-file.js'
-import { hasCode } from './errno.js'
+import { hasCode, namingFile } from './errno.js'
 import { safeId } from './event-segments.js'
 import { toTombstoneJson } from './stored-files.js'
 
@@ -169,7 +169,7 @@ export async function takeSnapshot(
   try {
     bytes = readFileSync(path.join(root.path, SNAPSHOT_FILE))
   } catch (error) {
-    if (!hasCode(error, 'ENOENT')) throw error
+    if (!hasCode(error, 'ENOENT')) throw namingFile(error, path.join(root.path, SNAPSHOT_FILE))
   }
   if (bytes !== undefined) await root.removeFile(SNAPSHOT_FILE, false)
   if (bytes !== undefined || temps.length > 0) await root.sync()

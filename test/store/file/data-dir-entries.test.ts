@@ -1,5 +1,15 @@
 import assert from 'node:assert/strict'
-import { readdir, readFile, rename, symlink, truncate, writeFile } from 'node:fs/promises'
+import {
+  mkdir,
+  readdir,
+  readFile,
+  rename,
+  rm,
+  rmdir,
+  symlink,
+  truncate,
+  writeFile,
+} from 'node:fs/promises'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
@@ -160,5 +170,30 @@ describe('links, directories and huge files in the data directory (file store)',
     const got = await request('GET', `${child.url}/users/${user.id}`, { token })
     assert.equal(got.status, 200, got.text)
     assert.deepEqual(await readdir(path.join(dataDir, 'quarantine')), [huge])
+  })
+
+  it('a directory where one of its files belongs refuses the start, naming that file', async (t) => {
+    const { dataDir } = await place(t)
+    await withOneUser(t, dataDir)
+    for (const name of ['format', 'checkpoint.json', 'snapshot']) {
+      const file = path.join(dataDir, name)
+      await rm(file, { force: true })
+      await mkdir(file)
+      const error = await refusedStart(t, dataDir)
+      assert.ok(error.includes(`EISDIR`) && error.includes(`'${file}'`), error)
+      await rmdir(file)
+    }
+    // The secret of a start without JWT_SECRET: a configuration error, without a stack trace.
+    const secret = path.join(dataDir, '.jwt-secret')
+    await mkdir(secret)
+    const child = spawnService({ dataDir, env: { JWT_SECRET: undefined } })
+    t.after(() => {
+      child.proc.kill('SIGKILL')
+    })
+    assert.equal((await child.exited).code, 1)
+    assert.equal(
+      child.stderr(),
+      `user-service: cannot start: ${secret} cannot be read (EISDIR): it holds the secret a start without JWT_SECRET uses; make it a file this user may read, or set JWT_SECRET\n`,
+    )
   })
 })
