@@ -4,7 +4,7 @@ import path from 'node:path'
 import { EVENT_ID, formatEventId } from '../../domain/event.js'
 import type { DeliveryAttempt, StoredWebhook } from '../../domain/webhook.js'
 import type { Logger } from '../../log/logger.js'
-import { hasCode } from './errno.js'
+import { hasCode, namingFile } from './errno.js'
 import { parseAttemptLine, parseStoredWebhook } from './stored-webhooks.js'
 
 const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'
@@ -44,11 +44,13 @@ export async function loadWebhookFiles(dir: string, logger: Logger): Promise<Loa
   const loaded: LoadedWebhook[] = []
   for (const id of ids) {
     const names = webhookFileNames(id)
-    const hook = parseStoredWebhook(await readFile(path.join(dir, names.endpoint), 'utf8'), id)
+    const file = path.join(dir, names.endpoint)
+    const text = await readFile(file, 'utf8').catch((error: unknown) => {
+      throw namingFile(error, file)
+    })
+    const hook = parseStoredWebhook(text, id)
     if (hook === undefined) {
-      logger.error('a webhook endpoint file is damaged: the endpoint is not loaded', {
-        file: path.join(dir, names.endpoint),
-      })
+      logger.error('a webhook endpoint file is damaged: the endpoint is not loaded', { file })
       continue
     }
     const cursor = await readCursor(path.join(dir, names.cursor), logger)
@@ -95,6 +97,6 @@ async function readOptional(file: string): Promise<string | undefined> {
     return await readFile(file, 'utf8')
   } catch (error) {
     if (hasCode(error, 'ENOENT')) return undefined
-    throw error
+    throw namingFile(error, file)
   }
 }

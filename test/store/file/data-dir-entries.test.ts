@@ -175,7 +175,8 @@ describe('links, directories and huge files in the data directory (file store)',
   it('a directory where one of its files belongs refuses the start, naming that file', async (t) => {
     const { dataDir } = await place(t)
     await withOneUser(t, dataDir)
-    for (const name of ['format', 'checkpoint.json', 'snapshot']) {
+    const endpoint = path.join('webhooks', '01a22e1a-47bf-70c9-a76a-bfe01780cec5.json')
+    for (const name of ['format', 'checkpoint.json', 'snapshot', endpoint]) {
       const file = path.join(dataDir, name)
       await rm(file, { force: true })
       await mkdir(file)
