@@ -77,7 +77,7 @@ describe('links, directories and huge files in the data directory (file store)',
   it("a link among the event log's segments refuses the start, naming it, and its target is left whole", async (t) => {
     const { dataDir, outside } = await place(t)
     await withOneUser(t, dataDir)
-    const link = path.join(dataDir, 'events', '00ffffffffffff00.ndjson')
+    const link = path.join(dataDir, 'events', '0000000000000002.ndjson')
     await symlink(outside, link)
     const error = await refusedStart(t, dataDir)
     assert.ok(error.includes(`${link} is a symbolic link`), error)
