@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto'
 import { readdirSync } from 'node:fs'
 import path from 'node:path'
 
@@ -7,6 +6,7 @@ import { makeDurableDirectory, syncDirectorySync } from './atomic-write.js'
 import { isShortOfResources } from './errno.js'
 import {
   blocks,
+  closeQuietly,
   createLockFile,
   type Head,
   heldLocks,
@@ -15,6 +15,7 @@ import {
   LEGACY_CONTENT,
   LEGACY_NAME,
   listLockFiles,
+  newToken,
   parseHead,
   readHead,
   readLock,
@@ -42,6 +43,8 @@ interface Held {
   readonly file: string
   readonly token: string
   readonly identity: string
+  /** The lock file, open for as long as it is held: how another process knows our pid is us. */
+  readonly fd: number
 }
 
 /**
@@ -71,7 +74,7 @@ export class DataDirLock {
   acquire(): void {
     if (this.#held !== undefined) return
     this.#clearLegacy()
-    const token = randomBytes(16).toString('hex')
+    const token = newToken()
     // Stryker disable next-line EqualityOperator: 50 or 51 attempts give up alike
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt += 1) {
       const top = listLockFiles(this.#dir).at(-1)
@@ -82,11 +85,16 @@ export class DataDirLock {
         if (blocks(reading)) throw this.#refusal(top.file, reading)
       }
       const file = path.join(this.#dir, `.lock.${(top?.generation ?? 0) + 1}`)
-      const identity = createLockFile(this.#dir, file, token)
-      if (identity === undefined) continue
-      this.#settle(file, token)
+      const linked = createLockFile(this.#dir, file, token)
+      if (linked === undefined) continue
+      try {
+        this.#settle(file, token)
+      } catch (error) {
+        closeQuietly(linked.fd)
+        throw error
+      }
       heldLocks.set(token, this)
-      this.#held = { file, token, identity }
+      this.#held = { file, token, identity: linked.identity, fd: linked.fd }
       this.#file = file
       return
     }
@@ -104,7 +112,9 @@ export class DataDirLock {
     if (held === undefined) return false
     this.#held = undefined
     heldLocks.delete(held.token)
-    return removeIfOurs(held.file, held.token)
+    const removed = removeIfOurs(held.file, held.token)
+    closeQuietly(held.fd)
+    return removed
   }
 
   /**

@@ -1,11 +1,14 @@
+import { randomBytes } from 'node:crypto'
 import {
   closeSync,
+  existsSync,
   fstatSync,
   fsyncSync,
   linkSync,
   openSync,
   readdirSync,
   readSync,
+  statSync,
   unlinkSync,
   writeFileSync,
 } from 'node:fs'
@@ -30,7 +33,11 @@ import { hasCode } from './errno.js'
  *
  * Live means `kill(pid, 0)` succeeds (or EPERM). Our own pid is live only with the token of a lock
  * held in this process: with another token it is an earlier run that had our pid (pid 1 in a
- * restarted container).
+ * restarted container). A pid also outlives its process across a reboot (a power cut): the pid
+ * of a lock written before it may be another program's now. So an owner keeps its lock file open
+ * for as long as it holds it, and says so with a token that starts with HOLDER_MARK; such an owner
+ * is live only if /proc shows its pid holding that file open. A token without the mark (written
+ * by a release from before the mark) is judged by its pid alone.
  */
 
 const LOCK_NAME = /^\.lock\.([1-9][0-9]{0,14})$/
@@ -40,6 +47,11 @@ export const LEGACY_NAME = '.lock'
 export const LEGACY_CONTENT = /^([1-9][0-9]{0,9})\n?$/
 /** The temp files a lock file is written under before it is linked into place. */
 export const TEMP_PREFIX = '.lock-tmp.'
+/**
+ * The start of the token of an owner that holds its lock file open. Eight fixed hex digits, so
+ * that a random token of an earlier release starts so once in 2^32, and 96 random bits after.
+ */
+export const HOLDER_MARK = 'fdfdfdfd'
 // The longest content we write is 44 bytes; reading a few more shows a longer file is not ours.
 const READ_BYTES = 64
 
@@ -64,6 +76,17 @@ export interface LockFile {
   readonly file: string
 }
 
+/** A new owner's token: HOLDER_MARK, then 96 random bits. */
+export function newToken(): string {
+  return HOLDER_MARK + randomBytes(12).toString('hex')
+}
+
+/** A lock file linked into place: its identity, and the descriptor held open while it is ours. */
+export interface Linked {
+  readonly identity: string
+  readonly fd: number
+}
+
 /** The lock files in a directory, lowest generation first. */
 export function listLockFiles(dir: string): LockFile[] {
   const locks: LockFile[] = []
@@ -75,16 +98,18 @@ export function listLockFiles(dir: string): LockFile[] {
 }
 
 /**
- * Links a fully written lock file holding our pid and token and returns its identity; undefined
- * when the name is taken, so the caller looks again.
+ * Links a fully written lock file holding our pid and token, still open (the file is held open
+ * from before anyone can read it: no moment shows its owner without it); undefined when the name
+ * is taken, so the caller looks again. The caller closes the descriptor when it gives the lock up.
  */
-export function createLockFile(dir: string, file: string, token: string): string | undefined {
+export function createLockFile(dir: string, file: string, token: string): Linked | undefined {
   const temp = path.join(dir, `${TEMP_PREFIX}${token}`)
-  const identity = writeDurably(temp, `${process.pid} ${token}\n`)
+  const linked = writeDurably(temp, `${process.pid} ${token}\n`)
   try {
     linkSync(temp, file)
-    return identity
+    return linked
   } catch (error) {
+    closeSync(linked.fd)
     // ENOENT: a holder's clean-up swept our temp file; it is written again next time round.
     if (hasCode(error, 'EEXIST') || hasCode(error, 'ENOENT')) return undefined
     throw error
@@ -148,7 +173,32 @@ export function readHead(file: string): Head | undefined {
 
 function isLive(owner: Owner): boolean {
   if (owner.pid === process.pid) return heldLocks.has(owner.token)
-  return isProcessAlive(owner.pid)
+  if (!isProcessAlive(owner.pid)) return false
+  return !owner.token.startsWith(HOLDER_MARK) || holdsOpen(owner.pid, owner.identity)
+}
+
+/**
+ * Whether process `pid` has the file of `identity` open, read from /proc/<pid>/fd. Where that
+ * cannot be read (no /proc, a process of another user) the answer is yes: a lock is never taken
+ * on a guess. A folder gone while /proc is there is a process gone since kill(pid, 0).
+ */
+export function holdsOpen(pid: number, identity: string, proc = '/proc'): boolean {
+  const dir = path.join(proc, String(pid), 'fd')
+  let names: string[]
+  try {
+    names = readdirSync(dir)
+  } catch (error) {
+    return !(hasCode(error, 'ENOENT') && existsSync(path.join(proc, 'self', 'fd')))
+  }
+  for (const name of names) {
+    try {
+      const { dev, ino } = statSync(path.join(dir, name), { bigint: true })
+      if (`${dev}:${ino}` === identity) return true
+    } catch {
+      // A descriptor closed since the listing: not the lock file, which its owner keeps open.
+    }
+  }
+  return false
 }
 
 /**
@@ -164,18 +214,17 @@ export function isProcessAlive(pid: number): boolean {
   }
 }
 
-/** Writes a new file (mode 0600) and fsyncs it; returns its identity (device and inode). */
-function writeDurably(file: string, text: string): string {
+/** Writes a new file (mode 0600) and fsyncs it; returns its identity and its open descriptor. */
+function writeDurably(file: string, text: string): Linked {
   const fd = openSync(file, 'wx', 0o600)
   try {
     writeFileSync(fd, text)
     fsyncSync(fd)
-    return identify(fd)
+    return { identity: identify(fd), fd }
   } catch (error) {
+    closeSync(fd)
     removeQuietly(file)
     throw error
-  } finally {
-    closeSync(fd)
   }
 }
 
@@ -193,6 +242,15 @@ export function removeIfOurs(file: string, token: string): boolean {
     return true
   } catch {
     return false
+  }
+}
+
+/** Closes a descriptor; one already closed is no failure (a release never throws). */
+export function closeQuietly(fd: number): void {
+  try {
+    closeSync(fd)
+  } catch {
+    // EBADF: closed already; nothing else can fail in close(2) on a file we only read.
   }
 }
 

@@ -17,14 +17,15 @@ import path from 'node:path'
 import { after, before, describe, it, type TestContext } from 'node:test'
 
 import { DataDirLock, LockError } from '../../../src/store/file/data-dir-lock.js'
+import { HOLDER_MARK, holdsOpen } from '../../../src/store/file/lock-file.js'
 import { PROJECT_ROOT, type RunningChild, spawnService, startChild } from '../../helpers/child.js'
 import { request } from '../../helpers/http.js'
 import type { RacerAnswer, RacerCommand } from '../../helpers/lock-racer.js'
 import { makeTempDir } from '../../helpers/service.js'
 import { makeToken } from '../../helpers/tokens.js'
 
-/** What a lock file of this process holds: `<pid> <token>\n`. */
-const OURS = new RegExp(`^${process.pid} [0-9a-f]{32}\\n$`)
+/** What a lock file of this process holds: `<pid> <token>\n`, the token marked as held open. */
+const OURS = new RegExp(`^${process.pid} ${HOLDER_MARK}[0-9a-f]{24}\\n$`)
 
 /** A lock file's content as another owner would have written it. */
 const ownerLine = (pid: number, token = randomBytes(16).toString('hex')): string =>
@@ -169,7 +170,7 @@ describe('DataDirLock', () => {
     const holder = await startHolder(t, dir)
     assert.equal(holder.file, path.join(dir, '.lock.1'))
     const content = await readFile(holder.file, 'utf8')
-    assert.match(content, new RegExp(`^${holder.pid} [0-9a-f]{32}\\n$`))
+    assert.match(content, new RegExp(`^${holder.pid} ${HOLDER_MARK}[0-9a-f]{24}\\n$`))
     assertRefused(
       () => {
         lock.acquire()
@@ -185,6 +186,53 @@ describe('DataDirLock', () => {
     lock.acquire()
     assert.equal(lock.file, path.join(dir, '.lock.2'))
     assert.deepEqual(await lockNames(dir), ['.lock.2'])
+  })
+
+  it('holds its lock file open while it holds the lock, and closes it on release', {
+    skip: !existsSync('/proc/self/fd') && 'no /proc/self/fd here',
+  }, async (t) => {
+    const { lock } = await newLock(t)
+    lock.acquire()
+    const { dev, ino } = await stat(lock.file, { bigint: true })
+    assert.equal(holdsOpen(process.pid, `${dev}:${ino}`), true)
+    assert.equal(lock.release(), true)
+    assert.equal(holdsOpen(process.pid, `${dev}:${ino}`), false)
+  })
+
+  it('takes over a marked lock whose pid is now another program, which does not hold it (a reboot)', {
+    skip: !existsSync('/proc/self/fd') && 'no /proc/self/fd here',
+  }, async (t) => {
+    const { dir, lock } = await newLock(t)
+    // After a power cut the lock's pid may be any program's: alive, but not holding the file.
+    const file = path.join(dir, '.lock.1')
+    await writeFile(file, ownerLine(livePid(t), `${HOLDER_MARK}${randomBytes(12).toString('hex')}`))
+    lock.acquire()
+    assert.equal(lock.file, path.join(dir, '.lock.2'))
+    assert.match(await readFile(lock.file, 'utf8'), OURS)
+    assert.deepEqual(await lockNames(dir), ['.lock.2'])
+  })
+
+  it('judges an unmarked lock (an earlier release) by its pid alone', async (t) => {
+    const { dir, lock } = await newLock(t)
+    const pid = livePid(t)
+    const file = path.join(dir, '.lock.1')
+    await writeFile(
+      file,
+      ownerLine(pid, `0${HOLDER_MARK.slice(1)}${randomBytes(12).toString('hex')}`),
+    )
+    assertRefused(
+      () => {
+        lock.acquire()
+      },
+      new RegExp(`in use by another running process \\(pid ${pid}\\)`),
+      file,
+    )
+  })
+
+  it('counts an owner as holding its file where /proc cannot tell, and not once its folder is gone', () => {
+    const missing = path.join(PROJECT_ROOT, 'no-such-proc')
+    assert.equal(holdsOpen(process.pid, '1:1', missing), true, 'no /proc: never taken on a guess')
+    assert.equal(holdsOpen(2 ** 31 - 2, '1:1'), !existsSync('/proc/self/fd'))
   })
 
   it('takes the lock once another process releases it', async (t) => {
