@@ -34,13 +34,24 @@ export async function loadFeed(context: FeedLoadContext): Promise<void> {
   // Changes that were made: their user's file was damaged later and moved aside. They are left out
   // of the feed while it is there, and come back at the start after it is put back.
   const heldBack = new Set<number>()
+  const unmadeBy = new Map<string, string>()
   const loaded = await eventLog.load(index, (event) => {
     if (isMade(event, context)) return true
     if (quarantined.has(event.userId)) heldBack.add(eventIdNumber(event.id))
+    else unmadeBy.set(event.id, event.userId)
     return false
   })
   const ghosts = loaded.ghosts.filter((id) => !heldBack.has(eventIdNumber(id)))
   for (const id of ghosts) await eventLog.void(id)
+  if (ghosts.length > 0) {
+    // For good: after a crash that is right, but a user file edited back to an older version (or
+    // restored alone) voids its later events too, which an operator should hear of.
+    const users = new Set(ghosts.map((id) => unmadeBy.get(id)))
+    logger.warn("events voided: their users' files do not hold their changes", {
+      events: ghosts.length,
+      users: [...users].slice(0, VOIDED_USERS_NAMED),
+    })
+  }
   if (heldBack.size > 0) {
     logger.warn("events held back from the feed: their users' files are in quarantine", {
       events: heldBack.size,
@@ -58,6 +69,9 @@ export async function loadFeed(context: FeedLoadContext): Promise<void> {
     damaged: loaded.damaged,
   })
 }
+
+/** How many of the users whose events a start voids its warning names. */
+const VOIDED_USERS_NAMED = 20
 
 /** Whether the change an event describes is in what was loaded. */
 function isMade(event: EventHead, { users, tombstones }: FeedLoadContext): boolean {

@@ -198,3 +198,36 @@ describe('links, directories and huge files in the data directory (file store)',
     )
   })
 })
+
+describe('a user file edited by hand to an older version', () => {
+  it("voids the user's later events for good, and says so at warn, naming the user", async (t) => {
+    const { dataDir } = await place(t)
+    const user = await withOneUser(t, dataDir)
+    const first = await startChild({ dataDir })
+    t.after(() => first.stop('SIGKILL'))
+    for (const name of ['Renamed once', 'Renamed twice']) {
+      const patched = await request('PATCH', `${first.url}/users/${user.id}`, {
+        token,
+        json: { name },
+      })
+      assert.equal(patched.status, 200, patched.text)
+    }
+    assert.equal((await first.stop()).code, 0)
+    // The file put back at version 1, as an operator's edit of the version would.
+    await writeFile(path.join(dataDir, 'users', `${user.id}.json`), JSON.stringify(user))
+    await rm(path.join(dataDir, 'snapshot'), { force: true })
+
+    const child = await startChild({ dataDir })
+    t.after(() => child.stop('SIGKILL'))
+    await waitForOutput(child, '"msg":"events loaded"')
+    const warned = child
+      .stdout()
+      .split('\n')
+      .find((line) => line.includes('"msg":"events voided'))
+    assert.ok(warned !== undefined, child.stdout())
+    const fields = JSON.parse(warned) as { level: string; events: number; users: string[] }
+    assert.deepEqual([fields.level, fields.events, fields.users], ['warn', 2, [user.id]])
+    const got = await request('GET', `${child.url}/users/${user.id}`, { token })
+    assert.equal(got.json<User>().version, 1)
+  })
+})
