@@ -5,7 +5,7 @@ import { isExpired, type KeptKey } from '../../domain/kept-key.js'
 import { NameFilter } from '../name-filter.js'
 import { WriteError } from '../write-error.js'
 import type { DurableDirectory } from './atomic-write.js'
-import { hasCode } from './errno.js'
+import { hasCode, namingFile } from './errno.js'
 import { journalCopy, journalJson, journalLine, type LogCopy, parseKeptKey } from './key-format.js'
 import {
   cutTornTail,
@@ -197,7 +197,9 @@ export class KeyJournal {
     // A few at once: a day of journals is 2,880 files, whose opens dominate.
     const reader = async (): Promise<void> => {
       for (let journal = journals.pop(); journal !== undefined; journal = journals.pop())
-        dropped += await this.#readNames(journal, name)
+        dropped += await this.#readNames(journal, name).catch((error: unknown) => {
+          throw namingFile(error, path.join(this.#dir.path, journal))
+        })
     }
     await Promise.all(Array.from({ length: READERS }, reader))
     return dropped

@@ -231,3 +231,21 @@ describe('a user file edited by hand to an older version', () => {
     assert.equal(got.json<User>().version, 1)
   })
 })
+
+describe('a directory at a kept keys journal name', () => {
+  it('is logged at warn naming its path, and the service goes on', async (t) => {
+    const { dataDir } = await place(t)
+    const user = await withOneUser(t, dataDir)
+    const journal = path.join(dataDir, 'keys', '20991231T235930.keys')
+    await mkdir(journal)
+    const child = await startChild({ dataDir })
+    t.after(() => child.stop('SIGKILL'))
+    await waitForOutput(child, 'could not read the kept idempotency keys')
+    const warned = child
+      .stdout()
+      .split('\n')
+      .find((line) => line.includes('could not read the kept idempotency keys'))
+    assert.ok(warned?.includes(journal), child.stdout())
+    assert.equal((await request('GET', `${child.url}/users/${user.id}`, { token })).status, 200)
+  })
+})
