@@ -105,6 +105,7 @@ export function listLockFiles(dir: string): LockFile[] {
 export function createLockFile(dir: string, file: string, token: string): Linked | undefined {
   const temp = path.join(dir, `${TEMP_PREFIX}${token}`)
   const linked = writeDurably(temp, `${process.pid} ${token}\n`)
+  if (linked === undefined) return undefined
   try {
     linkSync(temp, file)
     return linked
@@ -214,17 +215,24 @@ export function isProcessAlive(pid: number): boolean {
   }
 }
 
-/** Writes a new file (mode 0600) and fsyncs it; returns its identity and its open descriptor. */
-function writeDurably(file: string, text: string): Linked {
+/**
+ * Writes a new file (mode 0600) and fsyncs it; returns its identity and a descriptor that holds it
+ * open for reading only (one open for writing would keep its file system from being remounted
+ * read-only while the service runs).
+ */
+function writeDurably(file: string, text: string): Linked | undefined {
   const fd = openSync(file, 'wx', 0o600)
   try {
     writeFileSync(fd, text)
     fsyncSync(fd)
-    return { identity: identify(fd), fd }
+    return { identity: identify(fd), fd: openSync(file, 'r') }
   } catch (error) {
-    closeSync(fd)
+    // ENOENT: a holder's clean-up swept the temp file before it was held (as for the link below).
+    if (hasCode(error, 'ENOENT')) return undefined
     removeQuietly(file)
     throw error
+  } finally {
+    closeSync(fd)
   }
 }
 
