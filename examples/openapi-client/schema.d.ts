@@ -1555,7 +1555,7 @@ export interface operations {
                 status?: string;
                 /** @description Exact match, case-insensitive. */
                 email?: string;
-                /** @description Case-insensitive substring of name or email. */
+                /** @description Case-insensitive substring of name or email (lower case, a final sigma read as σ). */
                 q?: string;
                 /** @description Creation order, oldest or newest first. */
                 sort?: "createdAt" | "-createdAt";

@@ -51,6 +51,20 @@ export function toEmailKey(email: string): string {
   return key === email ? email : key
 }
 
+/**
+ * How `q` compares text (docs/api.md, Listing): lower case, as the email key, with the final sigma
+ * read as σ. toLowerCase writes Σ as ς at the end of a word and σ inside one, so without this a
+ * piece cut from a word (`ΑΣ` of `ΑΣΑ`) would not be found in it.
+ */
+export function toSearchText(text: string): string {
+  return foldFinalSigma(text.toLowerCase())
+}
+
+/** toSearchText of text already in lower case (an email key): ς read as σ. */
+export function foldFinalSigma(lower: string): string {
+  return lower.includes('ς') ? lower.replaceAll('ς', 'σ') : lower
+}
+
 const SMALL_ETAGS = Array.from({ length: 64 }, (_, version) => `"v${version}"`)
 
 export function toEtag(version: number): string {

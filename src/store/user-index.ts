@@ -1,4 +1,4 @@
-import type { UserRecord, UserStatus } from '../domain/user.js'
+import { foldFinalSigma, toSearchText, type UserRecord, type UserStatus } from '../domain/user.js'
 import { type IdCursor, SortedIds } from './sorted-ids.js'
 import type { ListPage, ListQuery } from './store.js'
 
@@ -88,7 +88,7 @@ export class UserIndex {
         ? [this.#sortedIds]
         : [...new Set(statuses)].map((status) => this.#idsByStatus.get(status) ?? NO_IDS)
     const next = walkIds(sources, query.order, query.after)
-    const needle = q?.toLowerCase()
+    const needle = q === undefined ? undefined : toSearchText(q)
     // Ids from the arrays match by construction; only records tested against q spend the budget.
     let left = needle === undefined ? Infinity : Math.max(1, query.scanBudget ?? Infinity)
     let lastTested: string | undefined
@@ -131,7 +131,7 @@ export class UserIndex {
       query.limit > 0 &&
       isAfter(record.user.id, query.order, query.after) &&
       (statuses === undefined || statuses.includes(record.user.status)) &&
-      (q === undefined || matchesText(record, q.toLowerCase()))
+      (q === undefined || matchesText(record, toSearchText(q)))
     return { items: found ? [record] : [], hasMore: false }
   }
 
@@ -152,7 +152,10 @@ function pageWithMore(items: readonly UserRecord[], resumeAfter: string | undefi
 }
 
 function matchesText(record: UserRecord, needle: string): boolean {
-  return record.emailKey.includes(needle) || record.user.name.toLowerCase().includes(needle)
+  return (
+    foldFinalSigma(record.emailKey).includes(needle) ||
+    toSearchText(record.user.name).includes(needle)
+  )
 }
 
 function isAfter(id: string, order: Order, after: string | undefined): boolean {

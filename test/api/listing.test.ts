@@ -210,6 +210,23 @@ describe('GET /users: filters and sort', () => {
       assert.deepEqual((await list(s, `?q=${q}`)).page.items, expected, q)
   })
 
+  it('finds q as sent in a Greek name or email, whatever the case of its sigmas', async (t) => {
+    const s = await startMemoryService(t)
+    const upper = await s.createUser({ email: 'ΚΟΣΜΟΣ@example.gr', name: 'ΑΣΑ ΟΔΟΣ' })
+    const lower = await s.createUser({ email: 'kosmos@example.gr', name: 'ασα οδοσ' })
+    const cases: Array<[string, User[]]> = [
+      ['ΑΣ', [upper, lower]],
+      ['ας', [upper, lower]],
+      ['ΟΔΟΣ', [upper, lower]],
+      ['ΚΟΣ', [upper]],
+      ['ΜΟΣ@', [upper]],
+    ]
+    for (const [q, expected] of cases) {
+      const { page } = await list(s, `?q=${encodeURIComponent(q)}`)
+      assert.deepEqual(page.items, expected, q)
+    }
+  })
+
   it('combines filters with AND', async (t) => {
     const { s, ada, adam, other } = await people(t)
     assert.deepEqual((await list(s, '?status=active&q=ada')).page.items, [ada, other])

@@ -600,6 +600,35 @@ export function describeStoreContract(label: string, factory: StoreFactory): voi
       assert.deepEqual(byId.items, [])
     })
 
+    it('finds q in any case of a Greek sigma: Σ, σ and the final ς are one letter', async (t) => {
+      const store = await openStore(t, factory)
+      // toLowerCase writes Σ as ς at the end of a word and as σ inside one: ΑΣ is not in ασα.
+      const upper = await store.create(makeUser({ email: 'ΚΟΣΜΟΣ@example.gr', name: 'ΑΣΑ ΟΔΟΣ' }))
+      const lower = await store.create(makeUser({ email: 'kosmos@example.gr', name: 'ασα οδοσ' }))
+      const both = ['ΑΣΑ ΟΔΟΣ', 'ασα οδοσ']
+      const cases: Array<[string, string[]]> = [
+        ['ΑΣ', both],
+        ['ασ', both],
+        ['ας', both],
+        ['ΟΔΟΣ', both],
+        ['οδος', both],
+        ['ΚΟΣ', ['ΑΣΑ ΟΔΟΣ']],
+        ['κοσμοσ@', ['ΑΣΑ ΟΔΟΣ']],
+        ['ΜΟΣ@', ['ΑΣΑ ΟΔΟΣ']],
+      ]
+      for (const [q, expected] of cases) {
+        const page = await store.list({ filter: { q }, order: 'asc', limit: 100 })
+        assert.deepEqual(namesOf(page.items), expected, q)
+      }
+      const byEmail = await store.list({
+        filter: { email: upper.user.email, q: 'ΑΣ' },
+        order: 'asc',
+        limit: 100,
+      })
+      assert.deepEqual(namesOf(byEmail.items), ['ΑΣΑ ΟΔΟΣ'])
+      assert.equal(lower.user.email, 'kosmos@example.gr')
+    })
+
     it('combines filters with AND', async (t) => {
       const store = await openStore(t, factory)
       await seedPeople(store)

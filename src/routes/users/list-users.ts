@@ -97,7 +97,7 @@ function listParameters(): Json[] {
     query(
       'q',
       { type: 'string', maxLength: 200, ...NOT_BLANK },
-      'Case-insensitive substring of name or email.',
+      'Case-insensitive substring of name or email (lower case, a final sigma read as σ).',
     ),
     query(
       'sort',

@@ -72,7 +72,8 @@ export function pageShape(input: ShapeInput, limit: number): SqlShape {
 /**
  * One page with `q`: the first `budget + 1` users of the walk (the last one only proves that the
  * walk goes on); of the first `budget`, those whose name or email key contains the needle, at most
- * `limit + 1`, with their position; and the users at positions `budget` and `budget + 1`.
+ * `limit + 1`, with their position; and the users at positions `budget` and `budget + 1`. The keys
+ * are compared with ς read as σ, as the needle is (toSearchText).
  */
 export function searchShape(
   input: ShapeInput,
@@ -84,7 +85,7 @@ export function searchShape(
   const direction = input.order === 'asc' ? 'ASC' : 'DESC'
   const n = values.length + 2
   const sql = `WITH walk AS (
-      SELECT id, (email_key LIKE $${n} OR name_key LIKE $${n}) AS hit, row_number() OVER (ORDER BY id ${direction}) AS position
+      SELECT id, (replace(email_key, 'ς', 'σ') LIKE $${n} OR replace(name_key, 'ς', 'σ') LIKE $${n}) AS hit, row_number() OVER (ORDER BY id ${direction}) AS position
       FROM (${text}) AS window_rows
     )
     SELECT * FROM (

@@ -1,3 +1,4 @@
+import { foldFinalSigma, toSearchText } from '../../domain/user.js'
 import type { ListPage, ListQuery } from '../store.js'
 import type { Statement } from './connection.js'
 import type { QueryResult, QueryResultRow } from './pg-types.js'
@@ -25,7 +26,7 @@ export async function listUsers(query: ListQuery, run: RunQuery): Promise<ListPa
     return withMore(items, items.at(-1)?.user.id ?? query.after)
   }
   const budget = Math.max(1, query.scanBudget ?? Number.MAX_SAFE_INTEGER - 1)
-  const rows = (await run<SearchRow>(searchShape(shape, query.limit, budget, q.toLowerCase()))).rows
+  const rows = (await run<SearchRow>(searchShape(shape, query.limit, budget, toSearchText(q)))).rows
   const hits = rows.filter((row) => row.hit)
   if (hits.length > query.limit) {
     const items = hits.slice(0, query.limit).map(toUserRecord)
@@ -50,12 +51,12 @@ async function listByEmail(query: ListQuery, emailKey: string, run: RunQuery): P
   const record = toUserRecord(row)
   const { statuses, q } = query.filter
   const { after, order } = query
-  const needle = q?.toLowerCase()
+  const needle = q === undefined ? undefined : toSearchText(q)
   const found =
     (after === undefined || (order === 'asc' ? row.id > after : row.id < after)) &&
     (statuses === undefined || statuses.includes(row.status)) &&
     (needle === undefined ||
-      record.emailKey.includes(needle) ||
-      row.name.toLowerCase().includes(needle))
+      foldFinalSigma(record.emailKey).includes(needle) ||
+      toSearchText(row.name).includes(needle))
   return { items: found ? [record] : [], hasMore: false }
 }
