@@ -26,12 +26,12 @@ export const importUsers: Route = {
   request: {
     schema: TEXT,
     description:
-      'NDJSON: one user per line, as exported (id, status, time stamps and version kept) or new (email, name and metadata only). At most IMPORT_MAX_BYTES, read as a stream; a line over 64 KiB gets a 413 result of its own.',
+      'NDJSON: one user per line, as exported (id, status, time stamps and version kept) or new (email, name and metadata only). At most IMPORT_MAX_BYTES, read as a stream; a line over 128 KiB gets a 413 result of its own (the largest user an export writes is about 100 KB).',
   },
   responses: {
     200: {
       description:
-        'One result per non-blank input line, in input order, each sent once its user is durable: {"line":1,"status":201,"id":"…"}; 200 when that id already holds exactly that user; 400 a malformed line, 409 (code duplicate_email or duplicate_id), 413 a line over 64 KiB, 422 with errors, 503 storage_unavailable or maintenance. A chunked body that grows past IMPORT_MAX_BYTES gets a last 413 line (code payload_too_large) and the rest is not read. Every import answer says Connection: close: the connection closes once the answer is out, and a request sent behind the body on it is neither processed nor answered.',
+        'One result per non-blank input line, in input order, each sent once its user is durable: {"line":1,"status":201,"id":"…"}; 200 when that id already holds exactly that user; 400 a malformed line, 409 (code duplicate_email or duplicate_id), 413 a line over 128 KiB, 422 with errors, 503 storage_unavailable or maintenance. A chunked body that grows past IMPORT_MAX_BYTES gets a last 413 line (code payload_too_large) and the rest is not read. Every import answer says Connection: close: the connection closes once the answer is out, and a request sent behind the body on it is neither processed nor answered.',
       content: { [NDJSON]: TEXT },
     },
   },
