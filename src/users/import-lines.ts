@@ -7,6 +7,8 @@ const NEWLINE = 10
 const CR = 13
 /** What a waiting chunk costs beyond its bytes, counted generously (its Buffer is ~100 bytes). */
 const CHUNK_COST = 1024
+/** Past this many pieces, a line's bytes are gathered into one buffer. */
+const MANY_PARTS = 64
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 
 /**
@@ -25,6 +27,11 @@ export class LineReader {
   #ended = false
   /** The line being gathered: its pieces, its size, and whether it already passed `max`. */
   #parts: Buffer[] = []
+  /**
+   * A line of many small pieces, copied into one buffer instead: a line sent a byte at a time
+   * would otherwise be held as one Buffer per byte, some 250 bytes each (34 MB for 128 KiB).
+   */
+  #gathered: Buffer | undefined
   #size = 0
   #oversize = false
   #started = false
@@ -89,16 +96,30 @@ export class LineReader {
     if (this.#size > this.#max + 1) {
       this.#oversize = true
       this.#parts = []
+      this.#gathered = undefined
       return
     }
-    if (bytes.length > 0) this.#parts.push(bytes)
+    if (bytes.length === 0) return
+    if (this.#gathered !== undefined) {
+      bytes.copy(this.#gathered, this.#size - bytes.length)
+      return
+    }
+    this.#parts.push(bytes)
+    if (this.#parts.length < MANY_PARTS) return
+    // Room for the longest line kept, and the one byte past it (the CR of a CRLF).
+    this.#gathered = Buffer.allocUnsafe(this.#max + 1)
+    let at = 0
+    for (const part of this.#parts) at += part.copy(this.#gathered, at)
+    this.#parts = []
   }
 
   #take(): SplitLine {
     const oversize = this.#oversize
-    const parts = this.#parts
+    const gathered = this.#gathered
+    const parts = gathered === undefined ? this.#parts : [gathered.subarray(0, this.#size)]
     const size = this.#size
     this.#parts = []
+    this.#gathered = undefined
     this.#size = 0
     this.#oversize = false
     this.#started = false

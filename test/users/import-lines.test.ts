@@ -45,6 +45,41 @@ describe('LineReader', () => {
     assert.deepEqual(drain(reader), [TOO_LONG, 'short', '12345678', TOO_LONG])
   })
 
+  it('gives the same lines for a body pushed a byte at a time as pushed whole, at and past the bound', () => {
+    const max = 200
+    const body = Buffer.from(
+      [
+        'é'.repeat(100), // exactly the bound, in two-byte characters
+        `${'x'.repeat(max)}\r`, // the bound and the CR of a CRLF
+        'y'.repeat(max + 1), // one byte past it
+        `${'z'.repeat(max)}\r\r`, // past it by a CR that ends no line
+        'short',
+        'w'.repeat(3 * max), // far past it, then a line after it
+        'last without a newline',
+      ].join('\n'),
+    )
+    const whole = new LineReader(max)
+    whole.push(body)
+    whole.end()
+    const expected = drain(whole)
+    assert.deepEqual(expected.slice(0, 5), [
+      'é'.repeat(100),
+      `${'x'.repeat(max)}\r`,
+      TOO_LONG,
+      TOO_LONG,
+      'short',
+    ])
+    const bytewise = new LineReader(max)
+    const lines: SplitLine[] = []
+    for (const byte of body) {
+      bytewise.push(Buffer.of(byte))
+      lines.push(...drain(bytewise))
+    }
+    bytewise.end()
+    lines.push(...drain(bytewise))
+    assert.deepEqual(lines, expected)
+  })
+
   it('counts the CR of a CRLF toward no bound, however the chunks cut the line', () => {
     const reader = new LineReader(8)
     reader.push(Buffer.from('12345678\r\n1234567'))
