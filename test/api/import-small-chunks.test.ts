@@ -1,7 +1,7 @@
 /** An import's read-ahead is bounded by what it holds, however small the pieces its body came in. */
 import assert from 'node:assert/strict'
-import { connect } from 'node:net'
-import { describe, it } from 'node:test'
+import { connect, type Socket } from 'node:net'
+import { describe, it, type TestContext } from 'node:test'
 
 import { sleep } from '../helpers/child.js'
 import { startMeasuredChild } from '../helpers/measured-child.js'
@@ -10,6 +10,21 @@ import { makeToken } from '../helpers/tokens.js'
 
 const token = makeToken()
 const MiB = 1024 * 1024
+
+/** A raw connection to `url` that has sent the head of an import of `length` bytes. */
+function importSocket(t: TestContext, url: string, length: number): Socket {
+  const { hostname, port } = new URL(url)
+  const socket = connect(Number(port), hostname)
+  t.after(() => {
+    socket.destroy()
+  })
+  socket.on('error', () => undefined)
+  socket.setNoDelay(true)
+  socket.write(
+    `POST /users:import HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${token}\r\ncontent-type: application/x-ndjson\r\ncontent-length: ${length}\r\n\r\n`,
+  )
+  return socket
+}
 
 describe('an import whose body arrives a byte at a time while its results are not read', () => {
   it('stops reading it long before its memory passes the read-ahead many times over', {
@@ -20,17 +35,8 @@ describe('an import whose body arrives a byte at a time while its results are no
     // Lines refused at once fill the results held for a client that does not read them: the
     // run waits, and what arrives meanwhile is only read ahead.
     const filler = Buffer.alloc(800_000, 'x\n')
-    const { hostname, port } = new URL(child.url)
-    const socket = connect(Number(port), hostname)
-    t.after(() => {
-      socket.destroy()
-    })
-    socket.on('error', () => undefined)
-    socket.setNoDelay(true)
+    const socket = importSocket(t, child.url, filler.length + bytes)
     socket.pause()
-    socket.write(
-      `POST /users:import HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${token}\r\ncontent-type: application/x-ndjson\r\ncontent-length: ${filler.length + bytes}\r\n\r\n`,
-    )
     socket.write(filler)
     await sleep(1500)
     const before = readRssMb(pid)
@@ -63,16 +69,7 @@ describe('an import whose body arrives a byte at a time while its results are no
     const { child, pid } = await startMeasuredChild(t, { heapMb: 64 })
     // Near the longest line taken (128 KiB), with no newline yet: the line is still gathered.
     const bytes = 120 * 1024
-    const { hostname, port } = new URL(child.url)
-    const socket = connect(Number(port), hostname)
-    t.after(() => {
-      socket.destroy()
-    })
-    socket.on('error', () => undefined)
-    socket.setNoDelay(true)
-    socket.write(
-      `POST /users:import HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${token}\r\ncontent-type: application/x-ndjson\r\ncontent-length: ${bytes + 1}\r\n\r\n`,
-    )
+    const socket = importSocket(t, child.url, bytes + 1)
     await sleep(500)
     const before = readRssMb(pid)
     const rss = sampleRss(pid)

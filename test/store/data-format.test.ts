@@ -4,9 +4,10 @@ import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
 import type { User } from '../../src/domain/user.js'
-import { spawnService, startChild } from '../helpers/child.js'
+import { startChild } from '../helpers/child.js'
 import { listLockFiles } from '../helpers/data-files.js'
 import { request } from '../helpers/http.js'
+import { refusedStart } from '../helpers/refused-start.js'
 import { makeTempDir, uniqueEmail } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'
 
@@ -41,27 +42,6 @@ async function contents(dir: string): Promise<Map<string, string>> {
     found.set(path.relative(dir, file), await readFile(file, 'latin1'))
   }
   return found
-}
-
-/** Starts the service on `dataDir` and waits for it to give up: the error its log says. */
-async function refusedStart(t: TestContext, dataDir: string): Promise<string> {
-  const child = spawnService({ dataDir })
-  t.after(() => {
-    child.proc.kill('SIGKILL')
-  })
-  // A start that is not refused is stopped, and fails the test below.
-  const timer = setTimeout(() => child.proc.kill('SIGKILL'), 20_000)
-  const exit = await child.exited
-  clearTimeout(timer)
-  assert.equal(exit.code, 1, child.stderr())
-  const line = child
-    .stdout()
-    .split('\n')
-    .find((text) => text.includes('"msg":"could not load the store"'))
-  assert.ok(line !== undefined, child.stdout())
-  const error: unknown = JSON.parse(line).error
-  assert.equal(typeof error, 'string')
-  return String(error)
 }
 
 describe('the data directory layout', () => {

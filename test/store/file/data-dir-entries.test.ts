@@ -16,6 +16,7 @@ import { describe, it, type TestContext } from 'node:test'
 import type { User } from '../../../src/domain/user.js'
 import { LOADED_LINE, spawnService, startChild, waitForOutput } from '../../helpers/child.js'
 import { request } from '../../helpers/http.js'
+import { refusedStart } from '../../helpers/refused-start.js'
 import { makeTempDir, uniqueEmail } from '../../helpers/service.js'
 import { makeToken } from '../../helpers/tokens.js'
 
@@ -53,24 +54,6 @@ async function withOneUser(t: TestContext, dataDir: string): Promise<User> {
   assert.equal(created.status, 201, created.text)
   assert.equal((await child.stop()).code, 0)
   return created.json<User>()
-}
-
-/** Starts the service on `dataDir` and waits for it to give up: the error its log says. */
-async function refusedStart(t: TestContext, dataDir: string): Promise<string> {
-  const child = spawnService({ dataDir })
-  t.after(() => {
-    child.proc.kill('SIGKILL')
-  })
-  const timer = setTimeout(() => child.proc.kill('SIGKILL'), 20_000)
-  const exit = await child.exited
-  clearTimeout(timer)
-  assert.equal(exit.code, 1, child.stdout())
-  const line = child
-    .stdout()
-    .split('\n')
-    .find((text) => text.includes('"msg":"could not load the store"'))
-  assert.ok(line !== undefined, child.stdout())
-  return String(JSON.parse(line).error)
 }
 
 describe('links, directories and huge files in the data directory (file store)', () => {
