@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { execFile, spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { copyFile, readFile, stat } from 'node:fs/promises'
+import { copyFile, readFile, stat, symlink } from 'node:fs/promises'
 import path from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { describe, it, type TestContext } from 'node:test'
@@ -12,6 +12,7 @@ import { checkAdminPageServed } from './helpers/admin-page.js'
 import { PROJECT_ROOT } from './helpers/child.js'
 import { request } from './helpers/http.js'
 import { waitFor } from './helpers/ops.js'
+import { DATABASE_URL, freshDatabase } from './helpers/postgres.js'
 import { makeTempDir, uniqueEmail } from './helpers/service.js'
 import { TEST_SECRET } from './helpers/tokens.js'
 
@@ -194,5 +195,52 @@ describe('single executable application: ./user-service', () => {
     t.diagnostic(
       `user-service (SEA): ${(size / 1024 / 1024).toFixed(1)} MiB, ready in ${startupMs.toFixed(0)} ms`,
     )
+    if (DATABASE_URL === undefined) {
+      t.diagnostic('WORKERS=2 not checked: DATABASE_URL is not set (scripts/with-postgres.sh)')
+      return
+    }
+    // WORKERS=2 on PostgreSQL: node:cluster forks the executable again, with its own path as the
+    // script; each worker serves, and the primary stops them all with exit 0. The driver is
+    // where the executable's import('pg') looks (beside the build), as an operator installs it.
+    await run('mkdir', [path.join(dir, 'node_modules')])
+    await symlink(
+      path.join(PROJECT_ROOT, 'node_modules', 'pg'),
+      path.join(dir, 'node_modules', 'pg'),
+    )
+    const database = await freshDatabase(t)
+    const child = spawn(path.join(alone, 'user-service'), [], {
+      cwd: alone,
+      env: { ...serviceEnv(path.join(alone, 'data-pg')), DATABASE_URL: database, WORKERS: '2' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    t.after(() => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+    })
+    let out = ''
+    let err = ''
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      out += chunk
+    })
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      err += chunk
+    })
+    const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) => {
+      child.on('exit', (code, signal) => resolve({ code, signal }))
+    })
+    const listening = await waitFor(
+      'two workers listening',
+      () => {
+        assert.equal(child.exitCode, null, `the service exited:\n${out}\n${err}`)
+        const lines = out.match(/"msg":"listening"/g) ?? []
+        return lines.length === 2 ? /"msg":"listening","url":"([^"]+)"/.exec(out)?.[1] : undefined
+      },
+      30_000,
+      20,
+    ).catch((error: Error) => {
+      throw new Error(`${error.message}\n${out}\n${err}`)
+    })
+    assert.equal((await request('GET', `${listening}/healthz`)).status, 200)
+    child.kill('SIGTERM')
+    assert.deepEqual(await exited, { code: 0, signal: null }, `${out}\n${err}`)
   })
 })

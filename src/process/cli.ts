@@ -5,6 +5,8 @@
  * service answers /healthz (the binary image's HEALTHCHECK). Each command is loaded only when it
  * is chosen; `--help` after any of them prints its usage and exits 0.
  */
+import cluster from 'node:cluster'
+
 import { COMMAND_USAGE, USAGE } from './cli-usage.js'
 
 const isHelp = (arg: string | undefined): boolean =>
@@ -15,8 +17,11 @@ const TAKES_NO_ARGUMENTS: ReadonlySet<string> = new Set(['serve', 'healthcheck']
 
 /** Runs the command named by process.argv[2]; each is loaded only when chosen. */
 export function runCli(): void {
-  const command = process.argv[2]
-  const args = process.argv.slice(3)
+  // A worker of WORKERS > 1 serves, whatever its arguments: node:cluster forks with argv[1] as
+  // the script, which in the single executable is the executable itself, so its workers would
+  // read their own path as the command (and, refused, wait on the primary's channel forever).
+  const command = cluster.isWorker ? 'serve' : process.argv[2]
+  const args = cluster.isWorker ? [] : process.argv.slice(3)
   const usage = command === undefined ? undefined : COMMAND_USAGE.get(command)
   if (isHelp(command)) {
     process.stdout.write(USAGE)
