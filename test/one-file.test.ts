@@ -201,11 +201,11 @@ describe('single executable application: ./user-service', () => {
     }
     // WORKERS=2 on PostgreSQL: node:cluster forks the executable again, with its own path as the
     // script; each worker serves, and the primary stops them all with exit 0. The driver is
-    // where the executable's import('pg') looks (beside the build), as an operator installs it.
-    await run('mkdir', [path.join(dir, 'node_modules')])
+    // installed beside the executable (`npm install pg` in its folder), where it looks for it.
+    await run('mkdir', [path.join(alone, 'node_modules')])
     await symlink(
       path.join(PROJECT_ROOT, 'node_modules', 'pg'),
-      path.join(dir, 'node_modules', 'pg'),
+      path.join(alone, 'node_modules', 'pg'),
     )
     const database = await freshDatabase(t)
     const child = spawn(path.join(alone, 'user-service'), [], {

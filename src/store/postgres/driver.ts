@@ -1,10 +1,27 @@
+import { createRequire } from 'node:module'
+
 import { StartError } from '../../domain/errors.js'
 import type { PgModule } from './pg-types.js'
 
 /** Imports a module by name; tests pass one that fails. */
 export type Importer = (name: string) => Promise<unknown>
 
-const importModule: Importer = (name) => import(name)
+const importModule: Importer = async (name) => {
+  // The single executable has no file of its own to resolve from: its import() looks where it
+  // was built. It looks in node_modules beside the executable, where `npm install pg` puts it.
+  if (await isSingleExecutable()) return createRequire(process.execPath)(name)
+  return import(name)
+}
+
+/** node:sea is there from Node 20.12; with an older Node the executable keeps import()'s way. */
+async function isSingleExecutable(): Promise<boolean> {
+  try {
+    const sea = (await import('node:sea')) as { isSea?: () => boolean }
+    return sea.isSea?.() === true
+  } catch {
+    return false
+  }
+}
 
 /**
  * Loads the `pg` driver, an optional peer dependency: the core has no runtime dependency, and only
