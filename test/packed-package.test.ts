@@ -53,6 +53,11 @@ describe('the packed package (npm pack) in another project', () => {
     }
     // The build's tools (tsc, the Node types) are the repository's.
     await symlink(path.join(PROJECT_ROOT, 'node_modules'), path.join(stage, 'node_modules'), 'dir')
+    // What `npm run build:bundle` and `npm run build:sea` leave in dist/ of a checkout is not
+    // the package's: the bundle is 0.7 MB that the package's own dist/bin.js already is.
+    await mkdir(path.join(stage, 'dist', 'sea'), { recursive: true })
+    await writeFile(path.join(stage, 'dist', 'user-service.mjs'), '// npm run build:bundle\n')
+    await writeFile(path.join(stage, 'dist', 'sea', 'user-service.cjs'), '// npm run build:sea\n')
     const packed = await run(NPM, ['pack', '--json', '--pack-destination', tmp], {
       cwd: stage,
       env,
@@ -87,6 +92,10 @@ describe('the packed package (npm pack) in another project', () => {
     assert.equal(
       shipped.some((file) => file.startsWith('src/') || file.startsWith('test/')),
       false,
+    )
+    assert.deepEqual(
+      shipped.filter((file) => file.startsWith('dist/sea/') || file === 'dist/user-service.mjs'),
+      [],
     )
 
     // The command is one module (npm run build bundles it): it imports none of dist/'s others.
