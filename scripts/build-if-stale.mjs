@@ -11,7 +11,8 @@ import { fileURLToPath } from 'node:url'
 const ROOT = path.resolve(process.argv[2] ?? path.join(fileURLToPath(import.meta.url), '..', '..'))
 // tsc writes it on every build (tsconfig.build.json); its time is set to the build's start below.
 const RECORD = path.join(ROOT, 'dist', '.tsbuildinfo')
-const INPUTS = ['src', 'admin', 'tsconfig.json', 'tsconfig.build.json', 'package.json']
+// scripts/: the admin page's and the bundle's builds are inputs too.
+const INPUTS = ['src', 'admin', 'scripts', 'tsconfig.json', 'tsconfig.build.json', 'package.json']
 // The admin page (docs/admin-page.md), built into dist/admin/ after the service.
 const ADMIN_BUILD = path.join(ROOT, 'scripts', 'build-admin-page.mjs')
 // The command as one file, over tsc's dist/bin.js, as `npm run build` does.

@@ -111,6 +111,13 @@ describe('npm start and npm run token build only when the sources changed (build
     assert.ok((await stat(path.join(root, 'dist', 'admin', 'index.html'))).isFile())
     const ran = await run(process.execPath, [bin], { timeout: 30_000 })
     assert.equal(ran.stdout, 'extra 1\n')
+
+    // A change of a build script builds again, as a change of a source does.
+    const built = (await buildIfStale(root)).record
+    await touchLater(path.join(root, 'scripts', 'eager-imports.mjs'))
+    const again = await buildIfStale(root)
+    assert.equal(again.code, 0)
+    assert.ok(again.record > built, 'an edited build script is built')
   })
 
   it('fails on a type error, and tries again on the next run', { timeout: 180_000 }, async (t) => {
