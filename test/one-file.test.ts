@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { execFile, spawn } from 'node:child_process'
+import { type ChildProcess, execFile, spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { copyFile, readFile, stat, symlink } from 'node:fs/promises'
 import path from 'node:path'
@@ -37,21 +37,22 @@ function withoutCoverage(): NodeJS.ProcessEnv {
   return env
 }
 
-/**
- * Starts one form of the service (`command` plus `args`) in `cwd`, and checks what every form
- * promises: the listening line, /healthz, a created user, a token from its own `token` subcommand,
- * and exit 0 on SIGTERM. Returns the time from spawn to the listening line.
- */
-async function checkForm(
+interface Spawned {
+  readonly child: ChildProcess
+  /** What it wrote so far to stdout and stderr. */
+  out(): string
+  err(): string
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
+}
+
+/** Spawns a form of the service, killed when the test ends, its output gathered. */
+function spawnForm(
   t: TestContext,
-  cwd: string,
   command: string,
   args: readonly string[],
-): Promise<number> {
-  const dataDir = path.join(cwd, 'data')
-  const env = serviceEnv(dataDir)
-  const started = performance.now()
-  const child = spawn(command, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] })
+  options: { cwd: string; env: NodeJS.ProcessEnv },
+): Spawned {
+  const child = spawn(command, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] })
   t.after(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
   })
@@ -68,11 +69,29 @@ async function checkForm(
       resolve({ code, signal })
     })
   })
+  return { child, out: () => out, err: () => err, exited }
+}
+
+/**
+ * Starts one form of the service (`command` plus `args`) in `cwd`, and checks what every form
+ * promises: the listening line, /healthz, a created user, a token from its own `token` subcommand,
+ * and exit 0 on SIGTERM. Returns the time from spawn to the listening line.
+ */
+async function checkForm(
+  t: TestContext,
+  cwd: string,
+  command: string,
+  args: readonly string[],
+): Promise<number> {
+  const dataDir = path.join(cwd, 'data')
+  const env = serviceEnv(dataDir)
+  const started = performance.now()
+  const { child, out, err, exited } = spawnForm(t, command, args, { cwd, env })
   const url = await waitFor(
     'the listening line',
     () => {
-      assert.equal(child.exitCode, null, `the service exited:\n${out}\n${err}`)
-      return /"msg":"listening","url":"([^"]+)"/.exec(out)?.[1]
+      assert.equal(child.exitCode, null, `the service exited:\n${out()}\n${err()}`)
+      return /"msg":"listening","url":"([^"]+)"/.exec(out())?.[1]
     },
     30_000,
     10,
@@ -111,8 +130,8 @@ async function checkForm(
 
   child.kill('SIGTERM')
   const exit = await exited
-  assert.deepEqual(exit, { code: 0, signal: null }, `${out}\n${err}`)
-  assert.match(out, /"msg":"stopped"/)
+  assert.deepEqual(exit, { code: 0, signal: null }, `${out()}\n${err()}`)
+  assert.match(out(), /"msg":"stopped"/)
   return startupMs
 }
 
@@ -208,39 +227,24 @@ describe('single executable application: ./user-service', () => {
       path.join(alone, 'node_modules', 'pg'),
     )
     const database = await freshDatabase(t)
-    const child = spawn(path.join(alone, 'user-service'), [], {
+    const { child, out, err, exited } = spawnForm(t, path.join(alone, 'user-service'), [], {
       cwd: alone,
       env: { ...serviceEnv(path.join(alone, 'data-pg')), DATABASE_URL: database, WORKERS: '2' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    t.after(() => {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
-    })
-    let out = ''
-    let err = ''
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-      out += chunk
-    })
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
-      err += chunk
-    })
-    const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) => {
-      child.on('exit', (code, signal) => resolve({ code, signal }))
     })
     const listening = await waitFor(
       'two workers listening',
       () => {
-        assert.equal(child.exitCode, null, `the service exited:\n${out}\n${err}`)
-        const lines = out.match(/"msg":"listening"/g) ?? []
-        return lines.length === 2 ? /"msg":"listening","url":"([^"]+)"/.exec(out)?.[1] : undefined
+        assert.equal(child.exitCode, null, `the service exited:\n${out()}\n${err()}`)
+        const lines = out().match(/"msg":"listening"/g) ?? []
+        return lines.length === 2 ? /"msg":"listening","url":"([^"]+)"/.exec(out())?.[1] : undefined
       },
       30_000,
       20,
     ).catch((error: Error) => {
-      throw new Error(`${error.message}\n${out}\n${err}`)
+      throw new Error(`${error.message}\n${out()}\n${err()}`)
     })
     assert.equal((await request('GET', `${listening}/healthz`)).status, 200)
     child.kill('SIGTERM')
-    assert.deepEqual(await exited, { code: 0, signal: null }, `${out}\n${err}`)
+    assert.deepEqual(await exited, { code: 0, signal: null }, `${out()}\n${err()}`)
   })
 })
