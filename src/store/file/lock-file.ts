@@ -193,8 +193,7 @@ export function holdsOpen(pid: number, identity: string, proc = '/proc'): boolea
   }
   for (const name of names) {
     try {
-      const { dev, ino } = statSync(path.join(dir, name), { bigint: true })
-      if (`${dev}:${ino}` === identity) return true
+      if (identityOf(statSync(path.join(dir, name), { bigint: true })) === identity) return true
     } catch {
       // A descriptor closed since the listing: not the lock file, which its owner keeps open.
     }
@@ -238,7 +237,11 @@ function writeDurably(file: string, text: string): Linked | undefined {
 
 function identify(fd: number): string {
   // Stryker disable next-line ObjectLiteral,BooleanLiteral: device and inode numbers below 2^53 print alike; bigint keeps larger ones (XFS, NFS) exact
-  const { dev, ino } = fstatSync(fd, { bigint: true })
+  return identityOf(fstatSync(fd, { bigint: true }))
+}
+
+/** A file's identity: its device and inode, exact (bigint: XFS and NFS use large ones). */
+function identityOf({ dev, ino }: { dev: bigint; ino: bigint }): string {
   return `${dev}:${ino}`
 }
 

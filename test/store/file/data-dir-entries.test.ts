@@ -14,7 +14,13 @@ import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
 import type { User } from '../../../src/domain/user.js'
-import { LOADED_LINE, spawnService, startChild, waitForOutput } from '../../helpers/child.js'
+import {
+  LOADED_LINE,
+  type RunningChild,
+  spawnService,
+  startChild,
+  waitForOutput,
+} from '../../helpers/child.js'
 import { request } from '../../helpers/http.js'
 import { refusedStart } from '../../helpers/refused-start.js'
 import { makeTempDir, uniqueEmail } from '../../helpers/service.js'
@@ -34,6 +40,14 @@ interface Place {
   readonly dataDir: string
   /** A file beside the data directory, which a link in it leads to. */
   readonly outside: string
+}
+
+/** The first line the child logged that holds every piece of `text`. */
+function logLine(child: RunningChild, ...text: string[]): string | undefined {
+  return child
+    .stdout()
+    .split('\n')
+    .find((line) => text.every((piece) => line.includes(piece)))
 }
 
 async function place(t: TestContext): Promise<Place> {
@@ -114,10 +128,7 @@ describe('links, directories and huge files in the data directory (file store)',
     const child = await startChild({ dataDir })
     t.after(() => child.stop('SIGKILL'))
     await waitForOutput(child, LOADED_LINE)
-    const quarantined = child
-      .stdout()
-      .split('\n')
-      .find((line) => line.includes('"msg":"quarantined a file"') && line.includes(user.id))
+    const quarantined = logLine(child, '"msg":"quarantined a file"', user.id)
     assert.ok(quarantined !== undefined, child.stdout())
     assert.match(quarantined, /symbolic link/)
     assert.equal((await request('GET', `${child.url}/users/${user.id}`, { token })).status, 404)
@@ -202,11 +213,8 @@ describe('a user file edited by hand to an older version', () => {
 
     const child = await startChild({ dataDir })
     t.after(() => child.stop('SIGKILL'))
-    await waitForOutput(child, '"msg":"events loaded"')
-    const warned = child
-      .stdout()
-      .split('\n')
-      .find((line) => line.includes('"msg":"events voided'))
+    await waitForOutput(child, LOADED_LINE)
+    const warned = logLine(child, '"msg":"events voided')
     assert.ok(warned !== undefined, child.stdout())
     const fields = JSON.parse(warned) as { level: string; events: number; users: string[] }
     assert.deepEqual([fields.level, fields.events, fields.users], ['warn', 2, [user.id]])
@@ -224,10 +232,7 @@ describe('a directory at a kept keys journal name', () => {
     const child = await startChild({ dataDir })
     t.after(() => child.stop('SIGKILL'))
     await waitForOutput(child, 'could not read the kept idempotency keys')
-    const warned = child
-      .stdout()
-      .split('\n')
-      .find((line) => line.includes('could not read the kept idempotency keys'))
+    const warned = logLine(child, 'could not read the kept idempotency keys')
     assert.ok(warned?.includes(journal), child.stdout())
     assert.equal((await request('GET', `${child.url}/users/${user.id}`, { token })).status, 200)
   })
