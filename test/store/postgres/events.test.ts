@@ -112,9 +112,10 @@ describe('the change feed on PostgreSQL', { skip: SKIP_POSTGRES }, () => {
     const users = await Promise.all(
       Array.from({ length: 30 }, (_, i) => (i % 2 === 0 ? a : b).createUser()),
     )
-    await Promise.all(
+    const activated = await Promise.all(
       users.map((user, i) => (i % 2 === 0 ? b : a).call('POST', `/users/${user.id}:activate`)),
     )
+    for (const res of activated) assert.equal(res.status, 200, res.text)
     await stream.waitFor(60)
     const ids = stream.events.map((event) => event.id)
     assert.deepEqual([...ids].sort(), ids)

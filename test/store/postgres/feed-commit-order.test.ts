@@ -76,22 +76,28 @@ async function feed(svc: TestService, after?: string): Promise<Page> {
   return res.json<Page>()
 }
 
-/** Waits until `count` of the service's sessions wait for a lock. */
-async function lockWaiters(count: number, schema: string): Promise<void> {
+/**
+ * Waits until `count` of the service's sessions wait for a lock `holder` holds. Only for that
+ * holder: the server is shared with the other test files, whose sessions wait for locks of their own.
+ */
+async function lockWaiters(count: number, holder: pg.Client): Promise<void> {
   const deadline = Date.now() + 10_000
+  const pid = (await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid
+  assert.ok(pid !== undefined)
   for (;;) {
     const found = await new pg.Client({ connectionString: requireDatabaseUrl() })
     await found.connect()
     try {
       const result = await found.query<{ n: number }>(
         `SELECT count(*)::int AS n FROM pg_stat_activity
-          WHERE application_name = 'user-service' AND wait_event_type = 'Lock' AND datname = current_database()`,
+          WHERE application_name = 'user-service' AND $1::int = ANY (pg_blocking_pids(pid))`,
+        [pid],
       )
       if ((result.rows[0]?.n ?? 0) >= count) return
     } finally {
       await found.end()
     }
-    assert.ok(Date.now() < deadline, `no ${count} waiting session(s) of ${schema}`)
+    assert.ok(Date.now() < deadline, `no ${count} session(s) waiting for ${pid}`)
     await sleep(20)
   }
 }
@@ -128,7 +134,7 @@ describe('the PostgreSQL feed in commit order', { skip: SKIP_POSTGRES }, () => {
       const post = (body: Record<string, string>): Promise<TestResponse> =>
         svc.call('POST', '/users', { json: body })
       const d = post({ email: emailD, name: 'D' })
-      await lockWaiters(1, schema)
+      await lockWaiters(1, first)
       const e = post({ email: uniqueEmail('e'), name: 'E' })
       await sleep(50)
       const c = post({ email: emailC, name: 'C' })
@@ -139,7 +145,7 @@ describe('the PostgreSQL feed in commit order', { skip: SKIP_POSTGRES }, () => {
       await first.query('ROLLBACK')
       assert.equal((await d).status, 201)
       // E, C and B are one batch now, its transaction waiting (after E's row) for C's email.
-      await lockWaiters(1, schema)
+      await lockWaiters(1, second)
       const deleted = await svc.call('DELETE', `/users/${a.id}`)
       assert.equal(deleted.status, 204, deleted.text)
       await second.query('ROLLBACK')
