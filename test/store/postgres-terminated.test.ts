@@ -4,7 +4,7 @@ import { describe, it } from 'node:test'
 import pg from 'pg'
 
 import type { User } from '../../src/domain/user.js'
-import { sleep, startChild } from '../helpers/child.js'
+import { sleep, startChild, waitForOutput } from '../helpers/child.js'
 import { assertProblem, request } from '../helpers/http.js'
 import { freshDatabase, SKIP_POSTGRES } from '../helpers/postgres.js'
 import { makeTempDir, uniqueEmail } from '../helpers/service.js'
@@ -58,6 +58,9 @@ describe('a PostgreSQL connection ended under a running statement', { skip: SKIP
     // Ended before its COMMIT: nothing was made, and the 503 says so (no outcome to doubt).
     const refused = assertProblem(await patch, 503, 'storage_unavailable')
     assert.equal(refused.outcome, undefined)
+    // Ended by the termination (57P01), not by the statement time-out (57014) after 30 s: a
+    // termination that hit another session would leave this one waiting until then.
+    await waitForOutput(service, '"operation":"updateUser","sqlstate":"57P01"')
     await locker.query('ROLLBACK')
     await sleep(200)
     assert.equal(service.proc.exitCode, null, `the service exited:\n${service.stderr()}`)
