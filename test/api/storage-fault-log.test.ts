@@ -16,6 +16,7 @@ import { assertProblem, request, type TestResponse } from '../helpers/http.js'
 import { waitFor } from '../helpers/ops.js'
 import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES } from '../helpers/postgres.js'
 import { makeTempDir, startService, type TestService, uniqueEmail } from '../helpers/service.js'
+import { remountReadOnly } from '../helpers/tmpfs-world.js'
 import { makeToken } from '../helpers/tokens.js'
 
 type LogLine = Record<string, unknown>
@@ -176,7 +177,7 @@ describe('storage faults in the log', () => {
         headers: { 'x-request-id': requestId },
       })
     assert.equal((await post('before')).status, 201)
-    execFileSync('mount', ['-o', 'remount,ro', mount])
+    await remountReadOnly(mount)
     for (const requestId of ['erofs-1', 'erofs-2', 'erofs-3'])
       assertProblem(await post(requestId), 503, 'storage_unavailable')
     const lines = await waitFor('the log line of the last request', () => {

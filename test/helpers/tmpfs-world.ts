@@ -64,6 +64,24 @@ function mountTmpfs(dir: string, later: Later): string | undefined {
   return undefined
 }
 
+/**
+ * Remounts the tmpfs at `dir` read-only. The kernel refuses that ("mount point is busy") while a
+ * file on it is open for writing, as a running service's checkpoint holds one for a moment every
+ * second (longer on a loaded machine): the remount is tried again until it goes through.
+ */
+export async function remountReadOnly(dir: string): Promise<void> {
+  const deadline = Date.now() + 10_000
+  for (;;) {
+    try {
+      execFileSync('mount', ['-o', 'remount,ro', dir], { stdio: 'pipe' })
+      return
+    } catch (error) {
+      if (!/busy/.test(String(error)) || Date.now() > deadline) throw error
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}
+
 /** Writes into `file` until the file system has no space left. */
 export function fillDisk(file: string): void {
   const fd = openSync(file, 'w')

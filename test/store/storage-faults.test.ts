@@ -20,7 +20,13 @@ import { holdRequest, waitFor } from '../helpers/ops.js'
 import { uniqueEmail } from '../helpers/service.js'
 import { makeUser, toContractJson } from '../helpers/store-users.js'
 import { compileShim, shimEnv } from '../helpers/syscall-shim.js'
-import { fillDisk, type Later, makeWorld, tmpfsWorld } from '../helpers/tmpfs-world.js'
+import {
+  fillDisk,
+  type Later,
+  makeWorld,
+  remountReadOnly,
+  tmpfsWorld,
+} from '../helpers/tmpfs-world.js'
 import { makeToken } from '../helpers/tokens.js'
 
 const token = makeToken()
@@ -490,7 +496,7 @@ describe('storage faults, through a running service and a restart', () => {
     const kept = await created(child.url)
     const before = await readView(child.url, [kept.id])
 
-    execFileSync('mount', ['-o', 'remount,ro', mount])
+    await remountReadOnly(mount)
     later(() => {
       execFileSync('mount', ['-o', 'remount,rw', mount], { stdio: 'ignore' })
     })
