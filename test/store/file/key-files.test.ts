@@ -630,7 +630,7 @@ describe('FileStore: the filter of kept keys', () => {
       else await store.keys.keepAlone(aloneKey('admin', `many-${n}`))
     }
     await sleep(100)
-    assert.ok(store.keyFiles.filtering)
+    await filtering(store)
     for (let n = 0; n < 120; n += 1)
       assert.equal((await store.keys.find('admin', `many-${n}`))?.key, `many-${n}`, `many-${n}`)
     for (let n = 0; n < 50; n += 1)
