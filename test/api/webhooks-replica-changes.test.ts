@@ -104,6 +104,9 @@ describe('an endpoint changed through the replica that does not deliver to it', 
     assert.equal(res.status, 200, res.text)
     const rotated = res.json<EndpointWithSecret>()
     await sleep(2000)
+    // At least two deliveries after the change, however long a loaded machine takes to send them.
+    const deadline = Date.now() + 15_000
+    while (after(receiver, answered).length < 2 && Date.now() < deadline) await sleep(50)
     const later = after(receiver, answered)
     assert.ok(later.length >= 2, `${later.length} deliveries after the rotation`)
     for (const request of later) {
