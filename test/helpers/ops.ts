@@ -97,11 +97,16 @@ export async function tryRequest(
   }
 }
 
-/** Polls `check` until it returns a value other than undefined, or throws after `timeoutMs`. */
+/**
+ * Polls `check` until it returns a value other than undefined, or throws after `timeoutMs`. The
+ * default only bounds a wait (for a log line, a state a request leads to), as long as the webhook
+ * receivers' own: on a loaded machine a child's work can take seconds. A test of how soon something
+ * happens passes its own bound.
+ */
 export async function waitFor<T>(
   what: string,
   check: () => Promise<T | undefined> | T | undefined,
-  timeoutMs = 3000,
+  timeoutMs = 10_000,
   everyMs = 25,
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs
