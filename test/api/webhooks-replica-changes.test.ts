@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { describe, it, type TestContext } from 'node:test'
 
 import { sleep } from '../helpers/child.js'
+import { waitFor } from '../helpers/ops.js'
 import { freshSchema, replicaStore, SKIP_POSTGRES } from '../helpers/postgres.js'
 import { startService, type TestService } from '../helpers/service.js'
 import { ADMIN, type EndpointWithSecret } from '../helpers/webhook-api.js'
@@ -105,8 +106,11 @@ describe('an endpoint changed through the replica that does not deliver to it', 
     const rotated = res.json<EndpointWithSecret>()
     await sleep(2000)
     // At least two deliveries after the change, however long a loaded machine takes to send them.
-    const deadline = Date.now() + 15_000
-    while (after(receiver, answered).length < 2 && Date.now() < deadline) await sleep(50)
+    await waitFor(
+      'two deliveries after the rotation',
+      () => (after(receiver, answered).length >= 2 ? true : undefined),
+      15_000,
+    )
     const later = after(receiver, answered)
     assert.ok(later.length >= 2, `${later.length} deliveries after the rotation`)
     for (const request of later) {

@@ -5,6 +5,8 @@ import { tmpdir } from 'node:os'
 import path from 'node:path'
 import type { TestContext } from 'node:test'
 
+import { sleep } from './child.js'
+
 export type Later = (step: () => unknown) => void
 
 /** Runs clean-up steps once the test ends, last registered first (stop children before unmounting). */
@@ -78,7 +80,7 @@ export async function remountReadOnly(dir: string): Promise<void> {
     } catch (error) {
       if (!/busy/.test(String(error)) || Date.now() > deadline) throw error
     }
-    await new Promise((resolve) => setTimeout(resolve, 20))
+    await sleep(20)
   }
 }
 

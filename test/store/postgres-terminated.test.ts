@@ -6,6 +6,7 @@ import pg from 'pg'
 import type { User } from '../../src/domain/user.js'
 import { sleep, startChild, waitForOutput } from '../helpers/child.js'
 import { assertProblem, request } from '../helpers/http.js'
+import { waitFor } from '../helpers/ops.js'
 import { freshDatabase, SKIP_POSTGRES } from '../helpers/postgres.js'
 import { makeTempDir, uniqueEmail } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'
@@ -41,18 +42,19 @@ describe('a PostgreSQL connection ended under a running statement', { skip: SKIP
       json: { name: 'Never Written' },
       contentType: 'application/merge-patch+json',
     })
-    let waiting: number | undefined
     // Only a session that waits for this locker: the server is shared with the other test files,
     // whose sessions wait for locks of their own (ending one of those failed another file's test).
-    for (let tries = 0; tries < 200 && waiting === undefined; tries += 1) {
-      const found = await locker.query<{ pid: number }>(
-        `SELECT pid FROM pg_stat_activity WHERE application_name = 'user-service'
-          AND pg_backend_pid() = ANY (pg_blocking_pids(pid))`,
-      )
-      waiting = found.rows[0]?.pid
-      if (waiting === undefined) await sleep(25)
-    }
-    assert.ok(waiting !== undefined, 'the service never waited on the locked row')
+    const waiting = await waitFor(
+      'the service to wait on the locked row',
+      async () =>
+        (
+          await locker.query<{ pid: number }>(
+            `SELECT pid FROM pg_stat_activity WHERE application_name = 'user-service'
+              AND pg_backend_pid() = ANY (pg_blocking_pids(pid))`,
+          )
+        ).rows[0]?.pid,
+      5000,
+    )
     await locker.query('SELECT pg_terminate_backend($1)', [waiting])
 
     // Ended before its COMMIT: nothing was made, and the 503 says so (no outcome to doubt).

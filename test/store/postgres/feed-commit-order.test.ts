@@ -12,7 +12,8 @@ import { feedReader } from '../../events/feed-fixtures.js'
 import { openSse } from '../../events/sse-client.js'
 import { sleep } from '../../helpers/child.js'
 import { assertProblem, request, type TestResponse } from '../../helpers/http.js'
-import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES } from '../../helpers/postgres.js'
+import { waitFor } from '../../helpers/ops.js'
+import { freshSchema, requireDatabaseUrl, SKIP_POSTGRES, sql } from '../../helpers/postgres.js'
 import {
   createMemoryLogger,
   startService,
@@ -81,25 +82,21 @@ async function feed(svc: TestService, after?: string): Promise<Page> {
  * holder: the server is shared with the other test files, whose sessions wait for locks of their own.
  */
 async function lockWaiters(count: number, holder: pg.Client): Promise<void> {
-  const deadline = Date.now() + 10_000
   const pid = (await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid
   assert.ok(pid !== undefined)
-  for (;;) {
-    const found = await new pg.Client({ connectionString: requireDatabaseUrl() })
-    await found.connect()
-    try {
-      const result = await found.query<{ n: number }>(
+  await waitFor(
+    `${count} session(s) waiting for ${pid}`,
+    async () => {
+      const result = await sql(
         `SELECT count(*)::int AS n FROM pg_stat_activity
           WHERE application_name = 'user-service' AND $1::int = ANY (pg_blocking_pids(pid))`,
         [pid],
       )
-      if ((result.rows[0]?.n ?? 0) >= count) return
-    } finally {
-      await found.end()
-    }
-    assert.ok(Date.now() < deadline, `no ${count} session(s) waiting for ${pid}`)
-    await sleep(20)
-  }
+      return (result.rows[0]?.n ?? 0) >= count ? true : undefined
+    },
+    10_000,
+    20,
+  )
 }
 
 /** A user row inserted and left uncommitted: its email stays taken until the session ends. */
