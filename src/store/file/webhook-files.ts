@@ -29,9 +29,10 @@ const FLUSH_MS = 1000
  * `<id>.json` (the endpoint and its secrets), `<id>.cursor` and `<id>.log` (its delivery log, a
  * JSON line per attempt), every file of mode 0600. Endpoint files are written atomically and
  * durably before a change resolves; a new endpoint's cursor file first, so that an endpoint is
- * never found without one. Cursors moved by deliveries are saved every `flushMs` and at close,
+ * never found without one. Cursors moved by deliveries are saved every FLUSH_MS and at close,
  * never ahead of the acknowledgments that moved them (a restart may deliver again, never skip);
- * a client's move is durable before it resolves. The log is appended unsynced. All of it is
+ * a client's move is durable before it resolves. The log is appended unsynced, at the same
+ * flushes. All of it is
  * loaded at open into `store`, which answers every read from memory.
  */
 export class WebhookFiles implements WebhookKeeping {
@@ -134,8 +135,9 @@ export class WebhookFiles implements WebhookKeeping {
   }
 
   /**
-   * Queues the attempt's line and resolves at once: the endpoint's next attempt does not wait for
-   * the disk (where the thread pool would queue the write behind the user writes' syncs).
+   * Queues the attempt's line for the next flush and resolves at once: the endpoint's next attempt
+   * does not wait for the disk (where the thread pool would queue the write behind the user
+   * writes' syncs).
    */
   appendAttempt(
     id: string,
@@ -147,11 +149,11 @@ export class WebhookFiles implements WebhookKeeping {
   }
 
   /**
-   * Writes every cursor noted since the last flush, and the delivery log lines that could not be
-   * written; a failure is kept for the next one.
+   * Writes every cursor noted since the last flush, and the delivery log lines queued since or not
+   * written then; a failure is kept for the next one.
    */
   #flush(): void {
-    this.#logs.retry()
+    this.#logs.flush()
     const noted = [...this.#pending]
     this.#pending.clear()
     for (const [id, after] of noted) {

@@ -30,12 +30,13 @@ export type EndpointStep = (
 
 /**
  * The endpoints' delivery logs, `DATA_DIR/webhooks/<id>.log`: a JSON line per attempt, appended
- * unsynced in the order the attempts were made (those that came meanwhile in one append), and
- * rewritten with the newest KEPT_ATTEMPTS once the file holds twice as many. A failed append (a
- * full disk) is logged once per outage; its lines, the newest KEPT_ATTEMPTS of them, wait for the
- * next `retry`, after a line break that ends what the failed append wrote of a line, so that a
- * restart shows the log the API showed. A crash may lose the last attempts' lines, never show an
- * attempt that was not made.
+ * unsynced in the order the attempts were made, the lines of every attempt since the last `flush`
+ * in one append (an append per attempt took three trips to the thread pool per delivery, where
+ * they queue behind the user writes), and rewritten with the newest KEPT_ATTEMPTS once the file
+ * holds twice as many. A failed append (a full disk) is logged once per outage; its lines, the
+ * newest KEPT_ATTEMPTS of them, wait for the next `flush`, after a line break that ends what the
+ * failed append wrote of a line, so that a restart shows the log the API showed. A crash may lose
+ * the attempts' lines since the last flush, never show an attempt that was not made.
  */
 export class DeliveryLogFiles {
   readonly #logger: Logger
@@ -46,8 +47,10 @@ export class DeliveryLogFiles {
   /** Lines of each endpoint not written yet, and whether a write of them is under way. */
   readonly #unwritten = new Map<string, string[]>()
   readonly #writing = new Set<string>()
-  /** Endpoints whose last write failed: their lines wait for the next retry. */
-  readonly #failed = new Map<string, KeptAttempts>()
+  /** Endpoints with lines for the next flush. */
+  readonly #due = new Map<string, KeptAttempts>()
+  /** Endpoints whose last write failed: their next append starts on a new line. */
+  readonly #failed = new Set<string>()
   #outage = false
 
   constructor(logger: Logger, step: EndpointStep, known: (id: string) => boolean) {
@@ -65,18 +68,19 @@ export class DeliveryLogFiles {
   forget(id: string): void {
     this.#lines.delete(id)
     this.#unwritten.delete(id)
+    this.#due.delete(id)
     this.#failed.delete(id)
   }
 
-  /** Queues the attempt's line and writes it in the background (after a failure, at the retry). */
+  /** Queues the attempt's line for the next flush. */
   append(id: string, attempt: DeliveryAttempt, kept: KeptAttempts): void {
     this.#queue(id, [`${toAttemptLine(attempt)}\n`], false)
-    if (!this.#failed.has(id)) this.#start(id, kept)
+    this.#due.set(id, kept)
   }
 
-  /** Writes again what failed to be written. */
-  retry(): void {
-    for (const [id, kept] of this.#failed) this.#start(id, kept)
+  /** Writes, in the background, the lines queued since the last flush and those that failed. */
+  flush(): void {
+    for (const [id, kept] of this.#due) this.#start(id, kept)
   }
 
   /** Lines not written go before those queued since; a log keeps its newest KEPT_ATTEMPTS only. */
@@ -87,7 +91,9 @@ export class DeliveryLogFiles {
   }
 
   #start(id: string, kept: KeptAttempts): void {
+    // A write under way takes every line queued before it ends.
     if (this.#writing.has(id)) return
+    this.#due.delete(id)
     this.#writing.add(id)
     this.#write(id, kept).then(
       () => {
@@ -154,7 +160,8 @@ export class DeliveryLogFiles {
       await write()
     } catch (error) {
       this.#queue(id, lines, true)
-      this.#failed.set(id, kept)
+      this.#failed.add(id)
+      this.#due.set(id, kept)
       throw error
     }
   }

@@ -7,6 +7,7 @@ import { formatEventId } from '../../../src/domain/event.js'
 import { FileStore } from '../../../src/store/file/file-store.js'
 import { KEPT_ATTEMPTS } from '../../../src/store/webhook-store.js'
 import { PROJECT_ROOT, sleep, spawnService } from '../../helpers/child.js'
+import { waitFor } from '../../helpers/ops.js'
 import { createMemoryLogger, makeTempDir } from '../../helpers/service.js'
 import { makeUser } from '../../helpers/store-users.js'
 import { describeWebhookStoreContract } from '../../helpers/webhook-store-suite.js'
@@ -42,6 +43,10 @@ describe('FileStore: webhook files', () => {
     await store.webhooks.update(id, (current) => changeWebhook(current, { description: 'CRM' }))
     await store.webhooks.logAttempt(id, makeAttempt(10))
     const dir = path.join(dataDir, 'webhooks')
+    // An attempt's line is appended at the next flush, within about a second.
+    await waitFor('the delivery log', async () =>
+      (await readdir(dir)).includes(`${id}.log`) ? true : undefined,
+    )
     assert.deepEqual((await readdir(dir)).sort(), [`${id}.cursor`, `${id}.json`, `${id}.log`])
     for (const name of await readdir(dir)) {
       assert.equal((await stat(path.join(dir, name))).mode & 0o777, 0o600, name)
