@@ -3,7 +3,7 @@ import { existsSync, readFileSync, unlinkSync } from 'node:fs'
 import path from 'node:path'
 
 import { createSingleKeySet, KeyError, type KeySet } from '../auth/keys.js'
-import { makeDurableDirectory, writeFileAtomic } from '../store/file/atomic-write.js'
+import { makeDurableDirectory, writeFileAtomicSync } from '../store/file/atomic-write.js'
 import { hasCode } from '../store/file/errno.js'
 import { type Config, ConfigError } from './config.js'
 
@@ -18,8 +18,9 @@ export interface ResolvedKeys {
 /**
  * The keys to use: the configured ones; in production, nothing else (a refusal to start); else the
  * secret kept in DATA_DIR/.jwt-secret; else a new random secret written there (0600). `writing` is
- * told the file before it is written: a stop signal may come while the write is under way, and
- * the start must then remove what it wrote.
+ * told the file before it is written: a stop signal may come from then on, and the start must
+ * then remove what it wrote. The write blocks, so that the signal's handler runs before it or
+ * after the file is in place, never while a temp file holds the secret.
  */
 export async function resolveKeys(
   config: Config,
@@ -35,7 +36,7 @@ export async function resolveKeys(
   makeDurableDirectory(config.dataDir)
   const text = `base64url:${randomBytes(32).toString('base64url')}`
   writing(file)
-  await writeFileAtomic(file, `${text}\n`)
+  writeFileAtomicSync(file, `${text}\n`)
   return { keys: createSingleKeySet(text, file), generatedFile: file }
 }
 

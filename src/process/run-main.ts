@@ -157,10 +157,12 @@ async function main(): Promise<void> {
     )
   }
   // A closed terminal or a service manager's reload sends SIGHUP, which would otherwise kill the
-  // process without a word and leave its lock behind.
+  // process without a word and leave its lock behind. The new listener comes first: a signal's last
+  // listener gone, Node stops catching it, and one caught but not yet handed out (it arrived while
+  // the start ran without yielding) would be dropped, the process running on as if never told.
   for (const signal of STOP_SIGNALS) {
-    process.off(signal, stopStarting)
     process.on(signal, stop)
+    process.off(signal, stopStarting)
   }
 }
 

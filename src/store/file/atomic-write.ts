@@ -266,12 +266,33 @@ export function syncDirectorySync(dir: string): void {
   }
 }
 
-/** Writes one file atomically and durably (for files written once, outside a store). */
-export async function writeFileAtomic(file: string, data: string): Promise<void> {
-  const dir = await DurableDirectory.open(path.dirname(file))
+/**
+ * Writes one file atomically and durably, blocking (for a file written once at start, outside a
+ * store): no turn of the event loop comes between the temp file's creation and the rename, so a
+ * stop signal's handler finds either nothing written or the file in place, never a temp file.
+ */
+export function writeFileAtomicSync(file: string, data: string): void {
+  const temp = `${path.dirname(file)}/.${path.basename(file)}.${randomBytes(6).toString('hex')}.tmp`
+  let step: WriteStep = 'write'
+  let fd: number | undefined
   try {
-    await dir.writeFile(path.basename(file), data)
-  } finally {
-    await dir.close()
+    fd = openSync(temp, 'wx', 0o600)
+    fs.writeFileSync(fd, data, 'utf8')
+    step = 'file-sync'
+    fsyncSync(fd)
+    step = 'write'
+    closeSync(fd)
+    fd = undefined
+    step = 'rename'
+    fs.renameSync(temp, file)
+  } catch (error) {
+    if (fd !== undefined) closeSync(fd)
+    fs.rmSync(temp, { force: true })
+    throw new WriteError(step, error)
+  }
+  try {
+    syncDirectorySync(path.dirname(file))
+  } catch (error) {
+    throw new WriteError('dir-sync', error)
   }
 }

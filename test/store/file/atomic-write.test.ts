@@ -9,7 +9,7 @@ import {
   DurableDirectory,
   makeDurableDirectory,
   syncDirectorySync,
-  writeFileAtomic,
+  writeFileAtomicSync,
 } from '../../../src/store/file/atomic-write.js'
 import { WriteError } from '../../../src/store/write-error.js'
 import type { DurableWriteObserver, DurableWriteTiming } from '../../../src/store/write-timing.js'
@@ -188,24 +188,39 @@ describe('DurableDirectory.sync', () => {
   })
 })
 
-describe('writeFileAtomic', () => {
+describe('writeFileAtomicSync', () => {
   it('writes and then replaces one file, leaving no temp file', async (t) => {
     const dir = await makeTempDir(t, 'atomic-write-test-')
     const file = path.join(dir, 'secret')
-    await writeFileAtomic(file, 'first')
+    writeFileAtomicSync(file, 'first')
     assert.equal(await readFile(file, 'utf8'), 'first')
-    await writeFileAtomic(file, 'second')
+    writeFileAtomicSync(file, 'second')
     assert.equal(await readFile(file, 'utf8'), 'second')
     assert.equal((await stat(file)).mode & 0o777, 0o600)
     assert.deepEqual(await readdir(dir), ['secret'])
   })
 
-  it('rejects when the directory does not exist, creating nothing', async (t) => {
+  it('throws a WriteError when the directory does not exist, creating nothing', async (t) => {
     const dir = await makeTempDir(t, 'atomic-write-test-')
-    await assert.rejects(writeFileAtomic(path.join(dir, 'missing', 'file'), 'x'), {
+    assert.throws(() => writeFileAtomicSync(path.join(dir, 'missing', 'file'), 'x'), {
+      name: 'WriteError',
+      step: 'write',
       code: 'ENOENT',
     })
     assert.deepEqual(await readdir(dir), [])
+  })
+
+  it('removes its temp file when the rename fails, keeping what was there', async (t) => {
+    const dir = await makeTempDir(t, 'atomic-write-test-')
+    // A directory at the target's name: the rename of a file over it fails (EISDIR).
+    await mkdir(path.join(dir, 'taken'))
+    assert.throws(() => writeFileAtomicSync(path.join(dir, 'taken'), 'x'), {
+      name: 'WriteError',
+      step: 'rename',
+      code: 'EISDIR',
+    })
+    assert.deepEqual(await readdir(dir), ['taken'])
+    assert.ok((await stat(path.join(dir, 'taken'))).isDirectory())
   })
 })
 
@@ -470,17 +485,17 @@ describe('DurableDirectory group commit and handles', () => {
     })
   })
 
-  it('closes every file descriptor it opens (syncDirectorySync, writeFileAtomic)', {
+  it('closes every file descriptor it opens (syncDirectorySync, writeFileAtomicSync)', {
     skip: !existsSync('/proc/self/fd') && 'no /proc/self/fd here',
   }, async (t) => {
     const root = await makeTempDir(t, 'atomic-write-test-')
     const openFds = async (): Promise<number> => (await readdir('/proc/self/fd')).length
     syncDirectorySync(root)
-    await writeFileAtomic(path.join(root, 'warm-up.json'), 'x')
+    writeFileAtomicSync(path.join(root, 'warm-up.json'), 'x')
     const before = await openFds()
     for (let i = 0; i < 20; i += 1) {
       syncDirectorySync(root)
-      await writeFileAtomic(path.join(root, `f${i}.json`), 'x')
+      writeFileAtomicSync(path.join(root, `f${i}.json`), 'x')
     }
     assert.equal(await openFds(), before)
   })
