@@ -10,15 +10,12 @@ import { createService } from '../service.js'
 import { pickSettings } from '../settings-by-owner.js'
 import { storeClassesFor } from '../store/create-store.js'
 import { openStore, releaseHeldLocks } from '../store/open-store.js'
-import { isClusterWorker, shouldFork, startPrimary } from './cluster.js'
+import { isClusterWorker, STOP_SIGNALS, shouldFork, startPrimary } from './cluster.js'
 import { createClusterSlots } from './cluster-slots.js'
 import { ConfigError, parseConfig } from './config.js'
 import { removeGeneratedSecret, resolveKeys } from './first-start.js'
 import { type Launch, printFirstStart } from './first-start-message.js'
 import { unusableAddress, unusableDatabase, unusableDataDir } from './start-errors.js'
-
-/** The signals that stop the service: SIGTERM, Ctrl-C, a closed terminal or a reload. */
-const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP']
 
 /** How long an exit waits for buffered log lines to reach a slow reader. */
 const LOG_FLUSH_MS = 1000

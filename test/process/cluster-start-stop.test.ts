@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict'
-import { existsSync } from 'node:fs'
+import { existsSync, readdirSync } from 'node:fs'
 import { request as httpRequest } from 'node:http'
 import { connect, createServer, type Socket } from 'node:net'
 import path from 'node:path'
 import { describe, it } from 'node:test'
+import { setTimeout as delay } from 'node:timers/promises'
 
 import type { User } from '../../src/domain/user.js'
 import { spawnService, startChild } from '../helpers/child.js'
@@ -12,6 +13,7 @@ import { request } from '../helpers/http.js'
 import { holdRequest, waitFor } from '../helpers/ops.js'
 import { freshDatabase, SKIP_POSTGRES } from '../helpers/postgres.js'
 import { makeTempDir, uniqueEmail } from '../helpers/service.js'
+import { compileShim, shimEnv } from '../helpers/syscall-shim.js'
 import { makeToken } from '../helpers/tokens.js'
 
 /** The status of a GET on a connection of its own: node:cluster hands each to the next worker. */
@@ -178,6 +180,60 @@ describe('WORKERS=2 on a first start without a secret', { skip: SKIP_POSTGRES },
     assert.equal((await primary.exited).code, 1, primary.stdout())
     assert.equal(existsSync(path.join(dataDir, '.jwt-secret')), false)
     assert.deepEqual(listLockFiles(dataDir), [])
+  })
+
+  it('stops with exit 0 on a signal while the primary writes the secret, leaving no temp file', {
+    timeout: 120_000,
+  }, async (t) => {
+    const shim = compileShim()
+    if (shim.library === undefined) {
+      t.skip(shim.skip)
+      return
+    }
+    const url = await freshDatabase(t)
+    const dataDir = path.join(await makeTempDir(t, 'cluster-start-'), 'data')
+    // Every fsync takes a second: the secret's temp file is there, not yet renamed, for as long.
+    const env = {
+      ...NO_SECRET,
+      DATABASE_URL: url,
+      WORKERS: '2',
+      ...shimEnv(shim.library, { syncDelayMs: 1000 }),
+    }
+    const primary = spawnService({ dataDir, env, detached: true })
+    const group = primary.proc.pid
+    assert.ok(group !== undefined)
+    t.after(() => {
+      try {
+        process.kill(-group, 'SIGKILL')
+      } catch {
+        // Already gone.
+      }
+    })
+    const secretFiles = (): string[] =>
+      (existsSync(dataDir) ? readdirSync(dataDir) : []).filter((name) =>
+        name.includes('jwt-secret'),
+      )
+    await waitFor(
+      "the secret's temp file",
+      () => (secretFiles().some((name) => name.endsWith('.tmp')) ? true : undefined),
+      60_000,
+      5,
+    )
+    primary.proc.kill('SIGTERM')
+    const ended = await Promise.race([
+      primary.exited,
+      delay(90_000, 'still running', { ref: false }),
+    ])
+    assert.deepEqual(ended, { code: 0, signal: null }, primary.stdout())
+    assert.deepEqual(listLockFiles(dataDir), [])
+    const left = secretFiles()
+    assert.deepEqual(
+      left.filter((name) => name !== '.jwt-secret'),
+      [],
+      'no temp file holds a secret',
+    )
+    const printed = (primary.stderr().match(JWT) ?? []).length > 0
+    assert.equal(left.includes('.jwt-secret'), printed, 'a kept secret has had its token printed')
   })
 })
 
