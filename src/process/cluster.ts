@@ -8,9 +8,7 @@ import { serveClusterSlots } from './cluster-slots.js'
 import type { Config } from './config.js'
 import { type ResolvedKeys, removeGeneratedSecret, resolveKeys } from './first-start.js'
 import { type Launch, printFirstStart } from './first-start-message.js'
-
-/** The signals that stop the service: SIGTERM, Ctrl-C, a closed terminal or a reload. */
-export const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP']
+import { STOP_SIGNALS, StartSignals } from './start-signals.js'
 
 /** The first and the longest wait before a new worker that could not start is forked again. */
 const RETRY_MIN_MS = 1000
@@ -139,29 +137,21 @@ export async function startPrimary(
     ...(await storeClassesFor(config)),
     logger,
   })
-  // Until the workers are forked, a stop signal ends the start as a single process's does: without
-  // a listener it would kill the primary, leaving its lock and perhaps the secret's temp file.
-  let generated: string | undefined
-  let stoppedEarly = false
-  const stopStarting = (signal: NodeJS.Signals): void => {
-    if (stoppedEarly) return
-    stoppedEarly = true
-    logger.info('stopped before listening', { signal })
-    removeGeneratedSecret(generated)
+  // Until the workers are forked, a stop signal ends the start as a single process's does.
+  const starting = new StartSignals(logger, () => {
     void opened.close().finally(() => exit(0))
-  }
-  for (const signal of STOP_SIGNALS) process.on(signal, stopStarting)
+  })
   opened.claim()
   let resolved: ResolvedKeys
   try {
     resolved = await resolveKeys(config, (file) => {
-      generated = file
+      starting.writing(file)
     })
   } catch (error) {
     await opened.close()
     throw error
   }
-  if (stoppedEarly) return
+  if (starting.stopped) return
   const { keys, generatedFile } = resolved
   runPrimary({
     workers: config.workers,
@@ -177,7 +167,5 @@ export async function startPrimary(
     },
     exit,
   })
-  // After the primary's own listeners are on: a signal's last listener gone, Node would stop
-  // catching it, and drop one caught meanwhile.
-  for (const signal of STOP_SIGNALS) process.off(signal, stopStarting)
+  starting.handedOver()
 }

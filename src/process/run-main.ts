@@ -10,12 +10,13 @@ import { createService } from '../service.js'
 import { pickSettings } from '../settings-by-owner.js'
 import { storeClassesFor } from '../store/create-store.js'
 import { openStore, releaseHeldLocks } from '../store/open-store.js'
-import { isClusterWorker, STOP_SIGNALS, shouldFork, startPrimary } from './cluster.js'
+import { isClusterWorker, shouldFork, startPrimary } from './cluster.js'
 import { createClusterSlots } from './cluster-slots.js'
 import { ConfigError, parseConfig } from './config.js'
 import { removeGeneratedSecret, resolveKeys } from './first-start.js'
 import { type Launch, printFirstStart } from './first-start-message.js'
 import { unusableAddress, unusableDatabase, unusableDataDir } from './start-errors.js'
+import { STOP_SIGNALS, StartSignals } from './start-signals.js'
 
 /** How long an exit waits for buffered log lines to reach a slow reader. */
 const LOG_FLUSH_MS = 1000
@@ -36,20 +37,10 @@ async function main(): Promise<void> {
     )
     return
   }
-  // Until it listens, a start has no request to finish, and a database that does not answer can
-  // hold it for long: a stop signal then ends it at once with exit 0, giving back the lock and the
-  // secret whose token it never printed, instead of dying by the signal with both left behind.
-  let generated: string | undefined
-  let stoppedEarly = false
-  const stopStarting = (signal: NodeJS.Signals): void => {
-    if (stoppedEarly) return
-    stoppedEarly = true
-    logger.info('stopped before listening', { signal })
-    removeGeneratedSecret(generated)
+  const starting = new StartSignals(logger, () => {
     releaseHeldLocks()
     void exit(logger, 0)
-  }
-  for (const signal of STOP_SIGNALS) process.on(signal, stopStarting)
+  })
   const opened = openStore({
     ...pickSettings(config, ['store']),
     ...(await storeClassesFor(config)),
@@ -65,7 +56,7 @@ async function main(): Promise<void> {
     throw unusableDataDir(config.dataDir, error)
   })
   const resolving = resolveKeys(config, (file) => {
-    generated = file
+    starting.writing(file)
   })
   const { keys, generatedFile } = await resolving.catch(async (error: unknown) => {
     await opened.close()
@@ -154,13 +145,9 @@ async function main(): Promise<void> {
     )
   }
   // A closed terminal or a service manager's reload sends SIGHUP, which would otherwise kill the
-  // process without a word and leave its lock behind. The new listener comes first: a signal's last
-  // listener gone, Node stops catching it, and one caught but not yet handed out (it arrived while
-  // the start ran without yielding) would be dropped, the process running on as if never told.
-  for (const signal of STOP_SIGNALS) {
-    process.on(signal, stop)
-    process.off(signal, stopStarting)
-  }
+  // process without a word and leave its lock behind.
+  for (const signal of STOP_SIGNALS) process.on(signal, stop)
+  starting.handedOver()
 }
 
 /** How this process was started, for the first-start message's command that makes tokens. */

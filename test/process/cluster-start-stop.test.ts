@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict'
-import { existsSync, readdirSync } from 'node:fs'
+import { existsSync } from 'node:fs'
 import { request as httpRequest } from 'node:http'
 import { connect, createServer, type Socket } from 'node:net'
 import path from 'node:path'
 import { describe, it } from 'node:test'
-import { setTimeout as delay } from 'node:timers/promises'
 
 import type { User } from '../../src/domain/user.js'
 import { spawnService, startChild } from '../helpers/child.js'
@@ -12,9 +11,19 @@ import { listLockFiles } from '../helpers/data-files.js'
 import { request } from '../helpers/http.js'
 import { holdRequest, waitFor } from '../helpers/ops.js'
 import { freshDatabase, SKIP_POSTGRES } from '../helpers/postgres.js'
+import { stopWhileSecretIsWritten } from '../helpers/secret-signal.js'
 import { makeTempDir, uniqueEmail } from '../helpers/service.js'
-import { compileShim, shimEnv } from '../helpers/syscall-shim.js'
 import { makeToken } from '../helpers/tokens.js'
+
+/** SIGKILLs a detached child's whole process group, if it is still there. */
+function killGroup(group: number | undefined): void {
+  if (group === undefined) return
+  try {
+    process.kill(-group, 'SIGKILL')
+  } catch {
+    // The group is gone.
+  }
+}
 
 /** The status of a GET on a connection of its own: node:cluster hands each to the next worker. */
 function statusOnNewConnection(url: string): Promise<number> {
@@ -56,13 +65,7 @@ describe('WORKERS=2 stopped by a signal to the whole process group', {
     )
     const group = primary.proc.pid
     assert.ok(group !== undefined)
-    t.after(() => {
-      try {
-        process.kill(-group, 'SIGKILL')
-      } catch {
-        // The group is gone.
-      }
-    })
+    t.after(() => killGroup(group))
     await waitFor(
       'both workers to listen',
       () => (primary.stdout().match(/"msg":"listening"/g)?.length === 2 ? true : undefined),
@@ -185,55 +188,17 @@ describe('WORKERS=2 on a first start without a secret', { skip: SKIP_POSTGRES },
   it('stops with exit 0 on a signal while the primary writes the secret, leaving no temp file', {
     timeout: 120_000,
   }, async (t) => {
-    const shim = compileShim()
-    if (shim.library === undefined) {
-      t.skip(shim.skip)
-      return
-    }
     const url = await freshDatabase(t)
     const dataDir = path.join(await makeTempDir(t, 'cluster-start-'), 'data')
-    // Every fsync takes a second: the secret's temp file is there, not yet renamed, for as long.
-    const env = {
-      ...NO_SECRET,
-      DATABASE_URL: url,
-      WORKERS: '2',
-      ...shimEnv(shim.library, { syncDelayMs: 1000 }),
-    }
-    const primary = spawnService({ dataDir, env, detached: true })
-    const group = primary.proc.pid
-    assert.ok(group !== undefined)
-    t.after(() => {
-      try {
-        process.kill(-group, 'SIGKILL')
-      } catch {
-        // Already gone.
-      }
+    await stopWhileSecretIsWritten(t, dataDir, (env) => {
+      const primary = spawnService({
+        dataDir,
+        env: { ...env, DATABASE_URL: url, WORKERS: '2' },
+        detached: true,
+      })
+      t.after(() => killGroup(primary.proc.pid))
+      return primary
     })
-    const secretFiles = (): string[] =>
-      (existsSync(dataDir) ? readdirSync(dataDir) : []).filter((name) =>
-        name.includes('jwt-secret'),
-      )
-    await waitFor(
-      "the secret's temp file",
-      () => (secretFiles().some((name) => name.endsWith('.tmp')) ? true : undefined),
-      60_000,
-      5,
-    )
-    primary.proc.kill('SIGTERM')
-    const ended = await Promise.race([
-      primary.exited,
-      delay(90_000, 'still running', { ref: false }),
-    ])
-    assert.deepEqual(ended, { code: 0, signal: null }, primary.stdout())
-    assert.deepEqual(listLockFiles(dataDir), [])
-    const left = secretFiles()
-    assert.deepEqual(
-      left.filter((name) => name !== '.jwt-secret'),
-      [],
-      'no temp file holds a secret',
-    )
-    const printed = (primary.stderr().match(JWT) ?? []).length > 0
-    assert.equal(left.includes('.jwt-secret'), printed, 'a kept secret has had its token printed')
   })
 })
 

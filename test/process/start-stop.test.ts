@@ -3,17 +3,15 @@ import { readdir, readFile } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import path from 'node:path'
 import { describe, it } from 'node:test'
-import { setTimeout as delay } from 'node:timers/promises'
 
 import { spawnService, startChild, waitForOutput } from '../helpers/child.js'
 import { listLockFiles } from '../helpers/data-files.js'
 import { request } from '../helpers/http.js'
 import { holdRequest, tryRequest, waitFor } from '../helpers/ops.js'
+import { NO_SECRET, stopWhileSecretIsWritten } from '../helpers/secret-signal.js'
 import { makeTempDir, uniqueEmail } from '../helpers/service.js'
-import { compileShim, shimEnv } from '../helpers/syscall-shim.js'
 import { makeToken } from '../helpers/tokens.js'
 
-const NO_SECRET = { JWT_SECRET: undefined, JWT_SECRETS: undefined, NODE_ENV: 'development' }
 const JWT = /eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+/
 
 describe('NODE_ENV=production without JWT_SECRET or JWT_SECRETS', () => {
@@ -128,44 +126,14 @@ describe('a stop signal while the first start writes its secret', () => {
   it('stops with exit 0, leaving no temp file, and keeps the secret only if its token was printed', {
     timeout: 120_000,
   }, async (t) => {
-    const shim = compileShim()
-    if (shim.library === undefined) {
-      t.skip(shim.skip)
-      return
-    }
     const dataDir = path.join(await makeTempDir(t, 'start-stop-'), 'data')
-    // Every fsync takes a second: the secret's temp file is there, not yet renamed, for as long.
-    const child = spawnService({
-      dataDir,
-      env: { ...NO_SECRET, ...shimEnv(shim.library, { syncDelayMs: 1000 }) },
+    await stopWhileSecretIsWritten(t, dataDir, (env) => {
+      const child = spawnService({ dataDir, env })
+      t.after(() => {
+        child.proc.kill('SIGKILL')
+      })
+      return child
     })
-    t.after(() => {
-      child.proc.kill('SIGKILL')
-    })
-    const secretFiles = async (): Promise<string[]> =>
-      (await readdir(dataDir).catch((): string[] => [])).filter((name) =>
-        name.includes('jwt-secret'),
-      )
-    await waitFor(
-      "the secret's temp file",
-      async () => ((await secretFiles()).some((name) => name.endsWith('.tmp')) ? true : undefined),
-      60_000,
-      5,
-    )
-    child.proc.kill('SIGTERM')
-    // The signal must not be lost, whichever listener takes it: the start's or the service's.
-    const ended = await Promise.race([child.exited, delay(90_000, 'still running', { ref: false })])
-    assert.deepEqual(ended, { code: 0, signal: null }, child.stdout())
-    assert.deepEqual(listLockFiles(dataDir), [])
-    const left = await secretFiles()
-    assert.deepEqual(
-      left.filter((name) => name !== '.jwt-secret'),
-      [],
-      'no temp file holds a secret',
-    )
-    if (left.includes('.jwt-secret'))
-      assert.match(child.stderr(), JWT, 'a kept secret has its token')
-    else assert.doesNotMatch(child.stderr(), JWT)
   })
 })
 
