@@ -32,8 +32,7 @@ const FLUSH_MS = 1000
  * never found without one. Cursors moved by deliveries are saved every FLUSH_MS and at close,
  * never ahead of the acknowledgments that moved them (a restart may deliver again, never skip);
  * a client's move is durable before it resolves. The log is appended unsynced, at the same
- * flushes. All of it is
- * loaded at open into `store`, which answers every read from memory.
+ * flushes. All of it is loaded at open into `store`, which answers every read from memory.
  */
 export class WebhookFiles implements WebhookKeeping {
   readonly store: MemoryWebhooks
