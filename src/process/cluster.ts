@@ -144,7 +144,7 @@ export async function startPrimary(
   opened.claim()
   let resolved: ResolvedKeys
   try {
-    resolved = await resolveKeys(config, (file) => {
+    resolved = resolveKeys(config, (file) => {
       starting.writing(file)
     })
   } catch (error) {

@@ -22,10 +22,10 @@ export interface ResolvedKeys {
  * then remove what it wrote. The write blocks, so that the signal's handler runs before it or
  * after the file is in place, never while a temp file holds the secret.
  */
-export async function resolveKeys(
+export function resolveKeys(
   config: Config,
   writing: (file: string) => void = () => undefined,
-): Promise<ResolvedKeys> {
+): ResolvedKeys {
   if (config.keys !== undefined) return { keys: config.keys, generatedFile: undefined }
   const file = path.join(config.dataDir, SECRET_FILE)
   // A kept secret was made by a development start, which printed a day-long admin token signed

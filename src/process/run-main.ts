@@ -13,7 +13,7 @@ import { openStore, releaseHeldLocks } from '../store/open-store.js'
 import { isClusterWorker, shouldFork, startPrimary } from './cluster.js'
 import { createClusterSlots } from './cluster-slots.js'
 import { ConfigError, parseConfig } from './config.js'
-import { removeGeneratedSecret, resolveKeys } from './first-start.js'
+import { type ResolvedKeys, removeGeneratedSecret, resolveKeys } from './first-start.js'
 import { type Launch, printFirstStart } from './first-start-message.js'
 import { unusableAddress, unusableDatabase, unusableDataDir } from './start-errors.js'
 import { STOP_SIGNALS, StartSignals } from './start-signals.js'
@@ -55,13 +55,16 @@ async function main(): Promise<void> {
     await opened.close().catch(() => undefined)
     throw unusableDataDir(config.dataDir, error)
   })
-  const resolving = resolveKeys(config, (file) => {
-    starting.writing(file)
-  })
-  const { keys, generatedFile } = await resolving.catch(async (error: unknown) => {
+  let resolved: ResolvedKeys
+  try {
+    resolved = resolveKeys(config, (file) => {
+      starting.writing(file)
+    })
+  } catch (error) {
     await opened.close()
     throw error
-  })
+  }
+  const { keys, generatedFile } = resolved
   const service = createService({
     ...config,
     store: opened,

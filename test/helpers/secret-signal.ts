@@ -10,7 +10,8 @@ import { compileShim, shimEnv } from './syscall-shim.js'
 
 /** The environment of a start without a secret: its first start writes `DATA_DIR/.jwt-secret`. */
 export const NO_SECRET = { JWT_SECRET: undefined, JWT_SECRETS: undefined, NODE_ENV: 'development' }
-const JWT = /eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+/
+/** A token as the first-start message prints it. */
+export const JWT = /eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+/
 
 /**
  * Starts a service with `start` (given an environment in which every fsync takes a second, so

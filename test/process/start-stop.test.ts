@@ -8,11 +8,9 @@ import { spawnService, startChild, waitForOutput } from '../helpers/child.js'
 import { listLockFiles } from '../helpers/data-files.js'
 import { request } from '../helpers/http.js'
 import { holdRequest, tryRequest, waitFor } from '../helpers/ops.js'
-import { NO_SECRET, stopWhileSecretIsWritten } from '../helpers/secret-signal.js'
+import { JWT, NO_SECRET, stopWhileSecretIsWritten } from '../helpers/secret-signal.js'
 import { makeTempDir, uniqueEmail } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'
-
-const JWT = /eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+/
 
 describe('NODE_ENV=production without JWT_SECRET or JWT_SECRETS', () => {
   it('refuses to start even when a development start left DATA_DIR/.jwt-secret', {

@@ -276,7 +276,7 @@ describe('npm run token (user-service token)', () => {
 
   it('refuses, as the service does, to sign with DATA_DIR/.jwt-secret when NODE_ENV=production', async (t) => {
     const dataDir = await tempData(t)
-    await resolveKeys(parseConfig({ DATA_DIR: dataDir, NODE_ENV: 'development' }))
+    resolveKeys(parseConfig({ DATA_DIR: dataDir, NODE_ENV: 'development' }))
     assert.equal(existsSync(path.join(dataDir, SECRET_FILE)), true)
     const env = { JWT_SECRET: undefined, NODE_ENV: 'production' }
     const result = await runCli(dataDir, ['--sub', 'X', '--scope', 'users:read'], env)
@@ -287,7 +287,7 @@ describe('npm run token (user-service token)', () => {
 
   it('signs with DATA_DIR/.jwt-secret when it is the only secret (as a first start leaves it)', async (t) => {
     const dataDir = await tempData(t)
-    const { generatedFile } = await resolveKeys(
+    const { generatedFile } = resolveKeys(
       parseConfig({ DATA_DIR: dataDir, NODE_ENV: 'development' }),
     )
     assert.equal(generatedFile, path.join(dataDir, SECRET_FILE))
