@@ -17,4 +17,9 @@ export interface RouteSpec {
   readonly path: string
   /** True for routes at the server root, outside `BASE_PATH` (probes look for them there). */
   readonly root: boolean
+  /**
+   * For a template whose parameters may name nothing at all (a file of the admin page): false
+   * makes the path an unknown one, a route 404 for every method, before anything counts it.
+   */
+  readonly exists?: ((rawParams: Readonly<Record<string, string>>) => boolean) | undefined
 }

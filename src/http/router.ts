@@ -13,6 +13,7 @@ interface PathEntry<R extends RouteSpec> {
   readonly segments: readonly Segment[]
   readonly byMethod: ReadonlyMap<string, R>
   readonly allow: string
+  readonly exists: RouteSpec['exists']
 }
 
 export interface RouteMatch<R extends RouteSpec> {
@@ -45,7 +46,7 @@ export function createRouter<R extends RouteSpec>(routes: readonly R[], basePath
       if (parts[0] !== '') throw notFound()
       for (const entry of entries) {
         const rawParams = matchSegments(entry.segments, parts)
-        if (rawParams === undefined) continue
+        if (rawParams === undefined || entry.exists?.(rawParams) === false) continue
         // HEAD is answered as GET (RFC 9110 §9.3.2), its refusal too: the same length.
         const asked = method === 'HEAD' ? 'GET' : method
         const route = entry.byMethod.get(asked)
@@ -82,7 +83,9 @@ function compile<R extends RouteSpec>(routes: readonly R[], basePath: string): P
   return [...byTemplate].map(([template, byMethod]) => {
     const methods = [...byMethod.keys()]
     if (byMethod.has('GET')) methods.push('HEAD')
-    return { template, segments: parseTemplate(template), byMethod, allow: methods.join(', ') }
+    const exists = [...byMethod.values()].find((route) => route.exists !== undefined)?.exists
+    const segments = parseTemplate(template)
+    return { template, segments, byMethod, allow: methods.join(', '), exists }
   })
 }
 

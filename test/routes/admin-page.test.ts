@@ -191,6 +191,23 @@ describe('GET /admin: the admin page', () => {
     assert.equal((await s.call('GET', '/users', { token: undefined })).status, 429)
   })
 
+  // A file the page does not have is a path that does not exist: a route 404, which comes before
+  // the limiter (never counted, never refused, no fields), and 404 for every method, not 405.
+  it('answers a file the page does not have as any unknown path: not counted, never 429', async (t) => {
+    const s = await startService(t, { rateLimitAddress: { quota: 2, windowSeconds: 3600 } })
+    for (const path of ['/admin/nothing.js', '/admin/index.html', '/admin/main.js.map']) {
+      for (let i = 0; i < 3; i += 1) {
+        const res = await s.call('GET', path, { token: undefined })
+        assertProblem(res, 404, 'not_found')
+        assert.equal(res.headers.get('ratelimit'), null, path)
+      }
+      assertProblem(await s.call('POST', path, { token: undefined }), 404, 'not_found')
+    }
+    const page = await fetch(`${s.url}/admin/main.js`)
+    assert.equal(page.status, 200)
+    assert.match(page.headers.get('ratelimit') ?? '', /^"address";r=1;/)
+  })
+
   it("counts a file fetched with a valid bearer token against the token's subject, as any request", async (t) => {
     const s = await startService(t, {
       rateLimitAddress: { quota: 20, windowSeconds: 3600 },

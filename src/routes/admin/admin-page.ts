@@ -26,9 +26,13 @@ function tagged(file: PageFile): TaggedFile {
 }
 
 /** Read once, at the first request for the page; the files do not change while it runs. */
-function pageFile(name: string): TaggedFile {
+function pageFiles(): ReadonlyMap<string, TaggedFile> {
   files ??= new Map([...readPageFiles()].map(([key, file]) => [key, tagged(file)]))
-  const file = files.get(name)
+  return files
+}
+
+function pageFile(name: string): TaggedFile {
+  const file = pageFiles().get(name)
   if (file === undefined) throw new HttpError('not_found', 'There is nothing at this path.')
   return file
 }
@@ -85,12 +89,19 @@ const PAGE_ROUTE = {
 
 const NOT_MODIFIED = { description: 'Not modified (If-None-Match matched the ETag); no body.' }
 
+/** The page itself has one address, `/admin`, the one its relative URLs are written for. */
+function servedFile(name: string): boolean {
+  return name !== 'index.html' && pageFiles().has(name)
+}
+
 /** `GET /admin`: the page itself; it holds no data, so it needs no token. */
 export const getAdminPage: Route = {
   ...PAGE_ROUTE,
   operationId: 'getAdminPage',
   path: '/admin',
   summary: 'The admin page (docs/admin-page.md)',
+  // Not built (run from the sources before `npm run build`): no page, an unknown path.
+  exists: () => pageFiles().has('index.html'),
   responses: {
     200: { description: 'The page.', content: { 'text/html': TEXT } },
     304: NOT_MODIFIED,
@@ -104,11 +115,13 @@ export const getAdminFile: Route = {
   operationId: 'getAdminFile',
   path: '/admin/{file}',
   summary: 'A script, style sheet or image of the admin page',
+  // A file the page does not have is a path that does not exist: a route 404 that the rate
+  // limits never count. An encoded name is decoded by the handler (a bad one is its 400).
+  exists: ({ file = '' }) => file.includes('%') || servedFile(file),
   responses: { 200: { description: 'The file.' }, 304: NOT_MODIFIED },
   handle: (context) => {
     const name = context.params['file'] ?? ''
-    // The page itself has one address, the one its relative URLs are written for.
-    if (name === 'index.html') throw new HttpError('not_found', 'There is nothing at this path.')
+    if (!servedFile(name)) throw new HttpError('not_found', 'There is nothing at this path.')
     return send(context, pageFile(name))
   },
 }
