@@ -12,8 +12,12 @@ export interface StreamReader {
   checkSubject(): Promise<void> | undefined
 }
 
-/** The events of the reader's own subject after which it may no longer read. */
+/**
+ * The events of the reader's own subject after which it may no longer read: a creation too, as an
+ * import may create the subject already suspended or with its tokens revoked.
+ */
 const LOSS_OF_ACCESS: readonly EventType[] = [
+  'user.created',
   'user.suspended',
   'user.deleted',
   'user.tokens_revoked',
@@ -41,14 +45,14 @@ export async function readLostAccess(
   }
 }
 
-/** A suspension, deletion or revocation of the reader's own subject: access may have ended with it. */
+/** A creation, suspension, deletion or revocation of the reader's own subject: access may have ended with it. */
 export function isLossOfAccess(event: ChangeEvent, reader: StreamReader | undefined): boolean {
   return reader !== undefined && event.userId === reader.sub && LOSS_OF_ACCESS.includes(event.type)
 }
 
 /**
  * Whether the stream's filters may leave out an event of the reader's own loss of access (a
- * `type` list without all three, or another user's `userId`): then nothing in the feed tells the
+ * `type` list without all four, or another user's `userId`): then nothing in the feed tells the
  * stream, and it must ask.
  */
 export function mayHideLossOfAccess(query: EventQuery, reader: StreamReader): boolean {

@@ -129,6 +129,62 @@ for (const store of FEED_STORES) {
       assertProblem(await svc.call('GET', '/events', { token }), 403, 'subject_deleted')
     })
 
+    // An import may create the stream's subject already suspended or revoked (its token then
+    // refused on every request): its `user.created` ends the stream as the change itself would.
+    it('ends at once when an import creates its subject suspended, or with its tokens revoked', async (t) => {
+      const source = await startService(t)
+      const suspended = await source.createUser()
+      const revoked = await source.createUser()
+      const tokens = [suspended, revoked].map((user) =>
+        makeToken({ sub: user.id, scope: 'events:read', nowS: nowSeconds() - 5 }),
+      )
+      for (const action of ['activate', 'suspend']) {
+        assert.equal((await source.call('POST', `/users/${suspended.id}:${action}`)).status, 200)
+      }
+      assert.equal((await source.call('POST', `/users/${revoked.id}:revokeTokens`)).status, 200)
+      const exported = await fetch(`${source.baseUrl}/users:export`, {
+        headers: { authorization: `Bearer ${source.token}` },
+      })
+      assert.equal(exported.status, 200)
+      const lines = await exported.text()
+
+      const svc = await start(t, store)
+      const streams = await Promise.all(
+        tokens.map((token) => openSse(`${svc.baseUrl}/events`, token)),
+      )
+      t.after(() => {
+        for (const stream of streams) stream.close()
+      })
+      for (const stream of streams) assert.equal(stream.status, 200)
+      const imported = await fetch(`${svc.baseUrl}/users:import`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${svc.token}`, 'content-type': 'application/x-ndjson' },
+        body: lines,
+      })
+      const results = await imported.text()
+      assert.equal(results.match(/"status":201/g)?.length, 2, results)
+      const [ofSuspended, ofRevoked] = streams as [SseClient, SseClient]
+      await ended(ofSuspended, 3000, 'an import created the subject suspended')
+      assertEndedCleanly(ofSuspended, /subject of the token is suspended/)
+      await ended(ofRevoked, 3000, 'an import created the subject with its tokens revoked')
+      assertEndedCleanly(ofRevoked, /token was revoked/)
+      await svc.createUser()
+      // The other user's creation may come first; the subject's own and any later never.
+      for (const [stream, subject] of [
+        [ofSuspended, suspended],
+        [ofRevoked, revoked],
+      ] as const) {
+        for (const [, userId] of typesOf(stream)) assert.notEqual(userId, subject.id)
+        assert.ok(typesOf(stream).length <= 1)
+      }
+      assertProblem(
+        await svc.call('GET', '/events', { token: tokens[0] }),
+        403,
+        'subject_suspended',
+      )
+      assertProblem(await svc.call('GET', '/events', { token: tokens[1] }), 401, 'token_revoked')
+    })
+
     it('keeps running over a past suspension of a subject that is active again', async (t) => {
       const svc = await start(t, store)
       const subject = await svc.createUser()
