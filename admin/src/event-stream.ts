@@ -107,6 +107,16 @@ class Refused extends Error {
   }
 }
 
+/** Another failed answer (a 429, a 503): the next try waits its `Retry-After`, when longer. */
+class Failed extends Error {
+  readonly waitMs: number
+  constructor(res: Response) {
+    super(`the feed answered ${res.status}`)
+    const seconds = Number(res.headers.get('retry-after') ?? '')
+    this.waitMs = Number.isInteger(seconds) && seconds > 0 ? Math.min(seconds, 60) * 1000 : 0
+  }
+}
+
 /** The refusal of a 401 or 403, with the code its problem body gives. */
 async function refusal(res: Response): Promise<Refused> {
   try {
@@ -131,27 +141,33 @@ function wait(ms: number, signal: AbortSignal): Promise<void> {
   })
 }
 
-/** The cursor of the end of the feed, found by following its pages. */
-async function feedEnd(options: FollowOptions): Promise<string | undefined> {
-  let after: string | undefined
-  for (let page = 0; page < MAX_PAGES; page += 1) {
-    const query = after === undefined ? `?limit=${PAGE}` : `?limit=${PAGE}&after=${after}`
+/**
+ * Moves `at` to the end of the feed by following its pages; true once there. A walk cut short (a
+ * 429 once the subject's quota is spent) goes on from the page it reached: walked again from the
+ * start, a walk longer than the quota would spend every window and never end.
+ */
+async function feedEnd(options: FollowOptions, at: Position): Promise<boolean> {
+  while (at.walked < MAX_PAGES) {
+    const query = at.last === undefined ? `?limit=${PAGE}` : `?limit=${PAGE}&after=${at.last}`
     const res = await options.fetch(options.url + query, {
       headers: { authorization: `Bearer ${options.token}`, accept: 'application/json' },
       signal: options.signal,
     })
     if (res.status === 401 || res.status === 403) throw await refusal(res)
-    if (!res.ok) throw new Error(`the feed answered ${res.status}`)
+    if (!res.ok) throw new Failed(res)
     const body = (await res.json()) as { items: unknown[]; nextCursor: string }
-    after = body.nextCursor
+    at.last = body.nextCursor
+    at.walked += 1
     if (body.items.length < PAGE) break
   }
-  return after
+  return true
 }
 
 /** How far the feed has been read: the last event id seen, or the cursor the stream starts at. */
 interface Position {
   last: string | undefined
+  /** The pages of the feed read so far by the walk to its end. */
+  walked: number
 }
 
 /**
@@ -166,7 +182,7 @@ async function readStream(options: FollowOptions, at: Position): Promise<void> {
   if (at.last !== undefined) headers['last-event-id'] = at.last
   const res = await options.fetch(options.url, { headers, signal: options.signal })
   if (res.status === 401 || res.status === 403) throw await refusal(res)
-  if (!res.ok || res.body === null) throw new Error(`the feed answered ${res.status}`)
+  if (!res.ok || res.body === null) throw new Failed(res)
   options.onState('live')
   const parser = new SseParser()
   const decoder = new TextDecoder()
@@ -190,15 +206,13 @@ async function readStream(options: FollowOptions, at: Position): Promise<void> {
 export async function followEvents(options: FollowOptions): Promise<void> {
   const { signal } = options
   const retryMs = options.retryMs ?? 1000
-  const at: Position = { last: options.lastEventId }
+  const at: Position = { last: options.lastEventId, walked: 0 }
   let started = at.last !== undefined
   options.onState('connecting')
   while (!signal.aborted) {
+    let waitMs = retryMs
     try {
-      if (!started) {
-        at.last = await feedEnd(options)
-        started = true
-      }
+      if (!started) started = await feedEnd(options, at)
       await readStream(options, at)
     } catch (error) {
       if (signal.aborted) break
@@ -206,10 +220,11 @@ export async function followEvents(options: FollowOptions): Promise<void> {
         options.onState('unavailable', error.code)
         return
       }
+      if (error instanceof Failed) waitMs = Math.max(retryMs, error.waitMs)
     }
     if (signal.aborted) break
     options.onState('reconnecting')
-    await wait(retryMs, signal)
+    await wait(waitMs, signal)
   }
   options.onState('stopped')
 }

@@ -131,6 +131,53 @@ describe('the admin page: following the change feed through fetch', { timeout: 6
     })
   }
 
+  // With rate limits on, a long feed's walk to its end may meet a 429 midway: it goes on from the
+  // page it reached once the window allows, rather than walk again from the start (which, with a
+  // quota below the walk's pages, spent every window of the subject and never got live).
+  it('walks a long feed to its end across rate-limit windows, resuming where a 429 stopped it', async (t) => {
+    const s = await startService(t, {
+      rateLimitSubject: { quota: 2, windowSeconds: 1 },
+      eventStreams: { heartbeatMs: 60_000 },
+    })
+    const lines = Array.from({ length: 3500 }, (_, i) => `{"email":"walk${i}@x.io","name":"W"}\n`)
+    const imported = await fetch(`${s.baseUrl}/users:import`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${makeToken({ sub: 'importer' })}`,
+        'content-type': 'application/x-ndjson',
+      },
+      body: lines.join(''),
+    })
+    assert.equal((await imported.text()).match(/"status":201/g)?.length, 3500)
+    const pages: string[] = []
+    const states: LiveState[] = []
+    const stop = new AbortController()
+    const done = followEvents({
+      url: `${s.baseUrl}/events`,
+      token: READER,
+      fetch: async (url, init) => {
+        const res = await fetch(new URL(url), init)
+        if (res.status === 200 && !url.includes('text/event-stream')) pages.push(url)
+        return res
+      },
+      signal: stop.signal,
+      retryMs: 50,
+      onEvent: () => {},
+      onState: (state) => states.push(state),
+    })
+    const end = Date.now() + 15_000
+    while (!states.includes('live') && Date.now() < end) {
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    stop.abort()
+    await done
+    assert.ok(states.includes('live'), `never live, ${states.length} states`)
+    // Four pages of 1000 (the last one short), each read once: the 429s restarted nothing.
+    const walked = pages.filter((url) => url.includes('limit='))
+    assert.equal(walked.length, 4, walked.join('\n'))
+    assert.equal(walked.filter((url) => !url.includes('after=')).length, 1)
+  })
+
   it('ends as unavailable, without retrying, for a token that may not read events', async (t) => {
     const s = await startService(t)
     const states: LiveState[] = []
