@@ -1,5 +1,5 @@
 import { closeSync, type Dirent, fstatSync, openSync, readdirSync, readSync } from 'node:fs'
-import { access, unlink } from 'node:fs/promises'
+import { lstat, unlink } from 'node:fs/promises'
 import path from 'node:path'
 import { performance } from 'node:perf_hooks'
 
@@ -205,15 +205,22 @@ async function quarantineFiles(
   }
 }
 
-/** The name itself when free in `dir`, else with a time stamp: quarantine never overwrites. */
+/**
+ * The name itself when free in `dir`, else with a time stamp (and a count, when that is taken too:
+ * a user's file and its tombstone may go in one millisecond): quarantine never overwrites. lstat,
+ * not access: a link quarantined earlier whose target is gone still takes its name.
+ */
 async function freeName(dir: string, name: string): Promise<string> {
-  try {
-    await access(path.join(dir, name))
-  } catch (error) {
-    if (hasCode(error, 'ENOENT')) return name
-    throw error
+  const stamped = `${name}.${Date.now()}`
+  for (let taken = 0; ; taken += 1) {
+    const candidate = taken === 0 ? name : taken === 1 ? stamped : `${stamped}.${taken - 1}`
+    try {
+      await lstat(path.join(dir, candidate))
+    } catch (error) {
+      if (hasCode(error, 'ENOENT')) return candidate
+      throw error
+    }
   }
-  return `${name}.${Date.now()}`
 }
 
 /** The longest stretch of files read without letting the event loop serve others. */

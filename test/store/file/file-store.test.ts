@@ -1,6 +1,17 @@
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { chmod, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
+import {
+  chmod,
+  mkdir,
+  readdir,
+  readFile,
+  readlink,
+  rename,
+  rm,
+  stat,
+  symlink,
+  writeFile,
+} from 'node:fs/promises'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
@@ -554,6 +565,45 @@ describe('FileStore: recovery at open', () => {
       Object.keys(files).join(', '),
     )
     assert.deepEqual(await readdir(usersDir), [])
+  })
+
+  it('never replaces a link already in quarantine, even one that leads nowhere', async (t) => {
+    const dataDir = await newDataDir(t)
+    const usersDir = path.join(dataDir, 'users')
+    const quarantineDir = path.join(dataDir, 'quarantine')
+    await mkdir(usersDir, { recursive: true })
+    await mkdir(quarantineDir, { recursive: true })
+    const name = `${makeUser().id}.json`
+    // A link quarantined by an earlier start, whose target is gone.
+    await symlink(path.join(dataDir, 'gone.json'), path.join(quarantineDir, name))
+    await writeFile(path.join(usersDir, name), '{"torn": ')
+    await openFileStore(t, dataDir)
+    const names = (await readdir(quarantineDir)).sort()
+    assert.equal(names.length, 2, names.join(', '))
+    assert.equal(await readlink(path.join(quarantineDir, name)), path.join(dataDir, 'gone.json'))
+    assert.deepEqual(Object.values(await readTree(quarantineDir)), ['{"torn": '])
+  })
+
+  it("keeps a user's file and its tombstone both when they go to quarantine in one millisecond", async (t) => {
+    const dataDir = await newDataDir(t)
+    const quarantineDir = path.join(dataDir, 'quarantine')
+    await mkdir(path.join(dataDir, 'users'), { recursive: true })
+    await mkdir(path.join(dataDir, 'tombstones'), { recursive: true })
+    await mkdir(quarantineDir, { recursive: true })
+    const name = `${makeUser().id}.json`
+    await writeFile(path.join(quarantineDir, name), 'quarantined earlier')
+    await writeFile(path.join(dataDir, 'users', name), '{"torn user": ')
+    await writeFile(path.join(dataDir, 'tombstones', name), '{"torn tombstone": ')
+    // Both moves take the same time-stamped name when the clock has not moved between them.
+    const now = Date.now()
+    t.mock.method(Date, 'now', () => now)
+    await openFileStore(t, dataDir)
+    t.mock.restoreAll()
+    assert.deepEqual(Object.values(await readTree(quarantineDir)).sort(), [
+      'quarantined earlier',
+      '{"torn tombstone": ',
+      '{"torn user": ',
+    ])
   })
 
   it('keeps a shared email for the older user on disk and quarantines the newer', async (t) => {
