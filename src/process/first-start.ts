@@ -5,6 +5,7 @@ import path from 'node:path'
 import { createSingleKeySet, KeyError, type KeySet } from '../auth/keys.js'
 import { makeDurableDirectory, writeFileAtomicSync } from '../store/file/atomic-write.js'
 import { hasCode } from '../store/file/errno.js'
+import { checkNotSpecial } from '../store/file/own-files.js'
 import { type Config, ConfigError } from './config.js'
 
 export const SECRET_FILE = '.jwt-secret'
@@ -70,6 +71,11 @@ export function removeGeneratedSecret(file: string | undefined): void {
 /** The secret kept by an earlier first start, or undefined when there is none. */
 export function readSecretFile(file: string): KeySet | undefined {
   let text: string
+  try {
+    checkNotSpecial(file)
+  } catch (error) {
+    throw new ConfigError((error as Error).message)
+  }
   try {
     text = readFileSync(file, 'utf8').trim()
   } catch (error) {

@@ -5,6 +5,7 @@ import { formatEventId } from '../../domain/event.js'
 import type { DurableDirectory } from './atomic-write.js'
 import { hasCode, namingFile } from './errno.js'
 import { safeId } from './event-segments.js'
+import { checkNotSpecial } from './own-files.js'
 
 /** In DATA_DIR: the id of the event log through which every change's files are durable. */
 export const CHECKPOINT_FILE = 'checkpoint.json'
@@ -27,6 +28,7 @@ const SYNCS_AT_ONCE = 2
  */
 export function readCheckpoint(dataDir: string): number | 'damaged' | undefined {
   const file = path.join(dataDir, CHECKPOINT_FILE)
+  checkNotSpecial(file)
   let text: string
   try {
     text = readFileSync(file, 'utf8')

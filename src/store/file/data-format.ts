@@ -4,6 +4,7 @@ import path from 'node:path'
 import { StartError } from '../../domain/errors.js'
 import type { DurableDirectory } from './atomic-write.js'
 import { hasCode, namingFile } from './errno.js'
+import { checkNotSpecial } from './own-files.js'
 
 /** In DATA_DIR: the number of the layout its files are written in. */
 const FORMAT_FILE = 'format'
@@ -30,6 +31,7 @@ export class DataFormatError extends StartError {
  */
 export async function checkDataFormat(root: DurableDirectory): Promise<void> {
   const file = path.join(root.path, FORMAT_FILE)
+  checkNotSpecial(file)
   let text: string
   try {
     text = readFileSync(file, 'utf8')

@@ -8,6 +8,7 @@ import type { DurableDirectory } from './atomic-write.js'
 import { readCheckpoint } from './checkpoint-file.js'
 import { hasCode, namingFile } from './errno.js'
 import { safeId } from './event-segments.js'
+import { checkNotSpecial } from './own-files.js'
 import { toTombstoneJson } from './stored-files.js'
 
 /**
@@ -165,6 +166,7 @@ export async function takeSnapshot(
 ): Promise<FoundSnapshot | SnapshotMiss> {
   const temps = readdirSync(root.path).filter((name) => SNAPSHOT_TEMP.test(name))
   for (const name of temps) await root.removeFile(name, false)
+  checkNotSpecial(path.join(root.path, SNAPSHOT_FILE))
   let bytes: Buffer | undefined
   try {
     bytes = readFileSync(path.join(root.path, SNAPSHOT_FILE))

@@ -5,6 +5,7 @@ import { EVENT_ID, formatEventId } from '../../domain/event.js'
 import type { DeliveryAttempt, StoredWebhook } from '../../domain/webhook.js'
 import type { Logger } from '../../log/logger.js'
 import { hasCode, namingFile } from './errno.js'
+import { checkNotSpecial } from './own-files.js'
 import { parseAttemptLine, parseStoredWebhook } from './stored-webhooks.js'
 
 const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'
@@ -45,6 +46,7 @@ export async function loadWebhookFiles(dir: string, logger: Logger): Promise<Loa
   for (const id of ids) {
     const names = webhookFileNames(id)
     const file = path.join(dir, names.endpoint)
+    checkNotSpecial(file)
     const text = await readFile(file, 'utf8').catch((error: unknown) => {
       throw namingFile(error, file)
     })
@@ -93,6 +95,7 @@ async function readLog(file: string): Promise<{ log: DeliveryAttempt[]; logLines
 }
 
 async function readOptional(file: string): Promise<string | undefined> {
+  checkNotSpecial(file)
   try {
     return await readFile(file, 'utf8')
   } catch (error) {

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
 import {
   mkdir,
   readdir,
@@ -190,6 +191,37 @@ describe('links, directories and huge files in the data directory (file store)',
       child.stderr(),
       `user-service: cannot start: ${secret} cannot be read (EISDIR): it holds the secret a start without JWT_SECRET uses; make it a file this user may read, or set JWT_SECRET\n`,
     )
+  })
+})
+
+describe('a FIFO where a file the start reads belongs', () => {
+  it('refuses the start, naming it, instead of waiting for ever on it', async (t) => {
+    const { dataDir } = await place(t)
+    await withOneUser(t, dataDir)
+    const endpoint = path.join('webhooks', '01a22e1a-47bf-70c9-a76a-bfe01780cec5.json')
+    const segment = path.join('events', '0000000000000002.ndjson')
+    for (const name of ['format', 'checkpoint.json', 'snapshot', endpoint, segment]) {
+      const file = path.join(dataDir, name)
+      const kept = `${file}.kept`
+      await rename(file, kept).catch(() => undefined)
+      execFileSync('mkfifo', [file])
+      const error = await refusedStart(t, dataDir)
+      assert.ok(error.startsWith(`NotOwnFileError: ${file} is not a plain file`), error)
+      assert.ok(!error.includes(`'${file}'`), error)
+      await rm(file)
+      await rename(kept, file).catch(() => undefined)
+    }
+    const secret = path.join(dataDir, '.jwt-secret')
+    execFileSync('mkfifo', [secret])
+    const child = spawnService({ dataDir, env: { JWT_SECRET: undefined } })
+    t.after(() => {
+      child.proc.kill('SIGKILL')
+    })
+    const timer = setTimeout(() => child.proc.kill('SIGKILL'), 20_000)
+    const exit = await child.exited
+    clearTimeout(timer)
+    assert.equal(exit.code, 1, child.stderr())
+    assert.match(child.stderr(), new RegExp(`${secret} is not a plain file`))
   })
 })
 
