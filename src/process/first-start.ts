@@ -5,7 +5,7 @@ import path from 'node:path'
 import { createSingleKeySet, KeyError, type KeySet } from '../auth/keys.js'
 import { makeDurableDirectory, writeFileAtomicSync } from '../store/file/atomic-write.js'
 import { hasCode } from '../store/file/errno.js'
-import { checkNotSpecial } from '../store/file/own-files.js'
+import { checkNotSpecial, NotOwnFileError } from '../store/file/own-files.js'
 import { type Config, ConfigError } from './config.js'
 
 export const SECRET_FILE = '.jwt-secret'
@@ -74,7 +74,8 @@ export function readSecretFile(file: string): KeySet | undefined {
   try {
     checkNotSpecial(file)
   } catch (error) {
-    throw new ConfigError((error as Error).message)
+    if (error instanceof NotOwnFileError) throw new ConfigError(error.message)
+    throw error
   }
   try {
     text = readFileSync(file, 'utf8').trim()
