@@ -56,6 +56,8 @@ export interface ChildOptions {
   user?: { readonly uid: number; readonly gid: number } | undefined
   /** Runs the child as the leader of a process group of its own, which a test may signal whole. */
   detached?: boolean
+  /** A command that runs node, given first (`unshare …`): the child is then that command's. */
+  wrapper?: readonly string[]
 }
 
 export interface Child {
@@ -88,7 +90,9 @@ export function spawnService(options: ChildOptions): Child {
   )
   for (const [name, value] of Object.entries(env)) if (value === undefined) delete env[name]
   const args = options.args ?? ['--import', 'tsx', path.join(PROJECT_ROOT, 'src', 'bin.ts')]
-  const proc = spawn(process.execPath, [...args], {
+  const [command = process.execPath, ...before] = options.wrapper ?? []
+  const nodeArgs = options.wrapper === undefined ? args : [process.execPath, ...args]
+  const proc = spawn(command, [...before, ...nodeArgs], {
     cwd: options.cwd ?? PROJECT_ROOT,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],

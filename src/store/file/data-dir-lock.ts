@@ -23,6 +23,7 @@ import {
   removeQuietly,
   TEMP_PREFIX,
 } from './lock-file.js'
+import { BEAT_MS, beat, isOtherNamespace } from './lock-namespace.js'
 
 /** Another live process, or another store in this process, owns the data directory. */
 export class LockError extends StartError {
@@ -45,6 +46,8 @@ interface Held {
   readonly identity: string
   /** The lock file, open for as long as it is held: how another process knows our pid is us. */
   readonly fd: number
+  /** Touches the file: how a process in another PID namespace knows we are alive. */
+  readonly heartbeat: NodeJS.Timeout
 }
 
 /**
@@ -82,7 +85,7 @@ export class DataDirLock {
       if (top !== undefined) {
         const reading = readLock(top.file)
         if (reading === 'gone') continue
-        if (blocks(reading)) throw this.#refusal(top.file, reading)
+        if (blocks(reading, top.file)) throw this.#refusal(top.file, reading)
       }
       const file = path.join(this.#dir, `.lock.${(top?.generation ?? 0) + 1}`)
       const linked = createLockFile(this.#dir, file, token)
@@ -94,7 +97,8 @@ export class DataDirLock {
         throw error
       }
       heldLocks.set(token, this)
-      this.#held = { file, token, identity: linked.identity, fd: linked.fd }
+      const heartbeat = setInterval(beat, BEAT_MS, linked.fd).unref()
+      this.#held = { file, token, identity: linked.identity, fd: linked.fd, heartbeat }
       this.#file = file
       return
     }
@@ -111,6 +115,7 @@ export class DataDirLock {
     const held = this.#held
     if (held === undefined) return false
     this.#held = undefined
+    clearInterval(held.heartbeat)
     heldLocks.delete(held.token)
     const removed = removeIfOurs(held.file, held.token)
     closeQuietly(held.fd)
@@ -148,7 +153,7 @@ export class DataDirLock {
     for (const lock of listLockFiles(this.#dir)) {
       if (lock.file === file) continue
       const reading = readLock(lock.file)
-      if (blocks(reading)) {
+      if (blocks(reading, lock.file)) {
         removeIfOurs(file, token)
         throw this.#refusal(lock.file, reading)
       }
@@ -181,15 +186,19 @@ export class DataDirLock {
     removeQuietly(file)
   }
 
-  #refusal(file: string, reading: { readonly pid: number } | 'garbage'): LockError {
+  #refusal(
+    file: string,
+    reading: { readonly pid: number; readonly token?: string } | 'garbage',
+  ): LockError {
     if (reading === 'garbage') {
       return new LockError(
         `the lock file ${file} was not written by this service (no owner can be read from it); ` +
           'remove it if no process uses this directory',
       )
     }
-    const owner =
-      reading.pid === process.pid
+    const owner = isOtherNamespace(reading.token ?? '')
+      ? `a running process of another PID namespace (another container; pid ${reading.pid} there)`
+      : reading.pid === process.pid
         ? `another store in this process (pid ${reading.pid})`
         : `another running process (pid ${reading.pid})`
     return new LockError(

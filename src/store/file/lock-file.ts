@@ -15,6 +15,7 @@ import {
 import path from 'node:path'
 
 import { hasCode } from './errno.js'
+import { isBeating, isOtherNamespace, NAMESPACE_MARK, namespacePrefix } from './lock-namespace.js'
 
 /*
  * The protocol. Lock files are `DATA_DIR/.lock.<n>`, each holding `<pid> <token>\n`; the one with
@@ -37,7 +38,10 @@ import { hasCode } from './errno.js'
  * of a lock written before it may be another program's now. So an owner keeps its lock file open
  * for as long as it holds it, and says so with a token that starts with HOLDER_MARK; such an owner
  * is live only if /proc shows its pid holding that file open. A token without the mark (written
- * by a release from before the mark) is judged by its pid alone.
+ * by a release from before the mark) is judged by its pid alone. An owner in another PID namespace
+ * (another container on the same volume) is judged by its lock file's heartbeat instead
+ * (lock-namespace.ts); the tokens written now start with NAMESPACE_MARK and that namespace, and
+ * are held open as HOLDER_MARK's are.
  */
 
 const LOCK_NAME = /^\.lock\.([1-9][0-9]{0,14})$/
@@ -76,9 +80,9 @@ export interface LockFile {
   readonly file: string
 }
 
-/** A new owner's token: HOLDER_MARK, then 96 random bits. */
+/** A new owner's token: NAMESPACE_MARK and our PID namespace, then 64 random bits. */
 export function newToken(): string {
-  return HOLDER_MARK + randomBytes(12).toString('hex')
+  return namespacePrefix() + randomBytes(8).toString('hex')
 }
 
 /** A lock file linked into place: its identity, and the descriptor held open while it is ours. */
@@ -119,9 +123,9 @@ export function createLockFile(dir: string, file: string, token: string): Linked
   }
 }
 
-/** Whether a lock file stops us: a live owner, or a file we cannot read an owner from. */
-export function blocks(reading: Reading): reading is Owner | 'garbage' {
-  return typeof reading === 'object' ? isLive(reading) : reading === 'garbage'
+/** Whether the lock file `file` stops us: a live owner, or a file we cannot read an owner from. */
+export function blocks(reading: Reading, file: string): reading is Owner | 'garbage' {
+  return typeof reading === 'object' ? isLive(reading, file) : reading === 'garbage'
 }
 
 /** Whether a reading is our lock: it holds this token. */
@@ -172,10 +176,12 @@ export function readHead(file: string): Head | undefined {
   }
 }
 
-function isLive(owner: Owner): boolean {
+function isLive(owner: Owner, file: string): boolean {
+  if (isOtherNamespace(owner.token)) return isBeating(file)
   if (owner.pid === process.pid) return heldLocks.has(owner.token)
   if (!isProcessAlive(owner.pid)) return false
-  return !owner.token.startsWith(HOLDER_MARK) || holdsOpen(owner.pid, owner.identity)
+  const holder = owner.token.startsWith(HOLDER_MARK) || owner.token.startsWith(NAMESPACE_MARK)
+  return !holder || holdsOpen(owner.pid, owner.identity)
 }
 
 /**

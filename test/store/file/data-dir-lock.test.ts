@@ -18,14 +18,18 @@ import { after, before, describe, it, type TestContext } from 'node:test'
 
 import { DataDirLock, LockError } from '../../../src/store/file/data-dir-lock.js'
 import { HOLDER_MARK, holdsOpen } from '../../../src/store/file/lock-file.js'
+import { namespacePrefix } from '../../../src/store/file/lock-namespace.js'
 import { PROJECT_ROOT, type RunningChild, spawnService, startChild } from '../../helpers/child.js'
 import { request } from '../../helpers/http.js'
 import type { RacerAnswer, RacerCommand } from '../../helpers/lock-racer.js'
 import { makeTempDir } from '../../helpers/service.js'
 import { makeToken } from '../../helpers/tokens.js'
 
-/** What a lock file of this process holds: `<pid> <token>\n`, the token marked as held open. */
-const OURS = new RegExp(`^${process.pid} ${HOLDER_MARK}[0-9a-f]{24}\\n$`)
+/**
+ * What a lock file of this process holds: `<pid> <token>\n`, the token marked as held open and
+ * naming our PID namespace.
+ */
+const OURS = new RegExp(`^${process.pid} ${namespacePrefix()}[0-9a-f]{16}\\n$`)
 
 /** A lock file's content as another owner would have written it. */
 const ownerLine = (pid: number, token = randomBytes(16).toString('hex')): string =>
@@ -170,7 +174,7 @@ describe('DataDirLock', () => {
     const holder = await startHolder(t, dir)
     assert.equal(holder.file, path.join(dir, '.lock.1'))
     const content = await readFile(holder.file, 'utf8')
-    assert.match(content, new RegExp(`^${holder.pid} ${HOLDER_MARK}[0-9a-f]{24}\\n$`))
+    assert.match(content, new RegExp(`^${holder.pid} ${namespacePrefix()}[0-9a-f]{16}\\n$`))
     assertRefused(
       () => {
         lock.acquire()

@@ -1,0 +1,88 @@
+import { futimesSync, readlinkSync, statSync } from 'node:fs'
+
+/*
+ * Two containers sharing one volume each run in a PID namespace of their own: there, the other's
+ * pid means nothing (it is dead, or another program, or our own: pid 1 in both), and /proc cannot
+ * show the other's open files. So a lock file's owner writes its PID namespace into its token, and
+ * touches the file every BEAT_MS for as long as it holds it. A process that finds a lock of another
+ * namespace cannot judge it by pid; it watches the file for BEAT_WAIT_MS instead, and a file
+ * touched meanwhile has a live owner.
+ */
+
+/** The start of a token that names its owner's PID namespace (8 hex digits after it). */
+export const NAMESPACE_MARK = 'fdfdfdfe'
+/** How often an owner touches its lock file. */
+export const BEAT_MS = 1000
+/** How long a lock of another namespace is watched: three beats, one of them late. */
+export const BEAT_WAIT_MS = 3000
+
+const NAMESPACE_LINK = /^pid:\[([0-9]{1,10})\]$/
+let own: number | undefined
+
+/**
+ * This process's PID namespace: the inode number /proc/self/ns/pid names (below 2^32), or 0 where
+ * it cannot be read (no /proc): unknown, and then every lock is judged as one of our own namespace.
+ */
+export function ownPidNamespace(): number {
+  if (own === undefined) {
+    let link = ''
+    try {
+      link = readlinkSync('/proc/self/ns/pid')
+    } catch {
+      // No /proc: unknown.
+    }
+    const found = Number(NAMESPACE_LINK.exec(link)?.[1] ?? 0)
+    own = found <= 0xffffffff ? found : 0
+  }
+  return own
+}
+
+/** The 16 hex digits a new token starts with: NAMESPACE_MARK and our namespace. */
+export function namespacePrefix(): string {
+  return NAMESPACE_MARK + ownPidNamespace().toString(16).padStart(8, '0')
+}
+
+/**
+ * Whether a lock's token says its owner runs in another PID namespace than ours. A token without
+ * one (from an earlier release), or with an unknown one on either side, is taken as ours.
+ */
+export function isOtherNamespace(token: string): boolean {
+  if (!token.startsWith(NAMESPACE_MARK)) return false
+  const theirs = Number.parseInt(token.slice(NAMESPACE_MARK.length, NAMESPACE_MARK.length + 8), 16)
+  const ours = ownPidNamespace()
+  return theirs !== 0 && ours !== 0 && theirs !== ours
+}
+
+/**
+ * Whether a lock file is touched within BEAT_WAIT_MS: its owner is alive. Blocks for that long
+ * (a start, before the server listens); a file gone meanwhile has no owner left to wait for.
+ */
+export function isBeating(file: string, waitMs = BEAT_WAIT_MS): boolean {
+  const before = modified(file)
+  if (before === undefined) return false
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, waitMs)
+  const after = modified(file)
+  return after !== undefined && after !== before
+}
+
+function modified(file: string): bigint | undefined {
+  try {
+    return statSync(file, { bigint: true }).mtimeNs
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Touches a held lock file through its descriptor (open for reading only: the owner of a file may
+ * set its times). A failure (a file system remounted read-only) is no failure of the lock: the
+ * store's own check tells whether the lock is still ours.
+ */
+export function beat(fd: number): void {
+  const now = Date.now() / 1000
+  try {
+    futimesSync(fd, now, now)
+  } catch {
+    // See above: nothing to do here.
+  }
+}
