@@ -2,6 +2,8 @@ import { open } from 'node:fs/promises'
 import { performance } from 'node:perf_hooks'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 
+import { namingFile } from './errno.js'
+
 const NEWLINE = 0x0a
 /** Bytes read at once; a longer line grows the buffer to hold it. */
 const CHUNK = 1024 * 1024
@@ -39,7 +41,12 @@ export async function readLines(
         buffer = bigger
       }
       const free = buffer.length - carried
-      const { bytesRead } = await handle.read(buffer, carried, free, position + carried)
+      // A read's error names no file (EISDIR: a directory at a segment's name): the log says which.
+      const { bytesRead } = await handle
+        .read(buffer, carried, free, position + carried)
+        .catch((error: unknown) => {
+          throw namingFile(error, file)
+        })
       if (bytesRead === 0) break
       const view = buffer.subarray(0, carried + bytesRead)
       let start = 0

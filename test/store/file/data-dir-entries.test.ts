@@ -171,13 +171,16 @@ describe('links, directories and huge files in the data directory (file store)',
     const { dataDir } = await place(t)
     await withOneUser(t, dataDir)
     const endpoint = path.join('webhooks', '01a22e1a-47bf-70c9-a76a-bfe01780cec5.json')
-    for (const name of ['format', 'checkpoint.json', 'snapshot', endpoint]) {
+    const segment = path.join('events', '0000000000000002.ndjson')
+    for (const name of ['format', 'checkpoint.json', 'snapshot', endpoint, segment]) {
       const file = path.join(dataDir, name)
-      await rm(file, { force: true })
+      const kept = `${file}.kept`
+      await rename(file, kept).catch(() => undefined)
       await mkdir(file)
       const error = await refusedStart(t, dataDir)
       assert.ok(error.includes(`EISDIR`) && error.includes(`'${file}'`), error)
       await rmdir(file)
+      await rename(kept, file).catch(() => undefined)
     }
     // The secret of a start without JWT_SECRET: a configuration error, without a stack trace.
     const secret = path.join(dataDir, '.jwt-secret')
