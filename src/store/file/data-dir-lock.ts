@@ -46,7 +46,7 @@ interface Held {
   readonly identity: string
   /** The lock file, open for as long as it is held: how another process knows our pid is us. */
   readonly fd: number
-  /** Touches the file: how a process in another PID namespace knows we are alive. */
+  /** Touches the file when asked: how a process of another PID namespace knows we are alive. */
   readonly heartbeat: NodeJS.Timeout
 }
 
@@ -97,7 +97,7 @@ export class DataDirLock {
         throw error
       }
       heldLocks.set(token, this)
-      const heartbeat = setInterval(beat, BEAT_MS, linked.fd).unref()
+      const heartbeat = setInterval(beat, BEAT_MS, this.#dir, linked.fd).unref()
       this.#held = { file, token, identity: linked.identity, fd: linked.fd, heartbeat }
       this.#file = file
       return

@@ -1,18 +1,22 @@
-import { futimesSync, readlinkSync, statSync } from 'node:fs'
+import { futimesSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import path from 'node:path'
 
 /*
  * Two containers sharing one volume each run in a PID namespace of their own: there, the other's
  * pid means nothing (it is dead, or another program, or our own: pid 1 in both), and /proc cannot
- * show the other's open files. So a lock file's owner writes its PID namespace into its token, and
- * touches the file every BEAT_MS for as long as it holds it. A process that finds a lock of another
- * namespace cannot judge it by pid; it watches the file for BEAT_WAIT_MS instead, and a file
- * touched meanwhile has a live owner.
+ * show the other's open files. So a lock file's owner writes its PID namespace into its token. A
+ * process that finds a lock of another namespace cannot judge it by pid: it puts WATCH_FILE beside
+ * it and watches the lock file for BEAT_WAIT_MS, and a file touched meanwhile has a live owner. An
+ * owner looks for WATCH_FILE every BEAT_MS and touches its lock file while it is there: a stat a
+ * second, and no write at all unless someone asks (an idle service keeps its disk idle).
  */
 
 /** The start of a token that names its owner's PID namespace (8 hex digits after it). */
 export const NAMESPACE_MARK = 'fdfdfdfe'
-/** How often an owner touches its lock file. */
+/** How often an owner looks for WATCH_FILE. */
 export const BEAT_MS = 1000
+/** In DATA_DIR, while a process watches a lock of another namespace: the owner's cue to touch it. */
+export const WATCH_FILE = '.lock-watch'
 /** How long a lock of another namespace is watched: three beats, one of them late. */
 export const BEAT_WAIT_MS = 3000
 
@@ -54,13 +58,20 @@ export function isOtherNamespace(token: string): boolean {
 }
 
 /**
- * Whether a lock file is touched within BEAT_WAIT_MS: its owner is alive. Blocks for that long
- * (a start, before the server listens); a file gone meanwhile has no owner left to wait for.
+ * Whether a lock file is touched within BEAT_WAIT_MS of our asking (WATCH_FILE): its owner is
+ * alive. Blocks for that long (a start, before the server listens); a file gone meanwhile has no
+ * owner left to wait for.
  */
 export function isBeating(file: string, waitMs = BEAT_WAIT_MS): boolean {
   const before = modified(file)
   if (before === undefined) return false
-  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, waitMs)
+  const watch = path.join(path.dirname(file), WATCH_FILE)
+  writeFileSync(watch, '')
+  try {
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, waitMs)
+  } finally {
+    rmSync(watch, { force: true })
+  }
   const after = modified(file)
   return after !== undefined && after !== before
 }
@@ -75,13 +86,17 @@ function modified(file: string): bigint | undefined {
 
 /**
  * Touches a held lock file through its descriptor (open for reading only: the owner of a file may
- * set its times). A failure (a file system remounted read-only) is no failure of the lock: the
- * store's own check tells whether the lock is still ours.
+ * set its times) while someone watches it. A failure (a file system remounted read-only) is no
+ * failure of the lock: the store's own check tells whether the lock is still ours.
  */
-export function beat(fd: number): void {
-  const now = Date.now() / 1000
+export function beat(dir: string, fd: number): void {
+  const watch = path.join(dir, WATCH_FILE)
   try {
-    futimesSync(fd, now, now)
+    const asked = statSync(watch, { throwIfNoEntry: false })
+    if (asked === undefined) return
+    // A watcher killed while it watched leaves its file behind: removed, not answered for ever.
+    if (Math.abs(Date.now() - asked.mtimeMs) > 4 * BEAT_WAIT_MS) rmSync(watch, { force: true })
+    else futimesSync(fd, Date.now() / 1000, Date.now() / 1000)
   } catch {
     // See above: nothing to do here.
   }

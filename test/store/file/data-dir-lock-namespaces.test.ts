@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
-import { readFile } from 'node:fs/promises'
+import { readFile, stat, utimes, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
+import { DataDirLock } from '../../../src/store/file/data-dir-lock.js'
+import { WATCH_FILE } from '../../../src/store/file/lock-namespace.js'
 import {
   type Child,
   type RunningChild,
@@ -13,6 +15,7 @@ import {
   startChild,
 } from '../../helpers/child.js'
 import { request } from '../../helpers/http.js'
+import { waitFor } from '../../helpers/ops.js'
 import { makeTempDir } from '../../helpers/service.js'
 import { makeToken } from '../../helpers/tokens.js'
 
@@ -93,5 +96,32 @@ describe('the data directory lock across PID namespaces', { skip }, () => {
     const read = await request('GET', location.replace(first.url, second.url), { token: TOKEN })
     assert.equal(read.status, 200)
     assert.match(await createUser(second.url, 'new@example.com'), /\/users\/[0-9a-f-]{36}$/)
+  })
+})
+
+describe('the lock heartbeat', () => {
+  it('touches the lock file only while a watcher asks, and drops a watch left behind', async (t) => {
+    const dataDir = await makeTempDir(t)
+    const lock = new DataDirLock(dataDir)
+    lock.acquire()
+    t.after(() => lock.release())
+    const modified = async (): Promise<bigint> => (await stat(lock.file, { bigint: true })).mtimeNs
+    const idle = await modified()
+    await sleep(2500)
+    assert.equal(await modified(), idle, 'nobody asks: no write at all')
+
+    const watch = path.join(dataDir, WATCH_FILE)
+    await writeFile(watch, '')
+    await waitFor('a touch while watched', async () =>
+      (await modified()) !== idle ? true : undefined,
+    )
+
+    // A watcher killed while it watched: its file, a minute old, is removed, not answered.
+    const old = new Date(Date.now() - 60_000)
+    await utimes(watch, old, old)
+    await waitFor('the old watch removed', () => (existsSync(watch) ? undefined : true))
+    const after = await modified()
+    await sleep(2500)
+    assert.equal(await modified(), after, 'no touch once the watch is gone')
   })
 })
