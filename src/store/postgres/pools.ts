@@ -78,14 +78,17 @@ function createPoolConfigs(settings: SessionSettings): {
   // lost client) would hold its locks, the event counter's among them, and stop every writer and
   // the feed: the server ends it instead. Sent as startup options, not as pg's own fields, which
   // leave out a 0: "none" must override a default set on the role or the database.
+  const url = splitUrlOptions(settings.url)
   const options = [
+    // The URL's own first: of two `-c` of one setting the last wins, and these are the service's.
+    ...(url.options === undefined ? [] : [url.options]),
     `-c statement_timeout=${settings.statementTimeoutMs}`,
     `-c idle_in_transaction_session_timeout=${settings.idleInTransactionTimeoutMs}`,
   ]
   if (settings.schema !== undefined)
     options.push(`-c search_path=${quoteIdentifier(settings.schema)},public`)
   const unlimited: PoolConfig = {
-    connectionString: settings.url,
+    connectionString: url.rest,
     max: settings.poolSize ?? 10,
     connectionTimeoutMillis: 5000,
     application_name: 'user-service',
@@ -97,4 +100,23 @@ function createPoolConfigs(settings: SessionSettings): {
     query_timeout: settings.statementTimeoutMs + CLIENT_TIMEOUT_MARGIN_MS,
   }
   return { unlimited, limited }
+}
+
+/**
+ * DATABASE_URL without its libpq `options` parameter, and that parameter. pg lets the URL's
+ * parameters override the pool's own settings, so an `options` in the URL (a search_path, most
+ * often) silently replaced the session time-outs the service sends as startup options: the server
+ * then ended no stuck statement, nor the transaction of a frozen replica holding the event counter.
+ * Only the query is rewritten (read as the driver reads it), so that every form of URL the driver
+ * takes (no host, a socket directory as `host=`) stays as it was.
+ */
+export function splitUrlOptions(url: string): { rest: string; options: string | undefined } {
+  const at = url.indexOf('?')
+  if (at < 0) return { rest: url, options: undefined }
+  const params = new URLSearchParams(url.slice(at + 1))
+  const options = params.get('options')
+  if (options === null) return { rest: url, options: undefined }
+  params.delete('options')
+  const query = params.toString()
+  return { rest: url.slice(0, at) + (query === '' ? '' : `?${query}`), options }
 }
