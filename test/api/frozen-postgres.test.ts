@@ -113,4 +113,20 @@ describe('a PostgreSQL database that stops answering without closing its connect
     await waitForReadiness(s, 200, 15_000)
     assert.equal((await s.call('GET', '/users')).status, 200)
   })
+
+  it('turns /readyz 503 as soon when statements in flight hold every connection of the pool', {
+    timeout: 60_000,
+  }, async (t) => {
+    // A replica at work: the statements in flight when the database froze keep the pool's
+    // connections (10), so the probe finds none idle. It waited for one, or for a new connection
+    // to the frozen server, up to the 5 s connection time-out before its own 2 s counted.
+    const { proxy, s } = await frozenWorld(t)
+    proxy.freeze()
+    const hung = Array.from({ length: 12 }, () => s.call('GET', '/users').catch(() => undefined))
+    const unready = await waitForReadiness(s, 503, UNREADY_WITHIN_MS)
+    assert.ok(unready < UNREADY_WITHIN_MS, `/readyz turned 503 after ${unready} ms`)
+    proxy.thaw()
+    await Promise.all(hung)
+    await waitForReadiness(s, 200, 15_000)
+  })
 })

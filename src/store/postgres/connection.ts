@@ -214,6 +214,11 @@ export class PgConnection {
     // One probe at a time: probes of a database that does not answer would take the pool.
     if (pool === undefined || this.#probing) return
     this.#probing = true
+    // The whole probe is bounded, the wait for a connection included: with every connection of
+    // the pool held by statements the database does not answer, that wait (up to the 5 s
+    // connection time-out) came before the statement's own time-out, and /readyz said ready for
+    // up to 6 s. The probe itself runs on until it ends, one at a time.
+    const late = setTimeout(() => this.#health.failed(new Error('probe')), PROBE_TIMEOUT_MS)
     try {
       // A time-out of its own, short: /readyz turns 503 soon after the database stops answering.
       const found = await pool.query<{ writable: boolean }>({
@@ -225,6 +230,7 @@ export class PgConnection {
     } catch (error) {
       this.#health.failed(error)
     } finally {
+      clearTimeout(late)
       this.#probing = false
     }
   }
