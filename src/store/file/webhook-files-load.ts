@@ -25,6 +25,8 @@ export interface LoadedWebhook {
   readonly log: readonly DeliveryAttempt[]
   /** The lines its log file holds, torn or repeated ones included. */
   readonly logLines: number
+  /** Its log file ends inside a line (a power loss tore an append): the next starts a new one. */
+  readonly logTorn: boolean
 }
 
 /**
@@ -79,7 +81,9 @@ async function readCursor(file: string, logger: Logger): Promise<string> {
   return formatEventId(0)
 }
 
-async function readLog(file: string): Promise<{ log: DeliveryAttempt[]; logLines: number }> {
+async function readLog(
+  file: string,
+): Promise<{ log: DeliveryAttempt[]; logLines: number; logTorn: boolean }> {
   const text = (await readOptional(file)) ?? ''
   const lines = text.split('\n').filter((line) => line !== '')
   const seen = new Set<string>()
@@ -91,7 +95,7 @@ async function readLog(file: string): Promise<{ log: DeliveryAttempt[]; logLines
     seen.add(attempt.id)
     log.push(attempt)
   }
-  return { log, logLines: lines.length }
+  return { log, logLines: lines.length, logTorn: text !== '' && !text.endsWith('\n') }
 }
 
 async function readOptional(file: string): Promise<string | undefined> {

@@ -79,7 +79,7 @@ export class WebhookFiles implements WebhookKeeping {
       const { id } = loaded.hook.endpoint
       this.store.restore(loaded.hook, loaded.cursor, loaded.log)
       this.#known.add(id)
-      this.#logs.loaded(id, loaded.logLines)
+      this.#logs.loaded(id, loaded.logLines, loaded.logTorn)
     }
     this.#flushing = setInterval(() => {
       this.#flush()

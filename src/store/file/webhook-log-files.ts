@@ -51,6 +51,8 @@ export class DeliveryLogFiles {
   readonly #due = new Map<string, KeptAttempts>()
   /** Endpoints whose last write failed: their next append starts on a new line. */
   readonly #failed = new Set<string>()
+  /** Endpoints whose log ended inside a line at open (a torn append): the same, no outage. */
+  readonly #torn = new Set<string>()
   #outage = false
 
   constructor(logger: Logger, step: EndpointStep, known: (id: string) => boolean) {
@@ -59,9 +61,13 @@ export class DeliveryLogFiles {
     this.#known = known
   }
 
-  /** The lines an endpoint's log file held at open. */
-  loaded(id: string, lines: number): void {
+  /**
+   * The lines an endpoint's log file held at open; `torn`: it ends inside a line, which the next
+   * append must not extend (the attempt it starts with would be passed over at the next start).
+   */
+  loaded(id: string, lines: number, torn: boolean): void {
     this.#lines.set(id, lines)
+    if (torn) this.#torn.add(id)
   }
 
   /** The endpoint is gone: nothing of its log is written any more. */
@@ -70,6 +76,7 @@ export class DeliveryLogFiles {
     this.#unwritten.delete(id)
     this.#due.delete(id)
     this.#failed.delete(id)
+    this.#torn.delete(id)
   }
 
   /** Queues the attempt's line for the next flush. */
@@ -122,7 +129,7 @@ export class DeliveryLogFiles {
           this.#unwritten.delete(id)
           if (lines.length === 0 || !this.#known(id)) return
           // A failed append may have written part of a line: the next line starts after it.
-          const start = this.#failed.has(id) ? '\n' : ''
+          const start = this.#failed.has(id) || this.#torn.has(id) ? '\n' : ''
           await this.#guard(id, kept, lines, () =>
             appendLines(path.join(dir.path, names.log), start + lines.join(''), {
               mode: 0o600,
@@ -130,6 +137,7 @@ export class DeliveryLogFiles {
             }),
           )
           this.#failed.delete(id)
+          this.#torn.delete(id)
           const count = (this.#lines.get(id) ?? 0) + lines.length
           this.#lines.set(id, count)
           if (count <= KEPT_ATTEMPTS + LOG_SLACK) continue

@@ -176,6 +176,28 @@ describe('FileStore: webhook files', () => {
     assert.deepEqual((await readdir(dir)).sort(), [`${id}.cursor`, `${id}.json`, `${id}.log`])
   })
 
+  it('keeps the first attempt logged after a start that found a torn last line', async (t) => {
+    const dataDir = await newDataDir(t)
+    const first = new FileStore({ dataDir })
+    await first.open()
+    const hook = makeWebhook()
+    const id = hook.endpoint.id
+    await first.webhooks.create(hook, formatEventId(7), 20)
+    const attempt = makeAttempt(8)
+    await first.webhooks.logAttempt(id, attempt)
+    await first.close()
+    // A power loss kept part of an append: the file ends inside a line.
+    await writeFile(path.join(dataDir, 'webhooks', `${id}.log`), '{"id":"0193', { flag: 'a' })
+    const second = new FileStore({ dataDir })
+    await second.open()
+    const next = makeAttempt(9)
+    await second.webhooks.logAttempt(id, next)
+    await second.close()
+
+    const { store } = await openAt(t, dataDir)
+    assert.deepEqual(await store.webhooks.attempts(id, 10), [next, attempt])
+  })
+
   it('leaves a damaged endpoint file unloaded and says so; a lost cursor starts before every event', async (t) => {
     const dataDir = await newDataDir(t)
     const first = new FileStore({ dataDir })
