@@ -3054,7 +3054,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Gone: the endpoint is disabled at once (disabledReason gone). */
+            /** @description Gone: the endpoint is disabled at once (disabledReason gone), unless a client changed its URL while the attempt was in flight. */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -3090,7 +3090,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Gone: the endpoint is disabled at once (disabledReason gone). */
+            /** @description Gone: the endpoint is disabled at once (disabledReason gone), unless a client changed its URL while the attempt was in flight. */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -3126,7 +3126,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Gone: the endpoint is disabled at once (disabledReason gone). */
+            /** @description Gone: the endpoint is disabled at once (disabledReason gone), unless a client changed its URL while the attempt was in flight. */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -3162,7 +3162,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Gone: the endpoint is disabled at once (disabledReason gone). */
+            /** @description Gone: the endpoint is disabled at once (disabledReason gone), unless a client changed its URL while the attempt was in flight. */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -3198,7 +3198,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Gone: the endpoint is disabled at once (disabledReason gone). */
+            /** @description Gone: the endpoint is disabled at once (disabledReason gone), unless a client changed its URL while the attempt was in flight. */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -3234,7 +3234,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Gone: the endpoint is disabled at once (disabledReason gone). */
+            /** @description Gone: the endpoint is disabled at once (disabledReason gone), unless a client changed its URL while the attempt was in flight. */
             410: {
                 headers: {
                     [name: string]: unknown;

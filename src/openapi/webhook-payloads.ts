@@ -46,7 +46,10 @@ function delivery(type: EventType): Json {
         description:
           'Any 2xx acknowledges the event: the cursor moves past it. Anything else (3xx included; redirects are never followed), a time-out or a failed connection fails the attempt, which is retried on WEBHOOK_RETRY_SCHEDULE.',
       },
-      '410': { description: 'Gone: the endpoint is disabled at once (disabledReason gone).' },
+      '410': {
+        description:
+          'Gone: the endpoint is disabled at once (disabledReason gone), unless a client changed its URL while the attempt was in flight.',
+      },
     },
   }
 }

@@ -218,7 +218,11 @@ export class EndpointLoop {
       responseStatus: outcome.responseStatus,
       ...(outcome.tlsReason === undefined ? {} : { tlsReason: outcome.tlsReason }),
     })
-    if (outcome.responseStatus === 410) return this.#disable('gone')
+    if (outcome.responseStatus === 410) {
+      // Gone is the URL attempted: one a client replaced meanwhile is retried at the new URL.
+      const current = await store.webhooks.get(this.id)
+      if (current?.endpoint.url === hook.endpoint.url) return this.#disable('gone')
+    }
     const { retrySchedule, random } = this.#context
     // An enabling or a cursor move meanwhile started a fresh schedule: this failure is not in it.
     if (generation !== this.#generation) return 0

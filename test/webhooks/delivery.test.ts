@@ -395,6 +395,23 @@ describe('webhook delivery: failures and retries', () => {
     )
   })
 
+  it('does not disable an endpoint for a 410 from the URL a client changed it from during the attempt', async (t) => {
+    const old = await startReceiver((_, res) => setTimeout(() => res.writeHead(410).end(), 300))
+    const fixed = await startReceiver()
+    t.after(() => Promise.all([old.close(), fixed.close()]))
+    const timings = { leaseMs: 2000, renewMs: 500, pollMs: 50, refreshMs: 60_000 }
+    const world = await startDeliveryWorld(t, { webhookRetrySchedule: [200], timings })
+    const hook = await world.register(old.url)
+    const id = await world.write()
+    await old.waitFor(1)
+    await world.patch(hook.endpoint.id, { url: fixed.url })
+    const [request] = await fixed.waitFor(1, 3000)
+    assert.equal(idOf(request), `msg_${id}`)
+    const stored = await world.store.webhooks.get(hook.endpoint.id)
+    assert.equal(stored?.endpoint.enabled, true)
+    assert.equal(stored?.endpoint.disabledReason, null)
+  })
+
   it('disables a failing endpoint on schedule although its description keeps changing', async (t) => {
     const receiver = await startReceiver((_, res) => res.writeHead(500).end())
     t.after(() => receiver.close())
