@@ -6,7 +6,6 @@ import {
   readFile,
   rename,
   rm,
-  rmdir,
   symlink,
   truncate,
   writeFile,
@@ -69,6 +68,29 @@ async function withOneUser(t: TestContext, dataDir: string): Promise<User> {
   assert.equal(created.status, 201, created.text)
   assert.equal((await child.stop()).code, 0)
   return created.json<User>()
+}
+
+/**
+ * Puts something else (`put`) where each file a start reads belongs, in turn (the file itself
+ * moved aside and back), and checks the refused start's error with `check`.
+ */
+async function eachStartFile(
+  t: TestContext,
+  dataDir: string,
+  put: (file: string) => Promise<unknown>,
+  check: (error: string, file: string) => void,
+): Promise<void> {
+  const endpoint = path.join('webhooks', '01a22e1a-47bf-70c9-a76a-bfe01780cec5.json')
+  const segment = path.join('events', '0000000000000002.ndjson')
+  for (const name of ['format', 'checkpoint.json', 'snapshot', endpoint, segment]) {
+    const file = path.join(dataDir, name)
+    const kept = `${file}.kept`
+    await rename(file, kept).catch(() => undefined)
+    await put(file)
+    check(await refusedStart(t, dataDir), file)
+    await rm(file, { recursive: true })
+    await rename(kept, file).catch(() => undefined)
+  }
 }
 
 describe('links, directories and huge files in the data directory (file store)', () => {
@@ -170,18 +192,9 @@ describe('links, directories and huge files in the data directory (file store)',
   it('a directory where one of its files belongs refuses the start, naming that file', async (t) => {
     const { dataDir } = await place(t)
     await withOneUser(t, dataDir)
-    const endpoint = path.join('webhooks', '01a22e1a-47bf-70c9-a76a-bfe01780cec5.json')
-    const segment = path.join('events', '0000000000000002.ndjson')
-    for (const name of ['format', 'checkpoint.json', 'snapshot', endpoint, segment]) {
-      const file = path.join(dataDir, name)
-      const kept = `${file}.kept`
-      await rename(file, kept).catch(() => undefined)
-      await mkdir(file)
-      const error = await refusedStart(t, dataDir)
+    await eachStartFile(t, dataDir, mkdir, (error, file) => {
       assert.ok(error.includes(`EISDIR`) && error.includes(`'${file}'`), error)
-      await rmdir(file)
-      await rename(kept, file).catch(() => undefined)
-    }
+    })
     // The secret of a start without JWT_SECRET: a configuration error, without a stack trace.
     const secret = path.join(dataDir, '.jwt-secret')
     await mkdir(secret)
@@ -201,19 +214,17 @@ describe('a FIFO where a file the start reads belongs', () => {
   it('refuses the start, naming it, instead of waiting for ever on it', async (t) => {
     const { dataDir } = await place(t)
     await withOneUser(t, dataDir)
-    const endpoint = path.join('webhooks', '01a22e1a-47bf-70c9-a76a-bfe01780cec5.json')
-    const segment = path.join('events', '0000000000000002.ndjson')
-    for (const name of ['format', 'checkpoint.json', 'snapshot', endpoint, segment]) {
-      const file = path.join(dataDir, name)
-      const kept = `${file}.kept`
-      await rename(file, kept).catch(() => undefined)
-      execFileSync('mkfifo', [file])
-      const error = await refusedStart(t, dataDir)
-      assert.ok(error.startsWith(`NotOwnFileError: ${file} is not a plain file`), error)
-      assert.ok(!error.includes(`'${file}'`), error)
-      await rm(file)
-      await rename(kept, file).catch(() => undefined)
-    }
+    await eachStartFile(
+      t,
+      dataDir,
+      async (file) => {
+        execFileSync('mkfifo', [file])
+      },
+      (error, file) => {
+        assert.ok(error.startsWith(`NotOwnFileError: ${file} is not a plain file`), error)
+        assert.ok(!error.includes(`'${file}'`), error)
+      },
+    )
     const secret = path.join(dataDir, '.jwt-secret')
     execFileSync('mkfifo', [secret])
     const child = spawnService({ dataDir, env: { JWT_SECRET: undefined } })

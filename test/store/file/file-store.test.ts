@@ -44,6 +44,18 @@ async function openFileStore(t: TestContext, dataDir: string): Promise<OpenedSto
 }
 
 /** Every plain file of a directory tree, by relative path, with its content. */
+/** A data directory with `users/` and `quarantine/`, and a user file name to put in them. */
+async function quarantineCase(
+  t: TestContext,
+): Promise<{ dataDir: string; usersDir: string; quarantineDir: string; name: string }> {
+  const dataDir = await newDataDir(t)
+  const usersDir = path.join(dataDir, 'users')
+  const quarantineDir = path.join(dataDir, 'quarantine')
+  await mkdir(usersDir, { recursive: true })
+  await mkdir(quarantineDir, { recursive: true })
+  return { dataDir, usersDir, quarantineDir, name: `${makeUser().id}.json` }
+}
+
 async function readTree(dir: string): Promise<Record<string, string>> {
   const files: Record<string, string> = {}
   const entries = await readdir(dir, { recursive: true, withFileTypes: true })
@@ -540,12 +552,7 @@ describe('FileStore: recovery at open', () => {
   })
 
   it('never overwrites a file already in quarantine', async (t) => {
-    const dataDir = await newDataDir(t)
-    const usersDir = path.join(dataDir, 'users')
-    const quarantineDir = path.join(dataDir, 'quarantine')
-    await mkdir(usersDir, { recursive: true })
-    await mkdir(quarantineDir, { recursive: true })
-    const name = `${makeUser().id}.json`
+    const { dataDir, usersDir, quarantineDir, name } = await quarantineCase(t)
     await writeFile(path.join(quarantineDir, name), 'quarantined earlier')
     await writeFile(path.join(usersDir, name), '{"torn": ')
     const first = new FileStore({ dataDir })
@@ -568,12 +575,7 @@ describe('FileStore: recovery at open', () => {
   })
 
   it('never replaces a link already in quarantine, even one that leads nowhere', async (t) => {
-    const dataDir = await newDataDir(t)
-    const usersDir = path.join(dataDir, 'users')
-    const quarantineDir = path.join(dataDir, 'quarantine')
-    await mkdir(usersDir, { recursive: true })
-    await mkdir(quarantineDir, { recursive: true })
-    const name = `${makeUser().id}.json`
+    const { dataDir, usersDir, quarantineDir, name } = await quarantineCase(t)
     // A link quarantined by an earlier start, whose target is gone.
     await symlink(path.join(dataDir, 'gone.json'), path.join(quarantineDir, name))
     await writeFile(path.join(usersDir, name), '{"torn": ')
@@ -585,12 +587,8 @@ describe('FileStore: recovery at open', () => {
   })
 
   it("keeps a user's file and its tombstone both when they go to quarantine in one millisecond", async (t) => {
-    const dataDir = await newDataDir(t)
-    const quarantineDir = path.join(dataDir, 'quarantine')
-    await mkdir(path.join(dataDir, 'users'), { recursive: true })
+    const { dataDir, quarantineDir, name } = await quarantineCase(t)
     await mkdir(path.join(dataDir, 'tombstones'), { recursive: true })
-    await mkdir(quarantineDir, { recursive: true })
-    const name = `${makeUser().id}.json`
     await writeFile(path.join(quarantineDir, name), 'quarantined earlier')
     await writeFile(path.join(dataDir, 'users', name), '{"torn user": ')
     await writeFile(path.join(dataDir, 'tombstones', name), '{"torn tombstone": ')

@@ -4,6 +4,7 @@ import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
 import { formatEventId } from '../../../src/domain/event.js'
+import type { DeliveryAttempt, StoredWebhook } from '../../../src/domain/webhook.js'
 import { FileStore } from '../../../src/store/file/file-store.js'
 import { KEPT_ATTEMPTS } from '../../../src/store/webhook-store.js'
 import { PROJECT_ROOT, sleep, spawnService } from '../../helpers/child.js'
@@ -15,6 +16,21 @@ import { changeWebhook, makeAttempt, makeWebhook } from '../../helpers/webhook-v
 
 async function newDataDir(t: TestContext): Promise<string> {
   return path.join(await makeTempDir(t, 'file-webhooks-test-'), 'data')
+}
+
+/** A closed store in `dataDir` with one endpoint (its cursor at event 7) and one attempt logged. */
+async function oneLoggedAttempt(
+  dataDir: string,
+): Promise<{ hook: StoredWebhook; id: string; attempt: DeliveryAttempt }> {
+  const first = new FileStore({ dataDir })
+  await first.open()
+  const hook = makeWebhook()
+  const id = hook.endpoint.id
+  await first.webhooks.create(hook, formatEventId(7), 20)
+  const attempt = makeAttempt(8)
+  await first.webhooks.logAttempt(id, attempt)
+  await first.close()
+  return { hook, id, attempt }
 }
 
 /** Opens a FileStore on `dataDir`, closed when the test ends, with the lines it logs. */
@@ -154,14 +170,7 @@ describe('FileStore: webhook files', () => {
 
   it('passes over what a crash leaves: temp files, a torn log line, files of a deleted endpoint', async (t) => {
     const dataDir = await newDataDir(t)
-    const first = new FileStore({ dataDir })
-    await first.open()
-    const hook = makeWebhook()
-    const id = hook.endpoint.id
-    await first.webhooks.create(hook, formatEventId(7), 20)
-    const attempt = makeAttempt(8)
-    await first.webhooks.logAttempt(id, attempt)
-    await first.close()
+    const { hook, id, attempt } = await oneLoggedAttempt(dataDir)
     const dir = path.join(dataDir, 'webhooks')
     const gone = makeWebhook().endpoint.id
     await writeFile(path.join(dir, `${id}.log`), '{"id":"0193', { flag: 'a' })
@@ -178,14 +187,7 @@ describe('FileStore: webhook files', () => {
 
   it('keeps the first attempt logged after a start that found a torn last line', async (t) => {
     const dataDir = await newDataDir(t)
-    const first = new FileStore({ dataDir })
-    await first.open()
-    const hook = makeWebhook()
-    const id = hook.endpoint.id
-    await first.webhooks.create(hook, formatEventId(7), 20)
-    const attempt = makeAttempt(8)
-    await first.webhooks.logAttempt(id, attempt)
-    await first.close()
+    const { id, attempt } = await oneLoggedAttempt(dataDir)
     // A power loss kept part of an append: the file ends inside a line.
     await writeFile(path.join(dataDir, 'webhooks', `${id}.log`), '{"id":"0193', { flag: 'a' })
     const second = new FileStore({ dataDir })
