@@ -39,9 +39,9 @@ import { isBeating, isOtherNamespace, NAMESPACE_MARK, namespacePrefix } from './
  * for as long as it holds it, and says so with a token that starts with HOLDER_MARK; such an owner
  * is live only if /proc shows its pid holding that file open. A token without the mark (written
  * by a release from before the mark) is judged by its pid alone. An owner in another PID namespace
- * (another container on the same volume) is judged by its lock file's heartbeat instead
- * (lock-namespace.ts); the tokens written now start with NAMESPACE_MARK and that namespace, and
- * are held open as HOLDER_MARK's are.
+ * (another container on the same volume) is judged instead by whether it touches its lock file
+ * when asked (lock-namespace.ts); the tokens written now start with NAMESPACE_MARK and that
+ * namespace, and are held open as HOLDER_MARK's are.
  */
 
 const LOCK_NAME = /^\.lock\.([1-9][0-9]{0,14})$/
