@@ -523,8 +523,7 @@ describe('createJsonLogger with a stream', () => {
     }
     assert.equal(stream.chunks.length, 1, 'lines of later turns wait for the interval')
     await stream.received(2)
-    // A timer may fire up to a millisecond early by this clock (Node rounds to whole ms).
-    assert.ok(performance.now() - beforeFirst >= intervalMs - 1, 'not before the interval passed')
+    assert.ok(performance.now() - beforeFirst >= intervalMs, 'not before the interval passed')
     assert.equal(stream.chunks[1], expectedLines(1, 4), 'the lines of three turns in one write')
     stream.release()
     await new Promise((resolve) => setTimeout(resolve, intervalMs + 50))
@@ -539,6 +538,30 @@ describe('createJsonLogger with a stream', () => {
     await flushing
     assert.deepEqual(stream.chunks.slice(2), [expectedLines(4, 5), expectedLines(5, 6)])
     assert.equal(logger.dropped, 0)
+  })
+
+  it('never writes sooner than minWriteIntervalMs after the last write, though timers round', async () => {
+    // Node counts a timer in whole ms of a clock it truncates: one set for the fractional rest of
+    // an interval fired up to 1.5 ms early, nearly every time.
+    const intervalMs = 10
+    const times: number[] = []
+    const stream = new Writable({
+      write(_chunk, _encoding, callback) {
+        times.push(performance.now())
+        callback()
+      },
+    })
+    const logger = createJsonLogger({ stream, now: () => FIXED, minWriteIntervalMs: intervalMs })
+    const end = performance.now() + 500
+    while (performance.now() < end) {
+      logNumbered(logger, 0)
+      await turns(1)
+    }
+    const gaps = times.slice(1).map((at, i) => at - (times[i] ?? at))
+    assert.ok(gaps.length >= 10, `only ${gaps.length + 1} writes`)
+    // The stream sees a write a few µs after the sink timed it.
+    const early = gaps.filter((gap) => gap < intervalMs - 0.05)
+    assert.deepEqual(early, [], `${early.length} of ${gaps.length} writes came early`)
   })
 
   it('refuses a minWriteIntervalMs that is not a number of ms', () => {
