@@ -218,7 +218,9 @@ export class PgConnection {
     // the pool held by statements the database does not answer, that wait (up to the 5 s
     // connection time-out) came before the statement's own time-out, and /readyz said ready for
     // up to 6 s. The probe itself runs on until it ends, one at a time.
-    const late = setTimeout(() => this.#health.failed(new Error('probe')), PROBE_TIMEOUT_MS)
+    const late = setTimeout(() => {
+      this.#health.failed(new Error(`no answer to the readiness probe in ${PROBE_TIMEOUT_MS} ms`))
+    }, PROBE_TIMEOUT_MS)
     try {
       // A time-out of its own, short: /readyz turns 503 soon after the database stops answering.
       const found = await pool.query<{ writable: boolean }>({
