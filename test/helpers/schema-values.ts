@@ -5,81 +5,13 @@
  * service takes lets such a candidate through, and the service's 400 or 422 shows it.
  */
 
-export type Json = Record<string, unknown>
+import { isObject, type Json, resolve, schemaErrors } from './schema-check.js'
 
-export function isObject(value: unknown): value is Json {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-}
+export { isObject, type Json, resolve }
 
-/** A `$ref` into the document resolved, any other schema as it is. */
-export function resolve(doc: Json, schema: unknown): Json {
-  if (!isObject(schema)) return {}
-  const ref = schema['$ref']
-  if (typeof ref !== 'string') return schema
-  let found: unknown = doc
-  for (const key of ref.slice(2).split('/')) found = isObject(found) ? found[key] : undefined
-  return resolve(doc, found)
-}
-
-const codePoints = (text: string): number => [...text].length
-
-function typeOf(value: unknown): string {
-  if (value === null) return 'null'
-  if (Array.isArray(value)) return 'array'
-  if (typeof value === 'number') return Number.isInteger(value) ? 'integer' : 'number'
-  return typeof value
-}
-
-function hasType(schema: Json, value: unknown): boolean {
-  const type = schema['type']
-  if (type === undefined) return true
-  const types = Array.isArray(type) ? type : [type]
-  const actual = typeOf(value)
-  return types.includes(actual) || (actual === 'integer' && types.includes('number'))
-}
-
-/** Whether `value` meets `schema` (the keywords the service's document uses; formats as Ajv's). */
-export function allows(doc: Json, rawSchema: unknown, value: unknown): boolean {
-  const schema = resolve(doc, rawSchema)
-  if (!hasType(schema, value)) return false
-  const choices = schema['enum']
-  if (Array.isArray(choices) && !choices.includes(value)) return false
-  if ('const' in schema && schema['const'] !== value) return false
-  if (typeof value === 'string') return allowsString(schema, value)
-  if (typeof value === 'number') {
-    const { minimum, maximum } = schema
-    if (typeof minimum === 'number' && value < minimum) return false
-    if (typeof maximum === 'number' && value > maximum) return false
-    return true
-  }
-  if (isObject(value)) return allowsObject(doc, schema, value)
-  return true
-}
-
-function allowsString(schema: Json, value: string): boolean {
-  const { minLength, maxLength, pattern, format } = schema
-  if (typeof minLength === 'number' && codePoints(value) < minLength) return false
-  if (typeof maxLength === 'number' && codePoints(value) > maxLength) return false
-  if (typeof pattern === 'string' && !new RegExp(pattern, 'u').test(value)) return false
-  // Ajv's `uuid` format: any case, as RFC 9562 allows.
-  if (format === 'uuid' && !/^[0-9a-f]{8}-(?:[0-9a-f]{4}-){3}[0-9a-f]{12}$/i.test(value))
-    return false
-  return true
-}
-
-function allowsObject(doc: Json, schema: Json, value: Json): boolean {
-  const properties = isObject(schema['properties']) ? schema['properties'] : {}
-  const required = Array.isArray(schema['required']) ? schema['required'] : []
-  if (required.some((name) => typeof name === 'string' && !(name in value))) return false
-  const keys = Object.keys(value)
-  const { maxProperties, propertyNames, additionalProperties } = schema
-  if (typeof maxProperties === 'number' && keys.length > maxProperties) return false
-  return keys.every((key) => {
-    if (propertyNames !== undefined && !allows(doc, propertyNames, key)) return false
-    if (key in properties) return allows(doc, properties[key], value[key])
-    if (additionalProperties === false) return false
-    return additionalProperties === undefined || allows(doc, additionalProperties, value[key])
-  })
+/** Whether `value` meets `schema` (schema-check.ts: the keywords the document uses, and formats). */
+export function allows(doc: Json, schema: unknown, value: unknown): boolean {
+  return schemaErrors(doc, schema, value).length === 0
 }
 
 const UUID = '0193a5f2-7c1e-7d3a-9b2f-1c2d3e4f5a6b'
