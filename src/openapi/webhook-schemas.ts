@@ -19,10 +19,12 @@ const NULLABLE_TIME = { type: ['string', 'null'], format: 'date-time' } as const
 
 /*
  * The URL as the service takes it, in what a pattern can say: an http or https scheme (any case),
- * no white space, control character or `#` anywhere. The address rule (private_address) and
- * what the WHATWG parser refuses besides are said in the description only.
+ * no white space, control character or `#` anywhere. The WHATWG parser needs no `//` after a
+ * special scheme and reads `\` as `/` (`https:host/x`, `https:\\host\x`), and the service keeps
+ * the URL as sent, so the pattern asks for neither: its answers show such a URL too. The address
+ * rule (private_address) and what the parser refuses besides are said in the description only.
  */
-const URL_PATTERN = `^[Hh][Tt][Tt][Pp][Ss]?://[^#${TRIMMED_CLASS}\\u0000-\\u001F\\u007F-\\u00A0\\u1680\\u2000-\\u200F\\u2028-\\u202F\\u205F\\u3000\\uFEFF\\uD800-\\uDFFF]+$`
+const URL_PATTERN = `^[Hh][Tt][Tt][Pp][Ss]?:[^#${TRIMMED_CLASS}\\u0000-\\u001F\\u007F-\\u00A0\\u1680\\u2000-\\u200F\\u2028-\\u202F\\u205F\\u3000\\uFEFF\\uD800-\\uDFFF]+$`
 
 /** The schema of each endpoint field; the description and example come from WEBHOOK_FIELDS. */
 const FIELD_SCHEMAS: Record<WebhookFieldName, Json> = {

@@ -793,6 +793,22 @@ async function driveWebhooks(w: World, c: Conformance, stale: string): Promise<v
       200,
     )
     c.check('DELETE /webhooks/{id}', await callOp(w, 'DELETE /webhooks/{id}', item), 204)
+    // A URL as the WHATWG parser reads it, in the forms it takes without `//` or with `\\`: the
+    // service keeps it as sent, and shows it so.
+    for (const url of ['HTTPS:hooks.example.com/no-slashes', 'https:\\\\hooks.example.com\\back']) {
+      const odd = c.check(
+        'POST /webhooks',
+        await callOp(w, 'POST /webhooks', '/webhooks', { json: { url } }),
+        201,
+      )
+      const oddId = String((JSON.parse(odd.text) as Json)['id'])
+      c.check(
+        'GET /webhooks/{id}',
+        await callOp(w, 'GET /webhooks/{id}', `/webhooks/${oddId}`),
+        200,
+      )
+    }
+    c.check('GET /webhooks', await callOp(w, 'GET /webhooks', '/webhooks'), 200)
   } finally {
     await receiver.close()
   }
