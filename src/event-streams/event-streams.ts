@@ -72,6 +72,16 @@ export interface EventStreams {
   close(): void
 }
 
+/**
+ * A stream asked for while the service stops (its checks were passed before close() began): a 503
+ * with Retry-After, as every 503 carries and as availability refuses every later request.
+ */
+function shuttingDown(): HttpError {
+  return new HttpError('shutting_down', 'The service is shutting down.', {
+    headers: { 'retry-after': '5' },
+  })
+}
+
 export function createEventStreams(options: EventStreamsOptions): EventStreams {
   const { maxStreams, now } = options
   const heartbeatMs = options.heartbeatMs ?? 15_000
@@ -102,7 +112,7 @@ export function createEventStreams(options: EventStreamsOptions): EventStreams {
     async stream(res, request) {
       const feed = requireFeed()
       const { query } = request
-      if (closed) throw new HttpError('shutting_down', 'The service is shutting down.')
+      if (closed) throw shuttingDown()
       // Taken as the stream starts, so that no burst passes maxStreams (counted by every worker's
       // primary with WORKERS > 1); given back when its answer ends, however it ends.
       const slot = await slots.acquire('event-streams', maxStreams)
@@ -122,7 +132,7 @@ export function createEventStreams(options: EventStreamsOptions): EventStreams {
         limit: STREAM_PAGE,
         maxBytes: maxBufferBytes,
       })
-      if (closed) throw new HttpError('shutting_down', 'The service is shutting down.')
+      if (closed) throw shuttingDown()
       if (checkUntagged(request.preconditions ?? NO_PRECONDITIONS, true) === 'not_modified') {
         return 'not_modified'
       }

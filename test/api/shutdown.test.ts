@@ -6,9 +6,10 @@ import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
 import type { User } from '../../src/domain/user.js'
+import { MemoryStore } from '../../src/store/memory-store.js'
 import { type RunningChild, startChild } from '../helpers/child.js'
 import { listLockFiles } from '../helpers/data-files.js'
-import { assertProblem } from '../helpers/http.js'
+import { assertProblem, request } from '../helpers/http.js'
 import {
   CountingStore,
   type HeldRequest,
@@ -329,6 +330,38 @@ describe('service.close()', () => {
     assert.deepEqual(await readdir(path.join(s.dataDir, 'users')), [
       `${(JSON.parse(res.text) as User).id}.json`,
     ])
+  })
+
+  it('answers a stream request whose first page was being read when close() began with 503 shutting_down and Retry-After', async (t) => {
+    const store = new MemoryStore()
+    const s = await startService(t, { store })
+    await s.createUser()
+    // The stream's first page is held until close() has begun.
+    const read = store.events.read.bind(store.events)
+    let release = (): void => undefined
+    const held = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    let reading = (): void => undefined
+    const reached = new Promise<void>((resolve) => {
+      reading = resolve
+    })
+    store.events.read = async (query) => {
+      reading()
+      await held
+      return read(query)
+    }
+    const stream = request('GET', `${s.baseUrl}/events`, {
+      token: makeToken({ scope: 'events:read' }),
+      headers: { accept: 'text/event-stream' },
+    })
+    await reached
+    const closing = s.service.close()
+    release()
+    const res = await stream
+    assertProblem(res, 503, 'shutting_down')
+    assert.match(res.headers.get('retry-after') ?? '', /^[0-9]+$/)
+    await closing
   })
 
   it('cuts a request held past shutdownTimeoutMs, then resolves', async (t) => {
