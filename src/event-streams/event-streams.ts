@@ -3,6 +3,7 @@ import type { ServerResponse } from 'node:http'
 import { checkUntagged, NO_PRECONDITIONS, type Preconditions } from '../domain/preconditions.js'
 import { HttpError } from '../http/problem.js'
 import { onAnswerClosed } from '../http/request-accounting.js'
+import { shuttingDown } from '../ops/availability.js'
 import { createLocalSlots, type SharedSlots } from '../ops/shared-slots.js'
 import {
   EVENT_PAGE_MAX_BYTES,
@@ -70,16 +71,6 @@ export interface EventStreams {
   readonly openStreams: number
   /** Ends every stream cleanly (shutdown). */
   close(): void
-}
-
-/**
- * A stream asked for while the service stops (its checks were passed before close() began): a 503
- * with Retry-After, as every 503 carries and as availability refuses every later request.
- */
-function shuttingDown(): HttpError {
-  return new HttpError('shutting_down', 'The service is shutting down.', {
-    headers: { 'retry-after': '5' },
-  })
 }
 
 export function createEventStreams(options: EventStreamsOptions): EventStreams {

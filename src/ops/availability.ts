@@ -97,8 +97,7 @@ export class Availability {
    */
   refusal(intent: Intent = 'read'): HttpError | undefined {
     const inflight = this.#inflight + (intent === 'readiness' ? 1 : 0)
-    if (this.#phase === 'stopping')
-      return unavailable('shutting_down', 'The service is shutting down.', 5)
+    if (this.#phase === 'stopping') return shuttingDown()
     if (this.#phase === 'starting')
       return unavailable('starting', 'The service is loading its data.', 1)
     if (this.#maintenance && intent !== 'export') return maintenance()
@@ -155,6 +154,11 @@ export class Availability {
       () => false,
     )
   }
+}
+
+/** The refusal of a service that stops; also of an event stream whose checks began before. */
+export function shuttingDown(): HttpError {
+  return unavailable('shutting_down', 'The service is shutting down.', 5)
 }
 
 function maintenance(): HttpError {
