@@ -97,7 +97,7 @@ export class DataDirLock {
         throw error
       }
       heldLocks.set(token, this)
-      const heartbeat = setInterval(beat, BEAT_MS, this.#dir, linked.fd).unref()
+      const heartbeat = setInterval(beat, BEAT_MS, this.#dir, linked.fd, new Map()).unref()
       this.#held = { file, token, identity: linked.identity, fd: linked.fd, heartbeat }
       this.#file = file
       return

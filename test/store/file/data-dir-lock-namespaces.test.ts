@@ -1,14 +1,16 @@
 import assert from 'node:assert/strict'
-import { spawnSync } from 'node:child_process'
-import { existsSync, readFileSync } from 'node:fs'
-import { readFile, stat, utimes, writeFile } from 'node:fs/promises'
+import { spawn, spawnSync } from 'node:child_process'
+import { closeSync, existsSync, openSync, readFileSync } from 'node:fs'
+import { readdir, readFile, stat, utimes, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
+import { pathToFileURL } from 'node:url'
 
 import { DataDirLock } from '../../../src/store/file/data-dir-lock.js'
-import { WATCH_FILE } from '../../../src/store/file/lock-namespace.js'
+import { BEAT_WAIT_MS, beat, WATCH_PREFIX } from '../../../src/store/file/lock-namespace.js'
 import {
   type Child,
+  PROJECT_ROOT,
   type RunningChild,
   sleep,
   spawnService,
@@ -99,8 +101,53 @@ describe('the data directory lock across PID namespaces', { skip }, () => {
   })
 })
 
+/** A process that watches a lock file for `waitMs` as a start does, and says what it saw. */
+function watcher(
+  file: string,
+  waitMs: number,
+): { started: Promise<void>; beating: Promise<boolean> } {
+  const module = pathToFileURL(path.join(PROJECT_ROOT, 'src/store/file/lock-namespace.ts')).href
+  const code = `import { isBeating } from ${JSON.stringify(module)}
+process.stdout.write('watching\\n')
+process.stdout.write(isBeating(process.argv[1], Number(process.argv[2])) + '\\n')`
+  const args = ['--import', 'tsx', '--input-type=module', '-e', code, file, String(waitMs)]
+  const proc = spawn(process.execPath, args, { cwd: PROJECT_ROOT })
+  let out = ''
+  let started = (): void => undefined
+  const watching = new Promise<void>((resolve) => {
+    started = resolve
+  })
+  proc.stdout.on('data', (chunk: Buffer) => {
+    out += chunk.toString()
+    if (out.includes('watching\n')) started()
+  })
+  const beating = new Promise<boolean>((resolve, reject) => {
+    proc.on('exit', (code) => {
+      const answer = /watching\n(true|false)\n$/.exec(out)?.[1]
+      if (code === 0 && answer !== undefined) resolve(answer === 'true')
+      else reject(new Error(`the watcher failed (${code}): ${out}`))
+    })
+  })
+  return { started: watching, beating }
+}
+
+/** The watch files in a data directory. */
+async function watches(dataDir: string): Promise<string[]> {
+  return (await readdir(dataDir)).filter((name) => name.startsWith('.lock-watch'))
+}
+
+/** A lock file held open, as its owner holds it; beats are given by the test. */
+async function heldFile(t: TestContext): Promise<{ dataDir: string; file: string; fd: number }> {
+  const dataDir = await makeTempDir(t)
+  const file = path.join(dataDir, '.lock.1')
+  await writeFile(file, '1 fdfdfdfe0000000100000000000000000\n')
+  const fd = openSync(file, 'r')
+  t.after(() => closeSync(fd))
+  return { dataDir, file, fd }
+}
+
 describe('the lock heartbeat', () => {
-  it('touches the lock file only while a watcher asks, and drops a watch left behind', async (t) => {
+  it('touches the lock file only while a watcher asks', async (t) => {
     const dataDir = await makeTempDir(t)
     const lock = new DataDirLock(dataDir)
     lock.acquire()
@@ -110,18 +157,59 @@ describe('the lock heartbeat', () => {
     await sleep(2500)
     assert.equal(await modified(), idle, 'nobody asks: no write at all')
 
-    const watch = path.join(dataDir, WATCH_FILE)
-    await writeFile(watch, '')
-    await waitFor('a touch while watched', async () =>
-      (await modified()) !== idle ? true : undefined,
-    )
-
-    // A watcher killed while it watched: its file, a minute old, is removed, not answered.
-    const old = new Date(Date.now() - 60_000)
-    await utimes(watch, old, old)
-    await waitFor('the old watch removed', () => (existsSync(watch) ? undefined : true))
+    const asking = watcher(lock.file, 3000)
+    assert.equal(await asking.beating, true)
     const after = await modified()
+    assert.notEqual(after, idle)
+    assert.deepEqual(await watches(dataDir), [], 'a watcher removes what it put there')
     await sleep(2500)
-    assert.equal(await modified(), after, 'no touch once the watch is gone')
+    assert.equal(await modified(), after, 'no touch once the watcher is gone')
+  })
+
+  it('answers a watcher for as long as it watches, whatever another one does meanwhile', async (t) => {
+    const { dataDir, file, fd } = await heldFile(t)
+    const seen = new Map<string, number>()
+    // Two starts on one volume at once: the first ends while the second still watches.
+    const first = watcher(file, 4000)
+    await first.started
+    await waitFor('the first watch', async () =>
+      (await watches(dataDir)).length > 0 ? true : undefined,
+    )
+    const second = watcher(file, 12_000)
+    await second.started
+    await sleep(300)
+    await first.beating
+    // The owner's first beat after the first watcher left: the second still asks.
+    beat(dataDir, fd, seen)
+    assert.equal(await second.beating, true, 'a live owner was taken for dead')
+  })
+
+  it('answers a watch whatever time the file system stamped on it', async (t) => {
+    const { dataDir, file, fd } = await heldFile(t)
+    const asking = watcher(file, 6000)
+    await asking.started
+    await waitFor('the watch', async () => ((await watches(dataDir)).length > 0 ? true : undefined))
+    // A file server (or a host) whose clock is a minute behind the owner's.
+    const behind = new Date(Date.now() - 60_000)
+    for (const name of await watches(dataDir))
+      await utimes(path.join(dataDir, name), behind, behind)
+    beat(dataDir, fd, new Map())
+    assert.equal(await asking.beating, true, 'the owner dropped a fresh watch for an old one')
+  })
+
+  it('drops a watch left by a killed watcher after 12 s of its own clock, unanswered', async (t) => {
+    const { dataDir, file, fd } = await heldFile(t)
+    const modified = async (): Promise<bigint> => (await stat(file, { bigint: true })).mtimeNs
+    const left = path.join(dataDir, `${WATCH_PREFIX}0123456789abcdef`)
+    await writeFile(left, '')
+    const seen = new Map<string, number>()
+    const before = await modified()
+    beat(dataDir, fd, seen, 1000)
+    const answered = await modified()
+    assert.notEqual(answered, before, 'answered while it may be a live watcher')
+    beat(dataDir, fd, seen, 1000 + 4 * BEAT_WAIT_MS + 1)
+    assert.equal(existsSync(left), false, 'removed once its watcher cannot be watching any more')
+    assert.equal(await modified(), answered, 'and not answered')
+    assert.equal(seen.size, 0)
   })
 })
