@@ -195,7 +195,14 @@ describe('GET /admin: the admin page', () => {
   // the limiter (never counted, never refused, no fields), and 404 for every method, not 405.
   it('answers a file the page does not have as any unknown path: not counted, never 429', async (t) => {
     const s = await startService(t, { rateLimitAddress: { quota: 2, windowSeconds: 3600 } })
-    for (const path of ['/admin/nothing.js', '/admin/index.html', '/admin/main.js.map']) {
+    // Written with percent-encoding too: decoded, the name is still no file of the page.
+    const encoded = ['/admin/nothing%2Ejs', '/admin/%6Eothing.js', '/admin/index%2Ehtml']
+    for (const path of [
+      '/admin/nothing.js',
+      '/admin/index.html',
+      '/admin/main.js.map',
+      ...encoded,
+    ]) {
       for (let i = 0; i < 3; i += 1) {
         const res = await s.call('GET', path, { token: undefined })
         assertProblem(res, 404, 'not_found')
@@ -206,6 +213,8 @@ describe('GET /admin: the admin page', () => {
     const page = await fetch(`${s.url}/admin/main.js`)
     assert.equal(page.status, 200)
     assert.match(page.headers.get('ratelimit') ?? '', /^"address";r=1;/)
+    // A file the page has, its name encoded, is that file (and counted as any request).
+    assert.equal((await fetch(`${s.url}/admin/main%2Ejs`)).status, 200)
   })
 
   it("counts a file fetched with a valid bearer token against the token's subject, as any request", async (t) => {

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto'
 
 import { requirePreconditions } from '../../domain/preconditions.js'
+import { percentDecode } from '../../http/percent-decode.js'
 import { HttpError } from '../../http/problem.js'
 import { type Route, type RouteContext, STREAMED } from '../route.js'
 import { API_ROUTE, TEXT } from '../route-defaults.js'
@@ -116,8 +117,11 @@ export const getAdminFile: Route = {
   path: '/admin/{file}',
   summary: 'A script, style sheet or image of the admin page',
   // A file the page does not have is a path that does not exist: a route 404 that the rate
-  // limits never count. An encoded name is decoded by the handler (a bad one is its 400).
-  exists: ({ file = '' }) => file.includes('%') || servedFile(file),
+  // limits never count, however its name is written. A bad encoding is the handler's 400.
+  exists: ({ file = '' }) => {
+    const name = percentDecode(file)
+    return name === undefined || servedFile(name)
+  },
   responses: { 200: { description: 'The file.' }, 304: NOT_MODIFIED },
   handle: (context) => {
     const name = context.params['file'] ?? ''
