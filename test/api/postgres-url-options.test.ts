@@ -27,6 +27,10 @@ describe('a DATABASE_URL with an options parameter', { skip: SKIP_POSTGRES }, ()
     await sql('CREATE SCHEMA tenant_a', [], base)
     const url = new URL(base)
     url.searchParams.set('options', '-c search_path=tenant_a')
+    // pg's own parameters for the two time-outs, which it sends after the options: the service's
+    // still hold.
+    url.searchParams.set('statement_timeout', '0')
+    url.searchParams.set('idle_in_transaction_session_timeout', '0')
     const root = await makeTempDir(t, 'url-options-')
     const replica = await startChild(
       {
@@ -75,6 +79,14 @@ describe('splitUrlOptions', () => {
         options: '-c a=b',
       },
     )
+  })
+
+  it("drops pg's parameters for the session time-outs, which would override the service's", () => {
+    const url = 'postgres://u@h/db?statement_timeout=0&sslmode=disable'
+    assert.deepEqual(splitUrlOptions(`${url}&idle_in_transaction_session_timeout=0`), {
+      rest: 'postgres://u@h/db?sslmode=disable',
+      options: undefined,
+    })
   })
 })
 
