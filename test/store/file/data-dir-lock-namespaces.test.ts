@@ -123,6 +123,7 @@ process.stdout.write(isBeating(process.argv[1], Number(process.argv[2])) + '\\n'
   })
   const beating = new Promise<boolean>((resolve, reject) => {
     proc.on('exit', (code) => {
+      started() // a watcher that failed early: its failure is told below
       const answer = /watching\n(true|false)\n$/.exec(out)?.[1]
       if (code === 0 && answer !== undefined) resolve(answer === 'true')
       else reject(new Error(`the watcher failed (${code}): ${out}`))
