@@ -112,6 +112,11 @@ export function readBody(req: IncomingMessage, limit = MAX_BODY_BYTES): Promise<
   } catch (error) {
     return Promise.reject(error)
   }
+  // Read after a wait (a key's hold, a subject's lookup in the database): a client that left
+  // meanwhile has closed the request already, and it will not say so again.
+  if (req.destroyed) {
+    return Promise.reject(new ClientClosedError('the client closed the request before it was read'))
+  }
   const untyped = untypedRefusals.get(req)
   return new Promise((resolve, reject) => {
     // Chunks are copied into one buffer as they come: a body sent a byte at a time would

@@ -49,13 +49,13 @@ async function lockWith(t: TestContext, statements: string): Promise<{ end: () =
 
 /**
  * A keyed `POST /users` whose head and first byte are sent now; `rest` sends the rest of the body,
- * and `answer` resolves with the first whole response.
+ * `close` drops the connection, and `answer` resolves with the first whole response.
  */
 async function heldCreate(
   t: TestContext,
   s: TestService,
   body: string,
-): Promise<{ rest: () => void; answer: Promise<RawResponse> }> {
+): Promise<{ rest: () => void; close: () => void; answer: Promise<RawResponse> }> {
   const socket: Socket = await openSocket(s.url)
   t.after(() => socket.destroy())
   const bytes = Buffer.from(body)
@@ -81,7 +81,7 @@ async function heldCreate(
       if (response !== undefined) resolve(response)
     })
   })
-  return { rest: () => socket.write(bytes.subarray(1)), answer }
+  return { rest: () => socket.write(bytes.subarray(1)), close: () => socket.destroy(), answer }
 }
 
 function keyedCreate(s: TestService, email: string) {
@@ -122,6 +122,33 @@ describe('Idempotency-Key holds on PostgreSQL, given back', { skip: SKIP_POSTGRE
     const corrected = await keyedCreate(s, uniqueEmail())
     assert.equal(corrected.status, 201, corrected.text)
     assert.equal(corrected.headers.get('idempotent-replayed'), null)
+  })
+
+  it('a request whose client left while its hold waited for the database gives its key back', async (t) => {
+    const { s, schema } = await startOnPostgres(t)
+    // Every hold waits until the table is let go; meanwhile the whole request arrives, and its
+    // client goes away before any answer.
+    const locker = await lockWith(t, `LOCK TABLE ${schema}.idempotency_keys IN EXCLUSIVE MODE`)
+    const email = uniqueEmail()
+    const body = JSON.stringify({ email, name: 'Gone' })
+    const gone = await heldCreate(t, s, body)
+    gone.rest()
+    await waitUntil('the hold to wait for the lock', async () => {
+      const waiting = await sql('SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted')
+      return Number(waiting.rows[0]?.n) > 0
+    })
+    gone.close()
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    await locker.end()
+    // The hold is taken now, for a request whose client is gone: it must not outlive it.
+    let retry: TestResponse | undefined
+    await waitUntil('its key to be free again', async () => {
+      retry = await keyedCreate(s, email)
+      return retry.status !== 409
+    })
+    assert.equal(retry?.status, 201, retry?.text)
+    assert.equal(retry?.headers.get('idempotent-replayed'), null)
+    assert.equal(await holdsIn(schema), 0)
   })
 
   it('a hold taken after its request was answered 408 (the database slow) is given back', async (t) => {

@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict'
 import { createServer, type IncomingMessage } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import { type AddressInfo, connect } from 'node:net'
 import { describe, it, type TestContext } from 'node:test'
 
 import {
+  ClientClosedError,
   hasBody,
   MAX_BODY_BYTES,
   parseJsonBody,
@@ -227,5 +228,27 @@ describe('readBody', () => {
   it('reads an empty body as zero bytes', async (t) => {
     const url = await serve(t, async (req) => (await readBody(req)).length)
     assert.deepEqual((await request('POST', url)).body, { value: 0 })
+  })
+
+  it('rejects with ClientClosedError when the client left before it was called', async (t) => {
+    let settled: (outcome: unknown) => void = () => undefined
+    const outcome = new Promise<unknown>((resolve) => {
+      settled = resolve
+    })
+    // Called only once the request is closed, as after a wait for the database.
+    const url = await serve(t, (req) =>
+      new Promise<void>((resolve) => {
+        req.once('close', resolve)
+      }).then(() => readBody(req).then(settled, settled)),
+    )
+    const { hostname, port } = new URL(url)
+    const socket = connect(Number(port), hostname)
+    socket.on('error', () => undefined)
+    socket.write('POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}', () => {
+      setTimeout(() => socket.destroy(), 50)
+    })
+    const late = new Promise((resolve) => setTimeout(() => resolve('never settled'), 2000))
+    const result = await Promise.race([outcome, late])
+    assert.ok(result instanceof ClientClosedError, String(result))
   })
 })
