@@ -87,6 +87,9 @@ export class ImportRun {
     req.on('error', onLeave)
     res.on('close', onClose)
     res.on('drain', onDrain)
+    // Run after a wait (the import's slot, asked of the cluster's primary): a client that left
+    // meanwhile closed the answer already, and it will not say so again.
+    if (res.destroyed) this.#leave()
     try {
       await this.#startLines()
       while (this.#running > 0) await this.#wait()
