@@ -273,18 +273,19 @@ export function createService(options: ServiceOptions): UserService {
       availability.beginShutdown()
       // Streams would hold close() until its time-out: they end now, and consumers resume later.
       events.close()
-      // Attempts in flight are abandoned, unlogged: their events come again after a restart.
-      await delivery.close()
+      // Attempts in flight are abandoned, unlogged (their events come again after a restart); a
+      // step waiting on the store (for a lock) is waited for as the requests are, then cut.
+      let delivering = true
+      const deliveryStopped = delivery.close().finally(() => {
+        delivering = false
+      })
       const serverClosed = new Promise<void>((resolve) => {
-        if (!server.listening) resolve()
-        else
-          server.close(() => {
-            resolve()
-          })
+        if (server.listening) server.close(() => resolve())
+        else resolve()
       })
       server.closeIdleConnections()
       const deadline = Date.now() + options.shutdownTimeoutMs
-      while (availability.inflight > 0 && Date.now() < deadline) await sleep(25)
+      while ((availability.inflight > 0 || delivering) && Date.now() < deadline) await sleep(25)
       const lingerDeadline = Date.now() + LINGER_MS
       while ([...sockets].some(isClosing) && Date.now() < lingerDeadline) await sleep(25)
       server.closeAllConnections()
@@ -293,6 +294,7 @@ export function createService(options: ServiceOptions): UserService {
       metrics?.stop()
       await opening?.catch(() => undefined)
       await opened.close()
+      await deliveryStopped
     },
   }
 }

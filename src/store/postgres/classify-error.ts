@@ -68,6 +68,17 @@ export function databaseUnavailable(cause: unknown): ServiceError {
 }
 
 /**
+ * A statement cut, or refused, because the store is closing (the service stops): no fault of the
+ * database, and no answer waits for it (its request was answered or cut first).
+ */
+export function storeClosing(cause: unknown): ServiceError {
+  return new ServiceError('shutting_down', 'The service is shutting down.', {
+    retryAfterSeconds: 5,
+    cause,
+  })
+}
+
+/**
  * Whether a COMMIT that failed so may still have been made. The server refuses a commit with an
  * error of class 23 (a deferred constraint) or 40 (serialization, deadlock) and rolls back; any
  * other failure (the connection lost, the server shutting down, no answer at all) may come after

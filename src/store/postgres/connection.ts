@@ -13,13 +13,14 @@ import {
   isQueryTimeout,
   isReadOnlyRefusal,
   isUniqueViolation,
+  storeClosing,
   toInputError,
 } from './classify-error.js'
 import { BLOCKERS_SQL, CommitStallWatch } from './commit-stall.js'
 import { DatabaseHealth } from './database-health.js'
 import { loadPg } from './driver.js'
 import type { PgModule, Pool, PoolClient, QueryResult, QueryResultRow } from './pg-types.js'
-import { createPools, PROBE_TIMEOUT_MS } from './pools.js'
+import { createPools, endPool, PROBE_TIMEOUT_MS } from './pools.js'
 import type { SqlShape } from './sql.js'
 
 export interface PgConnectionOptions {
@@ -59,6 +60,8 @@ export class PgConnection {
   readonly #health: DatabaseHealth
   #probe: NodeJS.Timeout | undefined
   #probing = false
+  /** end() has begun: what fails from now on fails for that, not for the database. */
+  #closing = false
   /** Transactions' tails that wait for the event counter (a feed that cannot advance). */
   readonly stalls: CommitStallWatch
 
@@ -105,6 +108,7 @@ export class PgConnection {
   }
 
   async end(): Promise<void> {
+    this.#closing = true
     clearInterval(this.#probe)
     this.#probe = undefined
     const pool = this.#pool
@@ -113,9 +117,8 @@ export class PgConnection {
     this.#side = undefined
     const unlimited = this.#unlimited
     this.#unlimited = undefined
-    await side?.end()
-    await unlimited?.end()
-    await pool?.end()
+    // Statements still running when the store closes are cut (a stop must not wait for a lock).
+    await Promise.all([side, unlimited, pool].map((each) => each && endPool(each)))
   }
 
   /** A client of its own (a listener); the caller releases it. */
@@ -199,7 +202,7 @@ export class PgConnection {
       if (isUniqueViolation(error, 'users_email_key')) throw duplicateEmail()
       if (isUniqueViolation(error, 'users_pkey')) throw duplicateId(pkeyId(error))
       if (committing && commitMayHaveLanded(error)) {
-        this.#health.failed(error)
+        if (!this.#closing) this.#health.failed(error)
         throw commitOutcomeUnknown(error)
       }
       throw this.#failure(error)
@@ -245,6 +248,7 @@ export class PgConnection {
    */
   #failure(error: unknown): ServiceError {
     if (error instanceof ServiceError) return error
+    if (this.#closing) return storeClosing(error)
     if (classifyPgError(error) === 'input') {
       this.#health.answered()
       return toInputError(error)
@@ -258,6 +262,7 @@ export class PgConnection {
 
   #unavailable(error: unknown): ServiceError {
     if (error instanceof ServiceError) return error
+    if (this.#closing) return storeClosing(error)
     this.#health.failed(error)
     return databaseUnavailable(error)
   }

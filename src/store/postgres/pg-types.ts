@@ -37,6 +37,8 @@ export interface Queryable {
 /** A connection checked out of the pool; `release(true)` drops it instead of giving it back. */
 export interface PoolClient extends Queryable {
   release(destroy?: boolean): void
+  /** Closes the connection; a statement still running fails (pg destroys the socket under it). */
+  end(): Promise<void>
   on(event: 'error', listener: (error: Error) => void): unknown
   on(event: 'end', listener: () => void): unknown
   on(event: 'notification', listener: (message: { payload?: string | undefined }) => void): unknown
@@ -62,6 +64,9 @@ export interface Pool extends Queryable {
   end(): Promise<void>
   on(event: 'error', listener: (error: Error) => void): unknown
   on(event: 'connect', listener: (client: PoolClient) => void): unknown
+  /** A connection checked out (also for a pool's own query()), and given back. */
+  on(event: 'acquire', listener: (client: PoolClient) => void): unknown
+  on(event: 'release', listener: (error: Error | undefined, client: PoolClient) => void): unknown
 }
 
 /** The part of the `pg` module the store uses. */

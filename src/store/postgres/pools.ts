@@ -1,6 +1,6 @@
 import type { Logger } from '../../log/logger.js'
 import { pgFault } from './classify-error.js'
-import type { PgModule, Pool, PoolConfig } from './pg-types.js'
+import type { PgModule, Pool, PoolClient, PoolConfig } from './pg-types.js'
 import { quoteIdentifier } from './schema.js'
 
 /**
@@ -12,6 +12,12 @@ export const CLIENT_TIMEOUT_MARGIN_MS = 1000
 
 /** How long the readiness probe waits for its answer, whatever the statement time-out. */
 export const PROBE_TIMEOUT_MS = 2000
+
+/**
+ * How long ending a pool waits for the statements still running before it ends their
+ * connections: by then the requests they served were answered or cut (SHUTDOWN_TIMEOUT_MS).
+ */
+export const END_GRACE_MS = 1000
 
 /** What the sessions of one store are made with. */
 export interface SessionSettings {
@@ -51,9 +57,9 @@ export function createPools(pg: PgModule, settings: SessionSettings, logger: Log
     client.on('error', () => undefined)
   })
   return {
-    main,
-    side: quiet(new pg.Pool({ ...limited, max: 1, idleTimeoutMillis: 1000 })),
-    unlimited: quiet(new pg.Pool({ ...unlimited, max: 1, idleTimeoutMillis: 1000 })),
+    main: tracked(main),
+    side: tracked(quiet(new pg.Pool({ ...limited, max: 1, idleTimeoutMillis: 1000 }))),
+    unlimited: tracked(quiet(new pg.Pool({ ...unlimited, max: 1, idleTimeoutMillis: 1000 }))),
   }
 }
 
@@ -63,6 +69,38 @@ function quiet(pool: Pool): Pool {
     client.on('error', () => undefined)
   })
   return pool
+}
+
+/** The connections of each pool that are checked out, for endPool. */
+const checkedOut = new WeakMap<Pool, Set<PoolClient>>()
+
+function tracked(pool: Pool): Pool {
+  const clients = new Set<PoolClient>()
+  checkedOut.set(pool, clients)
+  pool.on('acquire', (client) => {
+    clients.add(client)
+  })
+  pool.on('release', (_error, client) => {
+    clients.delete(client)
+  })
+  return pool
+}
+
+/**
+ * Ends a pool: its idle connections at once, and the connections of statements still running
+ * after `graceMs`, whose statements then fail. pg's own end() waits for every statement, and one
+ * that waits for another session's lock (or a database that no longer answers) would hold a stop
+ * for as long as its time-out, and for ever with DATABASE_STATEMENT_TIMEOUT_MS=0.
+ */
+export async function endPool(pool: Pool, graceMs = END_GRACE_MS): Promise<void> {
+  const timer = setTimeout(() => {
+    for (const client of checkedOut.get(pool) ?? []) void client.end().catch(() => undefined)
+  }, graceMs)
+  try {
+    await pool.end()
+  } finally {
+    clearTimeout(timer)
+  }
 }
 
 /**
