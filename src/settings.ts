@@ -219,7 +219,7 @@ export const SETTINGS = {
     env: [],
     default: 120_000,
     parse: integer(1, 3_600_000),
-    doc: 'how long an export or an import waits for a client that stopped reading',
+    doc: 'how long an export, an import or any answer the socket could not take at once waits for a client that stopped reading',
   }),
   metrics: setting({
     owner: 'service',

@@ -36,7 +36,9 @@ export function onSettled(
       // Settled already. The 'finish' listener is left on the response: after a finish it is
       // spent, and after its connection closed the response can no longer finish.
       if (!requests.delete(entry)) return
-      done(res.writableFinished)
+      // An answer cut once it was all written (a client that read none of it, dropped) reads as
+      // finished: its socket's buffer went with the socket. It never reached the client.
+      done(res.writableFinished && !res.destroyed)
       const { waiting } = connection
       if (waiting === undefined || !waiting.entries.delete(entry) || waiting.entries.size > 0) {
         return

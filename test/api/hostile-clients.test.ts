@@ -3,12 +3,14 @@ import { readdir } from 'node:fs/promises'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 
+import { MemoryStore } from '../../src/store/memory-store.js'
 import { assertUnauthorized } from '../helpers/auth-tokens.js'
 import { startChild } from '../helpers/child.js'
 import { assertProblem } from '../helpers/http.js'
 import { tryRequest, waitFor } from '../helpers/ops.js'
 import { assertClosingProblem, exchange, openSocket, rawCreate } from '../helpers/raw-exchange.js'
 import { makeTempDir, startService, type TestService, uniqueEmail } from '../helpers/service.js'
+import { makeUser } from '../helpers/store-users.js'
 import { makeToken } from '../helpers/tokens.js'
 import { assertUnchangedBy } from '../helpers/users-suite.js'
 
@@ -209,6 +211,33 @@ describe('a client that goes away mid-body', () => {
 
 // A FIN cannot be told from a close until the server writes: like nginx, the service takes it
 // for a client that went away (docs/api.md, clients that half-close).
+describe('a client that reads none of a large answer', () => {
+  it('is dropped once it takes nothing for the stall time: counted out, logged 499, ready again', async (t) => {
+    // 100 users of about 98 KB each (32 values of 512 control characters, each written \u0001):
+    // a page of about 10 MB, more than the kernel's buffers on both sides take.
+    const value = '\u0001'.repeat(512)
+    const metadata = Object.fromEntries(Array.from({ length: 32 }, (_, i) => [`k${i}`, value]))
+    const store = new MemoryStore(Array.from({ length: 100 }, () => makeUser({ metadata })))
+    const s = await startService(t, { store, maxInflight: 1, exportStallTimeoutMs: 500 })
+    const socket = await openSocket(s.url)
+    t.after(() => socket.destroy())
+    socket.on('error', () => undefined)
+    socket.pause()
+    socket.write(
+      `GET /users?limit=100 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${s.token}\r\n\r\n`,
+    )
+    // Before, it stayed in flight for as long as the connection stayed open, holding the page.
+    const entry = await waitFor(
+      'the unread answer to be let go',
+      () => s.logs.find((line) => line['path'] === '/users'),
+      10_000,
+    )
+    assert.equal(entry['status'], 499)
+    await waitUntilReady(s.url, 5000)
+    assert.equal((await s.call('GET', '/users?limit=1')).status, 200)
+  })
+})
+
 describe('a client that half-closes after its request', () => {
   it('gets no answer, and the request is logged at info as 499', async (t) => {
     const s = await startService(t)
