@@ -106,9 +106,7 @@ export function createRequestListener(parts: AppParts): RequestListener {
       state.counted = true
       const refusal = availability.refusal(intentOf(route))
       if (refusal !== undefined) throw refusal
-      if (rateLimiter !== undefined) {
-        verdict = countRequest(req, state, rateLimiter, authenticator)
-      }
+      if (rateLimiter !== undefined) verdict = countRequest(req, state, rateLimiter, authenticator)
     }
     if (route.scope === undefined)
       return handle(req, res, state, route, rawParams, undefined, undefined)

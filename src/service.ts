@@ -1,3 +1,4 @@
+import { once as emitted } from 'node:events'
 import type { RequestListener, Server } from 'node:http'
 import type { AddressInfo, Socket } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -279,10 +280,7 @@ export function createService(options: ServiceOptions): UserService {
       const deliveryStopped = delivery.close().finally(() => {
         delivering = false
       })
-      const serverClosed = new Promise<void>((resolve) => {
-        if (server.listening) server.close(() => resolve())
-        else resolve()
-      })
+      const serverClosed = server.listening ? emitted(server.close(), 'close') : undefined
       server.closeIdleConnections()
       const deadline = Date.now() + options.shutdownTimeoutMs
       while ((availability.inflight > 0 || delivering) && Date.now() < deadline) await sleep(25)
