@@ -116,11 +116,12 @@ describe('readIdempotencyKey', () => {
     }
 
     const badParameters: [string, string, RegExp][] = [
-      ['an uppercase key', '"k";V=1', /parameter without a valid key/],
+      ['an uppercase key', '"k";V=1', /parameter without a valid key at character 5\./],
+      ['a key starting past z', '"k";{=1', /parameter without a valid key at character 5\./],
       ['a key starting with a digit', '"k";1a=1', /parameter without a valid key/],
       ['a semicolon with no key', '"k";', /parameter without a valid key/],
       ['an equals sign with no value', '"k";a=', /unknown type/],
-      ['a space before the value', '"k";a= 1', /unknown type/],
+      ['a space before the value', '"k";a= 1', /unknown type of value at character 7\./],
       ['an Inner List as a value', '"k";a=("x")', /unknown type/],
       ['a Decimal with 4 fractional digits', '"k";a=1.2345', /fractional digits/],
       ['a Decimal ending in a dot', '"k";a=1.', /fractional digits/],
@@ -130,10 +131,21 @@ describe('readIdempotencyKey', () => {
       ['a Byte Sequence with a character outside base64', '"k";a=:aGVs!bG8=:', /base64/],
       ['a Byte Sequence with = before the end', '"k";a=:aG=VsbG8=:', /base64/],
       ['an unclosed Byte Sequence', '"k";a=:aGVsbG8=', /closing colon/],
+      ['a Byte Sequence ending in a lone sextet', '"k";a=:aGVsb:', /not base64/],
+      ['a Byte Sequence with one = too few', '"k";a=:aGVsbA=:', /not base64/],
+      ['a Byte Sequence with one = too many', '"k";a=:aGVsbG8==:', /not base64/],
       ['a Boolean other than ?0 or ?1', '"k";a=?2', /Boolean/],
       ['a Date that is a Decimal', '"k";a=@1.5', /Date/],
       ['a Display String with uppercase hex', '"k";a=%"%C3%BC"', /bad % escape/],
+      ['a Display String escape of one hex digit', '"k";a=%"%c"', /bad % escape/],
       ['a Display String that is not UTF-8', '"k";a=%"%c3"', /not UTF-8/],
+      ['a Display String whose letter cuts a character', '"k";a=%"%c3a%bc"', /not UTF-8/],
+      [
+        'a tab inside a Display String',
+        '"k";a=%"a\tb"',
+        /Display String with a character outside printable/,
+      ],
+      ['an unclosed Display String', '"k";a=%"abc', /Display String without its closing quote/],
       ['a % that starts no Display String', '"k";a=%x', /Display String/],
       ['an unclosed String value', '"k";a="x', /closing quote/],
       ['a space before the semicolon', '"k" ;a=1', /text after/],
@@ -147,9 +159,9 @@ describe('readIdempotencyKey', () => {
 
   describe('refusals', () => {
     const refused: [string, string, RegExp][] = [
-      ['a bare token', 'abc', /Token, not a String/],
-      ['a token that looks like a UUID', UUID.replace(/^8/, 'e'), /Token, not a String/],
-      ['an Integer', '42', /an Integer, not a String/],
+      ['a bare token', 'abc', /holds a Token, not a String/],
+      ['a token that looks like a UUID', UUID.replace(/^8/, 'e'), /holds a Token, not a String/],
+      ['an Integer', '42', /holds an Integer, not a String/],
       ['a UUID starting with a digit (a number, then text)', UUID, /text after/],
       ['a Decimal', '4.5', /Decimal, not a String/],
       ['a Byte Sequence', ':aGVsbG8=:', /Byte Sequence, not a String/],
@@ -167,7 +179,7 @@ describe('readIdempotencyKey', () => {
       ['a NUL inside the String', '"a\x00b"', /printable ASCII/],
       ['a non-ASCII character', '"caf\u00e9"', /outside ASCII/],
       ['text after the Item', '"a" b', /text after/],
-      ['text right after the closing quote', '"a"b', /text after/],
+      ['text right after the closing quote', '"a"b', /text after its value at character 4\./],
       ['a second String right after the first', '"a""b"', /text after/],
       ['a leading tab (only spaces are discarded)', '\t"a"', /unknown type/],
       ['an empty field', '', /is empty/],
