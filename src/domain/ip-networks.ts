@@ -50,9 +50,9 @@ export function parseNetwork(text: string): IpNetwork | undefined {
   if (written === undefined) return undefined
   // `::ffff:127.0.0.0/104` is the IPv4 block 127.0.0.0/8 written as IPv6, as addresses are read.
   const bytes = unmappedIp(written)
+  if (slash === -1) return { bytes, prefix: bytes.length * 8 }
   const from = bytes === written ? 0 : 96
   const bits = bytes.length * 8 + from
-  if (slash === -1) return { bytes, prefix: bits - from }
   const prefixText = text.slice(slash + 1)
   const prefix = Number(prefixText)
   if (!/^\d{1,3}$/.test(prefixText) || prefix < from || prefix > bits) return undefined

@@ -24,6 +24,7 @@ const CREATE_REFUSALS: readonly Case[] = [
   [{ url: 'https://' }, '/url', 'invalid_format'],
   [{ url: 'https://user:pw@hooks.example.com/' }, '/url', 'invalid_format'],
   [{ url: 'https://user@hooks.example.com/' }, '/url', 'invalid_format'],
+  [{ url: 'https://:pw@hooks.example.com/' }, '/url', 'invalid_format'],
   [{ url: 'https://hooks.example.com/#frag' }, '/url', 'invalid_format'],
   [{ url: 'https://hooks.example.com/#' }, '/url', 'invalid_format'],
   [{ url: ' https://hooks.example.com/' }, '/url', 'invalid_characters'],
@@ -32,6 +33,8 @@ const CREATE_REFUSALS: readonly Case[] = [
   [{ url: 'https://hooks.example.com/\u0085' }, '/url', 'invalid_characters'],
   [{ url: 'https://hooks.example.com/\ud800' }, '/url', 'invalid_characters'],
   [{ url: `https://hooks.example.com/${'a'.repeat(2048)}` }, '/url', 'too_long'],
+  // 2,049 characters (code points), 4,072 UTF-16 units.
+  [{ url: `https://hooks.example.com/${'😀'.repeat(2049 - 26)}` }, '/url', 'too_long'],
   [{ url: 'https://a.example.com', eventTypes: [] }, '/eventTypes', 'too_short'],
   [
     {
@@ -177,6 +180,8 @@ for (const store of STORES) {
         'https://[2606:4700:4700::1111]/hook',
         'HTTPS://Hooks.Example.COM/Path?Q=1',
         `https://hooks.example.com/${'a'.repeat(2048 - 'https://hooks.example.com/'.length)}`,
+        // 2,048 characters (code points), as maxLength counts them, in 4,070 UTF-16 units.
+        `https://hooks.example.com/${'😀'.repeat(2048 - 'https://hooks.example.com/'.length)}`,
       ]) {
         const created = await s.createHook({ url })
         assert.equal(created.url, url, 'the url is kept as given')

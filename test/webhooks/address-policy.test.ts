@@ -75,6 +75,18 @@ describe('isRefusedAddress without WEBHOOK_ALLOW_NETWORKS', () => {
       assert.equal(isRefusedAddress(address, ALLOW_NONE), false, address)
   })
 
+  it('reads only ::ffff:a.b.c.d as IPv4: other IPv6 addresses ending in an IPv4 one stay IPv6', () => {
+    for (const address of [
+      '::808:808', // IPv4-compatible (deprecated), not mapped
+      '::ff:808:808',
+      '::ff00:808:808',
+      '::1:ffff:808:808',
+      'fe80::ffff:808:808',
+      '2001:db8::ffff:808:808',
+    ])
+      assert.equal(isRefusedAddress(address, ALLOW_NONE), true, address)
+  })
+
   it('refuses what is not an IP address', () => {
     for (const text of ['', 'example.com', '1.2.3', '256.1.1.1', '[::1]', '1.2.3.4/32'])
       assert.equal(isRefusedAddress(text, ALLOW_NONE), true, text)
@@ -107,6 +119,28 @@ describe('isRefusedAddress with WEBHOOK_ALLOW_NETWORKS', () => {
     assert.throws(() => createAllowList(['::ffff:127.0.0.0/95']))
   })
 
+  it("allows only addresses of a block's own family, even with a prefix of 0", () => {
+    const v6 = createAllowList(['::/0'])
+    assert.equal(isRefusedAddress('fd00::1', v6), false)
+    assert.equal(isRefusedAddress('10.0.0.1', v6), true)
+    assert.equal(isRefusedAddress('::ffff:10.0.0.1', v6), true)
+    const v4 = createAllowList(['0.0.0.0/0'])
+    assert.equal(isRefusedAddress('10.0.0.1', v4), false)
+    assert.equal(isRefusedAddress('::1', v4), true)
+    assert.equal(isRefusedAddress('fe80::1', v4), true)
+    const mapped = createAllowList(['::ffff:0.0.0.0/96'])
+    assert.equal(isRefusedAddress('10.0.0.1', mapped), false)
+    assert.equal(isRefusedAddress('::1', mapped), true)
+  })
+
+  it('checks an address with a zone index without its zone', () => {
+    const allow = createAllowList(['10.0.0.1', 'fe80::1.2.3.4'])
+    assert.equal(isRefusedAddress('::ffff:10.0.0.1%eth0', allow), false)
+    assert.equal(isRefusedAddress('::ffff:10.0.0.7%eth0', allow), true)
+    assert.equal(isRefusedAddress('fe80::1.2.3.4%eth0', allow), false)
+    assert.equal(isRefusedAddress('fe80::1.2.3.5%eth0', allow), true)
+  })
+
   it('allows IPv6 blocks and lone addresses', () => {
     const allow = createAllowList(['fd00:1::/32', '::1', '192.168.1.7'])
     assert.equal(isRefusedAddress('fd00:1:2::3', allow), false)
@@ -129,6 +163,13 @@ describe('isRefusedAddress with WEBHOOK_ALLOW_NETWORKS', () => {
       '10.0.0.0/',
       '10.0.0.0/-1',
       '1.2.3/8',
+      // Lengths that Number() reads but that are not decimal digits alone.
+      '10.0.0.0/x8',
+      '10.0.0.0/8x',
+      '10.0.0.0/+8',
+      '10.0.0.0/ 8',
+      '10.0.0.0/8.0',
+      '10.0.0.0/0x8',
     ]) {
       assert.throws(
         () => createAllowList([entry]),
