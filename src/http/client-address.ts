@@ -57,18 +57,17 @@ export function createClientAddress(trusted: readonly string[]): ClientAddress {
     const block = toBlock(entry)
     list.addSubnet(block.address, block.prefix, block.family)
   }
-  const isTrusted = (address: string): boolean => {
-    const version = isIP(address)
-    return version !== 0 && list.check(address, version === 4 ? 'ipv4' : 'ipv6')
-  }
+  // check() answers false for what is not an address of the family given.
+  const isTrusted = (address: string): boolean =>
+    list.check(address, isIP(address) === 4 ? 'ipv4' : 'ipv6')
   return (req) => {
     const peer = unmapped(req.socket.remoteAddress ?? '')
     if (!isTrusted(peer)) return addressKey(peer)
     const forwarded = req.headers['x-forwarded-for']
     if (forwarded === undefined) return addressKey(peer)
     const hops = (typeof forwarded === 'string' ? forwarded : forwarded.join(',')).split(',')
-    for (let i = hops.length - 1; i >= 0; i -= 1) {
-      const hop = unmapped(stripHop(hops[i] ?? ''))
+    for (const entry of hops.reverse()) {
+      const hop = unmapped(stripHop(entry))
       // Not an address (a proxy's "unknown"): passed over, as it names no client.
       if (isIP(hop) === 0) continue
       if (!isTrusted(hop)) return addressKey(hop)
@@ -94,11 +93,14 @@ function stripHop(hop: string): string {
  * (Node's own form for a peer), `::ffff:c000:201`, `0:0:0:0:0:ffff:192.0.2.1`.
  */
 export function unmapped(address: string): string {
+  // A fast path for Node's own form, the peer of every IPv4 client on a dual-stack listener: the
+  // general one below takes some 40 times longer for the same answer.
+  // Stryker disable next-line MethodExpression,StringLiteral,BlockStatement: the fast path missed, the general path answers the same
   if (address.length > 7 && address.slice(0, 7).toLowerCase() === '::ffff:') {
+    // Stryker disable next-line MethodExpression: as above
     const tail = address.slice(7)
     if (isIP(tail) === 4) return tail
   }
-  if (address.indexOf(':') === -1) return address
   const groups = ipv6Groups(address)
   if (groups === undefined || groups[5] !== 0xffff || groups.slice(0, 5).some((g) => g !== 0))
     return address
@@ -108,7 +110,6 @@ export function unmapped(address: string): string {
 
 /** The key of an address: IPv4 as is, IPv6 as its first 64 bits; anything else as given. */
 export function addressKey(address: string): string {
-  if (address.indexOf(':') === -1) return address
   const groups = ipv6Groups(address)
   if (groups === undefined) return address
   return `${groups

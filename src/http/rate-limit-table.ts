@@ -13,6 +13,12 @@ export interface WindowPolicy {
   readonly windowMs: number
 }
 
+/** A policy and its partitions: digest to slot, in the order their windows end. */
+interface PolicyPartitions {
+  readonly policy: WindowPolicy
+  readonly map: Map<number, number>
+}
+
 /**
  * At most `capacity` partitions in all. Each policy keeps its partitions in a Map from digest to
  * slot whose insertion order is the order its windows end in (a window lasts the policy's W, and
@@ -22,8 +28,7 @@ export interface WindowPolicy {
  */
 export class RateLimitTable {
   readonly #capacity: number
-  readonly #policies: readonly WindowPolicy[]
-  readonly #maps: Map<number, number>[]
+  readonly #policies: readonly PolicyPartitions[]
   readonly #endsAt: Float64Array
   readonly #used: Uint32Array
   readonly #free: Uint32Array
@@ -32,8 +37,7 @@ export class RateLimitTable {
 
   constructor(capacity: number, policies: readonly WindowPolicy[]) {
     this.#capacity = capacity
-    this.#policies = policies
-    this.#maps = policies.map(() => new Map<number, number>())
+    this.#policies = policies.map((policy) => ({ policy, map: new Map<number, number>() }))
     this.#endsAt = new Float64Array(capacity)
     this.#used = new Uint32Array(capacity)
     this.#free = new Uint32Array(capacity)
@@ -57,9 +61,9 @@ export class RateLimitTable {
    * request.
    */
   take(index: number, digest: number, now: number): number {
-    const policy = this.#policies[index]
-    const map = this.#maps[index]
-    if (policy === undefined || map === undefined) throw new RangeError(`no policy ${index}`)
+    const entry = this.#policies[index]
+    if (entry === undefined) throw new RangeError(`no policy ${index}`)
+    const { policy, map } = entry
     let slot = map.get(digest)
     if (slot !== undefined && (this.#endsAt[slot] ?? 0) <= now) {
       map.delete(digest)
@@ -89,7 +93,7 @@ export class RateLimitTable {
 
   /** Drops every partition whose window has ended, from the fronts of the maps. */
   #dropEnded(now: number): void {
-    for (const map of this.#maps) {
+    for (const { map } of this.#policies) {
       for (const [digest, slot] of map) {
         if ((this.#endsAt[slot] ?? 0) > now) break
         map.delete(digest)
@@ -102,7 +106,7 @@ export class RateLimitTable {
     let victim: Map<number, number> | undefined
     let victimDigest = 0
     let victimSlot = 0
-    for (const map of this.#maps) {
+    for (const { map } of this.#policies) {
       for (const [digest, slot] of map) {
         if (victim === undefined || (this.#endsAt[slot] ?? 0) < (this.#endsAt[victimSlot] ?? 0)) {
           victim = map

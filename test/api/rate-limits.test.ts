@@ -378,7 +378,27 @@ describe('per client address', () => {
       request('GET', `${service.baseUrl}/users`, { headers: { 'x-forwarded-for': xff } })
     assert.equal((await from('198.51.100.1')).headers.get('x-ratelimit-remaining'), '1')
     assert.equal((await from('198.51.100.2')).headers.get('x-ratelimit-remaining'), '0')
-    await assertRateLimited(await from('198.51.100.3'), 'address', 60)
+    const refused = await from('198.51.100.3')
+    await assertRateLimited(refused, 'address', 60)
+    assert.equal(
+      refused.json<{ detail: string }>().detail,
+      "This address's quota of 2 requests per 60 s is spent; try again in 60 s.",
+    )
+  })
+
+  it('passes over X-Forwarded-For entries that are not addresses, wherever they stand', async (t) => {
+    const service = await startLimited(t, {
+      address: '3/60',
+      trustedProxies: ['127.0.0.1', '10.0.0.0/8'],
+    })
+    const remaining = async (xff: string): Promise<string | null> =>
+      (
+        await request('GET', `${service.baseUrl}/users`, { headers: { 'x-forwarded-for': xff } })
+      ).headers.get('x-ratelimit-remaining')
+    assert.equal(await remaining('198.51.100.9, unknown, 10.1.2.3'), '2')
+    // An IPv6 address whose bracket is never closed is no address either.
+    assert.equal(await remaining('198.51.100.9, [2001:db8:1:2::1'), '1')
+    assert.equal(await remaining('198.51.100.9, a:b:c, 10.1.2.3'), '0')
   })
 })
 
