@@ -7,9 +7,10 @@ export function readBearerToken(header: string | undefined): string | undefined 
   if (header === undefined) return undefined
   const value = header.trim()
   // A plain comparison instead of a regular expression: this runs on every request.
-  if (value.length < 6 || value.slice(0, 6).toLowerCase() !== 'bearer') return undefined
+  if (value.slice(0, 6).toLowerCase() !== 'bearer') return undefined
+  // A space or a tab after the scheme; `Bearer` alone has none (NaN), and no token either.
   const separator = value.charCodeAt(6)
-  if (value.length > 6 && separator !== 0x20 && separator !== 0x09) return undefined
+  if (separator !== 0x20 && separator !== 0x09) return undefined
   const token = value.slice(7).trim()
   return token === '' ? undefined : token
 }

@@ -27,6 +27,9 @@ describe('readBearerToken', () => {
       '   ',
       'Basic dXNlcjpwYXNz',
       'Token abc',
+      // Six letters and a space, as Bearer has: the scheme itself must be Bearer.
+      'Digest abc',
+      'Beaver abc',
       'Bearer',
       'Bearer ',
       'Bearer \t ',

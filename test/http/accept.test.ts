@@ -30,6 +30,11 @@ describe('preferenceFor (RFC 9110 §12.5.1)', () => {
       ['text/event-stream;q=0.0001', 0],
       ['text/event-stream;q=', 0],
       ['text/event-stream;q=-1, */*;q=0.3', 0.3],
+      // q=0 and q=1 without decimals are qvalues: the type's own range wins over */*.
+      ['text/event-stream;q=0, */*;q=0.5', 0],
+      ['text/event-stream;q=1, */*;q=0.5', 1],
+      // White space before a list's comma (OWS) is no part of the value.
+      ['text/event-stream;q=0.5 , */*;q=0.2', 0.5],
     ] as const) {
       assert.equal(preferenceFor(accept, STREAM).weight, weight, accept)
     }

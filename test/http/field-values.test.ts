@@ -14,6 +14,7 @@ describe('splitOutsideQuotes', () => {
 
   it('opens a quoted-string only where a value starts, and cuts everywhere when one is unclosed', () => {
     assert.deepEqual(splitOutsideQuotes('a;p=b"c;d;e="f"', ';'), ['a', 'p=b"c', 'd', 'e="f"'])
+    assert.deepEqual(splitOutsideQuotes('a;p=b"c;d"', ';'), ['a', 'p=b"c', 'd"'])
     assert.deepEqual(splitOutsideQuotes('a;p="open;b', ';'), ['a', 'p="open', 'b'])
     assert.deepEqual(splitOutsideQuotes('a;p="x\\";b', ';'), ['a', 'p="x\\"', 'b'])
   })
@@ -27,5 +28,7 @@ describe('unquote', () => {
     assert.equal(unquote('utf-8'), 'utf-8')
     assert.equal(unquote('"'), '"')
     assert.equal(unquote('""'), '')
+    assert.equal(unquote('"x'), '"x')
+    assert.equal(unquote('x"'), 'x"')
   })
 })
