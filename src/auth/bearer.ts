@@ -8,9 +8,10 @@ export function readBearerToken(header: string | undefined): string | undefined 
   const value = header.trim()
   // A plain comparison instead of a regular expression: this runs on every request.
   if (value.slice(0, 6).toLowerCase() !== 'bearer') return undefined
-  // A space or a tab after the scheme; `Bearer` alone has none (NaN), and no token either.
+  // A space or a tab after the scheme. An empty token has none: `Bearer` with nothing but white
+  // space after it was trimmed to `Bearer`, whose next character is NaN.
   const separator = value.charCodeAt(6)
   if (separator !== 0x20 && separator !== 0x09) return undefined
-  const token = value.slice(7).trim()
-  return token === '' ? undefined : token
+  // Not empty: the value ends in a character that is not white space.
+  return value.slice(7).trim()
 }
