@@ -489,6 +489,23 @@ describe('verifyToken', () => {
         assert.equal(verify(token({ sub })).sub, sub)
       }
     })
+
+    it('takes a sub of up to 255 characters (code points: an astral one counts once)', () => {
+      for (const sub of ['x'.repeat(255), '😀'.repeat(255), `${'😀'.repeat(254)}x`]) {
+        assert.equal(verify(token({ sub })).sub, sub)
+      }
+    })
+
+    it('refuses a sub of 256 characters or more, in any mix of astral and other ones', () => {
+      for (const sub of [
+        'x'.repeat(256),
+        '😀'.repeat(256),
+        `${'😀'.repeat(255)}x`,
+        'x'.repeat(600),
+      ]) {
+        assertRefused(token({ sub }), 'bad_sub')
+      }
+    })
   })
 
   describe('wrong_issuer and wrong_audience', () => {
