@@ -101,6 +101,8 @@ export function unmapped(address: string): string {
     const tail = address.slice(7)
     if (isIP(tail) === 4) return tail
   }
+  // Stryker disable next-line ConditionalExpression,StringLiteral,UnaryOperator: a fast path for IPv4, which the general one answers alike
+  if (address.indexOf(':') === -1) return address
   const groups = ipv6Groups(address)
   if (groups === undefined || groups[5] !== 0xffff || groups.slice(0, 5).some((g) => g !== 0))
     return address
@@ -110,6 +112,9 @@ export function unmapped(address: string): string {
 
 /** The key of an address: IPv4 as is, IPv6 as its first 64 bits; anything else as given. */
 export function addressKey(address: string): string {
+  // Counted on every request: IPv4 costs an indexOf here, not the IPv6 parse's isIP and slices.
+  // Stryker disable next-line ConditionalExpression,StringLiteral,UnaryOperator: the general path answers alike
+  if (address.indexOf(':') === -1) return address
   const groups = ipv6Groups(address)
   if (groups === undefined) return address
   return `${groups
