@@ -91,6 +91,17 @@ function keyedCreate(s: TestService, email: string) {
   })
 }
 
+/** Retries the keyed create until its key is no longer held (409), and returns that answer. */
+async function retryUntilFree(s: TestService, email: string): Promise<TestResponse> {
+  let retry: TestResponse | undefined
+  await waitUntil('its key to be free again', async () => {
+    retry = await keyedCreate(s, email)
+    return retry.status !== 409
+  })
+  if (retry === undefined) throw new Error('no retry was made')
+  return retry
+}
+
 async function waitUntil(what: string, check: () => Promise<boolean>, ms = 5000): Promise<void> {
   const deadline = Date.now() + ms
   while (!(await check())) {
@@ -141,13 +152,9 @@ describe('Idempotency-Key holds on PostgreSQL, given back', { skip: SKIP_POSTGRE
     await new Promise((resolve) => setTimeout(resolve, 200))
     await locker.end()
     // The hold is taken now, for a request whose client is gone: it must not outlive it.
-    let retry: TestResponse | undefined
-    await waitUntil('its key to be free again', async () => {
-      retry = await keyedCreate(s, email)
-      return retry.status !== 409
-    })
-    assert.equal(retry?.status, 201, retry?.text)
-    assert.equal(retry?.headers.get('idempotent-replayed'), null)
+    const retry = await retryUntilFree(s, email)
+    assert.equal(retry.status, 201, retry.text)
+    assert.equal(retry.headers.get('idempotent-replayed'), null)
     assert.equal(await holdsIn(schema), 0)
   })
 
@@ -164,12 +171,8 @@ describe('Idempotency-Key holds on PostgreSQL, given back', { skip: SKIP_POSTGRE
     assert.equal(timedOut.status, 408, timedOut.text)
     await locker.end()
     // The hold is taken now, for a request that ended: it must not outlive it (nor be renewed).
-    let retry: TestResponse | undefined
-    await waitUntil('its key to be free again', async () => {
-      retry = await keyedCreate(s, email)
-      return retry.status !== 409
-    })
-    assert.equal(retry?.status, 201, retry?.text)
+    const retry = await retryUntilFree(s, email)
+    assert.equal(retry.status, 201, retry.text)
     assert.equal(await holdsIn(schema), 0)
     assert.equal((await s.snapshot()).length, 1)
   })

@@ -321,23 +321,13 @@ function callOp(w: World, operation: string, target: string, c: Call = {}): Prom
 /** The users routes' successes, replays and conflicts, and the bulk routes. */
 async function driveUsers(w: World, c: Conformance): Promise<void> {
   const key = (k: string): Record<string, string> => ({ 'idempotency-key': `"${k}"` })
-  const made = c.check(
-    'POST /users',
-    await callOp(w, 'POST /users', '/users', {
-      json: { email: 'ada@example.com', name: 'Ada', metadata: { team: 'x' } },
-      headers: key('create-ada'),
-    }),
-    201,
-  )
+  const createAda: Call = {
+    json: { email: 'ada@example.com', name: 'Ada', metadata: { team: 'x' } },
+    headers: key('create-ada'),
+  }
+  const made = c.check('POST /users', await callOp(w, 'POST /users', '/users', createAda), 201)
   const ada = JSON.parse(made.text) as { id: string }
-  const replay = c.check(
-    'POST /users',
-    await callOp(w, 'POST /users', '/users', {
-      json: { email: 'ada@example.com', name: 'Ada', metadata: { team: 'x' } },
-      headers: key('create-ada'),
-    }),
-    201,
-  )
+  const replay = c.check('POST /users', await callOp(w, 'POST /users', '/users', createAda), 201)
   assert.equal(replay.headers.get('idempotent-replayed'), 'true')
   c.check(
     'POST /users',
