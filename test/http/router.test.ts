@@ -358,3 +358,47 @@ describe('collection custom methods', () => {
     assert.throws(() => createRouter([spec('GET', '/users:ex:port')]), /bad segment/)
   })
 })
+
+describe("createRouter: a route's exists hook", () => {
+  const served = new Set(['app.js', '%61pp.js'])
+  const exists = ({ file = '' }: Record<string, string>): boolean => served.has(file)
+
+  it('matches a path whose hook says it exists, and gives the hook the raw parameters', () => {
+    const seen: string[] = []
+    const router = createRouter([
+      spec('GET', '/files/{file}', {
+        exists: (params) => {
+          seen.push(params['file'] ?? '')
+          return exists(params)
+        },
+      }),
+    ])
+    assert.equal(router.match('GET', '/files/app.js').route.path, '/files/{file}')
+    assert.equal(router.match('GET', '/files/%61pp.js').rawParams['file'], '%61pp.js')
+    assert.deepEqual(seen, ['app.js', '%61pp.js'])
+  })
+
+  it('answers 404, never 405, for every method on a path whose hook says it does not exist', () => {
+    // The hook is on the POST route only: it speaks for every method of its template.
+    const router = createRouter([
+      spec('GET', '/files/{file}'),
+      spec('POST', '/files/{file}', { exists }),
+    ])
+    assert.equal(router.match('GET', '/files/app.js').route.method, 'GET')
+    for (const method of ['GET', 'HEAD', 'POST', 'DELETE'] as const) {
+      const refused = refusal(() => router.match(method, '/files/nothing.js'))
+      assert.equal(refused.code, 'not_found', method)
+      assert.equal(refused.headers['allow'], undefined, method)
+    }
+    assert.equal(refusal(() => router.match('DELETE', '/files/app.js')).code, 'method_not_allowed')
+  })
+
+  it('goes on to the next template when the hook says no', () => {
+    const router = createRouter([
+      spec('GET', '/files/{file}', { exists }),
+      spec('GET', '/{dir}/{name}'),
+    ])
+    assert.equal(router.match('GET', '/files/app.js').route.path, '/files/{file}')
+    assert.equal(router.match('GET', '/files/nothing.js').route.path, '/{dir}/{name}')
+  })
+})
