@@ -101,11 +101,16 @@ export function onAnswerClosed(res: ServerResponse, run: () => void): void {
     queueMicrotask(run)
     return
   }
+  let ran = false
   const closed = (): void => {
+    // The socket's close makes Node close the response first, inside the socket's own emit,
+    // which still calls the listener removed meanwhile: the flag keeps it to one run.
+    if (ran) return
+    ran = true
     res.off('close', closed)
     socket.off('close', closed)
     run()
   }
-  res.once('close', closed)
-  socket.once('close', closed)
+  res.on('close', closed)
+  socket.on('close', closed)
 }

@@ -4,7 +4,12 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { type AddressInfo, connect, type Socket } from 'node:net'
 import { describe, it, type TestContext } from 'node:test'
 
-import { onSettled, whenSettled } from '../../src/http/request-accounting.js'
+import {
+  isAnsweringUnfinished,
+  onAnswerClosed,
+  onSettled,
+  whenSettled,
+} from '../../src/http/request-accounting.js'
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void
 
@@ -186,6 +191,28 @@ describe('whenSettled', () => {
     res.end()
   })
 
+  it('waits for the earlier requests of the connection when the one refused is pipelined behind them', async (t) => {
+    const arrived = collector<ServerResponse>()
+    const server = await serve(t, (req, res) => {
+      onSettled(req, res, () => undefined)
+      arrived.push(res)
+    })
+    const socket = await rawClient(server)
+    socket.write(`${GET}POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc`)
+    await arrived.next(2)
+    const [first, refused] = arrived.values
+    assert.ok(first !== undefined && refused !== undefined)
+    assert.equal(refused.req.complete, false)
+    const order = collector<string>()
+    whenSettled(refused.req.socket, () => order.push('run'))
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    assert.deepEqual(order.values, [], 'the GET before it is still pending')
+    first.end('ok')
+    await order.next(1)
+    assert.deepEqual(order.values, ['run'])
+    refused.end()
+  })
+
   it('runs at once on a connection with nothing pending, and when it closes with requests pending', async (t) => {
     const accepted = collector<Socket>()
     const arrived = collector<ServerResponse>()
@@ -221,5 +248,106 @@ describe('whenSettled', () => {
     busy.destroy()
     await closed.next(1)
     assert.deepEqual(closed.values, [true])
+  })
+})
+
+describe('onSettled on a connection already gone', () => {
+  it('calls done once, with false, for a request seen after its connection closed', async (t) => {
+    const settled = collector<boolean>()
+    const server = await serve(t, (req, res) => {
+      // Seen late, as after a wait: the connection is gone by then and will not say so again.
+      req.socket.once('close', () => {
+        onSettled(req, res, settled.push)
+      })
+    })
+    const socket = await rawClient(server)
+    socket.write(GET)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    socket.destroy()
+    await settled.next(1)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    assert.deepEqual(settled.values, [false])
+  })
+})
+
+describe('isAnsweringUnfinished', () => {
+  it('is true only while a request whose body is still coming has begun its answer', async (t) => {
+    const arrived = collector<ServerResponse>()
+    const server = await serve(t, (req, res) => {
+      onSettled(req, res, () => undefined)
+      arrived.push(res)
+    })
+    const socket = await rawClient(server)
+    socket.write('POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc')
+    await arrived.next(1)
+    const [res] = arrived.values
+    assert.ok(res !== undefined)
+    const side = res.req.socket
+    assert.equal(isAnsweringUnfinished(side), false, 'nothing answered yet')
+    res.writeHead(200, { 'content-type': 'text/plain' })
+    res.flushHeaders()
+    assert.equal(isAnsweringUnfinished(side), true)
+    const ended = once(res.req.resume(), 'end')
+    socket.write('defghij')
+    await ended
+    assert.equal(res.req.complete, true)
+    assert.equal(isAnsweringUnfinished(side), false, 'its body is whole now')
+    res.end()
+  })
+})
+
+describe('onAnswerClosed', () => {
+  it('runs once when the client goes away in the middle of the answer', async (t) => {
+    const ran = collector<string>()
+    const arrived = collector<ServerResponse>()
+    const server = await serve(t, (_req, res) => {
+      onAnswerClosed(res, () => ran.push('closed'))
+      res.writeHead(200, { 'content-type': 'text/plain' })
+      res.write('part')
+      arrived.push(res)
+    })
+    const socket = await rawClient(server)
+    socket.write(GET)
+    await arrived.next(1)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    assert.deepEqual(ran.values, [], 'not while the answer goes on')
+    socket.destroy()
+    await ran.next(1)
+    // The response's close and its socket's both came: still one run.
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    assert.deepEqual(ran.values, ['closed'])
+  })
+
+  it('runs once, and not at once, when the answer ends whole', async (t) => {
+    const ran = collector<string>()
+    const server = await serve(t, (_req, res) => {
+      onAnswerClosed(res, () => ran.push('closed'))
+      assert.deepEqual(ran.values, [])
+      res.end('ok')
+    })
+    const socket = await rawClient(server)
+    socket.write(GET)
+    await ran.next(1)
+    socket.destroy()
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    assert.deepEqual(ran.values, ['closed'])
+  })
+
+  it('runs once for an answer whose connection was gone before it was asked', async (t) => {
+    const ran = collector<string>()
+    const server = await serve(t, (req, res) => {
+      req.socket.once('close', () => {
+        let now = true
+        onAnswerClosed(res, () => ran.push(now ? 'in the same turn' : 'later'))
+        now = false
+      })
+    })
+    const socket = await rawClient(server)
+    socket.write(GET)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    socket.destroy()
+    await ran.next(1)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    assert.deepEqual(ran.values, ['later'])
   })
 })
