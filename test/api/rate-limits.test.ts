@@ -7,19 +7,11 @@ import { parseRateLimit } from 'ratelimit-header-parser'
 
 import type { RateLimitPolicy } from '../../src/http/rate-limiter.js'
 import { parseConfig } from '../../src/process/config.js'
+import { RATE_LIMIT_FIELDS } from '../helpers/answer-check.js'
 import { assertProblem, request, type TestResponse } from '../helpers/http.js'
 import { waitFor } from '../helpers/ops.js'
 import { startService, uniqueEmail } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'
-
-const FIELDS = [
-  'ratelimit',
-  'ratelimit-policy',
-  'x-ratelimit-limit',
-  'x-ratelimit-remaining',
-  'x-ratelimit-used',
-  'x-ratelimit-reset',
-]
 
 interface Limits {
   subject?: string
@@ -54,7 +46,8 @@ async function ready(url: string): Promise<number> {
 }
 
 function assertNoFields(res: TestResponse, what: string): void {
-  for (const name of FIELDS) assert.equal(res.headers.get(name), null, `${what}: no ${name}`)
+  for (const name of RATE_LIMIT_FIELDS)
+    assert.equal(res.headers.get(name), null, `${what}: no ${name}`)
 }
 
 /** The fields of a counted answer, each checked against the others. */

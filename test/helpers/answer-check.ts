@@ -28,6 +28,16 @@ export function operationOf(doc: Json, operation: string): Json {
   return op
 }
 
+/** The six rate-limit fields of a counted answer. */
+export const RATE_LIMIT_FIELDS = [
+  'ratelimit',
+  'ratelimit-policy',
+  'x-ratelimit-limit',
+  'x-ratelimit-remaining',
+  'x-ratelimit-used',
+  'x-ratelimit-reset',
+]
+
 /**
  * Headers whose presence says something to a client: sent on an answer whose document does not
  * declare them, a client typed by the document never sees them.
@@ -41,12 +51,7 @@ const MEANINGFUL = [
   'accept-patch',
   'accept-encoding',
   'idempotent-replayed',
-  'ratelimit',
-  'ratelimit-policy',
-  'x-ratelimit-limit',
-  'x-ratelimit-remaining',
-  'x-ratelimit-used',
-  'x-ratelimit-reset',
+  ...RATE_LIMIT_FIELDS,
   'vary',
 ]
 

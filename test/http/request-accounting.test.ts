@@ -60,6 +60,29 @@ function collector<T>(): {
 
 const GET = 'GET / HTTP/1.1\r\nHost: x\r\n\r\n'
 
+/** A POST whose body has 3 of its 10 bytes: its message is not whole (the parser's refusal). */
+const PARTIAL_POST = 'POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc'
+
+/**
+ * Sends `text` from a raw client to a server that counts each request with onSettled and leaves
+ * it unanswered; resolves with the responses once `count` requests have arrived.
+ */
+async function sendHeld(
+  t: TestContext,
+  text: string,
+  count: number,
+): Promise<{ responses: ServerResponse[]; socket: Socket }> {
+  const arrived = collector<ServerResponse>()
+  const server = await serve(t, (req, res) => {
+    onSettled(req, res, () => undefined)
+    arrived.push(res)
+  })
+  const socket = await rawClient(server)
+  socket.write(text)
+  await arrived.next(count)
+  return { responses: arrived.values, socket }
+}
+
 describe('onSettled', () => {
   it('calls done once, with true, when the response finished', async (t) => {
     const settled = collector<boolean>()
@@ -172,15 +195,9 @@ describe('whenSettled', () => {
   })
 
   it('does not wait for a request whose body is still coming: the parser refused that one', async (t) => {
-    const arrived = collector<ServerResponse>()
-    const server = await serve(t, (req, res) => {
-      onSettled(req, res, () => undefined)
-      arrived.push(res)
-    })
-    const socket = await rawClient(server)
-    socket.write('POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc')
-    await arrived.next(1)
-    const [res] = arrived.values
+    const {
+      responses: [res],
+    } = await sendHeld(t, PARTIAL_POST, 1)
     assert.ok(res !== undefined)
     assert.equal(res.req.complete, false)
     let ran = 0
@@ -192,15 +209,9 @@ describe('whenSettled', () => {
   })
 
   it('waits for the earlier requests of the connection when the one refused is pipelined behind them', async (t) => {
-    const arrived = collector<ServerResponse>()
-    const server = await serve(t, (req, res) => {
-      onSettled(req, res, () => undefined)
-      arrived.push(res)
-    })
-    const socket = await rawClient(server)
-    socket.write(`${GET}POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc`)
-    await arrived.next(2)
-    const [first, refused] = arrived.values
+    const {
+      responses: [first, refused],
+    } = await sendHeld(t, GET + PARTIAL_POST, 2)
     assert.ok(first !== undefined && refused !== undefined)
     assert.equal(refused.req.complete, false)
     const order = collector<string>()
@@ -272,15 +283,10 @@ describe('onSettled on a connection already gone', () => {
 
 describe('isAnsweringUnfinished', () => {
   it('is true only while a request whose body is still coming has begun its answer', async (t) => {
-    const arrived = collector<ServerResponse>()
-    const server = await serve(t, (req, res) => {
-      onSettled(req, res, () => undefined)
-      arrived.push(res)
-    })
-    const socket = await rawClient(server)
-    socket.write('POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc')
-    await arrived.next(1)
-    const [res] = arrived.values
+    const {
+      responses: [res],
+      socket,
+    } = await sendHeld(t, PARTIAL_POST, 1)
     assert.ok(res !== undefined)
     const side = res.req.socket
     assert.equal(isAnsweringUnfinished(side), false, 'nothing answered yet')
