@@ -255,11 +255,7 @@ async function driveCommonFaults(w: World, c: Conformance): Promise<void> {
       return bodyOf(operation, n)
     }
     const send = async (call: Call, expected?: number, target?: string): Promise<void> => {
-      c.check(
-        operation,
-        await callOp(w, operation, target ?? (await w.target(operation)), call),
-        expected,
-      )
+      await checkOp(w, c, operation, target ?? (await w.target(operation)), expected, call)
     }
     if (scope !== undefined) {
       await send({ ...valid(), token: '' }, 401)
@@ -276,11 +272,7 @@ async function driveCommonFaults(w: World, c: Conformance): Promise<void> {
     }
     if (method === 'GET') {
       await send({ headers: { 'if-none-match': '*' } }, 304)
-      c.check(
-        `HEAD ${operation.slice(4)}`,
-        await callOp(w, `HEAD ${operation.slice(4)}`, await w.target(operation)),
-        200,
-      )
+      await checkOp(w, c, `HEAD ${operation.slice(4)}`, await w.target(operation), 200)
     }
     const keyed = operationOf(c.doc, operation)['parameters']
     const takesKey = JSON.stringify(keyed).includes('IdempotencyKey')
@@ -318,6 +310,18 @@ function callOp(w: World, operation: string, target: string, c: Call = {}): Prom
   return call(w.s, operation, target, c)
 }
 
+/** Sends `request` to `operation` at `target` and checks the answer, its status when given. */
+async function checkOp(
+  w: World,
+  c: Conformance,
+  operation: string,
+  target: string,
+  expected: number | undefined,
+  request: Call = {},
+): Promise<Answer> {
+  return c.check(operation, await callOp(w, operation, target, request), expected)
+}
+
 /** The users routes' successes, replays and conflicts, and the bulk routes. */
 async function driveUsers(w: World, c: Conformance): Promise<void> {
   const key = (k: string): Record<string, string> => ({ 'idempotency-key': `"${k}"` })
@@ -325,197 +329,91 @@ async function driveUsers(w: World, c: Conformance): Promise<void> {
     json: { email: 'ada@example.com', name: 'Ada', metadata: { team: 'x' } },
     headers: key('create-ada'),
   }
-  const made = c.check('POST /users', await callOp(w, 'POST /users', '/users', createAda), 201)
+  const made = await checkOp(w, c, 'POST /users', '/users', 201, createAda)
   const ada = JSON.parse(made.text) as { id: string }
-  const replay = c.check('POST /users', await callOp(w, 'POST /users', '/users', createAda), 201)
+  const replay = await checkOp(w, c, 'POST /users', '/users', 201, createAda)
   assert.equal(replay.headers.get('idempotent-replayed'), 'true')
-  c.check(
-    'POST /users',
-    await callOp(w, 'POST /users', '/users', { json: { email: 'ADA@example.com', name: 'Twin' } }),
-    409,
-  )
-  c.check(
-    'POST /users',
-    await callOp(w, 'POST /users', '/users', {
-      json: { email: 'other@example.com', name: 'Twin' },
-      headers: key('create-ada'),
-    }),
-    422,
-  )
+  await checkOp(w, c, 'POST /users', '/users', 409, {
+    json: { email: 'ADA@example.com', name: 'Twin' },
+  })
+  await checkOp(w, c, 'POST /users', '/users', 422, {
+    json: { email: 'other@example.com', name: 'Twin' },
+    headers: key('create-ada'),
+  })
   for (let i = 0; i < 3; i += 1) await w.user()
   const item = `/users/${ada.id}`
-  c.check('GET /users', await callOp(w, 'GET /users', '/users', { query: 'limit=1' }), 200)
-  c.check(
-    'GET /users',
-    await callOp(w, 'GET /users', '/users', {
-      query: 'limit=2&sort=-createdAt&status=pending,active',
-    }),
-    200,
-  )
-  c.check(
-    'GET /users',
-    await callOp(w, 'GET /users', '/users', { query: `ids=${ada.id},${UNKNOWN}` }),
-    200,
-  )
-  c.check('GET /users', await callOp(w, 'GET /users', '/users', { query: 'q=ada' }), 200)
-  c.check('GET /users', await callOp(w, 'GET /users', '/users', { query: 'limit=0' }), 400)
-  c.check('GET /users', await callOp(w, 'GET /users', '/users', { query: 'cursor=forged' }), 400)
-  c.check('GET /users/{id}', await callOp(w, 'GET /users/{id}', item), 200)
-  c.check(
-    'GET /users/{id}',
-    await callOp(w, 'GET /users/{id}', item, { headers: { 'if-none-match': '"v1"' } }),
-    304,
-  )
-  c.check('GET /users/{id}', await callOp(w, 'GET /users/{id}', '/users/not-a-uuid'), 404)
-  c.check('GET /users/{id}', await callOp(w, 'GET /users/{id}', '/users/%zz'), 400)
-  c.check(
-    'PUT /users/{id}',
-    await callOp(w, 'PUT /users/{id}', item, {
-      json: { email: 'ada@example.com', name: 'Ada L', metadata: { team: 'y' } },
-      headers: { 'if-match': '"v1"', ...key('put-ada') },
-    }),
-    200,
-  )
-  c.check(
-    'PUT /users/{id}',
-    await callOp(w, 'PUT /users/{id}', item, {
-      json: { email: 'world.1@example.com', name: 'Ada' },
-    }),
-    409,
-  )
-  c.check(
-    'PUT /users/{id}',
-    await callOp(w, 'PUT /users/{id}', item, { body: '{"email":', type: 'application/json' }),
-    400,
-  )
-  c.check(
-    'PATCH /users/{id}',
-    await callOp(w, 'PATCH /users/{id}', item, {
-      json: { metadata: { team: null, role: 'x' } },
-      type: 'application/merge-patch+json',
-    }),
-    200,
-  )
-  c.check('PATCH /users/{id}', await callOp(w, 'PATCH /users/{id}', item, { json: {} }), 200)
-  c.check(
-    'PATCH /users/{id}',
-    await callOp(w, 'PATCH /users/{id}', item, { json: { email: 'world.1@example.com' } }),
-    409,
-  )
-  c.check(
-    'PATCH /users/{id}',
-    await callOp(w, 'PATCH /users/{id}', item, { json: { status: 'active' } }),
-    422,
-  )
-  c.check(
-    'POST /users/{id}:suspend',
-    await callOp(w, 'POST /users/{id}:suspend', `${item}:suspend`),
-    409,
-  )
-  c.check(
-    'POST /users/{id}:activate',
-    await callOp(w, 'POST /users/{id}:activate', `${item}:activate`, { headers: key('act') }),
-    200,
-  )
-  c.check(
-    'POST /users/{id}:activate',
-    await callOp(w, 'POST /users/{id}:activate', `${item}:activate`, { json: {} }),
-    200,
-  )
-  c.check(
-    'POST /users/{id}:activate',
-    await callOp(w, 'POST /users/{id}:activate', `${item}:activate`, { headers: key('act') }),
-    200,
-  )
-  c.check(
-    'POST /users/{id}:suspend',
-    await callOp(w, 'POST /users/{id}:suspend', `${item}:suspend`),
-    200,
-  )
-  c.check(
-    'POST /users/{id}:suspend',
-    await callOp(w, 'POST /users/{id}:suspend', `${item}:suspend`, {
-      body: '[]',
-      type: 'application/json',
-    }),
-    422,
-  )
-  c.check(
-    'POST /users/{id}:revokeTokens',
-    await callOp(w, 'POST /users/{id}:revokeTokens', `${item}:revokeTokens`),
-    200,
-  )
-  c.check(
-    'POST /users/{id}:revokeTokens',
-    await callOp(w, 'POST /users/{id}:revokeTokens', `${item}:revokeTokens`, {
-      headers: { 'idempotency-key': 'bare' },
-    }),
-    400,
-  )
+  await checkOp(w, c, 'GET /users', '/users', 200, { query: 'limit=1' })
+  await checkOp(w, c, 'GET /users', '/users', 200, {
+    query: 'limit=2&sort=-createdAt&status=pending,active',
+  })
+  await checkOp(w, c, 'GET /users', '/users', 200, { query: `ids=${ada.id},${UNKNOWN}` })
+  await checkOp(w, c, 'GET /users', '/users', 200, { query: 'q=ada' })
+  await checkOp(w, c, 'GET /users', '/users', 400, { query: 'limit=0' })
+  await checkOp(w, c, 'GET /users', '/users', 400, { query: 'cursor=forged' })
+  await checkOp(w, c, 'GET /users/{id}', item, 200)
+  await checkOp(w, c, 'GET /users/{id}', item, 304, { headers: { 'if-none-match': '"v1"' } })
+  await checkOp(w, c, 'GET /users/{id}', '/users/not-a-uuid', 404)
+  await checkOp(w, c, 'GET /users/{id}', '/users/%zz', 400)
+  await checkOp(w, c, 'PUT /users/{id}', item, 200, {
+    json: { email: 'ada@example.com', name: 'Ada L', metadata: { team: 'y' } },
+    headers: { 'if-match': '"v1"', ...key('put-ada') },
+  })
+  await checkOp(w, c, 'PUT /users/{id}', item, 409, {
+    json: { email: 'world.1@example.com', name: 'Ada' },
+  })
+  await checkOp(w, c, 'PUT /users/{id}', item, 400, { body: '{"email":', type: 'application/json' })
+  await checkOp(w, c, 'PATCH /users/{id}', item, 200, {
+    json: { metadata: { team: null, role: 'x' } },
+    type: 'application/merge-patch+json',
+  })
+  await checkOp(w, c, 'PATCH /users/{id}', item, 200, { json: {} })
+  await checkOp(w, c, 'PATCH /users/{id}', item, 409, { json: { email: 'world.1@example.com' } })
+  await checkOp(w, c, 'PATCH /users/{id}', item, 422, { json: { status: 'active' } })
+  await checkOp(w, c, 'POST /users/{id}:suspend', `${item}:suspend`, 409)
+  await checkOp(w, c, 'POST /users/{id}:activate', `${item}:activate`, 200, { headers: key('act') })
+  await checkOp(w, c, 'POST /users/{id}:activate', `${item}:activate`, 200, { json: {} })
+  await checkOp(w, c, 'POST /users/{id}:activate', `${item}:activate`, 200, { headers: key('act') })
+  await checkOp(w, c, 'POST /users/{id}:suspend', `${item}:suspend`, 200)
+  await checkOp(w, c, 'POST /users/{id}:suspend', `${item}:suspend`, 422, {
+    body: '[]',
+    type: 'application/json',
+  })
+  await checkOp(w, c, 'POST /users/{id}:revokeTokens', `${item}:revokeTokens`, 200)
+  await checkOp(w, c, 'POST /users/{id}:revokeTokens', `${item}:revokeTokens`, 400, {
+    headers: { 'idempotency-key': 'bare' },
+  })
   // A revoked user shows tokensValidAfter everywhere: a read, a list, a batch get.
-  c.check('GET /users/{id}', await callOp(w, 'GET /users/{id}', item), 200)
-  c.check('GET /users', await callOp(w, 'GET /users', '/users', { query: `ids=${ada.id}` }), 200)
+  await checkOp(w, c, 'GET /users/{id}', item, 200)
+  await checkOp(w, c, 'GET /users', '/users', 200, { query: `ids=${ada.id}` })
   // A token of a revoked, suspended or deleted subject.
   const own = makeToken({ scope: ALL, sub: ada.id, nowS: Math.floor(Date.now() / 1000) - 5 })
-  c.check('GET /users', await callOp(w, 'GET /users', '/users', { token: own }), 401)
+  await checkOp(w, c, 'GET /users', '/users', 401, { token: own })
   const suspended = await w.user()
   await callOp(w, 'POST /users/{id}:activate', `/users/${suspended.id}:activate`, {})
   await callOp(w, 'POST /users/{id}:suspend', `/users/${suspended.id}:suspend`, {})
-  c.check(
-    'GET /users',
-    await callOp(w, 'GET /users', '/users', {
-      token: makeToken({ scope: ALL, sub: suspended.id }),
-    }),
-    403,
-  )
-  c.check(
-    'DELETE /users/{id}',
-    await callOp(w, 'DELETE /users/{id}', `/users/${suspended.id}`, { headers: key('del') }),
-    204,
-  )
-  c.check(
-    'DELETE /users/{id}',
-    await callOp(w, 'DELETE /users/{id}', `/users/${suspended.id}`, { headers: key('del') }),
-    204,
-  )
-  c.check(
-    'DELETE /users/{id}',
-    await callOp(w, 'DELETE /users/{id}', `/users/${suspended.id}`, {
-      headers: key('del'),
-      body: 'other',
-      type: 'text/plain',
-    }),
-    422,
-  )
-  c.check(
-    'DELETE /users/{id}',
-    await callOp(w, 'DELETE /users/{id}', `/users/${suspended.id}`),
-    404,
-  )
-  c.check(
-    'GET /users',
-    await callOp(w, 'GET /users', '/users', {
-      token: makeToken({ scope: ALL, sub: suspended.id }),
-    }),
-    403,
-  )
+  await checkOp(w, c, 'GET /users', '/users', 403, {
+    token: makeToken({ scope: ALL, sub: suspended.id }),
+  })
+  await checkOp(w, c, 'DELETE /users/{id}', `/users/${suspended.id}`, 204, { headers: key('del') })
+  await checkOp(w, c, 'DELETE /users/{id}', `/users/${suspended.id}`, 204, { headers: key('del') })
+  await checkOp(w, c, 'DELETE /users/{id}', `/users/${suspended.id}`, 422, {
+    headers: key('del'),
+    body: 'other',
+    type: 'text/plain',
+  })
+  await checkOp(w, c, 'DELETE /users/{id}', `/users/${suspended.id}`, 404)
+  await checkOp(w, c, 'GET /users', '/users', 403, {
+    token: makeToken({ scope: ALL, sub: suspended.id }),
+  })
   // The bulk routes: the export's lines are users, the import's lines results.
-  const exported = c.check(
-    'GET /users:export',
-    await callOp(w, 'GET /users:export', '/users:export'),
-    200,
-  )
+  const exported = await checkOp(w, c, 'GET /users:export', '/users:export', 200)
   for (const line of exported.text.split('\n').filter((one) => one !== ''))
     c.mismatches.push(
       ...schemaErrors(c.doc, { $ref: '#/components/schemas/User' }, JSON.parse(line)).map(
         (e) => `export line${e}`,
       ),
     )
-  c.check(
-    'GET /users:export',
-    await callOp(w, 'GET /users:export', '/users:export', { query: 'x=1' }),
-    400,
-  )
+  await checkOp(w, c, 'GET /users:export', '/users:export', 400, { query: 'x=1' })
   const lines = [
     JSON.stringify({ email: 'line.1@example.com', name: 'Line' }),
     exported.text.split('\n')[0] ?? '',
@@ -523,23 +421,15 @@ async function driveUsers(w: World, c: Conformance): Promise<void> {
     '{"email":',
     JSON.stringify({ email: 'bad', name: '' }),
   ]
-  c.check(
-    'POST /users:import',
-    await callOp(w, 'POST /users:import', '/users:import', {
-      body: `${lines.join('\n')}\n`,
-      type: 'application/x-ndjson',
-    }),
-    200,
-  )
-  c.check(
-    'POST /users:import',
-    await callOp(w, 'POST /users:import', '/users:import', {
-      body: '\n',
-      type: 'application/x-ndjson',
-      query: 'dryRun=1',
-    }),
-    400,
-  )
+  await checkOp(w, c, 'POST /users:import', '/users:import', 200, {
+    body: `${lines.join('\n')}\n`,
+    type: 'application/x-ndjson',
+  })
+  await checkOp(w, c, 'POST /users:import', '/users:import', 400, {
+    body: '\n',
+    type: 'application/x-ndjson',
+    query: 'dryRun=1',
+  })
 }
 
 /** An answer whose body has not ended (a live stream): its head and what came within `ms`. */
@@ -588,20 +478,12 @@ async function afterStreamsEnded(w: World, c: Call): Promise<Answer> {
 /** The feed: pages, a live stream (its events too), the stream limit, an expired cursor. */
 async function driveEvents(w: World, c: Conformance): Promise<string> {
   const op = 'GET /events'
-  const page = c.check(op, await callOp(w, op, '/events', { query: 'limit=2' }), 200)
+  const page = await checkOp(w, c, op, '/events', 200, { query: 'limit=2' })
   const next = String((JSON.parse(page.text) as Json)['nextCursor'])
-  c.check(
-    op,
-    await callOp(w, op, '/events', { query: `after=${next}&type=user.created,user.updated` }),
-    200,
-  )
-  c.check(op, await callOp(w, op, '/events', { query: 'after=zzz' }), 400)
-  c.check(
-    op,
-    await callOp(w, op, '/events', { headers: { 'last-event-id': '8000000000000000' } }),
-    400,
-  )
-  c.check(op, await callOp(w, op, '/events', { query: 'limit=1000' }), 200)
+  await checkOp(w, c, op, '/events', 200, { query: `after=${next}&type=user.created,user.updated` })
+  await checkOp(w, c, op, '/events', 400, { query: 'after=zzz' })
+  await checkOp(w, c, op, '/events', 400, { headers: { 'last-event-id': '8000000000000000' } })
+  await checkOp(w, c, op, '/events', 200, { query: 'limit=1000' })
   const head = await fetch(`${w.s.baseUrl}/events`, {
     method: 'HEAD',
     headers: { authorization: `Bearer ${makeToken({ scope: ALL })}`, accept: 'text/event-stream' },
@@ -631,7 +513,7 @@ async function driveEvents(w: World, c: Conformance): Promise<string> {
   w.advance(31 * DAY_MS)
   await w.user()
   await w.store.pruneEvents()
-  c.check(op, await callOp(w, op, '/events', { query: 'after=0000000000000000' }), 410)
+  await checkOp(w, c, op, '/events', 410, { query: 'after=0000000000000000' })
   c.check(op, await afterStreamsEnded(w, { query: 'after=0000000000000000' }), 410)
   return stale
 }
@@ -644,13 +526,9 @@ async function driveWebhooks(w: World, c: Conformance, stale: string): Promise<v
     res.writeHead(calls === 1 ? 500 : 204).end(calls === 1 ? '{"error":"down"}' : undefined)
   })
   try {
-    const made = c.check(
-      'POST /webhooks',
-      await callOp(w, 'POST /webhooks', '/webhooks', {
-        json: { url: receiver.url, eventTypes: ['user.created'], description: 'Conform' },
-      }),
-      201,
-    )
+    const made = await checkOp(w, c, 'POST /webhooks', '/webhooks', 201, {
+      json: { url: receiver.url, eventTypes: ['user.created'], description: 'Conform' },
+    })
     const id = String((JSON.parse(made.text) as Json)['id'])
     const item = `/webhooks/${id}`
     await w.user()
@@ -667,138 +545,77 @@ async function driveWebhooks(w: World, c: Conformance, stale: string): Promise<v
       if (log.text.includes('connection_failed')) break
       await new Promise((resolve) => setTimeout(resolve, 50))
     }
-    c.check(
+    await checkOp(
+      w,
+      c,
       'GET /webhooks/{id}/deliveries',
-      await callOp(w, 'GET /webhooks/{id}/deliveries', `/webhooks/${unreachable}/deliveries`, {}),
+      `/webhooks/${unreachable}/deliveries`,
       200,
+      {},
     )
-    const first = c.check(
-      'GET /webhooks/{id}/deliveries',
-      await callOp(w, 'GET /webhooks/{id}/deliveries', `${item}/deliveries`, { query: 'limit=1' }),
-      200,
-    )
+    const first = await checkOp(w, c, 'GET /webhooks/{id}/deliveries', `${item}/deliveries`, 200, {
+      query: 'limit=1',
+    })
     const cursor = String((JSON.parse(first.text) as Json)['nextCursor'])
-    c.check(
-      'GET /webhooks/{id}/deliveries',
-      await callOp(w, 'GET /webhooks/{id}/deliveries', `${item}/deliveries`, {
-        query: `cursor=${cursor}`,
-      }),
-      200,
-    )
-    c.check(
-      'GET /webhooks/{id}/deliveries',
-      await callOp(w, 'GET /webhooks/{id}/deliveries', `${item}/deliveries`, {
-        query: 'limit=101',
-      }),
-      400,
-    )
-    c.check('GET /webhooks', await callOp(w, 'GET /webhooks', '/webhooks'), 200)
-    c.check(
-      'GET /webhooks',
-      await callOp(w, 'GET /webhooks', '/webhooks', { query: 'limit=1' }),
-      400,
-    )
-    c.check('GET /webhooks/{id}', await callOp(w, 'GET /webhooks/{id}', item), 200)
-    c.check(
-      'GET /webhooks/{id}',
-      await callOp(w, 'GET /webhooks/{id}', item, { headers: { 'if-none-match': '"v1"' } }),
-      304,
-    )
-    c.check(
-      'PATCH /webhooks/{id}',
-      await callOp(w, 'PATCH /webhooks/{id}', item, {
-        json: { enabled: false },
-        type: 'application/merge-patch+json',
-      }),
-      200,
-    )
-    c.check(
-      'PATCH /webhooks/{id}',
-      await callOp(w, 'PATCH /webhooks/{id}', item, { json: { eventTypes: null, enabled: true } }),
-      200,
-    )
-    c.check(
-      'PATCH /webhooks/{id}',
-      await callOp(w, 'PATCH /webhooks/{id}', item, { json: { url: 'http://10.0.0.1/' } }),
-      422,
-    )
-    c.check(
-      'POST /webhooks/{id}:rotateSecret',
-      await callOp(w, 'POST /webhooks/{id}:rotateSecret', `${item}:rotateSecret`, {
-        json: { overlapSeconds: 60 },
-      }),
-      200,
-    )
-    c.check(
-      'POST /webhooks/{id}:rotateSecret',
-      await callOp(w, 'POST /webhooks/{id}:rotateSecret', `${item}:rotateSecret`),
-      200,
-    )
+    await checkOp(w, c, 'GET /webhooks/{id}/deliveries', `${item}/deliveries`, 200, {
+      query: `cursor=${cursor}`,
+    })
+    await checkOp(w, c, 'GET /webhooks/{id}/deliveries', `${item}/deliveries`, 400, {
+      query: 'limit=101',
+    })
+    await checkOp(w, c, 'GET /webhooks', '/webhooks', 200)
+    await checkOp(w, c, 'GET /webhooks', '/webhooks', 400, { query: 'limit=1' })
+    await checkOp(w, c, 'GET /webhooks/{id}', item, 200)
+    await checkOp(w, c, 'GET /webhooks/{id}', item, 304, { headers: { 'if-none-match': '"v1"' } })
+    await checkOp(w, c, 'PATCH /webhooks/{id}', item, 200, {
+      json: { enabled: false },
+      type: 'application/merge-patch+json',
+    })
+    await checkOp(w, c, 'PATCH /webhooks/{id}', item, 200, {
+      json: { eventTypes: null, enabled: true },
+    })
+    await checkOp(w, c, 'PATCH /webhooks/{id}', item, 422, { json: { url: 'http://10.0.0.1/' } })
+    await checkOp(w, c, 'POST /webhooks/{id}:rotateSecret', `${item}:rotateSecret`, 200, {
+      json: { overlapSeconds: 60 },
+    })
+    await checkOp(w, c, 'POST /webhooks/{id}:rotateSecret', `${item}:rotateSecret`, 200)
     // Deliveries after the rotations are signed by two secrets; every delivery received meets
     // the document's top-level webhooks: its body schema and its three headers.
     await w.user()
     await receiver.waitFor(calls + 1, 10_000)
     c.mismatches.push(...deliveryErrors(c.doc, receiver.received))
-    c.check('GET /webhooks/{id}', await callOp(w, 'GET /webhooks/{id}', item), 200)
-    c.check(
-      'GET /webhooks/{id}/cursor',
-      await callOp(w, 'GET /webhooks/{id}/cursor', `${item}/cursor`),
-      200,
-    )
-    c.check(
-      'PUT /webhooks/{id}/cursor',
-      await callOp(w, 'PUT /webhooks/{id}/cursor', `${item}/cursor`, { json: { after: 'zz' } }),
-      422,
-    )
-    c.check(
-      'POST /webhooks',
-      await callOp(w, 'POST /webhooks', '/webhooks', { json: { url: 'http://169.254.169.254/' } }),
-      422,
-    )
+    await checkOp(w, c, 'GET /webhooks/{id}', item, 200)
+    await checkOp(w, c, 'GET /webhooks/{id}/cursor', `${item}/cursor`, 200)
+    await checkOp(w, c, 'PUT /webhooks/{id}/cursor', `${item}/cursor`, 422, {
+      json: { after: 'zz' },
+    })
+    await checkOp(w, c, 'POST /webhooks', '/webhooks', 422, {
+      json: { url: 'http://169.254.169.254/' },
+    })
     // Behind the retained feed (driveEvents pruned it): 410 on PUT, and on PATCH enabled:true of an
     // endpoint disabled (failing) with its cursor there.
     const behind = `/webhooks/${stale}`
-    c.check(
-      'PUT /webhooks/{id}/cursor',
-      await callOp(w, 'PUT /webhooks/{id}/cursor', `${behind}/cursor`, {
-        json: { after: '0000000000000000' },
-      }),
-      410,
-    )
+    await checkOp(w, c, 'PUT /webhooks/{id}/cursor', `${behind}/cursor`, 410, {
+      json: { after: '0000000000000000' },
+    })
     for (let i = 0; i < 100; i += 1) {
       if ((await callOp(w, 'GET /webhooks/{id}', behind)).text.includes('"enabled":false')) break
       await new Promise((resolve) => setTimeout(resolve, 50))
     }
-    c.check('GET /webhooks/{id}', await callOp(w, 'GET /webhooks/{id}', behind), 200)
-    c.check(
-      'PATCH /webhooks/{id}',
-      await callOp(w, 'PATCH /webhooks/{id}', behind, { json: { enabled: true } }),
-      410,
-    )
+    await checkOp(w, c, 'GET /webhooks/{id}', behind, 200)
+    await checkOp(w, c, 'PATCH /webhooks/{id}', behind, 410, { json: { enabled: true } })
     const held = await callOp(w, 'GET /webhooks/{id}/cursor', `${item}/cursor`)
     const put = { body: held.text, type: 'application/json' }
-    c.check(
-      'PUT /webhooks/{id}/cursor',
-      await callOp(w, 'PUT /webhooks/{id}/cursor', `${item}/cursor`, put),
-      200,
-    )
-    c.check('DELETE /webhooks/{id}', await callOp(w, 'DELETE /webhooks/{id}', item), 204)
+    await checkOp(w, c, 'PUT /webhooks/{id}/cursor', `${item}/cursor`, 200, put)
+    await checkOp(w, c, 'DELETE /webhooks/{id}', item, 204)
     // A URL as the WHATWG parser reads it, in the forms it takes without `//` or with `\\`: the
     // service keeps it as sent, and shows it so.
     for (const url of ['HTTPS:hooks.example.com/no-slashes', 'https:\\\\hooks.example.com\\back']) {
-      const odd = c.check(
-        'POST /webhooks',
-        await callOp(w, 'POST /webhooks', '/webhooks', { json: { url } }),
-        201,
-      )
+      const odd = await checkOp(w, c, 'POST /webhooks', '/webhooks', 201, { json: { url } })
       const oddId = String((JSON.parse(odd.text) as Json)['id'])
-      c.check(
-        'GET /webhooks/{id}',
-        await callOp(w, 'GET /webhooks/{id}', `/webhooks/${oddId}`),
-        200,
-      )
+      await checkOp(w, c, 'GET /webhooks/{id}', `/webhooks/${oddId}`, 200)
     }
-    c.check('GET /webhooks', await callOp(w, 'GET /webhooks', '/webhooks'), 200)
+    await checkOp(w, c, 'GET /webhooks', '/webhooks', 200)
   } finally {
     await receiver.close()
   }
@@ -849,7 +666,7 @@ async function driveMaintenance(w: World, c: Conformance): Promise<void> {
       : target === '/users:export'
         ? 200
         : 503
-    c.check(operation, await callOp(w, operation, path, bodyOf(operation, 0)), expected)
+    await checkOp(w, c, operation, path, expected, bodyOf(operation, 0))
   }
   await w.maintenance(false)
 }
@@ -892,26 +709,18 @@ async function driveInFlight(w: World, c: Conformance): Promise<void> {
       'content-type': 'application/json',
       'idempotency-key': key,
     })
-    c.check(
-      operation,
-      await callOp(w, operation, target, {
-        ...bodyOf(operation, 99),
-        token,
-        headers: { 'idempotency-key': key },
-      }),
-      409,
-    )
+    await checkOp(w, c, operation, target, 409, {
+      ...bodyOf(operation, 99),
+      token,
+      headers: { 'idempotency-key': key },
+    })
     stop()
   }
   const stop = await halfSent(w, 'POST /users:import', '/users:import', {
     authorization: `Bearer ${token}`,
     'content-type': 'application/x-ndjson',
   })
-  c.check(
-    'POST /users:import',
-    await callOp(w, 'POST /users:import', '/users:import', bodyOf('POST /users:import', 98)),
-    409,
-  )
+  await checkOp(w, c, 'POST /users:import', '/users:import', 409, bodyOf('POST /users:import', 98))
   stop()
 }
 
@@ -927,14 +736,14 @@ async function driveReplays(w: World, c: Conformance): Promise<void> {
     if (operation.endsWith(':suspend'))
       await callOp(w, 'POST /users/{id}:activate', target.replace(':suspend', ':activate'))
     const call = { ...bodyOf(operation, 200 + n), headers: { 'idempotency-key': `"replay-${n}"` } }
-    const first = c.check(operation, await callOp(w, operation, target, call))
+    const first = await checkOp(w, c, operation, target, undefined, call)
     assert.ok(first.status < 300, `${operation}: ${first.status} ${first.text}`)
-    const again = c.check(operation, await callOp(w, operation, target, call), first.status)
+    const again = await checkOp(w, c, operation, target, first.status, call)
     assert.equal(again.headers.get('idempotent-replayed'), 'true', `${operation} ${first.status}`)
     assert.equal(again.text, first.text, operation)
   }
   const many = Object.fromEntries(Array.from({ length: 30 }, (_, i) => [`unknown${i}`, i]))
-  c.check('POST /users', await callOp(w, 'POST /users', '/users', { json: many }), 422)
+  await checkOp(w, c, 'POST /users', '/users', 422, { json: many })
 }
 
 /** With RATE_LIMIT_SUBJECT and RATE_LIMIT_ADDRESS at 1: every counted operation's 429. */
@@ -944,26 +753,17 @@ async function driveRateLimits(t: TestContext, doc: Json, c: Conformance): Promi
     rateLimitAddress: { quota: 1, windowSeconds: 3600 },
   })
   const spent = makeToken({ scope: ALL, sub: 'spent' })
-  c.check('GET /users', await callOp(w, 'GET /users', '/users', { token: spent }), 200)
-  c.check(
-    'GET /openapi.json',
-    await callOp(w, 'GET /openapi.json', '/openapi.json', { token: '' }),
-    200,
-  )
+  await checkOp(w, c, 'GET /users', '/users', 200, { token: spent })
+  await checkOp(w, c, 'GET /openapi.json', '/openapi.json', 200, { token: '' })
   for (const operation of operations(doc)) {
     const target = (operation.split(' ')[1] ?? '').replace('{id}', UNKNOWN)
     const root = ['/healthz', '/readyz', '/metrics'].includes(target)
-    c.check(
-      operation,
-      await callOp(w, operation, target, { ...bodyOf(operation, 0), token: spent }),
-      root ? 200 : 429,
-    )
+    await checkOp(w, c, operation, target, root ? 200 : 429, {
+      ...bodyOf(operation, 0),
+      token: spent,
+    })
     if (scopeOf(doc, operation) !== undefined)
-      c.check(
-        operation,
-        await callOp(w, operation, target, { ...bodyOf(operation, 0), token: '' }),
-        429,
-      )
+      await checkOp(w, c, operation, target, 429, { ...bodyOf(operation, 0), token: '' })
   }
 }
 
@@ -994,13 +794,9 @@ async function driveEdges(t: TestContext, c: Conformance): Promise<void> {
   c.check('GET /users', huge, 431)
   store.fail('get', { error: new Error('disk on fire') })
   store.fail('getAs', { error: new Error('disk on fire') })
-  c.check('GET /users/{id}', await callOp(w, 'GET /users/{id}', `/users/${user.id}`, {}), 500)
+  await checkOp(w, c, 'GET /users/{id}', `/users/${user.id}`, 500, {})
   await w.hook()
-  c.check(
-    'POST /webhooks',
-    await callOp(w, 'POST /webhooks', '/webhooks', bodyOf('POST /webhooks', 0)),
-    409,
-  )
+  await checkOp(w, c, 'POST /webhooks', '/webhooks', 409, bodyOf('POST /webhooks', 0))
 }
 
 describe('the answers the service gives and the OpenAPI document it serves', () => {

@@ -38,6 +38,14 @@ async function rawClient(server: Server): Promise<Socket> {
   return socket
 }
 
+/** Sends a GET and closes the connection once the server has had time to see it. */
+async function getThenLeave(server: Server): Promise<void> {
+  const socket = await rawClient(server)
+  socket.write(GET)
+  await new Promise((resolve) => setTimeout(resolve, 50))
+  socket.destroy()
+}
+
 /** Resolves once `count` values have been pushed to the returned list. */
 function collector<T>(): {
   values: T[]
@@ -271,10 +279,7 @@ describe('onSettled on a connection already gone', () => {
         onSettled(req, res, settled.push)
       })
     })
-    const socket = await rawClient(server)
-    socket.write(GET)
-    await new Promise((resolve) => setTimeout(resolve, 50))
-    socket.destroy()
+    await getThenLeave(server)
     await settled.next(1)
     await new Promise((resolve) => setTimeout(resolve, 50))
     assert.deepEqual(settled.values, [false])
@@ -348,10 +353,7 @@ describe('onAnswerClosed', () => {
         now = false
       })
     })
-    const socket = await rawClient(server)
-    socket.write(GET)
-    await new Promise((resolve) => setTimeout(resolve, 50))
-    socket.destroy()
+    await getThenLeave(server)
     await ran.next(1)
     await new Promise((resolve) => setTimeout(resolve, 50))
     assert.deepEqual(ran.values, ['later'])
