@@ -92,10 +92,13 @@ function attemptWith(
   return new Promise((resolve) => {
     let settled = false
     let timer: NodeJS.Timeout | undefined
+    // Ends the host's resolution with the attempt, so that a DNS that never answers holds nothing.
+    const resolution = new AbortController()
     const finish = (outcome: Omit<AttemptOutcome, 'durationMs'>): void => {
       if (settled) return
       settled = true
       clearTimeout(timer)
+      resolution.abort()
       options.signal?.removeEventListener('abort', abandon)
       resolve({ ...outcome, durationMs: Math.round(performance.now() - started) })
     }
@@ -121,7 +124,7 @@ function attemptWith(
         'content-length': String(request.body.byteLength),
         ...request.headers,
       },
-      lookup: createCheckedLookup(options.allow, state),
+      lookup: createCheckedLookup(options.allow, state, resolution.signal),
       agent: options.agent ?? false,
     })
     let timedOut = false

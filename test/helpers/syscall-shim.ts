@@ -8,43 +8,51 @@ import { PROJECT_ROOT } from './child.js'
 /** The shim's source: fsync failures on demand and a log of the durable-write calls and writes. */
 export const SHIM_SOURCE = path.join(PROJECT_ROOT, 'test', 'helpers', 'syscall-shim.c')
 
+/** The resolution tests' shim: getaddrinfo that never answers, or answers at once, for test names. */
+export const DNS_SHIM_SOURCE = path.join(PROJECT_ROOT, 'test', 'helpers', 'dns-shim.c')
+
 /** The compiled shim, or why there is none (the caller skips with that reason). */
 export type Shim =
   | { readonly library: string; readonly skip?: undefined }
   | { readonly library?: undefined; readonly skip: string }
 
-let compiled: Shim | undefined
+const compiled = new Map<string, Shim>()
 
 /**
- * Compiles the shim once per test process into a temp directory (removed at exit) with
- * `cc -shared -fPIC … -ldl`. Without a C compiler, or on a system that is not Linux (the shim
- * reads /proc/self/fd and wraps glibc), it gives a reason to skip instead.
+ * Compiles a shim (the syscall shim unless told) once per test process into a temp directory
+ * (removed at exit) with `cc -shared -fPIC … -ldl`. Without a C compiler, or on a system that is
+ * not Linux (the shims wrap glibc; the syscall shim reads /proc/self/fd), it gives a reason to
+ * skip instead.
  */
-export function compileShim(): Shim {
-  compiled ??= compile()
-  return compiled
+export function compileShim(source = SHIM_SOURCE): Shim {
+  let shim = compiled.get(source)
+  if (shim === undefined) {
+    shim = compile(source)
+    compiled.set(source, shim)
+  }
+  return shim
 }
 
-function compile(): Shim {
+function compile(source: string): Shim {
   if (process.platform !== 'linux')
-    return { skip: 'the syscall shim needs Linux (LD_PRELOAD over glibc, /proc/self/fd)' }
+    return { skip: 'the shims need Linux (LD_PRELOAD over glibc, /proc/self/fd)' }
   try {
     execFileSync('cc', ['--version'], { stdio: 'ignore' })
   } catch {
-    return { skip: 'no C compiler (`cc`) on this machine: the syscall shim cannot be built' }
+    return { skip: 'no C compiler (`cc`) on this machine: the shims cannot be built' }
   }
   const dir = mkdtempSync(path.join(tmpdir(), 'syscall-shim-'))
   process.on('exit', () => {
     rmSync(dir, { recursive: true, force: true })
   })
-  const library = path.join(dir, 'syscall-shim.so')
+  const library = path.join(dir, `${path.basename(source, '.c')}.so`)
   try {
-    execFileSync('cc', ['-shared', '-fPIC', '-O1', '-Wall', '-o', library, SHIM_SOURCE, '-ldl'], {
+    execFileSync('cc', ['-shared', '-fPIC', '-O1', '-Wall', '-o', library, source, '-ldl'], {
       stdio: ['ignore', 'ignore', 'pipe'],
     })
   } catch (error) {
     const stderr = (error as { stderr?: Buffer }).stderr?.toString() ?? String(error)
-    return { skip: `the syscall shim did not compile with cc: ${stderr.slice(0, 500)}` }
+    return { skip: `${path.basename(source)} did not compile with cc: ${stderr.slice(0, 500)}` }
   }
   return { library }
 }

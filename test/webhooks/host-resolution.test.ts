@@ -1,0 +1,218 @@
+import assert from 'node:assert/strict'
+import { setServers } from 'node:dns'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+import { describe, it, type TestContext } from 'node:test'
+
+import { resolveHost } from '../../src/webhooks/host-resolution.js'
+import { PROJECT_ROOT, type RunningChild, sleep, startChild } from '../helpers/child.js'
+import { type DnsAnswer, type FakeDns, startFakeDns } from '../helpers/fake-dns.js'
+import { request } from '../helpers/http.js'
+import { compileShim, DNS_SHIM_SOURCE } from '../helpers/syscall-shim.js'
+import { makeToken } from '../helpers/tokens.js'
+import { ADMIN } from '../helpers/webhook-api.js'
+import { eventually, startReceiver } from '../helpers/webhook-receivers.js'
+
+async function dnsFor(t: TestContext, answer: (name: string) => DnsAnswer): Promise<FakeDns> {
+  const dns = await startFakeDns(answer)
+  t.after(() => dns.close())
+  setServers([dns.server])
+  return dns
+}
+
+const never = new AbortController().signal
+
+async function codeOf(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise
+  } catch (error) {
+    // An abort's DOMException has a legacy numeric code: its name says it.
+    if (error instanceof Error && error.name === 'AbortError') return error.name
+    return String((error as { code?: unknown }).code)
+  }
+  assert.fail('the resolution did not fail')
+}
+
+describe('resolving a webhook host', () => {
+  it('takes the DNS servers’ addresses, IPv4 before IPv6', async (t) => {
+    const dns = await dnsFor(t, () => ['2001:db8::7', '192.0.2.7', '192.0.2.8'])
+    assert.deepEqual(await resolveHost('hooks.example.test', never), [
+      { address: '192.0.2.7', family: 4 },
+      { address: '192.0.2.8', family: 4 },
+      { address: '2001:db8::7', family: 6 },
+    ])
+    assert.deepEqual(dns.asked.sort(), ['hooks.example.test A', 'hooks.example.test AAAA'])
+  })
+
+  it('takes one family when the servers have only that one', async (t) => {
+    await dnsFor(t, () => ['2001:db8::9'])
+    assert.deepEqual(await resolveHost('six.example.test', never), [
+      { address: '2001:db8::9', family: 6 },
+    ])
+  })
+
+  it('asks the system resolver for a name the servers say does not exist (/etc/hosts)', async (t) => {
+    const dns = await dnsFor(t, () => 'nxdomain')
+    const addresses = await resolveHost('localhost', never)
+    assert.ok(
+      addresses.some((entry) => entry.address === '127.0.0.1'),
+      JSON.stringify(addresses),
+    )
+    assert.deepEqual(dns.asked.sort(), ['localhost A', 'localhost AAAA'])
+  })
+
+  it('asks the system resolver when no DNS server is set', async (t) => {
+    setServers([])
+    t.after(() => setServers(['127.0.0.1']))
+    const addresses = await resolveHost('localhost', never)
+    assert.ok(
+      addresses.some((entry) => entry.address === '127.0.0.1'),
+      JSON.stringify(addresses),
+    )
+  })
+
+  it('fails at once on a server failure, without asking the system resolver', async (t) => {
+    await dnsFor(t, () => 'servfail')
+    // The system resolver asks the machine's own servers: it would fail otherwise, or find it.
+    assert.equal(await codeOf(resolveHost('localhost', never)), 'ESERVFAIL')
+  })
+
+  it('gives up on servers that never answer after its own tries', async (t) => {
+    const dns = await dnsFor(t, () => 'silent')
+    assert.equal(await codeOf(resolveHost('localhost', never)), 'ETIMEOUT')
+    // Two tries of each question: no more.
+    assert.equal(dns.asked.filter((line) => line === 'localhost A').length, 2)
+  })
+
+  it('stops when its attempt ends, and never hands a cancelled query to the system resolver', async (t) => {
+    const dns = await dnsFor(t, () => 'silent')
+    const ended = new AbortController()
+    const resolving = resolveHost('localhost', ended.signal)
+    await eventually(() => dns.asked.length === 2)
+    const started = Date.now()
+    ended.abort()
+    assert.equal(await codeOf(resolving), 'AbortError')
+    assert.ok(Date.now() - started < 1000)
+    await sleep(300)
+    assert.equal(dns.asked.length, 2)
+  })
+})
+
+/**
+ * The service in a child whose system resolver never answers for `*.hang.test` (the shim: 30 s,
+ * then a failure) and whose DNS server is the test's own.
+ */
+async function startResolvingService(
+  t: TestContext,
+  dns: FakeDns,
+  library: string,
+): Promise<{ child: RunningChild; shimLog: string }> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'host-resolution-'))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  const shimLog = path.join(dir, 'getaddrinfo.log')
+  const child = await startChild({
+    dataDir: path.join(dir, 'data'),
+    args: [
+      '--import',
+      'tsx',
+      '--import',
+      path.join(PROJECT_ROOT, 'test', 'helpers', 'dns-preload.ts'),
+      path.join(PROJECT_ROOT, 'src', 'bin.ts'),
+    ],
+    env: {
+      LD_PRELOAD: library,
+      DNS_SHIM_LOG: shimLog,
+      TEST_DNS_SERVER: dns.server,
+      WEBHOOK_ALLOW_NETWORKS: '127.0.0.0/8',
+      WEBHOOK_TIMEOUT_MS: '3000',
+    },
+  })
+  t.after(() => child.stop('SIGKILL'))
+  return { child, shimLog }
+}
+
+const WRITER = makeToken()
+
+async function post(child: RunningChild, target: string, token: string, json: unknown) {
+  const res = await request('POST', `${child.url}${target}`, { token, json })
+  assert.equal(res.status, 201, res.text)
+  return res
+}
+
+/** Two endpoints at names that never resolve, each with an event to deliver. */
+async function hangTwoEndpoints(child: RunningChild, port: number): Promise<void> {
+  for (const name of ['one', 'two'])
+    await post(child, '/webhooks', ADMIN, { url: `http://${name}.hang.test:${port}/` })
+  await post(child, '/users', WRITER, { email: `${Date.now()}@example.com`, name: 'First' })
+}
+
+/** Whether `name` was asked of the DNS server or of the system resolver. */
+function askedFor(dns: FakeDns, shimLog: string, name: string): boolean {
+  if (dns.asked.some((line) => line.startsWith(`${name} `))) return true
+  try {
+    return readFileSync(shimLog, 'utf8').split('\n').includes(name)
+  } catch {
+    return false
+  }
+}
+
+/** Asks the child to resolve a name of its own; the milliseconds it took. */
+async function probe(child: RunningChild): Promise<number> {
+  const before = child.stderr().length
+  child.proc.kill('SIGUSR2')
+  let line: RegExpExecArray | null = null
+  await eventually(() => {
+    line = /probe (\S+) (\d+)/.exec(child.stderr().slice(before))
+    return line !== null
+  }, 20_000)
+  const [, outcome, ms] = line ?? []
+  assert.equal(outcome, 'resolved')
+  return Number(ms)
+}
+
+describe('a webhook receiver whose DNS never answers', () => {
+  const shim = compileShim(DNS_SHIM_SOURCE)
+
+  for (const [kind, answer] of [
+    ['never answer', 'silent'],
+    ['say the names do not exist (the system resolver is asked)', 'nxdomain'],
+  ] as const) {
+    it(`delays neither another endpoint nor the process's own lookups when the servers ${kind}`, {
+      skip: shim.skip,
+    }, async (t) => {
+      const dns = await dnsFor(t, (name) => (name.endsWith('.hang.test') ? answer : ['127.0.0.1']))
+      const receiver = await startReceiver()
+      t.after(() => receiver.close())
+      const { child, shimLog } = await startResolvingService(t, dns, shim.library ?? '')
+      await hangTwoEndpoints(child, receiver.port)
+      await eventually(() => askedFor(dns, shimLog, 'two.hang.test'))
+      await sleep(200)
+      await post(child, '/webhooks', ADMIN, { url: `http://fine.ok.test:${receiver.port}/` })
+      const started = Date.now()
+      await post(child, '/users', WRITER, { email: `${Date.now()}@example.com`, name: 'Second' })
+      await receiver.waitFor(1)
+      assert.ok(Date.now() - started < 2000, `delivered after ${Date.now() - started} ms`)
+      assert.ok((await probe(child)) < 1000)
+      const called = readFileSync(shimLog, 'utf8')
+        .split('\n')
+        .filter((line) => line !== '')
+      const hanging = called.filter((name) => name.endsWith('.hang.test'))
+      // The system resolver holds one thread at most: the second name waits for the first.
+      assert.deepEqual(hanging, answer === 'silent' ? [] : ['one.hang.test'])
+    })
+  }
+
+  it('leaves nothing running that would hold up the stop', { skip: shim.skip }, async (t) => {
+    const dns = await dnsFor(t, (name) => (name.endsWith('.hang.test') ? 'silent' : ['127.0.0.1']))
+    const receiver = await startReceiver()
+    t.after(() => receiver.close())
+    const { child, shimLog } = await startResolvingService(t, dns, shim.library ?? '')
+    await hangTwoEndpoints(child, receiver.port)
+    await eventually(() => askedFor(dns, shimLog, 'two.hang.test'))
+    const started = Date.now()
+    const exit = await child.stop('SIGTERM')
+    assert.equal(exit.code, 0)
+    assert.ok(Date.now() - started < 5000, `exited after ${Date.now() - started} ms`)
+  })
+})
