@@ -101,12 +101,13 @@ describe('resolving a webhook host', () => {
 
 /**
  * The service in a child whose system resolver never answers for `*.hang.test` (the shim: 30 s,
- * then a failure) and whose DNS server is the test's own.
+ * then a failure, unless `env` says otherwise) and whose DNS server is the test's own.
  */
 async function startResolvingService(
   t: TestContext,
   dns: FakeDns,
   library: string,
+  env: Record<string, string> = {},
 ): Promise<{ child: RunningChild; shimLog: string }> {
   const dir = mkdtempSync(path.join(tmpdir(), 'host-resolution-'))
   t.after(() => rmSync(dir, { recursive: true, force: true }))
@@ -126,6 +127,7 @@ async function startResolvingService(
       TEST_DNS_SERVER: dns.server,
       WEBHOOK_ALLOW_NETWORKS: '127.0.0.0/8',
       WEBHOOK_TIMEOUT_MS: '3000',
+      ...env,
     },
   })
   t.after(() => child.stop('SIGKILL'))
@@ -140,9 +142,9 @@ async function post(child: RunningChild, target: string, token: string, json: un
   return res
 }
 
-/** Two endpoints at names that never resolve, each with an event to deliver. */
-async function hangTwoEndpoints(child: RunningChild, port: number): Promise<void> {
-  for (const name of ['one', 'two'])
+/** Three endpoints at two names that never resolve, each with an event to deliver. */
+async function hangEndpoints(child: RunningChild, port: number): Promise<void> {
+  for (const name of ['one', 'one', 'two'])
     await post(child, '/webhooks', ADMIN, { url: `http://${name}.hang.test:${port}/` })
   await post(child, '/users', WRITER, { email: `${Date.now()}@example.com`, name: 'First' })
 }
@@ -150,10 +152,17 @@ async function hangTwoEndpoints(child: RunningChild, port: number): Promise<void
 /** Whether `name` was asked of the DNS server or of the system resolver. */
 function askedFor(dns: FakeDns, shimLog: string, name: string): boolean {
   if (dns.asked.some((line) => line.startsWith(`${name} `))) return true
+  return systemCalls(shimLog).includes(name)
+}
+
+/** The names the system resolver was asked for, in order. */
+function systemCalls(shimLog: string): string[] {
   try {
-    return readFileSync(shimLog, 'utf8').split('\n').includes(name)
+    return readFileSync(shimLog, 'utf8')
+      .split('\n')
+      .filter((line) => line !== '')
   } catch {
-    return false
+    return []
   }
 }
 
@@ -185,7 +194,7 @@ describe('a webhook receiver whose DNS never answers', () => {
       const receiver = await startReceiver()
       t.after(() => receiver.close())
       const { child, shimLog } = await startResolvingService(t, dns, shim.library ?? '')
-      await hangTwoEndpoints(child, receiver.port)
+      await hangEndpoints(child, receiver.port)
       await eventually(() => askedFor(dns, shimLog, 'two.hang.test'))
       await sleep(200)
       await post(child, '/webhooks', ADMIN, { url: `http://fine.ok.test:${receiver.port}/` })
@@ -198,17 +207,33 @@ describe('a webhook receiver whose DNS never answers', () => {
         .split('\n')
         .filter((line) => line !== '')
       const hanging = called.filter((name) => name.endsWith('.hang.test'))
-      // The system resolver holds one thread at most: the second name waits for the first.
+      // The system resolver holds one thread at most: the second name waits for the first, and the
+      // second endpoint at the first name waits for its resolution rather than asking again.
       assert.deepEqual(hanging, answer === 'silent' ? [] : ['one.hang.test'])
     })
   }
+
+  it('asks the system resolver once for a name however many attempts wait for it', {
+    skip: shim.skip,
+  }, async (t) => {
+    const dns = await dnsFor(t, (name) => (name.endsWith('.hang.test') ? 'nxdomain' : []))
+    // Each lookup takes 2 s and each attempt waits 6 s: a second lookup of the first name would
+    // run before the second name's.
+    const { child, shimLog } = await startResolvingService(t, dns, shim.library ?? '', {
+      DNS_SHIM_HANG_S: '2',
+      WEBHOOK_TIMEOUT_MS: '6000',
+    })
+    await hangEndpoints(child, 9)
+    await eventually(() => systemCalls(shimLog).includes('two.hang.test'), 15_000)
+    assert.deepEqual(systemCalls(shimLog).slice(0, 2), ['one.hang.test', 'two.hang.test'])
+  })
 
   it('leaves nothing running that would hold up the stop', { skip: shim.skip }, async (t) => {
     const dns = await dnsFor(t, (name) => (name.endsWith('.hang.test') ? 'silent' : ['127.0.0.1']))
     const receiver = await startReceiver()
     t.after(() => receiver.close())
     const { child, shimLog } = await startResolvingService(t, dns, shim.library ?? '')
-    await hangTwoEndpoints(child, receiver.port)
+    await hangEndpoints(child, receiver.port)
     await eventually(() => askedFor(dns, shimLog, 'two.hang.test'))
     const started = Date.now()
     const exit = await child.stop('SIGTERM')
