@@ -1,7 +1,7 @@
 /**
  * A DNS server over UDP on 127.0.0.1 for the resolution tests: each question's answer is chosen by
- * the test (addresses, a name that does not exist, a server failure, or no answer at all), and
- * every question asked is recorded.
+ * the test (addresses, a name that does not exist, a server failure, or no answer at all), at once
+ * or when a promise of it settles, and every question asked is recorded.
  */
 import { createSocket, type RemoteInfo } from 'node:dgram'
 import { isIPv4 } from 'node:net'
@@ -21,15 +21,17 @@ const TYPE_A = 1
 const TYPE_AAAA = 28
 const RCODE = { nxdomain: 3, servfail: 2 } as const
 
-export async function startFakeDns(answer: (name: string) => DnsAnswer): Promise<FakeDns> {
+export async function startFakeDns(
+  answer: (name: string) => DnsAnswer | Promise<DnsAnswer>,
+): Promise<FakeDns> {
   const socket = createSocket('udp4')
   const asked: string[] = []
-  socket.on('message', (query: Buffer, from: RemoteInfo) => {
+  socket.on('message', async (query: Buffer, from: RemoteInfo) => {
     const question = readQuestion(query)
     if (question === undefined) return
     const wanted = question.type === TYPE_A ? 'A' : question.type === TYPE_AAAA ? 'AAAA' : 'other'
     asked.push(`${question.name} ${wanted}`)
-    const chosen = answer(question.name)
+    const chosen = await answer(question.name)
     if (chosen === 'silent') return
     const records = typeof chosen === 'string' ? [] : answerRecords(question.type, chosen)
     const asking = query.subarray(12, question.end)

@@ -14,7 +14,10 @@ import { makeToken } from '../helpers/tokens.js'
 import { ADMIN } from '../helpers/webhook-api.js'
 import { eventually, startReceiver } from '../helpers/webhook-receivers.js'
 
-async function dnsFor(t: TestContext, answer: (name: string) => DnsAnswer): Promise<FakeDns> {
+async function dnsFor(
+  t: TestContext,
+  answer: (name: string) => DnsAnswer | Promise<DnsAnswer>,
+): Promise<FakeDns> {
   const dns = await startFakeDns(answer)
   t.after(() => dns.close())
   setServers([dns.server])
@@ -96,6 +99,27 @@ describe('resolving a webhook host', () => {
     assert.ok(Date.now() - started < 1000)
     await sleep(300)
     assert.equal(dns.asked.length, 2)
+  })
+
+  it('asks again the questions of other attempts when one attempt’s end cancels them', async (t) => {
+    let answer = (): void => {}
+    const held = new Promise<void>((resolve) => {
+      answer = resolve
+    })
+    const dns = await dnsFor(t, async (name) => {
+      if (name !== 'slow.example.test') return 'silent'
+      await held
+      return ['192.0.2.5']
+    })
+    const ended = new AbortController()
+    const silent = resolveHost('silent.example.test', ended.signal)
+    const slow = resolveHost('slow.example.test', never)
+    await eventually(() => dns.asked.length === 4)
+    ended.abort()
+    assert.equal(await codeOf(silent), 'AbortError')
+    await eventually(() => dns.asked.filter((line) => line.startsWith('slow.')).length === 4)
+    answer()
+    assert.deepEqual(await slow, [{ address: '192.0.2.5', family: 4 }])
   })
 })
 
