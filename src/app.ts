@@ -3,7 +3,7 @@ import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http
 import { type Authenticator, admitSubject, requireScope } from './auth/authenticate.js'
 import { readBearerToken } from './auth/bearer.js'
 import type { TokenClaims } from './auth/verify-token.js'
-import { dropIfUnread } from './bulk/slow-client.js'
+import { dropAnswerIfUnread } from './bulk/slow-client.js'
 import type { UserRecord } from './domain/user.js'
 import {
   ClientClosedError,
@@ -216,7 +216,7 @@ export function createRequestListener(parts: AppParts): RequestListener {
         route === undefined ? answered : answerConditionalRead(route, state.preconditions, answered)
       answer(req, res, state, reply, cachePolicy(route, reply))
       // A page the socket could not take: dropped if unread, not held in flight for good.
-      if (res.socket !== null && res.writableLength > 0) dropIfUnread(res, services.bulk.stallMs)
+      dropAnswerIfUnread(res, services.bulk.stallMs)
     } catch (caught) {
       fail(req, res, state, caught)
     }

@@ -46,6 +46,24 @@ export function drained(res: ServerResponse, stallMs: number): Promise<boolean> 
 }
 
 /**
+ * An answer just ended, watched by dropIfUnread once its bytes go out and the socket could not
+ * take them all. One pipelined behind an answer still being sent has no socket yet: Node hands
+ * it the socket (and writes it) when that answer ends, however long that takes.
+ */
+export function dropAnswerIfUnread(res: ServerResponse, stallMs: number): void {
+  if (res.socket === null) {
+    // 'socket' comes just before Node writes what the answer queued: looked at right after.
+    res.once('socket', () => {
+      queueMicrotask(() => {
+        dropAnswerIfUnread(res, stallMs)
+      })
+    })
+    return
+  }
+  if (!res.destroyed && res.writableLength > 0) dropIfUnread(res, stallMs)
+}
+
+/**
  * An answer ended but not yet taken by its client: dropped when the client reads none of it for
  * `stallMs`, so that no connection holds its last megabyte forever.
  */

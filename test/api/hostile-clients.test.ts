@@ -236,6 +236,44 @@ describe('a client that reads none of a large answer', () => {
     await waitUntilReady(s.url, 5000)
     assert.equal((await s.call('GET', '/users?limit=1')).status, 200)
   })
+  it('is dropped too when it was pipelined behind an answer the client read whole', async (t) => {
+    const value = '\u0001'.repeat(512)
+    const metadata = Object.fromEntries(Array.from({ length: 32 }, (_, i) => [`k${i}`, value]))
+    const store = new MemoryStore(Array.from({ length: 100 }, () => makeUser({ metadata })))
+    const s = await startService(t, { store, maxInflight: 2, exportStallTimeoutMs: 500 })
+    const socket = await openSocket(s.url)
+    t.after(() => socket.destroy())
+    socket.on('error', () => undefined)
+    const head = `GET /users?limit=100 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${s.token}\r\n\r\n`
+    socket.write(head + head)
+    // The first answer is read whole (its socket then goes to the second), then nothing more.
+    let received = 0
+    let firstLength: number | undefined
+    socket.on('data', (chunk: Buffer) => {
+      received += chunk.length
+      if (firstLength === undefined) {
+        const text = chunk.toString('latin1')
+        const length = Number(/content-length: (\d+)/i.exec(text)?.[1])
+        firstLength = text.indexOf('\r\n\r\n') + 4 + length
+      }
+      if (received >= firstLength) socket.pause()
+    })
+    // Before, the second stayed in flight for as long as the connection stayed open: its answer
+    // was made before it had the socket, and only an answer with a socket was watched.
+    const entries = await waitFor(
+      'the unread second answer to be let go',
+      () => {
+        const found = s.logs.filter((line) => line['path'] === '/users')
+        return found.length === 2 ? found : undefined
+      },
+      10_000,
+    )
+    assert.deepEqual(
+      entries.map((line) => line['status']),
+      [200, 499],
+    )
+    await waitUntilReady(s.url, 5000)
+  })
 })
 
 describe('a client that half-closes after its request', () => {
