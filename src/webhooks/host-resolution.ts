@@ -8,14 +8,17 @@
  * every other endpoint's attempt and every other lookup of the process (the database driver's
  * reconnection, an embedding program's own requests) would queue behind them, and the process
  * could not exit before they returned. So a name is first asked of the DNS servers directly
- * (c-ares: its own time-out, no thread, cancelled when the attempt ends). Only a name they say does
- * not exist, or a machine with no DNS server to ask, goes to the system resolver, which knows
- * `/etc/hosts` and completes short names with the search domains; those resolutions run one at a
- * time for the whole process, one per name however many attempts wait for it, so that the thread
- * pool always keeps a thread for everything else.
+ * (c-ares: its own time-out, no thread, cancelled when the attempt ends), with the search domains
+ * in the system resolver's order (search-names.ts), so that it finds the same host. Only a name
+ * they say does not exist, or a machine with no DNS server to ask, goes to the system resolver,
+ * which knows `/etc/hosts`; those resolutions run one at a time for the whole process, one per
+ * name however many attempts wait for it, so that the thread pool always keeps a thread for
+ * everything else.
  */
 import dns, { type LookupAddress } from 'node:dns'
 import { Resolver } from 'node:dns/promises'
+
+import { namesToAsk, RESOLV_CONF } from './search-names.js'
 
 /** c-ares's time-out for one try, and its tries (each later try waits twice as long). */
 const TRY_TIMEOUT_MS = 2000
@@ -27,14 +30,20 @@ const NOT_IN_DNS = new Set(['ENOTFOUND', 'ENODATA', 'ECONNREFUSED', 'EREFUSED'])
 /**
  * The addresses of `host`, IPv4 before IPv6. Rejects when no address is found, or when `signal`
  * aborts (the attempt ended: its resolution is cancelled or, on the system resolver, left to end
- * unheard).
+ * unheard). `resolvConf` holds the search domains (a test's own file).
  */
-export async function resolveHost(host: string, signal: AbortSignal): Promise<LookupAddress[]> {
+export async function resolveHost(
+  host: string,
+  signal: AbortSignal,
+  resolvConf = RESOLV_CONF,
+): Promise<LookupAddress[]> {
   // Read at each resolution: an embedding program's dns.setServers() is followed. (Through the
   // module object: setServers() replaces its functions, and a named import keeps the first ones.)
   const servers = dns.getServers()
   if (servers.length > 0) {
-    const answer = await askDnsServers(host, servers, signal)
+    const names = await namesToAsk(host, resolvConf)
+    signal.throwIfAborted()
+    const answer = await askDnsServers(names, servers, signal)
     if (answer !== undefined) return answer
   }
   signal.throwIfAborted()
@@ -59,9 +68,24 @@ function sharedResolver(servers: string[]): Resolver {
   return shared.resolver
 }
 
-/** The servers' addresses, or undefined when they do not know the name. */
+/**
+ * The servers' addresses for the first of `names` they know (the host with the search domains,
+ * in the system resolver's order), or undefined when they know none of them.
+ */
 async function askDnsServers(
-  host: string,
+  names: readonly string[],
+  servers: string[],
+  signal: AbortSignal,
+): Promise<LookupAddress[] | undefined> {
+  for (const name of names) {
+    const addresses = await askOne(name, servers, signal)
+    if (addresses !== undefined) return addresses
+  }
+  return undefined
+}
+
+async function askOne(
+  name: string,
   servers: string[],
   signal: AbortSignal,
 ): Promise<LookupAddress[] | undefined> {
@@ -74,12 +98,12 @@ async function askDnsServers(
     resolver.cancel()
   }
   signal.addEventListener('abort', cancel, { once: true })
-  const [v4, v6] = await Promise.allSettled([resolver.resolve4(host), resolver.resolve6(host)])
+  const [v4, v6] = await Promise.allSettled([resolver.resolve4(name), resolver.resolve6(name)])
   signal.removeEventListener('abort', cancel)
   // A cancelled question's failure says nothing of the name (Node's callback form even reports it
   // as ENOTFOUND): it must not pass for an unknown one.
   signal.throwIfAborted()
-  if (cancelled.has(resolver)) return askDnsServers(host, servers, signal)
+  if (cancelled.has(resolver)) return askOne(name, servers, signal)
   const addresses: LookupAddress[] = []
   if (v4.status === 'fulfilled')
     for (const address of v4.value) addresses.push({ address, family: 4 })

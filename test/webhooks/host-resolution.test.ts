@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { setServers } from 'node:dns'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
@@ -26,6 +26,18 @@ async function dnsFor(
 
 const never = new AbortController().signal
 
+/** No search domains, whatever the machine's resolv.conf says: the names asked are the test's. */
+const NO_SEARCH = path.join(tmpdir(), 'no-such-dir-for-host-resolution', 'resolv.conf')
+
+/** A resolv.conf of the test's own. */
+function resolvConf(t: TestContext, text: string): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'resolv-'))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  const file = path.join(dir, 'resolv.conf')
+  writeFileSync(file, text)
+  return file
+}
+
 async function codeOf(promise: Promise<unknown>): Promise<string> {
   try {
     await promise
@@ -40,7 +52,7 @@ async function codeOf(promise: Promise<unknown>): Promise<string> {
 describe('resolving a webhook host', () => {
   it('takes the DNS servers’ addresses, IPv4 before IPv6', async (t) => {
     const dns = await dnsFor(t, () => ['2001:db8::7', '192.0.2.7', '192.0.2.8'])
-    assert.deepEqual(await resolveHost('hooks.example.test', never), [
+    assert.deepEqual(await resolveHost('hooks.example.test', never, NO_SEARCH), [
       { address: '192.0.2.7', family: 4 },
       { address: '192.0.2.8', family: 4 },
       { address: '2001:db8::7', family: 6 },
@@ -50,14 +62,14 @@ describe('resolving a webhook host', () => {
 
   it('takes one family when the servers have only that one', async (t) => {
     await dnsFor(t, () => ['2001:db8::9'])
-    assert.deepEqual(await resolveHost('six.example.test', never), [
+    assert.deepEqual(await resolveHost('six.example.test', never, NO_SEARCH), [
       { address: '2001:db8::9', family: 6 },
     ])
   })
 
   it('asks the system resolver for a name the servers say does not exist (/etc/hosts)', async (t) => {
     const dns = await dnsFor(t, () => 'nxdomain')
-    const addresses = await resolveHost('localhost', never)
+    const addresses = await resolveHost('localhost', never, NO_SEARCH)
     assert.ok(
       addresses.some((entry) => entry.address === '127.0.0.1'),
       JSON.stringify(addresses),
@@ -68,7 +80,7 @@ describe('resolving a webhook host', () => {
   it('asks the system resolver when no DNS server is set', async (t) => {
     setServers([])
     t.after(() => setServers(['127.0.0.1']))
-    const addresses = await resolveHost('localhost', never)
+    const addresses = await resolveHost('localhost', never, NO_SEARCH)
     assert.ok(
       addresses.some((entry) => entry.address === '127.0.0.1'),
       JSON.stringify(addresses),
@@ -78,20 +90,49 @@ describe('resolving a webhook host', () => {
   it('fails at once on a server failure, without asking the system resolver', async (t) => {
     await dnsFor(t, () => 'servfail')
     // The system resolver asks the machine's own servers: it would fail otherwise, or find it.
-    assert.equal(await codeOf(resolveHost('localhost', never)), 'ESERVFAIL')
+    assert.equal(await codeOf(resolveHost('localhost', never, NO_SEARCH)), 'ESERVFAIL')
   })
 
   it('gives up on servers that never answer after its own tries', async (t) => {
     const dns = await dnsFor(t, () => 'silent')
-    assert.equal(await codeOf(resolveHost('localhost', never)), 'ETIMEOUT')
+    assert.equal(await codeOf(resolveHost('localhost', never, NO_SEARCH)), 'ETIMEOUT')
     // Two tries of each question: no more.
     assert.equal(dns.asked.filter((line) => line === 'localhost A').length, 2)
+  })
+
+  it('tries the search domains as the system resolver would (Kubernetes: ndots:5)', async (t) => {
+    // receiver.team is a name in the team namespace, and could be a public name too (.team is a
+    // top-level domain): the system resolver finds the cluster's service first, so must this.
+    const dns = await dnsFor(t, (name) => {
+      if (name === 'receiver.team.team.svc.cluster.local') return ['10.96.0.15']
+      if (name === 'receiver.team' || name === 'x.receiver.team') return ['93.184.215.14']
+      return 'nxdomain'
+    })
+    const conf = resolvConf(t, 'search team.svc.cluster.local svc.cluster.local\noptions ndots:5\n')
+    assert.deepEqual(await resolveHost('receiver.team', never, conf), [
+      { address: '10.96.0.15', family: 4 },
+    ])
+    // A name ending with a dot is asked only as it is.
+    const asked = dns.asked.length
+    assert.equal((await resolveHost('x.receiver.team.', never, conf)).length, 1)
+    assert.deepEqual(dns.asked.slice(asked).sort(), ['x.receiver.team A', 'x.receiver.team AAAA'])
+  })
+
+  it('asks a name with ndots dots or more as it is first', async (t) => {
+    const dns = await dnsFor(t, (name) =>
+      name === 'hooks.example.test' ? ['192.0.2.7'] : 'nxdomain',
+    )
+    const conf = resolvConf(t, 'domain corp.example\n')
+    assert.deepEqual(await resolveHost('hooks.example.test', never, conf), [
+      { address: '192.0.2.7', family: 4 },
+    ])
+    assert.deepEqual(dns.asked.sort(), ['hooks.example.test A', 'hooks.example.test AAAA'])
   })
 
   it('stops when its attempt ends, and never hands a cancelled query to the system resolver', async (t) => {
     const dns = await dnsFor(t, () => 'silent')
     const ended = new AbortController()
-    const resolving = resolveHost('localhost', ended.signal)
+    const resolving = resolveHost('localhost', ended.signal, NO_SEARCH)
     await eventually(() => dns.asked.length === 2)
     const started = Date.now()
     ended.abort()
@@ -112,8 +153,8 @@ describe('resolving a webhook host', () => {
       return ['192.0.2.5']
     })
     const ended = new AbortController()
-    const silent = resolveHost('silent.example.test', ended.signal)
-    const slow = resolveHost('slow.example.test', never)
+    const silent = resolveHost('silent.example.test', ended.signal, NO_SEARCH)
+    const slow = resolveHost('slow.example.test', never, NO_SEARCH)
     await eventually(() => dns.asked.length === 4)
     ended.abort()
     assert.equal(await codeOf(silent), 'AbortError')
@@ -166,6 +207,15 @@ async function post(child: RunningChild, target: string, token: string, json: un
   return res
 }
 
+/**
+ * The fake DNS of the child's tests: `answer` for `*.hang.test`, 127.0.0.1 for `*.ok.test`, and
+ * no such name for the rest (the machine's search domains, which the child tries first).
+ */
+function answerHanging(name: string, answer: DnsAnswer): DnsAnswer {
+  if (name.endsWith('.hang.test')) return answer
+  return name.endsWith('.ok.test') ? ['127.0.0.1'] : 'nxdomain'
+}
+
 /** Three endpoints at two names that never resolve, each with an event to deliver. */
 async function hangEndpoints(child: RunningChild, port: number): Promise<void> {
   for (const name of ['one', 'one', 'two'])
@@ -214,7 +264,7 @@ describe('a webhook receiver whose DNS never answers', () => {
     it(`delays neither another endpoint nor the process's own lookups when the servers ${kind}`, {
       skip: shim.skip,
     }, async (t) => {
-      const dns = await dnsFor(t, (name) => (name.endsWith('.hang.test') ? answer : ['127.0.0.1']))
+      const dns = await dnsFor(t, (name) => answerHanging(name, answer))
       const receiver = await startReceiver()
       t.after(() => receiver.close())
       const { child, shimLog } = await startResolvingService(t, dns, shim.library ?? '')
@@ -253,7 +303,7 @@ describe('a webhook receiver whose DNS never answers', () => {
   })
 
   it('leaves nothing running that would hold up the stop', { skip: shim.skip }, async (t) => {
-    const dns = await dnsFor(t, (name) => (name.endsWith('.hang.test') ? 'silent' : ['127.0.0.1']))
+    const dns = await dnsFor(t, (name) => answerHanging(name, 'silent'))
     const receiver = await startReceiver()
     t.after(() => receiver.close())
     const { child, shimLog } = await startResolvingService(t, dns, shim.library ?? '')
