@@ -60,26 +60,35 @@ export function dropAnswerIfUnread(res: ServerResponse, stallMs: number): void {
     })
     return
   }
-  if (!res.destroyed && res.writableLength > 0) dropIfUnread(res, stallMs)
+  // A large body still has slices to write (http/respond.ts) when the socket took the first ones.
+  if (!res.destroyed && !res.writableFinished) dropIfUnread(res, stallMs)
 }
 
 /**
- * An answer ended but not yet taken by its client: dropped when the client reads none of it for
- * `stallMs`, so that no connection holds its last megabyte forever.
+ * An answer ended (or a large one being written a slice at a time) but not yet taken by its
+ * client: dropped when the client reads none of it for `stallMs`, so that no connection holds its
+ * last megabyte forever. A slice the socket took (a drain) or a shorter buffer is progress.
  */
 export function dropIfUnread(res: ServerResponse, stallMs: number): void {
   let waiting = res.writableLength
+  let took = false
+  const onDrain = (): void => {
+    took = true
+  }
   const check = (): void => {
     if (res.writableFinished || res.destroyed) return
-    if (res.writableLength >= waiting) {
+    if (!took && res.writableLength >= waiting) {
       res.destroy()
       return
     }
+    took = false
     waiting = res.writableLength
     timer = setTimeout(check, stallMs)
   }
   let timer = setTimeout(check, stallMs)
+  res.on('drain', onDrain)
   res.once('close', () => {
     clearTimeout(timer)
+    res.off('drain', onDrain)
   })
 }

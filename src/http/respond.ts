@@ -61,7 +61,34 @@ export function sendReply(
     Buffer.byteLength(reply.body),
   )
   res.writeHead(reply.status, headers)
-  res.end(reply.body)
+  if (reply.body.length <= SLICE_BYTES) res.end(reply.body)
+  else endInSlices(res, Buffer.from(reply.body))
+}
+
+/** The most of a body handed to the socket at once. */
+const SLICE_BYTES = 64 * 1024
+
+/**
+ * A large body (a page of large users can pass 9 MB) handed to the socket a slice at a time, the
+ * next once the socket took the last. Node counts a write as done only once the kernel took all
+ * of it: written whole, a client reading it slowly would show no progress for minutes, and be
+ * taken for one that reads nothing (bulk/slow-client.ts). A response destroyed meanwhile never
+ * drains again: the rest is left with it.
+ */
+function endInSlices(res: ServerResponse, body: Buffer): void {
+  let offset = 0
+  const next = (): void => {
+    while (body.length - offset > SLICE_BYTES) {
+      const slice = body.subarray(offset, offset + SLICE_BYTES)
+      offset += SLICE_BYTES
+      if (!res.write(slice)) {
+        res.once('drain', next)
+        return
+      }
+    }
+    res.end(body.subarray(offset))
+  }
+  next()
 }
 
 /** The one place an error becomes an answer: application/problem+json (RFC 9457). */

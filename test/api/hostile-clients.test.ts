@@ -236,6 +236,46 @@ describe('a client that reads none of a large answer', () => {
     await waitUntilReady(s.url, 5000)
     assert.equal((await s.call('GET', '/users?limit=1')).status, 200)
   })
+  it('is never cut while its client reads it, however slowly', async (t) => {
+    const value = '\u0001'.repeat(512)
+    const metadata = Object.fromEntries(Array.from({ length: 32 }, (_, i) => [`k${i}`, value]))
+    const store = new MemoryStore(Array.from({ length: 100 }, () => makeUser({ metadata })))
+    const s = await startService(t, { store, exportStallTimeoutMs: 3000 })
+    const socket = await openSocket(s.url)
+    t.after(() => socket.destroy())
+    socket.on('error', () => undefined)
+    socket.pause()
+    socket.write(
+      `GET /users?limit=100 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${s.token}\r\n\r\n`,
+    )
+    // About 1 MB a second, never stopping: some 10 s for the page, 3 stall times. (The kernel says
+    // the socket takes more once a third of its send buffer, up to 4 MB, was read: 1.3 s.)
+    let received = 0
+    let whole: number | undefined
+    const reading = setInterval(() => {
+      for (let taken = 0; taken < 100_000; ) {
+        const chunk: Buffer | null = socket.read()
+        if (chunk === null) break
+        if (whole === undefined) {
+          const text = chunk.toString('latin1')
+          whole = text.indexOf('\r\n\r\n') + 4 + Number(/content-length: (\d+)/i.exec(text)?.[1])
+        }
+        received += chunk.length
+        taken += chunk.length
+      }
+    }, 100)
+    t.after(() => clearInterval(reading))
+    // Before, Node counted the page as one write, taken only once the kernel had all of it: the
+    // reader showed no progress and was cut after the stall time, its answer truncated.
+    const entry = await waitFor(
+      'the page to be read whole',
+      () => s.logs.find((line) => line['path'] === '/users'),
+      30_000,
+    )
+    assert.equal(entry['status'], 200)
+    await waitFor('the client to have read it all', () => received === whole || undefined, 30_000)
+  })
+
   it('is dropped too when it was pipelined behind an answer the client read whole', async (t) => {
     const value = '\u0001'.repeat(512)
     const metadata = Object.fromEntries(Array.from({ length: 32 }, (_, i) => [`k${i}`, value]))
