@@ -88,6 +88,15 @@ describe('splitUrlOptions', () => {
       options: undefined,
     })
   })
+
+  it("drops pg's query_timeout, which would replace the service's own give-up", () => {
+    // With ?query_timeout=60000, a request to a frozen server waited a minute, not the statement
+    // time-out and a second.
+    assert.deepEqual(splitUrlOptions('postgres://u@h/db?query_timeout=60000&sslmode=disable'), {
+      rest: 'postgres://u@h/db?sslmode=disable',
+      options: undefined,
+    })
+  })
 })
 
 /** Holds the event counter while a create is sent, then checks the server ended its wait. */

@@ -141,18 +141,23 @@ function createPoolConfigs(settings: SessionSettings): {
 }
 
 /**
- * pg's own parameters for the two session time-outs: read from the URL, it sends them as startup
- * parameters, which the server applies after the options, so they would beat the service's.
+ * pg's own parameters for the service's time-outs. The two session time-outs, read from the URL,
+ * it sends as startup parameters, which the server applies after the options, so they would beat
+ * the service's; `query_timeout` would replace the service's own give-up (a frozen server).
  */
-const SESSION_TIMEOUTS = ['statement_timeout', 'idle_in_transaction_session_timeout']
+const SERVICE_TIMEOUTS = [
+  'statement_timeout',
+  'idle_in_transaction_session_timeout',
+  'query_timeout',
+]
 
 /**
  * DATABASE_URL without its libpq `options` parameter, and that parameter. pg lets the URL's
  * parameters override the pool's own settings, so an `options` in the URL (a search_path, most
  * often) silently replaced the session time-outs the service sends as startup options: the server
  * then ended no stuck statement, nor the transaction of a frozen replica holding the event counter.
- * pg's `statement_timeout` and `idle_in_transaction_session_timeout` parameters are dropped, as a
- * `-c` of theirs in `options` is overridden: the time-outs are the service's.
+ * pg's `statement_timeout`, `idle_in_transaction_session_timeout` and `query_timeout` parameters
+ * are dropped, as a `-c` of theirs in `options` is overridden: the time-outs are the service's.
  * Only the query is rewritten (read as the driver reads it), so that every form of URL the driver
  * takes (no host, a socket directory as `host=`) stays as it was.
  */
@@ -161,7 +166,7 @@ export function splitUrlOptions(url: string): { rest: string; options: string | 
   if (at < 0) return { rest: url, options: undefined }
   const params = new URLSearchParams(url.slice(at + 1))
   const options = params.get('options') ?? undefined
-  const dropped = ['options', ...SESSION_TIMEOUTS].filter((name) => params.has(name))
+  const dropped = ['options', ...SERVICE_TIMEOUTS].filter((name) => params.has(name))
   if (dropped.length === 0) return { rest: url, options: undefined }
   for (const name of dropped) params.delete(name)
   const query = params.toString()
