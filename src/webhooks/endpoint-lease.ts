@@ -7,7 +7,7 @@ import { performance } from 'node:perf_hooks'
 import type { WebhookStore } from '../store/webhook-store.js'
 
 export interface EndpointLeaseOptions {
-  readonly webhooks: WebhookStore
+  readonly webhooks: Pick<WebhookStore, 'lease' | 'releaseLease'>
   readonly id: string
   readonly holder: string
   readonly leaseMs: number
@@ -23,6 +23,8 @@ export class EndpointLease {
   readonly #options: EndpointLeaseOptions
   #held = false
   #renewal: NodeJS.Timeout | undefined
+  /** A renewal asked of the store and not yet answered. */
+  #renewing: Promise<void> | undefined
   /** When the lease, as last granted, is given up unless renewed meanwhile. */
   #expiry: NodeJS.Timeout | undefined
 
@@ -42,15 +44,23 @@ export class EndpointLease {
     this.#held = await webhooks.lease(id, holder, leaseMs)
     if (this.#held) this.#confirmed(asked)
     if (this.#held && this.#renewal === undefined) {
-      this.#renewal = setInterval(() => void this.#renew(), renewMs)
+      this.#renewal = setInterval(() => {
+        this.#renewing ??= this.#renew().finally(() => {
+          this.#renewing = undefined
+        })
+      }, renewMs)
       this.#renewal.unref()
     }
     return this.#held
   }
 
-  /** Stops renewing and gives the lease back (best effort: it runs out anyway). */
+  /**
+   * Stops renewing and gives the lease back (best effort: it runs out anyway), after a renewal in
+   * flight: granted after the release, it would keep the others out for a whole lease.
+   */
   async release(): Promise<void> {
     this.#stopRenewing()
+    await this.#renewing
     if (!this.#held) return
     this.#held = false
     const { webhooks, id, holder } = this.#options
@@ -62,7 +72,8 @@ export class EndpointLease {
     const asked = performance.now()
     // A store fault is not a loss: the lease runs on until it is renewed or runs out.
     const held = await webhooks.lease(id, holder, leaseMs).catch(() => undefined)
-    if (!this.#held || held === undefined) return
+    // Lost meanwhile, or being released (renewals stopped): nothing more to confirm.
+    if (!this.#held || held === undefined || this.#renewal === undefined) return
     if (held) this.#confirmed(asked)
     else this.#lose()
   }
