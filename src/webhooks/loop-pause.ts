@@ -5,11 +5,11 @@
  * is not lost: the next wait for events ends at once.
  */
 export class LoopPause {
+  /** How long a wait lasts at most. */
   readonly #longestMs: number
   #eventsPending = false
   #waiting: { readonly onEvents: boolean; readonly wake: () => void } | undefined
 
-  /** `longestMs`: how long a wait for events lasts at most. */
   constructor(longestMs: number) {
     this.#longestMs = longestMs
   }
@@ -19,7 +19,11 @@ export class LoopPause {
     this.#eventsPending = false
   }
 
-  /** Waits `ms`, or, when undefined, until new events are announced. */
+  /**
+   * Waits `ms`, or, when undefined, until new events are announced; never longer than the longest
+   * wait: a loop that waits hours to retry looks again meanwhile, and sees a cursor moved on
+   * another replica, or a feed pruned past it, within that.
+   */
   wait(ms: number | undefined): Promise<void> {
     const onEvents = ms === undefined
     if (onEvents && this.#eventsPending) return Promise.resolve()
@@ -29,7 +33,7 @@ export class LoopPause {
         this.#waiting = undefined
         resolve()
       }
-      const timer = setTimeout(wake, ms ?? this.#longestMs)
+      const timer = setTimeout(wake, Math.min(ms ?? Infinity, this.#longestMs))
       this.#waiting = { onEvents, wake }
     })
   }

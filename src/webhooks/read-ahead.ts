@@ -15,9 +15,10 @@ export const READ_AHEAD_BYTES = 64 * 1024
 /**
  * How long what was read serves: an endpoint retrying an event for hours reads the feed again, so
  * that one whose cursor the feed's pruning passed meanwhile is disabled (cursor_expired) rather
- * than delivering events the feed no longer holds.
+ * than delivering events the feed no longer holds. With a loop's longest wait (5 s), within a
+ * minute.
  */
-export const READ_AHEAD_MS = 60_000
+export const READ_AHEAD_MS = 55_000
 
 export interface AheadPage {
   /** The first event after the cursor; undefined when there is none yet. */

@@ -44,6 +44,7 @@ function replica(
   store: MemoryStore,
   webhooks: WebhookStore,
   holder: string,
+  webhookRetrySchedule = [100],
 ): WebhookDelivery {
   const delivery = createWebhookDelivery({
     store: { events: store.events, webhooks },
@@ -52,7 +53,7 @@ function replica(
     paused: () => false,
     holder,
     webhookTimeoutMs: 2000,
-    webhookRetrySchedule: [100],
+    webhookRetrySchedule,
     webhookAllowNetworks: ['127.0.0.0/8'],
     timings: { leaseMs: 1000, renewMs: 300, pollMs: 50, refreshMs: 100 },
   })
@@ -106,6 +107,32 @@ describe('webhook delivery across processes (a lease per endpoint)', () => {
     const after = (taken?.at ?? 0) - died
     assert.ok(after >= 900 && after < 2000, `taken over after ${after} ms`)
     assert.equal(leases.get(hook.endpoint.id)?.holder, 'b')
+  })
+
+  it('goes on from a cursor a client moved on another replica while the holder waited to retry', async (t) => {
+    const receiver = await startReceiver((request, res) => {
+      res.writeHead(request.headers['webhook-id'] === `msg_${failing}` ? 500 : 200).end()
+    })
+    t.after(() => receiver.close())
+    const world = await startDeliveryWorld(t, { paused: () => true })
+    const { store: webhooks, leases } = withExclusiveLeases(world.store.webhooks)
+    const store = world.store as MemoryStore
+    const hour = [3_600_000]
+    replica(t, store, webhooks, 'a', hour)
+    replica(t, store, webhooks, 'b', hour)
+    const hook = await world.register(receiver.url)
+    const failing = await world.write()
+    await receiver.waitFor(1)
+    // The holder now waits an hour to retry. A client skips the event through a third replica,
+    // which tells neither of these two.
+    const id = hook.endpoint.id
+    const holder = leases.get(id)?.holder
+    await webhooks.setCursor(id, failing)
+    const next = await world.write()
+    const [, delivered] = await receiver.waitFor(2, 3000)
+    assert.equal(delivered?.headers['webhook-id'], `msg_${next}`)
+    await eventually(async () => (await webhooks.cursor(id)) === next)
+    assert.equal(leases.get(id)?.holder, holder)
   })
 
   it('abandons the attempt in flight once its lease may have run out unrenewed: one request at a time', async (t) => {
