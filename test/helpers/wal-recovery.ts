@@ -128,6 +128,9 @@ export async function runWriter(
   return acked.addOutput(child.stdout())
 }
 
+/** What the file store logs when it cuts a torn last line from the event log at open. */
+export const TORN_LINE_CUT = 'cut a torn last line from the event log'
+
 /**
  * The cut of a torn last line that the kill itself made: once a fatal signal is pending, Linux
  * ends a write to a file at a page boundary (generic_perform_write), so lines written at once may
@@ -137,7 +140,7 @@ export async function runWriter(
  */
 export function isTornByKill(line: Record<string, unknown>): boolean {
   const { msg, offset, bytes } = line
-  if (msg !== 'cut a torn last line from the event log') return false
+  if (msg !== TORN_LINE_CUT) return false
   return typeof offset === 'number' && typeof bytes === 'number' && (offset + bytes) % 4096 === 0
 }
 

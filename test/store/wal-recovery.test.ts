@@ -34,13 +34,12 @@ import {
   readLog,
   revertPastCheckpoint,
 } from '../helpers/wal-disk.js'
-import { Acked, runWriter, verifyStore } from '../helpers/wal-recovery.js'
+import { Acked, runWriter, TORN_LINE_CUT as TORN, verifyStore } from '../helpers/wal-recovery.js'
 
 /** Long enough that no checkpoint runs while a test writes: the whole tail waits for a replay. */
 const NO_CHECKPOINT = 3_600_000
 const ZERO = '0000000000000000'
 const REPLAYED = 'replayed the event log past its checkpoint'
-const TORN = 'cut a torn last line from the event log'
 
 const userPath = (dataDir: string, id: string, folder = 'users'): string =>
   path.join(dataDir, folder, `${id}.json`)

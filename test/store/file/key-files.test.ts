@@ -30,10 +30,10 @@ import { aloneKey, keptOnce, keyToKeep } from '../../helpers/store-keys-suite.js
 import { changeUser, makeUser } from '../../helpers/store-users.js'
 import { compileShim, shimEnv } from '../../helpers/syscall-shim.js'
 import { type LoggedEvent, readCheckpointFile, readLog } from '../../helpers/wal-disk.js'
+import { TORN_LINE_CUT as TORN } from '../../helpers/wal-recovery.js'
 
 const CHILD = path.join(PROJECT_ROOT, 'test', 'helpers', 'key-child.ts')
 const NO_CHECKPOINT = 3_600_000
-const TORN = 'cut a torn last line from the event log'
 const shim = compileShim()
 
 const dataDirOf = async (t: TestContext, prefix: string): Promise<string> =>
