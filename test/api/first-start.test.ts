@@ -6,7 +6,8 @@ import path from 'node:path'
 import { describe, it } from 'node:test'
 
 import { assertInsufficientScope, decodePart } from '../helpers/auth-tokens.js'
-import { type Child, sleep, spawnService, startChild } from '../helpers/child.js'
+import { type Child, PROJECT_ROOT, sleep, spawnService, startChild } from '../helpers/child.js'
+import { serviceScript } from '../helpers/child-scripts.js'
 import { request } from '../helpers/http.js'
 import { makeTempDir, uniqueEmail } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'
@@ -74,11 +75,13 @@ describe('first start without a secret', () => {
       'users:read',
       'users:write',
     ])
-    // The command that makes more tokens is the one that exists here: node with the same script,
-    // and the data directory, which is not `data` in the working directory.
+    // The command that makes more tokens is the one that exists here: node with the same script
+    // (the child's, shown from its working directory, the project's root), and the data
+    // directory, which is not `data` in the working directory.
+    const script = path.relative(PROJECT_ROOT, serviceScript())
     assert.ok(
       stderr.includes(
-        `\n  node --import tsx src/bin.ts token --data-dir ${dataDir} --sub feed-reader --scope events:read\n`,
+        `\n  node ${script} token --data-dir ${dataDir} --sub feed-reader --scope events:read\n`,
       ),
       `the feed's scope is shown as an example:\n${stderr}`,
     )

@@ -4,12 +4,13 @@ import { describe, it } from 'node:test'
 
 import type { ChangeEvent } from '../../src/domain/event.js'
 import { FileStore } from '../../src/store/file/file-store.js'
-import { type Child, PROJECT_ROOT, sleep, spawnService, startChild } from '../helpers/child.js'
+import { type Child, sleep, spawnService, startChild } from '../helpers/child.js'
+import { helperScript } from '../helpers/child-scripts.js'
 import { request } from '../helpers/http.js'
 import { makeTempDir, uniqueEmail } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'
 
-const WRITER = path.join(PROJECT_ROOT, 'test', 'helpers', 'crash-writer.ts')
+const WRITER = helperScript('crash-writer')
 const ACK = /^([0-9a-f-]{36}) (\d+)$/
 /** After how many acknowledged writes each round kills the writer (8 concurrent writers). */
 const KILL_AFTER_ACKS = [1, 40, 9, 120, 25, 70] as const
@@ -58,7 +59,7 @@ describe('the change feed after SIGKILL', () => {
       const round = index + 1
       const child = spawnService({
         dataDir,
-        args: ['--import', 'tsx', WRITER, dataDir, String(round)],
+        args: [WRITER, dataDir, String(round)],
       })
       t.after(() => {
         child.proc.kill('SIGKILL')

@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 
+import { serviceScript } from './child-scripts.js'
 import { TEST_SECRET } from './tokens.js'
 
 export const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..')
@@ -49,7 +50,7 @@ export interface ChildOptions {
   dataDir: string
   /** Extra variables; undefined removes one. JWT_SECRET is TEST_SECRET unless set here. */
   env?: Record<string, string | undefined>
-  /** The script to run with node (default: src/bin.ts, which serves, through tsx). */
+  /** The arguments of node (default: the compiled service, `serviceScript()`, which serves). */
   args?: readonly string[]
   cwd?: string
   /** Runs the child as this user and group (the caller must be root), with no other groups. */
@@ -89,7 +90,7 @@ export function spawnService(options: ChildOptions): Child {
     options.env,
   )
   for (const [name, value] of Object.entries(env)) if (value === undefined) delete env[name]
-  const args = options.args ?? ['--import', 'tsx', path.join(PROJECT_ROOT, 'src', 'bin.ts')]
+  const args = options.args ?? [serviceScript()]
   const [command = process.execPath, ...before] = options.wrapper ?? []
   const nodeArgs = options.wrapper === undefined ? args : [process.execPath, ...args]
   const proc = spawn(command, [...before, ...nodeArgs], {

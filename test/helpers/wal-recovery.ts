@@ -5,16 +5,16 @@
  */
 import assert from 'node:assert/strict'
 import { type FSWatcher, watch } from 'node:fs'
-import path from 'node:path'
 import type { TestContext } from 'node:test'
 
 import type { ChangeEvent } from '../../src/domain/event.js'
 import { FileStore } from '../../src/store/file/file-store.js'
-import { exited, PROJECT_ROOT, spawnService } from './child.js'
+import { exited, spawnService } from './child.js'
+import { helperScript } from './child-scripts.js'
 import { createMemoryLogger } from './service.js'
 import { CHECKPOINT_TEMP, checkFiles, lastEvents, readCheckpointFile, readLog } from './wal-disk.js'
 
-const WRITER = path.join(PROJECT_ROOT, 'test', 'helpers', 'wal-writer.ts')
+const WRITER = helperScript('wal-writer')
 const ACK = /^([0-9a-f-]{36}) (\d+)( deleted)?$/
 
 /** What the writers were told was done, over every round on one data directory. */
@@ -73,15 +73,7 @@ export async function runWriter(
   const child = spawnService({
     dataDir,
     env: { CHECKPOINT_MS: String(run.checkpointMs) },
-    args: [
-      '--import',
-      'tsx',
-      WRITER,
-      dataDir,
-      String(run.seed),
-      String(run.limit ?? 0),
-      String(run.creates ?? 0.3),
-    ],
+    args: [WRITER, dataDir, String(run.seed), String(run.limit ?? 0), String(run.creates ?? 0.3)],
   })
   t.after(() => {
     child.proc.kill('SIGKILL')

@@ -12,6 +12,7 @@ import {
 } from '../../src/log/logger.js'
 import type { RequestLogEntry } from '../../src/log/request-line.js'
 import { PROJECT_ROOT, startChild } from '../helpers/child.js'
+import { helperScript } from '../helpers/child-scripts.js'
 import { request } from '../helpers/http.js'
 import type { ClosedPipeReport, SlowReaderReport } from '../helpers/log-child.js'
 import { waitFor } from '../helpers/ops.js'
@@ -117,7 +118,7 @@ function logNumbered(logger: ReturnType<typeof createJsonLogger>, n: number): vo
 
 const LINE_BYTES = Buffer.byteLength(expectedLines(0, 1))
 
-const LOG_CHILD = path.join(PROJECT_ROOT, 'test', 'helpers', 'log-child.ts')
+const LOG_CHILD = helperScript('log-child')
 
 interface LogChild {
   readonly proc: ChildProcess
@@ -128,13 +129,13 @@ interface LogChild {
   readonly closed: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
 }
 
-/** Runs test/helpers/log-child.ts; its stdout is left unread for the test to consume. */
+/** Runs test/helpers/log-child.ts (compiled); its stdout is left unread for the test to consume. */
 function spawnLogChild(
   ...args: ['closed-pipe' | 'slow-reader'] | ['crash' | 'exit', string]
 ): LogChild {
   const env: Record<string, string | undefined> = { ...process.env }
   delete env['NODE_TEST_CONTEXT']
-  const proc = spawn(process.execPath, ['--import', 'tsx', LOG_CHILD, ...args], {
+  const proc = spawn(process.execPath, [LOG_CHILD, ...args], {
     cwd: PROJECT_ROOT,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],

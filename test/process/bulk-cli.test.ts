@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { describe, it } from 'node:test'
 
+import { serviceScript } from '../helpers/child-scripts.js'
 import { startService, uniqueEmail } from '../helpers/service.js'
 
 interface Run {
@@ -17,7 +18,7 @@ function runCli(
   env: Record<string, string> = {},
 ): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/bin.ts', ...args], {
+    const child = spawn(process.execPath, [serviceScript(), ...args], {
       cwd: new URL('../..', import.meta.url),
       env: { ...process.env, ...env },
       stdio: ['pipe', 'pipe', 'pipe'],
@@ -76,7 +77,7 @@ describe('user-service export and import', () => {
     )
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', 'src/bin.ts', 'export', '--url', source.baseUrl, '--token', source.token],
+      [serviceScript(), 'export', '--url', source.baseUrl, '--token', source.token],
       { cwd: new URL('../..', import.meta.url), stdio: ['ignore', 'pipe', 'pipe'] },
     )
     const err: Buffer[] = []

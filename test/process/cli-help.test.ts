@@ -2,11 +2,12 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
 import { spawnService } from '../helpers/child.js'
+import { serviceScript } from '../helpers/child-scripts.js'
 import { makeTempDir } from '../helpers/service.js'
 
-/** Runs `user-service ARGS` (src/bin.ts through tsx) and waits for it to exit. */
+/** Runs `user-service ARGS` (the service's bundle) and waits for it to exit. */
 async function runCommand(dataDir: string, args: readonly string[]) {
-  const child = spawnService({ dataDir, args: ['--import', 'tsx', 'src/bin.ts', ...args] })
+  const child = spawnService({ dataDir, args: [serviceScript(), ...args] })
   const { code } = await child.exited
   return { code, stdout: child.stdout(), stderr: child.stderr() }
 }
@@ -46,7 +47,7 @@ describe('user-service COMMAND --help', () => {
   ] as const) {
     it(`${args.join(' ')}: refuses an argument the command does not take (exit 2, the usage)`, async (t) => {
       const dataDir = await makeTempDir(t, 'cli-help-')
-      const child = spawnService({ dataDir, args: ['--import', 'tsx', 'src/bin.ts', ...args] })
+      const child = spawnService({ dataDir, args: [serviceScript(), ...args] })
       // Without the refusal `serve` would serve on: it is stopped after a while.
       const timer = setTimeout(() => child.proc.kill('SIGKILL'), 20_000)
       t.after(() => {

@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
-import path from 'node:path'
 import { describe, it } from 'node:test'
 import { promisify } from 'node:util'
+
+import { helperScript } from '../helpers/child-scripts.js'
 
 /** What the cluster (test/helpers/slot-cluster.ts) prints. */
 interface SlotClusterReport {
@@ -13,11 +14,11 @@ interface SlotClusterReport {
 }
 
 const run = promisify(execFile)
-const CLUSTER = path.join(import.meta.dirname, '..', 'helpers', 'slot-cluster.ts')
+const CLUSTER = helperScript('slot-cluster')
 
 describe('cluster slots (WORKERS > 1)', () => {
   it("a worker's release resolves only once the primary has the slot back", async () => {
-    const { stdout } = await run(process.execPath, ['--import', 'tsx', CLUSTER], {
+    const { stdout } = await run(process.execPath, [CLUSTER], {
       timeout: 30_000,
     })
     const report = JSON.parse(stdout.trim()) as SlotClusterReport

@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import path from 'node:path'
 import { Writable } from 'node:stream'
 import { describe, it, type TestContext } from 'node:test'
 
 import { runHealthcheck } from '../../src/process/healthcheck-cli.js'
-import { PROJECT_ROOT, spawnService } from '../helpers/child.js'
+import { spawnService } from '../helpers/child.js'
+import { serviceScript } from '../helpers/child-scripts.js'
 import { makeTempDir, startService } from '../helpers/service.js'
 
 /** Runs the probe in this process; resolves with its exit code and what it wrote to stderr. */
@@ -113,7 +113,7 @@ describe('user-service healthcheck', () => {
     const run = async (port: string): Promise<{ code: number | null; stderr: string }> => {
       const child = spawnService({
         dataDir,
-        args: ['--import', 'tsx', path.join(PROJECT_ROOT, 'src', 'bin.ts'), 'healthcheck'],
+        args: [serviceScript(), 'healthcheck'],
         env: { PORT: port },
       })
       const { code } = await child.exited

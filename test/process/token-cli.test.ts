@@ -8,12 +8,13 @@ import { parseDuration } from '../../src/auth/sign-token.js'
 import { parseConfig } from '../../src/process/config.js'
 import { resolveKeys, SECRET_FILE } from '../../src/process/first-start.js'
 import { assertInsufficientScope, decodePart } from '../helpers/auth-tokens.js'
-import { PROJECT_ROOT, spawnService } from '../helpers/child.js'
+import { spawnService } from '../helpers/child.js'
+import { serviceScript } from '../helpers/child-scripts.js'
 import { assertProblem } from '../helpers/http.js'
 import { makeTempDir, startService, uniqueEmail } from '../helpers/service.js'
 import { nowSeconds, TEST_SECRET } from '../helpers/tokens.js'
 
-const CLI = path.join(PROJECT_ROOT, 'src', 'bin.ts')
+const CLI = serviceScript()
 const SECRET_A = 'rotation-secret-a-0123456789-abcdefghij'
 const SECRET_B = 'rotation-secret-b-0123456789-abcdefghij'
 
@@ -23,13 +24,13 @@ interface CliResult {
   stderr: string
 }
 
-/** Runs `node --import tsx src/bin.ts token ARGS` with a clean environment (JWT_SECRET = TEST_SECRET unless env says). */
+/** Runs `user-service token ARGS` (the service's bundle) with a clean environment (JWT_SECRET = TEST_SECRET unless env says). */
 async function runCli(
   dataDir: string,
   args: readonly string[],
   env: Record<string, string | undefined> = {},
 ): Promise<CliResult> {
-  const child = spawnService({ dataDir, args: ['--import', 'tsx', CLI, 'token', ...args], env })
+  const child = spawnService({ dataDir, args: [CLI, 'token', ...args], env })
   const timer = setTimeout(() => {
     child.proc.kill('SIGKILL')
   }, 60_000)

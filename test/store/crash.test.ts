@@ -5,13 +5,14 @@ import { describe, it } from 'node:test'
 
 import type { User } from '../../src/domain/user.js'
 import { FileStore } from '../../src/store/file/file-store.js'
-import { type Child, PROJECT_ROOT, sleep, spawnService, startChild } from '../helpers/child.js'
+import { type Child, sleep, spawnService, startChild } from '../helpers/child.js'
+import { helperScript } from '../helpers/child-scripts.js'
 import { request } from '../helpers/http.js'
 import { createMemoryLogger, makeTempDir, uniqueEmail } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'
 import { isTornByKill } from '../helpers/wal-recovery.js'
 
-const WRITER = path.join(PROJECT_ROOT, 'test', 'helpers', 'crash-writer.ts')
+const WRITER = helperScript('crash-writer')
 const USER_FILE = /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.json$/
 const ACK = /^([0-9a-f-]{36}) (\d+)$/
 
@@ -114,7 +115,7 @@ describe('durability after SIGKILL', () => {
       const round = index + 1
       const child = spawnService({
         dataDir,
-        args: ['--import', 'tsx', WRITER, dataDir, String(round)],
+        args: [WRITER, dataDir, String(round)],
       })
       t.after(() => {
         child.proc.kill('SIGKILL')

@@ -7,13 +7,13 @@ import { describe, it, type TestContext } from 'node:test'
 import type { User } from '../../src/domain/user.js'
 import {
   type ChildOptions,
-  PROJECT_ROOT,
   type RunningChild,
   sleep,
   spawnService,
   startChild,
   waitForOutput,
 } from '../helpers/child.js'
+import { serviceScript } from '../helpers/child-scripts.js'
 import { assertProblem, request, type UserPage } from '../helpers/http.js'
 import { makeTempDir, uniqueEmail } from '../helpers/service.js'
 import { makeToken } from '../helpers/tokens.js'
@@ -21,7 +21,6 @@ import { makeToken } from '../helpers/tokens.js'
 const token = makeToken()
 /** nobody and nogroup: a user whose reads a file's mode can refuse. */
 const NOBODY = { uid: 65534, gid: 65534 }
-const TSX = path.join(PROJECT_ROOT, 'node_modules', 'tsx', 'package.json')
 
 /**
  * Who the service runs as: itself when the tests do not run as root (modes bind it already),
@@ -30,7 +29,7 @@ const TSX = path.join(PROJECT_ROOT, 'node_modules', 'tsx', 'package.json')
 function serviceUser(): ChildOptions['user'] | 'self' | undefined {
   if (process.getuid?.() !== 0) return 'self'
   const code = 'for (const file of process.argv.slice(1)) require("node:fs").readFileSync(file)'
-  const needs = [path.join(PROJECT_ROOT, 'src', 'bin.ts'), TSX]
+  const needs = [serviceScript()]
   const probe = spawnSync(process.execPath, ['-e', code, ...needs], {
     uid: NOBODY.uid,
     gid: NOBODY.gid,

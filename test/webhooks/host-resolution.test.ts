@@ -6,7 +6,8 @@ import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
 import { resolveHost } from '../../src/webhooks/host-resolution.js'
-import { PROJECT_ROOT, type RunningChild, sleep, startChild } from '../helpers/child.js'
+import { type RunningChild, sleep, startChild } from '../helpers/child.js'
+import { helperScript, serviceScript } from '../helpers/child-scripts.js'
 import { type DnsAnswer, type FakeDns, startFakeDns } from '../helpers/fake-dns.js'
 import { request } from '../helpers/http.js'
 import { compileShim, DNS_SHIM_SOURCE } from '../helpers/syscall-shim.js'
@@ -179,13 +180,7 @@ async function startResolvingService(
   const shimLog = path.join(dir, 'getaddrinfo.log')
   const child = await startChild({
     dataDir: path.join(dir, 'data'),
-    args: [
-      '--import',
-      'tsx',
-      '--import',
-      path.join(PROJECT_ROOT, 'test', 'helpers', 'dns-preload.ts'),
-      path.join(PROJECT_ROOT, 'src', 'bin.ts'),
-    ],
+    args: ['--import', helperScript('dns-preload'), serviceScript()],
     env: {
       LD_PRELOAD: library,
       DNS_SHIM_LOG: shimLog,

@@ -20,6 +20,7 @@ import { DataDirLock, LockError } from '../../../src/store/file/data-dir-lock.js
 import { HOLDER_MARK, holdsOpen } from '../../../src/store/file/lock-file.js'
 import { namespacePrefix } from '../../../src/store/file/lock-namespace.js'
 import { PROJECT_ROOT, type RunningChild, spawnService, startChild } from '../../helpers/child.js'
+import { helperScript } from '../../helpers/child-scripts.js'
 import { request } from '../../helpers/http.js'
 import type { RacerAnswer, RacerCommand } from '../../helpers/lock-racer.js'
 import { makeTempDir } from '../../helpers/service.js'
@@ -80,7 +81,7 @@ function assertRefused(run: () => void, pattern: RegExp, file: string): void {
   })
 }
 
-const RACER = path.join(PROJECT_ROOT, 'test', 'helpers', 'lock-racer.ts')
+const RACER = helperScript('lock-racer')
 
 function racerEnv(): NodeJS.ProcessEnv {
   const env = { ...process.env }
@@ -93,7 +94,7 @@ async function startHolder(
   t: TestContext,
   dir: string,
 ): Promise<{ proc: ChildProcess; pid: number; file: string; exited: Promise<unknown> }> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', RACER, dir], {
+  const proc = spawn(process.execPath, [RACER, dir], {
     env: racerEnv(),
     stdio: ['pipe', 'pipe', 'inherit'],
   })
@@ -438,7 +439,7 @@ describe('DataDirLock', () => {
       // As root every process answers kill(pid, 0): a racer run as nobody asks about this one.
       await writeFile(file, ownerLine(process.pid))
       await chmod(dir, 0o755)
-      const racer = spawn(process.execPath, ['--import', 'tsx', RACER, dir], {
+      const racer = spawn(process.execPath, [RACER, dir], {
         env: racerEnv(),
         uid: 65534,
         gid: 65534,
@@ -668,7 +669,7 @@ interface Racer {
 /** Starts a racer and waits for it to be ready. */
 async function startRacer(): Promise<Racer> {
   const proc: ChildProcess = fork(RACER, [], {
-    execArgv: ['--import', 'tsx'],
+    execArgv: [],
     env: racerEnv(),
     stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
   })

@@ -7,7 +7,8 @@ import { formatEventId } from '../../../src/domain/event.js'
 import type { DeliveryAttempt, StoredWebhook } from '../../../src/domain/webhook.js'
 import { FileStore } from '../../../src/store/file/file-store.js'
 import { KEPT_ATTEMPTS } from '../../../src/store/webhook-store.js'
-import { PROJECT_ROOT, sleep, spawnService } from '../../helpers/child.js'
+import { sleep, spawnService } from '../../helpers/child.js'
+import { helperScript } from '../../helpers/child-scripts.js'
 import { waitFor } from '../../helpers/ops.js'
 import { createMemoryLogger, makeTempDir } from '../../helpers/service.js'
 import { makeUser } from '../../helpers/store-users.js'
@@ -240,13 +241,7 @@ describe('FileStore: webhook files', () => {
 function writer(dataDir: string, mode: 'advance' | 'set') {
   return spawnService({
     dataDir,
-    args: [
-      '--import',
-      'tsx',
-      path.join(PROJECT_ROOT, 'test', 'helpers', 'webhook-cursor-writer.ts'),
-      dataDir,
-      mode,
-    ],
+    args: [helperScript('webhook-cursor-writer'), dataDir, mode],
   })
 }
 

@@ -24,7 +24,8 @@ import type { KeptKey } from '../../../src/domain/kept-key.js'
 import { FileStore, type FileStoreOptions } from '../../../src/store/file/file-store.js'
 import type { DurableWriteTiming } from '../../../src/store/write-timing.js'
 import { bigMetadata } from '../../events/feed-fixtures.js'
-import { type Child, exited, PROJECT_ROOT, sleep, spawnService } from '../../helpers/child.js'
+import { type Child, exited, sleep, spawnService } from '../../helpers/child.js'
+import { helperScript } from '../../helpers/child-scripts.js'
 import { createMemoryLogger, makeTempDir } from '../../helpers/service.js'
 import { aloneKey, keptOnce, keyToKeep } from '../../helpers/store-keys-suite.js'
 import { changeUser, makeUser } from '../../helpers/store-users.js'
@@ -32,7 +33,7 @@ import { compileShim, shimEnv } from '../../helpers/syscall-shim.js'
 import { type LoggedEvent, readCheckpointFile, readLog } from '../../helpers/wal-disk.js'
 import { TORN_LINE_CUT as TORN } from '../../helpers/wal-recovery.js'
 
-const CHILD = path.join(PROJECT_ROOT, 'test', 'helpers', 'key-child.ts')
+const CHILD = helperScript('key-child')
 const NO_CHECKPOINT = 3_600_000
 const shim = compileShim()
 
@@ -133,7 +134,7 @@ function runChild(
   const child = spawnService({
     dataDir: args[1] ?? '',
     env,
-    args: ['--import', 'tsx', CHILD, ...args],
+    args: [CHILD, ...args],
   })
   t.after(() => {
     child.proc.kill('SIGKILL')

@@ -2,10 +2,11 @@ import assert from 'node:assert/strict'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 
-import { PROJECT_ROOT, sleep, spawnService } from '../../helpers/child.js'
+import { sleep, spawnService } from '../../helpers/child.js'
+import { helperScript } from '../../helpers/child-scripts.js'
 import { makeTempDir } from '../../helpers/service.js'
 
-const CHILD = path.join(PROJECT_ROOT, 'test', 'helpers', 'key-child.ts')
+const CHILD = helperScript('key-child')
 const KEYS = 100_000
 /** Room for the heap's garbage and the feed's index (a few bytes an event); a kept key is ~1 KB. */
 const GROWTH_MB = 12
@@ -23,7 +24,7 @@ describe('FileStore: kept keys in bounded memory', () => {
         NODE_OPTIONS:
           `${process.env['NODE_OPTIONS'] ?? ''} --max-semi-space-size=1 --max-old-space-size=64`.trim(),
       },
-      args: ['--import', 'tsx', CHILD, 'memory', dataDir, String(KEYS)],
+      args: [CHILD, 'memory', dataDir, String(KEYS)],
     })
     t.after(() => {
       child.proc.kill('SIGKILL')
