@@ -26,7 +26,7 @@ const INPUTS = [...COMPILED, 'tsconfig.json']
  */
 const CACHE = path.join(ROOT, 'node_modules', '.cache', 'user-service-tests')
 
-/** Older trees are removed after this long: a test process of another checkout may be using one. */
+/** Other trees are removed after this long: a test process of another checkout may be using one. */
 const KEEP_OLD_MS = 60 * 60 * 1000
 
 function* files(place: string): Generator<string> {
@@ -100,7 +100,8 @@ function compiledTree(): string {
 function removeOldTrees(current: string): void {
   for (const name of readdirSync(CACHE)) {
     const place = path.join(CACHE, name)
-    if (!name.startsWith(current) && Date.now() - statSync(place).mtimeMs > KEEP_OLD_MS)
+    // A builder's own folder (`<digest>.<pid>`) left by a killed test process goes the same way.
+    if (name !== current && Date.now() - statSync(place).mtimeMs > KEEP_OLD_MS)
       rmSync(place, { recursive: true, force: true })
   }
 }
