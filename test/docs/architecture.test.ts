@@ -3,11 +3,12 @@ import { readdirSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 
-import { REPO_ROOT, readRepoFile } from '../helpers/markdown.js'
+import { readRepoFile } from '../helpers/markdown.js'
+import { PROJECT_ROOT } from '../helpers/project-root.js'
 
 /** Every module under src/, as its path from src/ with `/` (`store/file/file-store.ts`). */
 function modules(): string[] {
-  return readdirSync(path.join(REPO_ROOT, 'src'), { recursive: true, encoding: 'utf8' })
+  return readdirSync(path.join(PROJECT_ROOT, 'src'), { recursive: true, encoding: 'utf8' })
     .filter((name) => name.endsWith('.ts'))
     .map((name) => name.split(path.sep).join('/'))
     .sort()

@@ -5,18 +5,19 @@ import path from 'node:path'
 import { describe, it } from 'node:test'
 import { promisify } from 'node:util'
 
-import { REPO_ROOT, readRepoFile } from '../helpers/markdown.js'
+import { readRepoFile } from '../helpers/markdown.js'
+import { PROJECT_ROOT } from '../helpers/project-root.js'
 
 const run = promisify(execFile)
 
 /** The paths of `paths` that git would not ignore; undefined where git or a checkout is missing. */
 async function notIgnored(paths: readonly string[]): Promise<string[] | undefined> {
-  if (!existsSync(path.join(REPO_ROOT, '.git'))) return undefined
+  if (!existsSync(path.join(PROJECT_ROOT, '.git'))) return undefined
   const result = await run(
     'git',
     ['check-ignore', '--no-index', '--verbose', '--non-matching', ...paths],
     {
-      cwd: REPO_ROOT,
+      cwd: PROJECT_ROOT,
     },
   ).catch((error: { stdout?: string; code?: number | string }) => {
     // Exit 1: none of them is ignored; the output still lists each path.

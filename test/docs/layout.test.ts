@@ -3,7 +3,8 @@ import { readdirSync, statSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 
-import { blockAfter, REPO_ROOT, readRepoFile } from '../helpers/markdown.js'
+import { blockAfter, readRepoFile } from '../helpers/markdown.js'
+import { PROJECT_ROOT } from '../helpers/project-root.js'
 
 interface Entry {
   /** From the repository's root; a folder ends with `/`. */
@@ -33,7 +34,7 @@ function parseLayout(block: string): Entry[] {
 
 /** Every folder under `folder` (from the root), at any depth, each ending with `/`. */
 function foldersUnder(folder: string): string[] {
-  return readdirSync(path.join(REPO_ROOT, folder), { withFileTypes: true })
+  return readdirSync(path.join(PROJECT_ROOT, folder), { withFileTypes: true })
     .filter((entry) => entry.isDirectory())
     .flatMap((entry) => {
       const child = `${folder}${entry.name}/`
@@ -45,7 +46,7 @@ const layout = (): Entry[] => parseLayout(blockAfter(readRepoFile('README.md'), 
 
 function kindOf(relative: string): 'folder' | 'file' | 'missing' {
   try {
-    return statSync(path.join(REPO_ROOT, relative)).isDirectory() ? 'folder' : 'file'
+    return statSync(path.join(PROJECT_ROOT, relative)).isDirectory() ? 'folder' : 'file'
   } catch {
     return 'missing'
   }

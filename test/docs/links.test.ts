@@ -3,11 +3,12 @@ import { existsSync, readdirSync, statSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 
-import { anchorsOf, linksOf, REPO_ROOT, readRepoFile, slugOf } from '../helpers/markdown.js'
+import { anchorsOf, linksOf, readRepoFile, slugOf } from '../helpers/markdown.js'
+import { PROJECT_ROOT } from '../helpers/project-root.js'
 
 /** The documents a reader follows links through: the README, the changelog and docs/. */
 function documents(): string[] {
-  const docs = readdirSync(path.join(REPO_ROOT, 'docs'))
+  const docs = readdirSync(path.join(PROJECT_ROOT, 'docs'))
     .filter((name) => name.endsWith('.md'))
     .sort()
   return ['README.md', 'CHANGELOG.md', ...docs.map((name) => `docs/${name}`)]
@@ -20,17 +21,17 @@ function brokenBecause(from: string, target: string): string | undefined {
   const anchor = hash === -1 ? undefined : decodeURIComponent(target.slice(hash + 1))
   const resolved =
     file === ''
-      ? path.join(REPO_ROOT, from)
-      : path.resolve(REPO_ROOT, path.dirname(from), decodeURIComponent(file))
+      ? path.join(PROJECT_ROOT, from)
+      : path.resolve(PROJECT_ROOT, path.dirname(from), decodeURIComponent(file))
   // A clone holds only the repository: a link that climbs out of it leads nowhere for a reader.
-  const inside = path.relative(REPO_ROOT, resolved)
+  const inside = path.relative(PROJECT_ROOT, resolved)
   if (inside === '..' || inside.startsWith(`..${path.sep}`) || path.isAbsolute(inside))
     return `leaves the repository: ${target}`
-  if (!existsSync(resolved)) return `no such file: ${path.relative(REPO_ROOT, resolved)}`
+  if (!existsSync(resolved)) return `no such file: ${path.relative(PROJECT_ROOT, resolved)}`
   if (anchor === undefined) return undefined
   if (statSync(resolved).isDirectory() || !resolved.endsWith('.md'))
     return `an anchor into a file that has no headings`
-  const relative = path.relative(REPO_ROOT, resolved)
+  const relative = path.relative(PROJECT_ROOT, resolved)
   return anchorsOf(readRepoFile(relative)).has(anchor)
     ? undefined
     : `no heading makes #${anchor} in ${relative}`

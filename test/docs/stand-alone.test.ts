@@ -4,7 +4,8 @@ import path from 'node:path'
 import { describe, it } from 'node:test'
 
 import { request } from '../helpers/http.js'
-import { REPO_ROOT, readRepoFile } from '../helpers/markdown.js'
+import { readRepoFile } from '../helpers/markdown.js'
+import { PROJECT_ROOT } from '../helpers/project-root.js'
 import { startService } from '../helpers/service.js'
 
 /**
@@ -17,8 +18,8 @@ const EXTENSIONS = ['.md', '.ts']
 
 /** Every file a path of READ_PATHS names, from the repository's root, sorted. */
 function filesOf(relative: string): string[] {
-  if (!statSync(path.join(REPO_ROOT, relative)).isDirectory()) return [relative]
-  return readdirSync(path.join(REPO_ROOT, relative), { recursive: true, encoding: 'utf8' })
+  if (!statSync(path.join(PROJECT_ROOT, relative)).isDirectory()) return [relative]
+  return readdirSync(path.join(PROJECT_ROOT, relative), { recursive: true, encoding: 'utf8' })
     .map((name) => `${relative.replace(/\/$/, '')}/${name.split(path.sep).join('/')}`)
     .filter((name) => EXTENSIONS.some((extension) => name.endsWith(extension)))
     .sort()
@@ -117,7 +118,7 @@ describe('the repository explains itself', () => {
   })
 
   it('keeps no absolute path of the machine that ran the mutation tests in mutation/', () => {
-    for (const name of readdirSync(path.join(REPO_ROOT, 'mutation')).filter((file) =>
+    for (const name of readdirSync(path.join(PROJECT_ROOT, 'mutation')).filter((file) =>
       file.endsWith('.json'),
     )) {
       const text = readRepoFile(`mutation/${name}`)
@@ -125,7 +126,7 @@ describe('the repository explains itself', () => {
       assert.equal(results.projectRoot, '.', name)
       // Stryker's test output names its sandbox and node_modules by absolute path.
       assert.doesNotMatch(text, /(?:\/[\w.-]+)+\/(?:\.stryker-tmp|node_modules)\//, name)
-      assert.equal(text.includes(REPO_ROOT), false, name)
+      assert.equal(text.includes(PROJECT_ROOT), false, name)
     }
   })
 

@@ -5,7 +5,8 @@ import { describe, it } from 'node:test'
 
 import ts from 'typescript'
 
-import { REPO_ROOT, readRepoFile } from '../helpers/markdown.js'
+import { readRepoFile } from '../helpers/markdown.js'
+import { PROJECT_ROOT } from '../helpers/project-root.js'
 
 /**
  * Every ```ts block of the README and docs/ is what a reader pastes into a project of theirs: it
@@ -42,27 +43,27 @@ export function tsBlocksOf(document: string, text: string): Block[] {
 }
 
 function documents(): string[] {
-  const docs = readdirSync(path.join(REPO_ROOT, 'docs')).filter((name) => name.endsWith('.md'))
+  const docs = readdirSync(path.join(PROJECT_ROOT, 'docs')).filter((name) => name.endsWith('.md'))
   return ['README.md', ...docs.sort().map((name) => `docs/${name}`)]
 }
 
 /** The compiler's complaints about `blocks`, each as `document:line: message`. */
 function diagnosticsOf(blocks: readonly Block[]): string[] {
-  const config = ts.readConfigFile(path.join(REPO_ROOT, 'tsconfig.json'), ts.sys.readFile)
+  const config = ts.readConfigFile(path.join(PROJECT_ROOT, 'tsconfig.json'), ts.sys.readFile)
   const { options } = ts.convertCompilerOptionsFromJson(
     {
       ...config.config.compilerOptions,
       noUnusedLocals: false,
       noUnusedParameters: false,
-      typeRoots: [path.join(REPO_ROOT, 'node_modules', '@types')],
+      typeRoots: [path.join(PROJECT_ROOT, 'node_modules', '@types')],
       paths: {
-        'user-service': [path.join(REPO_ROOT, 'src', 'index.ts')],
-        'user-service/testing': [path.join(REPO_ROOT, 'src', 'testing.ts')],
+        'user-service': [path.join(PROJECT_ROOT, 'src', 'index.ts')],
+        'user-service/testing': [path.join(PROJECT_ROOT, 'src', 'testing.ts')],
       },
     },
-    REPO_ROOT,
+    PROJECT_ROOT,
   )
-  const folder = path.join(REPO_ROOT, 'examples', 'openapi-client')
+  const folder = path.join(PROJECT_ROOT, 'examples', 'openapi-client')
   const files = new Map(
     blocks.map((block, index) => [path.join(folder, `docs-block-${index}.ts`), block]),
   )
@@ -81,7 +82,7 @@ function diagnosticsOf(blocks: readonly Block[]): string[] {
   return ts.getPreEmitDiagnostics(program).map((diagnostic) => {
     const file = diagnostic.file?.fileName
     const block = file === undefined ? undefined : files.get(file)
-    const where = block?.name ?? path.relative(REPO_ROOT, file ?? '(options)')
+    const where = block?.name ?? path.relative(PROJECT_ROOT, file ?? '(options)')
     const line =
       block !== undefined && diagnostic.start !== undefined && diagnostic.file !== undefined
         ? ` (block line ${diagnostic.file.getLineAndCharacterOfPosition(diagnostic.start).line + 1})`

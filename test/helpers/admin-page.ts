@@ -10,13 +10,12 @@ import {
 } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
-import { fileURLToPath } from 'node:url'
 
 // @ts-expect-error: a build script in plain JavaScript, without types
 import { buildAdminPage } from '../../scripts/build-admin-page.mjs'
+import { PROJECT_ROOT } from './project-root.js'
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..')
-export const ADMIN_DIST = path.join(ROOT, 'dist', 'admin')
+export const ADMIN_DIST = path.join(PROJECT_ROOT, 'dist', 'admin')
 
 let built = false
 

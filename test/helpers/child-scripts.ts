@@ -10,11 +10,10 @@ import {
   symlinkSync,
 } from 'node:fs'
 import path from 'node:path'
-import { fileURLToPath } from 'node:url'
 
 import { buildSync } from 'esbuild'
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..')
+import { PROJECT_ROOT } from './project-root.js'
 
 /** The folders compiled, and what else decides their JavaScript. */
 const COMPILED = ['src', 'test/helpers']
@@ -24,7 +23,7 @@ const INPUTS = [...COMPILED, 'tsconfig.json']
  * Inside node_modules, so that the compiled modules' imports of packages (`import('pg')`,
  * esbuild) find them as the sources do, and so that git and Biome leave it alone.
  */
-const CACHE = path.join(ROOT, 'node_modules', '.cache', 'user-service-tests')
+const CACHE = path.join(PROJECT_ROOT, 'node_modules', '.cache', 'user-service-tests')
 
 /** Other trees are removed after this long: a test process of another checkout may be using one. */
 const KEEP_OLD_MS = 60 * 60 * 1000
@@ -41,8 +40,8 @@ function* files(place: string): Generator<string> {
 function inputsDigest(): string {
   const hash = createHash('sha256')
   for (const input of INPUTS)
-    for (const file of files(path.join(ROOT, input)))
-      hash.update(`${path.relative(ROOT, file)}\0`).update(readFileSync(file))
+    for (const file of files(path.join(PROJECT_ROOT, input)))
+      hash.update(`${path.relative(PROJECT_ROOT, file)}\0`).update(readFileSync(file))
   return hash.digest('hex').slice(0, 16)
 }
 
@@ -70,11 +69,11 @@ function compiledTree(): string {
     rmSync(own, { recursive: true, force: true })
     mkdirSync(own, { recursive: true })
     buildSync({
-      entryPoints: COMPILED.flatMap((name) => [...files(path.join(ROOT, name))]).filter((file) =>
-        file.endsWith('.ts'),
+      entryPoints: COMPILED.flatMap((name) => [...files(path.join(PROJECT_ROOT, name))]).filter(
+        (file) => file.endsWith('.ts'),
       ),
       outdir: own,
-      outbase: ROOT,
+      outbase: PROJECT_ROOT,
       format: 'esm',
       platform: 'node',
       target: 'node20',
@@ -84,7 +83,7 @@ function compiledTree(): string {
     })
     // The sources run from the project read the built admin page in dist/admin/ (one level above
     // src/): so do the compiled ones.
-    symlinkSync(path.join(ROOT, 'dist'), path.join(own, 'dist'))
+    symlinkSync(path.join(PROJECT_ROOT, 'dist'), path.join(own, 'dist'))
     try {
       renameSync(own, folder)
     } catch {

@@ -1,11 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process'
-import path from 'node:path'
-import { fileURLToPath } from 'node:url'
 
 import { serviceScript } from './child-scripts.js'
+import { PROJECT_ROOT } from './project-root.js'
 import { TEST_SECRET } from './tokens.js'
 
-export const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..')
+export { PROJECT_ROOT }
 
 /** Variables of the service that must not leak in from the shell running the tests. */
 const SERVICE_VARS = [

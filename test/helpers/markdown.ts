@@ -1,14 +1,11 @@
 import { readFileSync } from 'node:fs'
 import path from 'node:path'
-import { fileURLToPath } from 'node:url'
 
-// Not helpers/child.js's PROJECT_ROOT: importing that module would take these tests out of
-// `npm run test:fast`, which leaves out every file that imports it.
-export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..')
+import { PROJECT_ROOT } from './project-root.js'
 
 /** A file of the repository as text, by its path from the root (`docs/bulk.md`). */
 export function readRepoFile(relative: string): string {
-  return readFileSync(path.join(REPO_ROOT, relative), 'utf8')
+  return readFileSync(path.join(PROJECT_ROOT, relative), 'utf8')
 }
 
 /** The document's lines outside fenced code blocks, with their 1-based line numbers. */
