@@ -18,7 +18,11 @@ fi
 # would stretch its times, not the service's.
 mapfile -t files < <(find test -name '*.test.ts' -not -path 'test/bench/*' -not -path 'test/container/*' | sort)
 mapfile -t alone < <(grep -l '^// npm test: alone' "${files[@]}")
-mapfile -t together < <(grep -L '^// npm test: alone' "${files[@]}")
+# The in-process files (scripts/in-process-tests.sh) run in one process, test/helpers/in-one-process.ts,
+# one file among the others: in a process each, Node, tsx and the modules took them 2.5 times the
+# CPU. The rest run a process per file: they start and kill children, and bound their times.
+mapfile -t in_process < <(grep -L '^// npm test: alone' $(scripts/in-process-tests.sh))
+mapfile -t together < <(grep -L '^// npm test: alone' "${files[@]}" | grep -vxF -f <(printf '%s\n' "${in_process[@]}"))
 # The spec reporter for a person at a terminal, TAP for a log (node's own defaults).
 reporter=tap
 if [ -t 1 ]; then reporter=spec; fi
@@ -49,7 +53,8 @@ if [ "$coverage" != off ]; then
   export NODE_V8_COVERAGE="$PWD/coverage/tmp"
 fi
 status=0
-run_files "$concurrency" "$summary" "${together[@]}" || status=1
+IN_PROCESS_TEST_FILES="$(printf '%s\n' "${in_process[@]}")" run_files "$concurrency" "$summary" \
+  test/helpers/in-one-process.ts "${together[@]}" || status=1
 if [ "${#alone[@]}" -gt 0 ]; then run_files 1 "$summary_alone" "${alone[@]}" || status=1; fi
 if [ "$coverage" != off ]; then
   unset NODE_V8_COVERAGE
