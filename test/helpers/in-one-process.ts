@@ -4,9 +4,12 @@
  *
  * A test file in a process of its own pays for a Node, the tsx hooks and the service's modules
  * before its first test: on Node 20 that was 242 s of CPU for these files against 94 s in one
- * process, on the suite's two cores. The files share no state but the modules' own (none of them
- * has a top-level hook or a top-level await); their tests run one after the other, in the files'
- * order, while `node --test` runs the files that start children beside them.
+ * process, on the suite's two cores. What that changes for a test file: it shares the modules'
+ * state with the others; its top-level `before()` and `after()` become the whole run's (an
+ * `after()` runs at the very end); the files are loaded within seconds while the first tests run,
+ * and their tests wait their turn, so a time read when a file loads is minutes old when its tests
+ * use it. The tests run one after the other, in the files' order, while `node --test` runs the
+ * files that start children beside them.
  */
 import path from 'node:path'
 import { pathToFileURL } from 'node:url'
