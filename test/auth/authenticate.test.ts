@@ -4,12 +4,15 @@ import { describe, it } from 'node:test'
 import {
   type Authenticator,
   type AuthenticatorOptions,
+  admitSubject,
   createAuthenticator,
+  MAX_TOKEN_BYTES,
   requireScope,
   SCOPES,
 } from '../../src/auth/authenticate.js'
 import { createSingleKeySet } from '../../src/auth/keys.js'
 import { type TokenClaims, TokenError } from '../../src/auth/verify-token.js'
+import { ServiceError } from '../../src/domain/errors.js'
 import { HttpError } from '../../src/http/problem.js'
 import { makeToken, TEST_SECRET } from '../helpers/tokens.js'
 
@@ -207,6 +210,7 @@ describe('requireScope', () => {
           error.headers['www-authenticate'],
           `Bearer realm="users", error="insufficient_scope", scope="${needed}"`,
         )
+        assert.equal(error.detail, `This route needs the scope ${needed}.`)
       }
       assertHttpError(
         () => {
@@ -223,5 +227,135 @@ describe('requireScope', () => {
         403,
       )
     }
+  })
+})
+
+describe('what the authenticator says when it refuses', () => {
+  it('says a token expired or is not valid, in the detail and in the challenge', () => {
+    const auth = createTestAuthenticator({ nowMs: START_S * 1000 })
+    const expired = assertHttpError(
+      () => auth.authenticate(makeToken({ nowS: START_S - 1000, ttl: 60 })),
+      'token_expired',
+      401,
+    )
+    assert.equal(expired.detail, 'The token has expired.')
+    assert.equal(
+      expired.headers['www-authenticate'],
+      'Bearer realm="users", error="invalid_token", error_description="The token has expired."',
+    )
+    const invalid = assertHttpError(() => auth.authenticate('not.a.token'), 'token_invalid', 401)
+    assert.equal(invalid.detail, 'The token is not valid.')
+    assert.equal(
+      invalid.headers['www-authenticate'],
+      'Bearer realm="users", error="invalid_token", error_description="The token is not valid."',
+    )
+    const missing = assertHttpError(() => auth.authenticate(undefined), 'token_missing', 401)
+    assert.equal(missing.detail, 'This route needs a bearer token.')
+  })
+
+  it('refuses a token over 8 KiB as malformed, without checking its signature', () => {
+    const auth = createTestAuthenticator({ nowMs: START_S * 1000 })
+    const long = makeToken({ nowS: START_S, claims: { pad: 'x'.repeat(MAX_TOKEN_BYTES) } })
+    const error = assertHttpError(() => auth.authenticate(long), 'token_invalid', 401)
+    assert.ok(error.cause instanceof TokenError)
+    assert.equal(error.cause.reason, 'malformed')
+    assert.equal(auth.stats().verifications, 0)
+  })
+
+  it('lets a fault that is no refusal of the token through as it is', () => {
+    const fault = new Error('the clock is broken')
+    const auth = createTestAuthenticator(
+      { nowMs: 0 },
+      {
+        now: () => {
+          throw fault
+        },
+      },
+    )
+    assert.throws(
+      () => auth.authenticate(makeToken({ nowS: START_S })),
+      (error) => error === fault,
+    )
+  })
+})
+
+describe('the verification cache, counted', () => {
+  it('answers a token from the cache until exp + leeway, the last millisecond included', () => {
+    const clock = { nowMs: START_S * 1000 }
+    const auth = createTestAuthenticator(clock)
+    const token = makeToken({ nowS: START_S, ttl: 60 })
+    auth.authenticate(token)
+    // Past exp, within the leeway: still the cache's, not checked again.
+    clock.nowMs = (START_S + 60 + 1) * 1000
+    auth.authenticate(token)
+    clock.nowMs = (START_S + 60 + 30) * 1000
+    auth.authenticate(token)
+    assert.equal(auth.stats().verifications, 1)
+  })
+
+  it('counts an entry as its token, its subject and a fixed overhead, and keeps one that fills it exactly', () => {
+    const token = makeToken({ nowS: START_S, sub: 'a-subject', ttl: 60 })
+    const bytes = token.length + 'a-subject'.length + 256
+    const exact = createTestAuthenticator({ nowMs: START_S * 1000 }, { cacheBytes: bytes })
+    exact.authenticate(token)
+    assert.deepEqual(
+      { cached: exact.stats().cached, cachedBytes: exact.stats().cachedBytes },
+      { cached: 1, cachedBytes: bytes },
+    )
+    const short = createTestAuthenticator({ nowMs: START_S * 1000 }, { cacheBytes: bytes - 1 })
+    short.authenticate(token)
+    assert.equal(short.stats().cached, 0)
+  })
+
+  it('keeps two entries that fill it exactly, and drops the oldest for a third', () => {
+    const tokens = ['aa', 'bb', 'cc'].map((sub) => makeToken({ nowS: START_S, sub, ttl: 60 }))
+    const bytesOf = (token: string): number => token.length + 2 + 256
+    const auth = createTestAuthenticator(
+      { nowMs: START_S * 1000 },
+      { cacheBytes: bytesOf(tokens[0] ?? '') + bytesOf(tokens[1] ?? '') },
+    )
+    for (const token of tokens.slice(0, 2)) auth.authenticate(token)
+    assert.equal(auth.stats().cached, 2)
+    auth.authenticate(tokens[2] ?? '')
+    assert.equal(auth.stats().cached, 2)
+    // The first token was dropped: it is checked again; the third is still the cache's.
+    auth.authenticate(tokens[2] ?? '')
+    assert.equal(auth.stats().verifications, 3)
+    auth.authenticate(tokens[0] ?? '')
+    assert.equal(auth.stats().verifications, 4)
+  })
+})
+
+describe('admitSubject', () => {
+  const claims: TokenClaims = { sub: 'x', exp: START_S, scopes: new Set(['users:read']) }
+  const revoked = new ServiceError('token_revoked', 'revoked')
+  const suspended = new ServiceError('subject_suspended', 'suspended')
+
+  it('lets a token with the scope and an unrefused subject pass', () => {
+    assert.equal(admitSubject(claims, 'users:read', undefined), undefined)
+  })
+
+  it('refuses a revoked token with 401 token_revoked, before the scope is checked', () => {
+    for (const scope of ['users:read', 'users:admin'] as const) {
+      const error = assertHttpError(
+        () => admitSubject(claims, scope, revoked),
+        'token_revoked',
+        401,
+      )
+      assert.equal(error.detail, 'The token was revoked.')
+      assert.equal(
+        error.headers['www-authenticate'],
+        'Bearer realm="users", error="invalid_token", error_description="The token was revoked."',
+      )
+      assert.equal(error.cause, revoked)
+    }
+  })
+
+  it("checks the scope before the subject's other refusals, and then throws the refusal itself", () => {
+    assertHttpError(() => admitSubject(claims, 'users:admin', suspended), 'insufficient_scope', 403)
+    assert.throws(
+      () => admitSubject(claims, 'users:read', suspended),
+      (error) => error === suspended,
+    )
   })
 })
