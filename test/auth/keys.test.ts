@@ -21,6 +21,7 @@ const SECRET_C = 'rotation-secret-c-0123456789-abcdefghij'
 function assertKeyError(run: () => unknown, variable: string, secret?: string): void {
   assert.throws(run, (error: unknown) => {
     assert.ok(error instanceof KeyError, `not a KeyError: ${String(error)}`)
+    assert.equal(error.name, 'KeyError')
     assert.ok(
       error.message.includes(variable),
       `the message should name ${variable}: ${error.message}`,
