@@ -42,8 +42,10 @@ export class EndpointLease {
     const { webhooks, id, holder, leaseMs, renewMs } = this.#options
     const asked = performance.now()
     this.#held = await webhooks.lease(id, holder, leaseMs)
-    if (this.#held) this.#confirmed(asked)
-    if (this.#held && this.#renewal === undefined) {
+    if (!this.#held) return false
+    this.#confirmed(asked)
+    // Two holds asked at once are both granted; the second must not start a second timer.
+    if (this.#renewal === undefined) {
       this.#renewal = setInterval(() => {
         this.#renewing ??= this.#renew().finally(() => {
           this.#renewing = undefined
@@ -51,7 +53,7 @@ export class EndpointLease {
       }, renewMs)
       this.#renewal.unref()
     }
-    return this.#held
+    return true
   }
 
   /**
