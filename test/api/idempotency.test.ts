@@ -145,7 +145,22 @@ for (const store of STORES) {
       const json = { email: uniqueEmail(), name: 'First' }
       const first = await s.call('POST', '/users', { json, headers: keyed(KEY) })
       const user = first.json<User>()
+      // A second key, sent with a PATCH: the same path and body bytes with another method differ.
+      const patchKey = '"patch-then-delete"'
+      const patch = JSON.stringify({ name: 'Patched' })
+      const patched = await s.call('PATCH', `/users/${user.id}`, {
+        body: patch,
+        contentType: 'application/json',
+        headers: keyed(patchKey),
+      })
+      assert.equal(patched.status, 200, patched.text)
       await assertUnchangedBy(s, async () => {
+        const sameBytes = await s.call('DELETE', `/users/${user.id}`, {
+          body: patch,
+          contentType: 'application/json',
+          headers: keyed(patchKey),
+        })
+        assertProblem(sameBytes, 422, 'idempotency_key_reused')
         // One space more is another body.
         const spaced = await s.call('POST', '/users', {
           body: ` ${JSON.stringify(json)}`,
@@ -161,7 +176,10 @@ for (const store of STORES) {
         const deleted = await s.call('DELETE', `/users/${user.id}`, { headers: keyed(KEY) })
         assertProblem(deleted, 422, 'idempotency_key_reused')
       })
-      assert.equal((await eventsOf(s)).length, 1)
+      assert.deepEqual(
+        (await eventsOf(s)).map((event) => event.type),
+        ['user.created', 'user.updated'],
+      )
     })
 
     it('a key belongs to its subject: two subjects with one key make two users', async (t) => {
