@@ -244,6 +244,15 @@ describe('CORS with a list of origins', () => {
     assert.equal(noOrigin.status, 200)
     assertNoCors(noOrigin)
     assert.deepEqual(varyList(noOrigin), ['authorization', 'origin'])
+
+    // Only an OPTIONS request is a preflight: a read that carries a preflight's headers is a read.
+    const lookalike = await s.call('GET', `/users/${id}`, {
+      headers: { origin: APP, 'access-control-request-method': 'GET' },
+    })
+    assert.equal(lookalike.status, 200)
+    assert.equal(lookalike.json<{ id: string }>().id, id)
+    assert.equal(lookalike.headers.get('access-control-allow-methods'), null)
+    assertCorsFor(lookalike, APP)
   })
 
   it('puts the CORS headers on error answers too (401, 404, 412), so the page can read them', async (t) => {
@@ -322,6 +331,8 @@ describe('CORS_ORIGINS', () => {
     assert.equal(parseConfig({}).corsOrigins, undefined)
     assert.equal(parseConfig({ CORS_ORIGINS: ' ' }).corsOrigins, undefined)
     assert.equal(parseConfig({ CORS_ORIGINS: '*' }).corsOrigins, '*')
+    assert.equal(parseConfig({ CORS_ORIGINS: ' * ' }).corsOrigins, '*')
+    assert.equal(parseCorsOrigins(' * '), '*')
     assert.deepEqual(
       parseConfig({ CORS_ORIGINS: 'https://a.example, http://localhost:3000,' }).corsOrigins,
       ['https://a.example', 'http://localhost:3000'],
@@ -354,5 +365,16 @@ describe('CORS_ORIGINS', () => {
 
   it('refuses a bad origin given to the service as an option, at construction', () => {
     assert.throws(() => createCors(['https://a.example/path']), /not an origin/)
+    assert.throws(
+      () => createCors(['app.example.com']),
+      (error: Error) => {
+        assert.equal(error.name, 'CorsConfigError')
+        assert.equal(
+          error.message,
+          '"app.example.com" is not an origin (like https://app.example.com)',
+        )
+        return true
+      },
+    )
   })
 })
