@@ -47,6 +47,15 @@ function assertHttpError(run: () => unknown, code: string, status: number): Http
   return caught
 }
 
+/** A 401 of a token that was given: its detail, said again in the challenge. */
+function assertInvalidToken(error: HttpError, detail: string): void {
+  assert.equal(error.detail, detail)
+  assert.equal(
+    error.headers['www-authenticate'],
+    `Bearer realm="users", error="invalid_token", error_description="${detail}"`,
+  )
+}
+
 describe('createAuthenticator', () => {
   it('returns the claims of a valid token', () => {
     const auth = createTestAuthenticator({ nowMs: START_S * 1000 })
@@ -238,17 +247,9 @@ describe('what the authenticator says when it refuses', () => {
       'token_expired',
       401,
     )
-    assert.equal(expired.detail, 'The token has expired.')
-    assert.equal(
-      expired.headers['www-authenticate'],
-      'Bearer realm="users", error="invalid_token", error_description="The token has expired."',
-    )
+    assertInvalidToken(expired, 'The token has expired.')
     const invalid = assertHttpError(() => auth.authenticate('not.a.token'), 'token_invalid', 401)
-    assert.equal(invalid.detail, 'The token is not valid.')
-    assert.equal(
-      invalid.headers['www-authenticate'],
-      'Bearer realm="users", error="invalid_token", error_description="The token is not valid."',
-    )
+    assertInvalidToken(invalid, 'The token is not valid.')
     const missing = assertHttpError(() => auth.authenticate(undefined), 'token_missing', 401)
     assert.equal(missing.detail, 'This route needs a bearer token.')
   })
@@ -342,11 +343,7 @@ describe('admitSubject', () => {
         'token_revoked',
         401,
       )
-      assert.equal(error.detail, 'The token was revoked.')
-      assert.equal(
-        error.headers['www-authenticate'],
-        'Bearer realm="users", error="invalid_token", error_description="The token was revoked."',
-      )
+      assertInvalidToken(error, 'The token was revoked.')
       assert.equal(error.cause, revoked)
     }
   })

@@ -69,17 +69,47 @@ function scriptedStore(answer: (call: number) => Promise<boolean>) {
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 const never = (): Promise<boolean> => new Promise<boolean>(() => undefined)
 
+type ScriptedStore = ReturnType<typeof scriptedStore>
+
+/** The lease of holder `a` on endpoint `endpoint` of a scripted store. */
+function leaseOn(
+  store: ScriptedStore,
+  leaseMs: number,
+  renewMs: number,
+  onLost: () => void = () => assert.fail('the lease was not lost'),
+): EndpointLease {
+  return new EndpointLease({
+    webhooks: store.webhooks,
+    id: 'endpoint',
+    holder: 'a',
+    leaseMs,
+    renewMs,
+    onLost,
+  })
+}
+
+/** Holds a lease whose renewals are never answered; when it was asked, granted and given up. */
+async function givenUp(
+  firstAnswer: Promise<boolean>,
+  leaseMs: number,
+  renewMs: number,
+): Promise<{ asked: number; granted: number; lost: number }> {
+  const store = scriptedStore((call) => (call === 1 ? firstAnswer : never()))
+  let lost: number | undefined
+  const lease = leaseOn(store, leaseMs, renewMs, () => {
+    lost = performance.now()
+  })
+  assert.equal(await lease.hold(), true)
+  const granted = performance.now()
+  await eventually(() => lost !== undefined, 2000)
+  assert.equal(lease.held, false)
+  return { asked: store.calls[0]?.at ?? Number.NaN, granted, lost: lost ?? Number.NaN }
+}
+
 describe('the lease of an endpoint, held and lost', () => {
   it('is not held while another process holds it, and nothing is renewed', async () => {
     const store = scriptedStore(async () => false)
-    const lease = new EndpointLease({
-      ...store,
-      id: 'endpoint',
-      holder: 'a',
-      leaseMs: 1000,
-      renewMs: 5,
-      onLost: () => assert.fail('a lease never held cannot be lost'),
-    })
+    const lease = leaseOn(store, 1000, 5, () => assert.fail('a lease never held cannot be lost'))
     assert.equal(await lease.hold(), false)
     assert.equal(lease.held, false)
     await sleep(40)
@@ -93,14 +123,7 @@ describe('the lease of an endpoint, held and lost', () => {
 
   it('asks the store once while held, renews it in the background, and stops renewing once given back', async () => {
     const store = scriptedStore(async () => true)
-    const lease = new EndpointLease({
-      ...store,
-      id: 'endpoint',
-      holder: 'a',
-      leaseMs: 1000,
-      renewMs: 10,
-      onLost: () => assert.fail('the lease was not lost'),
-    })
+    const lease = leaseOn(store, 1000, 10)
     assert.equal(await lease.hold(), true)
     assert.equal(await lease.hold(), true)
     assert.equal(store.calls.length, 1, 'a held lease is not asked for again')
@@ -115,14 +138,7 @@ describe('the lease of an endpoint, held and lost', () => {
 
   it('renews on one timer when two holds are asked at once', async () => {
     const store = scriptedStore(async () => true)
-    const lease = new EndpointLease({
-      ...store,
-      id: 'endpoint',
-      holder: 'a',
-      leaseMs: 10_000,
-      renewMs: 20,
-      onLost: () => assert.fail('the lease was not lost'),
-    })
+    const lease = leaseOn(store, 10_000, 20)
     assert.deepEqual(await Promise.all([lease.hold(), lease.hold()]), [true, true])
     await sleep(200)
     await lease.release()
@@ -134,15 +150,8 @@ describe('the lease of an endpoint, held and lost', () => {
     const store = scriptedStore(async (call) => call === 1)
     let lost = 0
     // A lease of 10 s: lost at the first renewal's answer, not by running out.
-    const lease = new EndpointLease({
-      ...store,
-      id: 'endpoint',
-      holder: 'a',
-      leaseMs: 10_000,
-      renewMs: 10,
-      onLost: () => {
-        lost += 1
-      },
+    const lease = leaseOn(store, 10_000, 10, () => {
+      lost += 1
     })
     assert.equal(await lease.hold(), true)
     await eventually(() => lost === 1, 2000)
@@ -162,14 +171,9 @@ describe('the lease of an endpoint, held and lost', () => {
             refuseRenewal = resolve
           }),
     )
-    const lease = new EndpointLease({
-      ...store,
-      id: 'endpoint',
-      holder: 'a',
-      leaseMs: 10_000,
-      renewMs: 10,
-      onLost: () => assert.fail('a lease being given back is not lost'),
-    })
+    const lease = leaseOn(store, 10_000, 10, () =>
+      assert.fail('a lease being given back is not lost'),
+    )
     assert.equal(await lease.hold(), true)
     await eventually(() => refuseRenewal !== undefined, 2000)
     const released = lease.release()
@@ -184,14 +188,7 @@ describe('the lease of an endpoint, held and lost', () => {
       if (call === 2 || call === 3) throw new Error('the database is away')
       return true
     })
-    const lease = new EndpointLease({
-      ...store,
-      id: 'endpoint',
-      holder: 'a',
-      leaseMs: 1000,
-      renewMs: 10,
-      onLost: () => assert.fail('a store fault is not a loss'),
-    })
+    const lease = leaseOn(store, 1000, 10, () => assert.fail('a store fault is not a loss'))
     assert.equal(await lease.hold(), true)
     await eventually(() => store.calls.length >= 5)
     assert.equal(lease.held, true)
@@ -199,54 +196,26 @@ describe('the lease of an endpoint, held and lost', () => {
   })
 
   it('is given up a renewal before it runs out when no renewal is answered, counted from when it was asked', async () => {
-    // The first grant takes 300 ms to come back; the renewals are never answered.
-    const store = scriptedStore((call) => (call === 1 ? sleep(300).then(() => true) : never()))
-    let lostAt: number | undefined
-    const lease = new EndpointLease({
-      ...store,
-      id: 'endpoint',
-      holder: 'a',
-      leaseMs: 800,
-      renewMs: 100,
-      onLost: () => {
-        lostAt = performance.now()
-      },
-    })
-    assert.equal(await lease.hold(), true)
-    const granted = performance.now()
-    const asked = store.calls[0]?.at ?? Number.NaN
-    await eventually(() => lostAt !== undefined, 2000)
-    const lostAfter = (lostAt ?? Number.NaN) - asked
-    // Run out at asked + 800 ms: given up at asked + 700 ms, so that nothing it sent is still in
-    // flight when another process may take it; not 700 ms after the grant came back.
-    assert.ok(lostAfter >= 695, `given up ${lostAfter.toFixed(0)} ms after it was asked`)
-    assert.ok(
-      (lostAt ?? Number.NaN) - granted < 600,
-      `given up ${((lostAt ?? Number.NaN) - granted).toFixed(0)} ms after the grant came back`,
+    // The first grant takes 300 ms to come back; it runs out at asked + 800 ms, and is given up
+    // at asked + 700 ms, so that nothing it sent is still in flight when another process may
+    // take it: not 700 ms after the grant came back.
+    const { asked, granted, lost } = await givenUp(
+      sleep(300).then(() => true),
+      800,
+      100,
     )
-    assert.equal(lease.held, false)
+    assert.ok(lost - asked >= 695, `given up ${(lost - asked).toFixed(0)} ms after it was asked`)
+    assert.ok(
+      lost - granted < 600,
+      `given up ${(lost - granted).toFixed(0)} ms after the grant came back`,
+    )
   })
 
   it('counts a short lease out by half of it when it renews less often', async () => {
-    const store = scriptedStore((call) => (call === 1 ? Promise.resolve(true) : never()))
-    let lostAt: number | undefined
-    const lease = new EndpointLease({
-      ...store,
-      id: 'endpoint',
-      holder: 'a',
-      leaseMs: 400,
-      renewMs: 10_000,
-      onLost: () => {
-        lostAt = performance.now()
-      },
-    })
-    assert.equal(await lease.hold(), true)
-    const asked = store.calls[0]?.at ?? Number.NaN
-    await eventually(() => lostAt !== undefined, 2000)
-    const lostAfter = (lostAt ?? Number.NaN) - asked
+    const { asked, lost } = await givenUp(Promise.resolve(true), 400, 10_000)
     assert.ok(
-      lostAfter >= 195 && lostAfter < 380,
-      `given up ${lostAfter.toFixed(0)} ms after it was asked`,
+      lost - asked >= 195 && lost - asked < 380,
+      `given up ${(lost - asked).toFixed(0)} ms after it was asked`,
     )
   })
 
