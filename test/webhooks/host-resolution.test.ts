@@ -276,9 +276,14 @@ describe('a webhook receiver whose DNS never answers', () => {
         .split('\n')
         .filter((line) => line !== '')
       const hanging = called.filter((name) => name.endsWith('.hang.test'))
-      // The system resolver holds one thread at most: the second name waits for the first, and the
-      // second endpoint at the first name waits for its resolution rather than asking again.
-      assert.deepEqual(hanging, answer === 'silent' ? [] : ['one.hang.test'])
+      // The system resolver holds one thread at most: the name that reached it first holds it (the
+      // three endpoints' attempts start together, in no set order), the other name waits for it,
+      // and a second endpoint at the same name waits for its resolution rather than asking again.
+      if (answer === 'silent') assert.deepEqual(hanging, [])
+      else {
+        assert.equal(hanging.length, 1, `the system resolver was asked for ${hanging.join(', ')}`)
+        assert.match(hanging[0] ?? '', /^(one|two)\.hang\.test$/)
+      }
     })
   }
 
