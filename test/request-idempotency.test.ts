@@ -1,12 +1,17 @@
 // A request's Idempotency-Key from its headers to its answer, against a store of kept keys the
 // test answers for (the store's own rules have their suites under test/store/).
 import assert from 'node:assert/strict'
-import { describe, it } from 'node:test'
+import { createServer, type IncomingMessage } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { describe, it, type TestContext } from 'node:test'
 
 import type { KeptKey } from '../src/domain/kept-key.js'
 import { ClientClosedError } from '../src/http/body.js'
-import { HttpError } from '../src/http/problem.js'
-import { type HeldKey, RequestKeys } from '../src/request-idempotency.js'
+import { HttpError, toHttpError } from '../src/http/problem.js'
+import { type HeldKey, RequestKeys, serveKeyed } from '../src/request-idempotency.js'
+import { startRequest } from '../src/request-state.js'
+import { type Answer, type Route, STREAMED } from '../src/routes/route.js'
+import { createUser } from '../src/routes/users/create-user.js'
 import type { KeptKeys, KeyHold } from '../src/store/kept-keys.js'
 import { createMemoryLogger } from './helpers/service.js'
 
@@ -17,6 +22,7 @@ function scriptedKeys(answerHold: () => Promise<KeyHold> = async () => 'held') {
   const calls: string[] = []
   const kept = new Map<string, KeptKey>()
   let failRelease = false
+  let paused: { asked: () => void; opened: Promise<void> } | undefined
   const keys: KeptKeys = {
     async find(subject, key) {
       calls.push(`find ${subject} ${key}`)
@@ -28,6 +34,10 @@ function scriptedKeys(answerHold: () => Promise<KeyHold> = async () => 'held') {
     },
     async release(subject, key) {
       calls.push(`release ${subject} ${key}`)
+      if (paused !== undefined) {
+        paused.asked()
+        await paused.opened
+      }
       if (failRelease) throw new Error('the database is away')
     },
     async keepAlone(key) {
@@ -41,6 +51,19 @@ function scriptedKeys(answerHold: () => Promise<KeyHold> = async () => 'held') {
     kept,
     failReleases: () => {
       failRelease = true
+    },
+    /** Releases wait from now until `open()`; `asked` resolves at the first one. */
+    pauseReleases() {
+      let ask = (): void => {}
+      let open = (): void => {}
+      const asked = new Promise<void>((resolve) => {
+        ask = resolve
+      })
+      const opened = new Promise<void>((resolve) => {
+        open = resolve
+      })
+      paused = { asked: ask, opened }
+      return { asked, open }
     },
   }
 }
@@ -274,5 +297,116 @@ describe('a kept key', () => {
     const key = held(requests, 'k')
     await key.settle({ status: 299 })
     assert.deepEqual(store.calls, ['keepAlone alice k'])
+  })
+})
+
+/**
+ * One keyed POST through a real server, its key held by `requests` and served by `serveKeyed`
+ * with `run`; `outcome` is how serveKeyed settled (the server then answers 204 itself).
+ */
+async function serveOne(
+  t: TestContext,
+  requests: RequestKeys,
+  route: Route,
+  run: (req: IncomingMessage, body: unknown) => Answer | Promise<Answer>,
+  body = '{"a":1}',
+): Promise<{ outcome: Promise<{ answered: Answer } | { failed: unknown }> }> {
+  let settled: (outcome: { answered: Answer } | { failed: unknown }) => void = () => {}
+  const outcome = new Promise<{ answered: Answer } | { failed: unknown }>((resolve) => {
+    settled = resolve
+  })
+  const server = createServer((req, res) => {
+    const key = requests.hold(req.headers['idempotency-key'], 'alice')
+    assert.ok(key !== undefined)
+    serveKeyed(req, startRequest(req), route, key, (parsed) => run(req, parsed))
+      .then(
+        (answered) => settled({ answered }),
+        (failed: unknown) => settled({ failed }),
+      )
+      .finally(() => res.writeHead(204).end())
+  })
+  server.listen(0, '127.0.0.1')
+  await new Promise((resolve) => server.once('listening', resolve))
+  t.after(() => server.close())
+  const { port } = server.address() as AddressInfo
+  const sent = fetch(`http://127.0.0.1:${port}/users`, {
+    method: 'POST',
+    headers: { 'idempotency-key': '"k"', 'content-type': 'application/json' },
+    body,
+  })
+  t.after(async () => {
+    await (await sent).arrayBuffer()
+  })
+  return { outcome }
+}
+
+describe('a keyed request served', () => {
+  it('gives its hold back before a refusal under 500 leaves, so the corrected request may follow at once', async (t) => {
+    const store = scriptedKeys()
+    const releases = store.pauseReleases()
+    const { requests } = requestKeys(store.keys)
+    const { outcome } = await serveOne(t, requests, createUser, () => {
+      throw new HttpError('validation_failed', 'no')
+    })
+    let refused = false
+    void outcome.then(() => {
+      refused = true
+    })
+    const first = await Promise.race([
+      releases.asked.then(() => 'release asked'),
+      outcome.then(() => 'refused'),
+    ])
+    assert.equal(first, 'release asked', 'the refusal left before its hold was given back')
+    // Turns of the loop for a refusal that did not wait for the release to be answered.
+    for (let turn = 0; turn < 5; turn += 1) await new Promise((resolve) => setImmediate(resolve))
+    assert.equal(refused, false, 'the refusal left before its hold was given back')
+    releases.open()
+    const settled = await outcome
+    assert.ok('failed' in settled)
+    assertHttpError(settled.failed, 'validation_failed', 422)
+    assert.deepEqual(store.calls, ['hold alice k', 'find alice k', 'release alice k'])
+  })
+
+  for (const [name, fault, code, status] of [
+    ['a 500', new Error('a bug'), 'internal', 500],
+    ['a 503', new HttpError('storage_unavailable', 'the disk is away'), 'storage_unavailable', 503],
+  ] as const) {
+    it(`answers ${name} without waiting for its hold's release (the store may be what failed)`, async (t) => {
+      const store = scriptedKeys()
+      const releases = store.pauseReleases()
+      const { requests } = requestKeys(store.keys)
+      const { outcome } = await serveOne(t, requests, createUser, () => {
+        throw fault
+      })
+      const first = await Promise.race([outcome, releases.asked.then(() => 'released first')])
+      releases.open()
+      assert.notEqual(first, 'released first')
+      assert.ok(typeof first === 'object' && 'failed' in first)
+      assert.equal(toHttpError(first.failed).code, code)
+      assert.equal(toHttpError(first.failed).status, status)
+      assert.deepEqual(store.calls, ['hold alice k', 'find alice k'])
+    })
+  }
+
+  it('leaves a streamed body to its handler, and keeps no key for an answer it streamed', async (t) => {
+    const store = scriptedKeys()
+    const { requests } = requestKeys(store.keys)
+    let given: unknown = 'nothing'
+    let read = ''
+    const { outcome } = await serveOne(
+      t,
+      requests,
+      { ...createUser, body: 'stream' },
+      async (req, body) => {
+        given = body
+        for await (const chunk of req) read += String(chunk)
+        return STREAMED
+      },
+      'line one\nline two\n',
+    )
+    assert.deepEqual(await outcome, { answered: STREAMED })
+    assert.equal(given, undefined)
+    assert.equal(read, 'line one\nline two\n')
+    assert.deepEqual(store.calls, ['hold alice k', 'find alice k'])
   })
 })
