@@ -181,6 +181,9 @@ describe('createAuthenticator', () => {
           assert.equal(auth.authenticate(token).sub, ['a', 'b', 'c', 'd'][i])
         })
       }
+      // Never more than its size: four tokens taken in turn through two places all miss.
+      const { cached, verifications } = auth.stats()
+      assert.deepEqual({ cached, verifications }, { cached: 2, verifications: 12 })
       clock.nowMs = (START_S + 91) * 1000
       for (const token of tokens)
         assertHttpError(() => auth.authenticate(token), 'token_expired', 401)
