@@ -339,7 +339,29 @@ describe('onAnswerClosed', () => {
     const socket = await rawClient(server)
     socket.write(GET)
     await ran.next(1)
+    // On a connection kept open: the answer's own close, not its connection's.
+    assert.equal(socket.destroyed, false)
     socket.destroy()
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    assert.deepEqual(ran.values, ['closed'])
+  })
+
+  it('runs once for a pipelined answer still queued when its connection died (its response never closes on Node 20)', async (t) => {
+    const arrived = collector<ServerResponse>()
+    const server = await serve(t, (_req, res) => {
+      arrived.push(res)
+    })
+    const socket = await rawClient(server)
+    socket.write(GET + GET)
+    await arrived.next(2)
+    const [first, queued] = arrived.values
+    assert.ok(first !== undefined && queued !== undefined)
+    const gone = once(queued.req.socket, 'close')
+    socket.destroy()
+    await gone
+    const ran = collector<string>()
+    onAnswerClosed(queued, () => ran.push('closed'))
+    // Its connection will not close again: the run is queued now, or never.
     await new Promise((resolve) => setTimeout(resolve, 50))
     assert.deepEqual(ran.values, ['closed'])
   })
