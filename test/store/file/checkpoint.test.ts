@@ -1,12 +1,16 @@
 import assert from 'node:assert/strict'
-import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises'
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 
 import { eventIdNumber } from '../../../src/domain/event.js'
 import { DurableDirectory } from '../../../src/store/file/atomic-write.js'
 import { Checkpoint, type CheckpointOptions } from '../../../src/store/file/checkpoint.js'
-import { readCheckpoint, removeCheckpointTemps } from '../../../src/store/file/checkpoint-file.js'
+import {
+  checkpointJson,
+  readCheckpoint,
+  removeCheckpointTemps,
+} from '../../../src/store/file/checkpoint-file.js'
 import { FileStore } from '../../../src/store/file/file-store.js'
 import { WriteError } from '../../../src/store/write-error.js'
 import type { DurableWriteTiming } from '../../../src/store/write-timing.js'
@@ -231,6 +235,208 @@ describe('Checkpoint', () => {
       ['dir-sync', 'file-sync'],
       'the journal and keys/ synced',
     )
+  })
+})
+
+describe('Checkpoint bookkeeping', () => {
+  /** The kinds of the timings reported under each directory, sorted. */
+  function kindsByDir(dirs: Awaited<ReturnType<typeof openDirs>>) {
+    const timings = dirs.timingsUnder(dirs.root)
+    return (): Record<string, string[]> => {
+      const kinds: Record<string, string[]> = {}
+      for (const timing of timings()) {
+        const dir = path.basename(timing.dir)
+        kinds[dir] = [...(kinds[dir] ?? []), timing.kind].sort()
+      }
+      return kinds
+    }
+  }
+
+  it('keeps the oldest event of a user whose file step failed until a later change rewrites the file', async (t) => {
+    const dirs = await openDirs(t)
+    let logged = 5
+    const checkpoint = manualCheckpoint(dirs, { logged: () => logged, through: 2 })
+    checkpoint.hold('nobody')
+    assert.equal(checkpoint.idle, true, 'no change of that user runs: nothing held')
+    checkpoint.begin('u1', 5)
+    checkpoint.hold('u1')
+    checkpoint.end('u1')
+    assert.equal(checkpoint.idle, false, 'held')
+    logged = 7
+    checkpoint.begin('u1', 7)
+    checkpoint.hold('u1')
+    checkpoint.end('u1')
+    await checkpoint.settle()
+    assert.equal(checkpoint.through, 4, 'below the first failed step, not the second')
+    logged = 8
+    checkpoint.begin('u1', 8)
+    checkpoint.rewritten('u1')
+    checkpoint.end('u1')
+    assert.equal(checkpoint.idle, true)
+    await checkpoint.settle()
+    assert.equal(checkpoint.through, 8)
+  })
+
+  it('counts the files of all three directories, and is idle only once nothing waits', async (t) => {
+    const dirs = await openDirs(t)
+    const kinds = kindsByDir(dirs)
+    const checkpoint = manualCheckpoint(dirs, { logged: () => 0, through: 0 })
+    assert.deepEqual([checkpoint.dirty, checkpoint.idle], [0, true])
+    await writeFile(path.join(dirs.keys.path, 'k.keys'), '{}\n')
+    checkpoint.touched('keys', 'k.keys')
+    assert.deepEqual([checkpoint.dirty, checkpoint.idle], [1, false])
+    checkpoint.touched('users', 'a.json')
+    checkpoint.touched('tombstones', 'b.json')
+    assert.equal(checkpoint.dirty, 3)
+    await checkpoint.settle()
+    assert.deepEqual([checkpoint.dirty, checkpoint.idle], [0, true])
+    // a.json and b.json are gone (removed since): only k.keys is fsynced, and all three directories.
+    assert.deepEqual(kinds(), {
+      keys: ['dir-sync', 'file-sync'],
+      tombstones: ['dir-sync'],
+      users: ['dir-sync'],
+    })
+    assert.equal(readCheckpoint(dirs.root), undefined, 'through did not move: no checkpoint file')
+    checkpoint.touched('tombstones')
+    assert.deepEqual([checkpoint.dirty, checkpoint.idle], [0, false], 'a file only removed')
+    const before = kinds()
+    await checkpoint.settle()
+    assert.deepEqual(kinds().tombstones, [...(before.tombstones ?? []), 'dir-sync'].sort())
+    assert.deepEqual(kinds().users, before.users, 'users/ is not synced again')
+    checkpoint.holdEvent(1)
+    assert.equal(checkpoint.idle, false)
+    checkpoint.releaseEvent(1)
+    checkpoint.begin('u1', 1)
+    assert.equal(checkpoint.idle, false)
+    checkpoint.end('u1')
+    assert.equal(checkpoint.idle, true)
+  })
+
+  it('writes an owed file before it passes its event, and not while a later change has taken it', async (t) => {
+    const dirs = await openDirs(t)
+    const kinds = kindsByDir(dirs)
+    let logged = 3
+    const checkpoint = manualCheckpoint(dirs, { logged: () => logged, through: 2 })
+    assert.throws(() => checkpoint.owe('u1', 'u1.json', '{}'), /no change of user u1 is running/)
+    assert.equal(checkpoint.takeOwed('u1.json'), undefined)
+    assert.equal(checkpoint.idle, true, 'taking nothing holds nothing back')
+    checkpoint.begin('u1', 3)
+    checkpoint.owe('u1', 'u1.json', '{"v":1}')
+    checkpoint.end('u1')
+    assert.deepEqual([checkpoint.owed, checkpoint.dirty], [1, 0])
+    const owed = checkpoint.takeOwed('u1.json')
+    assert.deepEqual(owed, { userId: 'u1', json: '{"v":1}', eventId: 3 })
+    assert.equal(checkpoint.owed, 0)
+    logged = 4
+    await checkpoint.settle()
+    assert.equal(checkpoint.through, 2, 'the taken file is not written yet')
+    if (owed !== undefined) checkpoint.reowe('u1.json', owed)
+    checkpoint.end('u1')
+    await checkpoint.settle()
+    assert.equal(checkpoint.through, 4)
+    assert.equal(checkpoint.owed, 0)
+    assert.equal(await readFile(path.join(dirs.users.path, 'u1.json'), 'utf8'), '{"v":1}')
+    assert.deepEqual(kinds().users, ['dir-sync'], 'users/ fsynced for the owed file alone')
+  })
+
+  it('after a failed run, fsyncs again the directories of the files it wrote or was given', async (t) => {
+    const dirs = await openDirs(t)
+    // Only the last step fails: a directory where the checkpoint file would be renamed to.
+    const failingLastStep = async (run: () => Promise<void>): Promise<void> => {
+      const file = path.join(dirs.root, 'checkpoint.json')
+      const kept = readCheckpoint(dirs.root)
+      await rm(file, { force: true })
+      await mkdir(path.join(file, 'in-the-way'), { recursive: true })
+      try {
+        await run()
+      } finally {
+        await rm(file, { recursive: true })
+        if (typeof kept === 'number') await writeFile(file, checkpointJson(kept))
+      }
+    }
+    const kinds = kindsByDir(dirs)
+    let logged = 1
+    const failures: unknown[] = []
+    let successes = 0
+    const checkpoint = manualCheckpoint(dirs, {
+      logged: () => logged,
+      through: 0,
+      failed: (error) => failures.push(error),
+      succeeded: () => {
+        successes += 1
+      },
+    })
+    checkpoint.begin('u1', 1)
+    checkpoint.owe('u1', 'u1.json', '{}')
+    checkpoint.end('u1')
+    await writeFile(path.join(dirs.keys.path, 'k.keys'), '{}\n')
+    checkpoint.touched('keys', 'k.keys')
+    await failingLastStep(() => checkpoint.settle())
+    assert.deepEqual([failures.length, successes, checkpoint.through], [1, 0, 0])
+    assert.equal(await readFile(path.join(dirs.users.path, 'u1.json'), 'utf8'), '{}', 'written')
+    const before = kinds()
+    await checkpoint.settle()
+    assert.deepEqual([failures.length, successes, checkpoint.through], [1, 1, 1])
+    const after = kinds()
+    assert.equal(after.users?.length, (before.users?.length ?? 0) + 1, 'users/ again')
+    assert.equal(after.keys?.length, (before.keys?.length ?? 0) + 2, 'k.keys and keys/ again')
+    assert.equal(after.tombstones, undefined, 'tombstones/ had nothing')
+    logged = 2
+    await writeFile(path.join(dirs.graves.path, 'g.json'), '{}')
+    checkpoint.touched('tombstones', 'g.json')
+    await failingLastStep(() => checkpoint.settle())
+    const failed = kinds()
+    await checkpoint.settle()
+    assert.deepEqual([failures.length, successes, checkpoint.through], [2, 2, 2])
+    assert.deepEqual(kinds().users, failed.users, 'users/ not again: no file of it was written')
+    assert.equal(kinds().tombstones?.length, (failed.tombstones?.length ?? 0) + 2)
+  })
+
+  it('runs on its timer once started, never twice at once, and no more once stopped', async (t) => {
+    const dirs = await openDirs(t)
+    let logged = 1
+    let successes = 0
+    const checkpoint = manualCheckpoint(dirs, {
+      logged: () => logged,
+      through: 0,
+      intervalMs: 20,
+      succeeded: () => {
+        successes += 1
+      },
+    })
+    checkpoint.start()
+    checkpoint.start()
+    for (let i = 0; i < 200 && checkpoint.through < 1; i += 1) await sleep(10)
+    assert.equal(checkpoint.through, 1)
+    checkpoint.stop()
+    await sleep(60)
+    logged = 2
+    await sleep(100)
+    assert.equal(checkpoint.through, 1, 'no run after stop')
+    await checkpoint.settle()
+    assert.equal(checkpoint.through, 2, 'settle still runs one')
+    assert.ok(successes >= 2)
+  })
+
+  it('starts one run at the 4,096th file waiting, not before, and no second while it runs', async (t) => {
+    const dirs = await openDirs(t)
+    let successes = 0
+    const checkpoint = manualCheckpoint(dirs, {
+      logged: () => 0,
+      through: 0,
+      succeeded: () => {
+        successes += 1
+      },
+    })
+    // Names of files removed since: each costs one failed open, not an fsync.
+    for (let i = 0; i < 4095; i += 1) checkpoint.touched('users', `gone-${i}.json`)
+    await sleep(50)
+    assert.deepEqual([successes, checkpoint.dirty], [0, 4095])
+    checkpoint.touched('users', 'gone-4095.json')
+    checkpoint.touched('users', 'gone-4096.json')
+    for (let i = 0; i < 200 && successes === 0; i += 1) await sleep(10)
+    await sleep(50)
+    assert.deepEqual([successes, checkpoint.dirty], [1, 0])
   })
 })
 
