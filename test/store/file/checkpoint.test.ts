@@ -260,6 +260,7 @@ describe('Checkpoint bookkeeping', () => {
     assert.equal(checkpoint.idle, true, 'no change of that user runs: nothing held')
     checkpoint.begin('u1', 5)
     checkpoint.hold('u1')
+    assert.equal(checkpoint.idle, false, 'running and held')
     checkpoint.end('u1')
     assert.equal(checkpoint.idle, false, 'held')
     logged = 7
@@ -298,15 +299,18 @@ describe('Checkpoint bookkeeping', () => {
     })
     assert.equal(readCheckpoint(dirs.root), undefined, 'through did not move: no checkpoint file')
     checkpoint.touched('tombstones')
-    assert.deepEqual([checkpoint.dirty, checkpoint.idle], [0, false], 'a file only removed')
+    checkpoint.touched('users')
+    checkpoint.touched('keys')
+    assert.deepEqual([checkpoint.dirty, checkpoint.idle], [0, false], 'files only removed')
     const before = kinds()
     await checkpoint.settle()
     assert.deepEqual(kinds().tombstones, [...(before.tombstones ?? []), 'dir-sync'].sort())
-    assert.deepEqual(kinds().users, before.users, 'users/ is not synced again')
+    assert.deepEqual(kinds().users?.length, (before.users?.length ?? 0) + 1)
     checkpoint.holdEvent(1)
     assert.equal(checkpoint.idle, false)
-    checkpoint.releaseEvent(1)
     checkpoint.begin('u1', 1)
+    assert.equal(checkpoint.idle, false, 'running, and its key line unwritten')
+    checkpoint.releaseEvent(1)
     assert.equal(checkpoint.idle, false)
     checkpoint.end('u1')
     assert.equal(checkpoint.idle, true)
@@ -337,6 +341,98 @@ describe('Checkpoint bookkeeping', () => {
     assert.equal(checkpoint.owed, 0)
     assert.equal(await readFile(path.join(dirs.users.path, 'u1.json'), 'utf8'), '{"v":1}')
     assert.deepEqual(kinds().users, ['dir-sync'], 'users/ fsynced for the owed file alone')
+  })
+
+  it('writes owed files even when the checkpoint cannot move, and shows the batch writing them', async (t) => {
+    const dirs = await openDirs(t)
+    const checkpoint = manualCheckpoint(dirs, { logged: () => 6, through: 4 })
+    checkpoint.begin('u2', 5)
+    checkpoint.begin('u1', 6)
+    checkpoint.owe('u1', 'u1.json', '{"v":6}')
+    checkpoint.end('u1')
+    assert.equal(checkpoint.owedWriting('u1.json'), undefined, 'waiting, not being written')
+    const running = checkpoint.settle()
+    let writing: Promise<void> | undefined
+    for (let i = 0; i < 1000 && writing === undefined; i += 1) {
+      writing = checkpoint.owedWriting('u1.json')
+      if (writing === undefined) await new Promise(setImmediate)
+    }
+    assert.ok(writing instanceof Promise, 'a later change of u1 has this batch to wait for')
+    await writing
+    assert.equal(await readFile(path.join(dirs.users.path, 'u1.json'), 'utf8'), '{"v":6}')
+    await running
+    assert.deepEqual([checkpoint.through, checkpoint.owed], [4, 0], 'held back by u2, u1 written')
+    assert.equal(checkpoint.owedWriting('u1.json'), undefined)
+  })
+
+  it('ends the thread that writes owed files when it is closed', async (t) => {
+    const dirs = await openDirs(t)
+    const threads = async (): Promise<number> =>
+      Number(/^Threads:\s+(\d+)$/m.exec(await readFile('/proc/self/status', 'utf8'))?.[1])
+    const checkpoint = manualCheckpoint(dirs, { logged: () => 1, through: 0 })
+    const before = await threads()
+    checkpoint.begin('u1', 1)
+    checkpoint.owe('u1', 'u1.json', '{}')
+    checkpoint.end('u1')
+    await checkpoint.settle()
+    assert.ok((await threads()) > before, 'a writer thread started')
+    await checkpoint.close()
+    let after = await threads()
+    // Its thread exits just after `terminate` resolves; the writer's own idle stop is 5 s away.
+    for (let i = 0; i < 100 && after > before; i += 1) {
+      await sleep(10)
+      after = await threads()
+    }
+    assert.equal(after, before)
+  })
+
+  it('never runs two at once: one asked for while another runs waits for it', async (t) => {
+    const dirs = await openDirs(t)
+    const gates: (() => void)[] = []
+    let entered = 0
+    let active = 0
+    let most = 0
+    // The data directory, with each write of the checkpoint file held until the test opens it.
+    const root = new Proxy(dirs.data, {
+      get(target, property) {
+        if (property === 'writeFile')
+          return async (...args: Parameters<DurableDirectory['writeFile']>) => {
+            entered += 1
+            active += 1
+            most = Math.max(most, active)
+            await new Promise<void>((resolve) => gates.push(resolve))
+            try {
+              return await target.writeFile(...args)
+            } finally {
+              active -= 1
+            }
+          }
+        const value: unknown = Reflect.get(target, property, target)
+        return typeof value === 'function' ? value.bind(target) : value
+      },
+    })
+    const until = async (done: () => boolean): Promise<void> => {
+      for (let i = 0; i < 400 && !done(); i += 1) await sleep(5)
+      assert.ok(done())
+    }
+    let logged = 1
+    const checkpoint = manualCheckpoint(dirs, { logged: () => logged, through: 0, root })
+    const first = checkpoint.settle()
+    await until(() => entered === 1)
+    logged = 2
+    const second = checkpoint.settle()
+    gates.shift()?.()
+    await first
+    await until(() => entered === 2)
+    logged = 3
+    const third = checkpoint.settle()
+    await sleep(50)
+    assert.deepEqual([entered, most], [2, 1], 'the third waits for the second')
+    gates.shift()?.()
+    await until(() => entered === 3)
+    gates.shift()?.()
+    await Promise.all([second, third])
+    assert.deepEqual([checkpoint.through, most, readCheckpoint(dirs.root)], [3, 1, 3])
   })
 
   it('after a failed run, fsyncs again the directories of the files it wrote or was given', async (t) => {
