@@ -13,7 +13,6 @@ import {
 } from './checkpoint-file.js'
 import { hasCode } from './errno.js'
 import { SEGMENT, safeId } from './event-segments.js'
-import { isKeyLine } from './key-format.js'
 import { replayKeys } from './key-replay.js'
 import { readLines } from './segment-lines.js'
 import { parseStoredUser, toTombstoneJson } from './stored-files.js'
@@ -200,11 +199,13 @@ async function lastEvents(
   let highest = 0
   let events = 0
   await eachLine(files, (bytes, text) => {
-    if (bytes.toString('latin1', 0, VOID_START.length) === VOID_START || isKeyLine(bytes)) return
+    // Only lines that begin as eventJson writes them (no void, no key's line): the pass that
+    // writes finds its events by this leading id, and a line it would not find is no event.
+    const id = leadingId(bytes)
+    if (id === undefined) return
     const line = text()
     const head = line === undefined ? undefined : parseEventHead(line)
-    const id = head === undefined ? undefined : safeId(head.id)
-    if (head === undefined || id === undefined) return
+    if (head === undefined || safeId(head.id) !== id) return
     highest = Math.max(highest, id)
     if (!wanted || id <= after) return
     events += 1

@@ -305,4 +305,40 @@ describe('replayTail', () => {
     })
     assert.equal(readCheckpoint(dataDir), 0)
   })
+  it('replays none of the damaged lines a log may hold, and reads no file of events/ but its segments', async (t) => {
+    let a: UserRecord | undefined
+    const dataDir = await changedBy(t, async (store) => {
+      a = await store.create(makeUser())
+    })
+    assert.ok(a !== undefined)
+    const [id = 0] = await eventIds(dataDir)
+    await lose(dataDir, 0)
+    const segment = await segmentOf(dataDir)
+    const line = (await readFile(segment, 'utf8')).split('\n')[0] ?? ''
+    const later = (n: number): string => line.replace(formatEventId(id), formatEventId(id + n))
+    // Voids that are damaged, and an id past what a number holds exactly.
+    const voids = [`{"void":"zz{"void":"${formatEventId(id)}"}`, `{"void":"${formatEventId(id)}"}x`]
+    await appendFile(
+      segment,
+      `${[...voids, '{"void":"xyz"}', line.replace(formatEventId(id), 'ffffffffffffffff')].join('\n')}\n`,
+    )
+    // a's event again with later ids: its name's first byte not UTF-8, then behind a byte-order mark.
+    const name = Buffer.from(`"name":${JSON.stringify(a.user.name)}`)
+    const bytes = Buffer.from(`${later(1)}\n`)
+    bytes[bytes.indexOf(name) + 8] = 0xff
+    await appendFile(segment, Buffer.concat([bytes, Buffer.from(`\ufeff${later(2)}\n`)]))
+    await writeFile(path.join(dataDir, 'events', 'notes.txt'), `${later(3)}\n`)
+    // A byte before the brace, and an id said twice: JSON.parse takes either, the log does not.
+    const twice = later(5).replace('"type":', `"id":"${formatEventId(id + 6)}","type":`)
+    await appendFile(segment, ` ${later(4)}\n${twice}\n`)
+    assert.deepEqual(await replay(t, dataDir), {
+      through: id,
+      events: 1,
+      written: 1,
+      buried: 0,
+      keys: 0,
+      checkpoint: 'found',
+    })
+    assert.equal(await readFile(path.join(dataDir, 'users', `${a.user.id}.json`), 'utf8'), a.json)
+  })
 })
