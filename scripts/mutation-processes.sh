@@ -75,7 +75,7 @@ fi
 for entry in \
   "store/file/atomic-write|test/store/file/atomic-write.test.ts|test/store/storage-faults.test.ts|test/store/durability.test.ts" \
   "store/file/checkpoint|test/store/file/checkpoint.test.ts test/store/file/file-store.test.ts test/store/file/event-log.test.ts|test/store/wal-recovery.test.ts|test/store/durability.test.ts test/store/storage-faults.test.ts" \
-  "store/file/replay|test/store/file/checkpoint.test.ts test/store/file/event-log.test.ts|test/store/wal-recovery.test.ts|test/store/storage-faults.test.ts" \
+  "store/file/replay|test/store/file/replay.test.ts|test/store/file/checkpoint.test.ts test/store/file/event-log.test.ts test/store/file/file-store.test.ts|test/store/wal-recovery.test.ts|test/store/storage-faults.test.ts" \
   "http/lingering-close|test/http/lingering-close.test.ts|test/api/lingering-close.test.ts" \
   "store/file/lock-file|--test-name-pattern=^DataDirLock$ test/store/file/data-dir-lock.test.ts|test/store/file/data-dir-lock.test.ts" \
   "store/file/data-dir-lock|--test-name-pattern=^DataDirLock$ test/store/file/data-dir-lock.test.ts|test/store/file/data-dir-lock.test.ts"; do
