@@ -15,6 +15,7 @@ import { FileStore } from '../../../src/store/file/file-store.js'
 import { WriteError } from '../../../src/store/write-error.js'
 import type { DurableWriteTiming } from '../../../src/store/write-timing.js'
 import { sleep } from '../../helpers/child.js'
+import { waitFor } from '../../helpers/ops.js'
 import { makeTempDir } from '../../helpers/service.js'
 import { makeUser } from '../../helpers/store-users.js'
 
@@ -377,12 +378,16 @@ describe('Checkpoint bookkeeping', () => {
     await checkpoint.settle()
     assert.ok((await threads()) > before, 'a writer thread started')
     await checkpoint.close()
-    let after = await threads()
     // Its thread exits just after `terminate` resolves; the writer's own idle stop is 5 s away.
-    for (let i = 0; i < 100 && after > before; i += 1) {
-      await sleep(10)
-      after = await threads()
-    }
+    const after = await waitFor(
+      'the writer thread to end',
+      async () => {
+        const now = await threads()
+        return now > before ? undefined : now
+      },
+      1000,
+      10,
+    )
     assert.equal(after, before)
   })
 
@@ -411,10 +416,8 @@ describe('Checkpoint bookkeeping', () => {
         return typeof value === 'function' ? value.bind(target) : value
       },
     })
-    const until = async (done: () => boolean): Promise<void> => {
-      for (let i = 0; i < 400 && !done(); i += 1) await sleep(5)
-      assert.ok(done())
-    }
+    const until = (done: () => boolean): Promise<true> =>
+      waitFor('a run at its checkpoint file', () => done() || undefined, 2000, 5)
     let logged = 1
     const checkpoint = manualCheckpoint(dirs, { logged: () => logged, through: 0, root })
     const first = checkpoint.settle()
@@ -502,7 +505,7 @@ describe('Checkpoint bookkeeping', () => {
     })
     checkpoint.start()
     checkpoint.start()
-    for (let i = 0; i < 200 && checkpoint.through < 1; i += 1) await sleep(10)
+    await waitFor('a run on the timer', () => checkpoint.through >= 1 || undefined, 2000, 10)
     assert.equal(checkpoint.through, 1)
     checkpoint.stop()
     await sleep(60)
@@ -530,7 +533,7 @@ describe('Checkpoint bookkeeping', () => {
     assert.deepEqual([successes, checkpoint.dirty], [0, 4095])
     checkpoint.touched('users', 'gone-4095.json')
     checkpoint.touched('users', 'gone-4096.json')
-    for (let i = 0; i < 200 && successes === 0; i += 1) await sleep(10)
+    await waitFor('the run the count starts', () => successes > 0 || undefined, 2000, 10)
     await sleep(50)
     assert.deepEqual([successes, checkpoint.dirty], [1, 0])
   })
