@@ -6,7 +6,7 @@ import { type EventHead, eventIdNumber, formatEventId, parseEventHead } from '..
 import type { Logger } from '../../log/logger.js'
 import type { EventIndex } from '../feed/event-index.js'
 import type { DamagedRecord } from './event-quarantine.js'
-import { SEGMENT, type Segment, type Segments, safeId } from './event-segments.js'
+import { leadingId, SEGMENT, type Segment, type Segments, safeId } from './event-segments.js'
 import { isKeyLine, keyLineFor } from './key-format.js'
 import { readLines } from './segment-lines.js'
 
@@ -37,12 +37,11 @@ export interface LoadContext {
 /**
  * Reads every segment into `index`, byte by byte (offsets are byte offsets), streamed: the event
  * loop is served while it reads (readLines). A torn last line (a crash during a write that was
- * never acknowledged) is cut off. A damaged line (not UTF-8, not JSON, not an event, out of id
- * order) is copied to the quarantine, logged and left out; every other line is kept, but for the
- * lines of kept keys, which are skipped. Events
- * voided in the log, and those `isMade` says were never made, are left out of the index. The next
- * id is past every id seen: in events, voids, key lines, damaged lines whose id can be read, and
- * segment names.
+ * never acknowledged) is cut off. A damaged line (not UTF-8, not JSON, not an event, not begun as
+ * the log writes one, out of id order) is copied to the quarantine, logged and left out; every
+ * other line is kept, but for the lines of kept keys, which are skipped. Events voided in the log,
+ * and those `isMade` says were never made, are left out of the index. The next id is past every
+ * id seen: in events, voids, key lines, damaged lines whose id can be read, and segment names.
  */
 export async function loadSegments(
   context: LoadContext,
@@ -134,6 +133,7 @@ function loadLine(
   if (head === undefined) return 'the record is not an event'
   const id = safeId(head.id)
   if (id === undefined) return "the event's id is past the ids this store hands out"
+  if (leadingId(line) !== id) return 'the record does not begin as the log writes an event'
   const previous = index.size > 0 ? index.idAt(index.end - 1) : 0
   if (id <= previous)
     return `the event's id is not after the one before it (${formatEventId(previous)})`

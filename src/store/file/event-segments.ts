@@ -2,6 +2,9 @@ import { EVENT_ID, eventIdNumber } from '../../domain/event.js'
 
 /** A segment's file name: its first id, 16 hex digits. */
 export const SEGMENT = /^([0-9a-f]{16})\.ndjson$/
+/** How an event's line begins: eventJson writes the id first. */
+const LEADING_ID = /^\{"id":"([0-9a-f]{16})"/
+const LEADING_ID_BYTES = 25
 
 export interface Segment {
   /** Numbers the segments in name order; the index names a segment by it. */
@@ -62,4 +65,14 @@ export function safeId(id: string): number | undefined {
   } catch {
     return undefined
   }
+}
+
+/**
+ * The id an event's line begins with, undefined for any other line (a void, a key's line, a byte
+ * before the brace). The replay finds its events by this id, so the load and the replay both take
+ * a line as an event only when it begins so, and with the id it holds.
+ */
+export function leadingId(line: Buffer): number | undefined {
+  const id = LEADING_ID.exec(line.toString('latin1', 0, LEADING_ID_BYTES))?.[1]
+  return id === undefined ? undefined : safeId(id)
 }

@@ -12,15 +12,13 @@ import {
   syncFiles,
 } from './checkpoint-file.js'
 import { hasCode } from './errno.js'
-import { SEGMENT, safeId } from './event-segments.js'
+import { leadingId, SEGMENT, safeId } from './event-segments.js'
 import { replayKeys } from './key-replay.js'
 import { readLines } from './segment-lines.js'
 import { parseStoredUser, toTombstoneJson } from './stored-files.js'
 
 const VOID = /^\{"void":"([0-9a-f]{16})"\}$/
 const VOID_START = '{"void":'
-const LEADING_ID = /^\{"id":"([0-9a-f]{16})"/
-const LEADING_ID_BYTES = 25
 /**
  * Users written again at once while replaying: enough to keep libuv's threads busy, few enough
  * that starting a batch (a synchronous read of each user's file) stays short.
@@ -212,12 +210,6 @@ async function lastEvents(
     if (!voided.has(id)) last.set(head.userId, id)
   })
   return { last, highest, events }
-}
-
-/** The id an event's line starts with (eventJson writes it first); undefined for anything else. */
-function leadingId(bytes: Buffer): number | undefined {
-  const id = LEADING_ID.exec(bytes.toString('latin1', 0, LEADING_ID_BYTES))?.[1]
-  return id === undefined ? undefined : safeId(id)
 }
 
 function decodeLine(decoder: TextDecoder, line: Uint8Array): string | undefined {

@@ -186,6 +186,48 @@ describe("the file store's feed on disk", () => {
     )
   })
 
+  it('quarantines an event that does not begin as the log writes one, as the replay skips it', async (t) => {
+    const dataDir = await makeTempDir(t)
+    const store = new FileStore({ ...NO_FLOOR, dataDir })
+    await store.open()
+    const user = (await store.create(makeUser())).user
+    for (const name of ['Two', 'Three', 'Four'])
+      await store.update(user.id, (current) => changeUser(current.user, { name }))
+    await store.close()
+    const eventsDir = path.join(dataDir, 'events')
+    const [segment] = await readdir(eventsDir)
+    assert.ok(segment !== undefined)
+    const file = path.join(eventsDir, segment)
+    const lines = (await readFile(file, 'utf8')).split('\n')
+    // JSON.parse reads both: event 2 with a space before its brace, and event 3 after an id of 9.
+    lines[1] = ` ${lines[1] ?? ''}`
+    lines[2] = (lines[2] ?? '').replace('{"id":', '{"id":"0000000000000009","id":')
+    await writeFile(file, lines.join('\n'))
+    const logs: Record<string, unknown>[] = []
+    const again = new FileStore({ ...NO_FLOOR, dataDir, logger: createMemoryLogger(logs) })
+    await again.open()
+    t.after(() => again.close())
+    assert.deepEqual(
+      (await allEvents(again)).map((event) => event.id),
+      ['0000000000000001', '0000000000000004'],
+    )
+    const reasons = logs
+      .filter((line) => line['msg'] === 'quarantined a damaged event record')
+      .map((line) => [line['id'], line['reason']])
+    const reason = 'the record does not begin as the log writes an event'
+    assert.deepEqual(reasons, [
+      ['0000000000000002', reason],
+      ['0000000000000009', reason],
+    ])
+    assert.equal((await readdir(path.join(dataDir, 'quarantine'))).length, 2)
+    // The first id of a damaged line is never handed out again.
+    await again.update(user.id, (current) => changeUser(current.user, { name: 'Five' }))
+    assert.deepEqual(
+      (await allEvents(again)).map((event) => event.id),
+      ['0000000000000001', '0000000000000004', '000000000000000a'],
+    )
+  })
+
   it("hands out ids past the newest segment's name, even when no event is in it", async (t) => {
     const dataDir = await makeTempDir(t)
     const store = new FileStore({ ...NO_FLOOR, dataDir })
