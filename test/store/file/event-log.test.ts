@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { appendFile, readdir, readFile, writeFile } from 'node:fs/promises'
 import path from 'node:path'
-import { describe, it } from 'node:test'
+import { describe, it, type TestContext } from 'node:test'
 
 import { ConfigError, parseConfig } from '../../../src/process/config.js'
 import { FileStore } from '../../../src/store/file/file-store.js'
@@ -23,6 +23,35 @@ async function allEvents(
 ): Promise<{ id: string; type: string; userId: string; version: number; actor?: string }[]> {
   const page = await store.events?.read({ limit: 1000 })
   return [...(page?.items ?? [])]
+}
+
+/** A closed store whose one user has four events (versions 1 to 4), and its segment's lines. */
+async function fourEvents(t: TestContext) {
+  const dataDir = await makeTempDir(t)
+  const store = new FileStore({ ...NO_FLOOR, dataDir })
+  await store.open()
+  const user = (await store.create(makeUser())).user
+  for (const name of ['Two', 'Three', 'Four'])
+    await store.update(user.id, (current) => changeUser(current.user, { name }))
+  await store.close()
+  const eventsDir = path.join(dataDir, 'events')
+  const [segment] = await readdir(eventsDir)
+  assert.ok(segment !== undefined)
+  const file = path.join(eventsDir, segment)
+  return { dataDir, user, file, lines: (await readFile(file, 'utf8')).split('\n') }
+}
+
+/** The store opened again, what it logs, and the ids and reasons of the records it quarantined. */
+async function reopen(t: TestContext, dataDir: string) {
+  const logs: Record<string, unknown>[] = []
+  const again = new FileStore({ ...NO_FLOOR, dataDir, logger: createMemoryLogger(logs) })
+  await again.open()
+  t.after(() => again.close())
+  const quarantined = () =>
+    logs
+      .filter((line) => line['msg'] === 'quarantined a damaged event record')
+      .map((line) => [line['id'], line['reason']])
+  return { again, logs, quarantined }
 }
 
 describe('the event log of the file store', () => {
@@ -138,18 +167,7 @@ describe("the file store's feed on disk", () => {
   })
 
   it('quarantines records that are not UTF-8, not JSON or not an event, keeps every other one, and gives no damaged id again', async (t) => {
-    const dataDir = await makeTempDir(t)
-    const store = new FileStore({ ...NO_FLOOR, dataDir })
-    await store.open()
-    const user = (await store.create(makeUser())).user
-    for (const name of ['Two', 'Three', 'Four'])
-      await store.update(user.id, (current) => changeUser(current.user, { name }))
-    await store.close()
-    const eventsDir = path.join(dataDir, 'events')
-    const [segment] = await readdir(eventsDir)
-    assert.ok(segment !== undefined)
-    const file = path.join(eventsDir, segment)
-    const lines = (await readFile(file, 'utf8')).split('\n')
+    const { dataDir, user, file, lines } = await fourEvents(t)
     // Event 2 no longer an event, a line of garbage after it, and the last event (4) not UTF-8.
     lines[1] = (lines[1] ?? '').replace('"type":"user.updated"', '"type":"user.renamed"')
     lines.splice(2, 0, 'not json at all')
@@ -157,18 +175,12 @@ describe("the file store's feed on disk", () => {
     const last = text.lastIndexOf('"name":"Four"')
     text[last + 9] = 0xc0
     await writeFile(file, text)
-    const logs: Record<string, unknown>[] = []
-    const again = new FileStore({ ...NO_FLOOR, dataDir, logger: createMemoryLogger(logs) })
-    await again.open()
-    t.after(() => again.close())
+    const { again, logs, quarantined } = await reopen(t, dataDir)
     assert.deepEqual(
       (await allEvents(again)).map((event) => event.id),
       ['0000000000000001', '0000000000000003'],
     )
-    const reasons = logs
-      .filter((line) => line['msg'] === 'quarantined a damaged event record')
-      .map((line) => [line['id'], line['reason']])
-    assert.deepEqual(reasons, [
+    assert.deepEqual(quarantined(), [
       ['0000000000000002', 'the record is not an event'],
       [undefined, 'the record is not an event'],
       ['0000000000000004', 'the record is not valid UTF-8'],
@@ -187,35 +199,18 @@ describe("the file store's feed on disk", () => {
   })
 
   it('quarantines an event that does not begin as the log writes one, as the replay skips it', async (t) => {
-    const dataDir = await makeTempDir(t)
-    const store = new FileStore({ ...NO_FLOOR, dataDir })
-    await store.open()
-    const user = (await store.create(makeUser())).user
-    for (const name of ['Two', 'Three', 'Four'])
-      await store.update(user.id, (current) => changeUser(current.user, { name }))
-    await store.close()
-    const eventsDir = path.join(dataDir, 'events')
-    const [segment] = await readdir(eventsDir)
-    assert.ok(segment !== undefined)
-    const file = path.join(eventsDir, segment)
-    const lines = (await readFile(file, 'utf8')).split('\n')
+    const { dataDir, user, file, lines } = await fourEvents(t)
     // JSON.parse reads both: event 2 with a space before its brace, and event 3 after an id of 9.
     lines[1] = ` ${lines[1] ?? ''}`
     lines[2] = (lines[2] ?? '').replace('{"id":', '{"id":"0000000000000009","id":')
     await writeFile(file, lines.join('\n'))
-    const logs: Record<string, unknown>[] = []
-    const again = new FileStore({ ...NO_FLOOR, dataDir, logger: createMemoryLogger(logs) })
-    await again.open()
-    t.after(() => again.close())
+    const { again, quarantined } = await reopen(t, dataDir)
     assert.deepEqual(
       (await allEvents(again)).map((event) => event.id),
       ['0000000000000001', '0000000000000004'],
     )
-    const reasons = logs
-      .filter((line) => line['msg'] === 'quarantined a damaged event record')
-      .map((line) => [line['id'], line['reason']])
     const reason = 'the record does not begin as the log writes an event'
-    assert.deepEqual(reasons, [
+    assert.deepEqual(quarantined(), [
       ['0000000000000002', reason],
       ['0000000000000009', reason],
     ])
