@@ -4,7 +4,7 @@ import { TextDecoder } from 'node:util'
 import { parseEventHead } from '../../domain/event.js'
 import { isExpired, type KeptKey } from '../../domain/kept-key.js'
 import type { DurableDirectory } from './atomic-write.js'
-import { safeId } from './event-segments.js'
+import { leadingId, safeId } from './event-segments.js'
 import {
   isKeyLine,
   keptKeyJson,
@@ -44,10 +44,11 @@ export interface KeyReplay {
 /**
  * Appends again to its journal (KeyJournal; unsynced: the replay fsyncs them before the checkpoint
  * moves) every key line past the checkpoint whose event counts: its line follows the key's at
- * once, whole (a torn append left neither), and is not voided (its change failed). A key that has
- * expired meanwhile is left out, and its line blanked (LogCopyBlanker, durably before this
- * resolves), as is a key whose event was voided or does not follow it: no journal will name them. Streamed: memory
- * holds one batch of keys. Returns the journals written and how many keys.
+ * once, whole (a torn append left neither) and as the log writes it, and is not voided (its change
+ * failed). A key that has expired meanwhile is left out, and its line blanked (LogCopyBlanker,
+ * durably before this resolves), as is a key whose event was voided or does not follow it: no
+ * journal will name them. Streamed: memory holds one batch of keys. Returns the journals written
+ * and how many keys.
  */
 export async function replayKeys(replay: KeyReplay): Promise<{ journals: string[]; keys: number }> {
   const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
@@ -87,8 +88,10 @@ export async function replayKeys(replay: KeyReplay): Promise<{ journals: string[
         if (previous === undefined) return
         const text = decode(decoder, bytes)
         const head = text === undefined ? undefined : parseEventHead(text)
-        const id = head === undefined ? undefined : safeId(head.id)
-        if (head?.id !== previous.eventId || id === undefined) return orphan(previous)
+        // Only an event as the log writes it counts: the replay makes no other (leadingId).
+        const id = leadingId(bytes)
+        if (head?.id !== previous.eventId || id === undefined || safeId(head.id) !== id)
+          return orphan(previous)
         if (id <= replay.after) return
         const { kept, copy } = previous
         if (replay.voided.has(id) || isExpired(kept, replay.now))

@@ -349,6 +349,37 @@ describe('FileStore: kept keys on disk', () => {
     assert.deepEqual(await store.keys.find('admin', 'counted'), countedKey)
   })
 
+  it("keeps no key whose event's line does not begin as the log writes one: the replay makes no such event", async (t) => {
+    const dataDir = await dataDirOf(t, 'keys-damaged-')
+    const first = await openStore(t, dataDir)
+    await first.store.create(makeUser())
+    await first.close()
+    const damaged = createdLine(dataDir, 'Damaged Create')
+    const segment = lastSegment(dataDir)
+    // JSON.parse reads the event line with a space before its brace; the log never writes one.
+    appendFileSync(
+      segment,
+      `${keyLineFor(aloneKey('admin', 'damaged'), damaged.id)} ${damaged.line}\n`,
+    )
+    const counted = createdLine(dataDir, 'Counted Create')
+    const countedKey = aloneKey('admin', 'counted')
+    appendFileSync(segment, `${keyLineFor(countedKey, counted.id)}${counted.line}\n`)
+
+    const { store, logs } = await openStore(t, dataDir)
+    assert.equal(await store.get(damaged.userId), undefined, 'no change')
+    assert.equal(await store.keys.find('admin', 'damaged'), undefined, 'no key')
+    assert.deepEqual(journalLines(dataDir, 'admin', 'damaged'), [])
+    assert.doesNotMatch(logText(dataDir), /"key":"damaged"/, 'blanked: no event followed it')
+    assert.deepEqual(
+      logs
+        .filter((line) => line['msg'] === 'quarantined a damaged event record')
+        .map((line) => line['id']),
+      [damaged.id],
+    )
+    assert.ok((await store.get(counted.userId)) !== undefined, 'the counted change was replayed')
+    assert.deepEqual(await store.keys.find('admin', 'counted'), countedKey)
+  })
+
   it('appends the lines of deleted journals again from the log when it replays past the checkpoint, and cuts a torn last line before appending after it', async (t) => {
     const dataDir = await dataDirOf(t, 'keys-replay-')
     const first = await openStore(t, dataDir, { checkpointMs: NO_CHECKPOINT })
