@@ -147,6 +147,21 @@ describe('GET /events as text/event-stream', () => {
     })
     assertProblem(refused, 503, 'overloaded')
     assert.ok(refused.headers.get('retry-after') !== null)
+    // This 503 comes after the token and the query: only a client allowed to stream learns it.
+    const stream = { accept: 'text/event-stream' }
+    assertProblem(
+      await svc.call('GET', '/events', { token: undefined, headers: stream }),
+      401,
+      'token_missing',
+    )
+    assertProblem(
+      await svc.call('GET', '/events', {
+        token: reader,
+        headers: { ...stream, 'last-event-id': 'x' },
+      }),
+      400,
+      'bad_request',
+    )
     // Pages are not streams: they still work.
     assert.equal((await svc.call('GET', '/events', { token: reader })).status, 200)
     a.close()

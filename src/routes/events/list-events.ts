@@ -31,7 +31,7 @@ export const listEvents: Route = {
       description:
         'A page of events; or, with Accept: text/event-stream, the backlog then each new event as it is committed (' +
         '`id:` the event id, `event:` its type, `data:` the event JSON), with a comment line at least every 15 s. ' +
-        'At most MAX_EVENT_STREAMS streams (then 503 overloaded); a consumer that does not read is cut off and resumes with Last-Event-ID.',
+        'At most MAX_EVENT_STREAMS streams (then 503 overloaded, which comes after the 401, 403 and 400 checks and is counted by the rate limits); a consumer that does not read is cut off and resumes with Last-Event-ID.',
       content: { 'application/json': ref('EventPage'), 'text/event-stream': TEXT },
     },
   },
