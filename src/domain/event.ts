@@ -1,5 +1,5 @@
 import type { ChangeContext } from './change-context.js'
-import { valueText } from './json-text.js'
+import { isObject, valueText } from './json-text.js'
 import { hasIndexKey, sameMetadata } from './metadata.js'
 import { MAX_VERSION, type User, type UserRecord } from './user.js'
 
@@ -170,15 +170,14 @@ export type EventHead = Pick<ChangeEvent, 'id' | 'type' | 'time' | 'userId' | 'v
 
 /** The JSON text as an object with an event's fields, or undefined when it is not one. */
 function eventObject(text: string): (EventHead & Record<string, unknown>) | undefined {
-  let value: unknown
+  let v: unknown
   try {
-    value = JSON.parse(text)
+    v = JSON.parse(text)
   } catch {
     return undefined
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined
-  const v = value as Record<string, unknown>
   if (
+    !isObject(v) ||
     typeof v.id !== 'string' ||
     !EVENT_ID.test(v.id) ||
     typeof v.type !== 'string' ||
@@ -188,6 +187,8 @@ function eventObject(text: string): (EventHead & Record<string, unknown>) | unde
     typeof v.version !== 'number'
   )
     return undefined
+  // As eventJson writes one: a deletion carries no user, every other event its user as an object.
+  if (v.type === 'user.deleted' ? v.user !== undefined : !isObject(v.user)) return undefined
   return v as EventHead & Record<string, unknown>
 }
 

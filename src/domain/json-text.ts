@@ -150,3 +150,8 @@ function isSpace(char: number): boolean {
 function isEnd(char: number): boolean {
   return char === COMMA || char === CLOSE_OBJECT || char === CLOSE_ARRAY || isSpace(char)
 }
+
+/** Whether a parsed JSON value is an object (not null, not an array). */
+export function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}

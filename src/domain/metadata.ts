@@ -1,4 +1,4 @@
-import { namesInTextOrder } from './json-text.js'
+import { isObject, namesInTextOrder } from './json-text.js'
 
 /**
  * Metadata: string keys to string values, held in a null-prototype object, in the order the
@@ -106,8 +106,4 @@ export function sameMetadata(a: Metadata, b: Metadata): boolean {
   const others = metadataKeys(b)
   if (keys.length !== others.length) return false
   return keys.every((key, i) => others[i] === key && a[key] === b[key])
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
 }

@@ -223,6 +223,28 @@ describe("the file store's feed on disk", () => {
     )
   })
 
+  it('quarantines an event whose user is not as the log writes it: missing, not an object, or on a deletion', async (t) => {
+    const { dataDir, user, file, lines } = await fourEvents(t)
+    const [, two = '', three = '', four = ''] = lines
+    const at = (line: string): number => line.indexOf(',"user":')
+    lines[1] = `${two.slice(0, at(two))}}`
+    lines[2] = `${three.slice(0, at(three))},"user":5}`
+    lines[3] = four.replace('"type":"user.updated"', '"type":"user.deleted"')
+    await writeFile(file, lines.join('\n'))
+    const { again, quarantined } = await reopen(t, dataDir)
+    assert.deepEqual(
+      (await allEvents(again)).map((event) => event.id),
+      ['0000000000000001'],
+    )
+    const reason = 'the record is not an event'
+    assert.deepEqual(quarantined(), [
+      ['0000000000000002', reason],
+      ['0000000000000003', reason],
+      ['0000000000000004', reason],
+    ])
+    assert.equal((await again.get(user.id))?.user.name, 'Four', "the user's file is kept")
+  })
+
   it("hands out ids past the newest segment's name, even when no event is in it", async (t) => {
     const dataDir = await makeTempDir(t)
     const store = new FileStore({ ...NO_FLOOR, dataDir })

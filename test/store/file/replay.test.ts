@@ -305,6 +305,39 @@ describe('replayTail', () => {
     })
     assert.equal(readCheckpoint(dataDir), 0)
   })
+  it("writes a user's last whole event when a damaged copy of it comes first or a later line lacks its user", async (t) => {
+    let second: UserRecord | undefined
+    const dataDir = await changedBy(t, async (store) => {
+      const a = await store.create(makeUser())
+      second = await store.update(a.user.id, (current) => changeUser(current.user, { name: 'Two' }))
+    })
+    assert.ok(second !== undefined)
+    const [, id = 0] = await eventIds(dataDir)
+    await lose(dataDir, 0)
+    const segment = await segmentOf(dataDir)
+    const [created = '', updated = ''] = (await readFile(segment, 'utf8')).split('\n')
+    // Before the update, a copy of it whose name is not UTF-8; after it, a later event of the
+    // same user without its user (eventJson writes one only for a deletion).
+    const copy = Buffer.from(`${updated}\n`)
+    copy[copy.indexOf('"name":"Two"') + 8] = 0xff
+    const bare = `${updated.slice(0, updated.indexOf(',"user":'))}}`
+    const later = bare.replace(formatEventId(id), formatEventId(id + 1))
+    await writeFile(
+      segment,
+      Buffer.concat([Buffer.from(`${created}\n`), copy, Buffer.from(`${updated}\n${later}\n`)]),
+    )
+    assert.deepEqual(await replay(t, dataDir), {
+      through: id,
+      events: 2,
+      written: 1,
+      buried: 0,
+      keys: 0,
+      checkpoint: 'found',
+    })
+    const file = path.join(dataDir, 'users', `${second.user.id}.json`)
+    assert.equal(await readFile(file, 'utf8'), second.json)
+  })
+
   it('replays none of the damaged lines a log may hold, and reads no file of events/ but its segments', async (t) => {
     let a: UserRecord | undefined
     const dataDir = await changedBy(t, async (store) => {
