@@ -162,6 +162,33 @@ async function killAfter(child: Child, lines: number): Promise<string[]> {
   return acked()
 }
 
+/**
+ * A data directory whose log ends, past its checkpoint, with the key `key` and its event's line as
+ * `tail` writes them, then a whole keyed create: opened again, after checking that the whole one
+ * was replayed with its key and that `key` is in no journal.
+ */
+async function keyedTail(
+  t: TestContext,
+  key: string,
+  tail: (keyLine: string, event: { line: string; id: string }) => string,
+) {
+  const dataDir = await dataDirOf(t, `keys-${key}-`)
+  const first = await openStore(t, dataDir)
+  await first.store.create(makeUser())
+  await first.close()
+  const event = createdLine(dataDir, `${key} create`)
+  const segment = lastSegment(dataDir)
+  appendFileSync(segment, tail(keyLineFor(aloneKey('admin', key), event.id), event))
+  const counted = createdLine(dataDir, 'Counted Create')
+  const countedKey = aloneKey('admin', 'counted')
+  appendFileSync(segment, `${keyLineFor(countedKey, counted.id)}${counted.line}\n`)
+  const { store, logs } = await openStore(t, dataDir)
+  assert.ok((await store.get(counted.userId)) !== undefined, 'the counted change was replayed')
+  assert.deepEqual(await store.keys.find('admin', 'counted'), countedKey)
+  assert.deepEqual(journalLines(dataDir, 'admin', key), [])
+  return { dataDir, store, logs, event }
+}
+
 describe('FileStore: kept keys on disk', () => {
   it("keeps a keyed change's key as a line `<sha-256> <JSON>\\t<segment>:<offset>` of the journal of its expiry's 30 s (mode 0600), the offset its line's in the log, found by a new store on the same directory; the feed shows only the event", async (t) => {
     const dataDir = await dataDirOf(t, 'keys-restart-')
@@ -327,57 +354,31 @@ describe('FileStore: kept keys on disk', () => {
   })
 
   it('keeps no key of a voided event, and keeps the key of the same lines without the void', async (t) => {
-    const dataDir = await dataDirOf(t, 'keys-void-')
-    const first = await openStore(t, dataDir)
-    await first.store.create(makeUser())
-    await first.close()
-    const voided = createdLine(dataDir, 'Voided Create')
-    const segment = lastSegment(dataDir)
-    appendFileSync(
-      segment,
-      `${keyLineFor(aloneKey('admin', 'voided'), voided.id)}${voided.line}\n{"void":"${voided.id}"}\n`,
+    const { store, event } = await keyedTail(
+      t,
+      'voided',
+      (keyLine, { line, id }) => `${keyLine}${line}\n{"void":"${id}"}\n`,
     )
-    const counted = createdLine(dataDir, 'Counted Create')
-    const countedKey = aloneKey('admin', 'counted')
-    appendFileSync(segment, `${keyLineFor(countedKey, counted.id)}${counted.line}\n`)
-
-    const { store } = await openStore(t, dataDir)
-    assert.equal(await store.get(voided.userId), undefined)
+    assert.equal(await store.get(event.userId), undefined)
     assert.equal(await store.keys.find('admin', 'voided'), undefined, 'a voided event keeps no key')
-    assert.deepEqual(journalLines(dataDir, 'admin', 'voided'), [])
-    assert.ok((await store.get(counted.userId)) !== undefined, 'the counted change was replayed')
-    assert.deepEqual(await store.keys.find('admin', 'counted'), countedKey)
   })
 
   it("keeps no key whose event's line does not begin as the log writes one: the replay makes no such event", async (t) => {
-    const dataDir = await dataDirOf(t, 'keys-damaged-')
-    const first = await openStore(t, dataDir)
-    await first.store.create(makeUser())
-    await first.close()
-    const damaged = createdLine(dataDir, 'Damaged Create')
-    const segment = lastSegment(dataDir)
     // JSON.parse reads the event line with a space before its brace; the log never writes one.
-    appendFileSync(
-      segment,
-      `${keyLineFor(aloneKey('admin', 'damaged'), damaged.id)} ${damaged.line}\n`,
+    const { store, event, logs, dataDir } = await keyedTail(
+      t,
+      'damaged',
+      (keyLine, { line }) => `${keyLine} ${line}\n`,
     )
-    const counted = createdLine(dataDir, 'Counted Create')
-    const countedKey = aloneKey('admin', 'counted')
-    appendFileSync(segment, `${keyLineFor(countedKey, counted.id)}${counted.line}\n`)
-
-    const { store, logs } = await openStore(t, dataDir)
-    assert.equal(await store.get(damaged.userId), undefined, 'no change')
+    assert.equal(await store.get(event.userId), undefined, 'no change')
     assert.equal(await store.keys.find('admin', 'damaged'), undefined, 'no key')
-    assert.deepEqual(journalLines(dataDir, 'admin', 'damaged'), [])
     assert.doesNotMatch(logText(dataDir), /"key":"damaged"/, 'blanked: no event followed it')
     assert.deepEqual(
       logs
         .filter((line) => line['msg'] === 'quarantined a damaged event record')
         .map((line) => line['id']),
-      [damaged.id],
+      [event.id],
     )
-    assert.ok((await store.get(counted.userId)) !== undefined, 'the counted change was replayed')
-    assert.deepEqual(await store.keys.find('admin', 'counted'), countedKey)
   })
 
   it('appends the lines of deleted journals again from the log when it replays past the checkpoint, and cuts a torn last line before appending after it', async (t) => {
