@@ -381,6 +381,15 @@ describe('FileStore: kept keys on disk', () => {
     )
   })
 
+  it('keeps no key whose event line gives another id first, though the id JSON.parse takes is its own', async (t) => {
+    const { store, event } = await keyedTail(t, 'twice', (keyLine, { line, id }) => {
+      const other = nextId(nextId(id))
+      return `${keyLine}${line.replace('{"id":', `{"id":"${other}","id":`)}\n`
+    })
+    assert.equal(await store.get(event.userId), undefined, 'no change')
+    assert.equal(await store.keys.find('admin', 'twice'), undefined, 'no key')
+  })
+
   it('appends the lines of deleted journals again from the log when it replays past the checkpoint, and cuts a torn last line before appending after it', async (t) => {
     const dataDir = await dataDirOf(t, 'keys-replay-')
     const first = await openStore(t, dataDir, { checkpointMs: NO_CHECKPOINT })
