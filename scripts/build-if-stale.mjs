@@ -1,16 +1,19 @@
-// npm start and npm run token: builds dist/ (tsc -p tsconfig.build.json) only when a source is newer
-// than the last build, so that a token takes a moment instead of a compiler run. A fresh clone has
-// no dist/ and builds; a failed build leaves no record, so the next run tries again.
+// npm start and npm run token: builds dist/ (tsc -p tsconfig.build.json, the admin page, the bundle)
+// only when a source is newer than the last build, so that a token takes a moment instead of a
+// compiler run. A fresh clone has no dist/ and builds; a build that failed or was cut off (Ctrl-C)
+// leaves no record, so the next run tries again.
 // An argument names another project root (the tests build a small one).
 
 import { execFileSync } from 'node:child_process'
-import { existsSync, readdirSync, rmSync, statSync, utimesSync } from 'node:fs'
+import { existsSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const ROOT = path.resolve(process.argv[2] ?? path.join(fileURLToPath(import.meta.url), '..', '..'))
-// tsc writes it on every build (tsconfig.build.json); its time is set to the build's start below.
-const RECORD = path.join(ROOT, 'dist', '.tsbuildinfo')
+// Written once every step has succeeded, with the build's start as its time. Not tsc's own
+// dist/.tsbuildinfo: tsc writes that before the page and the bundle are built, and a build cut off
+// after it would leave a stale bundle that looks up to date.
+const RECORD = path.join(ROOT, 'dist', '.built')
 // scripts/: the admin page's and the bundle's builds are inputs too.
 const INPUTS = ['src', 'admin', 'scripts', 'tsconfig.json', 'tsconfig.build.json', 'package.json']
 // The admin page (docs/admin-page.md), built into dist/admin/ after the service.
@@ -37,6 +40,7 @@ const built = newest(RECORD)
 const changed = Math.max(...INPUTS.map((input) => newest(path.join(ROOT, input))))
 if (built === 0 || changed >= built) {
   const started = new Date()
+  rmSync(RECORD, { force: true })
   try {
     execFileSync(
       process.execPath,
@@ -54,9 +58,9 @@ if (built === 0 || changed >= built) {
       )
     }
   } catch {
-    rmSync(RECORD, { force: true })
     process.exit(1)
   }
   // A source saved while tsc ran is newer than this, so the next run builds again.
+  writeFileSync(RECORD, '')
   utimesSync(RECORD, started, started)
 }

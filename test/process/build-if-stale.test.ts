@@ -31,13 +31,13 @@ async function makeProject(root: string): Promise<void> {
   await writeFile(path.join(root, 'src', 'process', 'extra.ts'), 'export const extra = 1\n')
 }
 
-/** Runs the script on `root`; its time of last build (dist/.tsbuildinfo) after, 0 for none. */
+/** Runs the script on `root`; its time of last whole build (dist/.built) after, 0 for none. */
 async function buildIfStale(root: string): Promise<{ code: number; record: number }> {
   const code = await run(process.execPath, [SCRIPT, root], { timeout: 120_000 }).then(
     () => 0,
     (error: { code?: number }) => error.code ?? -1,
   )
-  const record = await stat(path.join(root, 'dist', '.tsbuildinfo')).then(
+  const record = await stat(path.join(root, 'dist', '.built')).then(
     (stats) => stats.mtimeMs,
     () => 0,
   )
@@ -118,6 +118,32 @@ describe('npm start and npm run token build only when the sources changed (build
     const again = await buildIfStale(root)
     assert.equal(again.code, 0)
     assert.ok(again.record > built, 'an edited build script is built')
+  })
+
+  it('builds again after a build cut off once tsc was done, before the bundle', {
+    timeout: 180_000,
+  }, async (t) => {
+    const root = await makeTempDir(t, 'build-if-stale-')
+    await makeProject(root)
+    for (const folder of ['scripts', 'admin'])
+      await cp(path.join(PROJECT_ROOT, folder), path.join(root, folder), { recursive: true })
+    await writeFile(
+      path.join(root, 'src', 'bin.ts'),
+      "import { extra } from './process/extra.js'\nprocess.stdout.write('extra ' + extra + '\\n')\n",
+    )
+    assert.equal((await buildIfStale(root)).code, 0)
+    // An edit, then a build that Ctrl-C stops once tsc is done: the bundle still has the old
+    // value, and tsc's own record is newer than the edit.
+    const extra = path.join(root, 'src', 'process', 'extra.ts')
+    await writeFile(extra, 'export const extra = 2\n')
+    await touchLater(extra)
+    await new Promise((resolve) => setTimeout(resolve, 1100))
+    const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc')
+    await run(process.execPath, [tsc, '-p', 'tsconfig.build.json'], { cwd: root, timeout: 120_000 })
+    const bin = path.join(root, 'dist', 'bin.js')
+    assert.equal((await run(process.execPath, [bin])).stdout, 'extra 1\n', 'the cut-off state')
+    assert.equal((await buildIfStale(root)).code, 0)
+    assert.equal((await run(process.execPath, [bin])).stdout, 'extra 2\n')
   })
 
   it('fails on a type error, and tries again on the next run', { timeout: 180_000 }, async (t) => {
