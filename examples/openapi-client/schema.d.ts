@@ -2247,7 +2247,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description A page of events; or, with Accept: text/event-stream, the backlog then each new event as it is committed (`id:` the event id, `event:` its type, `data:` the event JSON), with a comment line at least every 15 s. At most MAX_EVENT_STREAMS streams (then 503 overloaded); a consumer that does not read is cut off and resumes with Last-Event-ID. */
+            /** @description A page of events; or, with Accept: text/event-stream, the backlog then each new event as it is committed (`id:` the event id, `event:` its type, `data:` the event JSON), with a comment line at least every 15 s. At most MAX_EVENT_STREAMS streams (then 503 overloaded, which comes after the 401, 403 and 400 checks and is counted by the rate limits); a consumer that does not read is cut off and resumes with Last-Event-ID. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
