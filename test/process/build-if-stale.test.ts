@@ -12,7 +12,7 @@ import {
   writeFile,
 } from 'node:fs/promises'
 import path from 'node:path'
-import { describe, it } from 'node:test'
+import { describe, it, type TestContext } from 'node:test'
 import { promisify } from 'node:util'
 
 import { PROJECT_ROOT } from '../helpers/child.js'
@@ -42,6 +42,23 @@ async function buildIfStale(root: string): Promise<{ code: number; record: numbe
     () => 0,
   )
   return { code, record }
+}
+
+/**
+ * A project with the build scripts and the admin page, whose command prints the value of a module
+ * the bundle carries, built once.
+ */
+async function builtWithBundle(t: TestContext): Promise<string> {
+  const root = await makeTempDir(t, 'build-if-stale-')
+  await makeProject(root)
+  for (const folder of ['scripts', 'admin'])
+    await cp(path.join(PROJECT_ROOT, folder), path.join(root, folder), { recursive: true })
+  await writeFile(
+    path.join(root, 'src', 'bin.ts'),
+    "import { extra } from './process/extra.js'\nprocess.stdout.write('extra ' + extra + '\\n')\n",
+  )
+  assert.equal((await buildIfStale(root)).code, 0)
+  return root
 }
 
 /** Sets a file's time a second into the future: newer than any build made before now. */
@@ -93,15 +110,7 @@ describe('npm start and npm run token build only when the sources changed (build
   it('writes the command as one file over dist/bin.js, as npm run build does', {
     timeout: 180_000,
   }, async (t) => {
-    const root = await makeTempDir(t, 'build-if-stale-')
-    await makeProject(root)
-    for (const folder of ['scripts', 'admin'])
-      await cp(path.join(PROJECT_ROOT, folder), path.join(root, folder), { recursive: true })
-    await writeFile(
-      path.join(root, 'src', 'bin.ts'),
-      "import { extra } from './process/extra.js'\nprocess.stdout.write('extra ' + extra + '\\n')\n",
-    )
-    assert.equal((await buildIfStale(root)).code, 0)
+    const root = await builtWithBundle(t)
     const bin = path.join(root, 'dist', 'bin.js')
     const text = await readFile(bin, 'utf8')
     // tsc's bin.js imports ./process/extra.js; the bundle carries it.
@@ -123,15 +132,7 @@ describe('npm start and npm run token build only when the sources changed (build
   it('builds again after a build cut off once tsc was done, before the bundle', {
     timeout: 180_000,
   }, async (t) => {
-    const root = await makeTempDir(t, 'build-if-stale-')
-    await makeProject(root)
-    for (const folder of ['scripts', 'admin'])
-      await cp(path.join(PROJECT_ROOT, folder), path.join(root, folder), { recursive: true })
-    await writeFile(
-      path.join(root, 'src', 'bin.ts'),
-      "import { extra } from './process/extra.js'\nprocess.stdout.write('extra ' + extra + '\\n')\n",
-    )
-    assert.equal((await buildIfStale(root)).code, 0)
+    const root = await builtWithBundle(t)
     // An edit, then a build that Ctrl-C stops once tsc is done: the bundle still has the old
     // value, and tsc's own record is newer than the edit.
     const extra = path.join(root, 'src', 'process', 'extra.ts')
