@@ -28,10 +28,13 @@ async function cursorOf(replica: RunningChild, id: string): Promise<string> {
   return res.json<{ after: string }>().after
 }
 
-/** Waits until the endpoint's cursor, as `replica` reads it, stands after `eventId`. */
+/**
+ * Waits until the endpoint's cursor, as `replica` reads it, stands at or past `eventId` (with no
+ * event after it, the cursor may move on to the feed's head; ids of one length compare as text).
+ */
 const cursorAt = (replica: RunningChild, id: string, eventId: string): Promise<true> =>
-  waitFor(`the cursor after ${eventId}`, async () =>
-    (await cursorOf(replica, id)) === eventId ? true : undefined,
+  waitFor(`the cursor at or past ${eventId}`, async () =>
+    (await cursorOf(replica, id)) >= eventId ? true : undefined,
   )
 
 /** A replica on `url`, killed (woken first, if stopped) when the test ends. */
@@ -105,7 +108,7 @@ describe('a replica frozen (SIGSTOP) while its attempt is in flight', {
         thirdId,
       ],
     )
-    assert.equal(await cursorOf(b, hook.id), thirdId)
+    assert.ok((await cursorOf(b, hook.id)) >= thirdId)
   })
 })
 
