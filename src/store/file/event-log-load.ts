@@ -6,7 +6,7 @@ import { type EventHead, eventIdNumber, formatEventId, parseEventHead } from '..
 import type { Logger } from '../../log/logger.js'
 import type { EventIndex } from '../feed/event-index.js'
 import type { DamagedRecord } from './event-quarantine.js'
-import { leadingId, SEGMENT, type Segment, type Segments, safeId } from './event-segments.js'
+import { beginsWithId, SEGMENT, type Segment, type Segments, safeId } from './event-segments.js'
 import { isKeyLine, keyLineFor } from './key-format.js'
 import { readLines } from './segment-lines.js'
 
@@ -133,7 +133,7 @@ function loadLine(
   if (head === undefined) return 'the record is not an event'
   const id = safeId(head.id)
   if (id === undefined) return "the event's id is past the ids this store hands out"
-  if (leadingId(line) !== id) return 'the record does not begin as the log writes an event'
+  if (!beginsWithId(text, head.id)) return 'the record does not begin as the log writes an event'
   const previous = index.size > 0 ? index.idAt(index.end - 1) : 0
   if (id <= previous)
     return `the event's id is not after the one before it (${formatEventId(previous)})`

@@ -2,9 +2,11 @@ import { EVENT_ID, eventIdNumber } from '../../domain/event.js'
 
 /** A segment's file name: its first id, 16 hex digits. */
 export const SEGMENT = /^([0-9a-f]{16})\.ndjson$/
-/** How an event's line begins: eventJson writes the id first. */
-const LEADING_ID = /^\{"id":"([0-9a-f]{16})"/
-const LEADING_ID_BYTES = 25
+/** How an event's line begins, `{"id":"<16 hex>"`: eventJson writes the id first. */
+const ID_START_TEXT = '{"id":"'
+const ID_START = Buffer.from(ID_START_TEXT)
+const ID_END = ID_START.length + 16
+const QUOTE = 0x22
 
 export interface Segment {
   /** Numbers the segments in name order; the index names a segment by it. */
@@ -69,10 +71,24 @@ export function safeId(id: string): number | undefined {
 
 /**
  * The id an event's line begins with, undefined for any other line (a void, a key's line, a byte
- * before the brace). The replay finds its events by this id, so the load and the replay both take
- * a line as an event only when it begins so, and with the id it holds.
+ * before the brace). The replay finds its events by this id, so the load, the replay and the key
+ * replay take a line as an event only when it begins so, with the id it holds (beginsWithId).
  */
 export function leadingId(line: Buffer): number | undefined {
-  const id = LEADING_ID.exec(line.toString('latin1', 0, LEADING_ID_BYTES))?.[1]
-  return id === undefined ? undefined : safeId(id)
+  // Bytes compared, not a pattern over a string: the replay asks it of every line of the tail.
+  if (line.length <= ID_END || line[ID_END] !== QUOTE) return undefined
+  if (line.compare(ID_START, 0, ID_START.length, 0, ID_START.length) !== 0) return undefined
+  return safeId(line.toString('latin1', ID_START.length, ID_END))
+}
+
+/**
+ * Whether an event's text begins with its own id (`id`, as parsed) as eventJson writes it: what
+ * `leadingId` reads from the bytes, for a line already decoded and parsed.
+ */
+export function beginsWithId(text: string, id: string): boolean {
+  return (
+    text.startsWith(ID_START_TEXT) &&
+    text.startsWith(id, ID_START_TEXT.length) &&
+    text.charCodeAt(ID_END) === QUOTE
+  )
 }

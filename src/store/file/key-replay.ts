@@ -4,7 +4,7 @@ import { TextDecoder } from 'node:util'
 import { parseEventHead } from '../../domain/event.js'
 import { isExpired, type KeptKey } from '../../domain/kept-key.js'
 import type { DurableDirectory } from './atomic-write.js'
-import { leadingId, safeId } from './event-segments.js'
+import { beginsWithId, safeId } from './event-segments.js'
 import {
   isKeyLine,
   keptKeyJson,
@@ -88,10 +88,10 @@ export async function replayKeys(replay: KeyReplay): Promise<{ journals: string[
         if (previous === undefined) return
         const text = decode(decoder, bytes)
         const head = text === undefined ? undefined : parseEventHead(text)
-        // Only an event as the log writes it counts: the replay makes no other (leadingId).
-        const id = leadingId(bytes)
-        if (head?.id !== previous.eventId || id === undefined || safeId(head.id) !== id)
-          return orphan(previous)
+        const id = head === undefined ? undefined : safeId(head.id)
+        // Only an event as the log writes it counts: the replay makes no other.
+        const whole = text !== undefined && head !== undefined && beginsWithId(text, head.id)
+        if (head?.id !== previous.eventId || id === undefined || !whole) return orphan(previous)
         if (id <= replay.after) return
         const { kept, copy } = previous
         if (replay.voided.has(id) || isExpired(kept, replay.now))
